@@ -1,0 +1,38 @@
+"""Exceptions raised by slimlib. Every message says what was wrong, where, and what to do."""
+
+from __future__ import annotations
+
+
+class SlimError(Exception):
+    """Base class of every error slimlib raises on purpose; the CLI prints it as one line."""
+
+
+class DataError(SlimError, ValueError):
+    """Bad input data: a missing column, a non-numeric or out-of-range value, a malformed file."""
+
+
+class UnknownNameError(SlimError, KeyError):
+    """An unknown model, GPU, dataset or scenario name; the message lists the closest known names."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else ""
+
+
+class FitError(SlimError, RuntimeError):
+    """A calibration that cannot run (too few rows) or does not converge."""
+
+
+class NotFittedError(SlimError, AttributeError):
+    """A model used before `fit` (or `from_json`)."""
+
+
+def close_matches_message(kind: str, name: str, known: list[str], n: int = 5) -> str:
+    """Message for an unknown `name` of `kind`, listing the closest of `known`."""
+    import difflib
+
+    close = difflib.get_close_matches(str(name).lower(), [k.lower() for k in known], n=n, cutoff=0.3)
+    # map back to the original spelling
+    lower_to_orig = {k.lower(): k for k in known}
+    close = [lower_to_orig[c] for c in close]
+    hint = f"closest known: {', '.join(close)}" if close else f"known: {', '.join(sorted(known)[:20])}"
+    return f"unknown {kind} {name!r}; {hint}"
