@@ -1,0 +1,18 @@
+# Sourced by scripts/test.sh and scripts/reproduce.sh: create .venv (or $SLIM_VENV) and install slimlib into it.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+PY=${PYTHON:-python3}
+"$PY" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "SLIM needs Python 3.11 or newer (set PYTHON=...)")'
+VENV=${SLIM_VENV:-.venv}
+if [ ! -x "$VENV/bin/python" ]; then
+  echo "setup: creating $VENV" >&2
+  "$PY" -m venv "$VENV"
+fi
+VPY="$VENV/bin/python"
+export PIP_DISABLE_PIP_VERSION_CHECK=1
+echo "setup: installing slimlib and its dependencies into $VENV" >&2
+"$VPY" -m pip install -q -e ".[dev,notebooks]" 2> >(grep -v "^WARNING: Location" >&2)
+export PATH="$PWD/$VENV/bin:$PATH"
+# Matplotlib and Jupyter caches/config go to a temporary folder, never into the checkout or ../shared.
+SLIM_TMP=$(mktemp -d "${TMPDIR:-/tmp}/slim.XXXXXX")
+export MPLCONFIGDIR="$SLIM_TMP/mpl" MPLBACKEND=Agg

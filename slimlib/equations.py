@@ -1,0 +1,118 @@
+"""The SLIM equations (paper Eqs. 3-12) as pure, vectorized functions.
+
+Every argument may be a scalar or a numpy array; arrays broadcast. Units: seconds, bytes, FLOP, FLOP/s, bytes/s.
+Symbols follow the paper: B batch size, IL input length, OL output length, L layers, D hidden size, D_kv key/value
+projection width, D_ff FFN hidden size, b_kv bytes per KV element.
+
+FFN generalization (Eq. 8). The paper counts the FFN as ``4 r_ff D^2`` FLOPs per token: two matrices (up, down) of
+``D x D_ff`` at 2 FLOPs per multiply-accumulate, with ``r_ff = D_ff / D``. A gated FFN (SwiGLU: gate, up, down) has
+three such matrices, so the exact count is ``2 * n_ffn_matrices * D * D_ff`` FLOPs per token, which equals the paper's
+``4 r_ff D^2`` when ``n_ffn_matrices = 2``. `prefill_flops` takes ``n_ffn_matrices`` (2 or 3) for that reason.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = [
+    "d_kv",
+    "active_context",
+    "prefill_flops",
+    "prefill_time",
+    "kv_scan_tokens",
+    "decode_kv_bytes",
+    "dense_decode_time",
+    "decode_time",
+    "e2e_latency",
+    "throughput",
+]
+
+
+def d_kv(hidden_size, n_heads, n_kv_heads):
+    """Key/value projection width ``D_kv = H_kv d_h = D H_kv / H_q`` (Eq. 4); MHA gives D, GQA/MQA less."""
+    return (
+        np.asarray(hidden_size, dtype=float)
+        * np.asarray(n_kv_heads, dtype=float)
+        / np.asarray(n_heads, dtype=float)
+    )
+
+
+def active_context(batch_size, input_len, generated):
+    """Active context ``A_t = sum_r (IL_r + y_{r,t})`` (Eq. 3) for a batch of B requests with equal IL and y."""
+    return np.asarray(batch_size, dtype=float) * (
+        np.asarray(input_len, dtype=float) + np.asarray(generated, dtype=float)
+    )
+
+
+def prefill_flops(batch_size, input_len, n_layers, hidden_size, d_kv_width, ffn_size, n_ffn_matrices=2):
+    """Prefill FLOPs (Eq. 8): ``L [B IL (4D^2 + 4 D D_kv + 2 n_ffn D D_ff) + 4 B IL^2 D]``.
+
+    With ``n_ffn_matrices = 2`` the FFN part is the paper's ``4 r_ff D^2``; 3 counts a gated FFN exactly.
+    """
+    b = np.asarray(batch_size, dtype=float)
+    il = np.asarray(input_len, dtype=float)
+    dim = np.asarray(hidden_size, dtype=float)
+    dkv = np.asarray(d_kv_width, dtype=float)
+    dff = np.asarray(ffn_size, dtype=float)
+    per_token = 4.0 * dim**2 + 4.0 * dim * dkv + 2.0 * np.asarray(n_ffn_matrices, dtype=float) * dim * dff
+    return np.asarray(n_layers, dtype=float) * (b * il * per_token + 4.0 * b * il**2 * dim)
+
+
+def prefill_time(flops, peak_flops, eta_c):
+    """Prefill time ``T_pre = F_pre / (eta_c F_max)`` (Eq. 7)."""
+    return np.asarray(flops, dtype=float) / (
+        np.asarray(eta_c, dtype=float) * np.asarray(peak_flops, dtype=float)
+    )
+
+
+def kv_scan_tokens(input_len, output_len):
+    """KV positions read over a request's decode, ``C(IL, OL) = OL (IL + 1) + OL (OL - 1) / 2`` (Eq. 12)."""
+    il = np.asarray(input_len, dtype=float)
+    ol = np.asarray(output_len, dtype=float)
+    return ol * (il + 1.0) + ol * (ol - 1.0) / 2.0
+
+
+def decode_kv_bytes(n_layers, d_kv_width, kv_bytes, scan_tokens):
+    """KV-cache read traffic of one request's decode, ``M_dec = 2 L D_kv b_kv C(IL, OL)`` (Eq. 11), in bytes."""
+    return (
+        2.0
+        * np.asarray(n_layers, dtype=float)
+        * np.asarray(d_kv_width, dtype=float)
+        * np.asarray(kv_bytes, dtype=float)
+        * np.asarray(scan_tokens, dtype=float)
+    )
+
+
+def dense_decode_time(output_len, n_layers, hidden_size, alpha, gamma):
+    """Dense decode time ``T_d = alpha OL + gamma L (D / 1024)^2 OL`` (Eq. 10), seconds per request."""
+    ol = np.asarray(output_len, dtype=float)
+    scale = np.asarray(n_layers, dtype=float) * (np.asarray(hidden_size, dtype=float) / 1024.0) ** 2
+    return np.asarray(alpha, dtype=float) * ol + np.asarray(gamma, dtype=float) * scale * ol
+
+
+def decode_time(batch_size, dense_time, kv_bytes_read, mem_bw, eta_m, b0):
+    """Decode time ``T_dec = (B + B0) / eta_m [T_d + M_dec / BW_max]`` (Eq. 9)."""
+    b = np.asarray(batch_size, dtype=float)
+    per_request = np.asarray(dense_time, dtype=float) + np.asarray(kv_bytes_read, dtype=float) / np.asarray(
+        mem_bw, dtype=float
+    )
+    return (b + np.asarray(b0, dtype=float)) / np.asarray(eta_m, dtype=float) * per_request
+
+
+def e2e_latency(prefill_s, decode_s, t_fixed):
+    """End-to-end batch latency ``E2E = T_pre + T_dec + t_fixed`` (Eq. 5)."""
+    return (
+        np.asarray(prefill_s, dtype=float)
+        + np.asarray(decode_s, dtype=float)
+        + np.asarray(t_fixed, dtype=float)
+    )
+
+
+def throughput(batch_size, input_len, output_len, e2e_s):
+    """Total-token throughput ``T = B (IL + OL) / E2E`` (Eq. 6), tokens per second."""
+    b = np.asarray(batch_size, dtype=float)
+    return (
+        b
+        * (np.asarray(input_len, dtype=float) + np.asarray(output_len, dtype=float))
+        / np.asarray(e2e_s, dtype=float)
+    )

@@ -1,0 +1,120 @@
+"""The table schema that `SlimModel` and the `slim` command read, and its validation.
+
+One row per configuration: ``model`` (registry name, Hugging Face id or path to a config.json), ``gpu`` (registry
+name), ``batch_size``, ``input_len``, ``output_len`` (tokens, > 0), ``throughput_tok_s`` (total-token throughput,
+tokens/s, > 0) and optionally ``e2e_s`` (batch end-to-end latency, seconds, > 0).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from slimlib.errors import DataError
+
+KEY_COLUMNS = ("model", "gpu", "batch_size", "input_len", "output_len")
+TARGET_COLUMN = "throughput_tok_s"
+OPTIONAL_COLUMNS = ("e2e_s",)
+NUMERIC_COLUMNS = ("batch_size", "input_len", "output_len", "throughput_tok_s", "e2e_s")
+SCHEMA_HELP = (
+    "expected columns: model, gpu, batch_size, input_len, output_len, throughput_tok_s (and optionally e2e_s); "
+    "see README 'Input table'"
+)
+
+
+def row_label(df: pd.DataFrame, position: int) -> str:
+    """Human name of the row at `position`: the CSV line when the table came from a file, else its index label."""
+    source = df.attrs.get("source")
+    if source:
+        return f"{source} line {position + 2}"  # header is line 1
+    return f"row {df.index[position]!r}"
+
+
+def read_csv_table(path: str | Path) -> pd.DataFrame:
+    """Read a CSV in the schema; unreadable or empty files raise DataError naming the file."""
+    p = Path(path)
+    if not p.is_file():
+        raise DataError(f"{p}: no such file; give the path of a CSV table ({SCHEMA_HELP})")
+    try:
+        df = pd.read_csv(p)
+    except pd.errors.EmptyDataError:
+        raise DataError(f"{p}: the file is empty; {SCHEMA_HELP}") from None
+    except (pd.errors.ParserError, UnicodeDecodeError) as exc:
+        raise DataError(f"{p}: not a readable CSV table ({exc}); {SCHEMA_HELP}") from None
+    df.attrs["source"] = str(p)
+    return df
+
+
+def validate_table(df: pd.DataFrame, *, require_target: bool = True) -> pd.DataFrame:
+    """Check a configuration table and return a copy with numeric columns as float and names as str.
+
+    Raises DataError for: an empty table, missing columns, non-numeric, NaN/inf, zero or negative values,
+    empty model/gpu names, and duplicate configurations with conflicting measurements. Nothing is dropped.
+    """
+    if not isinstance(df, pd.DataFrame):
+        raise DataError(f"expected a pandas DataFrame, got {type(df).__name__}")
+    where = df.attrs.get("source", "the table")
+    if len(df) == 0:
+        raise DataError(f"{where} has no rows; {SCHEMA_HELP}")
+    required = list(KEY_COLUMNS) + ([TARGET_COLUMN] if require_target else [])
+    missing = [c for c in required if c not in df.columns]
+    if missing:
+        raise DataError(f"{where} lacks column(s) {', '.join(missing)}; {SCHEMA_HELP}")
+    out = df.copy()
+    out.attrs = dict(df.attrs)
+    for col in ("model", "gpu"):
+        values = out[col]
+        bad = values.isna() | (values.astype(str).str.strip() == "")
+        if bad.any():
+            pos = int(np.flatnonzero(bad.to_numpy())[0])
+            raise DataError(
+                f"{row_label(out, pos)}: field '{col}' is empty; give a registry name or config.json path"
+            )
+        out[col] = values.astype(str).str.strip()
+    for col in NUMERIC_COLUMNS:
+        if col not in out.columns:
+            continue
+        raw = out[col]
+        num = pd.to_numeric(raw, errors="coerce")
+        nonnum = num.isna() & raw.notna()
+        if nonnum.any():
+            pos = int(np.flatnonzero(nonnum.to_numpy())[0])
+            raise DataError(
+                f"{row_label(out, pos)}: field '{col}' is {raw.iloc[pos]!r}, not a number; fix or remove the row"
+            )
+        arr = num.to_numpy(dtype=float)
+        nan = ~np.isfinite(arr)
+        if nan.any():
+            pos = int(np.flatnonzero(nan)[0])
+            raise DataError(
+                f"{row_label(out, pos)}: field '{col}' is missing or not finite ({raw.iloc[pos]!r}); "
+                "measure it or remove the row"
+            )
+        nonpos = arr <= 0
+        if nonpos.any():
+            pos = int(np.flatnonzero(nonpos)[0])
+            raise DataError(f"{row_label(out, pos)}: field '{col}' is {arr[pos]:g}; it must be positive")
+        out[col] = arr
+    _check_conflicting_duplicates(out, require_target)
+    return out
+
+
+def _check_conflicting_duplicates(df: pd.DataFrame, require_target: bool) -> None:
+    if not require_target:
+        return
+    measured = [c for c in (TARGET_COLUMN, "e2e_s") if c in df.columns]
+    keys = list(KEY_COLUMNS)
+    dup = df.duplicated(keys, keep=False)
+    if not dup.any():
+        return
+    groups = df[dup].groupby(keys, sort=True)
+    for key, g in groups:
+        if any(g[c].nunique() > 1 for c in measured):
+            positions = [df.index.get_loc(i) for i in g.index]
+            rows = ", ".join(row_label(df, int(p)) for p in positions[:5])
+            raise DataError(
+                f"configuration {dict(zip(keys, key, strict=True))} appears in {len(g)} rows with different "
+                f"measurements ({rows}); average the repeats into one row or remove the wrong ones"
+            )
