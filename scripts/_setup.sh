@@ -4,6 +4,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 PY=${PYTHON:-python3}
 "$PY" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "SLIM needs Python 3.11 or newer (set PYTHON=...)")'
 VENV=${SLIM_VENV:-.venv}
+case "$VENV" in /*) ;; *) VENV="$PWD/$VENV" ;; esac
 if [ ! -x "$VENV/bin/python" ]; then
   echo "setup: creating $VENV" >&2
   "$PY" -m venv "$VENV"
@@ -12,7 +13,7 @@ VPY="$VENV/bin/python"
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 echo "setup: installing slimlib and its dependencies into $VENV" >&2
 "$VPY" -m pip install -q -e ".[dev,notebooks]" 2> >(grep -v "^WARNING: Location" >&2)
-export PATH="$PWD/$VENV/bin:$PATH"
+export PATH="$VENV/bin:$PATH"
 # Matplotlib and Jupyter caches/config go to a temporary folder, never into the checkout or ../shared.
 SLIM_TMP=$(mktemp -d "${TMPDIR:-/tmp}/slim.XXXXXX")
 export MPLCONFIGDIR="$SLIM_TMP/mpl" MPLBACKEND=Agg

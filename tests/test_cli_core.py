@@ -1,0 +1,119 @@
+"""`slim fit` / `slim predict`: round trip on a temporary CSV, one-line errors, help texts."""
+
+import json
+
+import pandas as pd
+import pytest
+from synthetic import TRUE_PARAMS, grid, synthesize
+
+from slimlib.calibration import SlimModel
+from slimlib.cli import main
+
+
+@pytest.fixture()
+def data_csv(tmp_path):
+    truth = SlimModel.with_params(TRUE_PARAMS, gpu="h100-sxm-80gb")
+    df = synthesize(truth, grid())
+    path = tmp_path / "runs.csv"
+    df.to_csv(path, index=False)
+    return path
+
+
+def test_fit_predict_round_trip(data_csv, tmp_path, capsys):
+    params = tmp_path / "params.json"
+    assert main(["fit", str(data_csv), "--out", str(params)]) == 0
+    out = capsys.readouterr().out
+    assert "train throughput MAPE" in out and "eta_m" in out
+    d = json.loads(params.read_text())
+    assert d["variant"] == "paper" and d["gpu"] == "h100-sxm-80gb"
+    for k, v in TRUE_PARAMS.items():
+        assert d["params"][k] == pytest.approx(v, rel=0.01)
+
+    grid_csv = tmp_path / "grid.csv"
+    pd.read_csv(data_csv).drop(columns=["throughput_tok_s", "e2e_s"]).to_csv(grid_csv, index=False)
+    pred_csv = tmp_path / "pred.csv"
+    assert main(["predict", str(params), str(grid_csv), "--out", str(pred_csv)]) == 0
+    pred = pd.read_csv(pred_csv)
+    assert list(pred.columns[-4:]) == [
+        "pred_throughput_tok_s",
+        "pred_e2e_s",
+        "pred_prefill_s",
+        "pred_decode_s",
+    ]
+    truth = pd.read_csv(data_csv)
+    rel = (pred["pred_throughput_tok_s"] - truth["throughput_tok_s"]).abs() / truth["throughput_tok_s"]
+    assert rel.max() < 1e-3
+    assert (
+        (pred["pred_e2e_s"] - pred["pred_prefill_s"] - pred["pred_decode_s"])
+        .round(9)
+        .eq(round(d["params"]["t_fixed"], 9))
+        .all()
+    )
+
+
+def test_predict_to_stdout(data_csv, tmp_path, capsys):
+    params = tmp_path / "p.json"
+    main(["fit", str(data_csv), "--out", str(params), "--fix", "B0=3"])
+    capsys.readouterr()
+    assert main(["predict", str(params), str(data_csv)]) == 0
+    text = capsys.readouterr().out
+    assert text.splitlines()[0].endswith("pred_decode_s") and len(text.splitlines()) == 61
+
+
+@pytest.mark.parametrize(
+    "content, needle",
+    [
+        ("", "is empty"),
+        (
+            "model,gpu,batch_size,input_len,output_len\nopt-1.3b,h100,1,2,3\n",
+            "lacks column(s) throughput_tok_s",
+        ),
+        (
+            "model,gpu,batch_size,input_len,output_len,throughput_tok_s\nopt-1.3b,h100,1,2,3,x\n",
+            "line 2: field 'throughput_tok_s' is 'x'",
+        ),
+        (
+            "model,gpu,batch_size,input_len,output_len,throughput_tok_s\nopt-1.3b,h100,1,-2,3,5\n",
+            "line 2: field 'input_len' is -2",
+        ),
+        (
+            "model,gpu,batch_size,input_len,output_len,throughput_tok_s\nnope,h100,1,2,3,5\n",
+            "line 2: unknown model 'nope'",
+        ),
+    ],
+)
+def test_fit_bad_input_is_one_line_error(tmp_path, capsys, content, needle):
+    path = tmp_path / "bad.csv"
+    path.write_text(content)
+    assert main(["fit", str(path), "--out", str(tmp_path / "p.json")]) == 2
+    err = capsys.readouterr().err
+    assert needle in err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "p.json").exists()
+
+
+def test_fit_bad_fix_and_missing_file(tmp_path, capsys, data_csv):
+    assert main(["fit", str(data_csv), "--out", str(tmp_path / "p.json"), "--fix", "B0"]) == 2
+    assert "NAME=VALUE" in capsys.readouterr().err
+    assert main(["fit", str(tmp_path / "nothere.csv"), "--out", str(tmp_path / "p.json")]) == 2
+    assert "no such file" in capsys.readouterr().err
+
+
+def test_predict_rejects_other_gpu(data_csv, tmp_path, capsys):
+    params = tmp_path / "p.json"
+    main(["fit", str(data_csv), "--out", str(params)])
+    other = tmp_path / "a100.csv"
+    pd.read_csv(data_csv).assign(gpu="a100-sxm-80gb").to_csv(other, index=False)
+    assert main(["predict", str(params), str(other)]) == 2
+    assert "parameters are for h100-sxm-80gb" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("cmd", [[], ["fit"], ["predict"]])
+def test_help_has_examples(cmd, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main([*cmd, "--help"])
+    assert exc.value.code == 0
+    out = capsys.readouterr().out
+    assert "usage: slim" in out
+    if cmd:
+        assert "examples:" in out

@@ -1,0 +1,230 @@
+"""`slim data fetch` against a loopback HTTP server (127.0.0.1, no other network): download, sha256, resume."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import http.server
+import os
+import shutil
+import threading
+from pathlib import Path
+
+import pytest
+
+from slimlib.datasets import fetch as fetch_mod
+from slimlib.datasets.fetch import PINNED_URLS, fetch, file_url, load_registry, make_registry, select_files
+from slimlib.errors import DataError, UnknownNameError
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = Path(os.environ.get("SLIM_SHARED_DIR", REPO.parent / "shared"))
+RAW = SHARED / "data"
+needs_mirror = pytest.mark.skipif(not RAW.is_dir(), reason=f"raw data mirror not found at {RAW}")
+
+FILES = {
+    "vllm-batching-memory-gap/benchmarks/definitive_results/background/opt-1.3b/_8_/openai-x.json": b'{"a": 1}\n',
+    "vllm-batching-memory-gap/benchmarks/definitive_results/background/opt-1.3b/_8_/log_1.err": b"",
+    "vidur-profiling/compute/h100/acme/tiny-1b/mlp.csv": b"num_tokens\n1\n",
+    "vidur-profiling/legacy-e2d00e9/a100/cpu_overheads.csv": b",batch_size\n0,8\n",
+}
+
+
+class _Server:
+    """http.server on 127.0.0.1 (port 0) serving `root`, counting GET requests per path."""
+
+    def __init__(self, root: Path):
+        self.requests: list[str] = []
+        server = self
+
+        class Handler(http.server.SimpleHTTPRequestHandler):
+            def do_GET(self):  # noqa: N802 - http.server API
+                server.requests.append(self.path)
+                super().do_GET()
+
+            def log_message(self, *args):
+                pass
+
+        self.httpd = http.server.ThreadingHTTPServer(
+            ("127.0.0.1", 0), functools.partial(Handler, directory=str(root))
+        )
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self.thread = threading.Thread(
+            target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self.thread.join()
+
+
+def _write_tree(root: Path, files: dict[str, bytes]) -> None:
+    for rel, data in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+
+
+@pytest.fixture
+def served(tmp_path):
+    """A small mirror, its registry, and a running loopback server for it."""
+    root = tmp_path / "mirror"
+    _write_tree(root, FILES)
+    (root / "vidur-profiling" / "PROVENANCE.md").write_text("not a data file\n")
+    registry = load_registry(make_registry(root))
+    with _Server(root) as server:
+        yield root, registry, server
+
+
+def test_make_registry_lists_data_files_with_sha256(served):
+    root, registry, _ = served
+    assert sorted(registry) == sorted(FILES)  # PROVENANCE.md is not a data file
+    for rel, data in FILES.items():
+        assert registry[rel] == "sha256:" + hashlib.sha256(data).hexdigest()
+    text = make_registry(root)
+    assert text == make_registry(root)  # deterministic
+    assert text.splitlines() == sorted(text.splitlines())
+
+
+def test_fetch_downloads_checks_and_resumes(served, tmp_path):
+    root, registry, server = served
+    dest = tmp_path / "cache"
+    out = fetch(dest, base_url=server.url, registry=registry)
+    assert out == dest
+    for rel, data in FILES.items():
+        assert (dest / rel).read_bytes() == data
+    assert len(server.requests) == len(FILES)
+    # second call: every file is present with a good hash, nothing is requested
+    fetch(dest, base_url=server.url, registry=registry)
+    assert len(server.requests) == len(FILES)
+    # a file damaged locally is downloaded again, and only that one
+    damaged = next(iter(FILES))
+    (dest / damaged).write_bytes(b"damaged")
+    fetch(dest, base_url=server.url, registry=registry)
+    assert len(server.requests) == len(FILES) + 1
+    assert server.requests[-1].endswith(damaged.rsplit("/", 1)[-1])
+    assert (dest / damaged).read_bytes() == FILES[damaged]
+
+
+def test_fetch_only_glob(served, tmp_path):
+    _, registry, server = served
+    dest = tmp_path / "cache"
+    fetch(dest, base_url=server.url, registry=registry, files=["vidur-profiling/*"])
+    assert sorted(p.relative_to(dest).as_posix() for p in dest.rglob("*") if p.is_file()) == sorted(
+        r for r in FILES if r.startswith("vidur-profiling/")
+    )
+    assert len(server.requests) == 2
+
+
+def test_corrupted_download_is_an_error_naming_the_file(served, tmp_path):
+    root, registry, server = served
+    bad = "vidur-profiling/compute/h100/acme/tiny-1b/mlp.csv"
+    (root / bad).write_bytes(b"num_tokens\n2\n")  # the server now serves other bytes than the registry says
+    dest = tmp_path / "cache"
+    with pytest.raises(DataError, match=r"tiny-1b/mlp\.csv: the downloaded file does not match its sha256"):
+        fetch(dest, base_url=server.url, registry=registry, files=[bad], retries=0)
+    assert not (dest / bad).exists()  # the bad download is not kept
+
+
+def test_missing_file_on_server_is_an_error(served, tmp_path):
+    root, registry, server = served
+    gone = "vidur-profiling/legacy-e2d00e9/a100/cpu_overheads.csv"
+    (root / gone).unlink()
+    with pytest.raises(DataError, match=r"cpu_overheads\.csv: download failed .*404"):
+        fetch(tmp_path / "cache", base_url=server.url, registry=registry, files=[gone], retries=0)
+
+
+def test_cache_dir_from_environment(served, tmp_path, monkeypatch):
+    _, registry, server = served
+    monkeypatch.setenv("SLIM_CACHE_DIR", str(tmp_path / "envcache"))
+    out = fetch(base_url=server.url, registry=registry, files=["*/log_1.err"])
+    assert out == tmp_path / "envcache"
+    assert (
+        out / "vllm-batching-memory-gap/benchmarks/definitive_results/background/opt-1.3b/_8_/log_1.err"
+    ).is_file()
+
+
+def test_selection_errors():
+    reg = {"a/b.csv": "sha256:" + "0" * 64, "a/c.json": "sha256:" + "1" * 64}
+    assert select_files(reg, None) == ["a/b.csv", "a/c.json"]
+    assert select_files(reg, ["*.json", "a/b.csv"]) == ["a/b.csv", "a/c.json"]
+    with pytest.raises(DataError, match="matches no file"):
+        select_files(reg, ["*.parquet"])
+    with pytest.raises(UnknownNameError, match="closest known: a/b.csv"):
+        select_files(reg, ["a/b.cs"])
+
+
+def test_bad_registry_lines():
+    with pytest.raises(DataError, match="registry line 2"):
+        load_registry("a.csv sha256:" + "0" * 64 + "\nb.csv md5:123\n")
+
+
+def test_pinned_urls_point_at_the_upstream_commits():
+    assert file_url("vllm-batching-memory-gap/benchmarks/x/y.json") == (
+        "https://raw.githubusercontent.com/FerranAgulloLopez/vLLMBatchingMemoryGap/"
+        "a9186347e6146b4547ed25674b4e9034eb1e9abf/benchmarks/x/y.json"
+    )
+    assert file_url("vidur-profiling/compute/a100/meta-llama/Llama-2-7b-hf/mlp.csv") == (
+        "https://raw.githubusercontent.com/microsoft/vidur/7d47513363ec447a741ac5e47241580b47724fbf/"
+        "data/profiling/compute/a100/meta-llama/Llama-2-7b-hf/mlp.csv"
+    )
+    assert file_url("vidur-profiling/legacy-e2d00e9/a100/attention.csv").endswith(
+        "/e2d00e9afba96cec9f0e7ea560bbfc4a539fae6a/data/profiling/a100/attention.csv"
+    )
+    assert file_url("x/y.csv", "http://127.0.0.1:1/m/") == "http://127.0.0.1:1/m/x/y.csv"
+    with pytest.raises(DataError, match="no pinned upstream"):
+        file_url("other/y.csv")
+
+
+def test_packaged_registry_covers_every_source():
+    registry = load_registry()
+    assert len(registry) > 2000
+    for prefix in PINNED_URLS:
+        assert any(name.startswith(prefix) for name in registry), prefix
+
+
+@needs_mirror
+def test_packaged_registry_matches_the_mirror():
+    text = fetch_mod.resources.files("slimlib.datasets").joinpath("registry.txt").read_text(encoding="utf-8")
+    assert text == make_registry(RAW), (
+        "regenerate: python -m slimlib.datasets.fetch make-registry ../shared/data"
+    )
+
+
+@needs_mirror
+def test_fetch_real_files_from_a_served_mirror(tmp_path):
+    """A few real files through the packaged registry: the sha256s committed match what a mirror serves."""
+    names = [
+        "vidur-profiling/legacy-e2d00e9/a100/cpu_overheads.csv",
+        "vllm-batching-memory-gap/benchmarks/definitive_results/background/opt-2.7b/_8_/cache_config_server_0.txt",
+    ]
+    for n in names:
+        assert (RAW / n).is_file(), n
+    subset = tmp_path / "subset"
+    for n in names:
+        (subset / n).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(RAW / n, subset / n)
+    with _Server(subset) as server:
+        dest = fetch(tmp_path / "cache", base_url=server.url, files=names)
+        assert len(server.requests) == 2
+    for n in names:
+        assert (dest / n).read_bytes() == (RAW / n).read_bytes()
+
+
+def test_cli_fetch(served, tmp_path, monkeypatch, capsys):
+    import argparse
+
+    _, registry, server = served
+    monkeypatch.setattr(fetch_mod, "load_registry", lambda text=None: registry)
+    parser = argparse.ArgumentParser(prog="slim data")
+    fetch_mod.add_fetch_parser(parser.add_subparsers(dest="action"))
+    args = parser.parse_args(
+        ["fetch", "--dest", str(tmp_path / "c"), "--base-url", server.url, "--only", "*.csv", "--quiet"]
+    )
+    assert args.func(args) == 0
+    assert capsys.readouterr().out.strip() == str(tmp_path / "c")
+    assert len(server.requests) == 2

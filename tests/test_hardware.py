@@ -1,0 +1,211 @@
+"""GPU registry: data-sheet numbers, aliases, errors, the 64 GB H100 against the raw measurements, `slim gpus`."""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+import os
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from slimlib.cli import main
+from slimlib.errors import UnknownNameError
+from slimlib.hardware import GPU, get_gpu, gpu_names, list_gpus
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = Path(os.environ.get("SLIM_SHARED_DIR", REPO.parent / "shared"))
+MEMGAP = SHARED / "data" / "vllm-batching-memory-gap"
+
+REQUIRED = [
+    "h100-sxm-80gb",
+    "h100-sxm-64gb",
+    "h100-pcie-80gb",
+    "h200-sxm-141gb",
+    "gh200-96gb",
+    "a100-sxm-80gb",
+    "a100-sxm-40gb",
+    "l40s",
+    "mi300x",
+]
+
+
+def test_registry_holds_the_required_gpus():
+    assert sorted(REQUIRED) == gpu_names()
+
+
+@pytest.mark.parametrize(
+    "name, tflops, tb_s, gb",
+    [
+        ("h100-sxm-80gb", 989.4, 3.35, 80),
+        ("a100-sxm-80gb", 312.0, 2.039, 80),
+        ("a100-sxm-40gb", 312.0, 1.555, 40),
+        ("h100-pcie-80gb", 756.5, 2.0, 80),
+        ("h200-sxm-141gb", 989.4, 4.8, 141),
+        ("l40s", 362.05, 0.864, 48),
+        ("mi300x", 1307.4, 5.3, 192),
+    ],
+)
+def test_data_sheet_numbers(name, tflops, tb_s, gb):
+    g = get_gpu(name)
+    assert g.peak_flops == pytest.approx(tflops * 1e12, rel=1e-9)
+    assert g.mem_bw == pytest.approx(tb_s * 1e12, rel=1e-9)
+    assert g.mem_gb == gb
+    assert g.mem_bytes == gb * 2**30
+
+
+def test_a100_80gb_bandwidth_about_2_04_tb_s():
+    assert get_gpu("a100").mem_bw == pytest.approx(2.04e12, rel=0.01)
+
+
+def test_peaks_are_dense_and_ridge_points_plausible():
+    # Sparse figures (twice the dense ones) would put H100 at 1979 TFLOP/s; dense Hopper tensor peak is 989.4.
+    for name in REQUIRED:
+        g = get_gpu(name)
+        assert 100e12 < g.peak_flops < 1500e12, name
+        assert 0.5e12 < g.mem_bw < 6e12, name
+        assert 100 < g.ridge_point < 700, name  # FLOP/byte: decode attention (~1 FLOP/byte) is far below
+    assert get_gpu("h100-sxm-80gb").peak_flops == get_gpu("h100-sxm-64gb").peak_flops
+
+
+def test_every_number_has_a_source():
+    for name in REQUIRED:
+        g = get_gpu(name)
+        assert len(g.source) > 40, name
+        assert ("datasheet" in g.source.lower()) or ("data sheet" in g.source.lower()), name
+    assert "1593" in get_gpu("h100-sxm-64gb").source  # the derivation of its bandwidth is stated
+    assert "uncertain" in get_gpu("h100-sxm-64gb").notes
+
+
+def test_h100_64gb_memory_as_reported_by_the_driver():
+    g = get_gpu("h100-sxm-64gb")
+    assert g.mem_gb == 64
+    assert g.mem_bytes_reported == 65247 * 2**20
+    assert g.mem_bytes_reported < g.mem_bytes
+    assert g.mem_bw < get_gpu("h100-pcie-80gb").mem_bw < get_gpu("h100-sxm-80gb").mem_bw
+
+
+@pytest.mark.skipif(not MEMGAP.is_dir(), reason=f"raw vLLM measurements not found at {MEMGAP}")
+def test_h100_64gb_matches_the_raw_measurements():
+    """The registry's derivation uses the memory clock and memory.total that nvidia-smi logged in the runs."""
+    dmon = sorted(MEMGAP.rglob("metrics_gpu_device_nvidia_smi_dom_*.csv"))
+    smi = sorted(p for p in MEMGAP.rglob("metrics_gpu_device_nvidia_smi_*.csv") if "_dom_" not in p.name)
+    assert dmon and smi
+    clocks = set()
+    for p in dmon:
+        df = pd.read_csv(p, skiprows=[1])  # second line holds units
+        clocks |= set(pd.to_numeric(df["mclk"], errors="coerce").dropna().astype(int))
+    assert clocks == {1593}
+    totals = set()
+    for p in smi:
+        df = pd.read_csv(p, skipinitialspace=True)
+        totals |= {int(str(v).split()[0]) for v in df["memory.total [MiB]"].dropna()}
+    assert totals == {65247}
+
+    g = get_gpu("h100-sxm-64gb")
+    mclk_hz = clocks.pop() * 1e6
+    assert g.mem_bw == pytest.approx(mclk_hz * 2 * 4096 / 8, rel=1e-12)  # DDR, 4 HBM2e stacks x 1024 bit
+    assert g.mem_bytes_reported == totals.pop() * 2**20
+
+
+@pytest.mark.parametrize(
+    "alias, canonical",
+    [
+        ("h100", "h100-sxm-80gb"),
+        ("H100-SXM", "h100-sxm-80gb"),
+        ("h100-80gb", "h100-sxm-80gb"),
+        ("NVIDIA H100 80GB HBM3", "h100-sxm-80gb"),
+        ("  H100_SXM_80GB ", "h100-sxm-80gb"),
+        ("h100-64gb", "h100-sxm-64gb"),
+        ("H100-SXM-64GB", "h100-sxm-64gb"),
+        ("h100-pcie", "h100-pcie-80gb"),
+        ("a100", "a100-sxm-80gb"),
+        ("NVIDIA A100-SXM4-80GB", "a100-sxm-80gb"),
+        ("A100-SXM4-40GB", "a100-sxm-40gb"),
+        ("h200", "h200-sxm-141gb"),
+        ("gh200", "gh200-96gb"),
+        ("MI300X", "mi300x"),
+        ("AMD Instinct MI300X", "mi300x"),
+        ("L40S", "l40s"),
+    ],
+)
+def test_aliases_and_case(alias, canonical):
+    assert get_gpu(alias).name == canonical
+
+
+def test_gpu_instance_passes_through_and_is_frozen():
+    g = get_gpu("h100")
+    assert get_gpu(g) is g
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        g.mem_bw = 1.0  # type: ignore[misc]
+
+
+def test_unknown_gpu_lists_closest_names():
+    with pytest.raises(UnknownNameError) as info:
+        get_gpu("h100-sxm-81gb")
+    msg = str(info.value)
+    assert "unknown GPU 'h100-sxm-81gb'" in msg and "h100-sxm-80gb" in msg
+    assert isinstance(info.value, KeyError)
+    with pytest.raises(UnknownNameError, match="mi300x"):
+        get_gpu("v100")  # no close match: the message lists the known names
+
+
+def test_list_gpus_table():
+    df = list_gpus()
+    assert list(df.columns) == ["name", "peak_tflops", "mem_bw_tb_s", "mem_gb", "aliases", "source", "notes"]
+    assert list(df["name"]) == sorted(REQUIRED)
+    row = df.set_index("name").loc["h100-sxm-80gb"]
+    assert row["peak_tflops"] == pytest.approx(989.4)
+    assert row["mem_bw_tb_s"] == pytest.approx(3.35)
+    assert "h100" in row["aliases"].split(", ")
+    sub = list_gpus(["a100", "h100"])
+    assert list(sub["name"]) == ["a100-sxm-80gb", "h100-sxm-80gb"]
+
+
+def test_gpu_is_a_plain_dataclass():
+    g = GPU(name="x", peak_flops=2e12, mem_bw=1e12, mem_bytes=2**30)
+    assert g.mem_gb == 1 and g.ridge_point == 2.0 and g.aliases == ()
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# slim gpus
+# ---------------------------------------------------------------------------------------------------------------
+def test_cli_gpus_table(capsys):
+    assert main(["gpus"]) == 0
+    out = capsys.readouterr().out
+    for name in REQUIRED:
+        assert name in out
+    assert "sources:" in out and "989.4" in out and "https://www.nvidia.com/en-us/data-center/h100/" in out
+
+
+def test_cli_gpus_csv_round_trips(capsys):
+    assert main(["gpus", "--format", "csv"]) == 0
+    df = pd.read_csv(io.StringIO(capsys.readouterr().out), keep_default_na=False)
+    expected = list_gpus()
+    assert list(df.columns) == list(expected.columns)
+    assert list(df["name"]) == list(expected["name"])
+    assert df["peak_tflops"].tolist() == pytest.approx(expected["peak_tflops"].tolist())
+    assert df["source"].tolist() == expected["source"].tolist()
+
+
+def test_cli_gpus_json_selected(capsys):
+    assert main(["gpus", "H100", "mi300x", "--format", "json"]) == 0
+    records = json.loads(capsys.readouterr().out)
+    assert [r["name"] for r in records] == ["h100-sxm-80gb", "mi300x"]
+    assert records[1]["mem_bw_tb_s"] == 5.3 and records[1]["mem_gb"] == 192
+
+
+def test_cli_gpus_unknown_name(capsys):
+    assert main(["gpus", "h1000"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("slim gpus: error: unknown GPU 'h1000'") and "h100-sxm-80gb" in err
+
+
+def test_cli_gpus_help_has_examples(capsys):
+    with pytest.raises(SystemExit) as info:
+        main(["gpus", "--help"])
+    assert info.value.code == 0
+    out = capsys.readouterr().out
+    assert "examples:" in out and "slim gpus h100 a100" in out
