@@ -1,0 +1,179 @@
+"""House style, deterministic figure files and table writers (slimlib.plotting)."""
+
+from __future__ import annotations
+
+import hashlib
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import pytest  # noqa: E402
+
+from slimlib.errors import DataError  # noqa: E402
+from slimlib.plotting import (  # noqa: E402
+    DOUBLE_COLUMN_IN,
+    OKABE_ITO,
+    SINGLE_COLUMN_IN,
+    new_figure,
+    save_figure,
+    save_table,
+    table_to_latex,
+    table_to_markdown,
+    use_house_style,
+)
+
+
+@pytest.fixture(autouse=True)
+def _restore_rc():
+    with matplotlib.rc_context():
+        yield
+    plt.close("all")
+
+
+def _draw(fonttype: int = 42):
+    use_house_style()
+    matplotlib.rcParams["pdf.fonttype"] = fonttype
+    fig, ax = new_figure()
+    x = np.linspace(1, 256, 40)
+    for k, name in enumerate(["opt-1.3b", "llama-2-7b", "mistral-7b"]):
+        ax.plot(x, 1000 * x / (x + 30 * (k + 1)), marker="o", label=name)
+    ax.set_xlabel("batch size")
+    ax.set_ylabel("throughput (tok/s)")
+    # Non-Latin-1 glyphs (mathtext mu, plain mu, the unicode minus of negative ticks) only with TrueType (42):
+    # matplotlib 3.11's Type 3 PDF writer raises "bytes must be in range(0, 256)" on them.
+    ax.set_title(r"saturation $\mu$=0.5 (μ, −1)" if fonttype == 42 else "saturation mu=0.5")
+    ax.legend(title="model")
+    return fig
+
+
+def _sha(path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_house_style_sets_palette_sizes_and_fonts():
+    use_house_style()
+    rc = matplotlib.rcParams
+    assert tuple(rc["figure.figsize"]) == (SINGLE_COLUMN_IN, 2.4)
+    assert rc["axes.prop_cycle"].by_key()["color"][:3] == [c for c in OKABE_ITO[:3]]
+    assert rc["pdf.fonttype"] == 42
+    assert 6 <= rc["xtick.labelsize"] <= rc["axes.labelsize"] <= 9
+
+
+def test_new_figure_single_and_double_column_sizes():
+    use_house_style()
+    fig, ax = new_figure()
+    assert tuple(fig.get_size_inches()) == pytest.approx((3.4, 2.4))
+    fig2, axes = new_figure(1, 2, double=True, height=2.0, sharey=True)
+    assert tuple(fig2.get_size_inches()) == pytest.approx((DOUBLE_COLUMN_IN, 2.0))
+    assert len(axes) == 2
+    with pytest.raises(DataError, match="height"):
+        new_figure(height=0)
+
+
+@pytest.mark.parametrize("fonttype", [42, 3])
+def test_save_figure_is_byte_identical_across_saves(tmp_path, fonttype):
+    a = save_figure(_draw(fonttype), "fig_a", tmp_path / "one")
+    b = save_figure(_draw(fonttype), "fig_a", tmp_path / "two")
+    again = save_figure(_draw(fonttype), "fig_a", tmp_path / "one")
+    assert [p.name for p in a] == ["fig_a.pdf", "fig_a.png"]
+    assert [p.suffix for p in b] == [".pdf", ".png"]
+    for p, q, r in zip(a, b, again, strict=True):
+        assert p.stat().st_size > 1000
+        assert p.read_bytes() == q.read_bytes() == r.read_bytes()
+
+
+def test_saved_files_have_fixed_metadata_and_paper_size(tmp_path):
+    pdf, png = save_figure(_draw(), "fig", tmp_path)
+    data = pdf.read_bytes()
+    assert data.startswith(b"%PDF")
+    assert b"CreationDate" not in data and b"ModDate" not in data
+    assert b"/Creator (slimlib)" in data
+    raw = png.read_bytes()
+    assert raw[:8] == b"\x89PNG\r\n\x1a\n"
+    width, height = struct.unpack(">II", raw[16:24])  # IHDR
+    assert (width, height) == (round(3.4 * 300), round(2.4 * 300))
+
+
+def test_save_figure_same_bytes_in_a_fresh_process(tmp_path):
+    here = save_figure(_draw(), "fig", tmp_path / "here")
+    code = (
+        "import sys, matplotlib; matplotlib.use('Agg'); sys.path.insert(0, sys.argv[2]);"
+        "import test_plotting as t; from slimlib.plotting import save_figure;"
+        "save_figure(t._draw(), 'fig', sys.argv[1])"
+    )
+    tests_dir = str(Path(__file__).parent)
+    subprocess.run([sys.executable, "-c", code, str(tmp_path / "there"), tests_dir], check=True)
+    for p in here:
+        assert _sha(p) == _sha(tmp_path / "there" / p.name)
+
+
+@pytest.mark.parametrize("bad", ["", "../fig", "sub/fig", "fig.pdf", " fig"])
+def test_save_figure_rejects_names_that_are_not_file_stems(tmp_path, bad):
+    fig, _ = new_figure()
+    with pytest.raises(DataError, match="file stem"):
+        save_figure(fig, bad, tmp_path)
+
+
+def test_save_figure_rejects_unknown_format(tmp_path):
+    fig, _ = new_figure()
+    with pytest.raises(DataError, match="svg"):
+        save_figure(fig, "f", tmp_path, formats=("svg",))
+
+
+@pytest.fixture()
+def table():
+    return pd.DataFrame(
+        {
+            "model": ["opt-1.3b", "llama_2_7b"],
+            "batch_size": [8, 256],
+            "mape_%": [3.14159265, np.nan],
+            "throughput_tok_s": [12345.678, 0.000123456],
+        }
+    )
+
+
+def test_save_table_writes_csv_markdown_latex_deterministically(tmp_path, table):
+    paths = save_table(table, "tab1", tmp_path)
+    assert [p.name for p in paths] == ["tab1.csv", "tab1.md", "tab1.tex"]
+    first = [p.read_bytes() for p in paths]
+    save_table(table, "tab1", tmp_path)
+    assert [p.read_bytes() for p in paths] == first
+    back = pd.read_csv(paths[0])
+    pd.testing.assert_frame_equal(back, table)  # CSV keeps full precision
+    assert b"\r" not in b"".join(first)
+
+
+def test_markdown_table_format(table):
+    md = table_to_markdown(table, digits=3).splitlines()
+    assert md[0] == "| model | batch_size | mape_% | throughput_tok_s |"
+    assert md[1] == "|:---|---:|---:|---:|"
+    assert md[2] == "| opt-1.3b | 8 | 3.14 | 1.23e+04 |"
+    assert md[3] == "| llama_2_7b | 256 |  | 0.000123 |"
+
+
+def test_latex_table_escapes_and_aligns(table):
+    tex = table_to_latex(table, digits=4)
+    lines = tex.splitlines()
+    assert lines[0] == r"\begin{tabular}{lrrr}"
+    assert lines[2] == r"model & batch\_size & mape\_\% & throughput\_tok\_s \\"
+    assert r"llama\_2\_7b & 256 &  & 0.0001235 \\" in lines
+    assert lines[-1] == r"\end{tabular}"
+    assert tex.count(r"\toprule") == tex.count(r"\midrule") == tex.count(r"\bottomrule") == 1
+
+
+def test_save_table_with_index_and_bad_input(tmp_path, table):
+    indexed = table.set_index("model")
+    md = save_table(indexed, "t", tmp_path, index=True, formats=("md",))[0].read_text()
+    assert md.splitlines()[0].startswith("| model |")
+    with pytest.raises(DataError, match="DataFrame"):
+        save_table([1, 2], "t", tmp_path)
+    with pytest.raises(DataError, match="xlsx"):
+        save_table(table, "t", tmp_path, formats=("xlsx",))
