@@ -1,0 +1,51 @@
+"""Time SLIM-BCA: advise 1,000 workloads over batch sizes 1..1024 (one vectorized search), best of 5 repeats.
+
+Usage: python scripts/bench_advisor.py [--workloads 1000] [--max-batch 1024] [--repeats 5]
+Prints the workloads, candidates, best and median wall time, and the share of feasible workloads. Uses the
+paper's parameter form with fixed example values (no measurement is implied) on a 64 GB H100.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+import pandas as pd
+
+from slimlib.advisor import advise_many
+from slimlib.calibration import SlimModel
+
+EXAMPLE_PARAMS = {"eta_c": 0.45, "t_fixed": 0.2, "eta_m": 0.6, "B0": 3.0, "alpha": 2e-5, "gamma": 5e-7}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--workloads", type=int, default=1000)
+    ap.add_argument("--max-batch", type=int, default=1024)
+    ap.add_argument("--repeats", type=int, default=5)
+    args = ap.parse_args(argv)
+    model = SlimModel.with_params(EXAMPLE_PARAMS, gpu="h100-sxm-64gb")
+    n = args.workloads
+    models = np.resize(["opt-1.3b", "opt-2.7b", "llama-2-7b", "llama-2-13b"], n)
+    wl = pd.DataFrame(
+        {
+            "model": models,
+            "input_len": np.resize(np.arange(64, 2049, 64), n).astype(float),
+            "output_len": np.resize([64.0, 128.0, 256.0, 512.0, 1024.0], n),
+            "slo_s": np.resize([5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0], n),
+        }
+    )
+    batch = np.arange(1, args.max_batch + 1)
+    times = []
+    for _ in range(args.repeats):
+        t0 = time.perf_counter()
+        out = advise_many(model, wl, epsilon=0.3, batch_sizes=batch)
+        times.append(time.perf_counter() - t0)
+    print(f"{n} workloads x {len(batch)} batch sizes: best {min(times):.3f} s, median {np.median(times):.3f} s "
+          f"over {args.repeats} repeats; feasible {(out['b_cap'] > 0).mean() * 100:.1f}%")  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

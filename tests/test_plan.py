@@ -1,0 +1,88 @@
+"""`slim plan`: configurations, vLLM commands, and the sidecar that `slim data ingest` reads."""
+
+from __future__ import annotations
+
+import shlex
+
+import pandas as pd
+import pytest
+
+from slimlib.cli import main
+from slimlib.datasets.ingest import SIDECAR_NAMES
+from slimlib.errors import DataError
+from slimlib.plan import SIDECAR_COLUMNS, make_plan, write_plan
+
+
+def test_plan_spans_batch_sizes_and_lengths():
+    plan = make_plan("opt-1.3b", "h100-sxm-80gb", [242], [130, 520], n_batch=3, rounds=20, min_prompts=200)
+    assert sorted(plan["batch_size"].unique()) == [8, 32, 128]
+    assert len(plan) == 6 and set(plan["output_len"]) == {130, 520}
+    assert (plan["num_prompts"] == plan["batch_size"].map(lambda b: max(200, 20 * b))).all()
+    assert plan["file"].is_unique
+
+
+def test_plan_respects_memory_and_rejects_bad_input():
+    # llama-2-13b on 64 GB at 4096 tokens (3.1 GiB of KV each): about 10 requests fit, so 32 and 128 are skipped
+    plan = make_plan("llama-2-13b", "h100-sxm-64gb", [2048], [1024, 2048], n_batch=3)
+    assert sorted(plan["batch_size"].unique()) == [2, 4, 8]
+    with pytest.raises(DataError, match="exceed"):
+        make_plan("llama-2-13b", "h100-sxm-64gb", [2048], [2000], batch_sizes=[8, 1024])
+    with pytest.raises(DataError, match="6 parameters"):
+        make_plan("opt-1.3b", "h100-sxm-80gb", [128], [128], n_batch=2)
+    with pytest.raises(DataError, match="context"):
+        make_plan("opt-1.3b", "h100-sxm-80gb", [2000], [500])
+
+
+def test_write_plan_commands_and_sidecar_lines(tmp_path):
+    plan = make_plan("opt-2.7b", "h100-sxm-64gb", [242], [130, 520], batch_sizes=[8, 32, 128])
+    paths = write_plan(plan, tmp_path, result_dir="res")
+    script = (tmp_path / "run_plan.sh").read_text()
+    assert script.count("vllm serve facebook/opt-2.7b") == 3
+    assert "--max-num-seqs 128" in script
+    clients = [ln for ln in script.splitlines() if ln.startswith("vllm bench serve")]
+    assert len(clients) == 6
+    args = shlex.split(clients[0].split(" && ")[0])
+    for flag in ("--ignore-eos", "--save-result"):
+        assert flag in args
+    assert args[args.index("--dataset-name") + 1] == "random"
+    assert args[args.index("--request-rate") + 1] == "inf"
+    assert args[args.index("--result-dir") + 1] == "res"
+    # each finished run appends a sidecar line naming its result file and settings
+    assert "res/slim-runs.csv" in script and "slim-runs.csv" in SIDECAR_NAMES
+    header = ",".join(SIDECAR_COLUMNS)
+    assert f"echo {header} >" in script
+    line = clients[0].split(">> ")[0].split("&& echo ")[1].strip()
+    file, b, il, ol, model, gpu = line.split(",")
+    row = plan[plan["file"] == file].iloc[0]
+    assert (int(b), int(il), int(ol), model, gpu) == (row.batch_size, row.input_len, row.output_len,
+                                                      "opt-2.7b", "h100-sxm-64gb")  # fmt: skip
+    assert pd.read_csv(paths[0]).equals(plan)
+
+
+def test_sidecar_lines_are_read_by_ingest(tmp_path):
+    """The sidecar the plan script writes is the format `slim data ingest` reads (settings by file name)."""
+    from slimlib.datasets.ingest import _sidecar_table
+
+    plan = make_plan("opt-2.7b", "h100-sxm-64gb", [242], [130, 520], batch_sizes=[8, 32, 128])
+    lines = [",".join(SIDECAR_COLUMNS)] + [
+        ",".join(str(r[c]) for c in SIDECAR_COLUMNS) for _, r in plan.iterrows()
+    ]
+    (tmp_path / "slim-runs.csv").write_text("\n".join(lines) + "\n")
+    table = _sidecar_table(tmp_path, None, set(plan["file"]))
+    first = plan.iloc[0]
+    got = table[first["file"]]
+    assert float(got["batch_size"]) == first["batch_size"] and str(got["model"]) == "opt-2.7b"
+
+
+def test_cli_plan(tmp_path, capsys):
+    rc = main(["plan", "--model", "llama-2-7b", "--gpu", "h100-sxm-64gb", "--input-len", "250",
+               "--output-len", "130", "520", "--out", str(tmp_path / "p"), "--legacy-client"])  # fmt: skip
+    out = capsys.readouterr().out
+    assert rc == 0 and "6 runs for llama-2-7b" in out
+    assert (
+        "python benchmarks/benchmark_serving.py --backend vllm"
+        in (tmp_path / "p" / "run_plan.sh").read_text()
+    )
+    rc = main(["plan", "--model", "llama-2-7b", "--gpu", "h100-sxm-64gb", "--output-len", "5000", "--out",
+               str(tmp_path / "q")])  # fmt: skip
+    assert rc == 2 and "context" in capsys.readouterr().err
