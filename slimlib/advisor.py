@@ -520,7 +520,9 @@ def evaluate_recommendations(
     """Recommended B_cap (searched over each curve's measured batch sizes) vs the measured best configuration.
 
     `fits` maps model name to a fitted model; `slos` comes from `slo_table`. Ground truth per curve and SLO: the
-    measured configuration of highest throughput with measured E2E <= SLO and measured efficiency > epsilon.
+    measured configuration of highest throughput with measured E2E <= SLO and measured efficiency > epsilon and,
+    when `respect_memory` (the advisor then requires the full-length KV cache of B_cap to fit), no preemption: the
+    measured counterpart of that memory constraint, so that both sides of the comparison obey the same rules.
     Quality: ``quality_pct`` = measured throughput at B_cap / ground-truth throughput x 100; a recommendation
     violates the SLO when its measured E2E exceeds it. ``kv_saved_gb`` = logged default KV allocation minus the
     blocks B_cap needs.
@@ -540,6 +542,8 @@ def evaluate_recommendations(
                 respect_memory=respect_memory, block_size=int(curve["block_size"].iloc[0]),
             ).iloc[0]  # fmt: skip
             meas_ok = (curve["measured_e2e_s"] <= s["slo_s"]) & (curve["efficiency"] > epsilon)
+            if respect_memory:
+                meas_ok &= ~curve["preempted"]
             row = {"model": name, "output_len": ol, "input_len": il, "slo": s["slo"], "slo_s": s["slo_s"],
                    "epsilon": epsilon, "b_cap": int(adv["b_cap"]), "binding": adv["binding"],
                    "pred_throughput_tok_s": adv["pred_throughput_tok_s"]}  # fmt: skip
@@ -593,7 +597,8 @@ def quality_vs_effort(
     """For k calibration points per curve: profiling effort and recommendation quality, one row per (k, SLO).
 
     Columns: ``k, slo, runs_calibration, gpu_s_calibration, gpu_s_saved_pct, mean_quality_pct, min_quality_pct,
-    exact_pct`` (B_cap equals the measured best), ``slo_violations``.
+    exact_pct`` (B_cap equals the measured best), ``slo_violations``, ``efficiency_misses`` (measured efficiency at
+    B_cap not above epsilon: such a pick can score above 100%, since the ground truth must respect epsilon).
     """
     rows = []
     for k in ks:
@@ -614,6 +619,7 @@ def quality_vs_effort(
                     "min_quality_pct": float(part["quality_pct"].min()),
                     "exact_pct": float((part["b_cap"] == part["b_true"]).mean() * 100),
                     "slo_violations": int(part["slo_violation"].fillna(False).sum()),
+                    "efficiency_misses": int((part["measured_efficiency"] <= epsilon).sum()),
                 }
             )
     return pd.DataFrame(rows)
