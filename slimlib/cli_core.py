@@ -24,8 +24,8 @@ input CSV columns: model, gpu, batch_size, input_len, output_len, throughput_tok
   gpu:   registry name (`slim gpus`); all rows must be on one GPU
 
 examples:
-  slim fit runs.csv --out params.json
-  slim fit runs.csv --out params.json --variant paper --fix B0=0
+  slim fit runs.csv --out params.json          # default variant (see --variant)
+  slim fit runs.csv --out params.json --variant paper --fix B0=0   # the paper's model, B0 held at 0
   slim predict params.json grid.csv --out pred.csv
 """
 

@@ -21,7 +21,7 @@ def data_csv(tmp_path):
 
 def test_fit_predict_round_trip(data_csv, tmp_path, capsys):
     params = tmp_path / "params.json"
-    assert main(["fit", str(data_csv), "--out", str(params)]) == 0
+    assert main(["fit", str(data_csv), "--out", str(params), "--variant", "paper"]) == 0
     out = capsys.readouterr().out
     assert "train throughput MAPE" in out and "eta_m" in out
     d = json.loads(params.read_text())
@@ -53,7 +53,7 @@ def test_fit_predict_round_trip(data_csv, tmp_path, capsys):
 
 def test_predict_to_stdout(data_csv, tmp_path, capsys):
     params = tmp_path / "p.json"
-    main(["fit", str(data_csv), "--out", str(params), "--fix", "B0=3"])
+    main(["fit", str(data_csv), "--out", str(params), "--variant", "paper", "--fix", "B0=3"])
     capsys.readouterr()
     assert main(["predict", str(params), str(data_csv)]) == 0
     text = capsys.readouterr().out
@@ -90,6 +90,15 @@ def test_fit_bad_input_is_one_line_error(tmp_path, capsys, content, needle):
     assert needle in err
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "p.json").exists()
+
+
+def test_default_variant_is_recorded(data_csv, tmp_path, capsys):
+    from slimlib.calibration import DEFAULT_VARIANT
+
+    params = tmp_path / "p.json"
+    assert main(["fit", str(data_csv), "--out", str(params)]) == 0
+    assert json.loads(params.read_text())["variant"] == DEFAULT_VARIANT
+    assert main(["predict", str(params), str(data_csv)]) == 0
 
 
 def test_fit_bad_fix_and_missing_file(tmp_path, capsys, data_csv):

@@ -1,0 +1,73 @@
+"""Benchmark of the evaluation (not a test): fit time per scenario and method, predict rows per second.
+
+Run: .venv/bin/python scripts/bench_evaluation.py [--starts 8] [--rows 1000000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+import warnings
+
+import numpy as np
+import pandas as pd
+
+from slimlib.calibration import make_model
+from slimlib.evaluation import METHODS
+from slimlib.scenarios import build_scenarios
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--starts", type=int, default=8)
+    ap.add_argument("--rows", type=int, default=1_000_000)
+    args = ap.parse_args()
+    warnings.simplefilter("ignore")
+    scen = [s for s in build_scenarios() if s.available]
+    rows = []
+    for s in scen:
+        for method, factory in METHODS.items():
+            t0 = time.perf_counter()
+            for f in s.folds:
+                model = factory(args.starts)
+                try:
+                    model.fit(f.train)
+                except Exception:  # noqa: BLE001 - report, keep benchmarking
+                    break
+            rows.append({"scenario": s.name, "method": method, "fit_s": time.perf_counter() - t0})
+    fit = pd.DataFrame(rows).pivot(index="scenario", columns="method", values="fit_s")
+    print(f"fit time per scenario (s, all folds, n_starts={args.starts}):")
+    print(fit.round(3).to_string())
+
+    test = pd.concat([f.test for s in scen for f in s.folds], ignore_index=True)
+    base = scen[0].folds[0].train
+    print(f"\npredict throughput on {len(test)} test rows (best of 5):")
+    for method, factory in METHODS.items():
+        model = factory(args.starts).fit(base)
+        best = min(_timed(model.predict, test) for _ in range(5))
+        print(f"  {method:22s} {len(test) / best:12.0f} rows/s")
+
+    rng = np.random.default_rng(0)
+    n = args.rows
+    big = pd.DataFrame({
+        "model": rng.choice(["opt-1.3b", "opt-2.7b", "llama-2-7b", "llama-2-13b"], n),
+        "gpu": "h100-sxm-64gb",
+        "batch_size": rng.integers(1, 513, n).astype(float),
+        "input_len": rng.integers(16, 2049, n).astype(float),
+        "output_len": rng.integers(16, 1025, n).astype(float),
+    })  # fmt: skip
+    for variant in ("paper", "extended"):
+        model = make_model(variant, n_starts=args.starts).fit(base)
+        dt = _timed(model.predict, big)
+        print(f"SlimModel({variant}).predict on {n:.0e} rows: {dt:.2f} s ({n / dt:,.0f} rows/s)")
+    return 0
+
+
+def _timed(fn, df) -> float:
+    t0 = time.perf_counter()
+    fn(df)
+    return time.perf_counter() - t0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

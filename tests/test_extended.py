@@ -1,0 +1,76 @@
+"""ExtendedSlimModel: effective batch limits, recovery of its own synthetic truth, registry and JSON round trip."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+from synthetic import grid, synthesize
+
+from slimlib.calibration import DEFAULT_VARIANT, load_params, make_model, model_features, variant_names
+from slimlib.extended import ExtendedSlimModel
+from slimlib.hardware import get_gpu
+
+TRUE = {"eta_c": 0.4, "t_fixed": 0.1, "eta_m": 0.5, "eta_w": 0.7, "alpha": 3e-5, "gamma": 4e-6}
+GPU = "h100-sxm-64gb"
+
+
+def _grid():
+    df = grid(models=("opt-125m", "opt-1.3b", "opt-2.7b", "llama-2-7b", "llama-2-13b"), gpu=GPU,
+              batch=(1, 4, 16, 64, 256, 512), input_len=(128, 512, 2048), output_len=(64, 256, 1024))  # fmt: skip
+    df["chunked_prefill"] = df["model"] != "opt-2.7b"
+    return df
+
+
+def test_effective_batch_applies_kv_and_token_budget_limits():
+    m = ExtendedSlimModel(gpu=GPU)
+    df = grid(models=("llama-2-13b",), gpu=GPU, batch=(8, 512), input_len=(250,), output_len=(520,))
+    df["gpu_blocks"] = 2664.0
+    df["block_size"] = 16.0
+    df["chunked_prefill"] = True
+    f = model_features(df)
+    f["batch_cap"] = f["batch_size"]
+    b = m.effective_batch(df, f, get_gpu(GPU))
+    assert b[0] == 8.0
+    assert b[1] == pytest.approx(
+        2664 * 16 / (250 + 0.5 * 520)
+    )  # KV-bound (token budget 512*520/770 is larger)
+    df2 = df.drop(columns=["gpu_blocks", "block_size"]).assign(model="opt-1.3b", input_len=242.0)
+    f2 = model_features(df2)
+    f2["batch_cap"] = f2["batch_size"]
+    assert m.effective_batch(df2, f2, get_gpu(GPU))[1] == pytest.approx(
+        512 * 520 / (242 + 520)
+    )  # token budget
+    df2["chunked_prefill"] = False
+    assert m.effective_batch(df2, f2, get_gpu(GPU))[1] == 512.0  # memory estimate allows more than 512
+
+
+def test_extended_recovers_its_own_synthetic_parameters():
+    truth = ExtendedSlimModel.with_params(TRUE, gpu=GPU)
+    df = synthesize(truth, _grid())
+    fitted = make_model("extended", n_starts=4).fit(df)
+    for k, v in TRUE.items():
+        assert fitted.params_[k] == pytest.approx(v, rel=1e-3), k
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        table = fitted.summary()
+    assert not table["at_bound"].any()
+    # the plateau: beyond the limits throughput stops growing
+    pred = fitted.predict(df)
+    sel = (df["model"] == "opt-1.3b") & (df["input_len"] == 512) & (df["output_len"] == 256)
+    thr = pred.loc[sel, "pred_throughput_tok_s"].to_numpy()
+    assert thr[-1] == pytest.approx(thr[-2], rel=1e-12)
+
+
+def test_extended_is_registered_default_and_round_trips_with_its_options(tmp_path):
+    assert "extended" in variant_names() and DEFAULT_VARIANT == "extended"
+    truth = ExtendedSlimModel.with_params(TRUE, gpu=GPU)
+    df = synthesize(truth, _grid(), noise=0.01, seed=1)
+    m = ExtendedSlimModel(kv_context_frac=0.8, max_batched_tokens=1024, n_starts=2).fit(df)
+    path = tmp_path / "p.json"
+    m.to_json(path)
+    back = load_params(path)
+    assert isinstance(back, ExtendedSlimModel) and back.variant == "extended"
+    assert back.kv_context_frac == 0.8 and back.max_batched_tokens == 1024
+    np.testing.assert_array_equal(back.predict(df).to_numpy(), m.predict(df).to_numpy())
