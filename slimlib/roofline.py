@@ -1,0 +1,64 @@
+"""Roofline arithmetic (Williams et al., 2009): attainable FLOP/s, ridge point, regimes, achieved rates.
+
+Units: FLOP, bytes, seconds, FLOP/s, bytes/s; arithmetic intensity (AI) in FLOP per byte of DRAM traffic.
+All functions are vectorized over numpy arrays.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from slimlib.errors import DataError
+
+__all__ = [
+    "arithmetic_intensity",
+    "ridge_point",
+    "attainable_flops",
+    "regime",
+    "achieved_rates",
+    "roofline_curve",
+]
+
+
+def _positive(name: str, value) -> np.ndarray:
+    arr = np.asarray(value, dtype=float)
+    if np.any(~(arr > 0)):
+        raise DataError(f"roofline: {name} must be positive, got {value!r}")
+    return arr
+
+
+def arithmetic_intensity(flops, bytes_moved):
+    """AI = FLOPs / bytes moved from DRAM (FLOP/byte)."""
+    return np.asarray(flops, dtype=float) / _positive("bytes_moved", bytes_moved)
+
+
+def ridge_point(peak_flops, mem_bw):
+    """AI where the memory and compute roofs meet, ``peak_flops / mem_bw`` (FLOP/byte)."""
+    return _positive("peak_flops", peak_flops) / _positive("mem_bw", mem_bw)
+
+
+def attainable_flops(ai, peak_flops, mem_bw):
+    """Roofline bound ``min(peak_flops, ai * mem_bw)`` in FLOP/s."""
+    return np.minimum(
+        _positive("peak_flops", peak_flops), np.asarray(ai, dtype=float) * _positive("mem_bw", mem_bw)
+    )
+
+
+def regime(ai, peak_flops, mem_bw):
+    """'memory-bound' where AI is below the ridge point, else 'compute-bound' (array of str)."""
+    ridge = ridge_point(peak_flops, mem_bw)
+    return np.where(np.asarray(ai, dtype=float) < ridge, "memory-bound", "compute-bound")
+
+
+def achieved_rates(flops, bytes_moved, time_s):
+    """Achieved ``(FLOP/s, bytes/s)`` of a kernel doing `flops` and moving `bytes_moved` in `time_s` seconds."""
+    t = _positive("time_s", time_s)
+    return np.asarray(flops, dtype=float) / t, np.asarray(bytes_moved, dtype=float) / t
+
+
+def roofline_curve(peak_flops, mem_bw, ai_min=0.1, ai_max=1e4, n=200):
+    """``(ai, attainable)`` arrays on a log-spaced AI grid, for plotting the roof."""
+    if not (0 < ai_min < ai_max):
+        raise DataError(f"roofline_curve: need 0 < ai_min < ai_max, got {ai_min!r}, {ai_max!r}")
+    ai = np.logspace(np.log10(ai_min), np.log10(ai_max), int(n))
+    return ai, attainable_flops(ai, peak_flops, mem_bw)

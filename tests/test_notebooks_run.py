@@ -1,0 +1,85 @@
+"""Every characterization notebook executes end to end (quick mode) through the same runner as `slim reproduce`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("papermill")
+
+from slimlib.reproduce import run_notebooks  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = ROOT / "notebooks"
+
+#: notebook number -> files it must write into figures_dir (quick mode)
+EXPECTED = {
+    "01": ["fig01_plateau.pdf", "fig01_plateau.png", "fig01_plateau_summary.csv"],
+    "02": ["fig02_saturation.pdf", "fig02_saturation.png", "fig02_active_context.png", "fig02_knees.csv"],
+    "03": ["fig03_prefill_decode.pdf", "fig03_prefill_decode.png", "fig03_prefill_decode_summary.csv"],
+    "07": [
+        "fig07_advisor_curves.png",
+        "fig07_memory_saved.pdf",
+        "fig07_quality_vs_effort.png",
+        "table07_effort.csv",
+        "table07_recommendations.csv",
+        "table07_memory.md",
+    ],
+    "04": [
+        "fig04_gpu_utilization_proxy.pdf",
+        "fig04_gpu_utilization_proxy.png",
+        "fig04_gpu_utilization_proxy.csv",
+    ],
+    "05": [
+        "fig05_decode_breakdown.png",
+        "fig06_attention_roofline.pdf",
+        "fig06_attention_roofline.png",
+        "table01_attention_roofline.csv",
+    ],
+}
+
+
+def _run(number: str, out: Path) -> Path:
+    figures = out / "figures"
+    run_notebooks(
+        NOTEBOOKS,
+        build_dir=out / "build",
+        figures_dir=figures,
+        only=[number],
+        parameters={"quick": True},
+        progress=False,
+    )
+    return figures
+
+
+@pytest.mark.parametrize("number", sorted(EXPECTED))
+def test_notebook_runs_and_writes_its_figures(number, tmp_path):
+    if not any(NOTEBOOKS.glob(f"{number}_*.ipynb")):
+        pytest.skip(f"notebook {number} not present")
+    figures = _run(number, tmp_path)
+    for name in EXPECTED[number]:
+        path = figures / name
+        assert path.is_file(), f"notebook {number} did not write {name}"
+        assert path.stat().st_size > 0, f"notebook {number} wrote an empty {name}"
+
+
+def test_two_runs_give_byte_identical_figures(tmp_path):
+    first = _run("01", tmp_path / "a")
+    second = _run("01", tmp_path / "b")
+    names = sorted(p.name for p in first.iterdir())
+    assert names == sorted(p.name for p in second.iterdir())
+    for name in names:
+        assert (first / name).read_bytes() == (second / name).read_bytes(), name
+
+
+def test_notebook_08_runs_on_the_committed_data(tmp_path):
+    """Notebook 08 draws the kit figures when data/ holds kit counters, and none (saying why) when it does not."""
+    from slimlib.datasets import available
+
+    figures = _run("08", tmp_path)
+    written = sorted(p.name for p in figures.iterdir())
+    if available("kit-counters") and available("kit-kernels"):
+        assert "fig06_kit_attention_roofline.png" in written and "fig05_kit_kernel_shares.png" in written
+    elif not available("kit-campaigns"):
+        assert written == []
