@@ -16,7 +16,7 @@ from slimlib.calibration import (
     variant_names,
 )
 from slimlib.errors import DataError
-from slimlib.schema import SCHEMA_HELP, read_csv_table
+from slimlib.schema import SCHEMA_HELP, read_csv_table, validate_table
 
 FIT_EXAMPLES = """\
 input CSV columns: model, gpu, batch_size, input_len, output_len, throughput_tok_s[, e2e_s]
@@ -26,6 +26,7 @@ input CSV columns: model, gpu, batch_size, input_len, output_len, throughput_tok
 examples:
   slim fit runs.csv --out params.json          # default variant (see --variant)
   slim fit runs.csv --out params.json --variant paper --fix B0=0   # the paper's model, B0 held at 0
+  slim fit runs-*.csv --out params.json         # several files, e.g. one per `slim data ingest`
   slim predict params.json grid.csv --out pred.csv
 """
 
@@ -48,7 +49,7 @@ def register_cli(sub: argparse._SubParsersAction) -> None:
         epilog=FIT_EXAMPLES,
         formatter_class=fmt,
     )
-    p.add_argument("data", help="CSV of measurements")
+    p.add_argument("data", nargs="+", help="CSV file(s) of measurements (several are concatenated)")
     p.add_argument("--out", required=True, help="parameter file to write (JSON)")
     p.add_argument("--gpu", help="GPU name (default: the table's gpu column)")
     p.add_argument(
@@ -86,8 +87,22 @@ def _parse_fix(items: list[str]) -> dict[str, float]:
     return fixed
 
 
+def _read_tables(paths: list[str]) -> pd.DataFrame:
+    """Read and validate each CSV on its own (errors name the file and line), then concatenate them."""
+    frames = []
+    for path in paths:
+        df = read_csv_table(path)
+        validate_table(df)
+        frames.append(df)
+    if len(frames) == 1:
+        return frames[0]
+    combined = pd.concat(frames, ignore_index=True)
+    combined.attrs["source"] = None
+    return combined
+
+
 def _cmd_fit(args) -> int:
-    df = read_csv_table(args.data)
+    df = _read_tables(args.data)
     variant = args.variant or DEFAULT_VARIANT
     model = make_model(variant, gpu=args.gpu, fixed=_parse_fix(args.fix), n_starts=args.starts)
     model.fit(df)

@@ -101,6 +101,21 @@ def test_default_variant_is_recorded(data_csv, tmp_path, capsys):
     assert main(["predict", str(params), str(data_csv)]) == 0
 
 
+def test_fit_several_files_and_error_names_the_file(data_csv, tmp_path, capsys):
+    df = pd.read_csv(data_csv)
+    a, b = tmp_path / "a.csv", tmp_path / "b.csv"
+    df.iloc[:30].to_csv(a, index=False)
+    df.iloc[30:].to_csv(b, index=False)
+    one, two = tmp_path / "one.json", tmp_path / "two.json"
+    assert main(["fit", str(data_csv), "--out", str(one)]) == 0
+    assert main(["fit", str(a), str(b), "--out", str(two)]) == 0
+    assert json.loads(one.read_text())["params"] == json.loads(two.read_text())["params"]
+    df.iloc[30:].assign(output_len=0).to_csv(b, index=False)
+    capsys.readouterr()
+    assert main(["fit", str(a), str(b), "--out", str(two)]) == 2
+    assert f"{b} line 2: field 'output_len' is 0" in capsys.readouterr().err
+
+
 def test_fit_bad_fix_and_missing_file(tmp_path, capsys, data_csv):
     assert main(["fit", str(data_csv), "--out", str(tmp_path / "p.json"), "--fix", "B0"]) == 2
     assert "NAME=VALUE" in capsys.readouterr().err
