@@ -15,6 +15,8 @@ _REGISTRARS = [
     "slimlib.cli_reproduce",
     "slimlib.cli_registry",
     "slimlib.profiling.cli",
+    "slimlib.cli_advise",
+    "slimlib.cli_evaluate",
 ]
 
 

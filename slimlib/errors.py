@@ -11,6 +11,10 @@ class DataError(SlimError, ValueError):
     """Bad input data: a missing column, a non-numeric or out-of-range value, a malformed file."""
 
 
+class DataUnavailableError(DataError):
+    """A table that has not been produced yet (e.g. GPU-kit tables before a campaign); the message says how."""
+
+
 class UnknownNameError(SlimError, KeyError):
     """An unknown model, GPU, dataset or scenario name; the message lists the closest known names."""
 

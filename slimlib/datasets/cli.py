@@ -25,12 +25,23 @@ def register_cli(subparsers) -> None:
         "build",
         help="rebuild all tidy tables from the raw mirrors (byte-identical)",
         description="Parse the raw mirrors (vllm-batching-memory-gap, vidur-profiling) and write every tidy table, "
-        "raw_manifest.csv and README.md.\n\nExamples:\n  slim data build --raw ../shared/data\n"
-        "  slim data build --raw ../shared/data/vllm-batching-memory-gap --out /tmp/tables",
+        "raw_manifest.csv and README.md. With --kit, also the GPU characterization kit's tables (kit-campaigns, "
+        "kit-runs, kit-kernels, kit-counters) from campaign folders written by `slim profile campaign`."
+        "\n\nExamples:\n  slim data build --raw ../shared/data\n"
+        "  slim data build --raw ../shared/data/vllm-batching-memory-gap --out /tmp/tables\n"
+        "  slim data build --raw ../shared/data --kit kit-raw-h200 kit-raw-h100",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     build.add_argument(
         "--raw", required=True, type=Path, help="raw data root (holding the mirrors) or one mirror"
+    )
+    build.add_argument(
+        "--kit",
+        type=Path,
+        nargs="+",
+        action="extend",
+        metavar="KITDIR",
+        help="campaign folder(s) of `slim profile campaign` (manifest.json + raw CSVs) to build in",
     )
     build.add_argument(
         "--out", type=Path, default=_DEFAULT_OUT, help=f"output folder (default: {_DEFAULT_OUT})"
@@ -53,7 +64,7 @@ def _run_build(args) -> int:
     from slimlib.datasets.build import build_all
     from slimlib.datasets.tables import load_csv_rows
 
-    written = build_all(args.raw, args.out)
+    written = build_all(args.raw, args.out, kit=args.kit)
     for name, path in sorted(written.items()):
         extra = "" if name == "README" else f" ({load_csv_rows(path)} rows)"
         print(f"wrote {path}{extra}")

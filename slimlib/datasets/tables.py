@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from slimlib.errors import DataError, UnknownNameError, close_matches_message
+from slimlib.errors import DataError, DataUnavailableError, UnknownNameError, close_matches_message
 
 S, INT, F, B = "string", "Int64", "float64", "boolean"
 _LAT = {
@@ -190,6 +190,137 @@ def _vidur_schema() -> None:
 
 _vidur_schema()
 
+KIT_TABLES = ("kit-campaigns", "kit-runs", "kit-kernels", "kit-counters")
+_KIT_HOW = (
+    "measure with the GPU characterization kit on a GPU (`slim profile campaign --budget-s 600 --out kit-raw`, "
+    "or scripts/device_campaign.sh), then rebuild the tables with it: "
+    "`slim data build --raw ../shared/data --kit kit-raw`"
+)
+_KIT_KEYS = {
+    "model": (S, "architecture measured (registry name; random weights)"),
+    "gpu": (S, "GPU registry name the campaign was planned for; 'cpu' for CPU runs"),
+    "batch_size": (INT, "requests B decoded together (static batch)"),
+    "input_len": (INT, "prompt tokens per request (IL)"),
+    "output_len": (INT, "decode steps per request (OL)"),
+}
+_CAMPAIGN = {"campaign": (S, "campaign folder name (see kit-campaigns)")}
+
+
+def _kit_schema() -> None:
+    """Add the GPU kit's tables (`slimlib.profiling.tidy`): a minimal PyTorch engine's measurements, not vLLM."""
+    from slimlib.profiling.ncu import HOPPER_METRICS, METRICS
+
+    SCHEMA["kit-campaigns"] = (
+        "GPU characterization kit: one row per campaign folder (its manifest.json): where and how it was "
+        "measured. The kit measures slimlib's minimal static-batch PyTorch engine with random weights, not vLLM.",
+        {
+            "campaign": (S, "campaign folder name"),
+            "engine": (S, "what was measured (slimlib minimal PyTorch engine, not vLLM)"),
+            "gpu": (S, "GPU registry name used for planning ('cpu' on the CPU)"),
+            "device": (S, "cuda or cpu"),
+            "gpu_name": (S, "device name reported by torch"),
+            "compute_capability": (S, "CUDA compute capability (empty on the CPU)"),
+            "driver_version": (S, "NVIDIA driver version (nvidia-smi; empty on the CPU)"),
+            "cuda_version": (S, "CUDA version torch was built with"),
+            "torch_version": (S, "PyTorch version"),
+            "slimlib_version": (S, "slimlib version that ran the campaign"),
+            "dtype": (S, "weights/activations/KV-cache dtype"),
+            "cuda_graphs": (B, "CUDA graphs asked for (kit-runs says whether each point used them)"),
+            "budget_s": (F, "time budget of the campaign, s"),
+            "wall_s": (F, "wall time the campaign took, s"),
+            "date_utc": (S, "start of the campaign, UTC"),
+            "command": (S, "command line that ran the campaign"),
+            "status": (S, "complete, or running when the campaign was killed"),
+            "n_points": (INT, "points in the manifest"),
+            "n_done": (INT, "points measured"),
+            "n_failed": (INT, "points that failed (reason in manifest.json)"),
+            "n_skipped": (INT, "points skipped (e.g. counters without ncu)"),
+            "n_not_run": (INT, "points left out when the budget ran out"),
+        },
+    )
+    SCHEMA["kit-runs"] = (
+        "GPU kit timings: one row per measured (model, B, IL, OL) point of the minimal PyTorch engine "
+        "(prefill of B x IL, then OL decode steps over a preallocated KV cache); not vLLM.",
+        {
+            **_KIT_KEYS,
+            "throughput_tok_s": (F, "total-token throughput B (IL + OL) / e2e_s (Eq. 6), tokens/s"),
+            "e2e_s": (F, "prefill_s + decode_s, s"),
+            "prefill_s": (F, "prefill time (CUDA events on a GPU), s"),
+            "decode_s": (F, "sum of the OL decode-step times, s"),
+            **{
+                f"step_{k}_ms": (F, f"{k} decode-step time, ms")
+                for k in ("mean", "median", "p90", "min", "max")
+            },
+            "peak_allocated_gb": (F, "torch peak allocated memory, GB (empty on the CPU)"),
+            "kv_cache_gb": (F, "preallocated KV cache 2 L B (IL+OL) D_kv bytes (Eq. 4), GB"),
+            "weight_gb": (F, "weights, GB"),
+            "dtype": (S, "fp16, bf16 or fp32"),
+            "device": (S, "cuda or cpu"),
+            "device_name": (S, "device name reported by torch"),
+            "cuda_graphs": (B, "decode steps replayed from CUDA graphs"),
+            "groups": (S, "campaign groups the point serves, ';'-joined (e.g. input-length-transfer)"),
+            "engine": (S, "what was measured (slimlib minimal PyTorch engine, not vLLM)"),
+            **_CAMPAIGN,
+        },
+    )
+    SCHEMA["kit-kernels"] = (
+        "GPU kit decode-step time per kernel category (PyTorch profiler over eager decode steps; paper Fig. 5). "
+        "On a CPU the 'kernels' are CPU operators.",
+        {
+            **_KIT_KEYS,
+            "category": (S, "attention, gemm, norm_elementwise or other (slimlib.profiling.kernels)"),
+            "time_per_step_ms": (F, "time of the category per profiled decode step, ms"),
+            "share": (F, "share of the profiled decode time, fraction 0..1"),
+            "profiled_steps": (INT, "decode steps profiled, spread over the decode"),
+            **_CAMPAIGN,
+        },
+    )
+    metric_docs = {
+        "dram_read_bytes": (F, "DRAM bytes read, bytes"),
+        "dram_bytes": (F, "DRAM bytes read + written, bytes"),
+        "dram_read_throughput": (F, "DRAM read throughput, bytes/s"),
+        "dram_throughput_pct": (F, "DRAM throughput, % of peak sustained (elapsed)"),
+        **{k: (F, f"{k.upper()} thread instructions executed") for k in ("hadd", "hmul", "hfma", "fadd",
+                                                                        "fmul", "ffma")},
+        "tensor_ops_fp16": (F, "tensor-core operations, fp16 inputs"),
+        "tensor_ops_bf16": (F, "tensor-core operations, bf16 inputs"),
+        "l1_hit_pct": (F, "L1/TEX sector hit rate, %"),
+        "l2_hit_pct": (F, "L2 sector hit rate, %"),
+        "long_scoreboard_pct": (F, "warps stalled on long scoreboard per active warp, %"),
+        "occupancy_pct": (F, "achieved occupancy (active warps of the SM maximum), %"),
+        "tensor_active_pct": (F, "tensor pipe (HMMA) active cycles, % of peak sustained active"),
+        "sm_issue_pct": (F, "instructions issued, % of peak sustained active"),
+        "tensor_gmma_active_pct": (F, "Hopper warpgroup-MMA tensor pipe active cycles, % (CC 9.x only)"),
+    }  # fmt: skip
+    shorts = [k for k in [*METRICS, *HOPPER_METRICS] if k != "duration"]
+    missing = [k for k in shorts if k not in metric_docs]
+    if missing:  # pragma: no cover - keeps the schema in step with the ncu metric list
+        raise RuntimeError(f"kit-counters schema lacks docs for {missing}")
+    SCHEMA["kit-counters"] = (
+        "GPU kit Nsight Compute counters: one row per profiled kernel launch in the last decode step "
+        "(target attention: the attention kernels; ffn: the FFN GEMMs; step: every kernel). Paper Figs. 4, 6-8, "
+        "Table I.",
+        {
+            **_KIT_KEYS,
+            "target": (S, "attention, ffn or step (slimlib.profiling.ncu.TARGETS)"),
+            "launch": (INT, "ncu launch ID within the point"),
+            "kernel_name": (S, "kernel name"),
+            "block_size": (S, "CUDA block size"),
+            "grid_size": (S, "CUDA grid size"),
+            "device": (S, "CUDA device index"),
+            "cc": (S, "compute capability"),
+            **{k: metric_docs[k] for k in shorts},
+            "flop": (F, "FLOPs: 2 (HFMA + FFMA) + HADD + HMUL + FADD + FMUL + tensor ops"),
+            "duration_s": (F, "kernel duration, s"),
+            "achieved_flop_s": (F, "flop / duration_s, FLOP/s"),
+            "arithmetic_intensity": (F, "flop / dram_bytes, FLOP per DRAM byte"),
+            **_CAMPAIGN,
+        },
+    )
+
+
+_kit_schema()
+
 
 def data_dir() -> Path:
     """The folder of the committed tables: `$SLIM_DATA_DIR`, else `data/` beside the `slimlib` package."""
@@ -227,17 +358,37 @@ def coerce(name: str, df: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def load(name: str) -> pd.DataFrame:
-    """The committed table `name` (see `table_names()`) with its schema dtypes.
+def _missing_message(name: str, path: Path) -> str:
+    if name in KIT_TABLES:
+        return (
+            f"{path}: no GPU-kit table {name!r} here: no kit measurements have been collected yet; {_KIT_HOW}"
+        )
+    return f"{path}: no such file; run `slim data build --raw ../shared/data` to rebuild the tables"
 
-    Raises UnknownNameError for an unknown name and DataError when the CSV is missing or differs from the schema."""
+
+def _table_path(name: str, folder: str | Path | None) -> Path:
     if name not in SCHEMA:
         raise UnknownNameError(close_matches_message("dataset", name, table_names()))
-    path = data_dir() / _file_name(name)
+    return (Path(folder) if folder else data_dir()) / _file_name(name)
+
+
+def available(name: str, folder: str | Path | None = None) -> bool:
+    """True when table `name` exists in the data folder (`folder`, default `data_dir()`) with at least one row.
+
+    False for the GPU-kit tables until a campaign has been measured and built in (`slim data build --kit`);
+    UnknownNameError for a name that is no table."""
+    path = _table_path(name, folder)
+    return path.is_file() and load_csv_rows(path) > 0
+
+
+def load(name: str, folder: str | Path | None = None) -> pd.DataFrame:
+    """The committed table `name` (see `table_names()`) with its schema dtypes, from `folder` (default `data_dir()`).
+
+    Raises UnknownNameError for an unknown name, DataUnavailableError (a DataError saying how to produce it) when
+    the CSV is missing, and DataError when it differs from the schema."""
+    path = _table_path(name, folder)
     if not path.is_file():
-        raise DataError(
-            f"{path}: no such file; run `slim data build --raw ../shared/data` to rebuild the tables"
-        )
+        raise DataUnavailableError(_missing_message(name, path))
     df = pd.read_csv(path, dtype=str, keep_default_na=False, na_values=[""])
     return coerce(name, df)
 
@@ -250,13 +401,25 @@ def load_fit_table(
     exclude_preempted: bool = True,
     valid_timing_only: bool = True,
 ) -> pd.DataFrame:
-    """Rows `slim fit` reads (model, gpu, batch_size, input_len, output_len, throughput_tok_s; e2e_s for offline).
+    """Rows `slim fit` reads (model, gpu, batch_size, input_len, output_len, throughput_tok_s; e2e_s for offline
+    and kit).
 
     source "online": `family` is background, advisor or replication (single-replica, no MPS rows only);
     source "offline": `family` is an offline family path or "all". Preempted runs are dropped unless
-    `exclude_preempted=False`; offline runs under Nsight Compute unless `valid_timing_only=False`."""
+    `exclude_preempted=False`; offline runs under Nsight Compute unless `valid_timing_only=False`.
+    source "kit": the GPU kit's `kit-runs` (minimal PyTorch engine, not vLLM); `family` is a campaign group
+    (model-transfer, input-length-transfer, output-length-transfer, kernel-figures) or "all";
+    DataUnavailableError until kit measurements are built into `data/`."""
     cols = ["model", "gpu", "batch_size", "input_len", "output_len", "throughput_tok_s"]
-    if source == "online":
+    if source == "kit":
+        df = load("kit-runs")
+        groups = sorted({g for v in df["groups"].dropna() for g in str(v).split(";") if g})
+        if family != "all":
+            if family not in groups:
+                raise UnknownNameError(close_matches_message("kit campaign group", family, [*groups, "all"]))
+            df = df[df["groups"].fillna("").map(lambda v: family in str(v).split(";"))]
+        cols = [*cols, "e2e_s"]
+    elif source == "online":
         df = load("memgap-online")
         families = sorted(df["family"].unique())
         if family not in families:
@@ -277,7 +440,7 @@ def load_fit_table(
             df = df[~df["preempted"]]
         cols = [*cols, "e2e_s"]
     else:
-        raise UnknownNameError(close_matches_message("source", source, ["online", "offline"]))
+        raise UnknownNameError(close_matches_message("source", source, ["online", "offline", "kit"]))
     if models is not None:
         df = df[df["model"].isin(models)]
     out = df[cols].reset_index(drop=True)

@@ -8,7 +8,8 @@ Grid (`default_points`), in priority order (tier 1 first; within a tier, in the 
   state the fixed IL);
 * tier 2: kernel breakdowns (Fig. 5) of Mistral-7B and Granite-8B shapes over B, IL and OL, then Nsight Compute
   counters (Figs. 4, 6-8, Table I) at a handful of points;
-* tier 3: the other batch sizes 2/4/8/32/128/512 of the tier-1 curves.
+* tier 3: the other batch sizes 2/4/8/32/128/512 of the tier-1 curves, then whole-step counters of Mistral-7B
+  at B = 16 and 64 (Fig. 4's batch sweep).
 
 `estimate_cost_s` is a roofline: prefill ``max(F_pre / P, W / BW)`` (Eq. 8 FLOPs), decode ``OL max(2 N B / P,
 W / BW) + B M_dec / BW`` (Eqs. 11-12 KV traffic), times a safety factor, plus a per-point overhead (model build,
@@ -114,6 +115,8 @@ def default_points() -> list[Point]:
     pts.append(Point("counters", "mistral-7b", 256, 512, 256, "counters", "step", tier=2))
     pts.append(Point("counters", "mistral-7b", 256, 512, 256, "counters", "ffn", tier=2))
     curves(BATCH_FINE, 3)
+    # whole-step counters at smaller batches, so Fig. 4 has a batch sweep when the budget allows
+    pts.extend(Point("counters", "mistral-7b", b, 512, 256, "counters", "step", tier=3) for b in (16, 64))
     return merge_duplicates(pts)
 
 
