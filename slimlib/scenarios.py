@@ -272,15 +272,9 @@ def input_length_scenario(kit: pd.DataFrame | None = None) -> Scenario:
         "per (model, OL) with >= 3 input lengths: fit the smaller ILs, validate the largest",
     )
     if kit is None:
-        from slimlib.datasets import table_names
+        from slimlib.datasets import available, load
 
-        if "kit-runs" in table_names():
-            from slimlib.datasets import load
-
-            try:
-                kit = load("kit-runs")
-            except Exception:  # noqa: BLE001 - a missing committed file means "no data" here
-                kit = None
+        kit = load("kit-runs") if available("kit-runs") else None
     if kit is None or len(kit) == 0:
         return Scenario(name, desc, "kit-runs throughput", "kit-runs e2e_s", [],
                         reason="no data: no table with an input-length sweep (kit-runs) exists yet")  # fmt: skip
@@ -293,7 +287,7 @@ def input_length_scenario(kit: pd.DataFrame | None = None) -> Scenario:
         k["mean_ttft_ms"] = 1000.0 * k["prefill_s"]
         k["mean_itl_ms"] = 1000.0 * k["decode_s"] / np.maximum(k["output_len"] - 1, 1)
     k["source"] = "kit"
-    k = _finish(k.dropna(subset=["throughput_tok_s", "e2e_s"]))
+    k = _finish(k)
     folds = []
     for key, g in k.groupby(["model", "gpu", "output_len"], sort=True):
         ils = np.sort(g["input_len"].unique())

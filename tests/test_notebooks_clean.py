@@ -32,6 +32,14 @@ def test_committed_notebook_is_clean(path):
     assert check_clean(path) == []
 
 
+@pytest.mark.parametrize("path", _repo_notebooks())
+def test_notebook_declares_the_runner_parameters(path):
+    """`slim reproduce` injects quick and figures_dir: papermill must see both declared in the parameters cell."""
+    from slimlib.reproduce import declared_parameters
+
+    assert {"quick", "figures_dir"} <= set(declared_parameters(path))
+
+
 @pytest.mark.parametrize("name", CLEAN_FIXTURES)
 def test_clean_fixtures_pass(name):
     assert check_clean(FIXTURES / f"{name}.ipynb") == []

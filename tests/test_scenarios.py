@@ -132,3 +132,25 @@ def test_input_length_transfer_switches_on_with_a_kit_table():
 def test_unknown_scenario_lists_close_matches(scenarios):
     with pytest.raises(UnknownNameError, match="combined"):
         get_scenario("combind", scenarios)
+
+
+def test_input_length_transfer_switches_on_by_itself_when_kit_runs_exist(tmp_path, monkeypatch):
+    """A kit-runs table with an input-length sweep in the data folder turns the scenario on, with no argument."""
+    from slimlib.datasets.tables import SCHEMA
+
+    assert input_length_scenario().available is False  # the committed data/ has no kit measurements
+    rows = []
+    for il in (128, 512, 1024):
+        for b in (1, 8, 32):
+            e2e = 0.5 + 0.01 * b + 1e-4 * b * il  # test input only, not a measurement
+            rows.append({"model": "opt-1.3b", "gpu": "h100-sxm-80gb", "batch_size": b, "input_len": il,
+                         "output_len": 256, "e2e_s": e2e, "throughput_tok_s": b * (il + 256) / e2e,
+                         "prefill_s": 0.1, "decode_s": e2e - 0.1, "groups": "input-length-transfer",
+                         "campaign": "test"})  # fmt: skip
+    pd.DataFrame(rows).reindex(columns=list(SCHEMA["kit-runs"][1])).to_csv(
+        tmp_path / "kit-runs.csv", index=False
+    )
+    monkeypatch.setenv("SLIM_DATA_DIR", str(tmp_path))
+    s = input_length_scenario()
+    assert s.available and [len(f.test) for f in s.folds] == [3]
+    assert set(s.folds[0].train["input_len"]) == {128.0, 512.0}
