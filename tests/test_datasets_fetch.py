@@ -5,21 +5,18 @@ from __future__ import annotations
 import functools
 import hashlib
 import http.server
-import os
 import shutil
 import threading
 from pathlib import Path
 
 import pytest
+from shared_paths import RAW, needs
 
 from slimlib.datasets import fetch as fetch_mod
 from slimlib.datasets.fetch import PINNED_URLS, fetch, file_url, load_registry, make_registry, select_files
 from slimlib.errors import DataError, UnknownNameError
 
-REPO = Path(__file__).resolve().parents[1]
-SHARED = Path(os.environ.get("SLIM_SHARED_DIR", REPO.parent / "shared"))
-RAW = SHARED / "data"
-needs_mirror = pytest.mark.skipif(not RAW.is_dir(), reason=f"raw data mirror not found at {RAW}")
+needs_mirror = needs(RAW)
 
 FILES = {
     "vllm-batching-memory-gap/benchmarks/definitive_results/background/opt-1.3b/_8_/openai-x.json": b'{"a": 1}\n',

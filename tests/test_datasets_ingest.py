@@ -3,22 +3,19 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from shared_paths import MEMGAP, needs
 
 from slimlib.datasets.ingest import add_ingest_parser, ingest
 from slimlib.errors import DataError, UnknownNameError
 from slimlib.schema import KEY_COLUMNS, TARGET_COLUMN, read_csv_table, validate_table
 
 FIXTURE = Path(__file__).parent / "fixtures" / "ingest"
-REPO = Path(__file__).resolve().parents[1]
-SHARED = Path(os.environ.get("SLIM_SHARED_DIR", REPO.parent / "shared"))
-MEMGAP = SHARED / "data" / "vllm-batching-memory-gap"
-needs_mirror = pytest.mark.skipif(not MEMGAP.is_dir(), reason=f"raw vLLM mirror not found at {MEMGAP}")
+needs_mirror = needs(MEMGAP, "raw vLLM mirror")
 
 OLD, NEW, DETAILED = "old-vllm-b32.json", "bench-serve-c16.json", "detailed-c4.json"
 

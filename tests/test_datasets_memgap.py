@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from shared_paths import MEMGAP, needs
 
 from slimlib.datasets.engine_metrics import parse_cache_config, summarize_engine_csv
 from slimlib.datasets.launch_config import parse_launch_config
@@ -21,10 +22,8 @@ from slimlib.errors import DataError
 FIX = Path(__file__).parent / "fixtures" / "memgap" / "mirror"
 BG = "benchmarks/definitive_results/background/opt-1.3b"
 OFF = "benchmarks_simple/definitive_results/analysis/prefill_vs_decode/summary_table/opt-1.3b"
-REPO = Path(__file__).resolve().parents[1]
-SHARED = Path(os.environ.get("SLIM_SHARED_DIR", REPO.parent / "shared"))
-MIRROR = SHARED / "data" / "vllm-batching-memory-gap"
-needs_mirror = pytest.mark.skipif(not MIRROR.is_dir(), reason=f"raw mirror not found at {MIRROR}")
+MIRROR = MEMGAP
+needs_mirror = needs(MIRROR, "raw vLLM mirror")
 
 
 @pytest.fixture

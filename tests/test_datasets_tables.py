@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
+from shared_paths import REPO, SHARED
 
 import slimlib.datasets as ds
 from slimlib.cli import main
 from slimlib.datasets.build import build_all
 from slimlib.errors import DataError, UnknownNameError
 
-REPO = Path(__file__).resolve().parents[1]
-SHARED = Path(os.environ.get("SLIM_SHARED_DIR", REPO.parent / "shared"))
 DATA_ROOT = SHARED / "data"
 FIX = Path(__file__).parent / "fixtures" / "memgap" / "mirror"
 

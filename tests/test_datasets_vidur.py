@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from shared_paths import VIDUR, needs
 
 from slimlib.datasets.vidur import (
     ATTENTION_COLUMNS,
@@ -19,10 +19,8 @@ from slimlib.datasets.vidur import (
 from slimlib.errors import DataError
 
 FIXTURE = Path(__file__).parent / "fixtures" / "vidur"
-REPO = Path(__file__).resolve().parents[1]
-SHARED = Path(os.environ.get("SLIM_SHARED_DIR", REPO.parent / "shared"))
-MIRROR = SHARED / "data" / "vidur-profiling"
-needs_mirror = pytest.mark.skipif(not MIRROR.is_dir(), reason=f"raw Vidur mirror not found at {MIRROR}")
+MIRROR = VIDUR
+needs_mirror = needs(MIRROR, "raw Vidur mirror")
 
 
 @pytest.fixture

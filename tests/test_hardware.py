@@ -5,19 +5,14 @@ from __future__ import annotations
 import dataclasses
 import io
 import json
-import os
-from pathlib import Path
 
 import pandas as pd
 import pytest
+from shared_paths import MEMGAP
 
 from slimlib.cli import main
 from slimlib.errors import UnknownNameError
 from slimlib.hardware import GPU, get_gpu, gpu_names, list_gpus
-
-REPO = Path(__file__).resolve().parents[1]
-SHARED = Path(os.environ.get("SLIM_SHARED_DIR", REPO.parent / "shared"))
-MEMGAP = SHARED / "data" / "vllm-batching-memory-gap"
 
 REQUIRED = [
     "h100-sxm-80gb",

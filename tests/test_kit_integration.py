@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
 from pathlib import Path
 
 import pytest
+from shared_paths import REPO, SHARED
 
 import slimlib.datasets as ds
 from slimlib.architectures import Architecture
@@ -20,8 +20,6 @@ from slimlib.cli import main
 from slimlib.datasets.build import build_all
 from slimlib.errors import DataUnavailableError, UnknownNameError
 
-REPO = Path(__file__).resolve().parents[1]
-SHARED = Path(os.environ.get("SLIM_SHARED_DIR", REPO.parent / "shared"))
 MIRROR_FIX = Path(__file__).parent / "fixtures" / "memgap" / "mirror"
 NCU_FIX = Path(__file__).parent / "fixtures" / "profiling" / "ncu_details_handmade.csv"
 KIT_TABLES = ["kit-campaigns", "kit-counters", "kit-kernels", "kit-runs"]
