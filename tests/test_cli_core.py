@@ -141,3 +141,22 @@ def test_help_has_examples(cmd, capsys):
     assert "usage: slim" in out
     if cmd:
         assert "examples:" in out
+
+
+def test_model_column_may_be_a_config_json_path(tmp_path):
+    """A row's model may be a path to a Hugging Face config.json: it predicts exactly as the registry entry."""
+    from pathlib import Path
+
+    cfg = Path(__file__).parent / "fixtures" / "configs" / "opt-125m.json"
+    truth = SlimModel.with_params(TRUE_PARAMS, gpu="h100-sxm-80gb")
+    by_name = grid(models=("opt-125m",))
+    by_path = by_name.assign(model=str(cfg))
+    pd.testing.assert_frame_equal(truth.predict(by_path), truth.predict(by_name))
+    data = tmp_path / "cfg.csv"
+    synthesize(truth, by_path).to_csv(data, index=False)
+    assert (
+        main(
+            ["fit", str(data), "--out", str(tmp_path / "p.json"), "--variant", "paper", "--fix", "gamma=5e-7"]
+        )
+        == 0
+    )
