@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from slimlib.errors import UnknownNameError, close_matches_message
+from slimlib.errors import DataError, UnknownNameError, close_matches_message
 
 #: columns of every scenario table
 COLUMNS = (
@@ -105,7 +105,17 @@ def online_table(online: pd.DataFrame | None = None) -> pd.DataFrame:
             "source": "online",
         }
     )
-    out = out.dropna(subset=["throughput_tok_s", "e2e_s"])
+    missing = out["throughput_tok_s"].isna() | out["e2e_s"].isna()
+    if missing.any():
+        run = (
+            df.loc[missing[missing].index[0], "run_id"]
+            if "run_id" in df.columns
+            else missing[missing].index[0]
+        )
+        raise DataError(
+            f"memgap-online run {run}: no throughput or engine metrics (mean_running_batch) for the latency "
+            "ground truth; rebuild data/ with `slim data build` or exclude the run"
+        )
     return _finish(out)
 
 
