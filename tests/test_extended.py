@@ -12,7 +12,7 @@ from slimlib.calibration import DEFAULT_VARIANT, load_params, make_model, model_
 from slimlib.extended import ExtendedSlimModel
 from slimlib.hardware import get_gpu
 
-TRUE = {"eta_c": 0.4, "t_fixed": 0.1, "eta_m": 0.5, "eta_w": 0.7, "alpha": 3e-5, "gamma": 4e-6}
+TRUE = {"eta_c": 0.4, "t_fixed": 0.1, "eta_m": 0.5, "eta_w": 0.7, "alpha": 3e-5, "t_step": 2e-3}
 GPU = "h100-sxm-64gb"
 
 
@@ -61,6 +61,16 @@ def test_extended_recovers_its_own_synthetic_parameters():
     sel = (df["model"] == "opt-1.3b") & (df["input_len"] == 512) & (df["output_len"] == 256)
     thr = pred.loc[sel, "pred_throughput_tok_s"].to_numpy()
     assert thr[-1] == pytest.approx(thr[-2], rel=1e-12)
+
+
+def test_single_architecture_holds_t_step_at_zero():
+    truth = ExtendedSlimModel.with_params(TRUE, gpu=GPU)
+    df = synthesize(truth, _grid())
+    one = df[df["model"] == "opt-1.3b"]
+    m = ExtendedSlimModel(n_starts=2).fit(one)
+    assert m.params_["t_step"] == 0.0 and m.auto_fixed_ == ["t_step"]
+    assert m.fit(df).params_["t_step"] == pytest.approx(TRUE["t_step"], rel=1e-3)  # a refit decides afresh
+    assert m.auto_fixed_ == []
 
 
 def test_extended_is_registered_default_and_round_trips_with_its_options(tmp_path):
