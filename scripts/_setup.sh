@@ -3,6 +3,12 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 PY=${PYTHON:-python3}
 "$PY" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "SLIM needs Python 3.11 or newer (set PYTHON=...)")'
+# Caches and tool state go to a temporary folder, never into the checkout or ../shared; it is removed on exit.
+SLIM_TMP=$(mktemp -d "${TMPDIR:-/tmp}/slim.XXXXXX")
+trap 'rm -rf "$SLIM_TMP"' EXIT
+export MPLCONFIGDIR="$SLIM_TMP/mpl" MPLBACKEND=Agg
+export IPYTHONDIR="$SLIM_TMP/ipython" JUPYTER_RUNTIME_DIR="$SLIM_TMP/jupyter-runtime"
+if [ "${CI:-}" = true ]; then export PIP_CACHE_DIR="$SLIM_TMP/pip"; fi
 VENV=${SLIM_VENV:-.venv}
 case "$VENV" in /*) ;; *) VENV="$PWD/$VENV" ;; esac
 if [ ! -x "$VENV/bin/python" ]; then
@@ -14,6 +20,3 @@ export PIP_DISABLE_PIP_VERSION_CHECK=1
 echo "setup: installing slimlib and its dependencies into $VENV" >&2
 "$VPY" -m pip install -q -e ".[dev,notebooks]" 2> >(grep -v "^WARNING: Location" >&2)
 export PATH="$VENV/bin:$PATH"
-# Matplotlib and Jupyter caches/config go to a temporary folder, never into the checkout or ../shared.
-SLIM_TMP=$(mktemp -d "${TMPDIR:-/tmp}/slim.XXXXXX")
-export MPLCONFIGDIR="$SLIM_TMP/mpl" MPLBACKEND=Agg
