@@ -32,7 +32,7 @@ from slimlib.errors import (
     UnknownNameError,
     close_matches_message,
 )
-from slimlib.metrics import mape
+from slimlib.metrics import mape, relative_error
 from slimlib.schema import row_label, validate_table
 
 PARAMS_FORMAT = "slim-params"
@@ -190,7 +190,7 @@ class CalibratedModel:
             with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
                 _, _, e2e = self._components(unpack(z), feats, hw)
                 pred = eq.throughput(feats["batch_size"], feats["input_len"], feats["output_len"], e2e)
-            r = (pred - y) / y
+            r = relative_error(y, pred)
             return np.where(np.isfinite(r), r, 1e6)
 
         best = None
@@ -283,7 +283,7 @@ class CalibratedModel:
     def predict(self, df: pd.DataFrame) -> pd.DataFrame:
         """Predicted throughput (tok/s), E2E, prefill and decode time (s) per row, indexed like `df`."""
         self._check_fitted()
-        data = validate_table(df, require_target=False) if "gpu" in df.columns else _validate_no_gpu(df)
+        data = validate_table(df, require_target=False, require_gpu="gpu" in df.columns)
         hw = resolve_gpu(data, self.gpu_)
         feats = self._features(data, hw)
         arrays = self._predict_arrays(feats, hw)
@@ -435,14 +435,6 @@ class CalibratedModel:
     def __repr__(self) -> str:
         state = f"fitted on {self.gpu_}" if hasattr(self, "params_") else "not fitted"
         return f"{type(self).__name__}(variant={self.variant!r}, {state})"
-
-
-def _validate_no_gpu(df: pd.DataFrame) -> pd.DataFrame:
-    tmp = df.copy()
-    tmp.attrs = dict(df.attrs)
-    tmp["gpu"] = "__params__"
-    out = validate_table(tmp, require_target=False)
-    return out.drop(columns=["gpu"])
 
 
 def _read_source(source) -> tuple[str, str]:

@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from slimlib.errors import SlimError, UnknownNameError, close_matches_message
+from slimlib.metrics import mape
 from slimlib.scenarios import Scenario, build_scenarios
 
 TABLE_COLUMNS = ("scenario", "method", "metric", "mape_pct", "n_train", "n_test")
@@ -117,13 +118,12 @@ def run_evaluation(
 
 
 def _mape_or_nan(true: np.ndarray, pred: np.ndarray) -> float:
-    ok = np.isfinite(true) & (true != 0)
-    if not ok.any():
+    """MAPE in percent; NaN when the method predicts no such quantity (a baseline without that part).
+
+    A missing or zero measured value is an error (`slimlib.metrics.mape`), never a silently dropped row."""
+    if not np.isfinite(pred).all():
         return float("nan")
-    p = pred[ok]
-    if not np.isfinite(p).all():
-        return float("nan")
-    return float(100.0 * np.mean(np.abs(p - true[ok]) / np.abs(true[ok])))
+    return mape(true, pred)
 
 
 def mape_table(

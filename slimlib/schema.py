@@ -47,24 +47,30 @@ def read_csv_table(path: str | Path) -> pd.DataFrame:
     return df
 
 
-def validate_table(df: pd.DataFrame, *, require_target: bool = True) -> pd.DataFrame:
+def validate_table(
+    df: pd.DataFrame, *, require_target: bool = True, require_gpu: bool = True
+) -> pd.DataFrame:
     """Check a configuration table and return a copy with numeric columns as float and names as str.
 
     Raises DataError for: an empty table, missing columns, non-numeric, NaN/inf, zero or negative values,
     empty model/gpu names, and duplicate configurations with conflicting measurements. Nothing is dropped.
+    `require_gpu=False` accepts a table without the ``gpu`` column (prediction with parameters of a known GPU).
     """
     if not isinstance(df, pd.DataFrame):
         raise DataError(f"expected a pandas DataFrame, got {type(df).__name__}")
     where = df.attrs.get("source", "the table")
     if len(df) == 0:
         raise DataError(f"{where} has no rows; {SCHEMA_HELP}")
-    required = list(KEY_COLUMNS) + ([TARGET_COLUMN] if require_target else [])
+    keys = [c for c in KEY_COLUMNS if require_gpu or c != "gpu"]
+    required = keys + ([TARGET_COLUMN] if require_target else [])
     missing = [c for c in required if c not in df.columns]
     if missing:
         raise DataError(f"{where} lacks column(s) {', '.join(missing)}; {SCHEMA_HELP}")
     out = df.copy()
     out.attrs = dict(df.attrs)
     for col in ("model", "gpu"):
+        if col not in out.columns:
+            continue
         values = out[col]
         bad = values.isna() | (values.astype(str).str.strip() == "")
         if bad.any():

@@ -235,3 +235,11 @@ def test_mape_metrics():
     assert mape([100, 200], [110, 180]) == pytest.approx(10.0)
     with pytest.raises(DataError):
         mape([0, 1], [1, 1])
+
+
+def test_predict_without_gpu_column_uses_the_parameters_gpu(truth):
+    row = grid(models=("opt-1.3b",), batch=(8,), input_len=(100,), output_len=(50,))
+    with_gpu = truth.predict(row)
+    pd.testing.assert_frame_equal(truth.predict(row.drop(columns=["gpu"])), with_gpu)
+    with pytest.raises(DataError, match="lacks column.*model"):
+        truth.predict(row.drop(columns=["gpu", "model"]))

@@ -17,7 +17,6 @@ from __future__ import annotations
 import csv
 import io
 import re
-import shlex
 import sys
 from pathlib import Path
 
@@ -273,8 +272,3 @@ def ncu_command(
     cmd += ["--batch-size", str(batch_size), "--input-len", str(input_len), "--output-len", str(output_len)]
     cmd += ["--device", "cuda", "--dtype", dtype, "--no-cuda-graphs", "--nvtx-steps", f"{first}:{count}"]
     return cmd
-
-
-def format_command(argv: list[str]) -> str:
-    """A shell-quoted one-line rendering of `argv`."""
-    return " ".join(shlex.quote(a) for a in argv)
