@@ -74,6 +74,7 @@ FEATURE_NAMES = (
     "ffn_size",
     "n_ffn_matrices",
     "kv_bytes",
+    "kv_bytes_per_token",
     "weight_bytes_total",
 )
 

@@ -6,7 +6,8 @@ vLLM data:
 
 1. Effective batch. A serving engine runs at most ``B_eff = min(B, B_kv, B_tok)`` sequences at once:
    * KV-cache capacity ``B_kv = N_kv / (IL + kappa OL)``: ``N_kv`` KV token slots (the engine's logged
-     ``gpu_blocks x block_size`` when the table has them, else ``(mem x util - weights) / kv_bytes_per_token``),
+     ``gpu_blocks x block_size`` when the table has them, else ``(mem x util - weights - reserve) /
+     kv_bytes_per_token``, the default pool `slimlib.advisor.default_kv_bytes` describes),
      over the mean context a running sequence holds; in steady-state continuous batching requests sit at uniformly
      spread decode stages, so ``kappa = 0.5`` (an option, not fitted).
    * Chunked-prefill token budget (rows with ``chunked_prefill`` true): each engine step processes at most
@@ -98,8 +99,13 @@ class ExtendedSlimModel(CalibratedModel):
 
     def kv_token_capacity(self, df, feats, hw) -> np.ndarray:
         """KV token slots per row: logged ``gpu_blocks x block_size`` where present, else from GPU memory."""
-        kv_per_token = 2.0 * feats["n_layers"] * feats["d_kv"] * feats["kv_bytes"]
-        est = (hw.mem_bytes * self.gpu_mem_util - feats["weight_bytes_total"]) / kv_per_token
+        from slimlib.advisor import DEFAULT_RESERVE_GIB, GIB, gpu_total_bytes
+
+        # the engine's default pool, as the advisor counts it: memory x utilization - weights - activation reserve
+        pool = (
+            gpu_total_bytes(hw) * self.gpu_mem_util - feats["weight_bytes_total"] - DEFAULT_RESERVE_GIB * GIB
+        )
+        est = pool / feats["kv_bytes_per_token"]
         if "gpu_blocks" not in df.columns:
             return np.maximum(est, 0.0)
         blocks = df["gpu_blocks"].to_numpy(dtype=float, na_value=np.nan)
