@@ -13,8 +13,8 @@ import time
 import numpy as np
 import pandas as pd
 
-from slimlib.advisor import advise_many
-from slimlib.calibration import SlimModel
+from slimlib.advisor.capacity import advise_many
+from slimlib.model.base import SlimModel
 
 EXAMPLE_PARAMS = {"eta_c": 0.45, "t_fixed": 0.2, "eta_m": 0.6, "B0": 3.0, "alpha": 2e-5, "gamma": 5e-7}
 

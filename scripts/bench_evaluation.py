@@ -12,10 +12,10 @@ import warnings
 import numpy as np
 import pandas as pd
 
-from slimlib.calibration import make_model
 from slimlib.errors import SlimError
-from slimlib.evaluation import METHODS
-from slimlib.scenarios import build_scenarios
+from slimlib.experiments.evaluation import METHODS
+from slimlib.experiments.scenarios import build_scenarios
+from slimlib.model.base import make_model
 
 
 def main() -> int:

@@ -40,10 +40,10 @@ fi
 if command -v ncu >/dev/null; then ncu --version | tail -1; else echo "ncu not found: counter points will be skipped"; fi
 
 echo "== campaign (budget ${BUDGET_S} s)"
-"$PY" -m slimlib.cli profile campaign --budget-s "$BUDGET_S" --out "$WORK/kit-raw" || echo "campaign exit $?"
+"$PY" -m slimlib.cli.main profile campaign --budget-s "$BUDGET_S" --out "$WORK/kit-raw" || echo "campaign exit $?"
 
 echo "== tidy"
-"$PY" -m slimlib.cli profile tidy "$WORK/kit-raw" --out "$WORK/kit-tidy" || echo "tidy exit $?"
+"$PY" -m slimlib.cli.main profile tidy "$WORK/kit-raw" --out "$WORK/kit-tidy" || echo "tidy exit $?"
 
 tar -czf "$OUT/kit.tar.gz" -C "$WORK" kit-raw $( [ -d "$WORK/kit-tidy" ] && echo kit-tidy )
 cp "$WORK/kit-raw/manifest.json" "$OUT/" 2>/dev/null || true

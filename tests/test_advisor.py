@@ -10,12 +10,14 @@ import pandas as pd
 import pytest
 from synthetic import TRUE_PARAMS
 
-from slimlib import advisor as A
-from slimlib.architectures import get_architecture
-from slimlib.calibration import SlimModel
-from slimlib.cli import main
+from slimlib.advisor import capacity as A
+from slimlib.cli.main import main
 from slimlib.errors import DataError
-from slimlib.hardware import get_gpu
+from slimlib.experiments import advisor_eval as AE
+from slimlib.model import memory as M
+from slimlib.model.base import SlimModel
+from slimlib.registry.architectures import get_architecture
+from slimlib.registry.gpus import get_gpu
 
 B = np.array([1, 2, 4, 8, 16])
 # hand-built curve: throughput rises then saturates, E2E grows
@@ -86,16 +88,16 @@ def test_kv_memory_mha_opt():
     arch = get_architecture("opt-1.3b")  # MHA: 24 layers, D_kv = D = 2048
     assert arch.kv_bytes_per_token == 2 * 24 * 2048 * 2
     # 250 + 260 = 510 tokens -> 32 blocks of 16 -> 512 token slots
-    assert A.blocks_per_request(250, 260, 16) == 32
-    assert A.kv_bytes_needed(arch, 250, 260, 10, 16) == 10 * 512 * 2 * 24 * 2048 * 2
-    assert A.blocks_per_request(256, 256, 16) == 32  # exact multiple: no extra block
+    assert M.blocks_per_request(250, 260, 16) == 32
+    assert M.kv_bytes_needed(arch, 250, 260, 10, 16) == 10 * 512 * 2 * 24 * 2048 * 2
+    assert M.blocks_per_request(256, 256, 16) == 32  # exact multiple: no extra block
 
 
 def test_kv_memory_gqa_is_smaller_by_head_ratio():
     gqa = get_architecture("mistral-7b")  # 8 KV heads of 32 query heads
     assert gqa.n_kv_heads * 4 == gqa.n_heads
     assert (
-        A.kv_bytes_needed(gqa, 100, 28, 4, 16)
+        M.kv_bytes_needed(gqa, 100, 28, 4, 16)
         == 4 * 128 * 2 * gqa.n_layers * gqa.n_kv_heads * gqa.head_dim * 2
     )
     mha_like = 2 * gqa.n_layers * gqa.hidden_size * 2
@@ -105,7 +107,7 @@ def test_kv_memory_gqa_is_smaller_by_head_ratio():
 def test_default_allocation_and_vllm_settings():
     arch, gpu = get_architecture("llama-2-7b"), get_gpu("h100-sxm-64gb")
     total = gpu.mem_bytes_reported or gpu.mem_bytes
-    kv = A.default_kv_bytes(arch, gpu, 0.9, 1.0)
+    kv = M.default_kv_bytes(arch, gpu, 0.9, 1.0)
     assert kv == pytest.approx(total * 0.9 - arch.weight_bytes_total - 2**30)
     s = A.vllm_settings(arch, gpu, 64, 250, 260, block_size=16, reserve_gib=1.0)
     assert s["max_num_seqs"] == 64 and s["num_gpu_blocks_override"] == 64 * 32
@@ -204,7 +206,7 @@ def test_cli_advise_json_and_errors(params_file, capsys):
 
 # --------------------------------------------------------------------------------------------- evaluation on real data
 def _online():
-    from slimlib.datasets import load
+    from slimlib.data import load
 
     try:
         return load("memgap-online")
@@ -213,22 +215,22 @@ def _online():
 
 
 def test_measured_curves_and_evaluation_on_public_data():
-    cur = A.measured_curves(_online())
-    assert cur.groupby(A.CURVE_KEYS).ngroups == 16
+    cur = AE.measured_curves(_online())
+    assert cur.groupby(AE.CURVE_KEYS).ngroups == 16
     one = cur[(cur["model"] == "opt-1.3b") & (cur["output_len"] == 260) & (cur["batch_size"] == 1)].iloc[0]
     assert one["efficiency"] == pytest.approx(1.0)
     assert one["measured_e2e_s"] == pytest.approx(one["mean_running_batch"] / one["request_throughput_req_s"])
-    cal = A.calibration_subset(cur, 3)
-    assert (cal.groupby(A.CURVE_KEYS).size() == 3).all() and not cal["preempted"].any()
-    slos = A.slo_table(cur)
+    cal = AE.calibration_subset(cur, 3)
+    assert (cal.groupby(AE.CURVE_KEYS).size() == 3).all() and not cal["preempted"].any()
+    slos = AE.slo_table(cur)
     assert set(slos["slo"]) == {"tight", "loose"}
-    fits = A.fit_per_model(cal[cal["model"] == "opt-2.7b"], n_starts=2)
-    ev = A.evaluate_recommendations(cur[cur["model"] == "opt-2.7b"], fits, slos, epsilon=0.3)
+    fits = AE.fit_per_model(cal[cal["model"] == "opt-2.7b"], n_starts=2)
+    ev = AE.evaluate_recommendations(cur[cur["model"] == "opt-2.7b"], fits, slos, epsilon=0.3)
     assert len(ev) == 8 and (ev["b_cap"] > 0).all()
     # quality is measured throughput at B_cap over the best constrained measured configuration
     r = ev.iloc[0]
     assert r["quality_pct"] == pytest.approx(
         r["measured_throughput_tok_s"] / r["true_throughput_tok_s"] * 100
     )
-    eff = A.profiling_effort(cur, cal)
+    eff = AE.profiling_effort(cur, cal)
     assert 0 < eff["gpu_s_calibration"] < eff["gpu_s_full"] and eff["runs_calibration"] == 48

@@ -17,7 +17,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from slimlib.architectures import (
+from slimlib.cli.main import main
+from slimlib.errors import DataError, UnknownNameError
+from slimlib.registry.architectures import (
     Architecture,
     architecture_from_config,
     architecture_names,
@@ -25,8 +27,6 @@ from slimlib.architectures import (
     get_architecture,
     list_architectures,
 )
-from slimlib.cli import main
-from slimlib.errors import DataError, UnknownNameError
 
 CONFIGS = Path(__file__).resolve().parent / "fixtures" / "configs"
 

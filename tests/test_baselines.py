@@ -7,10 +7,10 @@ import pandas as pd
 import pytest
 from synthetic import grid
 
-from slimlib.baselines import ImaiOodLR, LLMVisorAgg, roofline_time
-from slimlib.calibration import model_features
 from slimlib.errors import DataError, NotFittedError
-from slimlib.hardware import get_gpu
+from slimlib.model.base import model_features
+from slimlib.model.baselines import ImaiOodLR, LLMVisorAgg, roofline_time
+from slimlib.registry.gpus import get_gpu
 
 
 def _llmvisor_truth(df: pd.DataFrame) -> pd.DataFrame:

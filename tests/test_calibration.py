@@ -8,11 +8,11 @@ import pandas as pd
 import pytest
 from synthetic import TRUE_PARAMS, grid, synthesize
 
-from slimlib import equations as eq
-from slimlib.calibration import IdentifiabilityWarning, SlimModel, load_params, make_model
 from slimlib.errors import DataError, FitError, NotFittedError, UnknownNameError
-from slimlib.hardware import get_gpu
 from slimlib.metrics import mape
+from slimlib.model import equations as eq
+from slimlib.model.base import IdentifiabilityWarning, SlimModel, load_params, make_model
+from slimlib.registry.gpus import get_gpu
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""Characterization computations (slimlib.characterization) on hand-made data, plus one check on the real tables."""
+"""Characterization computations (slimlib.experiments.characterization) on hand-made data, plus one check on the real tables."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from slimlib import characterization as ch
 from slimlib.errors import DataError
+from slimlib.experiments import characterization as ch
 
 
 def _curve():
@@ -139,7 +139,7 @@ def test_attention_flops_and_bytes_by_hand():
 
 
 def test_attention_roofline_table_uses_per_gpu_heads():
-    from slimlib.hardware import GPU
+    from slimlib.registry.gpus import GPU
 
     attn, _ = _vidur_tables()
     gpu = GPU(name="toy", peak_flops=1e12, mem_bw=1e10, mem_bytes=1e9, aliases=(), source="test")

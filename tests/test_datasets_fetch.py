@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from shared_paths import RAW, needs
 
-from slimlib.datasets import fetch as fetch_mod
-from slimlib.datasets.fetch import PINNED_URLS, fetch, file_url, load_registry, make_registry, select_files
+from slimlib.data import fetch as fetch_mod
+from slimlib.data.fetch import PINNED_URLS, fetch, file_url, load_registry, make_registry, select_files
 from slimlib.errors import DataError, UnknownNameError
 
 needs_mirror = needs(RAW)
@@ -186,10 +186,8 @@ def test_packaged_registry_covers_every_source():
 
 @needs_mirror
 def test_packaged_registry_matches_the_mirror():
-    text = fetch_mod.resources.files("slimlib.datasets").joinpath("registry.txt").read_text(encoding="utf-8")
-    assert text == make_registry(RAW), (
-        "regenerate: python -m slimlib.datasets.fetch make-registry ../shared/data"
-    )
+    text = fetch_mod.resources.files("slimlib.data").joinpath("registry.txt").read_text(encoding="utf-8")
+    assert text == make_registry(RAW), "regenerate: python -m slimlib.data.fetch make-registry ../shared/data"
 
 
 @needs_mirror

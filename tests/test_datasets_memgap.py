@@ -11,12 +11,12 @@ import pandas as pd
 import pytest
 from shared_paths import MEMGAP, needs
 
-from slimlib.datasets.engine_metrics import parse_cache_config, summarize_engine_csv
-from slimlib.datasets.launch_config import parse_launch_config
-from slimlib.datasets.memgap import build_memgap_tables
-from slimlib.datasets.nvsmi import summarize_dmon_csv, summarize_query_csv
-from slimlib.datasets.run_logs import failure_reason, parse_offline_log
-from slimlib.datasets.serving_json import parse_benchmark_json
+from slimlib.data.engine_metrics import parse_cache_config, summarize_engine_csv
+from slimlib.data.launch_config import parse_launch_config
+from slimlib.data.memgap import build_memgap_tables
+from slimlib.data.nvsmi import summarize_dmon_csv, summarize_query_csv
+from slimlib.data.run_logs import failure_reason, parse_offline_log
+from slimlib.data.serving_json import parse_benchmark_json
 from slimlib.errors import DataError
 
 FIX = Path(__file__).parent / "fixtures" / "memgap" / "mirror"

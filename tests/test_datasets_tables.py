@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 from shared_paths import REPO, SHARED
 
-import slimlib.datasets as ds
-from slimlib.cli import main
-from slimlib.datasets.build import build_all
+import slimlib.data as ds
+from slimlib.cli.main import main
+from slimlib.data.build import build_all
 from slimlib.errors import DataError, UnknownNameError
 
 DATA_ROOT = SHARED / "data"

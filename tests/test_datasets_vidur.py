@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from shared_paths import VIDUR, needs
 
-from slimlib.datasets.vidur import (
+from slimlib.data.vidur import (
     ATTENTION_COLUMNS,
     CPU_COLUMNS,
     MLP_COLUMNS,
@@ -221,7 +221,7 @@ def test_legacy_mlp_needs_a_model_name(mirror):
 
 
 def test_gpu_names_are_in_the_hardware_registry():
-    from slimlib.hardware import get_gpu
+    from slimlib.registry.gpus import get_gpu
 
     for name in VIDUR_GPU_NAMES.values():
         assert get_gpu(name).name == name

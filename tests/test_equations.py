@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from slimlib import equations as eq
+from slimlib.model import equations as eq
 
 
 def test_d_kv_mha_and_gqa():

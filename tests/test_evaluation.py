@@ -9,10 +9,16 @@ import pandas as pd
 import pytest
 from synthetic import TRUE_PARAMS, grid, synthesize
 
-from slimlib.calibration import SlimModel
-from slimlib.cli import main
-from slimlib.evaluation import TABLE_COLUMNS, evaluate, fitted_parameters, run_evaluation, wide_table
-from slimlib.scenarios import Fold, Scenario
+from slimlib.cli.main import main
+from slimlib.experiments.evaluation import (
+    TABLE_COLUMNS,
+    evaluate,
+    fitted_parameters,
+    run_evaluation,
+    wide_table,
+)
+from slimlib.experiments.scenarios import Fold, Scenario
+from slimlib.model.base import SlimModel
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -83,7 +89,7 @@ def test_cli_writes_the_long_table(tmp_path, capsys):
 )
 def test_notebook_06_runs_in_quick_mode(tmp_path):
     pytest.importorskip("papermill")
-    from slimlib.reproduce import run_notebooks
+    from slimlib.experiments.reproduce import run_notebooks
 
     figures = tmp_path / "figures"
     run_notebooks(ROOT / "notebooks", build_dir=tmp_path / "build", figures_dir=figures, only=["06"],

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 from synthetic import grid, synthesize
 
-from slimlib.calibration import DEFAULT_VARIANT, load_params, make_model, model_features, variant_names
-from slimlib.extended import ExtendedSlimModel
-from slimlib.hardware import get_gpu
+from slimlib.model.base import DEFAULT_VARIANT, load_params, make_model, model_features, variant_names
+from slimlib.model.extended import ExtendedSlimModel
+from slimlib.registry.gpus import get_gpu
 
 TRUE = {"eta_c": 0.4, "t_fixed": 0.1, "eta_m": 0.5, "eta_w": 0.7, "alpha": 3e-5, "t_step": 2e-3}
 GPU = "h100-sxm-64gb"

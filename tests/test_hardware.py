@@ -10,9 +10,9 @@ import pandas as pd
 import pytest
 from shared_paths import MEMGAP
 
-from slimlib.cli import main
+from slimlib.cli.main import main
 from slimlib.errors import UnknownNameError
-from slimlib.hardware import GPU, get_gpu, gpu_names, list_gpus
+from slimlib.registry.gpus import GPU, get_gpu, gpu_names, list_gpus
 
 REQUIRED = [
     "h100-sxm-80gb",

@@ -8,7 +8,7 @@ import pytest
 
 pytest.importorskip("papermill")
 
-from slimlib.reproduce import run_notebooks  # noqa: E402
+from slimlib.experiments.reproduce import run_notebooks  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
@@ -75,7 +75,7 @@ def test_two_runs_give_byte_identical_figures(tmp_path):
 
 def test_notebook_08_runs_on_the_committed_data(tmp_path):
     """Notebook 08 draws the kit figures when data/ holds kit counters, and none (saying why) when it does not."""
-    from slimlib.datasets import available
+    from slimlib.data import available
 
     figures = _run("08", tmp_path)
     written = sorted(p.name for p in figures.iterdir())

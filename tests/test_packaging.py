@@ -34,7 +34,7 @@ def test_environment_yml_matches_pyproject():
 
 def test_console_script_and_python_version():
     proj = _pyproject()["project"]
-    assert proj["scripts"]["slim"] == "slimlib.cli:main"
+    assert proj["scripts"]["slim"] == "slimlib.cli.main:main"
     assert proj["requires-python"] == ">=3.11"
 
 

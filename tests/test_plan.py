@@ -7,10 +7,10 @@ import shlex
 import pandas as pd
 import pytest
 
-from slimlib.cli import main
-from slimlib.datasets.ingest import SIDECAR_NAMES
+from slimlib.advisor.plan import SIDECAR_COLUMNS, make_plan, write_plan
+from slimlib.cli.main import main
+from slimlib.data.ingest import SIDECAR_NAMES
 from slimlib.errors import DataError
-from slimlib.plan import SIDECAR_COLUMNS, make_plan, write_plan
 
 
 def test_plan_spans_batch_sizes_and_lengths():
@@ -61,7 +61,7 @@ def test_write_plan_commands_and_sidecar_lines(tmp_path):
 
 def test_sidecar_lines_are_read_by_ingest(tmp_path):
     """The sidecar the plan script writes is the format `slim data ingest` reads (settings by file name)."""
-    from slimlib.datasets.ingest import _sidecar_table
+    from slimlib.data.ingest import _sidecar_table
 
     plan = make_plan("opt-2.7b", "h100-sxm-64gb", [242], [130, 520], batch_sizes=[8, 32, 128])
     lines = [",".join(SIDECAR_COLUMNS)] + [

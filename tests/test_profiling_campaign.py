@@ -5,10 +5,9 @@ import sys
 
 import pytest
 
-from slimlib.architectures import get_architecture
-from slimlib.cli import main
+from slimlib.cli.main import main
 from slimlib.errors import DataError
-from slimlib.profiling.campaign import (
+from slimlib.kit.campaign import (
     CPU_SPEC,
     DeviceSpec,
     Point,
@@ -17,7 +16,8 @@ from slimlib.profiling.campaign import (
     memory_need_bytes,
     plan_campaign,
 )
-from slimlib.profiling.harness import kv_cache_bytes
+from slimlib.kit.harness import kv_cache_bytes
+from slimlib.registry.architectures import get_architecture
 
 H200 = DeviceSpec("h200-sxm-141gb", peak_flops=989.4e12, mem_bw=4.8e12, mem_bytes=141e9)
 
@@ -115,10 +115,10 @@ def test_import_and_help_without_torch():
         "        if name.split('.')[0] == 'torch':\n"
         "            raise ImportError('torch blocked for this test')\n"
         "sys.meta_path.insert(0, Block())\n"
-        "import slimlib.profiling, slimlib.profiling.campaign, slimlib.profiling.tidy, slimlib.profiling.cli\n"
-        "from slimlib.cli import main\n"
+        "import slimlib.kit, slimlib.kit.campaign, slimlib.kit.tidy, slimlib.cli.profile\n"
+        "from slimlib.cli.main import main\n"
         "assert main(['profile', 'campaign', '--budget-s', '60', '--device', 'cpu', '--dry-run']) == 0\n"
-        "from slimlib.profiling.harness import require_torch\n"
+        "from slimlib.kit.harness import require_torch\n"
         "from slimlib.errors import SlimError\n"
         "try:\n    require_torch()\nexcept SlimError as e:\n    print('ERR', e)\n"
     )

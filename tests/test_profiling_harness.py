@@ -5,9 +5,9 @@ import json
 import numpy as np
 import pytest
 
-from slimlib.architectures import Architecture
 from slimlib.errors import DataError
-from slimlib.profiling.harness import ENGINE, kv_cache_bytes, main, profile_step_positions, run_point
+from slimlib.kit.harness import ENGINE, kv_cache_bytes, main, profile_step_positions, run_point
+from slimlib.registry.architectures import Architecture
 
 torch = pytest.importorskip("torch", reason="the profiling extra (torch) is not installed")
 
@@ -45,7 +45,7 @@ def test_run_point_times_and_memory(ffn_kind, n_kv_heads):
 
 
 def test_engine_cache_matches_formula_and_gqa_matches_repeated_heads():
-    from slimlib.profiling import engine
+    from slimlib.kit import engine
 
     arch = tiny("gated", n_heads=4, n_kv_heads=2)
     eng = engine.Engine(arch, 2, 5, 3, "cpu", torch.float32, seed=1)
@@ -68,7 +68,7 @@ def test_engine_cache_matches_formula_and_gqa_matches_repeated_heads():
 
 def test_same_seed_same_tokens():
     arch = tiny()
-    from slimlib.profiling import engine
+    from slimlib.kit import engine
 
     runs = []
     for _ in range(2):

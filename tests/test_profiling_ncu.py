@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from slimlib.errors import DataError
-from slimlib.profiling.ncu import (
+from slimlib.kit.ncu import (
     HOPPER_METRICS,
     METRICS,
     counters_wide,
@@ -143,7 +143,7 @@ def test_ncu_command_targets():
     assert cmd[cmd.index("--nvtx-steps") + 1] == "255:1"  # the last decode step by default
     assert "--no-cuda-graphs" in cmd and cmd[cmd.index("py") + 1 : cmd.index("py") + 3] == [
         "-m",
-        "slimlib.profiling.harness",
+        "slimlib.kit.harness",
     ]
     step = ncu_command("m", 8, 16, 32, target="step", steps=(10, 2), compute_capability="9.0")
     assert "--kernel-name" not in step and "--launch-count" not in step

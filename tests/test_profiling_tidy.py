@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from slimlib.architectures import Architecture
 from slimlib.errors import DataError
-from slimlib.profiling.campaign import CPU_SPEC, Point, plan_campaign
-from slimlib.profiling.tidy import RUN_COLUMNS, build_profiling_tables, write_tables
+from slimlib.kit.campaign import CPU_SPEC, Point, plan_campaign
+from slimlib.kit.tidy import RUN_COLUMNS, build_profiling_tables, write_tables
+from slimlib.registry.architectures import Architecture
 
 FIX = Path(__file__).parent / "fixtures" / "profiling"
 TINY = {
@@ -22,7 +22,7 @@ TINY = {
 
 def test_tables_from_a_cpu_campaign(tmp_path):
     pytest.importorskip("torch", reason="the profiling extra (torch) is not installed")
-    from slimlib.profiling.campaign import run_campaign
+    from slimlib.kit.campaign import run_campaign
 
     pts = [
         Point("curve", "tiny-a", 1, 4, 3),

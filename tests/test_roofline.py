@@ -1,12 +1,12 @@
-"""Roofline arithmetic checked by hand (slimlib.roofline)."""
+"""Roofline arithmetic checked by hand (slimlib.experiments.roofline)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from slimlib import roofline
 from slimlib.errors import DataError
+from slimlib.experiments import roofline
 
 PEAK = 100e12  # 100 TFLOP/s
 BW = 2e12  # 2 TB/s -> ridge at 50 FLOP/byte

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from slimlib.errors import UnknownNameError
-from slimlib.scenarios import (
+from slimlib.experiments.scenarios import (
     COLUMNS,
     build_scenarios,
     get_scenario,
@@ -92,7 +92,7 @@ def test_scenarios_are_deterministic(scenarios):
 
 
 def test_online_latency_truth_is_littles_law_and_offline_is_logged_e2e(scenarios):
-    from slimlib.datasets import load
+    from slimlib.data import load
 
     on = get_scenario("same-curve", scenarios).folds[0].test
     raw = load("memgap-online")
@@ -136,7 +136,7 @@ def test_unknown_scenario_lists_close_matches(scenarios):
 
 def test_input_length_transfer_switches_on_by_itself_when_kit_runs_exist(tmp_path, monkeypatch):
     """A kit-runs table with an input-length sweep in the data folder turns the scenario on, with no argument."""
-    from slimlib.datasets.tables import SCHEMA
+    from slimlib.data.tables import SCHEMA
 
     assert input_length_scenario().available is False  # the committed data/ has no kit measurements
     rows = []

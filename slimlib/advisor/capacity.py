@@ -1,0 +1,405 @@
+"""SLIM-BCA, the batch capacity advisor (paper Eq. 13), and the KV-cache memory a batch-size cap needs.
+
+``B_cap(IL, OL) = argmax_B T(IL, OL, B)`` subject to ``E2E(IL, OL, B) <= SLO`` and ``T(B) / (B T(1)) > epsilon``
+(Eq. 13), searched over candidate batch sizes with a fitted model's predictions. A third, optional constraint is
+memory: B requests of ``IL + OL`` tokens must fit in the KV cache the engine would allocate by default. Ties in
+throughput go to the smaller batch size.
+
+Memory arithmetic (vLLM paged KV cache): a request of ``IL + OL`` tokens holds ``ceil((IL + OL) / block)`` blocks
+of ``block`` tokens, each token ``2 L D_kv b_kv`` bytes (Eq. 11 per token); the default allocation is
+``GPU memory x gpu_memory_utilization - weights - activation reserve``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from slimlib.errors import DataError
+from slimlib.model.memory import (
+    DEFAULT_BLOCK_SIZE,
+    DEFAULT_GPU_MEMORY_UTILIZATION,
+    DEFAULT_RESERVE_GIB,
+    GIB,
+    blocks_per_request,
+    default_kv_bytes,
+    gpu_total_bytes,
+    kv_bytes_needed,
+)
+
+__all__ = [
+    "BINDING",
+    "DEFAULT_BLOCK_SIZE",
+    "DEFAULT_GPU_MEMORY_UTILIZATION",
+    "DEFAULT_RESERVE_GIB",
+    "Advice",
+    "advise",
+    "advise_many",
+    "batch_capacity",
+    "blocks_per_request",
+    "check_epsilon",
+    "default_kv_bytes",
+    "kv_bytes_needed",
+    "predict_curves",
+    "vllm_settings",
+]
+
+#: Default candidate batch sizes of the search.
+DEFAULT_MAX_BATCH = 1024
+
+#: Codes of the binding constraint, as returned by `batch_capacity`.
+BINDING = {
+    0: "none",  # B_cap is the largest candidate
+    1: "slo",  # the next larger candidate violates the latency SLO
+    2: "efficiency",  # ... falls to batching efficiency <= epsilon
+    3: "memory",  # ... does not fit in the KV cache
+    4: "peak",  # throughput peaks inside the feasible set
+    5: "infeasible",  # no candidate meets the constraints
+}
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Eq. 13 on arrays
+# ---------------------------------------------------------------------------------------------------------------
+def check_epsilon(epsilon) -> None:
+    e = np.asarray(epsilon, dtype=float)
+    if not np.all(np.isfinite(e)) or np.any(e <= 0) or np.any(e > 1):
+        bad = e.ravel()[~(np.isfinite(e.ravel()) & (e.ravel() > 0) & (e.ravel() <= 1))][0]
+        raise DataError(
+            f"epsilon {bad:g} is outside (0, 1]: it is the minimum batching efficiency T(B)/(B T(1)); "
+            "use e.g. 0.3"
+        )
+
+
+def _check_slo(slo_s) -> None:
+    s = np.asarray(slo_s, dtype=float)
+    bad = np.isnan(s) | (s <= 0)
+    if bad.any():
+        raise DataError(
+            f"SLO {s.ravel()[bad.ravel()][0]:g} s: give a positive number of seconds (E2E latency bound)"
+        )
+
+
+def batch_capacity(batch_sizes, throughput, e2e_s, slo_s, epsilon, fits=None, throughput_b1=None):
+    """Eq. 13 over candidate batch sizes, for W workloads at once.
+
+    `batch_sizes` (N,) increasing; `throughput`, `e2e_s` (W, N) or (N,); `slo_s`, `epsilon` scalars or (W,);
+    `fits` optional (W, N) booleans (memory); `throughput_b1` (W,) is T(1), default the column where B == 1.
+    Returns ``(index, binding, efficiency)``: index of B_cap per workload (-1 when infeasible), a `BINDING` code,
+    and the (W, N) efficiency ``T(B) / (B T(1))``.
+    """
+    b = np.asarray(batch_sizes, dtype=float)
+    if b.ndim != 1 or b.size == 0 or np.any(np.diff(b) <= 0) or b[0] < 1:
+        raise DataError("batch sizes must be an increasing list of whole numbers >= 1")
+    thr = np.atleast_2d(np.asarray(throughput, dtype=float))
+    e2e = np.atleast_2d(np.asarray(e2e_s, dtype=float))
+    check_epsilon(epsilon)
+    _check_slo(slo_s)
+    w = thr.shape[0]
+    slo = np.broadcast_to(np.asarray(slo_s, dtype=float), (w,))[:, None]
+    eps = np.broadcast_to(np.asarray(epsilon, dtype=float), (w,))[:, None]
+    if throughput_b1 is None:
+        if b[0] != 1:
+            raise DataError("the candidates do not include B = 1: give throughput_b1 (T(1)) explicitly")
+        t1 = thr[:, :1]
+    else:
+        t1 = np.broadcast_to(np.asarray(throughput_b1, dtype=float), (w,))[:, None]
+    eff = thr / (b[None, :] * t1)
+    ok_slo = e2e <= slo
+    ok_eff = eff > eps
+    ok_mem = (
+        np.ones_like(ok_slo) if fits is None else np.broadcast_to(np.asarray(fits, dtype=bool), thr.shape)
+    )
+    ok = ok_slo & ok_eff & ok_mem & np.isfinite(thr)
+    masked = np.where(ok, thr, -np.inf)
+    idx = np.argmax(masked, axis=1)  # first maximum: ties go to the smaller B
+    feasible = ok.any(axis=1)
+    rows = np.arange(w)
+    n = b.size
+    # binding: what stops the next larger candidate (first failing constraint in the order slo, efficiency, memory)
+    largest_ok = n - 1 - np.argmax(ok[:, ::-1], axis=1)
+    nxt = np.minimum(idx + 1, n - 1)
+    code = np.where(
+        ok_slo[rows, nxt] == 0, 1, np.where(ok_eff[rows, nxt] == 0, 2, np.where(ok_mem[rows, nxt] == 0, 3, 0))
+    )
+    code = np.where(idx == n - 1, 0, code)
+    code = np.where(largest_ok > idx, 4, code)
+    code = np.where(feasible, code, 5)
+    idx = np.where(feasible, idx, -1)
+    return idx, code, eff
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Predicted curves, vectorized over workloads x batch sizes
+# ---------------------------------------------------------------------------------------------------------------
+def _candidates(batch_sizes) -> np.ndarray:
+    if batch_sizes is None:
+        batch_sizes = np.arange(1, DEFAULT_MAX_BATCH + 1)
+    b = np.unique(np.asarray(batch_sizes, dtype=float))
+    if b.size == 0 or b[0] < 1 or np.any(b != np.round(b)):
+        raise DataError("candidate batch sizes must be whole numbers >= 1")
+    return b
+
+
+def predict_curves(
+    model, workloads: pd.DataFrame, batch_sizes=None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Predicted throughput and E2E, each (W, N), for `workloads` (model, input_len, output_len) x batch sizes.
+
+    Architecture features are looked up once per workload and broadcast over the candidates, so 1,000 workloads
+    x 1,024 batch sizes cost one vectorized evaluation. Returns ``(batch_sizes, throughput, e2e)``.
+    """
+    model._check_fitted()
+    from slimlib.registry.gpus import get_gpu
+
+    b = _candidates(batch_sizes)
+    hw = get_gpu(model.gpu_)
+    base = pd.DataFrame(
+        {
+            "model": workloads["model"].astype(str).to_numpy(),
+            "batch_size": 1.0,
+            "input_len": workloads["input_len"].to_numpy(dtype=float),
+            "output_len": workloads["output_len"].to_numpy(dtype=float),
+        }
+    )
+    _check_lengths(base)
+    feats = model._features(base, hw)
+    w = len(base)
+    grid = {}
+    for k, v in feats.items():
+        a = np.asarray(v)
+        grid[k] = a.reshape(w, 1) if a.ndim == 1 and a.size == w else a
+    grid["batch_size"] = b[None, :]
+    thr, e2e, _, _ = model._predict_arrays(grid, hw)
+    shape = (w, b.size)
+    return b, np.broadcast_to(thr, shape).copy(), np.broadcast_to(e2e, shape).copy()
+
+
+def _check_lengths(df: pd.DataFrame) -> None:
+    for col in ("input_len", "output_len"):
+        v = df[col].to_numpy(dtype=float)
+        bad = ~np.isfinite(v) | (v < (0 if col == "input_len" else 1))
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise DataError(f"workload row {i}: {col} = {v[i]!r}; give a token count (output_len >= 1)")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The advisor
+# ---------------------------------------------------------------------------------------------------------------
+def _arch_of(name: str):
+    from slimlib.registry.architectures import get_architecture
+
+    return get_architecture(name)
+
+
+def _check_gpu(model, gpu) -> None:
+    if gpu is None:
+        return
+    from slimlib.registry.gpus import get_gpu
+
+    if get_gpu(gpu).name != model.gpu_:
+        raise DataError(
+            f"the parameters were calibrated on {model.gpu_}, not {get_gpu(gpu).name}; SLIM parameters belong to "
+            f"one GPU: calibrate on {get_gpu(gpu).name} (`slim plan --gpu {get_gpu(gpu).name}`, then `slim fit`)"
+        )
+
+
+def advise_many(
+    model,
+    workloads: pd.DataFrame,
+    slo_s=np.inf,
+    epsilon=0.3,
+    *,
+    batch_sizes=None,
+    gpu: str | None = None,
+    block_size: int = DEFAULT_BLOCK_SIZE,
+    gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION,
+    reserve_gib: float = DEFAULT_RESERVE_GIB,
+    kv_bytes_available=None,
+    respect_memory: bool = True,
+) -> pd.DataFrame:
+    """Advise B_cap (Eq. 13) for each workload row (``model, input_len, output_len``; optional ``slo_s``,
+    ``epsilon`` columns override the arguments), one output row per workload.
+
+    `kv_bytes_available` (scalar or per row) replaces the estimated default KV allocation, e.g. the engine's
+    logged ``num_gpu_blocks x block_size x KV bytes per token``. Columns: ``b_cap`` (0 when infeasible),
+    ``binding``, ``reason``, ``pred_throughput_tok_s``, ``pred_e2e_s``, ``efficiency``, ``blocks_needed``,
+    ``kv_needed_gb``, ``kv_default_gb``, ``kv_saved_gb`` (GiB, 2**30 bytes), ``max_batch_memory``.
+    """
+    _check_gpu(model, gpu)
+    if not 0 < gpu_memory_utilization <= 1:
+        raise DataError(f"gpu_memory_utilization {gpu_memory_utilization} must be in (0, 1]")
+    if block_size < 1 or int(block_size) != block_size:
+        raise DataError(f"block size {block_size} must be a whole number of tokens >= 1")
+    missing = [c for c in ("model", "input_len", "output_len") if c not in workloads.columns]
+    if missing:
+        raise DataError(f"workloads lack column(s) {', '.join(missing)}")
+    w = len(workloads)
+    slo = workloads["slo_s"].to_numpy(dtype=float) if "slo_s" in workloads else np.full(w, float(slo_s))
+    eps = workloads["epsilon"].to_numpy(dtype=float) if "epsilon" in workloads else np.full(w, float(epsilon))
+    check_epsilon(eps)
+    _check_slo(slo)
+    b, thr, e2e = predict_curves(model, workloads, batch_sizes)
+    from slimlib.registry.gpus import get_gpu
+
+    hw = get_gpu(model.gpu_)
+    names = workloads["model"].astype(str).to_numpy()
+    uniq, inv = np.unique(names, return_inverse=True)
+    archs = [_arch_of(n) for n in uniq]
+    per_tok = np.array([a.kv_bytes_per_token for a in archs], dtype=float)[inv]
+    default = np.array([default_kv_bytes(a, hw, gpu_memory_utilization, reserve_gib) for a in archs])[inv]
+    max_pos = np.array([a.max_position for a in archs], dtype=float)[inv]
+    if kv_bytes_available is not None:
+        default = np.broadcast_to(np.asarray(kv_bytes_available, dtype=float), (w,)).astype(float)
+    il = workloads["input_len"].to_numpy(dtype=float)
+    ol = workloads["output_len"].to_numpy(dtype=float)
+    blocks = blocks_per_request(il, ol, block_size)
+    bytes_per_req = blocks * block_size * per_tok
+    max_b_mem = np.floor(np.where(default > 0, default, 0) / bytes_per_req)
+    fits = (b[None, :] <= max_b_mem[:, None]) if respect_memory else None
+    t1 = _throughput_at_one(model, workloads, b, thr)
+    idx, code, eff = batch_capacity(b, thr, e2e, slo, eps, fits=fits, throughput_b1=t1)
+    rows = np.arange(w)
+    ok = idx >= 0
+    j = np.where(ok, idx, 0)
+    b_cap = np.where(ok, b[j], 0).astype(int)
+    too_long = (max_pos > 0) & (il + ol > max_pos)
+    reason = _reasons(code, b, thr, e2e, eff, slo, eps, max_b_mem, respect_memory, too_long, max_pos, il, ol)
+    needed = np.where(ok, b_cap * bytes_per_req, np.nan)
+    out = pd.DataFrame(
+        {
+            "model": names,
+            "gpu": hw.name,
+            "input_len": il,
+            "output_len": ol,
+            "slo_s": slo,
+            "epsilon": eps,
+            "b_cap": b_cap,
+            "binding": [BINDING[int(c)] for c in code],
+            "reason": reason,
+            "pred_throughput_tok_s": np.where(ok, thr[rows, j], np.nan),
+            "pred_e2e_s": np.where(ok, e2e[rows, j], np.nan),
+            "efficiency": np.where(ok, eff[rows, j], np.nan),
+            "blocks_needed": np.where(ok, b_cap * blocks, 0).astype(int),
+            "kv_needed_gb": needed / GIB,
+            "kv_default_gb": default / GIB,
+            "kv_saved_gb": (default - needed) / GIB,
+            "max_batch_memory": max_b_mem.astype(int),
+        },
+        index=workloads.index,
+    )
+    return out
+
+
+def _throughput_at_one(model, workloads, b, thr) -> np.ndarray:
+    """Predicted T(1) per workload (Eq. 13's reference), also when B = 1 is not a candidate."""
+    if b[0] == 1:
+        return thr[:, 0]
+    _, t1, _ = predict_curves(model, workloads, [1])
+    return t1[:, 0]
+
+
+def _reasons(
+    code, b, thr, e2e, eff, slo, eps, max_b_mem, respect_memory, too_long, max_pos, il, ol
+) -> list[str]:
+    out = []
+    for i, c in enumerate(code):
+        c = int(c)
+        if c == 5:
+            parts = []
+            if respect_memory and max_b_mem[i] < 1:
+                parts.append("one request does not fit in the KV cache even at B = 1")
+            if e2e[i].min() > slo[i]:
+                parts.append(
+                    f"the SLO {slo[i]:.4g} s is below the smallest predicted E2E {np.nanmin(e2e[i]):.4g} s"
+                )
+            if not parts:
+                parts.append(
+                    f"no candidate meets SLO <= {slo[i]:.4g} s and efficiency > {eps[i]:.3g} together"
+                )
+            out.append("no feasible batch size: " + "; ".join(parts))
+        elif c == 0:
+            out.append(f"largest candidate ({int(b[-1])}); widen the search to go further")
+        elif c == 1:
+            out.append(f"latency SLO {slo[i]:.4g} s")
+        elif c == 2:
+            out.append(f"batching efficiency > {eps[i]:.3g}")
+        elif c == 3:
+            out.append(f"KV-cache capacity ({int(max_b_mem[i])} requests)")
+        else:
+            out.append("predicted throughput peaks inside the feasible range")
+        if too_long[i]:
+            out[-1] += (
+                f" (warning: IL + OL = {il[i] + ol[i]:.0f} exceeds the model's context of {max_pos[i]:.0f})"
+            )
+    return out
+
+
+@dataclass(frozen=True)
+class Advice:
+    """One workload's recommendation: the `advise_many` row as `summary` and the predicted `curve`."""
+
+    summary: pd.Series
+    curve: pd.DataFrame = field(repr=False)
+
+    @property
+    def b_cap(self) -> int:
+        return int(self.summary["b_cap"])
+
+    @property
+    def feasible(self) -> bool:
+        return self.b_cap > 0
+
+
+def advise(
+    model, arch: str, input_len: float, output_len: float, slo_s: float = np.inf, epsilon: float = 0.3, **kw
+) -> Advice:
+    """Advice for one workload, with its whole predicted curve (throughput, E2E, efficiency, feasibility)."""
+    wl = pd.DataFrame({"model": [arch], "input_len": [float(input_len)], "output_len": [float(output_len)]})
+    row = advise_many(model, wl, slo_s, epsilon, **kw).iloc[0]
+    b, thr, e2e = predict_curves(model, wl, kw.get("batch_sizes"))
+    eff = thr[0] / (b * float(_throughput_at_one(model, wl, b, thr)[0]))
+    curve = pd.DataFrame(
+        {
+            "batch_size": b.astype(int),
+            "pred_throughput_tok_s": thr[0],
+            "pred_e2e_s": e2e[0],
+            "efficiency": eff,
+            "meets_slo": e2e[0] <= row["slo_s"],
+            "meets_efficiency": eff > row["epsilon"],
+            "fits_memory": b <= row["max_batch_memory"],
+        }
+    )
+    return Advice(summary=row, curve=curve)
+
+
+def vllm_settings(
+    arch,
+    gpu,
+    b_cap: int,
+    input_len: float,
+    output_len: float,
+    *,
+    block_size: int = DEFAULT_BLOCK_SIZE,
+    reserve_gib: float = DEFAULT_RESERVE_GIB,
+) -> dict:
+    """vLLM server settings that hold B_cap requests: ``max_num_seqs``, ``num_gpu_blocks_override`` and a
+    ``gpu_memory_utilization`` covering weights + reserve + those blocks (rounded up to 0.01)."""
+    if b_cap < 1:
+        raise DataError("no feasible batch size: there are no settings to give")
+    blocks = int(b_cap * blocks_per_request(input_len, output_len, block_size))
+    kv = blocks * block_size * arch.kv_bytes_per_token
+    need = arch.weight_bytes_total + reserve_gib * GIB + kv
+    util = math.ceil(need / gpu_total_bytes(gpu) * 100 - 1e-9) / 100
+    return {
+        "max_num_seqs": int(b_cap),
+        "num_gpu_blocks_override": blocks,
+        "gpu_memory_utilization": min(util, 1.0),
+        "block_size": int(block_size),
+        "max_model_len": int(math.ceil(input_len + output_len)),
+        "fits": bool(util <= 1.0),
+    }

@@ -1,0 +1,205 @@
+"""Calibration plan: the few vLLM benchmark runs that calibrate SLIM for one model and GPU, as runnable commands.
+
+The plan crosses the lengths of interest (IL x OL) with a handful of batch sizes spread over the pre-knee region
+(`slimlib.advisor.capacity.CALIBRATION_ORDER`: 32, 8, 128, ...), capped at the batch the default KV cache can hold. Each
+batch size is one server (``--max-num-seqs B``) and one client run per length pair of the random dataset with
+``--ignore-eos --request-rate inf``; ``num_prompts = max(min_prompts, rounds x B)`` keeps every run at steady state
+for about `rounds` batch turnovers instead of a fixed 2,000 prompts (at small B those dominate profiling time).
+
+`write_plan` writes ``plan.csv``, ``run_plan.sh`` (server and client commands; after each completed client run it
+appends the run's settings to ``RESULT_DIR/slim-runs.csv``, the sidecar `slim data ingest` reads) and ``README.txt``.
+"""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from slimlib.errors import DataError
+from slimlib.model.memory import (
+    DEFAULT_BLOCK_SIZE,
+    DEFAULT_GPU_MEMORY_UTILIZATION,
+    DEFAULT_RESERVE_GIB,
+    blocks_per_request,
+    default_kv_bytes,
+)
+
+__all__ = ["make_plan", "write_plan", "client_command", "server_command"]
+
+#: Order in which batch sizes are profiled for calibration: spread over the curve first, the plateau last.
+CALIBRATION_ORDER = (32, 8, 128, 2, 64, 16, 4, 256, 1, 512)
+SIDECAR_COLUMNS = ("file", "batch_size", "input_len", "output_len", "model", "gpu")
+
+
+def make_plan(
+    model: str,
+    gpu: str,
+    input_lens=(512,),
+    output_lens=(128, 512),
+    *,
+    n_batch: int = 3,
+    batch_sizes=None,
+    rounds: int = 20,
+    min_prompts: int = 200,
+    block_size: int = DEFAULT_BLOCK_SIZE,
+    gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION,
+    reserve_gib: float = DEFAULT_RESERVE_GIB,
+) -> pd.DataFrame:
+    """Configurations to profile: one row per (batch size, IL, OL) with ``num_prompts`` and the result file name.
+
+    Batch sizes: `batch_sizes` if given, else the first `n_batch` of the calibration order that the default KV
+    cache holds for the longest request. Fewer than 6 runs cannot calibrate SLIM's six parameters: DataError.
+    """
+    from slimlib.registry.architectures import get_architecture
+    from slimlib.registry.gpus import get_gpu
+
+    arch, hw = get_architecture(model), get_gpu(gpu)
+    ils = sorted({int(v) for v in input_lens})
+    ols = sorted({int(v) for v in output_lens})
+    if not ils or not ols or min(ils) < 1 or min(ols) < 1:
+        raise DataError("give at least one input length and one output length, each >= 1 token")
+    if rounds < 1 or min_prompts < 1:
+        raise DataError("rounds and min_prompts must be >= 1")
+    longest = max(ils) + max(ols)
+    if arch.max_position and longest > arch.max_position:
+        raise DataError(
+            f"IL + OL = {longest} exceeds {arch.name}'s context of {arch.max_position} tokens; shorten the lengths"
+        )
+    kv = default_kv_bytes(arch, hw, gpu_memory_utilization, reserve_gib)
+    per_req = float(blocks_per_request(max(ils), max(ols), block_size)) * block_size * arch.kv_bytes_per_token
+    cap = int(np.floor(kv / per_req)) if kv > 0 else 0
+    if cap < 1:
+        raise DataError(
+            f"{arch.name} on {hw.name}: one request of {longest} tokens does not fit in the KV cache left after "
+            f"the weights ({arch.weight_bytes_total / 2**30:.1f} GiB); use a larger GPU or shorter lengths"
+        )
+    if batch_sizes is None:
+        bs = [b for b in CALIBRATION_ORDER if b <= cap][:n_batch]
+    else:
+        bs = sorted({int(b) for b in batch_sizes})
+        if min(bs) < 1:
+            raise DataError("batch sizes must be >= 1")
+        too_big = [b for b in bs if b > cap]
+        if too_big:
+            raise DataError(
+                f"batch size(s) {too_big} exceed the {cap} requests of {longest} tokens the default KV cache of "
+                f"{arch.name} on {hw.name} holds; drop them"
+            )
+    bs = sorted(bs)
+    rows = []
+    for b in bs:
+        for il in ils:
+            for ol in ols:
+                rows.append(
+                    {
+                        "model": arch.name,
+                        "hf_id": arch.hf_id,
+                        "gpu": hw.name,
+                        "batch_size": b,
+                        "input_len": il,
+                        "output_len": ol,
+                        "num_prompts": max(min_prompts, rounds * b),
+                        "file": f"{_safe(arch.name)}_b{b}_il{il}_ol{ol}.json",
+                    }
+                )
+    plan = pd.DataFrame(rows)
+    if len(plan) < 6:
+        raise DataError(
+            f"the plan has {len(plan)} runs; SLIM has 6 parameters: add batch sizes (--n-batch) or lengths"
+        )
+    return plan
+
+
+def _safe(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-." else "-" for c in name)
+
+
+def server_command(hf_id: str, batch_size: int, max_model_len: int, port: int = 8000) -> str:
+    """`vllm serve` with the batch-size cap under test."""
+    args = ["vllm", "serve", hf_id, "--max-num-seqs", str(batch_size), "--max-model-len", str(max_model_len)]
+    return shlex.join([*args, "--port", str(port), "--disable-log-requests"])
+
+
+def client_command(row, result_dir: str, port: int = 8000, legacy: bool = False) -> str:
+    """The serving benchmark of one configuration (random fixed-length prompts, all sent at once)."""
+    head = (
+        ["python", "benchmarks/benchmark_serving.py", "--backend", "vllm"]
+        if legacy
+        else ["vllm", "bench", "serve"]
+    )
+    args = [
+        *head, "--model", row["hf_id"], "--port", str(port), "--dataset-name", "random",
+        "--random-input-len", str(row["input_len"]), "--random-output-len", str(row["output_len"]),
+        "--ignore-eos", "--request-rate", "inf", "--num-prompts", str(row["num_prompts"]),
+        "--save-result", "--result-dir", result_dir, "--result-filename", row["file"],
+        "--metadata", f"max_num_seqs={row['batch_size']}", f"gpu={row['gpu']}",
+    ]  # fmt: skip
+    return shlex.join(args)
+
+
+def write_plan(
+    plan: pd.DataFrame,
+    out_dir: str | Path,
+    result_dir: str = "results",
+    legacy: bool = False,
+    port: int = 8000,
+) -> list[Path]:
+    """Write ``plan.csv``, ``run_plan.sh`` and ``README.txt`` into `out_dir`; returns the paths written."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    plan_csv = out / "plan.csv"
+    plan.to_csv(plan_csv, index=False, lineterminator="\n")
+    max_len = int((plan["input_len"] + plan["output_len"]).max())
+    rd = shlex.quote(result_dir)
+    lines = [
+        "#!/usr/bin/env bash",
+        f"# SLIM calibration plan: {plan['model'].iloc[0]} on {plan['gpu'].iloc[0]}, {len(plan)} runs.",
+        "# Run from a vLLM checkout (legacy client) or any shell with vLLM installed. After each completed run the",
+        f"# settings are appended to {result_dir}/slim-runs.csv, the sidecar `slim data ingest` reads.",
+        "set -euo pipefail",
+        f"mkdir -p {rd}",
+        f"SIDECAR={rd}/slim-runs.csv",
+        f'[ -f "$SIDECAR" ] || echo {",".join(SIDECAR_COLUMNS)} > "$SIDECAR"',
+        "wait_ready() { for _ in $(seq 600); do curl -sf localhost:" + str(port) + "/health >/dev/null && return 0;"
+        " sleep 2; done; echo 'server did not start' >&2; return 1; }",
+    ]  # fmt: skip
+    for b, runs in plan.groupby("batch_size", sort=True):
+        hf = runs["hf_id"].iloc[0]
+        lines += [
+            "",
+            f"# --- max_num_seqs = {b}",
+            f"{server_command(hf, int(b), max_len, port)} &",
+            "SERVER=$!",
+            "wait_ready",
+        ]
+        for _, r in runs.iterrows():
+            side = ",".join(str(r[c]) for c in SIDECAR_COLUMNS)
+            lines.append(f'{client_command(r, result_dir, port, legacy)} && echo {side} >> "$SIDECAR"')
+        lines += ['kill "$SERVER"', 'wait "$SERVER" || true']
+    p = plan.iloc[0]
+    lines += [
+        "",
+        "# then:",
+        f"#   slim data ingest {rd} --out runs.csv",
+        "#   slim fit runs.csv --out params.json",
+        f"#   slim advise params.json --model {p['model']} --input-len IL --output-len OL --slo-s S --epsilon 0.3",
+    ]
+    script = out / "run_plan.sh"
+    script.write_text("\n".join(lines) + "\n")
+    script.chmod(0o755)
+    readme = out / "README.txt"
+    gpu_s = "the sum of the benchmark durations"
+    readme.write_text(
+        f"Calibration plan for {p['model']} on {p['gpu']}: {len(plan)} runs "
+        f"({plan['batch_size'].nunique()} servers), {int(plan['num_prompts'].sum())} prompts in all; GPU time is "
+        f"{gpu_s}.\n"
+        "1. bash run_plan.sh   (starts one vLLM server per --max-num-seqs and runs the clients)\n"
+        f"2. slim data ingest {result_dir} --out runs.csv\n"
+        "3. slim fit runs.csv --out params.json\n"
+        "4. slim advise params.json --model M --input-len IL --output-len OL --slo-s S --epsilon E\n"
+        "plan.csv lists every configuration, its number of prompts and its result file name.\n"
+    )
+    return [plan_csv, script, readme]

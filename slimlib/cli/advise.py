@@ -1,0 +1,177 @@
+"""`slim advise` (batch-size cap, paper Eq. 13, and the vLLM settings for it) and `slim plan` (calibration runs)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import numpy as np
+
+from slimlib.advisor.capacity import (
+    DEFAULT_BLOCK_SIZE,
+    DEFAULT_GPU_MEMORY_UTILIZATION,
+    DEFAULT_MAX_BATCH,
+    DEFAULT_RESERVE_GIB,
+    advise,
+    vllm_settings,
+)
+from slimlib.errors import DataError
+
+ADVISE_EXAMPLES = """\
+B_cap = the batch size of highest predicted throughput with predicted E2E <= SLO and batching efficiency
+T(B) / (B T(1)) > epsilon, whose KV cache fits in what the engine allocates by default (GPU memory x
+utilization - weights - reserve, or --gpu-blocks from your vLLM log).
+
+examples:
+  slim advise params.json --model llama-2-7b --input-len 250 --output-len 260 --slo-s 60 --epsilon 0.3
+  slim advise params.json --model opt-1.3b --input-len 242 --output-len 520 --slo-s 30 --curve curve.csv
+  slim advise params.json --model config.json --input-len 512 --output-len 128 --slo-s 20 --format json
+"""
+
+PLAN_EXAMPLES = """\
+Writes plan.csv, run_plan.sh (one vLLM server per --max-num-seqs, one `vllm bench serve` client per length pair;
+each finished run is appended to RESULT_DIR/slim-runs.csv, the sidecar `slim data ingest` reads) and README.txt.
+
+examples:
+  slim plan --model llama-2-7b --gpu h100-sxm-80gb --input-len 512 --output-len 128 512 --out plan/
+  slim plan --model opt-1.3b --gpu h100-sxm-64gb --input-len 242 --output-len 130 520 --n-batch 4 --out plan/
+  slim plan --model facebook/opt-2.7b --gpu a100-sxm-80gb --batch-sizes 8 32 128 --legacy-client --out plan/
+"""
+
+
+def register_cli(sub: argparse._SubParsersAction) -> None:
+    fmt = argparse.RawDescriptionHelpFormatter
+    p = sub.add_parser(
+        "advise",
+        help="recommend a batch-size cap (B_cap) and vLLM settings for a workload",
+        description="SLIM-BCA (paper Eq. 13): search batch sizes with a fitted parameter file.",
+        epilog=ADVISE_EXAMPLES,
+        formatter_class=fmt,
+    )
+    p.add_argument("params", help="parameter file (JSON) from `slim fit`")
+    p.add_argument("--model", required=True, help="model: registry name, Hugging Face id or config.json")
+    p.add_argument("--input-len", type=float, required=True, help="input (prompt) tokens per request, IL")
+    p.add_argument("--output-len", type=float, required=True, help="output tokens per request, OL")
+    p.add_argument(
+        "--slo-s", type=float, default=float("inf"), help="E2E latency SLO in seconds (default: none)"
+    )
+    p.add_argument(
+        "--epsilon", type=float, default=0.3, help="minimum batching efficiency in (0, 1] (default 0.3)"
+    )
+    p.add_argument("--gpu", help="GPU to advise for; must be the one the parameters were calibrated on")
+    p.add_argument("--max-batch", type=int, default=DEFAULT_MAX_BATCH, help="largest candidate batch size")
+    p.add_argument("--block-size", type=int, default=DEFAULT_BLOCK_SIZE, help="vLLM KV block size (tokens)")
+    p.add_argument(
+        "--gpu-memory-utilization", type=float, default=DEFAULT_GPU_MEMORY_UTILIZATION,
+        help="vLLM's default memory fraction the comparison assumes (default 0.9)",
+    )  # fmt: skip
+    p.add_argument(
+        "--reserve-gb", type=float, default=DEFAULT_RESERVE_GIB,
+        help=f"activation reserve in GiB (default {DEFAULT_RESERVE_GIB})",
+    )  # fmt: skip
+    p.add_argument(
+        "--gpu-blocks", type=int, help="num_gpu_blocks logged by your vLLM server (default: estimate)"
+    )
+    p.add_argument("--no-memory-limit", action="store_true", help="do not cap B by the default KV cache")
+    p.add_argument("--curve", metavar="CSV", help="write the predicted curve (all candidates) to this CSV")
+    p.add_argument("--format", choices=["text", "json"], default="text", help="output format")
+    p.set_defaults(func=_cmd_advise)
+
+    q = sub.add_parser(
+        "plan",
+        help="propose the vLLM benchmark runs that calibrate SLIM for a model and GPU",
+        description="Few configurations spanning the pre-knee region and your lengths, as runnable commands.",
+        epilog=PLAN_EXAMPLES,
+        formatter_class=fmt,
+    )
+    q.add_argument("--model", required=True, help="model: registry name, Hugging Face id or config.json")
+    q.add_argument("--gpu", required=True, help="GPU registry name (`slim gpus`)")
+    q.add_argument("--input-len", type=int, nargs="+", default=[512], help="input lengths of interest")
+    q.add_argument("--output-len", type=int, nargs="+", default=[128, 512], help="output lengths of interest")
+    q.add_argument("--n-batch", type=int, default=3, help="batch sizes to profile (default 3)")
+    q.add_argument("--batch-sizes", type=int, nargs="+", help="explicit batch sizes instead of --n-batch")
+    q.add_argument(
+        "--rounds", type=int, default=20, help="prompts per run = max(min, rounds x B) (default 20)"
+    )
+    q.add_argument("--min-prompts", type=int, default=200, help="fewest prompts per run (default 200)")
+    q.add_argument("--result-dir", default="results", help="client --result-dir (default results)")
+    q.add_argument("--legacy-client", action="store_true", help="use benchmarks/benchmark_serving.py")
+    q.add_argument("--port", type=int, default=8000, help="server port (default 8000)")
+    q.add_argument("--out", required=True, help="folder to write the plan into")
+    q.set_defaults(func=_cmd_plan)
+
+
+def _cmd_advise(args) -> int:
+    from slimlib.model.base import load_params
+    from slimlib.registry.architectures import get_architecture
+    from slimlib.registry.gpus import get_gpu
+
+    model = load_params(args.params)
+    arch = get_architecture(args.model)
+    hw = get_gpu(model.gpu_)
+    if args.max_batch < 1:
+        raise DataError(f"--max-batch {args.max_batch} must be >= 1")
+    available = None
+    if args.gpu_blocks is not None:
+        if args.gpu_blocks < 1:
+            raise DataError(f"--gpu-blocks {args.gpu_blocks} must be >= 1")
+        available = args.gpu_blocks * args.block_size * arch.kv_bytes_per_token
+    adv = advise(
+        model, args.model, args.input_len, args.output_len, args.slo_s,
+        args.epsilon, gpu=args.gpu, batch_sizes=np.arange(1, args.max_batch + 1), block_size=args.block_size,
+        gpu_memory_utilization=args.gpu_memory_utilization, reserve_gib=args.reserve_gb,
+        kv_bytes_available=available, respect_memory=not args.no_memory_limit,
+    )  # fmt: skip
+    if args.curve:
+        adv.curve.to_csv(args.curve, index=False, lineterminator="\n")
+    s = adv.summary
+    settings = None
+    if adv.feasible:
+        settings = vllm_settings(
+            arch, hw, adv.b_cap, args.input_len, args.output_len, block_size=args.block_size,
+            reserve_gib=args.reserve_gb,
+        )  # fmt: skip
+    if args.format == "json":
+        rec = {k: (v.item() if hasattr(v, "item") else v) for k, v in s.items()}
+        rec = {k: (None if isinstance(v, float) and not np.isfinite(v) else v) for k, v in rec.items()}
+        rec["vllm"] = settings
+        print(json.dumps(rec, indent=2, sort_keys=True))
+        return 0 if adv.feasible else 1
+    slo = "none" if not np.isfinite(s["slo_s"]) else f"{s['slo_s']:.4g} s"
+    print(f"{arch.name} on {hw.name}, IL={s['input_len']:g}, OL={s['output_len']:g}, SLO {slo}, "
+          f"epsilon {s['epsilon']:g}")  # fmt: skip
+    if not adv.feasible:
+        print(s["reason"])
+        return 1
+    print(f"B_cap = {adv.b_cap}  (bound by: {s['reason']})")
+    print(f"predicted throughput {s['pred_throughput_tok_s']:.1f} tok/s, E2E {s['pred_e2e_s']:.3g} s, "
+          f"batching efficiency {s['efficiency']:.3f}")  # fmt: skip
+    print(f"KV cache: B_cap needs {s['kv_needed_gb']:.2f} GiB ({int(s['blocks_needed'])} blocks of "
+          f"{args.block_size} tokens); default allocation {s['kv_default_gb']:.2f} GiB; "
+          f"saved {s['kv_saved_gb']:.2f} GiB")  # fmt: skip
+    flags = (f"--max-num-seqs {settings['max_num_seqs']} --gpu-memory-utilization "
+             f"{settings['gpu_memory_utilization']:.2f} --max-model-len {settings['max_model_len']}")  # fmt: skip
+    print(f"vLLM: {flags}")
+    print(f"  or: --max-num-seqs {settings['max_num_seqs']} --num-gpu-blocks-override "
+          f"{settings['num_gpu_blocks_override']}")  # fmt: skip
+    if args.curve:
+        print(f"wrote the predicted curve ({len(adv.curve)} batch sizes) to {args.curve}")
+    return 0
+
+
+def _cmd_plan(args) -> int:
+    from slimlib.advisor.plan import make_plan, write_plan
+
+    plan = make_plan(
+        args.model, args.gpu, args.input_len, args.output_len, n_batch=args.n_batch,
+        batch_sizes=args.batch_sizes, rounds=args.rounds, min_prompts=args.min_prompts,
+    )  # fmt: skip
+    paths = write_plan(plan, args.out, result_dir=args.result_dir, legacy=args.legacy_client, port=args.port)
+    bs = ", ".join(str(b) for b in sorted(plan["batch_size"].unique()))
+    print(f"{len(plan)} runs for {plan['model'].iloc[0]} on {plan['gpu'].iloc[0]}: batch sizes {bs}; "
+          f"{int(plan['num_prompts'].sum())} prompts in all")  # fmt: skip
+    for p in paths:
+        print(f"wrote {p}")
+    print(f"next: bash {paths[1]}; slim data ingest {args.result_dir} --out runs.csv; slim fit runs.csv --out "
+          "params.json; slim advise params.json ...")  # fmt: skip
+    return 0

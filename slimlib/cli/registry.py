@@ -1,0 +1,127 @@
+"""`slim models` and `slim gpus`: print the architecture and GPU registries (table, CSV or JSON)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import textwrap
+
+import pandas as pd
+
+from slimlib.registry.architectures import list_architectures
+from slimlib.registry.gpus import list_gpus
+
+MODELS_EXAMPLES = """\
+columns: params_b (parameters / 1e9), d_kv = n_kv_heads * head_dim (Eq. 4), kv_kib_per_token = 2 L d_kv bytes / 1024.
+Shapes come from each model's Hugging Face config.json (csv/json output carry the URL in `source`).
+
+examples:
+  slim models                              # the whole registry
+  slim models llama-2-70b Qwen/Qwen2-7B    # selected models, by short name or Hugging Face id
+  slim models ./my-model/config.json       # read a Hugging Face config.json (file or folder), no network
+  slim models --format csv > models.csv
+"""
+
+GPUS_EXAMPLES = """\
+columns: peak_tflops is dense fp16/bf16 tensor peak (no sparsity), mem_bw_tb_s peak memory bandwidth,
+mem_gb nominal capacity (vendor GB, i.e. GiB). Each number's data sheet is listed under the table.
+
+examples:
+  slim gpus
+  slim gpus h100 a100            # aliases resolve to canonical names (h100 -> h100-sxm-80gb)
+  slim gpus --format json
+"""
+
+_MODEL_TABLE_COLUMNS = [
+    "name",
+    "params_b",
+    "n_layers",
+    "hidden_size",
+    "n_heads",
+    "n_kv_heads",
+    "head_dim",
+    "d_kv",
+    "ffn_size",
+    "ffn_kind",
+    "vocab_size",
+    "kv_kib_per_token",
+    "max_position",
+    "hf_id",
+]
+
+
+def register_cli(sub: argparse._SubParsersAction) -> None:
+    fmt = argparse.RawDescriptionHelpFormatter
+    p = sub.add_parser(
+        "models",
+        help="list the model-architecture registry (or describe a config.json)",
+        description="List model architectures: layers, widths, heads, KV width, FFN, parameters, KV bytes/token.",
+        epilog=MODELS_EXAMPLES,
+        formatter_class=fmt,
+    )
+    p.add_argument(
+        "names", nargs="*", metavar="MODEL", help="models to show: name, HF id or config.json path"
+    )
+    p.add_argument("--format", choices=["table", "csv", "json"], default="table", help="output format")
+    p.set_defaults(func=_cmd_models)
+
+    q = sub.add_parser(
+        "gpus",
+        help="list the GPU registry with peak FLOP/s, bandwidth, memory and sources",
+        description="List GPUs: dense fp16/bf16 tensor peak, peak memory bandwidth, capacity, data-sheet source.",
+        epilog=GPUS_EXAMPLES,
+        formatter_class=fmt,
+    )
+    q.add_argument("names", nargs="*", metavar="GPU", help="GPUs to show (names or aliases)")
+    q.add_argument("--format", choices=["table", "csv", "json"], default="table", help="output format")
+    q.set_defaults(func=_cmd_gpus)
+
+
+def _write_records(df: pd.DataFrame, fmt: str) -> None:
+    if fmt == "csv":
+        sys.stdout.write(df.to_csv(index=False, lineterminator="\n"))
+    else:
+        records = json.loads(df.to_json(orient="records", double_precision=15))
+        sys.stdout.write(json.dumps(records, indent=2) + "\n")
+
+
+def _cmd_models(args: argparse.Namespace) -> int:
+    df = list_architectures(args.names or None)
+    if args.format != "table":
+        _write_records(df, args.format)
+        return 0
+    table = df.assign(
+        params_b=(df["n_params"] / 1e9).round(3),
+        kv_kib_per_token=(df["kv_bytes_per_token"] / 1024).round(1),
+    )[_MODEL_TABLE_COLUMNS]
+    print(table.to_string(index=False))
+    print(
+        "\nsource: the Hugging Face config.json of each hf_id (or the file given); `--format csv` lists them."
+    )
+    return 0
+
+
+def _cmd_gpus(args: argparse.Namespace) -> int:
+    df = list_gpus(args.names or None)
+    if args.format != "table":
+        _write_records(df, args.format)
+        return 0
+    print(df[["name", "peak_tflops", "mem_bw_tb_s", "mem_gb", "aliases"]].to_string(index=False))
+    print("\nsources:")
+    for row in df.itertuples(index=False):
+        print(_wrap(row.source, f"  {row.name}: "))
+        if row.notes:
+            print(_wrap(row.notes, "    note: "))
+    return 0
+
+
+def _wrap(text: str, first: str) -> str:
+    return textwrap.fill(
+        text,
+        width=110,
+        initial_indent=first,
+        subsequent_indent="      ",
+        break_on_hyphens=False,
+        break_long_words=False,
+    )

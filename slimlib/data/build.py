@@ -1,0 +1,247 @@
+"""Rebuild every tidy table in `data/` from the raw mirrors, byte-identically (`slim data build --raw DIR`).
+
+Output: one CSV per table (schema column order, stable row order, floats as ``%.10g``, ``\\n`` line ends),
+`raw_manifest.csv` (path, bytes, sha256 of every raw file read) and `README.md` generated from the schema.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from slimlib.data.memgap import MIRROR_NAME, build_memgap_tables, find_mirror, sha256_file
+from slimlib.data.tables import SCHEMA, _file_name, coerce
+from slimlib.errors import DataError
+
+FLOAT_FORMAT = "%.10g"
+VIDUR_NAME = "vidur-profiling"
+
+SOURCES = {
+    MIRROR_NAME: (
+        "FerranAgulloLopez/vLLMBatchingMemoryGap",
+        "a9186347e6146b4547ed25674b4e9034eb1e9abf",
+        "Apache-2.0",
+        "Recasens, Agullo, et al., Mind the Memory Gap (arXiv:2503.08311): vLLM online/offline runs, 64 GB H100",
+    ),
+    VIDUR_NAME: (
+        "microsoft/vidur",
+        "7d47513363ec447a741ac5e47241580b47724fbf (compute/), e2d00e9afba96cec9f0e7ea560bbfc4a539fae6a (legacy)",
+        "MIT",
+        "Vidur operator profiles (A100/H100 80 GB)",
+    ),
+}
+
+
+def write_csv(df: pd.DataFrame, path: Path) -> None:
+    """Write `df` deterministically: no index, fixed float format, '\\n' line ends, empty cells for missing."""
+    df.to_csv(path, index=False, float_format=FLOAT_FORMAT, lineterminator="\n", na_rep="")
+
+
+def _campaign_row(name: str, manifest: dict) -> dict:
+    points = manifest.get("points", [])
+    count = lambda status: sum(p.get("status") == status for p in points)  # noqa: E731
+    row = {k: manifest.get(k) for k in ("engine", "gpu", "device", "gpu_name", "compute_capability",
+                                        "driver_version", "cuda_version", "torch_version", "slimlib_version",
+                                        "dtype", "cuda_graphs", "budget_s", "wall_s", "date_utc", "command",
+                                        "status")}  # fmt: skip
+    row = {k: (None if v == "" else v) for k, v in row.items()}
+    return {"campaign": name, **row, "n_points": len(points), "n_done": count("done"),
+            "n_failed": count("failed"), "n_skipped": count("skipped"), "n_not_run": count("not-run")}  # fmt: skip
+
+
+def build_kit_tables(
+    kit_dirs: list[str | Path], data_root: str | Path | None = None
+) -> tuple[dict[str, pd.DataFrame], list[tuple[Path, str]]]:
+    """The GPU kit's tables (kit-campaigns, kit-runs, kit-kernels, kit-counters) from campaign folders written by
+    `slim profile campaign`, and the raw files read as (path, manifest path). Each row carries its folder name in
+    `campaign`; a file's manifest path is relative to `data_root` when the folder lies inside it, else
+    ``<folder name>/<file>``. Raises DataError for two folders of the same name or a folder without manifest."""
+    from slimlib.kit.tidy import KEYS, build_profiling_tables
+
+    root = Path(data_root).resolve() if data_root is not None else None
+    parts: dict[str, list[pd.DataFrame]] = {"kit-runs": [], "kit-kernels": [], "kit-counters": []}
+    campaigns, files, seen = [], [], {}
+    for d in sorted((Path(k) for k in kit_dirs), key=lambda p: p.resolve().as_posix()):
+        name = d.resolve().name
+        if name in seen:
+            raise DataError(f"kit folders {seen[name]} and {d} share the name {name!r}; rename one (the name "
+                            "identifies the campaign in the tables)")  # fmt: skip
+        seen[name] = d
+        tables, used = build_profiling_tables(d)
+        manifest = json.loads((d / "manifest.json").read_text())
+        campaigns.append(_campaign_row(name, manifest))
+        for tname, frame in tables.items():
+            parts[tname].append(frame.assign(campaign=name))
+        for f in used:
+            rel = None
+            if root is not None:
+                try:
+                    rel = f.resolve().relative_to(root).as_posix()
+                except ValueError:
+                    rel = None
+            files.append((f, rel or f"{name}/{f.resolve().relative_to(d.resolve()).as_posix()}"))
+    out = {"kit-campaigns": pd.DataFrame(campaigns, columns=list(SCHEMA["kit-campaigns"][1]))}
+    sort_extra = {"kit-runs": [], "kit-kernels": [], "kit-counters": ["target", "launch"]}
+    for tname, frames in parts.items():
+        cols = list(SCHEMA[tname][1])
+        nonempty = [f.reindex(columns=cols) for f in frames if len(f)]
+        df = pd.concat(nonempty, ignore_index=True) if nonempty else pd.DataFrame(columns=cols)
+        keys = [*KEYS, *sort_extra[tname], "campaign"]
+        if tname == "kit-kernels":  # keep the category order of each point
+            df = df.assign(_i=range(len(df))).sort_values([*KEYS, "campaign", "_i"], kind="mergesort")
+            df = df.drop(columns="_i")
+        else:
+            df = df.sort_values(keys, kind="mergesort")
+        out[tname] = df.reset_index(drop=True)
+    return out, files
+
+
+def build_all(raw: str | Path, out: str | Path, kit: list[str | Path] | None = None) -> dict[str, Path]:
+    """Parse the raw mirrors under `raw` (the data root holding vllm-batching-memory-gap/ and vidur-profiling/,
+    or the memgap mirror itself) and write every table into `out`; returns table name -> written path.
+
+    `kit`: campaign folders of the GPU characterization kit; when given, their tables (`build_kit_tables`) are
+    written too and their raw files enter the manifest. Without it the output is exactly that of the mirrors."""
+    mirror = find_mirror(raw)
+    data_root = mirror.parent
+    out_dir = Path(out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    tables, files = build_memgap_tables(mirror)
+    vidur_root = data_root / VIDUR_NAME
+    if vidur_root.is_dir():
+        from slimlib.data.vidur import build_vidur_tables
+
+        vt, vfiles = build_vidur_tables(vidur_root)
+        tables.update(vt)
+        files = files + list(vfiles)
+        prov = vidur_root / "PROVENANCE.md"
+        if prov.is_file():
+            files.append(prov)
+    rows = []
+    for f in sorted(set(files), key=lambda p: p.as_posix()):
+        try:
+            rel = f.resolve().relative_to(data_root.resolve()).as_posix()
+        except ValueError:
+            raise DataError(f"{f}: raw file outside the data root {data_root}") from None
+        rows.append({"path": rel, "bytes": f.stat().st_size, "sha256": sha256_file(f)})
+    if kit:
+        kit_tables, kit_files = build_kit_tables(kit, data_root)
+        tables.update(kit_tables)
+        known = {r["path"] for r in rows}
+        for f, rel in kit_files:  # a file can serve several points
+            if rel not in known:
+                known.add(rel)
+                rows.append({"path": rel, "bytes": f.stat().st_size, "sha256": sha256_file(f)})
+        rows.sort(key=lambda r: r["path"])
+    tables["raw-manifest"] = pd.DataFrame(rows, columns=["path", "bytes", "sha256"])
+    written = {}
+    for name in sorted(tables):
+        if name not in SCHEMA:
+            raise DataError(f"table {name!r} has no schema entry in slimlib.data.tables.SCHEMA")
+        path = out_dir / _file_name(name)
+        write_csv(coerce(name, tables[name]), path)
+        written[name] = path
+    readme = out_dir / "README.md"
+    readme.write_text(render_readme(tables, written), encoding="utf-8", newline="\n")
+    written["README"] = readme
+    return written
+
+
+def _counts(df: pd.DataFrame, by: list[str]) -> str:
+    if len(df) == 0:
+        return "(none)\n"
+    g = df.groupby(by, dropna=False).size().reset_index(name="rows")
+    head = "| " + " | ".join([*by, "rows"]) + " |\n|" + "---|" * (len(by) + 1) + "\n"
+    return head + "".join("| " + " | ".join(str(v) for v in r) + " |\n" for r in g.itertuples(index=False))
+
+
+def render_readme(tables: dict[str, pd.DataFrame], written: dict[str, Path]) -> str:
+    """Markdown documenting sources, tables, columns (from SCHEMA), row counts and the raw-file manifest."""
+    lines = [
+        "# data/: tidy tables derived from raw measurements",
+        "",
+        "Generated by `slim data build --raw ../shared/data` (do not edit by hand; the rebuild is byte-identical).",
+        "Load a table with `slimlib.data.load(name)`; `slimlib.data.load_fit_table(...)` gives the columns",
+        "`slim fit` reads. Units are in column names (`_s`, `_ms`, `_tok_s`, `_gb`, `_pct`, `_w`, `_mhz`, `_frac`).",
+        "",
+        "## Sources",
+        "",
+        "| raw folder | upstream repository | commit | licence | what |",
+        "|---|---|---|---|---|",
+    ]
+    for folder, (repo, commit, lic, what) in SOURCES.items():
+        lines.append(f"| `{folder}/` | https://github.com/{repo} | {commit} | {lic} | {what} |")
+    manifest = tables["raw-manifest"]
+    digest = hashlib.sha256(written["raw-manifest"].read_bytes()).hexdigest()
+    lines += [
+        "",
+        f"`raw_manifest.csv` lists the path (relative to the raw data root), size and sha256 of each of the "
+        f"{len(manifest)} raw files read ({int(manifest['bytes'].sum())} bytes); its own sha256 is `{digest}`.",
+        "",
+        "## Tables",
+        "",
+    ]
+    for name in sorted(written):
+        if name == "README":
+            continue
+        desc, spec = SCHEMA[name]
+        lines += [f'### `{_file_name(name)}` (`load("{name}")`, {len(tables[name])} rows)', "", desc, ""]
+        lines += ["| column | dtype | meaning |", "|---|---|---|"]
+        lines += [f"| `{c}` | {dt} | {doc} |" for c, (dt, doc) in spec.items()]
+        lines.append("")
+    lines += ["## Row counts", "", "memgap-online by family:", ""]
+    lines.append(_counts(tables["memgap-online"], ["family", "subfamily"]))
+    lines += ["memgap-offline by family and profiler:", ""]
+    lines.append(_counts(tables["memgap-offline"], ["family", "profiler"]))
+    lines += ["memgap-exclusions by reason (in_table empty: the run is in no table):", ""]
+    lines.append(_counts(tables["memgap-exclusions"], ["reason", "in_table"]))
+    if "kit-campaigns" in tables:
+        lines += _kit_readme(tables)
+    lines += [
+        "## Notes",
+        "",
+        "- Advisor input lengths are fixed by the dataset (242 tokens OPT, 250 Llama): the build checks them against",
+        "  total_input_tokens/completed and the output length against the config (Llama counts one extra token).",
+        "- Replicated runs: throughput is the sum over servers; mean_running_batch is per replica;",
+        "  gpu_blocks is summed over servers.",
+        "- Runs under Nsight Compute (offline attention_kernel/*) stay in memgap-offline with timing_valid=false and",
+        "  are listed in the exclusions (profiler_inflated_timing). Preempted runs stay flagged (preempted=true).",
+        "- The mirror's engine CSVs sometimes reset generation_tokens_total to 0 mid-run; that counter is not used.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _kit_readme(tables: dict[str, pd.DataFrame]) -> list[str]:
+    """README section on the GPU-kit campaigns: where, with what, by which command; what the kit measures."""
+    camp = tables["kit-campaigns"]
+    lines = [
+        "## GPU characterization kit (kit-* tables)",
+        "",
+        "The kit-* tables come from `slim profile campaign` folders built in with `slim data build --kit DIR`. The",
+        "kit measures slimlib's minimal static-batch PyTorch engine with random weights (prefill, then decode",
+        "steps over a preallocated KV cache, SDPA attention): it characterizes kernels and the GPU, it is not vLLM,",
+        "and its throughputs are not vLLM serving throughputs. Counters come from Nsight Compute (ncu) over the",
+        "last decode step of a point. Campaigns (from each folder's manifest.json):",
+        "",
+        "| campaign | device | GPU | driver | CUDA | torch | dtype | CUDA graphs | date (UTC) | points done/all |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    na = lambda v: "" if pd.isna(v) else str(v)  # noqa: E731
+    for r in camp.itertuples(index=False):
+        gpu = na(r.gpu_name) or na(r.gpu)
+        if na(r.compute_capability):
+            gpu += f" (CC {r.compute_capability})"
+        lines.append(f"| {r.campaign} | {na(r.device)} | {gpu} | {na(r.driver_version)} | {na(r.cuda_version)} "
+                     f"| {na(r.torch_version)} | {na(r.dtype)} | {na(r.cuda_graphs)} | {na(r.date_utc)} "
+                     f"| {r.n_done}/{r.n_points} |")  # fmt: skip
+    lines += ["", "Commands:", ""]
+    lines += [f"- {r.campaign}: `{na(r.command)}`" for r in camp.itertuples(index=False)]
+    lines += ["", "kit-runs by campaign and device:", ""]
+    lines.append(_counts(tables["kit-runs"], ["campaign", "device"]))
+    lines += ["kit-counters by campaign and ncu target:", ""]
+    lines.append(_counts(tables["kit-counters"], ["campaign", "target"]))
+    return lines
