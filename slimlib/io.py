@@ -10,21 +10,27 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from slimlib.errors import SlimError
+from slimlib.errors import DataError
 
 __all__ = ["atomic_open", "check_output_path", "write_bytes", "write_csv", "write_text"]
 
 
 def check_output_path(path: str | Path, *, inputs: tuple[str | Path, ...] = ()) -> Path:
-    """`path` as a writable output: its folder exists, it is not a directory and not one of `inputs`."""
+    """`path` as a writable output: its folder exists and is writable, it is not a directory and not one of
+    `inputs` (also through links). Raises DataError saying what to do."""
     p = Path(path)
     if p.is_dir():
-        raise SlimError(f"{p}: is a directory; give a file name for the output")
-    if not p.parent.is_dir():
-        raise SlimError(f"{p}: folder {p.parent} does not exist; create it first")
+        raise DataError(f"{p}: is a directory; give a file name for the output")
+    parent = p.parent
+    if not parent.is_dir():
+        raise DataError(f"{p}: folder {parent} does not exist; create it first")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise DataError(f"{p}: folder {parent} is not writable; choose another output folder")
     for src in inputs:
-        if Path(src).exists() and p.exists() and os.path.samefile(p, src):
-            raise SlimError(f"{p}: is also an input; choose another output file (inputs are never overwritten)")
+        if p.exists() and Path(src).exists() and os.path.samefile(p, src):
+            raise DataError(
+                f"{p}: is also an input; choose another output file (inputs are never overwritten)"
+            )
     return p
 
 

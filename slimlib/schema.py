@@ -18,10 +18,25 @@ KEY_COLUMNS = ("model", "gpu", "batch_size", "input_len", "output_len")
 TARGET_COLUMN = "throughput_tok_s"
 OPTIONAL_COLUMNS = ("e2e_s",)
 NUMERIC_COLUMNS = ("batch_size", "input_len", "output_len", "throughput_tok_s", "e2e_s")
+#: Columns that hold counts: whole numbers only (a batch of 6.5 requests is a typo or an average).
+INTEGER_COLUMNS = ("batch_size",)
 SCHEMA_HELP = (
     "expected columns: model, gpu, batch_size, input_len, output_len, throughput_tok_s (and optionally e2e_s); "
     "see README 'Input table'"
 )
+#: The same help for tables of configurations to predict (no measurements needed).
+PREDICT_SCHEMA_HELP = (
+    "columns needed to predict: model, batch_size, input_len, output_len (and optionally gpu); "
+    "see README 'Input table'"
+)
+
+
+def plain(value: object) -> str:
+    """`value` for a message: numpy scalars as plain Python values (6.5, not np.float64(6.5)); strings quoted."""
+    item = getattr(value, "item", None)
+    if callable(item) and not isinstance(value, str | bytes):
+        value = item()
+    return repr(value) if isinstance(value, str) else f"{value}"
 
 
 def row_label(df: pd.DataFrame, position: int) -> str:
@@ -29,20 +44,25 @@ def row_label(df: pd.DataFrame, position: int) -> str:
     source = df.attrs.get("source")
     if source:
         return f"{source} line {position + 2}"  # header is line 1
-    return f"row {df.index[position]!r}"
+    return f"row {plain(df.index[position])}"
 
 
-def read_csv_table(path: str | Path) -> pd.DataFrame:
-    """Read a CSV in the schema; unreadable or empty files raise DataError naming the file."""
+def read_csv_table(path: str | Path, *, require_target: bool = True) -> pd.DataFrame:
+    """Read a CSV in the schema; unreadable or empty files raise DataError naming the file.
+
+    `require_target=False` (a table to predict) makes the messages list the prediction columns."""
     p = Path(path)
+    help_text = SCHEMA_HELP if require_target else PREDICT_SCHEMA_HELP
     if not p.is_file():
-        raise DataError(f"{p}: no such file; give the path of a CSV table ({SCHEMA_HELP})")
+        raise DataError(f"{p}: no such file; give the path of a CSV table ({help_text})")
     try:
         df = pd.read_csv(p)
     except pd.errors.EmptyDataError:
-        raise DataError(f"{p}: the file is empty; {SCHEMA_HELP}") from None
+        raise DataError(f"{p}: the file is empty; {help_text}") from None
     except (pd.errors.ParserError, UnicodeDecodeError) as exc:
-        raise DataError(f"{p}: not a readable CSV table ({exc}); {SCHEMA_HELP}") from None
+        raise DataError(f"{p}: not a readable CSV table ({exc}); {help_text}") from None
+    except OSError as exc:
+        raise DataError(f"{p}: cannot read the file ({exc.strerror})") from None
     df.attrs["source"] = str(p)
     return df
 
@@ -53,19 +73,21 @@ def validate_table(
     """Check a configuration table and return a copy with numeric columns as float and names as str.
 
     Raises DataError for: an empty table, missing columns, non-numeric, NaN/inf, zero or negative values,
-    empty model/gpu names, and duplicate configurations with conflicting measurements. Nothing is dropped.
-    `require_gpu=False` accepts a table without the ``gpu`` column (prediction with parameters of a known GPU).
+    non-whole batch sizes, empty model/gpu names, and duplicate configurations with conflicting measurements.
+    Nothing is dropped. `require_gpu=False` accepts a table without the ``gpu`` column (prediction with
+    parameters of a known GPU); `require_target=False` (prediction) makes messages list the prediction columns.
     """
     if not isinstance(df, pd.DataFrame):
         raise DataError(f"expected a pandas DataFrame, got {type(df).__name__}")
     where = df.attrs.get("source", "the table")
+    help_text = SCHEMA_HELP if require_target else PREDICT_SCHEMA_HELP
     if len(df) == 0:
-        raise DataError(f"{where} has no rows; {SCHEMA_HELP}")
+        raise DataError(f"{where} has no rows; {help_text}")
     keys = [c for c in KEY_COLUMNS if require_gpu or c != "gpu"]
     required = keys + ([TARGET_COLUMN] if require_target else [])
     missing = [c for c in required if c not in df.columns]
     if missing:
-        raise DataError(f"{where} lacks column(s) {', '.join(missing)}; {SCHEMA_HELP}")
+        raise DataError(f"{where} lacks column(s) {', '.join(missing)}; {help_text}")
     out = df.copy()
     out.attrs = dict(df.attrs)
     for col in ("model", "gpu"):
@@ -88,20 +110,28 @@ def validate_table(
         if nonnum.any():
             pos = int(np.flatnonzero(nonnum.to_numpy())[0])
             raise DataError(
-                f"{row_label(out, pos)}: field '{col}' is {raw.iloc[pos]!r}, not a number; fix or remove the row"
+                f"{row_label(out, pos)}: field '{col}' is {plain(raw.iloc[pos])}, not a number; fix or remove the row"
             )
         arr = num.to_numpy(dtype=float)
         nan = ~np.isfinite(arr)
         if nan.any():
             pos = int(np.flatnonzero(nan)[0])
             raise DataError(
-                f"{row_label(out, pos)}: field '{col}' is missing or not finite ({raw.iloc[pos]!r}); "
+                f"{row_label(out, pos)}: field '{col}' is missing or not finite ({plain(raw.iloc[pos])}); "
                 "measure it or remove the row"
             )
         nonpos = arr <= 0
         if nonpos.any():
             pos = int(np.flatnonzero(nonpos)[0])
             raise DataError(f"{row_label(out, pos)}: field '{col}' is {arr[pos]:g}; it must be positive")
+        if col in INTEGER_COLUMNS:
+            frac = arr != np.round(arr)
+            if frac.any():
+                pos = int(np.flatnonzero(frac)[0])
+                raise DataError(
+                    f"{row_label(out, pos)}: field '{col}' is {arr[pos]:g}; it must be a whole number "
+                    "(the number of requests batched together)"
+                )
         out[col] = arr
     _check_conflicting_duplicates(out, require_target)
     return out

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from shared_paths import RAW, needs
 
+from slimlib.cli.main import main
 from slimlib.data import fetch as fetch_mod
 from slimlib.data.fetch import PINNED_URLS, fetch, file_url, load_registry, make_registry, select_files
 from slimlib.errors import DataError, UnknownNameError
@@ -211,15 +212,19 @@ def test_fetch_real_files_from_a_served_mirror(tmp_path):
 
 
 def test_cli_fetch(served, tmp_path, monkeypatch, capsys):
-    import argparse
-
     _, registry, server = served
     monkeypatch.setattr(fetch_mod, "load_registry", lambda text=None: registry)
-    parser = argparse.ArgumentParser(prog="slim data")
-    fetch_mod.add_fetch_parser(parser.add_subparsers(dest="action"))
-    args = parser.parse_args(
-        ["fetch", "--dest", str(tmp_path / "c"), "--base-url", server.url, "--only", "*.csv", "--quiet"]
-    )
-    assert args.func(args) == 0
+    argv = [
+        "data",
+        "fetch",
+        "--dest",
+        str(tmp_path / "c"),
+        "--base-url",
+        server.url,
+        "--only",
+        "*.csv",
+        "--quiet",
+    ]
+    assert main(argv) == 0
     assert capsys.readouterr().out.strip() == str(tmp_path / "c")
     assert len(server.requests) == 2

@@ -15,9 +15,24 @@ from slimlib.advisor.capacity import (
     advise,
     vllm_settings,
 )
-from slimlib.errors import DataError
+from slimlib.advisor.plan import make_plan, write_plan
+from slimlib.cli.common import (
+    OUTPUTS_NOTE,
+    fraction,
+    nonnegative_float,
+    output_file,
+    output_folder,
+    positive_float,
+    positive_int,
+    read_text_input,
+    slo_seconds,
+)
+from slimlib.io import write_csv
+from slimlib.model import load_params
+from slimlib.registry.architectures import get_architecture
+from slimlib.registry.gpus import get_gpu
 
-ADVISE_EXAMPLES = """\
+ADVISE_EXAMPLES = f"""\
 B_cap = the batch size of highest predicted throughput with predicted E2E <= SLO and batching efficiency
 T(B) / (B T(1)) > epsilon, whose KV cache fits in what the engine allocates by default (GPU memory x
 utilization - weights - reserve, or --gpu-blocks from your vLLM log).
@@ -26,9 +41,12 @@ examples:
   slim advise params.json --model llama-2-7b --input-len 250 --output-len 260 --slo-s 60 --epsilon 0.3
   slim advise params.json --model opt-1.3b --input-len 242 --output-len 520 --slo-s 30 --curve curve.csv
   slim advise params.json --model config.json --input-len 512 --output-len 128 --slo-s 20 --format json
+  slim advise params.json --model opt-1.3b --input-len 242 --output-len 130 --batch-sizes 8 16 32 64 128
+
+{OUTPUTS_NOTE}
 """
 
-PLAN_EXAMPLES = """\
+PLAN_EXAMPLES = f"""\
 Writes plan.csv, run_plan.sh (one vLLM server per --max-num-seqs, one `vllm bench serve` client per length pair;
 each finished run is appended to RESULT_DIR/slim-runs.csv, the sidecar `slim data ingest` reads) and README.txt.
 
@@ -36,10 +54,13 @@ examples:
   slim plan --model llama-2-7b --gpu h100-sxm-80gb --input-len 512 --output-len 128 512 --out plan/
   slim plan --model opt-1.3b --gpu h100-sxm-64gb --input-len 242 --output-len 130 520 --n-batch 4 --out plan/
   slim plan --model facebook/opt-2.7b --gpu a100-sxm-80gb --batch-sizes 8 32 128 --legacy-client --out plan/
+
+{OUTPUTS_NOTE}
 """
 
 
 def register_cli(sub: argparse._SubParsersAction) -> None:
+    """Add `slim advise` and `slim plan`."""
     fmt = argparse.RawDescriptionHelpFormatter
     p = sub.add_parser(
         "advise",
@@ -50,30 +71,49 @@ def register_cli(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("params", help="parameter file (JSON) from `slim fit`")
     p.add_argument("--model", required=True, help="model: registry name, Hugging Face id or config.json")
-    p.add_argument("--input-len", type=float, required=True, help="input (prompt) tokens per request, IL")
-    p.add_argument("--output-len", type=float, required=True, help="output tokens per request, OL")
     p.add_argument(
-        "--slo-s", type=float, default=float("inf"), help="E2E latency SLO in seconds (default: none)"
+        "--input-len", type=positive_float, required=True, help="input (prompt) tokens per request, IL > 0"
     )
     p.add_argument(
-        "--epsilon", type=float, default=0.3, help="minimum batching efficiency in (0, 1] (default 0.3)"
+        "--output-len", type=positive_float, required=True, help="output tokens per request, OL > 0"
+    )
+    p.add_argument(
+        "--slo-s", type=slo_seconds, default=float("inf"), help="E2E latency SLO in seconds (default: none)"
+    )
+    p.add_argument(
+        "--epsilon", type=fraction, default=0.3, help="minimum batching efficiency in (0, 1] (default 0.3)"
     )
     p.add_argument("--gpu", help="GPU to advise for; must be the one the parameters were calibrated on")
-    p.add_argument("--max-batch", type=int, default=DEFAULT_MAX_BATCH, help="largest candidate batch size")
-    p.add_argument("--block-size", type=int, default=DEFAULT_BLOCK_SIZE, help="vLLM KV block size (tokens)")
+    batches = p.add_mutually_exclusive_group()
+    batches.add_argument(
+        "--max-batch", type=positive_int, default=DEFAULT_MAX_BATCH,
+        help=f"candidates are 1..MAX_BATCH (default {DEFAULT_MAX_BATCH})",
+    )  # fmt: skip
+    batches.add_argument(
+        "--batch-sizes", type=positive_int, nargs="+", metavar="B", help="explicit candidate batch sizes"
+    )
     p.add_argument(
-        "--gpu-memory-utilization", type=float, default=DEFAULT_GPU_MEMORY_UTILIZATION,
+        "--block-size", type=positive_int, default=DEFAULT_BLOCK_SIZE, help="vLLM KV block size (tokens)"
+    )
+    p.add_argument(
+        "--gpu-memory-utilization", type=fraction, default=DEFAULT_GPU_MEMORY_UTILIZATION,
         help="vLLM's default memory fraction the comparison assumes (default 0.9)",
     )  # fmt: skip
     p.add_argument(
-        "--reserve-gb", type=float, default=DEFAULT_RESERVE_GIB,
+        "--reserve-gb", type=nonnegative_float, default=DEFAULT_RESERVE_GIB,
         help=f"activation reserve in GiB (default {DEFAULT_RESERVE_GIB})",
     )  # fmt: skip
     p.add_argument(
-        "--gpu-blocks", type=int, help="num_gpu_blocks logged by your vLLM server (default: estimate)"
+        "--gpu-blocks",
+        type=positive_int,
+        help="num_gpu_blocks logged by your vLLM server (default: estimate)",
     )
     p.add_argument("--no-memory-limit", action="store_true", help="do not cap B by the default KV cache")
-    p.add_argument("--curve", metavar="CSV", help="write the predicted curve (all candidates) to this CSV")
+    p.add_argument(
+        "--curve",
+        metavar="CSV",
+        help="write the predicted curve (all candidates) to this CSV (replaced atomically)",
+    )
     p.add_argument("--format", choices=["text", "json"], default="text", help="output format")
     p.set_defaults(func=_cmd_advise)
 
@@ -86,44 +126,50 @@ def register_cli(sub: argparse._SubParsersAction) -> None:
     )
     q.add_argument("--model", required=True, help="model: registry name, Hugging Face id or config.json")
     q.add_argument("--gpu", required=True, help="GPU registry name (`slim gpus`)")
-    q.add_argument("--input-len", type=int, nargs="+", default=[512], help="input lengths of interest")
-    q.add_argument("--output-len", type=int, nargs="+", default=[128, 512], help="output lengths of interest")
-    q.add_argument("--n-batch", type=int, default=3, help="batch sizes to profile (default 3)")
-    q.add_argument("--batch-sizes", type=int, nargs="+", help="explicit batch sizes instead of --n-batch")
     q.add_argument(
-        "--rounds", type=int, default=20, help="prompts per run = max(min, rounds x B) (default 20)"
+        "--input-len", type=positive_int, nargs="+", default=[512], help="input lengths of interest (tokens)"
     )
-    q.add_argument("--min-prompts", type=int, default=200, help="fewest prompts per run (default 200)")
+    q.add_argument(
+        "--output-len", type=positive_int, nargs="+", default=[128, 512], help="output lengths of interest"
+    )
+    q.add_argument("--n-batch", type=positive_int, default=3, help="batch sizes to profile (default 3)")
+    q.add_argument(
+        "--batch-sizes", type=positive_int, nargs="+", help="explicit batch sizes instead of --n-batch"
+    )
+    q.add_argument(
+        "--rounds", type=positive_int, default=20, help="prompts per run = max(min, rounds x B) (default 20)"
+    )
+    q.add_argument(
+        "--min-prompts", type=positive_int, default=200, help="fewest prompts per run (default 200)"
+    )
     q.add_argument("--result-dir", default="results", help="client --result-dir (default results)")
     q.add_argument("--legacy-client", action="store_true", help="use benchmarks/benchmark_serving.py")
-    q.add_argument("--port", type=int, default=8000, help="server port (default 8000)")
+    q.add_argument("--port", type=positive_int, default=8000, help="server port (default 8000)")
     q.add_argument("--out", required=True, help="folder to write the plan into")
     q.set_defaults(func=_cmd_plan)
 
 
-def _cmd_advise(args) -> int:
-    from slimlib.model.base import load_params
-    from slimlib.registry.architectures import get_architecture
-    from slimlib.registry.gpus import get_gpu
-
+def _cmd_advise(args: argparse.Namespace) -> int:
+    curve_path = output_file(args.curve, "--curve", inputs=[args.params]) if args.curve else None
+    read_text_input(args.params, "parameter file")
     model = load_params(args.params)
     arch = get_architecture(args.model)
     hw = get_gpu(model.gpu_)
-    if args.max_batch < 1:
-        raise DataError(f"--max-batch {args.max_batch} must be >= 1")
+    if args.batch_sizes:
+        candidates = np.array(sorted(set(args.batch_sizes)))
+    else:
+        candidates = np.arange(1, args.max_batch + 1)
     available = None
     if args.gpu_blocks is not None:
-        if args.gpu_blocks < 1:
-            raise DataError(f"--gpu-blocks {args.gpu_blocks} must be >= 1")
         available = args.gpu_blocks * args.block_size * arch.kv_bytes_per_token
     adv = advise(
         model, args.model, args.input_len, args.output_len, args.slo_s,
-        args.epsilon, gpu=args.gpu, batch_sizes=np.arange(1, args.max_batch + 1), block_size=args.block_size,
+        args.epsilon, gpu=args.gpu, batch_sizes=candidates, block_size=args.block_size,
         gpu_memory_utilization=args.gpu_memory_utilization, reserve_gib=args.reserve_gb,
         kv_bytes_available=available, respect_memory=not args.no_memory_limit,
     )  # fmt: skip
-    if args.curve:
-        adv.curve.to_csv(args.curve, index=False, lineterminator="\n")
+    if curve_path is not None:
+        write_csv(adv.curve, curve_path)
     s = adv.summary
     settings = None
     if adv.feasible:
@@ -154,14 +200,13 @@ def _cmd_advise(args) -> int:
     print(f"vLLM: {flags}")
     print(f"  or: --max-num-seqs {settings['max_num_seqs']} --num-gpu-blocks-override "
           f"{settings['num_gpu_blocks_override']}")  # fmt: skip
-    if args.curve:
-        print(f"wrote the predicted curve ({len(adv.curve)} batch sizes) to {args.curve}")
+    if curve_path is not None:
+        print(f"wrote the predicted curve ({len(adv.curve)} batch sizes) to {curve_path}")
     return 0
 
 
-def _cmd_plan(args) -> int:
-    from slimlib.advisor.plan import make_plan, write_plan
-
+def _cmd_plan(args: argparse.Namespace) -> int:
+    output_folder(args.out, "--out")
     plan = make_plan(
         args.model, args.gpu, args.input_len, args.output_len, n_batch=args.n_batch,
         batch_sizes=args.batch_sizes, rounds=args.rounds, min_prompts=args.min_prompts,

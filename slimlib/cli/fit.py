@@ -4,43 +4,58 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 import warnings
 
 import pandas as pd
 
+from slimlib.cli.common import OUTPUTS_NOTE, nonnegative_int, output_file, read_text_input
 from slimlib.errors import DataError
-from slimlib.model.base import (
+from slimlib.io import write_csv, write_text
+from slimlib.model import (
     DEFAULT_VARIANT,
+    PRED_COLUMNS,
     IdentifiabilityWarning,
     load_params,
     make_model,
     variant_names,
 )
-from slimlib.schema import SCHEMA_HELP, read_csv_table, validate_table
+from slimlib.schema import PREDICT_SCHEMA_HELP, read_csv_table, validate_table
 
-FIT_EXAMPLES = """\
+#: The input columns `slim predict` needs (gpu is optional: when present it must match the parameters).
+PREDICT_COLUMNS = ("model", "batch_size", "input_len", "output_len")
+
+FIT_EXAMPLES = f"""\
 input CSV columns: model, gpu, batch_size, input_len, output_len, throughput_tok_s[, e2e_s]
   model: registry name (`slim models`), Hugging Face id, or path to a config.json
   gpu:   registry name (`slim gpus`); all rows must be on one GPU
+  batch_size: a whole number; input_len, output_len: tokens > 0
+Progress (rows, starts, time) goes to standard error; --quiet silences it.
 
 examples:
   slim fit runs.csv --out params.json          # default variant (see --variant)
   slim fit runs.csv --out params.json --variant paper --fix B0=0   # the paper's model, B0 held at 0
   slim fit runs-*.csv --out params.json         # several files, e.g. one per `slim data ingest`
   slim predict params.json grid.csv --out pred.csv
+
+{OUTPUTS_NOTE}
 """
 
-PREDICT_EXAMPLES = """\
-The CSV needs model, batch_size, input_len, output_len (gpu optional: when present it must match the parameters).
-Output: the input columns plus pred_throughput_tok_s, pred_e2e_s, pred_prefill_s, pred_decode_s.
+PREDICT_EXAMPLES = f"""\
+The CSV needs {", ".join(PREDICT_COLUMNS)} (gpu optional: when present it must match the parameters);
+batch_size is a whole number. Other columns are copied to the output.
+Output: the input columns plus {", ".join(PRED_COLUMNS)}.
 
 examples:
   slim predict params.json grid.csv --out pred.csv
   slim predict params.json grid.csv            # prints CSV to stdout
+
+{OUTPUTS_NOTE}
 """
 
 
 def register_cli(sub: argparse._SubParsersAction) -> None:
+    """Add `slim fit` and `slim predict`."""
     fmt = argparse.RawDescriptionHelpFormatter
     p = sub.add_parser(
         "fit",
@@ -50,15 +65,24 @@ def register_cli(sub: argparse._SubParsersAction) -> None:
         formatter_class=fmt,
     )
     p.add_argument("data", nargs="+", help="CSV file(s) of measurements (several are concatenated)")
-    p.add_argument("--out", required=True, help="parameter file to write (JSON)")
+    p.add_argument("--out", required=True, help="parameter file to write (JSON; replaced atomically)")
     p.add_argument("--gpu", help="GPU name (default: the table's gpu column)")
     p.add_argument(
         "--variant",
-        default=None,
+        default=DEFAULT_VARIANT,
+        choices=variant_names(),
+        metavar="NAME",
         help=f"model variant: {', '.join(variant_names())} (default: {DEFAULT_VARIANT})",
     )
     p.add_argument("--fix", action="append", default=[], metavar="NAME=VALUE", help="hold a parameter fixed")
-    p.add_argument("--starts", type=int, default=8, help="extra deterministic starting points (default 8)")
+    p.add_argument(
+        "--starts",
+        type=nonnegative_int,
+        default=8,
+        metavar="K",
+        help="extra deterministic starting points, >= 0 (default 8)",
+    )
+    p.add_argument("--quiet", action="store_true", help="no progress messages on standard error")
     p.set_defaults(func=_cmd_fit)
 
     q = sub.add_parser(
@@ -70,7 +94,7 @@ def register_cli(sub: argparse._SubParsersAction) -> None:
     )
     q.add_argument("params", help="parameter file (JSON) from `slim fit`")
     q.add_argument("data", help="CSV of configurations")
-    q.add_argument("--out", help="CSV to write (default: standard output)")
+    q.add_argument("--out", help="CSV to write (default: standard output; replaced atomically)")
     q.set_defaults(func=_cmd_predict)
 
 
@@ -101,12 +125,23 @@ def _read_tables(paths: list[str]) -> pd.DataFrame:
     return combined
 
 
-def _cmd_fit(args) -> int:
+def _note(args: argparse.Namespace, message: str) -> None:
+    if not args.quiet:
+        print(message, file=sys.stderr, flush=True)
+
+
+def _cmd_fit(args: argparse.Namespace) -> int:
+    out = output_file(args.out, "--out", inputs=args.data)
+    fixed = _parse_fix(args.fix)
+    t0 = time.perf_counter()
     df = _read_tables(args.data)
-    variant = args.variant or DEFAULT_VARIANT
-    model = make_model(variant, gpu=args.gpu, fixed=_parse_fix(args.fix), n_starts=args.starts)
+    model = make_model(args.variant, gpu=args.gpu, fixed=fixed, n_starts=args.starts)
+    _note(args, f"read {len(df)} rows from {len(args.data)} file(s) in {time.perf_counter() - t0:.1f} s")
+    _note(args, f"fitting {args.variant!r} from {args.starts + 1} starting points ...")
+    t1 = time.perf_counter()
     model.fit(df)
-    model.to_json(args.out)
+    _note(args, f"fitted in {time.perf_counter() - t1:.1f} s")
+    write_text(out, model.to_json())
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", IdentifiabilityWarning)
         table = model.summary()
@@ -115,25 +150,29 @@ def _cmd_fit(args) -> int:
     print(table.to_string(float_format=lambda v: f"{v:.4g}"))
     for w in caught:
         print(f"warning: {w.message}", file=sys.stderr)
-    print(f"wrote {args.out}")
+    print(f"wrote {out}")
     return 0
 
 
-def _cmd_predict(args) -> int:
+def _cmd_predict(args: argparse.Namespace) -> int:
+    out = output_file(args.out, "--out", inputs=[args.params, args.data]) if args.out else None
+    read_text_input(args.params, "parameter file")
     model = load_params(args.params)
-    df = read_csv_table(args.data)
-    clash = [
-        c
-        for c in ("pred_throughput_tok_s", "pred_e2e_s", "pred_prefill_s", "pred_decode_s")
-        if c in df.columns
-    ]
+    df = read_csv_table(args.data, require_target=False)
+    missing = [c for c in PREDICT_COLUMNS if c not in df.columns]
+    if missing:
+        raise DataError(f"{args.data} lacks column(s) {', '.join(missing)}; {PREDICT_SCHEMA_HELP}")
+    clash = [c for c in PRED_COLUMNS if c in df.columns]
     if clash:
-        raise DataError(f"{args.data}: already has column(s) {', '.join(clash)}; remove them ({SCHEMA_HELP})")
+        raise DataError(
+            f"{args.data}: already has column(s) {', '.join(clash)}; remove them ({PREDICT_SCHEMA_HELP})"
+        )
+    validate_table(df, require_target=False, require_gpu="gpu" in df.columns)
     pred = model.predict(df)
-    out = pd.concat([df, pred], axis=1)
-    if args.out:
-        out.to_csv(args.out, index=False, lineterminator="\n")
-        print(f"wrote {len(out)} predictions to {args.out}")
-    else:
-        out.to_csv(sys.stdout, index=False, lineterminator="\n")
+    table = pd.concat([df, pred], axis=1)
+    if out is None:
+        table.to_csv(sys.stdout, index=False, lineterminator="\n")
+        return 0
+    write_csv(table, out)
+    print(f"wrote {len(table)} predictions to {out}")
     return 0

@@ -1,52 +1,38 @@
-"""The `slim` command. Each area registers its subcommands through a `register_cli(subparsers)` function."""
+"""The `slim` command. Each command group is one module of this package with a `register_cli(subparsers)`."""
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
 
+from slimlib import __version__
+from slimlib.cli import advise, data, evaluate, fit, profile, registry, reproduce
+from slimlib.cli.common import OUTPUTS_NOTE
 from slimlib.errors import SlimError
 
-# Modules providing `register_cli(subparsers)`; each adds its subcommands with their own --help and examples.
-_REGISTRARS = [
-    "slimlib.cli.fit",
-    "slimlib.cli.data",
-    "slimlib.cli.reproduce",
-    "slimlib.cli.registry",
-    "slimlib.cli.profile",
-    "slimlib.cli.advise",
-    "slimlib.cli.evaluate",
-]
-
-
-class _Formatter(argparse.RawDescriptionHelpFormatter):
-    pass
+#: The command modules, in the order their commands appear in `slim --help`.
+COMMAND_MODULES = (fit, advise, registry, data, evaluate, reproduce, profile)
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The `slim` parser with every command module's subcommands."""
     parser = argparse.ArgumentParser(
         prog="slim",
         description="SLIM: predict LLM serving throughput/latency saturation and advise a batch-size cap.",
-        formatter_class=_Formatter,
-        epilog="Run `slim COMMAND --help` for the options and examples of each command.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="Run `slim COMMAND --help` for the options and examples of each command.\n\n" + OUTPUTS_NOTE,
     )
-    parser.add_argument("--version", action="version", version=f"slim {_version()}")
+    parser.add_argument("--version", action="version", version=f"slim {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
-    for name in _REGISTRARS:
-        importlib.import_module(name).register_cli(sub)
+    for module in COMMAND_MODULES:
+        module.register_cli(sub)
     return parser
 
 
-def _version() -> str:
-    from slimlib import __version__
-
-    return __version__
-
-
 def main(argv: list[str] | None = None) -> int:
-    """Entry point: run one subcommand; a SlimError becomes a one-line message and exit status 2."""
+    """Entry point: run one subcommand. A SlimError becomes a one-line message and exit status 2; Ctrl-C exits
+    with status 130 and leaves every output as it was (outputs are written atomically)."""
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
@@ -54,6 +40,9 @@ def main(argv: list[str] | None = None) -> int:
     except SlimError as exc:
         print(f"slim {args.command}: error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print(f"slim {args.command}: interrupted; the file being written was left as it was", file=sys.stderr)
+        return 130
     except BrokenPipeError:  # e.g. `slim models | head`
         return 0
     return int(rc or 0)

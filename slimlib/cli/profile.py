@@ -1,6 +1,7 @@
 """`slim profile ...`: measure points and budgeted campaigns with the kit's minimal PyTorch engine (not vLLM).
 
-Works without torch for --help, `campaign --dry-run` and `tidy`; measuring needs the profiling extra.
+Works without torch for --help, `campaign --dry-run` and `tidy`; measuring needs the profiling extra. The one
+function-local import is `torch` in `_detect_gpu`: importing it is the check that the optional extra is installed.
 """
 
 from __future__ import annotations
@@ -9,7 +10,18 @@ import argparse
 import json
 import sys
 
+from slimlib.cli.common import (
+    OUTPUTS_NOTE,
+    nonnegative_int,
+    output_folder,
+    positive_float,
+    positive_int,
+)
 from slimlib.errors import SlimError
+from slimlib.kit import campaign as cp
+from slimlib.kit.harness import run_point
+from slimlib.kit.kernels import kernel_breakdown
+from slimlib.kit.tidy import build_profiling_tables, write_tables
 
 PROFILE_EXAMPLES = """\
 The kit measures a minimal static-batch PyTorch engine with random weights (not vLLM) on your GPU: prefill and
@@ -20,6 +32,8 @@ examples:
   slim profile campaign --budget-s 600 --out kit-raw
   slim profile run --model opt-1.3b --batch-size 64 --input-len 128 --output-len 384
   slim profile tidy kit-raw --out data/kit
+
+{OUTPUTS_NOTE}
 """
 
 CAMPAIGN_EXAMPLES = """\
@@ -41,15 +55,18 @@ examples:
   slim profile run --model path/to/config.json --batch-size 1 --input-len 16 --output-len 8 --device cpu
 """
 
-TIDY_EXAMPLES = """\
+TIDY_EXAMPLES = f"""\
 Writes kit-runs.csv, kit-kernels.csv and kit-counters.csv (byte-identical for the same raw folder).
 
 examples:
   slim profile tidy kit-raw --out data/kit
+
+{OUTPUTS_NOTE}
 """
 
 
 def register_cli(sub: argparse._SubParsersAction) -> None:
+    """Add `slim profile` with its subcommands campaign, run and tidy."""
     fmt = argparse.RawDescriptionHelpFormatter
     top = sub.add_parser(
         "profile",
@@ -68,12 +85,14 @@ def register_cli(sub: argparse._SubParsersAction) -> None:
         epilog=CAMPAIGN_EXAMPLES,
         formatter_class=fmt,
     )
-    c.add_argument("--budget-s", type=float, required=True, help="time budget in seconds")
+    c.add_argument("--budget-s", type=positive_float, required=True, help="time budget in seconds")
     c.add_argument("--out", default="kit-raw", help="output folder (default kit-raw)")
     c.add_argument("--device", choices=["cuda", "cpu"], default="cuda", help="default cuda")
     c.add_argument("--gpu", help="GPU registry name for planning (default: detected by torch)")
     c.add_argument("--dtype", choices=["fp16", "bf16", "fp32"], help="default fp16 on cuda, fp32 on cpu")
-    c.add_argument("--safety", type=float, default=None, help="cost-estimate safety factor (default 3)")
+    c.add_argument(
+        "--safety", type=positive_float, default=None, help="cost-estimate safety factor (default 3)"
+    )
     c.add_argument("--no-cuda-graphs", action="store_true", help="launch decode steps eagerly")
     c.add_argument("--dry-run", action="store_true", help="print the plan and exit")
     c.set_defaults(func=_cmd_campaign)
@@ -86,12 +105,14 @@ def register_cli(sub: argparse._SubParsersAction) -> None:
         formatter_class=fmt,
     )
     r.add_argument("--model", required=True, help="registry name, Hugging Face id or config.json path")
-    r.add_argument("--batch-size", type=int, required=True)
-    r.add_argument("--input-len", type=int, required=True)
-    r.add_argument("--output-len", type=int, required=True)
+    r.add_argument("--batch-size", type=positive_int, required=True)
+    r.add_argument("--input-len", type=positive_int, required=True)
+    r.add_argument("--output-len", type=positive_int, required=True)
     r.add_argument("--device", choices=["cuda", "cpu"], default="cuda", help="default cuda")
     r.add_argument("--dtype", choices=["fp16", "bf16", "fp32"], help="default fp16 on cuda, fp32 on cpu")
-    r.add_argument("--kernels", type=int, default=0, metavar="N", help="also profile N decode steps' kernels")
+    r.add_argument(
+        "--kernels", type=nonnegative_int, default=0, metavar="N", help="also profile N decode steps' kernels"
+    )
     r.add_argument("--no-cuda-graphs", action="store_true", help="launch decode steps eagerly")
     r.set_defaults(func=_cmd_run)
 
@@ -117,9 +138,9 @@ def _detect_gpu() -> str:
     return torch.cuda.get_device_name()
 
 
-def _cmd_campaign(args) -> int:
-    from slimlib.kit import campaign as cp
-
+def _cmd_campaign(args: argparse.Namespace) -> int:
+    if not args.dry_run:
+        output_folder(args.out, "--out")
     gpu = "" if args.device == "cpu" else (args.gpu or _detect_gpu())
     spec = cp.device_spec(gpu, args.device)
     kw = {} if args.safety is None else {"safety": args.safety}
@@ -145,10 +166,7 @@ def _cmd_campaign(args) -> int:
     return 0
 
 
-def _cmd_run(args) -> int:
-    from slimlib.kit.harness import run_point
-    from slimlib.kit.kernels import kernel_breakdown
-
+def _cmd_run(args: argparse.Namespace) -> int:
     r = run_point(args.model, args.batch_size, args.input_len, args.output_len, device=args.device,
                   dtype=args.dtype, cuda_graphs=not args.no_cuda_graphs, kernel_profile_steps=args.kernels)  # fmt: skip
     row = r.to_row()
@@ -160,9 +178,8 @@ def _cmd_run(args) -> int:
     return 0
 
 
-def _cmd_tidy(args) -> int:
-    from slimlib.kit.tidy import build_profiling_tables, write_tables
-
+def _cmd_tidy(args: argparse.Namespace) -> int:
+    output_folder(args.out, "--out", inputs=[args.raw_dir])
     tables, used = build_profiling_tables(args.raw_dir)
     for p in write_tables(tables, args.out):
         print(f"{p} ({len(tables[p.stem])} rows)")

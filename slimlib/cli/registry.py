@@ -52,6 +52,7 @@ _MODEL_TABLE_COLUMNS = [
 
 
 def register_cli(sub: argparse._SubParsersAction) -> None:
+    """Add `slim models` and `slim gpus`."""
     fmt = argparse.RawDescriptionHelpFormatter
     p = sub.add_parser(
         "models",

@@ -4,20 +4,28 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
+import tempfile
 from pathlib import Path
+from typing import Any
+
+import yaml
 
 from slimlib.errors import DataError
+from slimlib.experiments.reproduce import run_notebooks, strip_or_check
 
 REPRODUCE_EXAMPLES = """\
 Runs notebooks/NN_*.ipynb in numeric order in one process, writes the executed copies to build/ and the
 figures and tables to figures/. Each notebook receives only the parameters its `parameters` cell declares.
+--quick never writes into figures/ (the committed outputs): its figures go to a new temporary folder, whose
+path is printed, or to --figures-dir.
 
 examples:
   slim reproduce                          # every notebook, full parameters
-  slim reproduce --quick                  # small-parameter mode (sets quick=True) for a fast check
+  slim reproduce --quick                  # small-parameter mode (sets quick=True), figures to a temporary folder
   slim reproduce --only 01 03             # notebooks 01_* and 03_* only
   slim reproduce --params params.yaml     # parameters from a YAML mapping (one file serves all notebooks)
-  slim reproduce -p dataset vllm -p n_starts 4   # single parameters, values read as YAML scalars
+  slim reproduce --only 06 07 -p n_starts 4 -p epsilon 0.25   # single parameters, read as YAML scalars
 """
 
 NBSTRIP_EXAMPLES = """\
@@ -31,9 +39,7 @@ examples:
 """
 
 
-def _yaml_scalar(text: str):
-    import yaml
-
+def _yaml_scalar(text: str) -> Any:
     try:
         return yaml.safe_load(text)
     except yaml.YAMLError as exc:
@@ -42,13 +48,13 @@ def _yaml_scalar(text: str):
         ) from exc
 
 
-def _load_params_file(path: Path) -> dict:
-    import yaml
-
+def _load_params_file(path: Path) -> dict[str, Any]:
     if not path.is_file():
         raise DataError(f"parameters file {str(path)!r} does not exist")
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        raise DataError(f"parameters file {path}: not UTF-8 text; save it as UTF-8 YAML") from None
     except yaml.YAMLError as exc:
         raise DataError(f"parameters file {path}: not valid YAML ({exc})") from exc
     if data is None:
@@ -60,7 +66,7 @@ def _load_params_file(path: Path) -> dict:
     return data
 
 
-def collect_parameters(args: argparse.Namespace) -> dict:
+def collect_parameters(args: argparse.Namespace) -> dict[str, Any]:
     """Parameters from --params FILE, then -p KEY VALUE overrides, then --quick."""
     params = _load_params_file(Path(args.params)) if args.params else {}
     for key, value in args.param or []:
@@ -72,15 +78,27 @@ def collect_parameters(args: argparse.Namespace) -> dict:
     return params
 
 
-def _reproduce(args: argparse.Namespace) -> int:
-    from slimlib.experiments.reproduce import run_notebooks
+def figures_folder(args: argparse.Namespace, parameters: dict[str, Any]) -> str:
+    """--figures-dir if given; else a new temporary folder in quick mode (--quick or -p quick true: figures/
+    holds the committed full-parameter outputs), else figures/."""
+    if args.figures_dir is not None:
+        return str(args.figures_dir)
+    if parameters.get("quick"):
+        return tempfile.mkdtemp(prefix="slim-quick-figures-")
+    return "figures"
 
+
+def _cmd_reproduce(args: argparse.Namespace) -> int:
+    parameters = collect_parameters(args)
+    figures = figures_folder(args, parameters)
+    if parameters.get("quick") and args.figures_dir is None:
+        print(f"quick mode: figures and tables go to {figures} (figures/ is left as it is)", file=sys.stderr)
     summary = run_notebooks(
         notebook_dir=args.notebook_dir,
         build_dir=args.build_dir,
-        figures_dir=args.figures_dir,
+        figures_dir=figures,
         only=args.only,
-        parameters=collect_parameters(args),
+        parameters=parameters,
         progress=not args.no_progress,
         kernel_name=args.kernel,
     )
@@ -90,12 +108,11 @@ def _reproduce(args: argparse.Namespace) -> int:
         print(f"{r['notebook']:<{width}}  {r['status']:<7}  {wall}")
     total = sum(r["wall_s"] for r in summary if not math.isnan(r["wall_s"]))
     print(f"{'total':<{width}}  {'':<7}  {total:7.1f} s")
+    print(f"figures and tables in {figures}")
     return 0
 
 
-def _nbstrip(args: argparse.Namespace) -> int:
-    from slimlib.experiments.reproduce import strip_or_check
-
+def _cmd_nbstrip(args: argparse.Namespace) -> int:
     paths = args.paths
     if not paths:
         folder = Path(args.notebook_dir)
@@ -105,13 +122,13 @@ def _nbstrip(args: argparse.Namespace) -> int:
     return strip_or_check(paths, check=args.check)
 
 
-def register_cli(subparsers) -> None:
+def register_cli(sub: argparse._SubParsersAction) -> None:
     """Add `slim reproduce` and `slim nbstrip`."""
-    p = subparsers.add_parser(
+    p = sub.add_parser(
         "reproduce",
         help="run every notebook (papermill) to regenerate all figures and tables",
-        description="Reproduce every figure and table of the paper by running the notebooks.\n\n"
-        + REPRODUCE_EXAMPLES,
+        description="Reproduce every figure and table of the paper by running the notebooks.",
+        epilog=REPRODUCE_EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument(
@@ -133,20 +150,23 @@ def register_cli(subparsers) -> None:
     p.add_argument("--quick", action="store_true", help="small-parameter mode: sets the parameter quick=True")
     p.add_argument("--build-dir", default="build", help="folder for executed notebooks (default: build)")
     p.add_argument(
-        "--figures-dir", default="figures", help="folder for figures and tables (default: figures)"
+        "--figures-dir",
+        default=None,
+        help="folder for figures and tables (default: figures; with --quick a new temporary folder)",
     )
     p.add_argument("--notebook-dir", default="notebooks", help="folder of NN_*.ipynb (default: notebooks)")
     p.add_argument("--kernel", default="python3", help="Jupyter kernel (default python3 = this Python)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.set_defaults(func=_reproduce)
+    p.set_defaults(func=_cmd_reproduce)
 
-    s = subparsers.add_parser(
+    s = sub.add_parser(
         "nbstrip",
         help="strip outputs and metadata noise from notebooks (or --check them)",
-        description="Clean notebooks before a commit.\n\n" + NBSTRIP_EXAMPLES,
+        description="Clean notebooks before a commit.",
+        epilog=NBSTRIP_EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     s.add_argument("paths", nargs="*", type=Path, help="notebooks (default: every notebooks/*.ipynb)")
     s.add_argument("--check", action="store_true", help="change nothing; list problems; exit 1 if any")
     s.add_argument("--notebook-dir", default="notebooks", help="folder used when no paths are given")
-    s.set_defaults(func=_nbstrip)
+    s.set_defaults(func=_cmd_nbstrip)

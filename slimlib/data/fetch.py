@@ -171,43 +171,6 @@ def fetch(
     return folder
 
 
-def add_fetch_parser(data_subparsers) -> None:
-    """Register ``slim data fetch`` on the ``slim data`` sub-command parsers."""
-    import argparse
-
-    parser = data_subparsers.add_parser(
-        "fetch",
-        help="download the raw measurement files (sha256-checked) into a cache folder",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        description=(
-            "Download the raw files the parsers read from their pinned upstream commits, checking each sha256\n"
-            "against the packaged registry. Files already in the folder with the right hash are kept; a hash\n"
-            f"mismatch is an error naming the file. Default folder: ${CACHE_ENV} or the user cache (pooch).\n\n"
-            "examples:\n"
-            "  slim data fetch\n"
-            "  slim data fetch --dest raw --only 'vidur-profiling/*'\n"
-            "  slim data fetch --dest raw --only '*/background/opt-1.3b/*'\n"
-            "  slim data fetch --base-url http://mirror.example/data   # a mirror laid out like the cache folder\n"
-            "  slim data build --raw raw                              # then rebuild the tidy tables from it"
-        ),
-    )
-    parser.add_argument("--dest", metavar="DIR", help="folder to download into (default: the cache folder)")
-    parser.add_argument(
-        "--base-url", metavar="URL", default=None, help="mirror URL with the layout <URL>/<source>/<path>"
-    )
-    parser.add_argument(
-        "--only", metavar="GLOB", action="append", help="only registry paths matching GLOB (repeatable)"
-    )
-    parser.add_argument("--quiet", action="store_true", help="no progress bar")
-    parser.set_defaults(func=_run_fetch)
-
-
-def _run_fetch(args) -> int:
-    folder = fetch(args.dest, base_url=args.base_url, files=args.only, progress=not args.quiet)
-    print(folder)
-    return 0
-
-
 def _source_prefix(rel: str) -> str | None:
     for prefix in PINNED_URLS:
         if rel.startswith(prefix):
