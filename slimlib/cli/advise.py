@@ -18,7 +18,6 @@ from slimlib.advisor.capacity import (
 from slimlib.advisor.plan import make_plan, write_plan
 from slimlib.cli.common import (
     OUTPUTS_NOTE,
-    fraction,
     nonnegative_float,
     output_file,
     output_folder,
@@ -81,7 +80,7 @@ def register_cli(sub: argparse._SubParsersAction) -> None:
         "--slo-s", type=slo_seconds, default=float("inf"), help="E2E latency SLO in seconds (default: none)"
     )
     p.add_argument(
-        "--epsilon", type=fraction, default=0.3, help="minimum batching efficiency in (0, 1] (default 0.3)"
+        "--epsilon", type=float, default=0.3, help="minimum batching efficiency in (0, 1] (default 0.3)"
     )
     p.add_argument("--gpu", help="GPU to advise for; must be the one the parameters were calibrated on")
     batches = p.add_mutually_exclusive_group()
@@ -96,7 +95,7 @@ def register_cli(sub: argparse._SubParsersAction) -> None:
         "--block-size", type=positive_int, default=DEFAULT_BLOCK_SIZE, help="vLLM KV block size (tokens)"
     )
     p.add_argument(
-        "--gpu-memory-utilization", type=fraction, default=DEFAULT_GPU_MEMORY_UTILIZATION,
+        "--gpu-memory-utilization", type=float, default=DEFAULT_GPU_MEMORY_UTILIZATION,
         help="vLLM's default memory fraction the comparison assumes (default 0.9)",
     )  # fmt: skip
     p.add_argument(

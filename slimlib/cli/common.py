@@ -65,14 +65,6 @@ def nonnegative_float(text: str) -> float:
     return value
 
 
-def fraction(text: str) -> float:
-    """argparse type: a number in (0, 1]."""
-    value = _number(text, float)
-    if not 0 < value <= 1:
-        raise argparse.ArgumentTypeError(f"{text} must be in (0, 1]")
-    return value
-
-
 def slo_seconds(text: str) -> float:
     """argparse type: an E2E latency bound in seconds, > 0; "inf" or "none" means no bound."""
     if text.strip().lower() in ("inf", "none"):

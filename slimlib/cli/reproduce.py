@@ -91,17 +91,23 @@ def figures_folder(args: argparse.Namespace, parameters: dict[str, Any]) -> str:
 def _cmd_reproduce(args: argparse.Namespace) -> int:
     parameters = collect_parameters(args)
     figures = figures_folder(args, parameters)
-    if parameters.get("quick") and args.figures_dir is None:
+    scratch = bool(parameters.get("quick")) and args.figures_dir is None
+    if scratch:
         print(f"quick mode: figures and tables go to {figures} (figures/ is left as it is)", file=sys.stderr)
-    summary = run_notebooks(
-        notebook_dir=args.notebook_dir,
-        build_dir=args.build_dir,
-        figures_dir=figures,
-        only=args.only,
-        parameters=parameters,
-        progress=not args.no_progress,
-        kernel_name=args.kernel,
-    )
+    try:
+        summary = run_notebooks(
+            notebook_dir=args.notebook_dir,
+            build_dir=args.build_dir,
+            figures_dir=figures,
+            only=args.only,
+            parameters=parameters,
+            progress=not args.no_progress,
+            kernel_name=args.kernel,
+        )
+    except BaseException:
+        if scratch and not any(Path(figures).iterdir()):
+            Path(figures).rmdir()  # the unused temporary folder of --quick
+        raise
     width = max(len(r["notebook"]) for r in summary)
     for r in summary:
         wall = "" if math.isnan(r["wall_s"]) else f"{r['wall_s']:7.1f} s"
