@@ -85,7 +85,7 @@ def test_predict_to_stdout(data_csv, tmp_path, capsys):
 def test_fit_bad_input_is_one_line_error(tmp_path, capsys, content, needle):
     path = tmp_path / "bad.csv"
     path.write_text(content)
-    assert main(["fit", str(path), "--out", str(tmp_path / "p.json")]) == 2
+    assert main(["fit", str(path), "--out", str(tmp_path / "p.json"), "--quiet"]) == 2
     err = capsys.readouterr().err
     assert needle in err
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1

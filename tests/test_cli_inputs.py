@@ -1,0 +1,167 @@
+"""Bad values reach the user as one-line errors with plain numbers, before any work; `slim fit` reports progress."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from synthetic import TRUE_PARAMS, grid, synthesize
+
+from slimlib.cli.main import main
+from slimlib.errors import DataError
+from slimlib.model import SlimModel
+from slimlib.schema import validate_table
+
+TRUTH = SlimModel.with_params(TRUE_PARAMS, gpu="h100-sxm-80gb")
+
+
+@pytest.fixture()
+def data_csv(tmp_path: Path) -> Path:
+    path = tmp_path / "runs.csv"
+    synthesize(TRUTH, grid()).to_csv(path, index=False)
+    return path
+
+
+@pytest.fixture()
+def params_json(tmp_path: Path) -> Path:
+    path = tmp_path / "params.json"
+    TRUTH.to_json(path)
+    return path
+
+
+def _error(capsys: pytest.CaptureFixture[str]) -> str:
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "np.float64" not in err and "np.int64" not in err, err
+    return err
+
+
+def _exit_code(argv: list[str]) -> int:
+    """Exit status of `slim argv`, whether argparse exits or the command returns."""
+    try:
+        return main(argv)
+    except SystemExit as exc:
+        return int(exc.code or 0)
+
+
+def test_fit_rejects_a_fractional_batch_size(data_csv, tmp_path, capsys):
+    df = pd.read_csv(data_csv).astype({"batch_size": float})
+    df.loc[3, "batch_size"] = 6.5
+    df.to_csv(data_csv, index=False)
+    assert main(["fit", str(data_csv), "--out", str(tmp_path / "p.json"), "--quiet"]) == 2
+    err = _error(capsys)
+    assert f"{data_csv} line 5: field 'batch_size' is 6.5; it must be a whole number" in err
+    assert not (tmp_path / "p.json").exists()
+
+
+def test_predict_rejects_a_fractional_batch_size(params_json, tmp_path, capsys):
+    table = grid().drop(columns=["gpu"]).assign(batch_size=lambda d: d["batch_size"].astype(float))
+    table.loc[0, "batch_size"] = 6.5
+    path = tmp_path / "grid.csv"
+    table.to_csv(path, index=False)
+    assert main(["predict", str(params_json), str(path)]) == 2
+    assert "line 2: field 'batch_size' is 6.5; it must be a whole number" in _error(capsys)
+    assert capsys.readouterr().out == ""
+
+
+def test_whole_batch_sizes_written_as_floats_are_accepted(params_json, tmp_path, capsys):
+    path = tmp_path / "grid.csv"
+    grid().assign(batch_size=lambda d: d["batch_size"].astype(float)).to_csv(path, index=False)
+    assert ",256.0," in path.read_text()
+    assert main(["predict", str(params_json), str(path)]) == 0
+
+
+def test_predict_missing_column_lists_the_prediction_columns(params_json, tmp_path, capsys):
+    path = tmp_path / "grid.csv"
+    grid().drop(columns=["output_len"]).to_csv(path, index=False)
+    assert main(["predict", str(params_json), str(path)]) == 2
+    err = _error(capsys)
+    assert "lacks column(s) output_len" in err
+    assert "model, batch_size, input_len, output_len" in err and "throughput_tok_s" not in err
+    empty = tmp_path / "empty.csv"
+    empty.write_text("")
+    assert main(["predict", str(params_json), str(empty)]) == 2
+    err = _error(capsys)
+    assert "is empty" in err and "throughput_tok_s" not in err
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "needle"),
+    [
+        ("--input-len", "0", "0 must be positive"),
+        ("--output-len", "-3", "-3 must be positive"),
+        ("--batch-sizes", "6.5", "6.5 is not a whole number"),
+        ("--batch-sizes", "0", "0 must be a whole number >= 1"),
+        ("--max-batch", "2.5", "2.5 is not a whole number"),
+        ("--gpu-blocks", "nan", "nan is not a finite number"),
+    ],
+)
+def test_advise_rejects_bad_numbers(params_json, capsys, option, value, needle):
+    argv = ["advise", str(params_json), "--model", "opt-1.3b", "--input-len", "512", "--output-len", "128"]
+    if option in argv:
+        i = argv.index(option)
+        argv[i + 1] = value
+    else:
+        argv += [option, value]
+    assert _exit_code(argv) == 2
+    err = _error(capsys)
+    assert f"argument {option}: {needle}" in err
+    assert capsys.readouterr().out == ""
+
+
+def test_advise_explicit_batch_sizes(params_json, tmp_path, capsys):
+    curve = tmp_path / "curve.csv"
+    argv = ["advise", str(params_json), "--model", "opt-1.3b", "--input-len", "512", "--output-len", "128"]
+    assert main([*argv, "--batch-sizes", "64", "8", "16", "8", "--curve", str(curve)]) == 0
+    assert pd.read_csv(curve)["batch_size"].tolist() == [8, 16, 64]
+    assert "B_cap = " in capsys.readouterr().out
+    assert _exit_code([*argv, "--batch-sizes", "8", "--max-batch", "64"]) == 2  # one or the other
+    assert "not allowed with argument" in _error(capsys)
+
+
+def test_plan_rejects_fractional_batch_sizes(tmp_path, capsys):
+    argv = ["plan", "--model", "opt-1.3b", "--gpu", "h100-sxm-80gb", "--out", str(tmp_path / "plan")]
+    assert _exit_code([*argv, "--batch-sizes", "8", "6.5", "32"]) == 2
+    assert "argument --batch-sizes: 6.5 is not a whole number" in _error(capsys)
+    assert not (tmp_path / "plan").exists()
+
+
+def test_messages_print_plain_numbers_not_numpy_reprs():
+    df = pd.DataFrame(
+        {"model": ["opt-1.3b"] * 2, "gpu": ["h100"] * 2, "batch_size": [1, 2], "input_len": [8, 8],
+         "output_len": [8, 8], "throughput_tok_s": [1.0, np.nan]},
+        index=pd.Index(np.array([10, 11], dtype=np.int64)),
+    )  # fmt: skip
+    with pytest.raises(DataError) as info:
+        validate_table(df)
+    assert (
+        str(info.value)
+        == "row 11: field 'throughput_tok_s' is missing or not finite (nan); measure it or remove the row"
+    )
+    with pytest.raises(DataError, match=r"row 10: field 'input_len' is 'abc', not a number"):
+        validate_table(df.assign(input_len=["abc", 8]))
+
+
+def test_fit_reports_its_stages_on_stderr(data_csv, tmp_path, capsys):
+    out = tmp_path / "p.json"
+    assert main(["fit", str(data_csv), "--out", str(out), "--variant", "paper", "--starts", "2"]) == 0
+    captured = capsys.readouterr()
+    lines = captured.err.splitlines()
+    assert lines[0].startswith(f"read {len(grid())} rows from 1 file(s) in ")
+    assert lines[1] == "fitting 'paper' from 3 starting points ..."
+    assert lines[2].startswith("fitted in ") and lines[2].endswith(" s")
+    assert "read " not in captured.out  # progress never mixes with the results on stdout
+    assert main(["fit", str(data_csv), "--out", str(out), "--variant", "paper", "--quiet"]) == 0
+    assert not [
+        ln for ln in capsys.readouterr().err.splitlines() if ln.startswith(("read ", "fitting", "fitted"))
+    ]
+
+
+def test_fit_unknown_variant_and_negative_starts_are_refused(data_csv, tmp_path, capsys):
+    out = tmp_path / "p.json"
+    assert _exit_code(["fit", str(data_csv), "--out", str(out), "--variant", "papr"]) == 2
+    assert "invalid choice: 'papr'" in _error(capsys)
+    assert _exit_code(["fit", str(data_csv), "--out", str(out), "--starts", "-1"]) == 2
+    assert "must be a whole number >= 0" in _error(capsys)
+    assert not out.exists()
