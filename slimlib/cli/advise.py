@@ -58,7 +58,7 @@ examples:
 """
 
 
-def register_cli(sub: argparse._SubParsersAction) -> None:
+def register_cli(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add `slim advise` and `slim plan`."""
     fmt = argparse.RawDescriptionHelpFormatter
     p = sub.add_parser(
@@ -185,7 +185,7 @@ def _cmd_advise(args: argparse.Namespace) -> int:
     slo = "none" if not np.isfinite(s["slo_s"]) else f"{s['slo_s']:.4g} s"
     print(f"{arch.name} on {hw.name}, IL={s['input_len']:g}, OL={s['output_len']:g}, SLO {slo}, "
           f"epsilon {s['epsilon']:g}")  # fmt: skip
-    if not adv.feasible:
+    if settings is None:  # not feasible
         print(s["reason"])
         return 1
     print(f"B_cap = {adv.b_cap}  (bound by: {s['reason']})")

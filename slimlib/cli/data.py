@@ -58,7 +58,7 @@ examples:
 """
 
 
-def register_cli(sub: argparse._SubParsersAction) -> None:
+def register_cli(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add `slim data` with its subcommands build, fetch and ingest."""
     fmt = argparse.RawDescriptionHelpFormatter
     parser = sub.add_parser(

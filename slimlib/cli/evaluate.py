@@ -22,7 +22,7 @@ examples:
 """
 
 
-def register_cli(sub: argparse._SubParsersAction) -> None:
+def register_cli(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add `slim evaluate`."""
     p = sub.add_parser(
         "evaluate",

@@ -54,7 +54,7 @@ examples:
 """
 
 
-def register_cli(sub: argparse._SubParsersAction) -> None:
+def register_cli(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add `slim fit` and `slim predict`."""
     fmt = argparse.RawDescriptionHelpFormatter
     p = sub.add_parser(

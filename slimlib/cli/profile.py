@@ -10,6 +10,8 @@ import argparse
 import json
 import sys
 
+import pandas as pd
+
 from slimlib.cli.common import (
     OUTPUTS_NOTE,
     nonnegative_int,
@@ -65,7 +67,7 @@ examples:
 """
 
 
-def register_cli(sub: argparse._SubParsersAction) -> None:
+def register_cli(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add `slim profile` with its subcommands campaign, run and tidy."""
     fmt = argparse.RawDescriptionHelpFormatter
     top = sub.add_parser(
@@ -170,7 +172,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     r = run_point(args.model, args.batch_size, args.input_len, args.output_len, device=args.device,
                   dtype=args.dtype, cuda_graphs=not args.no_cuda_graphs, kernel_profile_steps=args.kernels)  # fmt: skip
     row = r.to_row()
-    if r.kernels is not None:
+    if isinstance(r.kernels, pd.DataFrame):
         br = kernel_breakdown(r.kernels)
         row["kernel_shares"] = {c: round(s, 4) for c, s in zip(br["category"], br["share"], strict=True)}
     json.dump(row, sys.stdout, indent=2, sort_keys=True)

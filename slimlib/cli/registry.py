@@ -51,7 +51,7 @@ _MODEL_TABLE_COLUMNS = [
 ]
 
 
-def register_cli(sub: argparse._SubParsersAction) -> None:
+def register_cli(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add `slim models` and `slim gpus`."""
     fmt = argparse.RawDescriptionHelpFormatter
     p = sub.add_parser(
@@ -111,9 +111,9 @@ def _cmd_gpus(args: argparse.Namespace) -> int:
     print(df[["name", "peak_tflops", "mem_bw_tb_s", "mem_gb", "aliases"]].to_string(index=False))
     print("\nsources:")
     for row in df.itertuples(index=False):
-        print(_wrap(row.source, f"  {row.name}: "))
+        print(_wrap(str(row.source), f"  {row.name}: "))
         if row.notes:
-            print(_wrap(row.notes, "    note: "))
+            print(_wrap(str(row.notes), "    note: "))
     return 0
 
 

@@ -128,7 +128,7 @@ def _cmd_nbstrip(args: argparse.Namespace) -> int:
     return strip_or_check(paths, check=args.check)
 
 
-def register_cli(sub: argparse._SubParsersAction) -> None:
+def register_cli(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add `slim reproduce` and `slim nbstrip`."""
     p = sub.add_parser(
         "reproduce",

@@ -13,8 +13,10 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -193,18 +195,18 @@ _STYLE_BY_ARCHITECTURE = {
 class _Keys:
     """Keyed access to a config dict whose errors name the file and the key."""
 
-    def __init__(self, data: dict, where: str, style: str):
+    def __init__(self, data: dict[str, Any], where: str, style: str) -> None:
         self.data = data
         self.where = where
         self.style = style
 
-    def get(self, *keys: str, default=None):
+    def get(self, *keys: str, default: Any = None) -> Any:
         for k in keys:
             if self.data.get(k) is not None:
                 return self.data[k]
         return default
 
-    def require(self, *keys: str):
+    def require(self, *keys: str) -> Any:
         value = self.get(*keys)
         if value is None:
             alt = f" (or {', '.join(repr(k) for k in keys[1:])})" if len(keys) > 1 else ""
@@ -214,14 +216,14 @@ class _Keys:
             )
         return value
 
-    def integer(self, *keys: str, default=None) -> int:
+    def integer(self, *keys: str, default: int | None = None) -> int:
         value = self.require(*keys) if default is None else self.get(*keys, default=default)
         if isinstance(value, bool) or not isinstance(value, int | float) or int(value) != value or value < 0:
             raise DataError(f"{self.where}: key {keys[0]!r} must be a non-negative integer, got {value!r}")
         return int(value)
 
 
-def _detect_style(data: dict, where: str) -> str:
+def _detect_style(data: dict[str, Any], where: str) -> str:
     model_type = str(data.get("model_type") or "").lower()
     if model_type in _STYLE_BY_MODEL_TYPE:
         return _STYLE_BY_MODEL_TYPE[model_type]
@@ -255,12 +257,12 @@ def _head_dim(c: _Keys, hidden: int, heads: int, explicit: int | None = None) ->
     return hidden // heads
 
 
-def _shapes_from_config(data: dict, where: str) -> dict:
+def _shapes_from_config(data: dict[str, Any], where: str) -> dict[str, Any]:
     """Architecture fields (all but name/hf_id/source/aliases) from a config dict."""
     style = _detect_style(data, where)
     c = _Keys(data, where, style)
     model_type = str(data.get("model_type") or "").lower()
-    kw: dict = {}
+    kw: dict[str, Any] = {}
 
     if style == "opt":
         d = c.integer("hidden_size")
@@ -276,7 +278,7 @@ def _shapes_from_config(data: dict, where: str) -> dict:
         hd = _head_dim(c, d, heads)
         kw = dict(n_layers=layers, hidden_size=d, n_heads=heads, n_kv_heads=heads, head_dim=hd, ffn_size=ffn)
         kw.update(ffn_kind="mlp", vocab_size=vocab, max_position=max_pos)
-        count = dict(
+        count: dict[str, Any] = dict(
             tied_embeddings=bool(c.get("tie_word_embeddings", default=True)),
             embed_dim=embed,
             learned_positions=max_pos + 2,  # OPT's learned positions carry an offset of 2 rows
@@ -405,7 +407,7 @@ def _shapes_from_config(data: dict, where: str) -> dict:
 _HF_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 
 
-def architecture_from_config(path: str | os.PathLike) -> Architecture:
+def architecture_from_config(path: str | os.PathLike[str]) -> Architecture:
     """Architecture from a Hugging Face ``config.json`` file, or a folder holding one (no network).
 
     ``torch_dtype`` (or ``dtype``) sets the KV and weight bytes: float16/bfloat16 -> 2, float32 -> 4, absent -> 2.
@@ -440,7 +442,7 @@ def architecture_from_config(path: str | os.PathLike) -> Architecture:
 # ---------------------------------------------------------------------------------------------------------------
 # Registry: the shape-fixing keys of each model's Hugging Face config.json
 # ---------------------------------------------------------------------------------------------------------------
-def _opt(d: int, layers: int, heads: int, embed: int | None = None, pre_norm: bool = True) -> dict:
+def _opt(d: int, layers: int, heads: int, embed: int | None = None, pre_norm: bool = True) -> dict[str, Any]:
     return {
         "model_type": "opt",
         "hidden_size": d,
@@ -455,7 +457,18 @@ def _opt(d: int, layers: int, heads: int, embed: int | None = None, pre_norm: bo
     }
 
 
-def _llama_like(model_type, d, layers, heads, kv, ffn, vocab, max_pos, dtype, tie=False) -> dict:
+def _llama_like(
+    model_type: str,
+    d: int,
+    layers: int,
+    heads: int,
+    kv: int,
+    ffn: int,
+    vocab: int,
+    max_pos: int,
+    dtype: str,
+    tie: bool = False,
+) -> dict[str, Any]:
     return {
         "model_type": model_type,
         "hidden_size": d,
@@ -471,7 +484,7 @@ def _llama_like(model_type, d, layers, heads, kv, ffn, vocab, max_pos, dtype, ti
 
 
 # (name, Hugging Face id, extra aliases, config subset)
-_REGISTRY_SPECS: tuple[tuple[str, str, tuple[str, ...], dict], ...] = (
+_REGISTRY_SPECS: tuple[tuple[str, str, tuple[str, ...], dict[str, Any]], ...] = (
     ("opt-125m", "facebook/opt-125m", (), _opt(768, 12, 12)),
     ("opt-350m", "facebook/opt-350m", (), _opt(1024, 24, 16, embed=512, pre_norm=False)),
     ("opt-1.3b", "facebook/opt-1.3b", (), _opt(2048, 24, 32)),
@@ -547,7 +560,7 @@ _REGISTRY_SPECS: tuple[tuple[str, str, tuple[str, ...], dict], ...] = (
 )
 
 
-def _registry_entry(name: str, hf_id: str, aliases: tuple[str, ...], config: dict) -> Architecture:
+def _registry_entry(name: str, hf_id: str, aliases: tuple[str, ...], config: dict[str, Any]) -> Architecture:
     source = f"https://huggingface.co/{hf_id}/blob/main/config.json"
     fields = _shapes_from_config(config, f"registry entry {name!r}")
     return Architecture(name=name, hf_id=hf_id, source=source, aliases=aliases, **fields)
@@ -580,7 +593,7 @@ def architecture_names() -> list[str]:
     return [a.name for a in _REGISTRY]
 
 
-def get_architecture(name_or_path: str | os.PathLike | Architecture) -> Architecture:
+def get_architecture(name_or_path: str | os.PathLike[str] | Architecture) -> Architecture:
     """An architecture by short name or Hugging Face id (case-insensitive), or from a config.json path.
 
     A path to an existing file, or to a folder holding config.json, is parsed with `architecture_from_config`;
@@ -605,7 +618,7 @@ def get_architecture(name_or_path: str | os.PathLike | Architecture) -> Architec
     )
 
 
-def list_architectures(names=None) -> pd.DataFrame:
+def list_architectures(names: Iterable[str | os.PathLike[str]] | None = None) -> pd.DataFrame:
     """The registry as a table, one row per model in registry order, with d_kv and KV bytes per token.
 
     `names` (optional): only these models, in the given order; each may be a name, an HF id or a config.json path.

@@ -12,6 +12,7 @@ memory); where that was measured it is kept in ``mem_bytes_reported``.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import pandas as pd
@@ -218,7 +219,7 @@ def get_gpu(name: str | GPU) -> GPU:
     return gpu
 
 
-def list_gpus(names=None) -> pd.DataFrame:
+def list_gpus(names: Iterable[str] | None = None) -> pd.DataFrame:
     """The registry as a table: name, peak_tflops, mem_bw_tb_s, mem_gb, aliases, source, notes; sorted by name.
 
     `names` (optional): only these GPUs (names or aliases), in the given order.
