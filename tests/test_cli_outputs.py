@@ -199,3 +199,35 @@ def test_help_documents_output_replacement(capsys):
             main([*cmd, "--help"])
         out = " ".join(capsys.readouterr().out.split())
         assert "replaced atomically" in out and "an input file is never overwritten" in out, cmd
+
+
+@pytest.mark.parametrize(
+    ("argv", "work"),
+    [
+        (["evaluate", "--out", "{missing}/mape.csv"], "slimlib.cli.evaluate.evaluate"),
+        (["evaluate", "--out", "{tmp}"], "slimlib.cli.evaluate.evaluate"),
+        (
+            ["data", "ingest", str(FIXTURES / "ingest" / "runs"), "--out", "{missing}/r.csv"],
+            "slimlib.cli.data.ingest",
+        ),
+        (
+            ["plan", "--model", "opt-1.3b", "--gpu", "h100-sxm-80gb", "--out", "{file}"],
+            "slimlib.cli.advise.make_plan",
+        ),
+        (["profile", "tidy", "{tmp}", "--out", "{file}"], "slimlib.cli.profile.build_profiling_tables"),
+        (
+            ["profile", "tidy", "{tmp}", "--out", "{missing}/sub/tables"],
+            "slimlib.cli.profile.build_profiling_tables",
+        ),
+    ],
+)
+def test_output_paths_are_checked_before_any_work(tmp_path, monkeypatch, capsys, argv, work):
+    def no_work(*args: object, **kwargs: object) -> None:  # pragma: no cover - reaching it is the failure
+        raise AssertionError("the output path must be checked first")
+
+    monkeypatch.setattr(work, no_work)
+    a_file = tmp_path / "a-file.txt"
+    a_file.write_text("x")
+    fill = {"missing": str(tmp_path / "missing"), "tmp": str(tmp_path), "file": str(a_file)}
+    assert main([arg.format(**fill) for arg in argv]) == 2
+    _one_line_error(capsys, argv[0], "--out")
