@@ -32,7 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point: run one subcommand. A SlimError becomes a one-line message and exit status 2; Ctrl-C exits
-    with status 130 and leaves every output as it was (outputs are written atomically)."""
+    with status 130 (an output being written through slimlib.io keeps its previous content)."""
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"slim {args.command}: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print(f"slim {args.command}: interrupted; the file being written was left as it was", file=sys.stderr)
+        print(f"slim {args.command}: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:  # e.g. `slim models | head`
         return 0
