@@ -24,7 +24,9 @@ def check_output_path(path: str | Path, *, inputs: tuple[str | Path, ...] = ()) 
         raise SlimError(f"{p}: folder {p.parent} does not exist; create it first")
     for src in inputs:
         if Path(src).exists() and p.exists() and os.path.samefile(p, src):
-            raise SlimError(f"{p}: is also an input; choose another output file (inputs are never overwritten)")
+            raise SlimError(
+                f"{p}: is also an input; choose another output file (inputs are never overwritten)"
+            )
     return p
 
 

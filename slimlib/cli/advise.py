@@ -102,7 +102,7 @@ def register_cli(sub: argparse._SubParsersAction) -> None:
 
 
 def _cmd_advise(args) -> int:
-    from slimlib.model.base import load_params
+    from slimlib.model import load_params
     from slimlib.registry.architectures import get_architecture
     from slimlib.registry.gpus import get_gpu
 

@@ -9,7 +9,7 @@ import warnings
 import pandas as pd
 
 from slimlib.errors import DataError
-from slimlib.model.base import (
+from slimlib.model import (
     DEFAULT_VARIANT,
     IdentifiabilityWarning,
     load_params,

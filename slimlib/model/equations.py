@@ -18,6 +18,7 @@ __all__ = [
     "d_kv",
     "active_context",
     "prefill_flops",
+    "dense_flops_per_token",
     "prefill_time",
     "kv_scan_tokens",
     "decode_kv_bytes",
@@ -52,10 +53,17 @@ def prefill_flops(batch_size, input_len, n_layers, hidden_size, d_kv_width, ffn_
     b = np.asarray(batch_size, dtype=float)
     il = np.asarray(input_len, dtype=float)
     dim = np.asarray(hidden_size, dtype=float)
+    per_token = dense_flops_per_token(hidden_size, d_kv_width, ffn_size, n_ffn_matrices)
+    return np.asarray(n_layers, dtype=float) * (b * il * per_token + 4.0 * b * il**2 * dim)
+
+
+def dense_flops_per_token(hidden_size, d_kv_width, ffn_size, n_ffn_matrices=2):
+    """Projection and FFN FLOPs of one token in one layer (the bracket of Eq. 8 without attention):
+    ``4 D^2 + 4 D D_kv + 2 n_ffn D D_ff``."""
+    dim = np.asarray(hidden_size, dtype=float)
     dkv = np.asarray(d_kv_width, dtype=float)
     dff = np.asarray(ffn_size, dtype=float)
-    per_token = 4.0 * dim**2 + 4.0 * dim * dkv + 2.0 * np.asarray(n_ffn_matrices, dtype=float) * dim * dff
-    return np.asarray(n_layers, dtype=float) * (b * il * per_token + 4.0 * b * il**2 * dim)
+    return 4.0 * dim**2 + 4.0 * dim * dkv + 2.0 * np.asarray(n_ffn_matrices, dtype=float) * dim * dff
 
 
 def prefill_time(flops, peak_flops, eta_c):
