@@ -81,7 +81,8 @@ class LLMVisorAgg(Estimator):
             "D": data["mean_itl_ms"].to_numpy(dtype=float) / 1000.0,
         }
         self.gpu_ = hw.name
-        self.params_, self.stderr_, self.ci95_ = {}, {}, {}
+        self.params_, self.stderr_ = {}, {}
+        self.ci95_: dict[str, tuple[float, float]] = {}
         self.segments_: dict[str, dict[str, Any]] = {}
         for phase in ("P", "D"):
             self._fit_phase(phase, _design(phase, b, il, ol), targets[phase], _split_on(phase, b, il))
