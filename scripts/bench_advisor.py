@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from slimlib.advisor.capacity import advise_many
-from slimlib.model.base import SlimModel
+from slimlib.model import SlimModel
 
 EXAMPLE_PARAMS = {"eta_c": 0.45, "t_fixed": 0.2, "eta_m": 0.6, "B0": 3.0, "alpha": 2e-5, "gamma": 5e-7}
 

@@ -15,7 +15,7 @@ import pandas as pd
 from slimlib.errors import SlimError
 from slimlib.experiments.evaluation import METHODS
 from slimlib.experiments.scenarios import build_scenarios
-from slimlib.model.base import make_model
+from slimlib.model import make_model
 
 
 def main() -> int:
@@ -27,11 +27,11 @@ def main() -> int:
     scen = [s for s in build_scenarios() if s.available]
     rows = []
     for s in scen:
-        for method, factory in METHODS.items():
+        for method, name in METHODS.items():
             t0 = time.perf_counter()
             try:
                 for f in s.folds:
-                    factory(args.starts).fit(f.train)
+                    make_model(name, n_starts=args.starts).fit(f.train)
             except SlimError as exc:  # e.g. a baseline without the inputs it needs: say so, keep benchmarking
                 print(f"note: {method} not fitted on {s.name}: {exc}")
                 continue
@@ -43,8 +43,8 @@ def main() -> int:
     test = pd.concat([f.test for s in scen for f in s.folds], ignore_index=True)
     base = scen[0].folds[0].train
     print(f"\npredict throughput on {len(test)} test rows (best of 5):")
-    for method, factory in METHODS.items():
-        model = factory(args.starts).fit(base)
+    for method, name in METHODS.items():
+        model = make_model(name, n_starts=args.starts).fit(base)
         best = min(_timed(model.predict, test) for _ in range(5))
         print(f"  {method:22s} {len(test) / best:12.0f} rows/s")
 

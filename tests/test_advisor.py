@@ -14,8 +14,8 @@ from slimlib.advisor import capacity as A
 from slimlib.cli.main import main
 from slimlib.errors import DataError
 from slimlib.experiments import advisor_eval as AE
+from slimlib.model import SlimModel
 from slimlib.model import memory as M
-from slimlib.model.base import SlimModel
 from slimlib.registry.architectures import get_architecture
 from slimlib.registry.gpus import get_gpu
 

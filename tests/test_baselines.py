@@ -8,7 +8,7 @@ import pytest
 from synthetic import grid
 
 from slimlib.errors import DataError, NotFittedError
-from slimlib.model.base import model_features
+from slimlib.model import model_features
 from slimlib.model.baselines import ImaiOodLR, LLMVisorAgg, roofline_time
 from slimlib.registry.gpus import get_gpu
 

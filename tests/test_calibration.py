@@ -10,8 +10,8 @@ from synthetic import TRUE_PARAMS, grid, synthesize
 
 from slimlib.errors import DataError, FitError, NotFittedError, UnknownNameError
 from slimlib.metrics import mape
+from slimlib.model import IdentifiabilityWarning, SlimModel, load_params, make_model
 from slimlib.model import equations as eq
-from slimlib.model.base import IdentifiabilityWarning, SlimModel, load_params, make_model
 from slimlib.registry.gpus import get_gpu
 
 

@@ -7,7 +7,7 @@ import pytest
 from synthetic import TRUE_PARAMS, grid, synthesize
 
 from slimlib.cli.main import main
-from slimlib.model.base import SlimModel
+from slimlib.model import SlimModel
 
 
 @pytest.fixture()
@@ -93,7 +93,7 @@ def test_fit_bad_input_is_one_line_error(tmp_path, capsys, content, needle):
 
 
 def test_default_variant_is_recorded(data_csv, tmp_path, capsys):
-    from slimlib.model.base import DEFAULT_VARIANT
+    from slimlib.model import DEFAULT_VARIANT
 
     params = tmp_path / "p.json"
     assert main(["fit", str(data_csv), "--out", str(params)]) == 0

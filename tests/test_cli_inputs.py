@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import io
+import json
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 from synthetic import TRUE_PARAMS, grid, synthesize
+from tqdm import tqdm
 
+from slimlib.cli import fit as fit_cli
 from slimlib.cli.main import main
 from slimlib.errors import DataError
 from slimlib.model import SlimModel
+from slimlib.model.base import PARAMS_FORMAT_VERSION
 from slimlib.schema import validate_table
 
 TRUTH = SlimModel.with_params(TRUE_PARAMS, gpu="h100-sxm-80gb")
@@ -165,3 +170,31 @@ def test_fit_unknown_variant_and_negative_starts_are_refused(data_csv, tmp_path,
     assert _exit_code(["fit", str(data_csv), "--out", str(out), "--starts", "-1"]) == 2
     assert "must be a whole number >= 0" in _error(capsys)
     assert not out.exists()
+
+
+def test_fit_progress_bar_follows_the_starting_points(data_csv, tmp_path, monkeypatch):
+    """The model's `progress(done, total)` hook drives the bar (shown on a terminal; tqdm hides it otherwise)."""
+    bars: list[tqdm] = []
+
+    class Recorder(tqdm):  # type: ignore[type-arg]
+        def __init__(self, *args: object, **kwargs: object) -> None:
+            super().__init__(*args, **{**kwargs, "disable": False, "file": io.StringIO()})
+            bars.append(self)
+
+    monkeypatch.setattr(fit_cli, "tqdm", Recorder)
+    out = tmp_path / "p.json"
+    assert main(["fit", str(data_csv), "--out", str(out), "--variant", "paper", "--starts", "4"]) == 0
+    assert len(bars) == 1 and bars[0].total == 5 and bars[0].n == 5
+
+
+def test_predict_refuses_a_parameter_file_of_a_newer_format(params_json, tmp_path, capsys):
+    d = json.loads(params_json.read_text())
+    newer = PARAMS_FORMAT_VERSION + 1
+    d["format_version"] = newer
+    params_json.write_text(json.dumps(d))
+    grid_csv = tmp_path / "grid.csv"
+    grid().to_csv(grid_csv, index=False)
+    assert main(["predict", str(params_json), str(grid_csv)]) == 2
+    err = _error(capsys)
+    assert "newer" in err and f"version {newer}" in err and f"to {PARAMS_FORMAT_VERSION}" in err
+    assert len(err.strip().splitlines()) == 1 and capsys.readouterr().out == ""

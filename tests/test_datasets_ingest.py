@@ -291,7 +291,7 @@ def test_real_memgap_result_jsons(tmp_path):
 @needs_mirror
 def test_real_runs_round_trip_into_slim_model(tmp_path):
     """Real advisor runs (opt-1.3b, OL 130) -> sidecar for B -> ingest -> CSV -> SlimModel fit/predict columns."""
-    from slimlib.model.base import SlimModel
+    from slimlib.model import SlimModel
 
     family = MEMGAP / "benchmarks/definitive_results/advisor/output_length/_130/opt-1.3b"
     folder = tmp_path / "advisor"

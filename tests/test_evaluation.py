@@ -18,7 +18,7 @@ from slimlib.experiments.evaluation import (
     wide_table,
 )
 from slimlib.experiments.scenarios import Fold, Scenario
-from slimlib.model.base import SlimModel
+from slimlib.model import SlimModel
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -97,3 +97,24 @@ def test_notebook_06_runs_in_quick_mode(tmp_path):
     for name in ("table02_mape.csv", "table02_mape.md", "table02_mape.tex", "fig06_parity.png",
                  "fig06_parity.pdf", "fig06_curves.png", "table02_slim_params.csv"):  # fmt: skip
         assert (figures / name).is_file() and (figures / name).stat().st_size > 0, name
+
+
+def test_warnings_are_collected_per_scenario_and_method_not_silenced():
+    # one output length in training: alpha and gamma scale alike, so SLIM's fit warns (identifiability); the
+    # evaluation records the warning with its scenario, method and fold and counts it in the table
+    import warnings as w
+
+    from slimlib.experiments.evaluation import WARNING_COLUMNS, run_evaluation
+
+    truth = SlimModel.with_params(TRUE_PARAMS, gpu="h100-sxm-80gb")
+    one = synthesize(truth, grid(models=("opt-1.3b",), input_len=(128,), output_len=(64,),
+                                 batch=(1, 2, 4, 8, 16, 32, 64, 128)))  # fmt: skip
+    scen = [Scenario("syn", "one curve", "t", "l", [Fold("all", one, one)])]
+    with w.catch_warnings():
+        w.simplefilter("error")  # nothing may escape to the caller either: it is all in the result
+        result = run_evaluation(scen, methods=["SLIM"], n_starts=2)
+    assert list(result.warnings.columns) == list(WARNING_COLUMNS)
+    ident = result.warnings[result.warnings["category"] == "IdentifiabilityWarning"]
+    assert len(ident) and (ident["scenario"] == "syn").all() and (ident["method"] == "SLIM").all()
+    table = result.table()
+    assert table.loc[table["scenario"] == "syn", "n_warnings"].eq(len(result.warnings)).all()

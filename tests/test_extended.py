@@ -8,8 +8,14 @@ import numpy as np
 import pytest
 from synthetic import grid, synthesize
 
-from slimlib.model.base import DEFAULT_VARIANT, load_params, make_model, model_features, variant_names
-from slimlib.model.extended import ExtendedSlimModel
+from slimlib.model import (
+    DEFAULT_VARIANT,
+    ExtendedSlimModel,
+    load_params,
+    make_model,
+    model_features,
+    variant_names,
+)
 from slimlib.registry.gpus import get_gpu
 
 TRUE = {"eta_c": 0.4, "t_fixed": 0.1, "eta_m": 0.5, "eta_w": 0.7, "alpha": 3e-5, "t_step": 2e-3}
@@ -68,9 +74,25 @@ def test_single_architecture_holds_t_step_at_zero():
     df = synthesize(truth, _grid())
     one = df[df["model"] == "opt-1.3b"]
     m = ExtendedSlimModel(n_starts=2).fit(one)
-    assert m.params_["t_step"] == 0.0 and m.auto_fixed_ == ["t_step"]
+    assert m.params_["t_step"] == 0.0 and m.held_ == ["t_step"] and m.fixed is None
     assert m.fit(df).params_["t_step"] == pytest.approx(TRUE["t_step"], rel=1e-3)  # a refit decides afresh
-    assert m.auto_fixed_ == []
+    assert m.held_ == []
+
+
+def test_saved_single_architecture_fit_refits_t_step_on_several(tmp_path):
+    """Regression: a fit on one architecture, saved and reloaded, kept t_step fixed at 0 when refitted on three."""
+    truth = ExtendedSlimModel.with_params(TRUE, gpu=GPU)
+    full = synthesize(truth, _grid())
+    df = full[full["model"].isin(sorted(set(full["model"]))[:3])]
+    assert df["model"].nunique() == 3
+    path = tmp_path / "one.json"
+    ExtendedSlimModel(n_starts=2).fit(df[df["model"] == df["model"].iloc[0]]).to_json(path)
+    loaded = load_params(path)
+    assert loaded.fixed is None and loaded.held_ == ["t_step"]
+    refit = loaded.fit(df)
+    fresh = ExtendedSlimModel(n_starts=2).fit(df)
+    assert refit.held_ == [] and refit.params_["t_step"] == pytest.approx(TRUE["t_step"], rel=1e-3)
+    assert refit.params_ == pytest.approx(fresh.params_, rel=1e-6)
 
 
 def test_extended_is_registered_default_and_round_trips_with_its_options(tmp_path):

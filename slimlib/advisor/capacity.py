@@ -29,6 +29,8 @@ from slimlib.model.memory import (
     gpu_total_bytes,
     kv_bytes_needed,
 )
+from slimlib.registry.architectures import get_architecture
+from slimlib.registry.gpus import get_gpu
 
 __all__ = [
     "BINDING",
@@ -152,55 +154,36 @@ def predict_curves(
     Architecture features are looked up once per workload and broadcast over the candidates, so 1,000 workloads
     x 1,024 batch sizes cost one vectorized evaluation. Returns ``(batch_sizes, throughput, e2e)``.
     """
-    model._check_fitted()
-    from slimlib.registry.gpus import get_gpu
-
     b = _candidates(batch_sizes)
-    hw = get_gpu(model.gpu_)
     base = pd.DataFrame(
         {
             "model": workloads["model"].astype(str).to_numpy(),
-            "batch_size": 1.0,
             "input_len": workloads["input_len"].to_numpy(dtype=float),
             "output_len": workloads["output_len"].to_numpy(dtype=float),
         }
     )
     _check_lengths(base)
-    feats = model._features(base, hw)
-    w = len(base)
-    grid = {}
-    for k, v in feats.items():
-        a = np.asarray(v)
-        grid[k] = a.reshape(w, 1) if a.ndim == 1 and a.size == w else a
-    grid["batch_size"] = b[None, :]
-    thr, e2e, _, _ = model._predict_arrays(grid, hw)
-    shape = (w, b.size)
-    return b, np.broadcast_to(thr, shape).copy(), np.broadcast_to(e2e, shape).copy()
+    thr, e2e = model.predict_grid(base, b)
+    return b, thr, e2e
 
 
 def _check_lengths(df: pd.DataFrame) -> None:
     for col in ("input_len", "output_len"):
         v = df[col].to_numpy(dtype=float)
-        bad = ~np.isfinite(v) | (v < (0 if col == "input_len" else 1))
+        bad = ~np.isfinite(v) | (v <= 0) | (v != np.round(v))
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
-            raise DataError(f"workload row {i}: {col} = {v[i]!r}; give a token count (output_len >= 1)")
+            raise DataError(
+                f"workload row {i}: {col} is {v[i]:g}; it must be a positive whole number of tokens"
+            )
 
 
 # ---------------------------------------------------------------------------------------------------------------
 # The advisor
 # ---------------------------------------------------------------------------------------------------------------
-def _arch_of(name: str):
-    from slimlib.registry.architectures import get_architecture
-
-    return get_architecture(name)
-
-
 def _check_gpu(model, gpu) -> None:
     if gpu is None:
         return
-    from slimlib.registry.gpus import get_gpu
-
     if get_gpu(gpu).name != model.gpu_:
         raise DataError(
             f"the parameters were calibrated on {model.gpu_}, not {get_gpu(gpu).name}; SLIM parameters belong to "
@@ -244,12 +227,11 @@ def advise_many(
     check_epsilon(eps)
     _check_slo(slo)
     b, thr, e2e = predict_curves(model, workloads, batch_sizes)
-    from slimlib.registry.gpus import get_gpu
 
     hw = get_gpu(model.gpu_)
     names = workloads["model"].astype(str).to_numpy()
     uniq, inv = np.unique(names, return_inverse=True)
-    archs = [_arch_of(n) for n in uniq]
+    archs = [get_architecture(n) for n in uniq]
     per_tok = np.array([a.kv_bytes_per_token for a in archs], dtype=float)[inv]
     default = np.array([default_kv_bytes(a, hw, gpu_memory_utilization, reserve_gib) for a in archs])[inv]
     max_pos = np.array([a.max_position for a in archs], dtype=float)[inv]

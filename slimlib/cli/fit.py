@@ -8,29 +8,31 @@ import time
 import warnings
 
 import pandas as pd
+from tqdm import tqdm
 
 from slimlib.cli.common import OUTPUTS_NOTE, nonnegative_int, output_file, read_text_input
 from slimlib.errors import DataError
 from slimlib.io import write_csv, write_text
+from slimlib.metrics import mape
 from slimlib.model import (
     DEFAULT_VARIANT,
     PRED_COLUMNS,
+    PREDICT_COLUMNS,
     IdentifiabilityWarning,
+    get_method,
     load_params,
     make_model,
     variant_names,
 )
-from slimlib.schema import PREDICT_SCHEMA_HELP, read_csv_table, validate_table
-
-#: The input columns `slim predict` needs (gpu is optional: when present it must match the parameters).
-PREDICT_COLUMNS = ("model", "batch_size", "input_len", "output_len")
+from slimlib.schema import PREDICT_SCHEMA_HELP, TARGET_COLUMN, read_csv_table, validate_table
 
 FIT_EXAMPLES = f"""\
 input CSV columns: model, gpu, batch_size, input_len, output_len, throughput_tok_s[, e2e_s]
   model: registry name (`slim models`), Hugging Face id, or path to a config.json
   gpu:   registry name (`slim gpus`); all rows must be on one GPU
   batch_size: a whole number; input_len, output_len: tokens > 0
-Progress (rows, starts, time) goes to standard error; --quiet silences it.
+Progress (rows read, a bar over the starting points on a terminal, fit time) goes to standard error;
+--quiet silences it.
 
 examples:
   slim fit runs.csv --out params.json          # default variant (see --variant)
@@ -137,19 +139,34 @@ def _cmd_fit(args: argparse.Namespace) -> int:
     df = _read_tables(args.data)
     model = make_model(args.variant, gpu=args.gpu, fixed=fixed, n_starts=args.starts)
     _note(args, f"read {len(df)} rows from {len(args.data)} file(s) in {time.perf_counter() - t0:.1f} s")
-    _note(args, f"fitting {args.variant!r} from {args.starts + 1} starting points ...")
+    starts = f" from {args.starts + 1} starting points" if get_method(args.variant).calibrated else ""
+    _note(args, f"fitting {args.variant!r}{starts} ...")
     t1 = time.perf_counter()
-    model.fit(df)
-    _note(args, f"fitted in {time.perf_counter() - t1:.1f} s")
-    write_text(out, model.to_json())
+    # the bar shows on a terminal only (disable=None), so logs and captured output get the plain lines;
+    # warnings of the fit and of the summary (identifiability, solver, rank) are printed once each, after it
     with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", IdentifiabilityWarning)
+        warnings.simplefilter("always")
+        with tqdm(desc="starts", unit="start", file=sys.stderr, disable=True if args.quiet else None) as bar:
+
+            def progress(done: int, total: int) -> None:
+                bar.total = total
+                bar.update(done - bar.n)
+
+            model.fit(df, progress=progress)
+    _note(args, f"fitted in {time.perf_counter() - t1:.1f} s")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", IdentifiabilityWarning)  # the fit has reported it
         table = model.summary()
-    print(f"fitted {model.variant!r} on {model.fit_info_['n_rows']} rows ({model.gpu_}); "
-          f"train throughput MAPE {model.fit_info_['train_mape_pct']:.2f}%")  # fmt: skip
+    write_text(out, model.to_json())
+    train_mape = model.fit_info_.get("train_mape_pct")
+    if train_mape is None:  # methods that do not record it (the baselines)
+        train_mape = mape(df[TARGET_COLUMN], model.predict(df)["pred_throughput_tok_s"])
+    print(
+        f"fitted {args.variant!r} on {len(df)} rows ({model.gpu_}); train throughput MAPE {train_mape:.2f}%"
+    )
     print(table.to_string(float_format=lambda v: f"{v:.4g}"))
-    for w in caught:
-        print(f"warning: {w.message}", file=sys.stderr)
+    for message in dict.fromkeys(f"{type(w.message).__name__}: {w.message}" for w in caught):
+        print(f"warning: {message}", file=sys.stderr)
     print(f"wrote {out}")
     return 0
 

@@ -9,6 +9,8 @@ import pandas as pd
 from slimlib.advisor.capacity import advise_many, check_epsilon
 from slimlib.advisor.plan import CALIBRATION_ORDER
 from slimlib.errors import DataError
+from slimlib.experiments.scenarios import in_engine_latency_s, online_runs
+from slimlib.model import DEFAULT_VARIANT, make_model
 from slimlib.model.memory import GIB, kv_bytes_needed
 from slimlib.registry.architectures import get_architecture
 
@@ -25,12 +27,9 @@ def measured_curves(online: pd.DataFrame, family: str = "advisor") -> pd.DataFra
     ``efficiency`` = T(B) / (B T(1)) with T(1) measured (or T(B_min)/B_min where the curve lacks B = 1, flagged in
     ``t1_from_batch``), and ``kv_default_gb`` = logged GPU blocks x block size x KV bytes per token (GiB).
     """
-    df = online[(online["family"] == family) & (online["n_replicas"] == 1)].copy()
-    if df.empty:
-        raise DataError(f"no single-replica rows of family {family!r} in the online table")
-    df = df.sort_values([*CURVE_KEYS, "batch_size"], kind="mergesort").reset_index(drop=True)
-    running = df["mean_running_batch"].astype(float).fillna(df["batch_size"].astype(float))
-    df["measured_e2e_s"] = running / df["request_throughput_req_s"].astype(float)
+    df = online_runs(online, family).sort_values([*CURVE_KEYS, "batch_size"], kind="mergesort")
+    df = df.reset_index(drop=True)
+    df["measured_e2e_s"] = in_engine_latency_s(df)
     first = df.groupby(CURVE_KEYS, sort=True)[["batch_size", "throughput_tok_s"]].transform("first")
     df["t1_from_batch"] = first["batch_size"].astype(int)
     t1 = first["throughput_tok_s"] / first["batch_size"].astype(float)
@@ -71,7 +70,6 @@ def slo_table(curves: pd.DataFrame, reference_batch: int = 32, factors=None) -> 
 
 def fit_per_model(calibration: pd.DataFrame, variant: str | None = None, n_starts: int = 8) -> dict:
     """One SLIM fit per model on its calibration rows (all its output lengths together)."""
-    from slimlib.model.base import DEFAULT_VARIANT, make_model
 
     cols = ["model", "gpu", "batch_size", "input_len", "output_len", "throughput_tok_s"]
     fits = {}

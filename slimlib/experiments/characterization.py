@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from slimlib.errors import DataError
+from slimlib.experiments.knees import DEFAULT_KNEE_THRESHOLD, knee_batch, marginal_gain
 from slimlib.experiments.roofline import achieved_rates, arithmetic_intensity, ridge_point
 from slimlib.model.equations import active_context
 
@@ -33,54 +34,11 @@ __all__ = [
     "offline_batch_sweeps",
 ]
 
-#: Knee threshold: a batch-size step whose throughput gain per added request is below this fraction of the
-#: single-request throughput (throughput / batch at the smallest batch) starts the plateau.
-DEFAULT_KNEE_THRESHOLD = 0.1
-
 
 def _require(df: pd.DataFrame, columns, what: str) -> None:
     missing = [c for c in columns if c not in df.columns]
     if missing:
         raise DataError(f"{what}: missing column(s) {missing}; got {list(df.columns)}")
-
-
-def _sorted_curve(batch, throughput) -> tuple[np.ndarray, np.ndarray]:
-    b = np.asarray(batch, dtype=float)
-    t = np.asarray(throughput, dtype=float)
-    if b.shape != t.shape or b.ndim != 1:
-        raise DataError(
-            f"batch and throughput must be 1-D arrays of equal length, got {b.shape} and {t.shape}"
-        )
-    if len(b) < 2:
-        raise DataError(f"a throughput curve needs at least 2 batch sizes, got {len(b)}")
-    if len(np.unique(b)) != len(b) or np.any(~np.isfinite(b)) or np.any(b <= 0):
-        raise DataError(f"batch sizes must be distinct positive numbers, got {b.tolist()}")
-    order = np.argsort(b, kind="stable")
-    return b[order], t[order]
-
-
-def marginal_gain(batch, throughput) -> pd.DataFrame:
-    """Throughput gain per added request between consecutive batch sizes.
-
-    Columns: `batch_lo`, `batch_hi`, `gain_tok_s_per_req` (secant slope), `rel_gain` (slope divided by the
-    per-request throughput ``T(B_min) / B_min`` of the smallest batch; 1 means linear scaling).
-    """
-    b, t = _sorted_curve(batch, throughput)
-    slope = np.diff(t) / np.diff(b)
-    base = t[0] / b[0]
-    return pd.DataFrame(
-        {"batch_lo": b[:-1], "batch_hi": b[1:], "gain_tok_s_per_req": slope, "rel_gain": slope / base}
-    )
-
-
-def knee_batch(batch, throughput, threshold: float = DEFAULT_KNEE_THRESHOLD) -> float:
-    """Batch size at the knee: the lower end of the first step whose `rel_gain` (see `marginal_gain`) is below
-    `threshold`; NaN when the gain never falls below it (no plateau within the measured range)."""
-    if not (threshold > 0):
-        raise DataError(f"knee threshold must be positive, got {threshold!r}")
-    gains = marginal_gain(batch, throughput)
-    below = gains.index[gains["rel_gain"] < threshold]
-    return float(gains.loc[below[0], "batch_lo"]) if len(below) else float("nan")
 
 
 def kv_exhaustion_batch(runs: pd.DataFrame, usage_threshold: float = 0.99) -> float:

@@ -1,6 +1,6 @@
 """The SLIM evaluation (paper Sec. VII-A, Table II): every method fitted on every scenario, MAPE computed on the fly.
 
-`evaluate()` returns the MAPE table (columns ``scenario, method, metric, mape_pct, n_train, n_test``); it is
+`evaluate()` returns the MAPE table (columns `TABLE_COLUMNS`); it is
 always computed from the data, never stored. `run_evaluation()` also returns the per-row predictions and the
 fitted models, for plots and parameter tables.
 """
@@ -8,8 +8,8 @@ fitted models, for plots and parameter tables.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -17,52 +17,43 @@ import pandas as pd
 from slimlib.errors import SlimError, UnknownNameError, close_matches_message
 from slimlib.experiments.scenarios import Scenario, build_scenarios
 from slimlib.metrics import mape
+from slimlib.model import METHODS as REGISTRY
+from slimlib.model import Estimator, IdentifiabilityWarning, make_model
 
-TABLE_COLUMNS = ("scenario", "method", "metric", "mape_pct", "n_train", "n_test")
+#: columns of the MAPE table; ``n_warnings`` counts the warnings of that scenario and method (all folds)
+TABLE_COLUMNS = ("scenario", "method", "metric", "mape_pct", "n_train", "n_test", "n_warnings")
 METRICS = ("throughput", "latency")
 
 
-def _slim(variant: str) -> Callable[[int], object]:
-    def make(n_starts: int):
-        from slimlib.model.base import make_model
-
-        return make_model(variant, n_starts=n_starts)
-
-    return make
+#: method label -> registry name, in table order (`slimlib.model.registry.METHODS`)
+METHODS: dict[str, str] = {m.label: m.name for m in REGISTRY.values()}
+#: columns of `EvaluationResult.warnings`
+WARNING_COLUMNS = ("scenario", "method", "fold", "category", "message")
 
 
-def _baseline(name: str) -> Callable[[int], object]:
-    def make(n_starts: int):
-        from slimlib.model.baselines import BASELINES
-
-        return BASELINES[name]()
-
-    return make
-
-
-#: method label -> factory(n_starts) of an unfitted model; table order
-METHODS: dict[str, Callable[[int], object]] = {
-    "SLIM": _slim("paper"),
-    "SLIM-extended": _slim("extended"),
-    "SLIM no-kv-scan": _slim("no-kv-scan"),
-    "SLIM no-dense-decode": _slim("no-dense-decode"),
-    "LLMVisor-Agg": _baseline("llmvisor-agg"),
-    "IMAI OOD-LR": _baseline("imai-ood-lr"),
-}
+def _new_model(method: str, n_starts: int) -> Estimator:
+    return make_model(METHODS[method], n_starts=n_starts)
 
 
 @dataclass
 class EvaluationResult:
-    """Per-row predictions (test rows of every fold, all methods), fitted models and the notes of failed fits."""
+    """Per-row predictions (test rows of every fold, all methods), fitted models, the notes of failed fits and
+    every warning a fit or prediction raised (solver, identifiability, regression), one row each."""
 
     predictions: pd.DataFrame
-    models: dict[tuple[str, str, str], object]
+    models: dict[tuple[str, str, str], Estimator]
     notes: dict[tuple[str, str], str]
     scenarios: list[Scenario]
+    warnings: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(WARNING_COLUMNS)))
 
     def table(self) -> pd.DataFrame:
-        return mape_table(self.predictions, self.scenarios, list(dict.fromkeys(self.predictions["method"])),
-                          self.notes)  # fmt: skip
+        table = mape_table(self.predictions, self.scenarios, list(dict.fromkeys(self.predictions["method"])),
+                           self.notes)  # fmt: skip
+        counts = self.warnings.groupby(["scenario", "method"]).size() if len(self.warnings) else pd.Series()
+        table["n_warnings"] = [
+            int(counts.get((s, m), 0)) for s, m in zip(table["scenario"], table["method"], strict=True)
+        ]
+        return table
 
 
 def _check_methods(methods: Iterable[str] | None) -> list[str]:
@@ -92,18 +83,28 @@ def run_evaluation(
             if w not in known:
                 raise UnknownNameError(close_matches_message("scenario", w, known))
         scen = [s for s in scen if s.name in wanted]
-    parts, models, notes = [], {}, {}
+    parts: list[pd.DataFrame] = []
+    models: dict[tuple[str, str, str], Estimator] = {}
+    notes: dict[tuple[str, str], str] = {}
+    caught: list[dict[str, str]] = []
     for s in scen:
         for method in names:
             for fold in s.folds:
-                model = METHODS[method](n_starts)
-                try:
-                    with warnings.catch_warnings():
-                        warnings.simplefilter("ignore")
+                model = _new_model(method, n_starts)
+                with warnings.catch_warnings(record=True) as record:
+                    warnings.simplefilter("always")
+                    try:
                         model.fit(fold.train)
                         pred = model.predict(fold.test)
-                except SlimError as exc:
-                    notes[(s.name, method)] = f"not fitted: {exc}"
+                    except SlimError as exc:
+                        notes[(s.name, method)] = f"not fitted: {exc}"
+                        pred = None
+                caught += [
+                    {"scenario": s.name, "method": method, "fold": fold.label,
+                     "category": w.category.__name__, "message": str(w.message)}
+                    for w in record
+                ]  # fmt: skip
+                if pred is None:
                     break
                 models[(s.name, method, fold.label)] = model
                 part = fold.test.copy()
@@ -114,7 +115,8 @@ def run_evaluation(
                     part[c] = pred[c].to_numpy()
                 parts.append(part)
     preds = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=["scenario", "method"])
-    return EvaluationResult(preds, models, notes, scen)
+    warn = pd.DataFrame(caught, columns=list(WARNING_COLUMNS))
+    return EvaluationResult(preds, models, notes, scen, warn)
 
 
 def _mape_or_nan(true: np.ndarray, pred: np.ndarray) -> float:
@@ -153,7 +155,7 @@ def mape_table(
                     {"scenario": s.name, "method": method, "metric": metric, "mape_pct": value,
                      "n_train": s.n_train, "n_test": s.n_test}
                 )  # fmt: skip
-    out = pd.DataFrame(rows, columns=list(TABLE_COLUMNS))
+    out = pd.DataFrame(rows, columns=list(TABLE_COLUMNS[:-1]))
     out.attrs["notes"] = all_notes
     return out
 
@@ -165,7 +167,7 @@ def evaluate(
     n_starts: int = 8,
     only: Iterable[str] | None = None,
 ) -> pd.DataFrame:
-    """The MAPE table of the evaluation (columns ``scenario, method, metric, mape_pct, n_train, n_test``)."""
+    """The MAPE table of the evaluation (columns `TABLE_COLUMNS`)."""
     return run_evaluation(scenarios, methods, n_starts=n_starts, only=only).table()
 
 
@@ -182,15 +184,28 @@ def wide_table(table: pd.DataFrame, metric: str = "throughput") -> pd.DataFrame:
 
 
 def fitted_parameters(result: EvaluationResult, method: str = "SLIM") -> pd.DataFrame:
-    """Estimate and standard error of every parameter of `method`, per scenario and fold."""
+    """Estimate, standard error, 95% interval and unit of every parameter of `method`, per scenario and fold;
+    ``at_bound`` for the calibrated methods (their identifiability warnings are in ``result.warnings``)."""
     rows = []
     for (scen, meth, fold), model in result.models.items():
-        if meth != method or not hasattr(model, "summary"):
+        if meth != method:
             continue
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
+        with warnings.catch_warnings():  # already recorded once per fit in result.warnings
+            warnings.simplefilter("ignore", IdentifiabilityWarning)
             summ = model.summary()
         for name, r in summ.iterrows():
             rows.append({"scenario": scen, "fold": fold, "parameter": name, "estimate": r["estimate"],
-                         "stderr": r["stderr"], "at_bound": bool(r.get("at_bound", False))})  # fmt: skip
-    return pd.DataFrame(rows, columns=["scenario", "fold", "parameter", "estimate", "stderr", "at_bound"])
+                         "stderr": r["stderr"], "ci95_low": r["ci95_low"], "ci95_high": r["ci95_high"],
+                         "unit": r["unit"], "at_bound": bool(r.get("at_bound", False))})  # fmt: skip
+    cols = [
+        "scenario",
+        "fold",
+        "parameter",
+        "estimate",
+        "stderr",
+        "ci95_low",
+        "ci95_high",
+        "unit",
+        "at_bound",
+    ]
+    return pd.DataFrame(rows, columns=cols)

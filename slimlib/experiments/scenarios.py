@@ -28,15 +28,15 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from slimlib.data import available, load
 from slimlib.errors import DataError, UnknownNameError, close_matches_message
+from slimlib.experiments.knees import LINEAR_GAIN, linear_regime
 
 #: columns of every scenario table
 COLUMNS = (
     "model", "gpu", "batch_size", "input_len", "output_len", "throughput_tok_s", "e2e_s", "mean_ttft_ms",
     "mean_itl_ms", "gpu_blocks", "block_size", "chunked_prefill", "source", "curve",
 )  # fmt: skip
-#: per-doubling throughput gain below which a curve has passed its knee (ideal batching doubles throughput)
-KNEE_GAIN = 1.5
 OL_TRAIN = (130, 260, 390)
 OL_TEST = 520
 MODEL_TRANSFER_OL = 390  # closest to the paper's OL = 384
@@ -80,14 +80,38 @@ class Scenario:
 # ---------------------------------------------------------------------------------------------------------------
 # Ground-truth tables
 # ---------------------------------------------------------------------------------------------------------------
+def online_runs(online: pd.DataFrame, family: str = "advisor") -> pd.DataFrame:
+    """Runs of one online family that measure serving: one server, no profiler, at least one completed request."""
+    df = online[
+        (online["family"] == family)
+        & (online["n_replicas"] == 1)
+        & (online["profiler"] == "none")
+        & (online["completed"] > 0)
+    ]
+    if df.empty:
+        raise DataError(f"no single-replica, unprofiled runs of family {family!r} in the online table")
+    return df
+
+
+def in_engine_latency_s(runs: pd.DataFrame) -> pd.Series:
+    """Mean time a request spends in the running batch, by Little's law: mean running requests / request
+    throughput (excludes the wait queue). A run without either quantity is an error naming it."""
+    e2e = runs["mean_running_batch"].astype(float) / runs["request_throughput_req_s"].astype(float)
+    missing = ~np.isfinite(e2e.to_numpy()) | runs["throughput_tok_s"].isna().to_numpy()
+    if missing.any():
+        first = runs.index[np.flatnonzero(missing)[0]]
+        run = runs.loc[first, "run_id"] if "run_id" in runs.columns else first
+        raise DataError(
+            f"memgap-online run {run}: no throughput or engine metrics (mean_running_batch) for the latency "
+            "ground truth; rebuild data/ with `slim data build` or exclude the run"
+        )
+    return e2e
+
+
 def online_table(online: pd.DataFrame | None = None) -> pd.DataFrame:
     """Advisor runs (fixed lengths, one server, no profiler) in the scenario layout; preempted runs are kept:
     they are the measured plateau, and the extended model accounts for the KV limit that causes them."""
-    from slimlib.data import load
-
-    df = load("memgap-online") if online is None else online
-    df = df[(df["family"] == "advisor") & (df["n_replicas"] == 1) & (df["profiler"] == "none")]
-    df = df[df["completed"] > 0]
+    df = online_runs(load("memgap-online") if online is None else online)
     out = pd.DataFrame(
         {
             "model": df["model"].astype(str),
@@ -96,7 +120,7 @@ def online_table(online: pd.DataFrame | None = None) -> pd.DataFrame:
             "input_len": df["input_len"].astype(float),
             "output_len": df["output_len"].astype(float),
             "throughput_tok_s": df["throughput_tok_s"].astype(float),
-            "e2e_s": (df["mean_running_batch"] / df["request_throughput_req_s"]).astype(float),
+            "e2e_s": in_engine_latency_s(df),
             "mean_ttft_ms": df["mean_itl_ms"].astype(float),  # substitute: one engine step (see module doc)
             "mean_itl_ms": df["mean_itl_ms"].astype(float),
             "gpu_blocks": df["gpu_blocks"].astype(float),
@@ -105,24 +129,12 @@ def online_table(online: pd.DataFrame | None = None) -> pd.DataFrame:
             "source": "online",
         }
     )
-    missing = out["throughput_tok_s"].isna() | out["e2e_s"].isna()
-    if missing.any():
-        run = (
-            df.loc[missing[missing].index[0], "run_id"]
-            if "run_id" in df.columns
-            else missing[missing].index[0]
-        )
-        raise DataError(
-            f"memgap-online run {run}: no throughput or engine metrics (mean_running_batch) for the latency "
-            "ground truth; rebuild data/ with `slim data build` or exclude the run"
-        )
     return _finish(out)
 
 
 def offline_table(offline: pd.DataFrame | None = None) -> pd.DataFrame:
     """Offline runs with valid timing (no profiler or Nsight Systems), not preempted; repeats of one configuration
     (the same point in several analysis folders) are averaged: mean E2E, throughput recomputed by Eq. 6."""
-    from slimlib.data import load
 
     df = load("memgap-offline") if offline is None else offline
     df = df[df["timing_valid"].astype(bool) & ~df["preempted"].astype(bool)].copy()
@@ -155,27 +167,19 @@ def _finish(df: pd.DataFrame) -> pd.DataFrame:
 # ---------------------------------------------------------------------------------------------------------------
 # The pre-knee rule
 # ---------------------------------------------------------------------------------------------------------------
-def pre_knee_points(batch_size, throughput, n: int = 3, knee_gain: float = KNEE_GAIN) -> np.ndarray:
+def pre_knee_points(batch_size, throughput, n: int = 3, knee_gain: float = LINEAR_GAIN) -> np.ndarray:
     """Positions of the `n` training points of one curve (same order as the inputs).
 
-    Points with B >= 2 are sorted by B; the pre-knee run is the longest prefix along which each step's throughput
-    gain per doubling of B, ``(T_k / T_{k-1}) ** (1 / log2(B_k / B_{k-1}))``, is at least `knee_gain` (1.5: at
-    least half the ideal doubling). From it we take its smallest point, its largest point and the point closest to
-    their geometric mean. When the run has fewer than `n` points, the `n` smallest batch sizes >= 2 are used.
+    The pre-knee run is `slimlib.experiments.knees.linear_regime` over B >= 2 (each doubling of B gains at least
+    `knee_gain`); from it we take its smallest point, its largest point and the point closest to their geometric
+    mean. When the run has fewer than `n` points, the `n` smallest batch sizes >= 2 are used.
     """
     b = np.asarray(batch_size, dtype=float)
-    t = np.asarray(throughput, dtype=float)
     pos = np.flatnonzero(b >= 2)
     pos = pos[np.argsort(b[pos], kind="mergesort")]
     if len(pos) <= n:
         return np.sort(pos)
-    run = [pos[0]]
-    for k in range(1, len(pos)):
-        prev, cur = run[-1], pos[k]
-        gain = (t[cur] / t[prev]) ** (1.0 / np.log2(b[cur] / b[prev]))
-        if gain < knee_gain:
-            break
-        run.append(cur)
+    run = list(linear_regime(b, throughput, min_batch=2.0, gain=knee_gain))
     if len(run) < n:
         return np.sort(pos[:n])
     if n == 1:
@@ -282,8 +286,6 @@ def input_length_scenario(kit: pd.DataFrame | None = None) -> Scenario:
         "per (model, OL) with >= 3 input lengths: fit the smaller ILs, validate the largest",
     )
     if kit is None:
-        from slimlib.data import available, load
-
         kit = load("kit-runs") if available("kit-runs") else None
     if kit is None or len(kit) == 0:
         return Scenario(name, desc, "kit-runs throughput", "kit-runs e2e_s", [],

@@ -1,28 +1,37 @@
 """SLIM's estimators: the paper model and its ablations, the extended model, the baselines, one name registry."""
 
-from slimlib.model.base import (
+from slimlib.model.base import PRED_COLUMNS, PREDICT_COLUMNS, Estimator, IdentifiabilityWarning
+from slimlib.model.baselines import ImaiOodLR, LLMVisorAgg
+from slimlib.model.calibrated import CalibratedModel
+from slimlib.model.extended import ExtendedSlimModel
+from slimlib.model.features import model_features
+from slimlib.model.registry import (
     DEFAULT_VARIANT,
-    PRED_COLUMNS,
-    IdentifiabilityWarning,
-    SlimModel,
+    METHODS,
+    get_method,
     load_params,
     make_model,
-    model_features,
+    model_from_dict,
     variant_names,
 )
-from slimlib.model.baselines import ImaiOodLR, LLMVisorAgg
-from slimlib.model.extended import ExtendedSlimModel
+from slimlib.model.slim import SlimModel
 
 __all__ = [
     "DEFAULT_VARIANT",
+    "METHODS",
+    "PREDICT_COLUMNS",
     "PRED_COLUMNS",
+    "CalibratedModel",
+    "Estimator",
     "ExtendedSlimModel",
     "IdentifiabilityWarning",
     "ImaiOodLR",
     "LLMVisorAgg",
     "SlimModel",
+    "get_method",
     "load_params",
     "make_model",
     "model_features",
+    "model_from_dict",
     "variant_names",
 ]

@@ -12,12 +12,19 @@ three such matrices, so the exact count is ``2 * n_ffn_matrices * D * D_ff`` FLO
 
 from __future__ import annotations
 
+from typing import cast
+
 import numpy as np
+import numpy.typing as npt
+from numpy.typing import ArrayLike
+
+FloatArray = npt.NDArray[np.float64]
 
 __all__ = [
     "d_kv",
     "active_context",
     "prefill_flops",
+    "dense_flops_per_token",
     "prefill_time",
     "kv_scan_tokens",
     "decode_kv_bytes",
@@ -28,23 +35,34 @@ __all__ = [
 ]
 
 
-def d_kv(hidden_size, n_heads, n_kv_heads):
+def d_kv(hidden_size: ArrayLike, n_heads: ArrayLike, n_kv_heads: ArrayLike) -> FloatArray:
     """Key/value projection width ``D_kv = H_kv d_h = D H_kv / H_q`` (Eq. 4); MHA gives D, GQA/MQA less."""
-    return (
+    return cast(
+        FloatArray,
         np.asarray(hidden_size, dtype=float)
         * np.asarray(n_kv_heads, dtype=float)
-        / np.asarray(n_heads, dtype=float)
+        / np.asarray(n_heads, dtype=float),
     )
 
 
-def active_context(batch_size, input_len, generated):
+def active_context(batch_size: ArrayLike, input_len: ArrayLike, generated: ArrayLike) -> FloatArray:
     """Active context ``A_t = sum_r (IL_r + y_{r,t})`` (Eq. 3) for a batch of B requests with equal IL and y."""
-    return np.asarray(batch_size, dtype=float) * (
-        np.asarray(input_len, dtype=float) + np.asarray(generated, dtype=float)
+    return cast(
+        FloatArray,
+        np.asarray(batch_size, dtype=float)
+        * (np.asarray(input_len, dtype=float) + np.asarray(generated, dtype=float)),
     )
 
 
-def prefill_flops(batch_size, input_len, n_layers, hidden_size, d_kv_width, ffn_size, n_ffn_matrices=2):
+def prefill_flops(
+    batch_size: ArrayLike,
+    input_len: ArrayLike,
+    n_layers: ArrayLike,
+    hidden_size: ArrayLike,
+    d_kv_width: ArrayLike,
+    ffn_size: ArrayLike,
+    n_ffn_matrices: ArrayLike = 2,
+) -> FloatArray:
     """Prefill FLOPs (Eq. 8): ``L [B IL (4D^2 + 4 D D_kv + 2 n_ffn D D_ff) + 4 B IL^2 D]``.
 
     With ``n_ffn_matrices = 2`` the FFN part is the paper's ``4 r_ff D^2``; 3 counts a gated FFN exactly.
@@ -52,67 +70,96 @@ def prefill_flops(batch_size, input_len, n_layers, hidden_size, d_kv_width, ffn_
     b = np.asarray(batch_size, dtype=float)
     il = np.asarray(input_len, dtype=float)
     dim = np.asarray(hidden_size, dtype=float)
+    per_token = dense_flops_per_token(hidden_size, d_kv_width, ffn_size, n_ffn_matrices)
+    return cast(FloatArray, np.asarray(n_layers, dtype=float) * (b * il * per_token + 4.0 * b * il**2 * dim))
+
+
+def dense_flops_per_token(
+    hidden_size: ArrayLike, d_kv_width: ArrayLike, ffn_size: ArrayLike, n_ffn_matrices: ArrayLike = 2
+) -> FloatArray:
+    """Projection and FFN FLOPs of one token in one layer (the bracket of Eq. 8 without attention):
+    ``4 D^2 + 4 D D_kv + 2 n_ffn D D_ff``."""
+    dim = np.asarray(hidden_size, dtype=float)
     dkv = np.asarray(d_kv_width, dtype=float)
     dff = np.asarray(ffn_size, dtype=float)
-    per_token = 4.0 * dim**2 + 4.0 * dim * dkv + 2.0 * np.asarray(n_ffn_matrices, dtype=float) * dim * dff
-    return np.asarray(n_layers, dtype=float) * (b * il * per_token + 4.0 * b * il**2 * dim)
-
-
-def prefill_time(flops, peak_flops, eta_c):
-    """Prefill time ``T_pre = F_pre / (eta_c F_max)`` (Eq. 7)."""
-    return np.asarray(flops, dtype=float) / (
-        np.asarray(eta_c, dtype=float) * np.asarray(peak_flops, dtype=float)
+    return cast(
+        FloatArray, 4.0 * dim**2 + 4.0 * dim * dkv + 2.0 * np.asarray(n_ffn_matrices, dtype=float) * dim * dff
     )
 
 
-def kv_scan_tokens(input_len, output_len):
+def prefill_time(flops: ArrayLike, peak_flops: ArrayLike, eta_c: ArrayLike) -> FloatArray:
+    """Prefill time ``T_pre = F_pre / (eta_c F_max)`` (Eq. 7)."""
+    return cast(
+        FloatArray,
+        np.asarray(flops, dtype=float)
+        / (np.asarray(eta_c, dtype=float) * np.asarray(peak_flops, dtype=float)),
+    )
+
+
+def kv_scan_tokens(input_len: ArrayLike, output_len: ArrayLike) -> FloatArray:
     """KV positions read over a request's decode, ``C(IL, OL) = OL (IL + 1) + OL (OL - 1) / 2`` (Eq. 12)."""
     il = np.asarray(input_len, dtype=float)
     ol = np.asarray(output_len, dtype=float)
     return ol * (il + 1.0) + ol * (ol - 1.0) / 2.0
 
 
-def decode_kv_bytes(n_layers, d_kv_width, kv_bytes, scan_tokens):
+def decode_kv_bytes(
+    n_layers: ArrayLike, d_kv_width: ArrayLike, kv_bytes: ArrayLike, scan_tokens: ArrayLike
+) -> FloatArray:
     """KV-cache read traffic of one request's decode, ``M_dec = 2 L D_kv b_kv C(IL, OL)`` (Eq. 11), in bytes."""
-    return (
+    return cast(
+        FloatArray,
         2.0
         * np.asarray(n_layers, dtype=float)
         * np.asarray(d_kv_width, dtype=float)
         * np.asarray(kv_bytes, dtype=float)
-        * np.asarray(scan_tokens, dtype=float)
+        * np.asarray(scan_tokens, dtype=float),
     )
 
 
-def dense_decode_time(output_len, n_layers, hidden_size, alpha, gamma):
+def dense_decode_time(
+    output_len: ArrayLike, n_layers: ArrayLike, hidden_size: ArrayLike, alpha: ArrayLike, gamma: ArrayLike
+) -> FloatArray:
     """Dense decode time ``T_d = alpha OL + gamma L (D / 1024)^2 OL`` (Eq. 10), seconds per request."""
     ol = np.asarray(output_len, dtype=float)
     scale = np.asarray(n_layers, dtype=float) * (np.asarray(hidden_size, dtype=float) / 1024.0) ** 2
-    return np.asarray(alpha, dtype=float) * ol + np.asarray(gamma, dtype=float) * scale * ol
+    return cast(FloatArray, np.asarray(alpha, dtype=float) * ol + np.asarray(gamma, dtype=float) * scale * ol)
 
 
-def decode_time(batch_size, dense_time, kv_bytes_read, mem_bw, eta_m, b0):
+def decode_time(
+    batch_size: ArrayLike,
+    dense_time: ArrayLike,
+    kv_bytes_read: ArrayLike,
+    mem_bw: ArrayLike,
+    eta_m: ArrayLike,
+    b0: ArrayLike,
+) -> FloatArray:
     """Decode time ``T_dec = (B + B0) / eta_m [T_d + M_dec / BW_max]`` (Eq. 9)."""
     b = np.asarray(batch_size, dtype=float)
     per_request = np.asarray(dense_time, dtype=float) + np.asarray(kv_bytes_read, dtype=float) / np.asarray(
         mem_bw, dtype=float
     )
-    return (b + np.asarray(b0, dtype=float)) / np.asarray(eta_m, dtype=float) * per_request
+    return cast(FloatArray, (b + np.asarray(b0, dtype=float)) / np.asarray(eta_m, dtype=float) * per_request)
 
 
-def e2e_latency(prefill_s, decode_s, t_fixed):
+def e2e_latency(prefill_s: ArrayLike, decode_s: ArrayLike, t_fixed: ArrayLike) -> FloatArray:
     """End-to-end batch latency ``E2E = T_pre + T_dec + t_fixed`` (Eq. 5)."""
-    return (
+    return cast(
+        FloatArray,
         np.asarray(prefill_s, dtype=float)
         + np.asarray(decode_s, dtype=float)
-        + np.asarray(t_fixed, dtype=float)
+        + np.asarray(t_fixed, dtype=float),
     )
 
 
-def throughput(batch_size, input_len, output_len, e2e_s):
+def throughput(
+    batch_size: ArrayLike, input_len: ArrayLike, output_len: ArrayLike, e2e_s: ArrayLike
+) -> FloatArray:
     """Total-token throughput ``T = B (IL + OL) / E2E`` (Eq. 6), tokens per second."""
     b = np.asarray(batch_size, dtype=float)
-    return (
+    return cast(
+        FloatArray,
         b
         * (np.asarray(input_len, dtype=float) + np.asarray(output_len, dtype=float))
-        / np.asarray(e2e_s, dtype=float)
+        / np.asarray(e2e_s, dtype=float),
     )

@@ -32,15 +32,21 @@ Parameters: eta_c, t_fixed, eta_m, eta_w, alpha, t_step (six, as SLIM). The band
 may reach 1.5: they are relative to the registry's bandwidth, which for some GPUs is derived rather than measured
 (h100-sxm-64gb: uncertain by up to +25%). When the training table holds a single architecture, the weight read
 ``P b_w / (eta_w BW)`` is a constant per step and cannot be told apart from ``t_step``: `fit` then holds t_step at 0
-(unless it was fixed explicitly), and the weight read carries the whole per-step cost.
+(unless it was fixed explicitly; recorded in ``held_``, the constructor's ``fixed`` is not changed), and the weight
+read carries the whole per-step cost.
 """
 
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 
 from slimlib.model import equations as eq
-from slimlib.model.base import CalibratedModel, ParamSpec, model_features, register_variant
+from slimlib.model.calibrated import CalibratedModel, Components
+from slimlib.model.features import Features, FloatArray, model_features
+from slimlib.model.memory import DEFAULT_RESERVE_GIB, GIB, gpu_total_bytes
+from slimlib.model.params import ParamSpec
+from slimlib.registry.gpus import GPU
 
 _EXT_SPECS = (
     ParamSpec("eta_c", 1e-3, 1.0, 1.0, 0.5, "-", "prefill compute efficiency (Eq. 7)"),
@@ -66,6 +72,7 @@ class ExtendedSlimModel(CalibratedModel):
     max_batched_tokens : chunked-prefill token budget per engine step (vLLM default 512).
     gpu_mem_util : KV-cache memory fraction used when the table has no ``gpu_blocks`` (vLLM default 0.9).
     block_size : tokens per KV block when the table has ``gpu_blocks`` but no ``block_size`` (16).
+    fixed, n_starts, max_nfev, seed : as `CalibratedModel`.
     """
 
     variant = "extended"
@@ -78,77 +85,67 @@ class ExtendedSlimModel(CalibratedModel):
         max_batched_tokens: float = 512.0,
         gpu_mem_util: float = 0.9,
         block_size: float = 16.0,
-        **kwargs,
-    ):
-        self.kv_context_frac = float(kv_context_frac)
-        self.max_batched_tokens = float(max_batched_tokens)
-        self.gpu_mem_util = float(gpu_mem_util)
-        self.block_size = float(block_size)
-        super().__init__(gpu, **kwargs)
+        fixed: dict[str, float] | None = None,
+        n_starts: int = 8,
+        max_nfev: int = 4000,
+        seed: int = 0,
+    ) -> None:
+        self.kv_context_frac = kv_context_frac
+        self.max_batched_tokens = max_batched_tokens
+        self.gpu_mem_util = gpu_mem_util
+        self.block_size = block_size
+        super().__init__(gpu, fixed=fixed, n_starts=n_starts, max_nfev=max_nfev, seed=seed)
 
     def param_specs(self) -> tuple[ParamSpec, ...]:
         return _EXT_SPECS
 
-    def _options(self) -> dict:
-        return {
-            "kv_context_frac": self.kv_context_frac,
-            "max_batched_tokens": self.max_batched_tokens,
-            "gpu_mem_util": self.gpu_mem_util,
-            "block_size": self.block_size,
-        }
+    def _held(self, data: pd.DataFrame) -> dict[str, float]:
+        """The constructor's `fixed`, plus t_step = 0 when `data` holds one architecture (see the module doc)."""
+        held = super()._held(data)
+        if data["model"].nunique() == 1 and "t_step" not in held:
+            held["t_step"] = 0.0
+        return held
 
-    def kv_token_capacity(self, df, feats, hw) -> np.ndarray:
+    def kv_token_capacity(self, df: pd.DataFrame, feats: Features, hw: GPU) -> FloatArray:
         """KV token slots per row: logged ``gpu_blocks x block_size`` where present, else from GPU memory."""
-        from slimlib.model.memory import DEFAULT_RESERVE_GIB, GIB, gpu_total_bytes
-
         # the engine's default pool, as the advisor counts it: memory x utilization - weights - activation reserve
         pool = (
-            gpu_total_bytes(hw) * self.gpu_mem_util - feats["weight_bytes_total"] - DEFAULT_RESERVE_GIB * GIB
+            gpu_total_bytes(hw) * float(self.gpu_mem_util)
+            - feats["weight_bytes_total"]
+            - DEFAULT_RESERVE_GIB * GIB
         )
-        est = pool / feats["kv_bytes_per_token"]
+        est = np.maximum(pool / feats["kv_bytes_per_token"], 0.0)
         if "gpu_blocks" not in df.columns:
-            return np.maximum(est, 0.0)
+            return est
         blocks = df["gpu_blocks"].to_numpy(dtype=float, na_value=np.nan)
         bsize = (
-            df["block_size"].to_numpy(dtype=float, na_value=np.nan) if "block_size" in df.columns
+            df["block_size"].to_numpy(dtype=float, na_value=np.nan)
+            if "block_size" in df.columns
             else np.full(len(df), np.nan)
-        )  # fmt: skip
-        bsize = np.where(np.isfinite(bsize), bsize, self.block_size)
-        return np.where(np.isfinite(blocks), blocks * bsize, np.maximum(est, 0.0))
+        )
+        bsize = np.where(np.isfinite(bsize), bsize, float(self.block_size))
+        return np.where(np.isfinite(blocks), blocks * bsize, est)
 
-    def effective_batch(self, df, feats, hw) -> np.ndarray:
+    def effective_batch(self, df: pd.DataFrame, feats: Features, hw: GPU) -> FloatArray:
         """``B_eff = min(B, B_kv, B_tok)`` per row (see the module docstring)."""
         b = feats["batch_cap"]
         il, ol = feats["input_len"], feats["output_len"]
-        b_kv = self.kv_token_capacity(df, feats, hw) / (il + self.kv_context_frac * ol)
+        b_kv = self.kv_token_capacity(df, feats, hw) / (il + float(self.kv_context_frac) * ol)
         chunked = (
-            df["chunked_prefill"].fillna(False).to_numpy(dtype=bool) if "chunked_prefill" in df.columns
+            df["chunked_prefill"].fillna(False).to_numpy(dtype=bool)
+            if "chunked_prefill" in df.columns
             else np.zeros(len(df), dtype=bool)
-        )  # fmt: skip
-        b_tok = np.where(chunked, self.max_batched_tokens * ol / (il + ol), np.inf)
-        return np.maximum(np.minimum(np.minimum(b, b_kv), b_tok), 1.0)
+        )
+        b_tok = np.where(chunked, float(self.max_batched_tokens) * ol / (il + ol), np.inf)
+        return np.asarray(np.maximum(np.minimum(np.minimum(b, b_kv), b_tok), 1.0), dtype=float)
 
-    def fit(self, df):
-        """Calibrate as `CalibratedModel.fit`; t_step is held at 0 when `df` has one architecture (see above)."""
-        for name in getattr(self, "auto_fixed_", []):  # a refit decides afresh
-            self.fixed.pop(name, None)
-        self.auto_fixed_ = []
-        single = "model" in df.columns and df["model"].nunique() == 1 and "t_step" not in self.fixed
-        if single:
-            self.fixed["t_step"] = 0.0
-        try:
-            return super().fit(df)
-        finally:
-            if single:
-                self.auto_fixed_ = ["t_step"]
-
-    def _features(self, df, hw):
+    def _features(self, df: pd.DataFrame, hw: GPU) -> Features:
         f = model_features(df)
         f["batch_cap"] = f["batch_size"]
         f["batch_size"] = self.effective_batch(df, f, hw)
         return f
 
-    def _components(self, p, f, hw):
+    def _components(self, p: dict[str, float], f: Features, hw: GPU) -> Components:
         b = f["batch_size"]
         flops = eq.prefill_flops(
             b, f["input_len"], f["n_layers"], f["hidden_size"], f["d_kv"], f["ffn_size"], f["n_ffn_matrices"]
@@ -161,6 +158,3 @@ class ExtendedSlimModel(CalibratedModel):
         per_step = f["weight_bytes_total"] / (p["eta_w"] * hw.mem_bw) + p["t_step"]
         dec = f["output_len"] * per_step + eq.decode_time(b, dense, kv, hw.mem_bw, p["eta_m"], 0.0)
         return pre, dec, eq.e2e_latency(pre, dec, p["t_fixed"])
-
-
-register_variant("extended", ExtendedSlimModel)

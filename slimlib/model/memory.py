@@ -7,7 +7,14 @@ A request of ``IL + OL`` tokens holds ``ceil((IL + OL) / block)`` blocks of ``bl
 
 from __future__ import annotations
 
+from typing import cast
+
 import numpy as np
+from numpy.typing import ArrayLike
+
+from slimlib.model.equations import FloatArray
+from slimlib.registry.architectures import Architecture
+from slimlib.registry.gpus import GPU
 
 GIB = 2**30
 #: vLLM's default KV-cache block size (tokens per block).
@@ -21,13 +28,21 @@ DEFAULT_RESERVE_GIB = 1.5
 
 
 # ---------------------------------------------------------------------------------------------------------------
-def blocks_per_request(input_len, output_len, block_size=DEFAULT_BLOCK_SIZE):
+def blocks_per_request(
+    input_len: ArrayLike, output_len: ArrayLike, block_size: float = DEFAULT_BLOCK_SIZE
+) -> FloatArray:
     """KV blocks one request of ``IL + OL`` tokens holds: ``ceil((IL + OL) / block_size)``."""
     tokens = np.ceil(np.asarray(input_len, dtype=float) + np.asarray(output_len, dtype=float))
-    return np.ceil(tokens / float(block_size))
+    return cast(FloatArray, np.ceil(tokens / float(block_size)))
 
 
-def kv_bytes_needed(arch, input_len, output_len, batch_size, block_size=DEFAULT_BLOCK_SIZE):
+def kv_bytes_needed(
+    arch: Architecture,
+    input_len: ArrayLike,
+    output_len: ArrayLike,
+    batch_size: ArrayLike,
+    block_size: float = DEFAULT_BLOCK_SIZE,
+) -> FloatArray:
     """KV-cache bytes for B requests: ``B x ceil((IL + OL) / block) x block x 2 L D_kv b_kv``."""
     per_block = float(block_size) * arch.kv_bytes_per_token
     return (
@@ -37,13 +52,16 @@ def kv_bytes_needed(arch, input_len, output_len, batch_size, block_size=DEFAULT_
     )
 
 
-def gpu_total_bytes(gpu) -> int:
+def gpu_total_bytes(gpu: GPU) -> int:
     """Memory the engine sees: the driver-reported total where measured, else the nominal capacity."""
     return int(gpu.mem_bytes_reported or gpu.mem_bytes)
 
 
 def default_kv_bytes(
-    arch, gpu, gpu_memory_utilization=DEFAULT_GPU_MEMORY_UTILIZATION, reserve_gib=DEFAULT_RESERVE_GIB
+    arch: Architecture,
+    gpu: GPU,
+    gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION,
+    reserve_gib: float = DEFAULT_RESERVE_GIB,
 ) -> float:
     """KV bytes the engine allocates by default: ``total x utilization - weights - reserve`` (may be <= 0)."""
     return gpu_total_bytes(gpu) * gpu_memory_utilization - arch.weight_bytes_total - reserve_gib * GIB

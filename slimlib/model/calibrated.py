@@ -1,0 +1,318 @@
+"""Calibration by nonlinear least squares (paper Sec. VI), shared by SLIM, its ablations and the extended model.
+
+Parameters minimize the sum of squared relative throughput errors with `scipy.optimize.least_squares`
+(trust-region reflective, bounds), from a deterministic set of starts (the specs' initial values, then a seeded Sobol
+sample of the box); the best solution wins. Standard errors come from the Jacobian at the optimum,
+``cov = s^2 (J^T J)^+`` with ``s^2 = RSS / (n - p)``.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any, Self
+
+import numpy as np
+import pandas as pd
+from scipy.optimize import OptimizeResult, least_squares
+from scipy.stats import qmc
+
+from slimlib.errors import DataError, FitError, SlimError
+from slimlib.metrics import mape, relative_error
+from slimlib.model import equations as eq
+from slimlib.model.base import Arrays4, Estimator, IdentifiabilityWarning, Progress
+from slimlib.model.features import Features, FloatArray, model_features, resolve_gpu
+from slimlib.model.params import ParamSpec
+from slimlib.registry.gpus import GPU, get_gpu
+from slimlib.schema import validate_table
+
+Components = tuple[FloatArray, FloatArray, FloatArray]
+#: absolute correlation above which two parameters are reported as not separately identifiable
+CORR_THRESHOLD = 0.99
+
+
+class CalibratedModel(Estimator):
+    """A SLIM-like model: subclasses define `param_specs()` and `_components(p, feats, hw)`.
+
+    Parameters
+    ----------
+    gpu : registry name of the GPU the data were measured on; default: the table's ``gpu`` column.
+    fixed : parameters held at given values instead of fitted.
+    n_starts : Sobol starting points besides the default one (deterministic, seeded by `seed`).
+    max_nfev : solver evaluations per start.
+    seed : seed of the Sobol sample.
+    """
+
+    def __init__(
+        self,
+        gpu: str | None = None,
+        *,
+        fixed: dict[str, float] | None = None,
+        n_starts: int = 8,
+        max_nfev: int = 4000,
+        seed: int = 0,
+    ) -> None:
+        super().__init__(gpu)
+        self.fixed = fixed
+        self.n_starts = n_starts
+        self.max_nfev = max_nfev
+        self.seed = seed
+        names = [s.name for s in self.param_specs()]
+        unknown = [k for k in (fixed or {}) if k not in names]
+        if unknown:
+            raise SlimError(
+                f"cannot fix unknown parameter(s) {unknown}; parameters of {self.variant!r}: {names}"
+            )
+
+    # -- to be provided by subclasses ---------------------------------------------------------------------------
+    def param_specs(self) -> tuple[ParamSpec, ...]:
+        raise NotImplementedError
+
+    def _components(self, p: dict[str, float], f: Features, hw: GPU) -> Components:
+        """Return (prefill_s, decode_s, e2e_s) arrays."""
+        raise NotImplementedError
+
+    def _features(self, df: pd.DataFrame, hw: GPU) -> Features:
+        return model_features(df)
+
+    def _held(self, data: pd.DataFrame) -> dict[str, float]:
+        """Parameters held fixed in a fit on `data`: the constructor's `fixed` (subclasses may add to it)."""
+        return dict(self.fixed or {})
+
+    def _units(self) -> dict[str, str]:
+        return {s.name: s.unit for s in self.param_specs()}
+
+    # -- fit ----------------------------------------------------------------------------------------------------
+    def fit(self, df: pd.DataFrame, *, progress: Progress | None = None) -> Self:
+        """Calibrate on a table in the `slimlib.schema` layout; returns self. `progress(done, total)` is called
+        after each start of the multi-start search."""
+        data = validate_table(df)
+        hw = resolve_gpu(data, self.gpu)
+        feats = self._features(data, hw)
+        y = data["throughput_tok_s"].to_numpy(dtype=float)
+        specs = self.param_specs()
+        held = self._held(data)
+        free = [s for s in specs if s.name not in held]
+        if len(data) < len(free):
+            raise FitError(
+                f"{len(data)} rows cannot determine {len(free)} free parameters ({', '.join(s.name for s in free)}); "
+                "profile more configurations or fix some parameters"
+            )
+        scale = np.array([s.scale for s in free])
+        lo = np.array([s.lower for s in free]) / scale
+        hi = np.array([s.upper for s in free]) / scale
+
+        def unpack(z: FloatArray) -> dict[str, float]:
+            p = dict(held)
+            p.update({s.name: float(v) for s, v in zip(free, z * scale, strict=True)})
+            return p
+
+        def residuals(z: FloatArray) -> FloatArray:
+            with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+                _, _, e2e = self._components(unpack(z), feats, hw)
+                pred = eq.throughput(feats["batch_size"], feats["input_len"], feats["output_len"], e2e)
+            r = relative_error(y, pred)
+            return np.where(np.isfinite(r), r, 1e6)
+
+        best: OptimizeResult | None = None
+        failures: list[str] = []
+        starts = self._starts(free, lo, hi)
+        for i, z0 in enumerate(starts):
+            try:
+                res = least_squares(
+                    residuals, z0, bounds=(lo, hi), method="trf", x_scale=1.0,
+                    ftol=1e-12, xtol=1e-12, gtol=1e-12, max_nfev=self.max_nfev,
+                )  # fmt: skip
+            except ValueError as exc:  # e.g. residuals not finite at start
+                failures.append(str(exc))
+            else:
+                if res.status <= 0 or not np.isfinite(res.cost):
+                    failures.append(str(res.message))
+                elif best is None or res.cost < best.cost - 1e-15:
+                    best = res
+            if progress is not None:
+                progress(i + 1, len(starts))
+        if best is None:
+            raise FitError(
+                f"the fit did not converge from any of {len(starts)} starts ({failures[-1] if failures else '?'}); "
+                "check the data for outliers or raise max_nfev"
+            )
+        self.gpu_ = hw.name
+        self.params_ = {s.name: unpack(best.x)[s.name] for s in specs}
+        self.held_ = sorted(held)
+        self.free_params_ = [s.name for s in free]
+        self._set_uncertainty(best, free, scale, len(y))
+        pred = self._predict_rows(data, hw)[0]
+        self.fit_info_ = {
+            "n_rows": int(len(y)),
+            "models": sorted(set(data["model"])),
+            "cost": float(best.cost),
+            "train_mape_pct": mape(y, pred),
+            "nfev": int(best.nfev),
+            "solver_message": str(best.message),
+        }
+        problems = self.identifiability_problems()
+        if problems:
+            warnings.warn(
+                f"{self.variant}: parameters not identifiable from the fitted data: " + "; ".join(problems)
+                + ". Predictions may still fit, but do not interpret these values; add configurations that vary "
+                "the quantities they scale with, or fix them.",
+                IdentifiabilityWarning,
+                stacklevel=2,
+            )  # fmt: skip
+        return self
+
+    def _starts(self, free: list[ParamSpec], lo: FloatArray, hi: FloatArray) -> list[FloatArray]:
+        """Deterministic starts: the specs' initial values, then a seeded Sobol sample of the (log-)box."""
+        z_init = np.clip(np.array([s.init / s.scale for s in free]), lo, hi)
+        starts = [z_init]
+        if self.n_starts > 0 and free:
+            u = qmc.Sobol(d=len(free), scramble=True, seed=self.seed).random(self.n_starts)
+            for row in u:
+                z = np.empty(len(free))
+                for j, s in enumerate(free):
+                    if s.lower > 0:  # log-uniform between the bounds
+                        z[j] = (
+                            np.exp(np.log(s.lower) + row[j] * (np.log(s.upper) - np.log(s.lower))) / s.scale
+                        )
+                    else:  # uniform over [lower, min(upper, lower + 100 scale)]
+                        top = min(s.upper, s.lower + 100 * s.scale)
+                        z[j] = (s.lower + row[j] * (top - s.lower)) / s.scale
+                starts.append(np.clip(z, lo, hi))
+        return starts
+
+    def _set_uncertainty(self, res: OptimizeResult, free: list[ParamSpec], scale: FloatArray, n: int) -> None:
+        names = [s.name for s in free]
+        jac = np.asarray(res.jac, dtype=float)
+        dof = n - len(free)
+        s2 = 2.0 * res.cost / dof if dof > 0 else np.nan
+        cov = np.linalg.pinv(jac.T @ jac) * s2 * np.outer(scale, scale)
+        se = np.sqrt(np.clip(np.diag(cov), 0, None))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            corr = cov / np.outer(se, se)
+        self.stderr_ = {k: float(v) for k, v in zip(names, se, strict=True)}
+        self.stderr_.update({k: 0.0 for k in self.held_})
+        self.corr_ = pd.DataFrame(corr, index=names, columns=names)
+        sv = np.linalg.svd(jac, compute_uv=False) if jac.size else np.array([])
+        self.jac_rank_ = int(np.sum(sv > sv.max() * 1e-8)) if sv.size else 0
+
+    # -- predict ------------------------------------------------------------------------------------------------
+    def _arrays(self, feats: Features, hw: GPU) -> Arrays4:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            pre, dec, e2e = self._components(self.params_, feats, hw)
+            thr = eq.throughput(feats["batch_size"], feats["input_len"], feats["output_len"], e2e)
+        return thr, e2e, pre, dec
+
+    def _predict_rows(self, data: pd.DataFrame, hw: GPU) -> Arrays4:
+        return self._arrays(self._features(data, hw), hw)
+
+    def predict_grid(self, workloads: pd.DataFrame, batch_sizes: FloatArray) -> tuple[FloatArray, FloatArray]:
+        """As `Estimator.predict_grid`, vectorized: architecture features are looked up once per workload and
+        broadcast over the batch sizes, so 1,000 workloads x 1,024 batch sizes cost one evaluation."""
+        self.check_fitted()
+        b = np.asarray(batch_sizes, dtype=float)
+        hw = get_gpu(self.gpu_)
+        base = pd.DataFrame(
+            {
+                "model": workloads["model"].astype(str).to_numpy(),
+                "batch_size": 1.0,
+                "input_len": workloads["input_len"].to_numpy(dtype=float),
+                "output_len": workloads["output_len"].to_numpy(dtype=float),
+            }
+        )
+        feats = self._features(base, hw)
+        w = len(base)
+        grid: Features = {}
+        for k, v in feats.items():
+            a = np.asarray(v, dtype=float)
+            grid[k] = a.reshape(w, 1) if a.ndim == 1 and a.size == w else a
+        grid["batch_size"] = self._grid_batch(b[None, :], grid, base, hw)
+        thr, e2e, _, _ = self._arrays(grid, hw)
+        shape = (w, b.size)
+        return np.broadcast_to(thr, shape).copy(), np.broadcast_to(e2e, shape).copy()
+
+    def _grid_batch(self, b: FloatArray, grid: Features, base: pd.DataFrame, hw: GPU) -> FloatArray:
+        """Batch sizes of the grid as the model runs them (the extended model caps them)."""
+        return b
+
+    # -- parameters ---------------------------------------------------------------------------------------------
+    def summary(self) -> pd.DataFrame:
+        """Estimate, standard error, 95% interval, bounds, at-bound and held flags per parameter, with units."""
+        table = super().summary()
+        specs = {s.name: s for s in self.param_specs()}
+        table["lower"] = [specs[k].lower for k in table.index]
+        table["upper"] = [specs[k].upper for k in table.index]
+        table["at_bound"] = [self._at_bound(specs[k]) for k in table.index]
+        table["fixed"] = [k in self.held_ for k in table.index]
+        problems = self.identifiability_problems()
+        if problems:
+            warnings.warn(
+                "parameters not identifiable from the fitted data: " + "; ".join(problems)
+                + ". Predictions may still fit, but do not interpret these values; add configurations that vary "
+                "the quantities they scale with, or fix them.",
+                IdentifiabilityWarning,
+                stacklevel=2,
+            )  # fmt: skip
+        return table
+
+    def _at_bound(self, s: ParamSpec) -> bool:
+        if s.name in self.held_:
+            return False
+        est, tol = self.params_[s.name], 1e-4 * s.scale
+        return bool(abs(est - s.lower) <= tol or abs(s.upper - est) <= tol)
+
+    def identifiability_problems(self, corr_threshold: float = CORR_THRESHOLD) -> list[str]:
+        """Plain-language list of at-bound, unresolved and strongly correlated parameters."""
+        self.check_fitted()
+        out = [f"{s.name} at bound" for s in self.param_specs() if self._at_bound(s)]
+        for k in self.free_params_:
+            se, est = self.stderr_.get(k, np.nan), self.params_[k]
+            if not np.isfinite(se) or (est != 0 and se > 10 * abs(est)):
+                out.append(f"{k} unresolved (stderr {se:.3g} vs estimate {est:.3g})")
+        c = self.corr_.to_numpy()
+        names = list(self.corr_.index)
+        for i in range(len(names)):
+            for j in range(i + 1, len(names)):
+                if np.isfinite(c[i, j]) and abs(c[i, j]) > corr_threshold:
+                    out.append(f"{names[i]} and {names[j]} correlated ({c[i, j]:+.3f})")
+        return out
+
+    # -- persistence --------------------------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        d = super().to_dict()
+        d["params"] = {s.name: self.params_[s.name] for s in self.param_specs()}
+        d["stderr"] = {s.name: self.stderr_.get(s.name) for s in self.param_specs()}
+        d["fixed"] = sorted(self.fixed or {})
+        d["held"] = list(self.held_)
+        d["bounds"] = {s.name: [s.lower, s.upper] for s in self.param_specs()}
+        return d
+
+    def _set_state(self, state: dict[str, Any], where: str) -> None:
+        names = [s.name for s in self.param_specs()]
+        missing = [k for k in names if k not in self.params_]
+        if missing:
+            raise DataError(f"{where}: field 'params' lacks {', '.join(missing)}")
+        self.params_ = {k: self.params_[k] for k in names}
+
+    def _restore(self, d: dict[str, Any], where: str, gpu: str) -> None:
+        super()._restore(d, where, gpu)
+        held = d.get("held", d.get("fixed", []))
+        self.held_ = sorted(str(k) for k in held)
+        self.free_params_ = [s.name for s in self.param_specs() if s.name not in self.held_]
+        self.corr_ = pd.DataFrame(np.nan, index=self.free_params_, columns=self.free_params_)
+
+    @classmethod
+    def with_params(cls, params: dict[str, float], gpu: str, **kwargs: Any) -> Self:
+        """A model that predicts with the given parameter values, without fitting (e.g. for what-if studies)."""
+        model = cls(gpu=gpu, **kwargs)
+        names = [s.name for s in model.param_specs()]
+        missing = [k for k in names if k not in params]
+        if missing:
+            raise DataError(f"parameter(s) {', '.join(missing)} not given; {model.variant!r} needs {names}")
+        model.gpu_ = get_gpu(gpu).name
+        model.params_ = {k: float(params[k]) for k in names}
+        model.stderr_ = {k: float("nan") for k in names}
+        model.held_ = sorted(model.fixed or {})
+        model.free_params_ = [k for k in names if k not in model.held_]
+        model.fit_info_ = {}
+        model.corr_ = pd.DataFrame(np.nan, index=model.free_params_, columns=model.free_params_)
+        return model

@@ -1,0 +1,73 @@
+"""The package's layers import one way only, and no module imports slimlib inside a function (to dodge a cycle).
+
+    base (errors, schema, metrics, io) <- registry <- model <- advisor <- experiments <- cli
+    kit and data sit beside advisor: they use model and registry, and data reads the kit's outputs.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PKG = Path(__file__).resolve().parents[1] / "slimlib"
+BASE = {"errors", "schema", "metrics", "io", "__init__"}
+#: layer -> the layers it may import (besides itself and the base)
+ALLOWED = {
+    "base": set(),
+    "registry": set(),
+    "model": {"registry"},
+    "advisor": {"model", "registry"},
+    "kit": {"model", "registry"},
+    "data": {"kit", "model", "registry"},
+    "experiments": {"advisor", "data", "kit", "model", "registry"},
+    "cli": {"experiments", "advisor", "data", "kit", "model", "registry"},
+}
+
+
+def _layer(module: str) -> str:
+    parts = module.split(".")
+    if len(parts) < 2 or parts[1] in BASE:
+        return "base"
+    return parts[1]
+
+
+def _modules():
+    for path in sorted(PKG.rglob("*.py")):
+        rel = path.relative_to(PKG.parent).with_suffix("")
+        yield ".".join(rel.parts), ast.parse(path.read_text(), str(path))
+
+
+def _imports(tree: ast.Module):
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("slimlib"):
+            yield node, node.module
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.startswith("slimlib"):
+                    yield node, alias.name
+
+
+def test_every_module_belongs_to_a_known_layer():
+    unknown = {name for name, _ in _modules() if _layer(name) not in ALLOWED}
+    assert not unknown, f"modules outside the layers {sorted(ALLOWED)}: {sorted(unknown)}"
+
+
+def test_imports_run_one_way():
+    bad = []
+    for name, tree in _modules():
+        mine = _layer(name)
+        for _, target in _imports(tree):
+            theirs = _layer(target)
+            if theirs not in (mine, "base") and theirs not in ALLOWED[mine]:
+                bad.append(f"{name} ({mine}) imports {target} ({theirs})")
+    assert not bad, "imports against the layering:\n" + "\n".join(bad)
+
+
+def test_no_function_local_slimlib_imports():
+    bad = []
+    for name, tree in _modules():
+        top = {id(n) for n in tree.body}
+        for node, target in _imports(tree):
+            if id(node) not in top:
+                bad.append(f"{name}:{node.lineno} imports {target} inside a function or block")
+    assert not bad, "\n".join(bad)
