@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from slimlib.errors import DataError, SlimError
+from slimlib.registry.architectures import get_architecture
 
 ENGINE = "slimlib minimal PyTorch engine, not vLLM"
 INSTALL_HINT = "install the profiling extra: pip install 'slimlib[profiling]'"
@@ -41,8 +42,6 @@ def require_torch():
 def resolve_architecture(arch):
     """An Architecture from a registry name/HF id/config path, or `arch` itself if it already has the fields."""
     if isinstance(arch, str):
-        from slimlib.registry.architectures import get_architecture
-
         return get_architecture(arch)
     missing = [f for f in ARCH_FIELDS if not hasattr(arch, f)]
     if missing:
