@@ -96,7 +96,9 @@ def test_array_script_header_and_task_table(tmp_path):
     tasks = pd.read_csv(tmp_path / TASKS_NAME, sep="\t")
     assert tasks["task"].tolist() == list(range(6))
     assert (tasks["result"] == "results/" + tasks["file"]).all()
-    assert (tasks[["batch_size", "output_len"]].to_numpy() == _plan()[["batch_size", "output_len"]].to_numpy()).all()
+    assert (
+        tasks[["batch_size", "output_len"]].to_numpy() == _plan()[["batch_size", "output_len"]].to_numpy()
+    ).all()
     assert not list(tmp_path.glob(".*"))  # no temporary files left behind
 
 
@@ -201,7 +203,8 @@ def test_array_range_and_server_failure(tmp_path):
     _sbatch(tmp_path / "p", env_with(bin_dir, FAKE_SERVER_FAIL_B="128"), "--array=3-4")
     assert sorted(p.name for p in (tmp_path / "p" / "results").iterdir()) == ["opt-1.3b_b32_il242_ol520.json"]
     st = parse_status_line((tmp_path / "p" / "status" / "task-4.status").read_text(), "s")
-    assert (st["status"], st["stage"]) == ("failed", "server") and "exited before it was ready" in st["reason"]
+    assert (st["status"], st["stage"]) == ("failed", "server")
+    assert "exited before it was ready" in st["reason"]
     got = collect([tmp_path / "p"])
     assert sorted(m["task"] for m in got.missing) == [0, 1, 2, 5] and len(got.failed) == 1
     assert "MISSING task 0" in got.report_text() and "(not written)" in got.report_text()
