@@ -185,6 +185,7 @@ finish() {
   local rc=$?
   cleanup
   if [ "$STAGE" != finished ]; then
+    [ -n "$REASON" ] || REASON="a command of stage $STAGE exited with $rc; see the log"
     write_status failed "$rc"
   fi
 }

@@ -217,3 +217,89 @@ def test_server_timeout_is_a_failed_status(tmp_path):
     _sbatch(tmp_path / "p", env_with(bin_dir, SLIM_SERVER_TIMEOUT_S="1"), "--array=0")
     st = parse_status_line((tmp_path / "p" / "status" / "task-0.status").read_text(), "s")
     assert st["stage"] == "server" and "not ready after 1 s" in st["reason"]
+
+
+# ------------------------------------------------------------------------------------------- kit campaign split
+
+
+def _kit_plan(budget_s=3600.0):
+    from slimlib.kit.campaign import device_spec, plan_campaign
+
+    return plan_campaign(budget_s, device_spec("h100", "cuda"))
+
+
+def test_kit_split_keeps_priority_and_per_task_budget():
+    from slimlib.kit.slurm import split_tasks
+
+    plan = _kit_plan()
+    budget = 0.9 * float(
+        plan.loc[plan["status"] == "planned", "est_s"].max()
+    )  # the costliest point is over it
+    split = split_tasks(plan, budget)
+    planned = split[split["task"].notna()]
+    assert planned["est_s"].groupby(planned["task"]).sum().max() <= budget
+    assert planned["task"].is_monotonic_increasing and planned["priority"].is_monotonic_increasing
+    assert planned["task"].min() == 0 and planned["task"].nunique() == planned["task"].max() + 1
+    assert planned["task"].nunique() > 1
+    over = split[split["status"] == "over-task-budget"]
+    assert (over["est_s"] > budget).all() and len(over) >= 1
+    was_planned = set(plan.loc[plan["status"] == "planned", "point_id"])
+    assert was_planned == set(planned["point_id"]) | set(over["point_id"])
+    with pytest.raises(DataError, match="per-task budget"):
+        split_tasks(plan, 0)
+
+
+def test_kit_array_runs_resumes_and_reports(tmp_path):
+    """The kit array under the fake sbatch, with a stand-in for `python -m slimlib.kit.slurm run-task` (the real one
+    measures on a GPU); then run_task itself with a stand-in runner: its slice, skip when complete, set aside."""
+    from slimlib.kit.slurm import SCRIPT_NAME as KIT_SCRIPT
+    from slimlib.kit.slurm import report, run_task, write_kit_array
+
+    kit = tmp_path / "kit-raw"
+    text = write_kit_array(_kit_plan(), kit, device="cuda", gpu="h100-sxm-80gb", task_budget_s=300.0)
+    assert "array task(s) of at most 300 s" in text
+    script = (kit / KIT_SCRIPT).read_text()
+    n = len(pd.read_csv(kit / "kit_tasks.tsv", sep="\t"))
+    assert f"#SBATCH --array=0-{n - 1}%{min(8, n)}\n" in script and "#SBATCH --time=00:15:00\n" in script
+    subprocess.run(["bash", "-n", str(kit / KIT_SCRIPT)], check=True)
+    if SHELLCHECK:
+        assert subprocess.run([SHELLCHECK, str(kit / KIT_SCRIPT)], capture_output=True).returncode == 0
+    bin_dir = install(tmp_path)
+    fake_py = bin_dir / "fake-kit-python"  # writes a complete manifest, fails for task $FAKE_FAIL_TASK
+    fake_py.write_text('#!/usr/bin/env bash\nset -e\n[ "$5" != "${FAKE_FAIL_TASK:-}" ] || { echo "CUDA error (injected)" >&2; exit 7; }\n'
+                       'd="$(basename "$PWD")-task-$(printf %03d "$5")"\nmkdir -p "$d"\n'
+                       'echo \'{"points": [{"status": "done"}], "status": "complete"}\' > "$d/manifest.json"\n'
+                       'echo "$5" >> ran.txt\n')  # fmt: skip
+    fake_py.chmod(0o755)
+    env = env_with(bin_dir, SLIM_PYTHON=str(fake_py))
+    subprocess.run(["sbatch", KIT_SCRIPT], cwd=kit, env=dict(env, FAKE_FAIL_TASK="1"), check=True,
+                   capture_output=True, timeout=120)  # fmt: skip
+    lines = report(kit)
+    assert lines[1].startswith("task 1: FAILED at campaign (exit 7)") and "logs/task-1.log" in lines[1]
+    assert sum("complete" in ln for ln in lines) == n - 1
+    (kit / "ran.txt").unlink()
+    subprocess.run(["sbatch", KIT_SCRIPT], cwd=kit, env=env, check=True, capture_output=True, timeout=120)
+    assert (kit / "ran.txt").read_text().split() == ["1"]  # the others were complete: skipped
+    assert all("complete" in ln for ln in report(kit))
+    shutil.rmtree(kit / "kit-raw-task-001")
+    # run_task: its own slice only, skipped when complete, an incomplete folder set aside
+    seen = {}
+
+    def runner(plan, folder, **kw):
+        seen["ids"], seen["budget"] = list(plan["point_id"]), kw["budget_s"]
+        folder.mkdir(parents=True)
+        manifest = {"status": "complete", "points": []}
+        (folder / "manifest.json").write_text(json.dumps(manifest))
+        return manifest
+
+    split = pd.read_csv(kit / "kit_plan.csv")
+    mine = split.loc[(split["task"] == 1) & (split["status"] == "planned"), "point_id"].tolist()
+    assert run_task(kit, 1, runner=runner, log=lambda m: None)["status"] == "complete"
+    assert seen == {"ids": mine, "budget": 300.0}
+    seen.clear()
+    run_task(kit, 1, runner=runner, log=lambda m: None)
+    assert seen == {}  # complete: skipped
+    folder = kit / "kit-raw-task-001"
+    (folder / "manifest.json").write_text(json.dumps({"status": "running", "points": []}))
+    run_task(kit, 1, runner=runner, log=lambda m: None)
+    assert seen["ids"] == mine and (kit / "kit-raw-task-001.incomplete" / "manifest.json").is_file()
