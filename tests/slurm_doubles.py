@@ -72,7 +72,6 @@ def serve(argv):
     p.add_argument("--max-model-len", type=int, required=True)
     p.add_argument("--tensor-parallel-size", type=int, default=1)
     p.add_argument("--port", type=int, required=True)
-    p.add_argument("--disable-log-requests", action="store_true")
     a = p.parse_args(argv)
     log({"cmd": "serve", "batch": a.max_num_seqs, "port": a.port, "tp": a.tensor_parallel_size})
     if str(a.max_num_seqs) in os.environ.get("FAKE_SERVER_FAIL_B", "").split(","):

@@ -152,7 +152,8 @@ def server_args(hf_id: str, batch_size, max_model_len, port=8000, tensor_paralle
     ]
     if str(tensor_parallel) != "1":
         args += ["--tensor-parallel-size", str(tensor_parallel)]
-    return [*args, "--port", str(port), "--disable-log-requests"]
+    # no --disable-log-requests: removed from recent vLLM (request logging is off by default there)
+    return [*args, "--port", str(port)]
 
 
 def server_command(
