@@ -185,7 +185,7 @@ finish() {
   local rc=$?
   cleanup
   if [ "$STAGE" != finished ]; then
-    [ -n "$REASON" ] || REASON="a command of stage $STAGE exited with $rc; see the log"
+    [ -n "$REASON" ] || REASON="a command failed"
     write_status failed "$rc"
   fi
 }

@@ -146,9 +146,10 @@ def _collect_campaign(folder: Path, defaults: dict, out: Collected) -> pd.DataFr
             n_failed += 1
             why = status.get("reason") or "no reason recorded"
             out.failed.append({**status, "folder": str(folder), "file": rec["file"], "log": str(log)})
+            last = _last_line(log)
             lines.append(
                 f"  FAILED  {label}: stage {status.get('stage', '?')}, exit {status.get('rc', '?')}: {why}; "
-                f"{log_note}"
+                f"{log_note}" + (f" (last line: {last!r})" if last else "")
             )
         else:
             n_missing += 1
@@ -166,6 +167,18 @@ def _collect_campaign(folder: Path, defaults: dict, out: Collected) -> pd.DataFr
     part = ingest_files(files, settings, defaults)
     rel = [str(p.relative_to(folder)) for p in files]
     return part.assign(source_file=rel) if len(part) else part
+
+
+def _last_line(path: Path) -> str:
+    """The last non-empty line of a task log (where the failing command's message usually is), or ''."""
+    try:
+        with path.open("rb") as fh:
+            fh.seek(max(0, path.stat().st_size - 4096))
+            tail = fh.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+    lines = [ln.strip() for ln in tail.splitlines() if ln.strip()]
+    return lines[-1][:200] if lines else ""
 
 
 def _merge_duplicates(table: pd.DataFrame, out: Collected) -> pd.DataFrame:
