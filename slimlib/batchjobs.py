@@ -270,7 +270,10 @@ def add_scheduler_arguments(parser, what: str = "configuration") -> None:
     g.add_argument("--account", help="#SBATCH --account")
     g.add_argument("--qos", help="#SBATCH --qos")
     g.add_argument("--constraint", help="#SBATCH --constraint (e.g. a GPU type feature)")
-    g.add_argument("--time", help=f"time limit per task, Slurm format (default {DEFAULT_TIME})")
+    g.add_argument(
+        "--time",
+        help=f"time limit per task, Slurm format (default {DEFAULT_TIME}; kit: its per-task budget + 10 min)",
+    )
     g.add_argument("--mem", help="#SBATCH --mem per node (default: the cluster's)")
     g.add_argument("--cpus-per-task", type=int, help=f"#SBATCH --cpus-per-task (default {DEFAULT_CPUS})")
     g.add_argument("--gpus-per-task", type=int, help="GPUs per task (default: what the task needs)")

@@ -177,6 +177,7 @@ def test_fake_campaign_fails_resumes_and_fits(tmp_path, capsys):
     got = collect([plan_dir])
     assert not got.complete and [f["task"] for f in got.failed] == ["3"] and len(got.table) == 5
     assert str(plan_dir / "logs" / "task-3.log") in got.report_text()
+    assert "(last line: 'fake client: connection reset by peer (injected failure)')" in got.report_text()
     rc = main(["data", "ingest", str(plan_dir), "--out", str(tmp_path / "runs.csv")])
     err = capsys.readouterr().err
     assert rc == 1 and "FAILED  task 3" in err and not (tmp_path / "runs.csv").exists()
