@@ -269,5 +269,6 @@ def next_steps(paths: list[Path], scheduler: str, out_dir: str | Path, result_di
     """The line `slim plan` prints after writing: how to run the plan, ingest and fit."""
     fit = "slim fit runs.csv --out params.json; slim advise params.json ..."
     if scheduler == "slurm":
-        return f"next: cd {shlex.quote(str(out_dir))} && sbatch {paths[1].name}; slim data ingest . --out runs.csv; {fit}"
+        d = shlex.quote(str(out_dir))
+        return f"next: (cd {d} && sbatch {paths[1].name}); when it ends: slim data ingest {d} --out runs.csv; {fit}"
     return f"next: bash {paths[1]}; slim data ingest {result_dir} --out runs.csv; {fit}"

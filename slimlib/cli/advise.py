@@ -38,7 +38,7 @@ examples:
   slim plan --model opt-1.3b --gpu h100-sxm-64gb --input-len 242 --output-len 130 520 --n-batch 4 --out plan/
   slim plan --model facebook/opt-2.7b --gpu a100-sxm-80gb --batch-sizes 8 32 128 --legacy-client --out plan/
   slim plan --model llama-2-7b --gpu h100-sxm-80gb --scheduler slurm --partition gpu --time 01:00:00 --out plan/
-      (then: cd plan && sbatch slurm_array.sh; slim data ingest plan --out runs.csv)
+      (then: (cd plan && sbatch slurm_array.sh); when the array ends: slim data ingest plan --out runs.csv)
 """
 
 

@@ -34,7 +34,7 @@ examples:
   slim profile campaign --budget-s 600 --out kit-raw               # GPU detected by torch
   slim profile campaign --budget-s 60 --device cpu --dry-run
   slim profile campaign --budget-s 14400 --gpu h100 --scheduler slurm --task-budget-s 3600 --out kit-raw
-      (then: cd kit-raw && sbatch slurm_array.sh)
+      (then: (cd kit-raw && sbatch slurm_array.sh))
 """
 
 RUN_EXAMPLES = """\

@@ -159,7 +159,7 @@ def write_kit_array(
         f"{len(planned)} planned point(s) in {n} array task(s) of at most {task_budget_s:.0f} s estimated each"
         + (f"; {over} point(s) over the per-task budget alone left out" if over else ""),
         *(f"wrote {p}" for p in paths),
-        f"next: cd {out} && sbatch {SCRIPT_NAME}   (resubmit the same way to finish incomplete tasks)",
+        f"next: (cd {out} && sbatch {SCRIPT_NAME})   (resubmit the same way to finish incomplete tasks)",
         f"then: python -m slimlib.kit.slurm report {out}; slim data build --raw ../shared/data --kit {out}/*-task-*",
     ]
     return "\n".join(lines)
