@@ -9,6 +9,7 @@ import argparse
 import json
 import sys
 
+from slimlib.batchjobs import add_scheduler_arguments, options_from_args
 from slimlib.errors import SlimError
 
 PROFILE_EXAMPLES = """\
@@ -32,6 +33,8 @@ examples:
   slim profile campaign --budget-s 600 --gpu h200 --dry-run      # print the plan, measure nothing
   slim profile campaign --budget-s 600 --out kit-raw               # GPU detected by torch
   slim profile campaign --budget-s 60 --device cpu --dry-run
+  slim profile campaign --budget-s 14400 --gpu h100 --scheduler slurm --task-budget-s 3600 --out kit-raw
+      (then: (cd kit-raw && sbatch slurm_array.sh))
 """
 
 RUN_EXAMPLES = """\
@@ -76,6 +79,9 @@ def register_cli(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--safety", type=float, default=None, help="cost-estimate safety factor (default 3)")
     c.add_argument("--no-cuda-graphs", action="store_true", help="launch decode steps eagerly")
     c.add_argument("--dry-run", action="store_true", help="print the plan and exit")
+    c.add_argument("--task-budget-s", type=float, default=3600.0,
+                   help="with --scheduler slurm: estimated seconds per array task (default 3600)")  # fmt: skip
+    add_scheduler_arguments(c, what="slice of points within --task-budget-s")
     c.set_defaults(func=_cmd_campaign)
 
     r = psub.add_parser(
@@ -126,6 +132,13 @@ def _cmd_campaign(args) -> int:
     plan = cp.plan_campaign(args.budget_s, spec, dtype=args.dtype, **kw)
     print(cp.plan_text(plan, args.budget_s, spec))
     if args.dry_run:
+        return 0
+    if args.scheduler == "slurm":
+        from slimlib.kit.slurm import write_kit_array
+
+        print(write_kit_array(plan, args.out, device=args.device, gpu=spec.name if args.device == "cuda" else "cpu",
+                              dtype=args.dtype, cuda_graphs=not args.no_cuda_graphs, task_budget_s=args.task_budget_s,
+                              options=options_from_args(args), env_file=args.env_file, command=cp.argv_string()))  # fmt: skip
         return 0
     manifest = cp.run_campaign(
         plan,
