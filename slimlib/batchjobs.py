@@ -12,10 +12,8 @@ load``; ``SLIM_LAUNCH``: a prefix for every vLLM/Python command, e.g. a containe
 
 from __future__ import annotations
 
-import os
 import re
 import shlex
-import tempfile
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
@@ -211,22 +209,6 @@ def parse_status_line(text: str, where: str) -> dict[str, str]:
     if "task" not in out or out.get("status") not in ("ok", "failed"):
         raise DataError(f"{where}: not a task status line (needs task= and status=ok|failed)")
     return out
-
-
-def write_text_atomic(path: str | Path, text: str, executable: bool = False) -> Path:
-    """Write `text` to a temporary file beside `path` and rename it into place (chmod 755 when `executable`)."""
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", dir=p.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
-            fh.write(text)
-        os.chmod(tmp, 0o755 if executable else 0o644)
-        os.replace(tmp, p)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return p
 
 
 def env_template(run_time_keys: str) -> str:

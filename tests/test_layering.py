@@ -10,7 +10,7 @@ import ast
 from pathlib import Path
 
 PKG = Path(__file__).resolve().parents[1] / "slimlib"
-BASE = {"errors", "schema", "metrics", "io", "__init__"}
+BASE = {"errors", "schema", "metrics", "io", "batchjobs", "__init__"}
 #: layer -> the layers it may import (besides itself and the base)
 ALLOWED = {
     "base": set(),

@@ -23,8 +23,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from slimlib.batchjobs import write_text_atomic
 from slimlib.errors import DataError
+from slimlib.io import write_text
 from slimlib.model.memory import (
     DEFAULT_BLOCK_SIZE,
     DEFAULT_GPU_MEMORY_UTILIZATION,
@@ -206,7 +206,7 @@ def write_plan(
         raise DataError(f"unknown scheduler {scheduler!r}; choose one of {', '.join(SCHEDULERS)}")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    plan_csv = write_text_atomic(out / "plan.csv", plan.to_csv(index=False, lineterminator="\n"))
+    plan_csv = write_text(out / "plan.csv", plan.to_csv(index=False, lineterminator="\n"))
     if scheduler == "slurm":
         from slimlib.advisor.slurm import write_slurm_plan
 
@@ -249,9 +249,9 @@ def write_plan(
         "#   slim fit runs.csv --out params.json",
         f"#   slim advise params.json --model {p['model']} --input-len IL --output-len OL --slo-s S --epsilon 0.3",
     ]
-    script = write_text_atomic(out / "run_plan.sh", "\n".join(lines) + "\n", executable=True)
+    script = write_text(out / "run_plan.sh", "\n".join(lines) + "\n", executable=True)
     gpu_s = "the sum of the benchmark durations"
-    readme = write_text_atomic(
+    readme = write_text(
         out / "README.txt",
         f"Calibration plan for {p['model']} on {p['gpu']}: {len(plan)} runs "
         f"({plan['batch_size'].nunique()} servers), {int(plan['num_prompts'].sum())} prompts in all; GPU time is "

@@ -29,10 +29,10 @@ from slimlib.batchjobs import (
     read_env_file,
     sbatch_header,
     task_log,
-    write_text_atomic,
 )
 from slimlib.data.campaign import TASK_COLUMNS, TASKS_NAME
 from slimlib.errors import DataError
+from slimlib.io import write_text
 
 SCRIPT_NAME = "slurm_array.sh"
 _VAR = re.compile("\x00([A-Z_]+)\x00")
@@ -225,13 +225,13 @@ def write_slurm_plan(
     env = read_env_file(env_file) if env_file else {}
     opts = merge_options(options or SlurmOptions(), env, str(env_file))
     tasks = task_table(plan, result_dir)
-    script = write_text_atomic(out / SCRIPT_NAME, script_text(plan, opts, legacy), executable=True)
-    table = write_text_atomic(out / TASKS_NAME, tasks.to_csv(sep="\t", index=False, lineterminator="\n"))
+    script = write_text(out / SCRIPT_NAME, script_text(plan, opts, legacy), executable=True)
+    table = write_text(out / TASKS_NAME, tasks.to_csv(sep="\t", index=False, lineterminator="\n"))
     env_text = Path(env_file).read_text(encoding="utf-8") if env_file else env_template(RUN_TIME_KEYS)
-    env_path = write_text_atomic(out / ENV_NAME, env_text)
+    env_path = write_text(out / ENV_NAME, env_text)
     (out / LOG_DIR).mkdir(exist_ok=True)
     p = plan.iloc[0]
-    readme = write_text_atomic(
+    readme = write_text(
         out / "README.txt",
         f"Calibration plan for {p['model']} on {p['gpu']}: {len(plan)} configurations, one Slurm array task each "
         f"({int(plan['num_prompts'].sum())} prompts in all).\n"

@@ -25,6 +25,7 @@ import pandas as pd
 
 from slimlib.data.serving_json import parse_benchmark_json
 from slimlib.errors import DataError, SlimError, UnknownNameError
+from slimlib.io import write_text
 
 SETTINGS = ("batch_size", "input_len", "output_len", "model", "gpu")
 SIDECAR_NAMES = ("slim-runs.csv", "slim-runs.yaml", "slim-runs.yml")
@@ -160,9 +161,7 @@ def write_table(df: pd.DataFrame, out) -> None:
     if hasattr(out, "write"):
         df.to_csv(out, index=False, lineterminator="\n")
         return
-    from slimlib.batchjobs import write_text_atomic
-
-    write_text_atomic(out, df.to_csv(index=False, lineterminator="\n"))
+    write_text(out, df.to_csv(index=False, lineterminator="\n"))
 
 
 # ----------------------------------------------------------------------------------------------- one file

@@ -17,6 +17,7 @@ import json
 import math
 import shutil
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -33,9 +34,9 @@ from slimlib.batchjobs import (
     sbatch_header,
     task_log,
     task_status,
-    write_text_atomic,
 )
 from slimlib.errors import DataError
+from slimlib.io import write_text
 
 SCRIPT_NAME = "slurm_array.sh"
 PLAN_NAME = "kit_plan.csv"
@@ -131,8 +132,6 @@ def write_kit_array(
     env = read_env_file(env_file) if env_file else {}
     opts = merge_options(options or SlurmOptions(), env, str(env_file))
     if opts.time is None:
-        from dataclasses import replace
-
         opts = replace(opts, time=_time_limit(task_budget_s))
     rows = []
     for t, grp in planned.groupby("task", sort=True):
@@ -141,12 +140,13 @@ def write_kit_array(
     tasks = pd.DataFrame(rows)
     config = {"device": device, "gpu": gpu, "dtype": dtype, "cuda_graphs": bool(cuda_graphs),
               "task_budget_s": float(task_budget_s), "command": command}  # fmt: skip
+    out.mkdir(parents=True, exist_ok=True)
     paths = [
-        write_text_atomic(out / PLAN_NAME, split.to_csv(index=False, lineterminator="\n")),
-        write_text_atomic(out / TASKS_NAME, tasks.to_csv(sep="\t", index=False, lineterminator="\n")),
-        write_text_atomic(out / CONFIG_NAME, json.dumps(config, indent=2, sort_keys=True) + "\n"),
-        write_text_atomic(out / SCRIPT_NAME, script_text(n, opts), executable=True),
-        write_text_atomic(
+        write_text(out / PLAN_NAME, split.to_csv(index=False, lineterminator="\n")),
+        write_text(out / TASKS_NAME, tasks.to_csv(sep="\t", index=False, lineterminator="\n")),
+        write_text(out / CONFIG_NAME, json.dumps(config, indent=2, sort_keys=True) + "\n"),
+        write_text(out / SCRIPT_NAME, script_text(n, opts), executable=True),
+        write_text(
             out / ENV_NAME,
             Path(env_file).read_text(encoding="utf-8")
             if env_file
