@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Set up (virtualenv + install) and run the lint and the whole test suite. Extra arguments go to pytest.
 source "$(dirname "$0")/_setup.sh"
-# The profiling-kit tests need PyTorch; a pinned release (a CPU build on the project's machines) is installed once.
-# SLIM_TEST_TORCH=0 skips this, and those tests then report themselves as skipped.
+# The profiling-kit tests need PyTorch: the CPU build of a pinned release (PyPI's default Linux wheel is the
+# multi-GB CUDA build), installed once. SLIM_TEST_TORCH=0 skips this, and those tests then report themselves as skipped.
 if [ "${SLIM_TEST_TORCH:-1}" = 1 ] && ! "$VPY" -c "import torch" 2>/dev/null; then
-  echo "setup: installing torch==2.13.0 for the profiling-kit tests" >&2
-  "$VPY" -m pip install -q "torch==2.13.0" 2> >(grep -v "^WARNING: Location" >&2)
+  echo "setup: installing torch==2.13.0+cpu for the profiling-kit tests" >&2
+  "$VPY" -m pip install -q "torch==2.13.0+cpu" --extra-index-url https://download.pytorch.org/whl/cpu \
+    --retries 1 --timeout 15 2> >(grep -v -e "^WARNING: Location" -e "^WARNING: Retrying" >&2)
 fi
-echo "lint: ruff check + ruff format --check" >&2
+echo "lint: ruff check + ruff format --check; types: mypy slimlib" >&2
 ruff check .
 ruff format --check .
+mypy slimlib
 python -m pytest "$@"

@@ -35,10 +35,13 @@ def check_output_path(path: str | Path, *, inputs: tuple[str | Path, ...] = ()) 
 
 
 @contextlib.contextmanager
-def atomic_open(path: str | Path, mode: str = "w", **kwargs: Any) -> Iterator[IO[Any]]:
+def atomic_open(
+    path: str | Path, mode: str = "w", *, executable: bool = False, **kwargs: Any
+) -> Iterator[IO[Any]]:
     """Open a temporary file beside `path` for writing; on success it replaces `path`, on error it is removed.
 
-    Text mode defaults to UTF-8 with ``\\n`` line endings. The new file gets the permissions of a normal new file."""
+    Text mode defaults to UTF-8 with ``\\n`` line endings. The new file gets the permissions of a normal new file
+    (``0o666`` less the umask), or of a new program (``0o777`` less the umask) when `executable`."""
     if mode not in ("w", "wb"):
         raise ValueError("atomic_open writes whole files: mode must be 'w' or 'wb'")
     target = Path(path)
@@ -53,7 +56,7 @@ def atomic_open(path: str | Path, mode: str = "w", **kwargs: Any) -> Iterator[IO
             os.fsync(fh.fileno())
         umask = os.umask(0)
         os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
+        os.chmod(tmp, (0o777 if executable else 0o666) & ~umask)
         os.replace(tmp, target)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
@@ -61,9 +64,9 @@ def atomic_open(path: str | Path, mode: str = "w", **kwargs: Any) -> Iterator[IO
         raise
 
 
-def write_text(path: str | Path, text: str) -> Path:
-    """Write `text` to `path` atomically (UTF-8, ``\\n`` line endings)."""
-    with atomic_open(path, "w") as fh:
+def write_text(path: str | Path, text: str, *, executable: bool = False) -> Path:
+    """Write `text` to `path` atomically (UTF-8, ``\\n`` line endings; a program when `executable`)."""
+    with atomic_open(path, "w", executable=executable) as fh:
         fh.write(text)
     return Path(path)
 

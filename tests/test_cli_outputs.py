@@ -208,7 +208,7 @@ def test_help_documents_output_replacement(capsys):
         (["evaluate", "--out", "{tmp}"], "slimlib.cli.evaluate.evaluate"),
         (
             ["data", "ingest", str(FIXTURES / "ingest" / "runs"), "--out", "{missing}/r.csv"],
-            "slimlib.cli.data.ingest",
+            "slimlib.cli.data.collect",
         ),
         (
             ["plan", "--model", "opt-1.3b", "--gpu", "h100-sxm-80gb", "--out", "{file}"],

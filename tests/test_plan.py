@@ -47,6 +47,11 @@ def test_write_plan_commands_and_sidecar_lines(tmp_path):
     assert args[args.index("--dataset-name") + 1] == "random"
     assert args[args.index("--request-rate") + 1] == "inf"
     assert args[args.index("--result-dir") + 1] == "res"
+    # what ingest needs: the concurrency cap = B, the e2el percentiles, a *.json result name, B and GPU metadata
+    b = int(args[args.index("--max-concurrency") + 1])
+    assert f"max_num_seqs={b}" in args and "gpu=h100-sxm-64gb" in args
+    assert "e2el" in args[args.index("--percentile-metrics") + 1].split(",")
+    assert args[args.index("--result-filename") + 1].endswith(".json")
     # each finished run appends a sidecar line naming its result file and settings
     assert "res/slim-runs.csv" in script and "slim-runs.csv" in SIDECAR_NAMES
     header = ",".join(SIDECAR_COLUMNS)

@@ -6,8 +6,13 @@ batch size is one server (``--max-num-seqs B``) and one client run per length pa
 ``--ignore-eos --request-rate inf``; ``num_prompts = max(min_prompts, rounds x B)`` keeps every run at steady state
 for about `rounds` batch turnovers instead of a fixed 2,000 prompts (at small B those dominate profiling time).
 
-`write_plan` writes ``plan.csv``, ``run_plan.sh`` (server and client commands; after each completed client run it
-appends the run's settings to ``RESULT_DIR/slim-runs.csv``, the sidecar `slim data ingest` reads) and ``README.txt``.
+Every client command carries what `slim data ingest` needs: ``--max-concurrency B`` (the cap equals the batch
+size), ``--percentile-metrics ttft,tpot,itl,e2el`` (so the result has ``mean_e2el_ms``, hence ``e2e_s``),
+``--metadata max_num_seqs=B gpu=GPU`` and ``--result-filename`` from plan.csv (a ``*.json`` name ingest reads).
+
+`write_plan` writes ``plan.csv``, ``README.txt`` and, with scheduler ``local``, ``run_plan.sh`` (server and client
+commands; after each completed client run it appends the run's settings to ``RESULT_DIR/slim-runs.csv``, the
+sidecar `slim data ingest` reads), or with ``slurm`` a job array (`slimlib.advisor.slurm`).
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from slimlib.errors import DataError
+from slimlib.io import write_text
 from slimlib.model.memory import (
     DEFAULT_BLOCK_SIZE,
     DEFAULT_GPU_MEMORY_UTILIZATION,
@@ -27,11 +33,16 @@ from slimlib.model.memory import (
     default_kv_bytes,
 )
 
-__all__ = ["make_plan", "write_plan", "client_command", "server_command"]
+__all__ = ["make_plan", "write_plan", "client_command", "server_command", "client_args", "server_args"]
 
 #: Order in which batch sizes are profiled for calibration: spread over the curve first, the plateau last.
 CALIBRATION_ORDER = (32, 8, 128, 2, 64, 16, 4, 256, 1, 512)
 SIDECAR_COLUMNS = ("file", "batch_size", "input_len", "output_len", "model", "gpu")
+#: Client percentile metrics; e2el gives mean_e2el_ms, from which ingest takes e2e_s.
+PERCENTILE_METRICS = "ttft,tpot,itl,e2el"
+METRIC_PERCENTILES = "50,90,99"
+LEGACY_CLIENT = "benchmarks/benchmark_serving.py"
+SCHEDULERS = ("local", "slurm")
 
 
 def make_plan(
@@ -47,11 +58,14 @@ def make_plan(
     block_size: int = DEFAULT_BLOCK_SIZE,
     gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION,
     reserve_gib: float = DEFAULT_RESERVE_GIB,
+    tensor_parallel: int = 1,
 ) -> pd.DataFrame:
     """Configurations to profile: one row per (batch size, IL, OL) with ``num_prompts`` and the result file name.
 
     Batch sizes: `batch_sizes` if given, else the first `n_batch` of the calibration order that the default KV
     cache holds for the longest request. Fewer than 6 runs cannot calibrate SLIM's six parameters: DataError.
+    With `tensor_parallel` T > 1 the server spans T GPUs: the weights are split and the KV cache is
+    ``T (memory x utilization - reserve) - weights``.
     """
     from slimlib.registry.architectures import get_architecture
     from slimlib.registry.gpus import get_gpu
@@ -63,18 +77,25 @@ def make_plan(
         raise DataError("give at least one input length and one output length, each >= 1 token")
     if rounds < 1 or min_prompts < 1:
         raise DataError("rounds and min_prompts must be >= 1")
+    tp = int(tensor_parallel)
+    if tp < 1 or tp != tensor_parallel:
+        raise DataError(f"tensor-parallel degree {tensor_parallel!r} must be a whole number >= 1")
     longest = max(ils) + max(ols)
     if arch.max_position and longest > arch.max_position:
         raise DataError(
             f"IL + OL = {longest} exceeds {arch.name}'s context of {arch.max_position} tokens; shorten the lengths"
         )
-    kv = default_kv_bytes(arch, hw, gpu_memory_utilization, reserve_gib)
+    kv = (
+        tp * default_kv_bytes(arch, hw, gpu_memory_utilization, reserve_gib)
+        + (tp - 1) * arch.weight_bytes_total
+    )
     per_req = float(blocks_per_request(max(ils), max(ols), block_size)) * block_size * arch.kv_bytes_per_token
     cap = int(np.floor(kv / per_req)) if kv > 0 else 0
     if cap < 1:
         raise DataError(
             f"{arch.name} on {hw.name}: one request of {longest} tokens does not fit in the KV cache left after "
-            f"the weights ({arch.weight_bytes_total / 2**30:.1f} GiB); use a larger GPU or shorter lengths"
+            f"the weights ({arch.weight_bytes_total / 2**30:.1f} GiB) on {tp} GPU(s); use a larger GPU, more GPUs "
+            "(--tensor-parallel) or shorter lengths"
         )
     if batch_sizes is None:
         bs = [b for b in CALIBRATION_ORDER if b <= cap][:n_batch]
@@ -102,6 +123,7 @@ def make_plan(
                         "input_len": il,
                         "output_len": ol,
                         "num_prompts": max(min_prompts, rounds * b),
+                        "tensor_parallel": tp,
                         "file": f"{_safe(arch.name)}_b{b}_il{il}_ol{ol}.json",
                     }
                 )
@@ -117,27 +139,50 @@ def _safe(name: str) -> str:
     return "".join(c if c.isalnum() or c in "-." else "-" for c in name)
 
 
-def server_command(hf_id: str, batch_size: int, max_model_len: int, port: int = 8000) -> str:
+def server_args(hf_id: str, batch_size, max_model_len, port=8000, tensor_parallel=1) -> list[str]:
+    """`vllm serve` argv with the batch-size cap under test (values may be shell placeholders, see slurm)."""
+    args = [
+        "vllm",
+        "serve",
+        str(hf_id),
+        "--max-num-seqs",
+        str(batch_size),
+        "--max-model-len",
+        str(max_model_len),
+    ]
+    if str(tensor_parallel) != "1":
+        args += ["--tensor-parallel-size", str(tensor_parallel)]
+    # no --disable-log-requests: removed from recent vLLM (request logging is off by default there)
+    return [*args, "--port", str(port)]
+
+
+def server_command(
+    hf_id: str, batch_size: int, max_model_len: int, port: int = 8000, tensor_parallel: int = 1
+) -> str:
     """`vllm serve` with the batch-size cap under test."""
-    args = ["vllm", "serve", hf_id, "--max-num-seqs", str(batch_size), "--max-model-len", str(max_model_len)]
-    return shlex.join([*args, "--port", str(port), "--disable-log-requests"])
+    return shlex.join(server_args(hf_id, batch_size, max_model_len, port, tensor_parallel))
+
+
+def client_args(
+    row, result_dir: str, port=8000, legacy: bool = False, legacy_script: str = LEGACY_CLIENT
+) -> list[str]:
+    """The serving benchmark of one configuration as argv: random fixed-length prompts, all sent at once, at most
+    B in flight (``--max-concurrency``), with the e2el percentiles, saved as ``RESULT_DIR/<file>``."""
+    head = ["python", legacy_script, "--backend", "vllm"] if legacy else ["vllm", "bench", "serve"]
+    b = row["batch_size"]
+    return [
+        *head, "--model", str(row["hf_id"]), "--port", str(port), "--dataset-name", "random",
+        "--random-input-len", str(row["input_len"]), "--random-output-len", str(row["output_len"]),
+        "--ignore-eos", "--request-rate", "inf", "--max-concurrency", str(b), "--num-prompts", str(row["num_prompts"]),
+        "--percentile-metrics", PERCENTILE_METRICS, "--metric-percentiles", METRIC_PERCENTILES,
+        "--save-result", "--result-dir", str(result_dir), "--result-filename", str(row["file"]),
+        "--metadata", f"max_num_seqs={b}", f"gpu={row['gpu']}",
+    ]  # fmt: skip
 
 
 def client_command(row, result_dir: str, port: int = 8000, legacy: bool = False) -> str:
     """The serving benchmark of one configuration (random fixed-length prompts, all sent at once)."""
-    head = (
-        ["python", "benchmarks/benchmark_serving.py", "--backend", "vllm"]
-        if legacy
-        else ["vllm", "bench", "serve"]
-    )
-    args = [
-        *head, "--model", row["hf_id"], "--port", str(port), "--dataset-name", "random",
-        "--random-input-len", str(row["input_len"]), "--random-output-len", str(row["output_len"]),
-        "--ignore-eos", "--request-rate", "inf", "--num-prompts", str(row["num_prompts"]),
-        "--save-result", "--result-dir", result_dir, "--result-filename", row["file"],
-        "--metadata", f"max_num_seqs={row['batch_size']}", f"gpu={row['gpu']}",
-    ]  # fmt: skip
-    return shlex.join(args)
+    return shlex.join(client_args(row, result_dir, port, legacy))
 
 
 def write_plan(
@@ -146,12 +191,27 @@ def write_plan(
     result_dir: str = "results",
     legacy: bool = False,
     port: int = 8000,
+    *,
+    scheduler: str = "local",
+    slurm=None,
+    env_file: str | Path | None = None,
 ) -> list[Path]:
-    """Write ``plan.csv``, ``run_plan.sh`` and ``README.txt`` into `out_dir`; returns the paths written."""
+    """Write ``plan.csv``, ``README.txt`` and the scheduler's files into `out_dir`; returns the paths written.
+
+    ``local``: ``run_plan.sh`` (one server per batch size, run in sequence). ``slurm``: a job array, one
+    configuration per task (`slimlib.advisor.slurm.write_slurm_plan`; `slurm` is its `SlurmOptions`, `env_file` the
+    site's environment file; `port` is not used, each task picks a free one). Files are written atomically.
+    """
+    if scheduler not in SCHEDULERS:
+        raise DataError(f"unknown scheduler {scheduler!r}; choose one of {', '.join(SCHEDULERS)}")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    plan_csv = out / "plan.csv"
-    plan.to_csv(plan_csv, index=False, lineterminator="\n")
+    plan_csv = write_text(out / "plan.csv", plan.to_csv(index=False, lineterminator="\n"))
+    if scheduler == "slurm":
+        from slimlib.advisor.slurm import write_slurm_plan
+
+        return [plan_csv, *write_slurm_plan(plan, out, result_dir=result_dir, legacy=legacy, options=slurm,
+                                            env_file=env_file)]  # fmt: skip
     max_len = int((plan["input_len"] + plan["output_len"]).max())
     rd = shlex.quote(result_dir)
     lines = [
@@ -166,12 +226,14 @@ def write_plan(
         "wait_ready() { for _ in $(seq 600); do curl -sf localhost:" + str(port) + "/health >/dev/null && return 0;"
         " sleep 2; done; echo 'server did not start' >&2; return 1; }",
     ]  # fmt: skip
+    tp_of = plan["tensor_parallel"] if "tensor_parallel" in plan.columns else pd.Series(1, index=plan.index)
     for b, runs in plan.groupby("batch_size", sort=True):
         hf = runs["hf_id"].iloc[0]
+        tp = int(tp_of.loc[runs.index[0]])
         lines += [
             "",
             f"# --- max_num_seqs = {b}",
-            f"{server_command(hf, int(b), max_len, port)} &",
+            f"{server_command(hf, int(b), max_len, port, tp)} &",
             "SERVER=$!",
             "wait_ready",
         ]
@@ -187,12 +249,10 @@ def write_plan(
         "#   slim fit runs.csv --out params.json",
         f"#   slim advise params.json --model {p['model']} --input-len IL --output-len OL --slo-s S --epsilon 0.3",
     ]
-    script = out / "run_plan.sh"
-    script.write_text("\n".join(lines) + "\n")
-    script.chmod(0o755)
-    readme = out / "README.txt"
+    script = write_text(out / "run_plan.sh", "\n".join(lines) + "\n", executable=True)
     gpu_s = "the sum of the benchmark durations"
-    readme.write_text(
+    readme = write_text(
+        out / "README.txt",
         f"Calibration plan for {p['model']} on {p['gpu']}: {len(plan)} runs "
         f"({plan['batch_size'].nunique()} servers), {int(plan['num_prompts'].sum())} prompts in all; GPU time is "
         f"{gpu_s}.\n"
@@ -200,6 +260,15 @@ def write_plan(
         f"2. slim data ingest {result_dir} --out runs.csv\n"
         "3. slim fit runs.csv --out params.json\n"
         "4. slim advise params.json --model M --input-len IL --output-len OL --slo-s S --epsilon E\n"
-        "plan.csv lists every configuration, its number of prompts and its result file name.\n"
+        "plan.csv lists every configuration, its number of prompts and its result file name.\n",
     )
     return [plan_csv, script, readme]
+
+
+def next_steps(paths: list[Path], scheduler: str, out_dir: str | Path, result_dir: str) -> str:
+    """The line `slim plan` prints after writing: how to run the plan, ingest and fit."""
+    fit = "slim fit runs.csv --out params.json; slim advise params.json ..."
+    if scheduler == "slurm":
+        d = shlex.quote(str(out_dir))
+        return f"next: (cd {d} && sbatch {paths[1].name}); when it ends: slim data ingest {d} --out runs.csv; {fit}"
+    return f"next: bash {paths[1]}; slim data ingest {result_dir} --out runs.csv; {fit}"

@@ -15,7 +15,8 @@ from slimlib.advisor.capacity import (
     advise,
     vllm_settings,
 )
-from slimlib.advisor.plan import make_plan, write_plan
+from slimlib.advisor.plan import make_plan, next_steps, write_plan
+from slimlib.batchjobs import add_scheduler_arguments, options_from_args
 from slimlib.cli.common import (
     OUTPUTS_NOTE,
     nonnegative_float,
@@ -53,6 +54,8 @@ examples:
   slim plan --model llama-2-7b --gpu h100-sxm-80gb --input-len 512 --output-len 128 512 --out plan/
   slim plan --model opt-1.3b --gpu h100-sxm-64gb --input-len 242 --output-len 130 520 --n-batch 4 --out plan/
   slim plan --model facebook/opt-2.7b --gpu a100-sxm-80gb --batch-sizes 8 32 128 --legacy-client --out plan/
+  slim plan --model llama-2-7b --gpu h100-sxm-80gb --scheduler slurm --partition gpu --time 01:00:00 --out plan/
+      (then: (cd plan && sbatch slurm_array.sh); when the array ends: slim data ingest plan --out runs.csv)
 
 {OUTPUTS_NOTE}
 """
@@ -145,6 +148,8 @@ def register_cli(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     q.add_argument("--legacy-client", action="store_true", help="use benchmarks/benchmark_serving.py")
     q.add_argument("--port", type=positive_int, default=8000, help="server port (default 8000)")
     q.add_argument("--out", required=True, help="folder to write the plan into")
+    q.add_argument("--tensor-parallel", type=positive_int, default=1, help="GPUs per vLLM server (default 1)")
+    add_scheduler_arguments(q)
     q.set_defaults(func=_cmd_plan)
 
 
@@ -209,13 +214,14 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     plan = make_plan(
         args.model, args.gpu, args.input_len, args.output_len, n_batch=args.n_batch,
         batch_sizes=args.batch_sizes, rounds=args.rounds, min_prompts=args.min_prompts,
+        tensor_parallel=args.tensor_parallel,
     )  # fmt: skip
-    paths = write_plan(plan, args.out, result_dir=args.result_dir, legacy=args.legacy_client, port=args.port)
+    paths = write_plan(plan, args.out, result_dir=args.result_dir, legacy=args.legacy_client, port=args.port,
+                       scheduler=args.scheduler, slurm=options_from_args(args), env_file=args.env_file)  # fmt: skip
     bs = ", ".join(str(b) for b in sorted(plan["batch_size"].unique()))
     print(f"{len(plan)} runs for {plan['model'].iloc[0]} on {plan['gpu'].iloc[0]}: batch sizes {bs}; "
           f"{int(plan['num_prompts'].sum())} prompts in all")  # fmt: skip
     for p in paths:
         print(f"wrote {p}")
-    print(f"next: bash {paths[1]}; slim data ingest {args.result_dir} --out runs.csv; slim fit runs.csv --out "
-          "params.json; slim advise params.json ...")  # fmt: skip
+    print(next_steps(paths, args.scheduler, args.out, args.result_dir))
     return 0

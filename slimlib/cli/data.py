@@ -8,8 +8,9 @@ from pathlib import Path
 
 from slimlib.cli.common import OUTPUTS_NOTE, output_file, output_folder, positive_float, positive_int
 from slimlib.data.build import build_all
+from slimlib.data.campaign import collect
 from slimlib.data.fetch import CACHE_ENV, fetch
-from slimlib.data.ingest import ingest, write_table
+from slimlib.data.ingest import write_table
 from slimlib.data.tables import load_csv_rows
 from slimlib.io import atomic_open
 
@@ -44,14 +45,17 @@ examples:
 """
 
 INGEST_EXAMPLES = f"""\
-Settings come from, per field: a sidecar slim-runs.csv/.yaml in FOLDER (columns file,batch_size,input_len,
+Settings come from, per field: a sidecar slim-runs.csv/.yaml in DIR (columns file,batch_size,input_len,
 output_len,model,gpu), then the JSON (max_concurrency or --metadata max_num_seqs=B, token counts, model_id,
---metadata gpu=NAME), then these options.
+--metadata gpu=NAME), then these options. A campaign folder of `slim plan --scheduler slurm` (slurm_tasks.tsv)
+is read task by task: settings from its table, missing and failed tasks reported with their logs (no table is
+written then, unless --allow-incomplete). Several DIRs are merged; duplicates must agree.
 
 examples:
   slim data ingest runs/ --gpu h100-sxm-80gb --out my-runs.csv
   slim data ingest runs/ --sidecar settings.yaml --out my-runs.csv
   slim data ingest runs/ --model llama-2-7b --gpu a100-sxm-80gb --batch-size 64 --out my-runs.csv
+  slim data ingest plan/ --out my-runs.csv     # a `slim plan --scheduler slurm` campaign folder
   slim fit my-runs.csv --out params.json
 
 {OUTPUTS_NOTE}
@@ -119,11 +123,16 @@ def register_cli(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
         "ingest",
         help="turn a folder of your vLLM benchmark result JSONs into the table `slim fit` reads",
         description="Read every *.json result of `benchmark_serving.py` / `vllm bench serve` (--save-result) "
-        "in FOLDER into one CSV row each.",
+        "in DIR into one CSV row each.",
         epilog=INGEST_EXAMPLES,
         formatter_class=fmt,
     )
-    ing.add_argument("folder", metavar="FOLDER", help="folder holding the result *.json files")
+    ing.add_argument(
+        "folder",
+        metavar="DIR",
+        nargs="+",
+        help="folder(s) of result *.json files, or campaign folders of `slim plan --scheduler slurm` (merged)",
+    )
     ing.add_argument("--out", metavar="CSV", default="-", help="output CSV (default: standard output)")
     ing.add_argument("--model", help="model when neither the sidecar nor the JSON names a known one")
     ing.add_argument("--gpu", help="GPU registry name (e.g. h100-sxm-80gb) when the files do not say")
@@ -137,7 +146,12 @@ def register_cli(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
         "--output-len", type=positive_float, help="output length in tokens when the files do not say"
     )
     ing.add_argument(
-        "--sidecar", metavar="FILE", help="settings table (CSV or YAML) instead of FOLDER/slim-runs.*"
+        "--sidecar", metavar="FILE", help="settings table (CSV or YAML) instead of DIR/slim-runs.*"
+    )
+    ing.add_argument(
+        "--allow-incomplete",
+        action="store_true",
+        help="write the table even when campaign tasks are missing or failed (they are still reported)",
     )
     ing.set_defaults(func=_cmd_ingest)
 
@@ -160,9 +174,9 @@ def _cmd_fetch(args: argparse.Namespace) -> int:
 
 
 def _cmd_ingest(args: argparse.Namespace) -> int:
-    inputs = [args.folder] + ([args.sidecar] if args.sidecar else [])
+    inputs = [*args.folder] + ([args.sidecar] if args.sidecar else [])
     out = None if args.out == "-" else output_file(args.out, "--out", inputs=inputs)
-    df = ingest(
+    got = collect(
         args.folder,
         model=args.model,
         gpu=args.gpu,
@@ -171,10 +185,19 @@ def _cmd_ingest(args: argparse.Namespace) -> int:
         output_len=args.output_len,
         sidecar=args.sidecar,
     )
+    print(got.report_text(), end="", file=sys.stderr)
+    if not got.complete and not args.allow_incomplete:
+        print(
+            f"not written: {len(got.missing)} missing and {len(got.failed)} failed task(s) would leave `slim fit` "
+            "fewer points than planned. Resubmit the array from the campaign folder (sbatch slurm_array.sh; "
+            "finished tasks are skipped), or pass --allow-incomplete to write the runs that exist.",
+            file=sys.stderr,
+        )
+        return 1
     if out is None:
-        write_table(df, sys.stdout)  # type: ignore[arg-type]  # to_csv takes a text stream too
+        write_table(got.table, sys.stdout)
         return 0
     with atomic_open(out) as fh:
-        write_table(df, fh)  # type: ignore[arg-type]
-    print(f"wrote {len(df)} run(s) to {out}", file=sys.stderr)
+        write_table(got.table, fh)
+    print(f"wrote {len(got.table)} run(s) to {out}", file=sys.stderr)
     return 0

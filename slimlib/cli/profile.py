@@ -12,6 +12,7 @@ import sys
 
 import pandas as pd
 
+from slimlib.batchjobs import add_scheduler_arguments, options_from_args
 from slimlib.cli.common import (
     OUTPUTS_NOTE,
     nonnegative_int,
@@ -23,6 +24,7 @@ from slimlib.errors import SlimError
 from slimlib.kit import campaign as cp
 from slimlib.kit.harness import run_point
 from slimlib.kit.kernels import kernel_breakdown
+from slimlib.kit.slurm import write_kit_array
 from slimlib.kit.tidy import build_profiling_tables, write_tables
 
 PROFILE_EXAMPLES = """\
@@ -48,6 +50,8 @@ examples:
   slim profile campaign --budget-s 600 --gpu h200 --dry-run      # print the plan, measure nothing
   slim profile campaign --budget-s 600 --out kit-raw               # GPU detected by torch
   slim profile campaign --budget-s 60 --device cpu --dry-run
+  slim profile campaign --budget-s 14400 --gpu h100 --scheduler slurm --task-budget-s 3600 --out kit-raw
+      (then: (cd kit-raw && sbatch slurm_array.sh))
 """
 
 RUN_EXAMPLES = """\
@@ -97,6 +101,9 @@ def register_cli(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     )
     c.add_argument("--no-cuda-graphs", action="store_true", help="launch decode steps eagerly")
     c.add_argument("--dry-run", action="store_true", help="print the plan and exit")
+    c.add_argument("--task-budget-s", type=float, default=3600.0,
+                   help="with --scheduler slurm: estimated seconds per array task (default 3600)")  # fmt: skip
+    add_scheduler_arguments(c, what="slice of points within --task-budget-s")
     c.set_defaults(func=_cmd_campaign)
 
     r = psub.add_parser(
@@ -149,6 +156,11 @@ def _cmd_campaign(args: argparse.Namespace) -> int:
     plan = cp.plan_campaign(args.budget_s, spec, dtype=args.dtype, **kw)
     print(cp.plan_text(plan, args.budget_s, spec))
     if args.dry_run:
+        return 0
+    if args.scheduler == "slurm":
+        print(write_kit_array(plan, args.out, device=args.device, gpu=spec.name if args.device == "cuda" else "cpu",
+                              dtype=args.dtype, cuda_graphs=not args.no_cuda_graphs, task_budget_s=args.task_budget_s,
+                              options=options_from_args(args), env_file=args.env_file, command=cp.argv_string()))  # fmt: skip
         return 0
     manifest = cp.run_campaign(
         plan,

@@ -25,6 +25,7 @@ import pandas as pd
 
 from slimlib.data.serving_json import parse_benchmark_json
 from slimlib.errors import DataError, SlimError, UnknownNameError
+from slimlib.io import write_text
 
 SETTINGS = ("batch_size", "input_len", "output_len", "model", "gpu")
 SIDECAR_NAMES = ("slim-runs.csv", "slim-runs.yaml", "slim-runs.yml")
@@ -95,7 +96,19 @@ def ingest(
         "model": model,
         "gpu": gpu,
     }
-    rows = [_row(path, table.get(path.name, {}), defaults) for path in files]
+    return ingest_files(files, table, defaults)
+
+
+def ingest_files(
+    files, settings: dict[str, dict] | None = None, defaults: dict | None = None
+) -> pd.DataFrame:
+    """The rows of :func:`ingest` for the given result files, in the order given; `settings` maps a file name to
+    its sidecar fields, `defaults` holds the command-line values (both as in :func:`ingest`)."""
+    settings = settings or {}
+    defaults = {k: (defaults or {}).get(k) for k in SETTINGS}
+    rows = [_row(Path(path), settings.get(Path(path).name, {}), defaults) for path in files]
+    if not rows:
+        return pd.DataFrame(columns=list(COLUMNS))
     df = pd.DataFrame(rows)
     df["max_concurrency"] = df["max_concurrency"].astype("Int64")  # whole numbers; empty where not set
     if (
@@ -142,9 +155,13 @@ def read_result_extras(path: str | Path) -> dict:
     return {k: raw[k] for k in keys if k in raw and raw[k] is not None}
 
 
-def write_table(df: pd.DataFrame, out: str | Path) -> None:
-    """Write the ingested table as CSV (deterministic: fixed column order, '\\n' line ends, no index)."""
-    df.to_csv(out, index=False, lineterminator="\n")
+def write_table(df: pd.DataFrame, out) -> None:
+    """Write the ingested table as CSV (deterministic: fixed column order, '\\n' line ends, no index); a path is
+    written atomically (temporary file beside it, then renamed)."""
+    if hasattr(out, "write"):
+        df.to_csv(out, index=False, lineterminator="\n")
+        return
+    write_text(out, df.to_csv(index=False, lineterminator="\n"))
 
 
 # ----------------------------------------------------------------------------------------------- one file
@@ -406,15 +423,22 @@ def add_ingest_parser(data_subparsers) -> None:
             "Read every *.json result of `benchmark_serving.py` / `vllm bench serve` (--save-result) in FOLDER\n"
             "into one CSV row each. Settings come from, per field: a sidecar slim-runs.csv/.yaml in FOLDER\n"
             "(columns file,batch_size,input_len,output_len,model,gpu), then the JSON (max_concurrency or\n"
-            "--metadata max_num_seqs=B, token counts, model_id, --metadata gpu=NAME), then these options.\n\n"
+            "--metadata max_num_seqs=B, token counts, model_id, --metadata gpu=NAME), then these options.\n"
+            "A campaign folder of `slim plan --scheduler slurm` (slurm_tasks.tsv) is read task by task: settings from\n"
+            "its table, missing and failed tasks reported with their logs (no table is written then, unless\n"
+            "--allow-incomplete). Several DIRs are merged; duplicates must agree.\n\n"
             "examples:\n"
             "  slim data ingest runs/ --gpu h100-sxm-80gb --out my-runs.csv\n"
             "  slim data ingest runs/ --sidecar settings.yaml --out my-runs.csv\n"
             "  slim data ingest runs/ --model llama-2-7b --gpu a100-sxm-80gb --batch-size 64 --out my-runs.csv\n"
+            "  slim data ingest plan/ --out my-runs.csv     # a `slim plan --scheduler slurm` campaign folder\n"
             "  slim fit my-runs.csv"
         ),
     )
-    parser.add_argument("folder", metavar="FOLDER", help="folder holding the result *.json files")
+    parser.add_argument(
+        "folder", metavar="DIR", nargs="+",
+        help="folder(s) of result *.json files, or campaign folders of `slim plan --scheduler slurm` (merged)",
+    )  # fmt: skip
     parser.add_argument("--out", metavar="CSV", default="-", help="output CSV (default: standard output)")
     parser.add_argument("--model", help="model when neither the sidecar nor the JSON names a known one")
     parser.add_argument("--gpu", help="GPU registry name (e.g. h100-sxm-80gb) when the files do not say")
@@ -426,13 +450,19 @@ def add_ingest_parser(data_subparsers) -> None:
     parser.add_argument(
         "--sidecar", metavar="FILE", help="settings table (CSV or YAML) instead of FOLDER/slim-runs.*"
     )
+    parser.add_argument(
+        "--allow-incomplete", action="store_true",
+        help="write the table even when campaign tasks are missing or failed (they are still reported)",
+    )  # fmt: skip
     parser.set_defaults(func=_run_ingest)
 
 
 def _run_ingest(args) -> int:
     import sys
 
-    df = ingest(
+    from slimlib.data.campaign import collect
+
+    got = collect(
         args.folder,
         model=args.model,
         gpu=args.gpu,
@@ -441,9 +471,18 @@ def _run_ingest(args) -> int:
         output_len=args.output_len,
         sidecar=args.sidecar,
     )
+    print(got.report_text(), end="", file=sys.stderr)
+    if not got.complete and not args.allow_incomplete:
+        print(
+            f"not written: {len(got.missing)} missing and {len(got.failed)} failed task(s) would leave `slim fit` "
+            "fewer points than planned. Resubmit the array from the campaign folder (sbatch slurm_array.sh; "
+            "finished tasks are skipped), or pass --allow-incomplete to write the runs that exist.",
+            file=sys.stderr,
+        )
+        return 1
     if args.out == "-":
-        write_table(df, sys.stdout)
+        write_table(got.table, sys.stdout)
     else:
-        write_table(df, args.out)
-        print(f"wrote {len(df)} run(s) to {args.out}", file=sys.stderr)
+        write_table(got.table, args.out)
+        print(f"wrote {len(got.table)} run(s) to {args.out}", file=sys.stderr)
     return 0

@@ -27,6 +27,7 @@ from slimlib.data.run_logs import (
 )
 from slimlib.data.serving_json import parse_benchmark_json
 from slimlib.errors import DataError
+from slimlib.model import equations as eq
 
 MIRROR_NAME = "vllm-batching-memory-gap"
 ONLINE_ROOT = "benchmarks/definitive_results"
@@ -417,7 +418,7 @@ def _offline_run(build: _Build, run_dir: Path, family: str, folder: str) -> None
             "prefill_s": log.prefill_s,
             "decode_s": log.decode_s,
             "e2e_s": e2e,
-            "throughput_tok_s": b * (il + ol) / e2e,
+            "throughput_tok_s": float(eq.throughput(b, il, ol, e2e)),
             "n_prefill_steps": log.n_prefill_steps,
             "n_decode_steps": log.n_decode_steps,
             "init_s": log.init_s,

@@ -31,6 +31,7 @@ import pandas as pd
 from slimlib.data import available, load
 from slimlib.errors import DataError, UnknownNameError, close_matches_message
 from slimlib.experiments.knees import LINEAR_GAIN, linear_regime
+from slimlib.model import equations as eq
 
 #: columns of every scenario table
 COLUMNS = (
@@ -147,7 +148,7 @@ def offline_table(offline: pd.DataFrame | None = None) -> pd.DataFrame:
     )  # fmt: skip
     for c in ("batch_size", "input_len", "output_len", "gpu_blocks"):
         g[c] = g[c].astype(float)
-    g["throughput_tok_s"] = g["batch_size"] * (g["input_len"] + g["output_len"]) / g["e2e_s"]
+    g["throughput_tok_s"] = eq.throughput(g["batch_size"], g["input_len"], g["output_len"], g["e2e_s"])
     g["block_size"] = 16.0  # vLLM default; the offline logs give the block count only
     g["chunked_prefill"] = False
     g["source"] = "offline"

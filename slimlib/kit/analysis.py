@@ -11,7 +11,10 @@ import numpy as np
 import pandas as pd
 
 from slimlib.errors import DataError, UnknownNameError
+from slimlib.experiments import roofline
+from slimlib.kit.ncu import duration_weighted
 from slimlib.model import equations as eq
+from slimlib.registry.gpus import get_gpu
 
 POINT = ["campaign", "model", "gpu", "batch_size", "input_len", "output_len"]
 SHARE_CATEGORIES = ("attention", "gemm", "norm_elementwise", "other")
@@ -68,8 +71,6 @@ def kernel_shares(kernels: pd.DataFrame) -> pd.DataFrame:
 
 
 def _weighted(counters: pd.DataFrame, target: str, columns: list[str]) -> pd.DataFrame:
-    from slimlib.kit.ncu import duration_weighted
-
     _need(counters, [*POINT, "target", "duration_s", *columns], "kit-counters summary")
     sub = counters[counters["target"] == target]
     if sub.empty:
@@ -115,8 +116,6 @@ def gpu_peaks_lookup(field: str):
     """A function gpu name -> `field` ('peak_flops' or 'mem_bw') from `slimlib.registry.gpus`, NaN when unknown."""
 
     def lookup(name) -> float:
-        from slimlib.registry.gpus import get_gpu
-
         try:
             return float(getattr(get_gpu(str(name)), field))
         except UnknownNameError:
@@ -129,7 +128,6 @@ def attention_roofline(counters: pd.DataFrame, peak_flops=None, mem_bw=None) -> 
     """Table I / Fig. 6: the attention kernels of the profiled decode step, per point: launches, time per step
     (ms), FLOPs, DRAM bytes, arithmetic intensity (FLOP/byte), achieved TFLOP/s and DRAM TB/s, their % of the
     GPU's peaks (`slimlib.registry.gpus`, or the numbers/functions given) and the roofline regime."""
-    from slimlib.experiments import roofline
 
     cols = [*POINT, "n_launches", "time_ms", "flop", "dram_bytes", "ai_flop_per_byte", "achieved_tflop_s",
             "dram_tb_s", "flop_util_pct", "bw_util_pct", "regime", "active_context", "label"]  # fmt: skip

@@ -22,6 +22,8 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from slimlib.errors import DataError, SlimError
+from slimlib.model import equations as eq
+from slimlib.registry.architectures import get_architecture
 
 ENGINE = "slimlib minimal PyTorch engine, not vLLM"
 INSTALL_HINT = "install the profiling extra: pip install 'slimlib[profiling]'"
@@ -41,8 +43,6 @@ def require_torch():
 def resolve_architecture(arch):
     """An Architecture from a registry name/HF id/config path, or `arch` itself if it already has the fields."""
     if isinstance(arch, str):
-        from slimlib.registry.architectures import get_architecture
-
         return get_architecture(arch)
     missing = [f for f in ARCH_FIELDS if not hasattr(arch, f)]
     if missing:
@@ -91,7 +91,7 @@ class HarnessResult:
     @property
     def throughput_tok_s(self) -> float:
         """Total-token throughput ``B (IL + OL) / E2E`` (Eq. 6)."""
-        return self.batch_size * (self.input_len + self.output_len) / self.e2e_s
+        return float(eq.throughput(self.batch_size, self.input_len, self.output_len, self.e2e_s))
 
     def to_row(self) -> dict:
         """A flat dict for the raw runs CSV (per-step times summarized in milliseconds)."""

@@ -22,6 +22,7 @@ import pandas as pd
 
 from slimlib.errors import DataError
 from slimlib.kit.kernels import kernel_breakdown
+from slimlib.kit.ncu import counters_wide, parse_ncu_csv
 
 KEYS = ["model", "gpu", "batch_size", "input_len", "output_len"]
 RUN_COLUMNS = [
@@ -107,8 +108,6 @@ def build_profiling_tables(raw_dir: str | Path) -> tuple[dict[str, pd.DataFrame]
 
 
 def _counters(raw: Path, manifest: dict, gpu: str) -> tuple[pd.DataFrame, list[Path]]:
-    from slimlib.kit.ncu import counters_wide, parse_ncu_csv
-
     frames, used = [], []
     for rec in manifest.get("points", []):
         if rec.get("kind") != "counters" or rec.get("status") != "done" or not rec.get("file"):

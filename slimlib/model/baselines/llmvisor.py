@@ -14,6 +14,7 @@ sizes by construction.
 
 from __future__ import annotations
 
+import warnings
 from typing import Any, Self
 
 import numpy as np
@@ -101,15 +102,19 @@ class LLMVisorAgg(Estimator):
             if np.isfinite(tau) and (lo.sum() < k or (~lo).sum() < k):
                 continue
             masks = (lo, ~lo) if np.isfinite(tau) else (lo,)
-            fits = [fit_ols(x[m], y[m]) for m in masks]
+            with warnings.catch_warnings(record=True) as record:  # kept for the chosen breakpoint only
+                warnings.simplefilter("always")
+                fits = [fit_ols(x[m], y[m]) for m in masks]
             rss = sum(f.rss for f in fits)
             if best is None or rss < best[0] - 1e-18:
-                best = (rss, tau, fits)
+                best = (rss, tau, fits, record)
         if best is None:
             raise FitError(
                 f"LLMVisor-Agg: {len(y)} rows cannot fit the {phase} regression ({k} coefficients)"
             )
-        _, tau, fits = best
+        _, tau, fits, record = best
+        for w in record:
+            warnings.warn(f"LLMVisor-Agg {phase} regression: {w.message}", w.category, stacklevel=3)
         if np.isfinite(tau):
             self.params_[f"tau_{phase}"] = float(tau)
             self.stderr_[f"tau_{phase}"] = float("nan")
