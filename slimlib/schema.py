@@ -145,11 +145,11 @@ def _check_conflicting_duplicates(df: pd.DataFrame, require_target: bool) -> Non
     dup = df.duplicated(keys, keep=False)
     if not dup.any():
         return
-    groups = df[dup].groupby(keys, sort=True)
+    by_position = df.reset_index(drop=True)  # group labels are row positions, even for a repeated index
+    groups = by_position[dup.to_numpy()].groupby(keys, sort=True)
     for key, g in groups:
         if any(g[c].nunique() > 1 for c in measured):
-            positions = [df.index.get_loc(i) for i in g.index]
-            rows = ", ".join(row_label(df, int(p)) for p in positions[:5])
+            rows = ", ".join(row_label(df, int(p)) for p in g.index[:5])
             raise DataError(
                 f"configuration {dict(zip(keys, key, strict=True))} appears in {len(g)} rows with different "
                 f"measurements ({rows}); average the repeats into one row or remove the wrong ones"
