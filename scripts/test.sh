@@ -8,6 +8,11 @@ if [ "${SLIM_TEST_TORCH:-1}" = 1 ] && ! "$VPY" -c "import torch" 2>/dev/null; th
   "$VPY" -m pip install -q "torch==2.13.0+cpu" --extra-index-url https://download.pytorch.org/whl/cpu \
     --retries 1 --timeout 15 2> >(grep -v -e "^WARNING: Location" -e "^WARNING: Retrying" >&2)
 fi
+# CI checks the generated Slurm scripts with shellcheck too (elsewhere that one test skips, saying so).
+if [ "${CI:-}" = true ] && ! command -v shellcheck >/dev/null && command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+  echo "setup: installing shellcheck (Debian package) for the generated-script checks" >&2
+  { apt-get update -qq && apt-get install -y -qq shellcheck; } >"$SLIM_TMP/apt.log" 2>&1 || cat "$SLIM_TMP/apt.log" >&2
+fi
 echo "lint: ruff check + ruff format --check; types: mypy slimlib" >&2
 ruff check .
 ruff format --check .

@@ -19,6 +19,14 @@ from pathlib import Path
 
 from slimlib.errors import DataError
 
+#: The serving campaign's per-task table (written by `slimlib.advisor.slurm`, read by `slimlib.data.campaign`).
+TASKS_NAME = "slurm_tasks.tsv"
+#: Columns of the per-task table; the array script reads them in this order.
+TASK_COLUMNS = (
+    "task", "file", "result", "model", "gpu", "hf_id", "batch_size", "input_len", "output_len", "num_prompts",
+    "tensor_parallel", "max_model_len",
+)  # fmt: skip
+
 ENV_NAME = "slurm.env"
 LOG_DIR = "logs"
 STATUS_DIR = "status"

@@ -23,6 +23,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from slimlib.advisor.commands import client_args, client_command, server_args, server_command
+from slimlib.advisor.slurm import write_slurm_plan
 from slimlib.errors import DataError
 from slimlib.io import write_text
 from slimlib.model.memory import (
@@ -32,16 +34,14 @@ from slimlib.model.memory import (
     blocks_per_request,
     default_kv_bytes,
 )
+from slimlib.registry.architectures import get_architecture
+from slimlib.registry.gpus import get_gpu
 
 __all__ = ["make_plan", "write_plan", "client_command", "server_command", "client_args", "server_args"]
 
 #: Order in which batch sizes are profiled for calibration: spread over the curve first, the plateau last.
 CALIBRATION_ORDER = (32, 8, 128, 2, 64, 16, 4, 256, 1, 512)
 SIDECAR_COLUMNS = ("file", "batch_size", "input_len", "output_len", "model", "gpu")
-#: Client percentile metrics; e2el gives mean_e2el_ms, from which ingest takes e2e_s.
-PERCENTILE_METRICS = "ttft,tpot,itl,e2el"
-METRIC_PERCENTILES = "50,90,99"
-LEGACY_CLIENT = "benchmarks/benchmark_serving.py"
 SCHEDULERS = ("local", "slurm")
 
 
@@ -67,8 +67,6 @@ def make_plan(
     With `tensor_parallel` T > 1 the server spans T GPUs: the weights are split and the KV cache is
     ``T (memory x utilization - reserve) - weights``.
     """
-    from slimlib.registry.architectures import get_architecture
-    from slimlib.registry.gpus import get_gpu
 
     arch, hw = get_architecture(model), get_gpu(gpu)
     ils = sorted({int(v) for v in input_lens})
@@ -139,52 +137,6 @@ def _safe(name: str) -> str:
     return "".join(c if c.isalnum() or c in "-." else "-" for c in name)
 
 
-def server_args(hf_id: str, batch_size, max_model_len, port=8000, tensor_parallel=1) -> list[str]:
-    """`vllm serve` argv with the batch-size cap under test (values may be shell placeholders, see slurm)."""
-    args = [
-        "vllm",
-        "serve",
-        str(hf_id),
-        "--max-num-seqs",
-        str(batch_size),
-        "--max-model-len",
-        str(max_model_len),
-    ]
-    if str(tensor_parallel) != "1":
-        args += ["--tensor-parallel-size", str(tensor_parallel)]
-    # no --disable-log-requests: removed from recent vLLM (request logging is off by default there)
-    return [*args, "--port", str(port)]
-
-
-def server_command(
-    hf_id: str, batch_size: int, max_model_len: int, port: int = 8000, tensor_parallel: int = 1
-) -> str:
-    """`vllm serve` with the batch-size cap under test."""
-    return shlex.join(server_args(hf_id, batch_size, max_model_len, port, tensor_parallel))
-
-
-def client_args(
-    row, result_dir: str, port=8000, legacy: bool = False, legacy_script: str = LEGACY_CLIENT
-) -> list[str]:
-    """The serving benchmark of one configuration as argv: random fixed-length prompts, all sent at once, at most
-    B in flight (``--max-concurrency``), with the e2el percentiles, saved as ``RESULT_DIR/<file>``."""
-    head = ["python", legacy_script, "--backend", "vllm"] if legacy else ["vllm", "bench", "serve"]
-    b = row["batch_size"]
-    return [
-        *head, "--model", str(row["hf_id"]), "--port", str(port), "--dataset-name", "random",
-        "--random-input-len", str(row["input_len"]), "--random-output-len", str(row["output_len"]),
-        "--ignore-eos", "--request-rate", "inf", "--max-concurrency", str(b), "--num-prompts", str(row["num_prompts"]),
-        "--percentile-metrics", PERCENTILE_METRICS, "--metric-percentiles", METRIC_PERCENTILES,
-        "--save-result", "--result-dir", str(result_dir), "--result-filename", str(row["file"]),
-        "--metadata", f"max_num_seqs={b}", f"gpu={row['gpu']}",
-    ]  # fmt: skip
-
-
-def client_command(row, result_dir: str, port: int = 8000, legacy: bool = False) -> str:
-    """The serving benchmark of one configuration (random fixed-length prompts, all sent at once)."""
-    return shlex.join(client_args(row, result_dir, port, legacy))
-
-
 def write_plan(
     plan: pd.DataFrame,
     out_dir: str | Path,
@@ -208,8 +160,6 @@ def write_plan(
     out.mkdir(parents=True, exist_ok=True)
     plan_csv = write_text(out / "plan.csv", plan.to_csv(index=False, lineterminator="\n"))
     if scheduler == "slurm":
-        from slimlib.advisor.slurm import write_slurm_plan
-
         return [plan_csv, *write_slurm_plan(plan, out, result_dir=result_dir, legacy=legacy, options=slurm,
                                             env_file=env_file)]  # fmt: skip
     max_len = int((plan["input_len"] + plan["output_len"]).max())

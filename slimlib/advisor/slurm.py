@@ -17,12 +17,14 @@ from pathlib import Path
 
 import pandas as pd
 
-from slimlib.advisor.plan import LEGACY_CLIENT, client_args, server_args
+from slimlib.advisor.commands import LEGACY_CLIENT, client_args, server_args
 from slimlib.batchjobs import (
     ENV_NAME,
     LOG_DIR,
     STATUS_DIR,
+    TASK_COLUMNS,
     TASK_PROLOGUE,
+    TASKS_NAME,
     SlurmOptions,
     env_template,
     merge_options,
@@ -30,7 +32,6 @@ from slimlib.batchjobs import (
     sbatch_header,
     task_log,
 )
-from slimlib.data.campaign import TASK_COLUMNS, TASKS_NAME
 from slimlib.errors import DataError
 from slimlib.io import write_text
 

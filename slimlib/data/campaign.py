@@ -16,16 +16,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from slimlib.batchjobs import parse_status_line, task_log, task_status
+from slimlib.batchjobs import TASK_COLUMNS, TASKS_NAME, parse_status_line, task_log, task_status
 from slimlib.data.ingest import COLUMNS, ingest, ingest_files
 from slimlib.errors import DataError
 
-TASKS_NAME = "slurm_tasks.tsv"
-#: Columns of the per-task table; the array script reads them in this order.
-TASK_COLUMNS = (
-    "task", "file", "result", "model", "gpu", "hf_id", "batch_size", "input_len", "output_len", "num_prompts",
-    "tensor_parallel", "max_model_len",
-)  # fmt: skip
 KEYS = ("model", "gpu", "batch_size", "input_len", "output_len")
 #: Measured columns two rows of one configuration must share to count as the same run.
 MEASURED = ("throughput_tok_s", "e2e_s", "duration_s", "completed", "mean_ttft_ms", "mean_tpot_ms")

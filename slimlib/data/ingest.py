@@ -26,6 +26,8 @@ import pandas as pd
 from slimlib.data.serving_json import parse_benchmark_json
 from slimlib.errors import DataError, SlimError, UnknownNameError
 from slimlib.io import write_text
+from slimlib.registry.architectures import get_architecture
+from slimlib.registry.gpus import get_gpu
 
 SETTINGS = ("batch_size", "input_len", "output_len", "model", "gpu")
 SIDECAR_NAMES = ("slim-runs.csv", "slim-runs.yaml", "slim-runs.yml")
@@ -280,10 +282,6 @@ def _known_model(model_id: str) -> str | None:
     model_id = model_id.strip().rstrip("/")
     if not model_id:
         return None
-    try:
-        from slimlib.registry.architectures import get_architecture
-    except ImportError:  # registry not installed: take the id as written
-        return model_id
     for candidate in (model_id, model_id.rsplit("/", 1)[-1]):
         if Path(candidate).exists():
             continue  # a local checkpoint folder: the user names the model explicitly
@@ -300,10 +298,6 @@ def _check_setting(path: Path, field: str, value, origin: str):
         if not text:
             raise DataError(f"{path}: field {field!r} (from {origin}) is empty; {_HOW[field]}")
         if field == "gpu":
-            try:
-                from slimlib.registry.gpus import get_gpu
-            except ImportError:  # pragma: no cover - the registry is part of slimlib
-                return text
             try:
                 return get_gpu(text).name
             except UnknownNameError as exc:

@@ -34,9 +34,14 @@ from pathlib import Path
 
 import pandas as pd
 
+from slimlib import __version__
 from slimlib.errors import DataError, SlimError
-from slimlib.kit.harness import DTYPE_BYTES, ENGINE, default_dtype, kv_cache_bytes
+from slimlib.kit.harness import DTYPE_BYTES, ENGINE, default_dtype, kv_cache_bytes, require_torch, run_point
+from slimlib.kit.kernels import classify_kernel
+from slimlib.kit.ncu import ncu_command
 from slimlib.model import equations as eq
+from slimlib.registry.architectures import get_architecture
+from slimlib.registry.gpus import get_gpu
 
 BATCH_COARSE = (1, 16, 64, 256)
 BATCH_FINE = (2, 4, 8, 32, 128, 512)
@@ -67,7 +72,6 @@ def device_spec(gpu: str | None, device: str) -> DeviceSpec:
         return CPU_SPEC
     if not gpu:
         raise SlimError("give the GPU for planning with --gpu NAME (e.g. h200, h100); see `slim gpus`")
-    from slimlib.registry.gpus import get_gpu
 
     g = get_gpu(gpu)
     return DeviceSpec(g.name, g.peak_flops, g.mem_bw, g.mem_bytes)
@@ -196,7 +200,7 @@ def plan_campaign(
     if not budget_s > 0:
         raise DataError(f"budget must be > 0 seconds, got {budget_s!r}")
     if resolve is None:
-        from slimlib.registry.architectures import get_architecture as resolve
+        resolve = get_architecture
     dtype = dtype or default_dtype("cpu" if spec.name == "cpu" else "cuda")
     nbytes = DTYPE_BYTES[dtype]
     pts = list(points) if points is not None else default_points()
@@ -233,7 +237,6 @@ def _nvidia_smi(field: str) -> str:
 
 def environment(device: str) -> dict:
     """GPU name, driver, CUDA and torch versions, host facts, for the manifest."""
-    from slimlib import __version__
 
     env = {
         "slimlib_version": __version__,
@@ -278,13 +281,10 @@ def run_campaign(
     manifest.json into `out_dir` (rewritten after every point, so a killed campaign leaves what it measured).
     Returns the manifest. Architectures come from `resolve` (default `slimlib.registry.architectures.get_architecture`).
     """
-    from slimlib.kit.harness import require_torch, run_point
-    from slimlib.kit.kernels import classify_kernel
-    from slimlib.kit.ncu import ncu_command
 
     require_torch()
     if resolve is None:
-        from slimlib.registry.architectures import get_architecture as resolve
+        resolve = get_architecture
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     dtype = dtype or default_dtype(device)

@@ -37,6 +37,7 @@ from slimlib.batchjobs import (
 )
 from slimlib.errors import DataError
 from slimlib.io import write_text
+from slimlib.kit.campaign import run_campaign
 
 SCRIPT_NAME = "slurm_array.sh"
 PLAN_NAME = "kit_plan.csv"
@@ -190,7 +191,7 @@ def run_task(kit_dir: str | Path, task: int, *, runner=None, log=print) -> dict:
         folder.rename(aside)
         log(f"set the incomplete {folder.name} aside as {aside.name}")
     if runner is None:
-        from slimlib.kit.campaign import run_campaign as runner
+        runner = run_campaign
     return runner(mine.drop(columns=["task"]), folder, device=config["device"], gpu=config["gpu"],
                   dtype=config["dtype"], budget_s=config["task_budget_s"], cuda_graphs=config["cuda_graphs"],
                   command=f"{config['command']} [array task {task}]", log=log)  # fmt: skip

@@ -1,0 +1,58 @@
+"""The vLLM server and benchmark-client command lines of a calibration run, shared by the local and Slurm plans."""
+
+from __future__ import annotations
+
+import shlex
+
+__all__ = ["LEGACY_CLIENT", "client_args", "client_command", "server_args", "server_command"]
+
+#: Client percentile metrics; e2el gives mean_e2el_ms, from which ingest takes e2e_s.
+PERCENTILE_METRICS = "ttft,tpot,itl,e2el"
+METRIC_PERCENTILES = "50,90,99"
+LEGACY_CLIENT = "benchmarks/benchmark_serving.py"
+
+
+def server_args(hf_id: str, batch_size, max_model_len, port=8000, tensor_parallel=1) -> list[str]:
+    """`vllm serve` argv with the batch-size cap under test (values may be shell placeholders, see slurm)."""
+    args = [
+        "vllm",
+        "serve",
+        str(hf_id),
+        "--max-num-seqs",
+        str(batch_size),
+        "--max-model-len",
+        str(max_model_len),
+    ]
+    if str(tensor_parallel) != "1":
+        args += ["--tensor-parallel-size", str(tensor_parallel)]
+    # no --disable-log-requests: removed from recent vLLM (request logging is off by default there)
+    return [*args, "--port", str(port)]
+
+
+def server_command(
+    hf_id: str, batch_size: int, max_model_len: int, port: int = 8000, tensor_parallel: int = 1
+) -> str:
+    """`vllm serve` with the batch-size cap under test."""
+    return shlex.join(server_args(hf_id, batch_size, max_model_len, port, tensor_parallel))
+
+
+def client_args(
+    row, result_dir: str, port=8000, legacy: bool = False, legacy_script: str = LEGACY_CLIENT
+) -> list[str]:
+    """The serving benchmark of one configuration as argv: random fixed-length prompts, all sent at once, at most
+    B in flight (``--max-concurrency``), with the e2el percentiles, saved as ``RESULT_DIR/<file>``."""
+    head = ["python", legacy_script, "--backend", "vllm"] if legacy else ["vllm", "bench", "serve"]
+    b = row["batch_size"]
+    return [
+        *head, "--model", str(row["hf_id"]), "--port", str(port), "--dataset-name", "random",
+        "--random-input-len", str(row["input_len"]), "--random-output-len", str(row["output_len"]),
+        "--ignore-eos", "--request-rate", "inf", "--max-concurrency", str(b), "--num-prompts", str(row["num_prompts"]),
+        "--percentile-metrics", PERCENTILE_METRICS, "--metric-percentiles", METRIC_PERCENTILES,
+        "--save-result", "--result-dir", str(result_dir), "--result-filename", str(row["file"]),
+        "--metadata", f"max_num_seqs={b}", f"gpu={row['gpu']}",
+    ]  # fmt: skip
+
+
+def client_command(row, result_dir: str, port: int = 8000, legacy: bool = False) -> str:
+    """The serving benchmark of one configuration (random fixed-length prompts, all sent at once)."""
+    return shlex.join(client_args(row, result_dir, port, legacy))
