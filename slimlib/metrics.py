@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from slimlib.errors import DataError
+from slimlib.schema import plain
 
 
 def _pair(y_true, y_pred) -> tuple[np.ndarray, np.ndarray]:
@@ -17,7 +18,7 @@ def _pair(y_true, y_pred) -> tuple[np.ndarray, np.ndarray]:
     if not np.all(np.isfinite(t)) or np.any(t == 0):
         bad = int(np.flatnonzero(~np.isfinite(t) | (t == 0))[0])
         raise DataError(
-            f"measured value at position {bad} is {t.flat[bad]!r}; relative errors need finite, non-zero values"
+            f"measured value at position {bad} is {plain(t.flat[bad])}; relative errors need finite, non-zero values"
         )
     return t, p
 

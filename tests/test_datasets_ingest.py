@@ -10,7 +10,8 @@ import pandas as pd
 import pytest
 from shared_paths import MEMGAP, needs
 
-from slimlib.data.ingest import add_ingest_parser, ingest
+from slimlib.cli.main import main
+from slimlib.data.ingest import ingest
 from slimlib.errors import DataError, UnknownNameError
 from slimlib.schema import KEY_COLUMNS, TARGET_COLUMN, read_csv_table, validate_table
 
@@ -95,15 +96,11 @@ def test_yaml_sidecar(runs):
 
 
 def test_round_trip_to_the_fit_schema(runs, tmp_path):
-    import argparse
-
-    parser = argparse.ArgumentParser(prog="slim data")
-    add_ingest_parser(parser.add_subparsers(dest="action"))
     out = tmp_path / "tidy.csv"
-    args = parser.parse_args(["ingest", str(runs), "--gpu", "h100-sxm-80gb", "--out", str(out)])
-    assert args.func(args) == 0
+    argv = ["data", "ingest", str(runs), "--gpu", "h100-sxm-80gb", "--out", str(out)]
+    assert main(argv) == 0
     first = out.read_bytes()
-    assert args.func(args) == 0 and out.read_bytes() == first  # deterministic
+    assert main(argv) == 0 and out.read_bytes() == first  # deterministic
     table = validate_table(read_csv_table(out))
     for col in (*KEY_COLUMNS, TARGET_COLUMN):
         assert col in table.columns

@@ -36,6 +36,7 @@ from slimlib.model.memory import (
 )
 from slimlib.registry.architectures import get_architecture
 from slimlib.registry.gpus import get_gpu
+from slimlib.schema import plain
 
 __all__ = ["make_plan", "write_plan", "client_command", "server_command", "client_args", "server_args"]
 
@@ -77,7 +78,7 @@ def make_plan(
         raise DataError("rounds and min_prompts must be >= 1")
     tp = int(tensor_parallel)
     if tp < 1 or tp != tensor_parallel:
-        raise DataError(f"tensor-parallel degree {tensor_parallel!r} must be a whole number >= 1")
+        raise DataError(f"tensor-parallel degree {plain(tensor_parallel)} must be a whole number >= 1")
     longest = max(ils) + max(ols)
     if arch.max_position and longest > arch.max_position:
         raise DataError(

@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from slimlib.errors import DataError
+from slimlib.schema import plain
 
 #: `knee_batch`: relative marginal gain below which a curve has reached its plateau
 DEFAULT_KNEE_THRESHOLD = 0.1
@@ -59,7 +60,7 @@ def knee_batch(batch, throughput, threshold: float = DEFAULT_KNEE_THRESHOLD) -> 
     """Batch size at the knee: the lower end of the first step whose `rel_gain` (see `marginal_gain`) is below
     `threshold`; NaN when the gain never falls below it (no plateau within the measured range)."""
     if not (threshold > 0):
-        raise DataError(f"knee threshold must be positive, got {threshold!r}")
+        raise DataError(f"knee threshold must be positive, got {plain(threshold)}")
     gains = marginal_gain(batch, throughput)
     below = gains.index[gains["rel_gain"] < threshold]
     return float(gains.loc[below[0], "batch_lo"]) if len(below) else float("nan")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from slimlib.errors import DataError
+from slimlib.schema import plain
 
 __all__ = [
     "arithmetic_intensity",
@@ -23,7 +24,7 @@ __all__ = [
 def _positive(name: str, value) -> np.ndarray:
     arr = np.asarray(value, dtype=float)
     if np.any(~(arr > 0)):
-        raise DataError(f"roofline: {name} must be positive, got {value!r}")
+        raise DataError(f"roofline: {name} must be positive, got {plain(value)}")
     return arr
 
 
@@ -59,6 +60,6 @@ def achieved_rates(flops, bytes_moved, time_s):
 def roofline_curve(peak_flops, mem_bw, ai_min=0.1, ai_max=1e4, n=200):
     """``(ai, attainable)`` arrays on a log-spaced AI grid, for plotting the roof."""
     if not (0 < ai_min < ai_max):
-        raise DataError(f"roofline_curve: need 0 < ai_min < ai_max, got {ai_min!r}, {ai_max!r}")
+        raise DataError(f"roofline_curve: need 0 < ai_min < ai_max, got {plain(ai_min)}, {plain(ai_max)}")
     ai = np.logspace(np.log10(ai_min), np.log10(ai_max), int(n))
     return ai, attainable_flops(ai, peak_flops, mem_bw)

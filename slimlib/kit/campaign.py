@@ -42,6 +42,7 @@ from slimlib.kit.ncu import ncu_command
 from slimlib.model import equations as eq
 from slimlib.registry.architectures import get_architecture
 from slimlib.registry.gpus import get_gpu
+from slimlib.schema import plain
 
 BATCH_COARSE = (1, 16, 64, 256)
 BATCH_FINE = (2, 4, 8, 32, 128, 512)
@@ -198,7 +199,7 @@ def plan_campaign(
     """The plan: every point in priority order with est_s and status 'planned', 'over-budget' or
     'does-not-fit' (memory); planned estimates sum to at most `budget_s`. Deterministic for the same inputs."""
     if not budget_s > 0:
-        raise DataError(f"budget must be > 0 seconds, got {budget_s!r}")
+        raise DataError(f"budget must be > 0 seconds, got {plain(budget_s)}")
     if resolve is None:
         resolve = get_architecture
     dtype = dtype or default_dtype("cpu" if spec.name == "cpu" else "cuda")

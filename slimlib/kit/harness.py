@@ -24,6 +24,7 @@ import numpy as np
 from slimlib.errors import DataError, SlimError
 from slimlib.model import equations as eq
 from slimlib.registry.architectures import get_architecture
+from slimlib.schema import plain
 
 ENGINE = "slimlib minimal PyTorch engine, not vLLM"
 INSTALL_HINT = "install the profiling extra: pip install 'slimlib[profiling]'"
@@ -114,7 +115,7 @@ class HarnessResult:
 def _check_point(batch_size: int, input_len: int, output_len: int) -> None:
     for name, v in (("batch_size", batch_size), ("input_len", input_len), ("output_len", output_len)):
         if int(v) != v or v < 1:
-            raise DataError(f"{name} must be a positive integer, got {v!r}")
+            raise DataError(f"{name} must be a positive integer, got {plain(v)}")
 
 
 def run_point(

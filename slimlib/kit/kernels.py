@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from slimlib.errors import DataError
+from slimlib.schema import plain
 
 CATEGORIES = ("attention", "gemm", "norm_elementwise", "other")
 
@@ -74,7 +75,7 @@ def kernel_breakdown(
     if bad.any():
         row = int(np.flatnonzero(bad.to_numpy())[0])
         raise DataError(
-            f"kernel table row {row}: {duration_col}={table[duration_col].iloc[row]!r} is not a duration >= 0"
+            f"kernel table row {row}: {duration_col}={plain(table[duration_col].iloc[row])} is not a duration >= 0"
         )
     work = table[by].copy() if by else pd.DataFrame(index=table.index)
     work["category"] = table[name_col].map(classify_kernel)

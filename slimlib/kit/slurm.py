@@ -38,6 +38,7 @@ from slimlib.batchjobs import (
 from slimlib.errors import DataError
 from slimlib.io import write_text
 from slimlib.kit.campaign import run_campaign
+from slimlib.schema import plain
 
 SCRIPT_NAME = "slurm_array.sh"
 PLAN_NAME = "kit_plan.csv"
@@ -52,7 +53,7 @@ def split_tasks(plan: pd.DataFrame, task_budget_s: float) -> pd.DataFrame:
     """`plan` with a ``task`` column: planned points grouped in priority order so each task's estimates sum to at
     most `task_budget_s` (points over it alone get status 'over-task-budget' and no task)."""
     if not task_budget_s > 0:
-        raise DataError(f"per-task budget must be > 0 seconds, got {task_budget_s!r}")
+        raise DataError(f"per-task budget must be > 0 seconds, got {plain(task_budget_s)}")
     out = plan.sort_values("priority", kind="stable").copy()
     tasks: list[float] = []
     task, used = -1, math.inf
