@@ -21,6 +21,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
 from slimlib.errors import DataError, SlimError, UnknownNameError, close_matches_message
+from slimlib.io import write_text
 
 NOTEBOOK_RE = re.compile(r"^(\d+)_[^/\\]*\.ipynb$")
 PARAMETERS_TAG = "parameters"
@@ -307,8 +308,7 @@ def strip_notebook(path: str | Path) -> bool:
     new = _dumps(strip_notebook_dict(_load(path)))
     if new == text:
         return False
-    with open(path, "w", encoding="utf-8", newline="\n") as fh:
-        fh.write(new)
+    write_text(path, new)
     return True
 
 

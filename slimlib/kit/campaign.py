@@ -36,6 +36,7 @@ import pandas as pd
 
 from slimlib import __version__
 from slimlib.errors import DataError, SlimError
+from slimlib.io import write_csv, write_text
 from slimlib.kit.harness import DTYPE_BYTES, ENGINE, default_dtype, kv_cache_bytes, require_torch, run_point
 from slimlib.kit.kernels import classify_kernel
 from slimlib.kit.ncu import ncu_command
@@ -260,10 +261,6 @@ def environment(device: str) -> dict:
     return env
 
 
-def _write_csv(df: pd.DataFrame, path: Path) -> None:
-    df.to_csv(path, index=False, lineterminator="\n")
-
-
 def run_campaign(
     plan: pd.DataFrame,
     out_dir: str | Path,
@@ -310,12 +307,12 @@ def run_campaign(
 
     def save():
         if runs:
-            _write_csv(pd.DataFrame(runs), out / "runs.csv")
+            write_csv(pd.DataFrame(runs), out / "runs.csv")
         if steps:
-            _write_csv(pd.DataFrame(steps), out / "steps.csv")
+            write_csv(pd.DataFrame(steps), out / "steps.csv")
         if kernels:
-            _write_csv(pd.DataFrame(kernels), out / "kernels.csv")
-        (out / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+            write_csv(pd.DataFrame(kernels), out / "kernels.csv")
+        write_text(out / "manifest.json", json.dumps(manifest, indent=2, sort_keys=True) + "\n")
 
     save()
     planned = plan[plan["status"] == "planned"]

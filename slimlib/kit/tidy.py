@@ -21,6 +21,7 @@ from pathlib import Path
 import pandas as pd
 
 from slimlib.errors import DataError
+from slimlib.io import write_csv
 from slimlib.kit.kernels import kernel_breakdown
 from slimlib.kit.ncu import counters_wide, parse_ncu_csv
 
@@ -136,6 +137,6 @@ def write_tables(tables: dict[str, pd.DataFrame], out_dir: str | Path) -> list[P
     paths = []
     for name in sorted(tables):
         p = out / f"{name}.csv"
-        tables[name].to_csv(p, index=False, lineterminator="\n", float_format="%.9g")
+        write_csv(tables[name], p, float_format="%.9g")
         paths.append(p)
     return paths
