@@ -13,7 +13,7 @@ from slimlib.data import load
 from slimlib.data.aiconfigurator import AIC_NAME, WHEEL_SHA256, build_aic_tables
 from slimlib.data.build import write_csv
 from slimlib.data.memgap import sha256_file
-from slimlib.data.tables import coerce
+from slimlib.data.tables import coerce, data_dir
 from slimlib.errors import DataError
 
 pytest.importorskip("pyarrow")
@@ -51,7 +51,7 @@ def test_dtypes_and_committed_tables_match_a_rebuild(built, tmp_path):
         assert str(committed["latency_ms" if name != "aic-systems" else "mem_bw"].dtype) == "float64"
         buf = tmp_path / f"{name}.csv"
         write_csv(coerce(name, tables[name]), buf)
-        assert buf.read_bytes() == (load.__globals__["data_dir"]() / f"{name}.csv").read_bytes(), name
+        assert buf.read_bytes() == (data_dir() / f"{name}.csv").read_bytes(), name
     dec = load("aic-decode-attention")
     assert str(dec["batch_size"].dtype) == "Int64" and str(dec["kernel_source"].dtype) == "string"
     assert (dec["latency_ms"] > 0).all()
@@ -65,7 +65,7 @@ def test_provenance_hashes_in_manifest():
     for r in aic.itertuples(index=False):
         assert sha256_file(RAW / r.path) == r.sha256, r.path
     assert WHEEL_SHA256 in (AIC / "PROVENANCE.md").read_text()
-    readme = (load.__globals__["data_dir"]() / "README.md").read_text()
+    readme = (data_dir() / "README.md").read_text()
     assert WHEEL_SHA256 in readme and "aic-decode-attention" in readme
 
 
