@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from slimlib.data.aiconfigurator import AIC_NAME
+from slimlib.data.aiconfigurator import SOURCE as AIC_SOURCE
 from slimlib.data.memgap import MIRROR_NAME, build_memgap_tables, find_mirror, sha256_file
 from slimlib.data.tables import SCHEMA, _file_name, coerce
 from slimlib.errors import DataError
@@ -32,6 +34,7 @@ SOURCES = {
         "MIT",
         "Vidur operator profiles (A100/H100 80 GB)",
     ),
+    AIC_NAME: AIC_SOURCE,
 }
 
 
@@ -120,6 +123,13 @@ def build_all(raw: str | Path, out: str | Path, kit: list[str | Path] | None = N
         prov = vidur_root / "PROVENANCE.md"
         if prov.is_file():
             files.append(prov)
+    aic_root = data_root / AIC_NAME
+    if aic_root.is_dir():
+        from slimlib.data.aiconfigurator import build_aic_tables
+
+        at, afiles = build_aic_tables(aic_root)
+        tables.update(at)
+        files = files + list(afiles)
     rows = []
     for f in sorted(set(files), key=lambda p: p.as_posix()):
         try:
@@ -200,6 +210,10 @@ def render_readme(tables: dict[str, pd.DataFrame], written: dict[str, Path]) -> 
     lines.append(_counts(tables["memgap-exclusions"], ["reason", "in_table"]))
     if "kit-campaigns" in tables:
         lines += _kit_readme(tables)
+    if "aic-systems" in tables:
+        from slimlib.data.aiconfigurator import readme_section
+
+        lines += readme_section(tables)
     lines += [
         "## Notes",
         "",

@@ -322,6 +322,17 @@ def _kit_schema() -> None:
 _kit_schema()
 
 
+def _aic_schema() -> None:
+    """Add the NVIDIA AIConfigurator kernel tables (aic-*), whose columns the parser defines."""
+    from slimlib.data import aiconfigurator as aic
+
+    for name, cols in aic.COLUMN_DOCS.items():
+        SCHEMA[name] = (aic.TABLE_DOCS[name], dict(cols))
+
+
+_aic_schema()
+
+
 def data_dir() -> Path:
     """The folder of the committed tables: `$SLIM_DATA_DIR`, else `data/` beside the `slimlib` package."""
     env = os.environ.get("SLIM_DATA_DIR")

@@ -1,0 +1,382 @@
+"""Parser of NVIDIA AIConfigurator's measured vLLM kernel latencies (raw folder `aiconfigurator-kernels/`).
+
+The raw folder holds Parquet tables copied, unmodified, from the wheel ``aiconfigurator_core-0.12.0`` (Apache-2.0;
+see its PROVENANCE.md): per-kernel latencies of vLLM's own decode attention, prefill attention and GEMM kernels on
+H100 SXM, H200 SXM (vLLM 0.24.0), A100 SXM (vLLM 0.14.0) and B200 (vLLM 0.24.0). `build_aic_tables` keeps what the
+package uses and writes them as tidy tables:
+
+- ``aic-decode-attention``: decode attention of the registry models' (query heads, KV heads, head size) shapes at
+  tensor parallelism 1, full attention (no sliding window), bf16 activations, KV cache bf16 or fp8;
+- ``aic-prefill-attention``: prefill (context) attention of the same shapes;
+- ``aic-gemm``: dense bf16 and fp8 (per-tensor scaled) GEMMs on the (n, k) grid points that bracket the
+  projection, FFN and LM-head shapes of the models whose decode attention is measured (all m);
+- ``aic-systems``: the peak FLOP/s, bandwidth and capacity AIConfigurator's system YAML assumes per GPU.
+
+Reading Parquet needs ``pyarrow``. Latencies are in ms, for one layer on one GPU.
+"""
+
+from __future__ import annotations
+
+import bisect
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from slimlib.errors import DataError
+
+AIC_NAME = "aiconfigurator-kernels"
+WHEEL = "aiconfigurator_core-0.12.0-cp311-abi3-manylinux_2_28_x86_64.whl"
+WHEEL_SHA256 = "aadc4aad0a00bf8a61c477c62bef43de479849c3aa0b1c3078068e08309eccc4"
+SOURCE = (
+    "ai-dynamo/aiconfigurator",
+    f"wheel {WHEEL} (aiconfigurator-core 0.12.0), sha256 {WHEEL_SHA256}",
+    "Apache-2.0",
+    "NVIDIA AIConfigurator: measured per-kernel latencies of vLLM's attention and GEMM kernels (H100/H200 SXM "
+    "vLLM 0.24.0, A100 SXM vLLM 0.14.0, B200 vLLM 0.24.0)",
+)
+_SYS_DIR = "aiconfigurator_core/systems"
+
+
+#: system -> (gpu name, vLLM version of the attention and GEMM tables, decode kernels, prefill kernels, GEMM
+#: kernel per dtype). gpu names are the GPU registry's where it has the part (B200 is not in the registry).
+SYSTEMS: dict[str, dict] = {
+    "h100_sxm": dict(
+        gpu="h100-sxm-80gb",
+        version="0.24.0",
+        decode=("vllm_flash_attn_fa3",),
+        prefill=("vllm_flash_attn_fa3",),
+        gemm={"bfloat16": "torch.nn.functional.linear", "fp8": "CutlassFP8ScaledMMLinearKernel"},
+    ),
+    "h200_sxm": dict(
+        gpu="h200-sxm-141gb",
+        version="0.24.0",
+        decode=("vllm_flash_attn_fa3",),
+        prefill=("vllm_flash_attn_fa3",),
+        gemm={"bfloat16": "torch.nn.functional.linear", "fp8": "CutlassFP8ScaledMMLinearKernel"},
+    ),
+    "a100_sxm": dict(
+        gpu="a100-sxm-80gb",
+        version="0.14.0",
+        decode=("vllm_flash_attn",),
+        prefill=("vllm_flash_attn",),
+        gemm={"bfloat16": "vllm_default"},
+    ),
+    "b200_sxm": dict(
+        gpu="b200-sxm-180gb",
+        version="0.24.0",
+        decode=("vllm_flashinfer_trtllmdecode",),
+        # vLLM 0.24.0 on B200 times a one-token prefill with the decode kernel and longer ones with the prefill one
+        prefill=("vllm_flashinfer_trtllmdecode", "vllm_flashinfer_trtllmprefill"),
+        gemm={"bfloat16": "torch.nn.functional.linear", "fp8": "CutlassFP8ScaledMMLinearKernel"},
+    ),
+}
+
+_HEAD_COLS = ["system", "gpu", "device", "vllm_version", "kernel_source", "n_heads", "n_kv_heads", "head_dim",
+              "kv_cache_dtype"]  # fmt: skip
+DECODE_COLUMNS = [*_HEAD_COLS, "batch_size", "context", "latency_ms"]
+PREFILL_COLUMNS = [*_HEAD_COLS, "batch_size", "input_len", "latency_ms"]
+GEMM_COLUMNS = ["system", "gpu", "device", "vllm_version", "kernel_source", "gemm_dtype", "m", "n", "k",
+                "latency_ms"]  # fmt: skip
+SYSTEM_COLUMNS = ["system", "gpu", "device", "vllm_version", "peak_bf16_flops", "peak_fp8_flops", "mem_bw",
+                  "mem_bytes", "decode_kernel", "prefill_kernel", "gemm_kernels"]  # fmt: skip
+
+_S, _I, _F = "string", "Int64", "float64"
+_COMMON_DOCS = {
+    "system": (_S, "AIConfigurator system name (h100_sxm, h200_sxm, a100_sxm, b200_sxm)"),
+    "gpu": (_S, "GPU registry name (b200-sxm-180gb: not in the registry; peaks in aic-systems)"),
+    "device": (_S, "device name reported when measuring"),
+    "vllm_version": (_S, "vLLM version whose kernels were timed"),
+    "kernel_source": (_S, "kernel implementation timed (e.g. vllm_flash_attn_fa3)"),
+}
+_ATT_DOCS = {
+    "n_heads": (_I, "query heads on the GPU"),
+    "n_kv_heads": (_I, "key/value heads on the GPU"),
+    "head_dim": (_I, "head size d_h"),
+    "kv_cache_dtype": (_S, "KV-cache dtype (bfloat16 or fp8); activations bf16"),
+    "batch_size": (_I, "requests in the batch"),
+}
+COLUMN_DOCS: dict[str, dict[str, tuple[str, str]]] = {
+    "aic-decode-attention": {
+        **_COMMON_DOCS,
+        **_ATT_DOCS,
+        "context": (
+            _I,
+            "tokens already in each request's KV cache (AIConfigurator 'step'); one new token each",
+        ),
+        "latency_ms": (_F, "measured latency of one layer's decode attention, ms"),
+    },
+    "aic-prefill-attention": {
+        **_COMMON_DOCS,
+        **_ATT_DOCS,
+        "input_len": (_I, "prompt tokens per request (AIConfigurator 'isl'), no prefix cached"),
+        "latency_ms": (_F, "measured latency of one layer's prefill attention, ms"),
+    },
+    "aic-gemm": {
+        **_COMMON_DOCS,
+        "gemm_dtype": (_S, "bfloat16, or fp8 (per-tensor scaled)"),
+        "m": (_I, "rows of the activation (tokens)"),
+        "n": (_I, "output features"),
+        "k": (_I, "input features"),
+        "latency_ms": (_F, "measured latency of the GEMM, ms"),
+    },
+    "aic-systems": {
+        "system": _COMMON_DOCS["system"],
+        "gpu": _COMMON_DOCS["gpu"],
+        "device": _COMMON_DOCS["device"],
+        "vllm_version": _COMMON_DOCS["vllm_version"],
+        "peak_bf16_flops": (_F, "dense bf16 tensor-core peak assumed by AIConfigurator, FLOP/s"),
+        "peak_fp8_flops": (_F, "dense fp8 tensor-core peak assumed by AIConfigurator, FLOP/s"),
+        "mem_bw": (_F, "peak DRAM bandwidth assumed by AIConfigurator, bytes/s"),
+        "mem_bytes": (_I, "memory capacity, bytes"),
+        "decode_kernel": (_S, "decode-attention kernel kept in aic-decode-attention"),
+        "prefill_kernel": (_S, "prefill-attention kernel(s) kept, ';'-joined"),
+        "gemm_kernels": (_S, "GEMM kernel kept per dtype, dtype=kernel ';'-joined"),
+    },
+}
+TABLE_DOCS = {
+    "aic-decode-attention": "Measured vLLM decode-attention latency per layer (NVIDIA AIConfigurator data) for "
+    "the registry models' head shapes at TP 1, by batch size and cached context.",
+    "aic-prefill-attention": "Measured vLLM prefill-attention latency per layer (NVIDIA AIConfigurator data) for "
+    "the registry models' head shapes at TP 1, by batch size and input length.",
+    "aic-gemm": "Measured vLLM dense GEMM latency (NVIDIA AIConfigurator data) on the (n, k) grid points that "
+    "bracket the projection, FFN and LM-head shapes of the models with measured decode attention.",
+    "aic-systems": "Peaks AIConfigurator's system YAML assumes for each GPU of the kernel tables, and the vLLM "
+    "version and kernels kept.",
+}
+
+
+def _read_parquet(path: Path) -> pd.DataFrame:
+    try:
+        import pyarrow  # noqa: F401
+    except ImportError as exc:  # pragma: no cover - pyarrow is a dependency
+        raise DataError(f"{path}: reading Parquet needs pyarrow; `pip install pyarrow`") from exc
+    if not path.is_file():
+        raise DataError(f"{path}: missing; the {AIC_NAME} mirror is incomplete (see its PROVENANCE.md)")
+    return pd.read_parquet(path)
+
+
+def _yaml(path: Path) -> dict:
+    import yaml
+
+    if not path.is_file():
+        raise DataError(f"{path}: missing; the {AIC_NAME} mirror is incomplete (see its PROVENANCE.md)")
+    return yaml.safe_load(path.read_text(encoding="utf-8"))
+
+
+def _require(df: pd.DataFrame, cols: list[str], where: Path) -> None:
+    missing = [c for c in cols if c not in df.columns]
+    if missing:
+        raise DataError(f"{where}: columns {missing} missing; expected AIConfigurator's kernel-table layout")
+
+
+def _check_version(table_dir: Path, version: str) -> Path:
+    meta = _yaml(table_dir / "collection_meta.yaml")
+    got = str((meta.get("runtime") or {}).get("version"))
+    if got != version:
+        raise DataError(
+            f"{table_dir / 'collection_meta.yaml'}: runtime.version {got!r}, expected {version!r}"
+        )
+    return table_dir / "collection_meta.yaml"
+
+
+def registry_head_shapes() -> list[tuple[int, int, int]]:
+    """(query heads, KV heads, head size) of every registry architecture, at tensor parallelism 1."""
+    from slimlib.registry.architectures import architecture_names, get_architecture
+
+    shapes = set()
+    for name in architecture_names():
+        a = get_architecture(name)
+        shapes.add((a.n_heads, a.n_kv_heads, a.head_dim))
+    return sorted(shapes)
+
+
+def model_gemm_shapes(arch) -> dict[str, tuple[int, int]]:
+    """(n, k) of each GEMM in one layer of `arch` at TP 1, plus the LM head: qkv, o, ffn_up (gate and up fused
+    for a gated FFN), ffn_down, lm_head."""
+    d, dq = arch.hidden_size, arch.n_heads * arch.head_dim
+    up = (2 if arch.ffn_kind == "gated" else 1) * arch.ffn_size
+    return {
+        "qkv": ((arch.n_heads + 2 * arch.n_kv_heads) * arch.head_dim, d),
+        "o": (d, dq),
+        "ffn_up": (up, d),
+        "ffn_down": (d, arch.ffn_size),
+        "lm_head": (arch.vocab_size, d),
+    }
+
+
+def _bracket(grid: list[int], v: int) -> list[int]:
+    """Grid points bracketing `v` (the point itself when on the grid); the largest point when `v` is above it
+    (the composition times such a GEMM as blocks of the largest n)."""
+    if v in grid:
+        return [v]
+    i = bisect.bisect_left(grid, v)
+    if i == 0:
+        return [grid[0]]
+    if i == len(grid):
+        rest = v % grid[-1]
+        return [grid[-1], *(_bracket(grid, rest) if rest else [])]
+    return [grid[i - 1], grid[i]]
+
+
+def _keep_attention(
+    df: pd.DataFrame, kernels: tuple[str, ...], shapes: list[tuple[int, int, int]], where: Path
+):
+    _require(df, ["kernel_source", "num_heads", "num_key_value_heads", "head_dim", "attn_dtype", "kv_cache_dtype",
+                  "beam_width", "batch_size", "isl", "step", "latency"], where)  # fmt: skip
+    keep = df["kernel_source"].isin(kernels) & (df["attn_dtype"] == "bfloat16") & (df["beam_width"] == 1)
+    keep &= df["kv_cache_dtype"].isin(["bfloat16", "fp8"])
+    if "window_size" in df.columns:
+        keep &= df["window_size"] == 0
+    key = list(zip(df["num_heads"], df["num_key_value_heads"], df["head_dim"], strict=True))
+    keep &= pd.Series([k in set(shapes) for k in key], index=df.index)
+    out = df[keep]
+    if not (out["latency"] > 0).all():
+        bad = out[~(out["latency"] > 0)].index[0]
+        raise DataError(
+            f"{where}: row {bad}: latency {out.loc[bad, 'latency']!r} is not a positive number (ms)"
+        )
+    return out
+
+
+def _dedupe(df: pd.DataFrame, keys: list[str], where: Path) -> pd.DataFrame:
+    dup = df.duplicated(keys, keep=False)
+    if dup.any():
+        first = df[dup].iloc[0]
+        raise DataError(f"{where}: several latencies for {dict(first[keys])}; expected one per point")
+    return df.sort_values(keys, kind="mergesort").reset_index(drop=True)
+
+
+def build_aic_tables(root: str | Path) -> tuple[dict[str, pd.DataFrame], list[Path]]:
+    """The aic-* tables from the raw folder `root` (aiconfigurator-kernels/), and the raw files read."""
+    from slimlib.registry.architectures import architecture_names, get_architecture
+
+    root = Path(root)
+    sysdir = root / _SYS_DIR
+    if not sysdir.is_dir():
+        raise DataError(
+            f"{root}: no {_SYS_DIR}/ here; expected the {AIC_NAME} mirror (see its PROVENANCE.md)"
+        )
+    files: list[Path] = [root / "PROVENANCE.md", root / "aiconfigurator_core-0.12.0.dist-info" / "METADATA"]
+    for f in files:
+        if not f.is_file():
+            raise DataError(f"{f}: missing; the {AIC_NAME} mirror is incomplete")
+    shapes = registry_head_shapes()
+    dec_parts, pre_parts, gemm_parts, systems = [], [], [], []
+    measured_shapes: set[tuple[int, int, int]] = set()
+    for system in sorted(SYSTEMS):
+        spec = SYSTEMS[system]
+        ver = spec["version"]
+        yml = sysdir / f"{system}.yaml"
+        gpu_spec = (_yaml(yml) or {}).get("gpu") or {}
+        for key in ("mem_bw", "bfloat16_tc_flops", "mem_capacity"):
+            if key not in gpu_spec:
+                raise DataError(f"{yml}: gpu.{key} missing")
+        files.append(yml)
+        att_dir = sysdir / "data" / system / "attention" / "vllm" / ver
+        files.append(_check_version(att_dir, ver))
+        device = None
+        for fname, kernels, parts, length in (
+            ("generation_attention_perf.parquet", spec["decode"], dec_parts, "context"),
+            ("context_attention_perf.parquet", spec["prefill"], pre_parts, "input_len"),
+        ):
+            path = att_dir / fname
+            raw = _read_parquet(path)
+            files.append(path)
+            sel = _keep_attention(raw, kernels, shapes, path)
+            if len(sel) == 0:
+                raise DataError(f"{path}: no rows of kernels {kernels} for the registry head shapes")
+            device = str(sel["device"].iloc[0])
+            t = pd.DataFrame({
+                "system": system, "gpu": spec["gpu"], "device": sel["device"].astype(str),
+                "vllm_version": sel["version"].astype(str), "kernel_source": sel["kernel_source"].astype(str),
+                "n_heads": sel["num_heads"], "n_kv_heads": sel["num_key_value_heads"], "head_dim": sel["head_dim"],
+                "kv_cache_dtype": sel["kv_cache_dtype"].astype(str), "batch_size": sel["batch_size"],
+                length: sel["step"] if length == "context" else sel["isl"], "latency_ms": sel["latency"],
+            })  # fmt: skip
+            if (t["vllm_version"] != ver).any():
+                raise DataError(f"{path}: version column differs from {ver}")
+            keys = ["n_heads", "n_kv_heads", "head_dim", "kv_cache_dtype", "batch_size", length]
+            parts.append(_dedupe(t, keys, path))
+            if length == "context":
+                measured_shapes |= set(zip(t["n_heads"], t["n_kv_heads"], t["head_dim"], strict=True))
+        systems.append({
+            "system": system, "gpu": spec["gpu"], "device": device, "vllm_version": ver,
+            "peak_bf16_flops": float(gpu_spec["bfloat16_tc_flops"]),
+            "peak_fp8_flops": float(gpu_spec.get("fp8_tc_flops", np.nan)), "mem_bw": float(gpu_spec["mem_bw"]),
+            "mem_bytes": int(gpu_spec["mem_capacity"]), "decode_kernel": ";".join(spec["decode"]),
+            "prefill_kernel": ";".join(spec["prefill"]),
+            "gemm_kernels": ";".join(f"{k}={v}" for k, v in sorted(spec["gemm"].items())),
+        })  # fmt: skip
+    # GEMM (n, k) needed by the models whose decode attention is measured on some GPU
+    archs = [get_architecture(n) for n in architecture_names()]
+    archs = [a for a in archs if (a.n_heads, a.n_kv_heads, a.head_dim) in measured_shapes]
+    needed = sorted({nk for a in archs for nk in model_gemm_shapes(a).values()})
+    for system in sorted(SYSTEMS):
+        spec = SYSTEMS[system]
+        gdir = sysdir / "data" / system / "gemm" / "vllm" / spec["version"]
+        files.append(_check_version(gdir, spec["version"]))
+        path = gdir / "gemm_perf.parquet"
+        raw = _read_parquet(path)
+        files.append(path)
+        _require(raw, ["kernel_source", "gemm_dtype", "m", "n", "k", "latency", "device", "version"], path)
+        for dtype, kernel in sorted(spec["gemm"].items()):
+            g = raw[(raw["gemm_dtype"] == dtype) & (raw["kernel_source"] == kernel)]
+            if len(g) == 0:
+                raise DataError(f"{path}: no {dtype} rows of kernel {kernel}")
+            ngrid, kgrid = sorted(int(v) for v in g["n"].unique()), sorted(int(v) for v in g["k"].unique())
+            pairs = {(n2, k2) for n, k in needed for n2 in _bracket(ngrid, n) for k2 in _bracket(kgrid, k)}
+            pairs = {(n, k) for n, k in pairs if n in ngrid and k in kgrid}
+            idx = pd.MultiIndex.from_arrays([g["n"], g["k"]])
+            g = g[idx.isin(list(pairs))]
+            if not (g["latency"] > 0).all():
+                raise DataError(f"{path}: a {dtype} GEMM latency is not a positive number (ms)")
+            t = pd.DataFrame({
+                "system": system, "gpu": spec["gpu"], "device": g["device"].astype(str),
+                "vllm_version": g["version"].astype(str), "kernel_source": g["kernel_source"].astype(str),
+                "gemm_dtype": dtype, "m": g["m"], "n": g["n"], "k": g["k"], "latency_ms": g["latency"],
+            })  # fmt: skip
+            gemm_parts.append(_dedupe(t, ["m", "n", "k"], path))
+    tables = {
+        "aic-decode-attention": pd.concat(dec_parts, ignore_index=True)[DECODE_COLUMNS],
+        "aic-prefill-attention": pd.concat(pre_parts, ignore_index=True)[PREFILL_COLUMNS],
+        "aic-gemm": pd.concat(gemm_parts, ignore_index=True)[GEMM_COLUMNS],
+        "aic-systems": pd.DataFrame(systems, columns=SYSTEM_COLUMNS),
+    }
+    return tables, files
+
+
+def readme_section(tables: dict[str, pd.DataFrame]) -> list[str]:
+    """Lines of data/README.md on the aic-* tables: source wheel, what is kept, coverage, caveats."""
+    from slimlib.data.build import _counts
+
+    systems = tables["aic-systems"]
+    lines = [
+        "## NVIDIA AIConfigurator kernel timings (aic-* tables)",
+        "",
+        f"From `{AIC_NAME}/` (copied unmodified from the wheel `{WHEEL}`, sha256 `{WHEEL_SHA256}`; Apache-2.0;",
+        "attribute NVIDIA AIConfigurator). Measured latencies of vLLM's own kernels, one layer on one GPU; timings",
+        "only (no hardware counters). Kept: full-attention (no sliding window) bf16 decode and prefill attention",
+        "of the registry models' head shapes at TP 1 (KV cache bf16 or fp8), and dense bf16 / fp8 GEMMs on the",
+        "(n, k) grid points bracketing the models with measured decode attention. The Parquet files read are in",
+        "raw_manifest.csv with their sha256. Reading them needs `pyarrow`.",
+        "",
+        "| system | GPU | device | vLLM | decode kernel | prefill kernel(s) | bf16 peak TFLOP/s | bandwidth TB/s |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in systems.itertuples(index=False):
+        lines.append(f"| {r.system} | {r.gpu} | {r.device} | {r.vllm_version} | {r.decode_kernel} | "
+                     f"{r.prefill_kernel} | {r.peak_bf16_flops / 1e12:g} | {r.mem_bw / 1e12:g} |")  # fmt: skip
+    lines += ["", "aic-decode-attention by system and head shape:", ""]
+    lines.append(_counts(tables["aic-decode-attention"], ["system", "n_heads", "n_kv_heads", "head_dim"]))
+    lines += ["aic-gemm by system and dtype:", ""]
+    lines.append(_counts(tables["aic-gemm"], ["system", "gemm_dtype"]))
+    lines += [
+        "Coverage: decode attention is measured for at most 8 KV heads, so multi-head-attention models (OPT,",
+        "Llama-2) and 28-head Qwen2-7B have no decode-attention rows; Mistral-7B, Llama-3-8B and Granite-8B",
+        "(32 query / 8 KV heads, head size 128) and the 64/8 70B-class shapes are covered. Large batch sizes at the",
+        "longest contexts were not measured (out of memory). B200 is not in the GPU registry: its peaks are",
+        "AIConfigurator's (aic-systems).",
+        "",
+    ]
+    return lines

@@ -1,0 +1,104 @@
+"""Parser of NVIDIA AIConfigurator's kernel tables (slimlib.data.aiconfigurator) on the real raw files."""
+
+from __future__ import annotations
+
+import io
+import shutil
+
+import pandas as pd
+import pytest
+from shared_paths import RAW, needs
+
+from slimlib.data import load
+from slimlib.data.aiconfigurator import AIC_NAME, WHEEL_SHA256, build_aic_tables
+from slimlib.data.build import write_csv
+from slimlib.data.memgap import sha256_file
+from slimlib.data.tables import coerce, data_dir
+from slimlib.errors import DataError
+
+pytest.importorskip("pyarrow")
+AIC = RAW / AIC_NAME
+pytestmark = needs(AIC, "AIConfigurator kernel mirror")
+
+
+@pytest.fixture(scope="module")
+def built():
+    return build_aic_tables(AIC)
+
+
+def test_row_counts_and_coverage(built):
+    tables, files = built
+    dec, pre, gemm = tables["aic-decode-attention"], tables["aic-prefill-attention"], tables["aic-gemm"]
+    assert len(dec) == 2020 and len(pre) == 4930 and len(gemm) == 6468
+    assert sorted(tables["aic-systems"]["system"]) == ["a100_sxm", "b200_sxm", "h100_sxm", "h200_sxm"]
+    h100 = dec[(dec.system == "h100_sxm") & (dec.n_heads == 32) & (dec.n_kv_heads == 8)]
+    # 12 batch sizes x 16 contexts, less the large-B, long-context points that were not measured
+    assert len(h100[h100.kv_cache_dtype == "bfloat16"]) == 152
+    assert set(h100["kernel_source"]) == {"vllm_flash_attn_fa3"}
+    assert h100["batch_size"].max() == 2048 and h100["context"].max() == 65535
+    assert dec["n_kv_heads"].max() == 8  # MHA decode (more than 8 KV heads) is not in the data
+    assert set(gemm["gemm_dtype"]) == {"bfloat16", "fp8"}
+    # the Mistral-7B fused gate/up GEMM (n = 28672) is bracketed by measured n
+    h = gemm[(gemm.system == "h100_sxm") & (gemm.k == 4096)]
+    assert {16384, 51200} <= set(h["n"])
+    assert len(files) == 26
+
+
+def test_dtypes_and_committed_tables_match_a_rebuild(built, tmp_path):
+    tables, _ = built
+    for name in ("aic-decode-attention", "aic-prefill-attention", "aic-gemm", "aic-systems"):
+        committed = load(name)
+        assert str(committed["latency_ms" if name != "aic-systems" else "mem_bw"].dtype) == "float64"
+        buf = tmp_path / f"{name}.csv"
+        write_csv(coerce(name, tables[name]), buf)
+        assert buf.read_bytes() == (data_dir() / f"{name}.csv").read_bytes(), name
+    dec = load("aic-decode-attention")
+    assert str(dec["batch_size"].dtype) == "Int64" and str(dec["kernel_source"].dtype) == "string"
+    assert (dec["latency_ms"] > 0).all()
+
+
+def test_provenance_hashes_in_manifest():
+    manifest = load("raw-manifest")
+    aic = manifest[manifest["path"].str.startswith(AIC_NAME + "/")]
+    parquet = aic[aic["path"].str.endswith(".parquet")]
+    assert len(parquet) == 12  # attention (2) and GEMM (1) tables of four systems
+    for r in aic.itertuples(index=False):
+        assert sha256_file(RAW / r.path) == r.sha256, r.path
+    assert WHEEL_SHA256 in (AIC / "PROVENANCE.md").read_text()
+    readme = (data_dir() / "README.md").read_text()
+    assert WHEEL_SHA256 in readme and "aic-decode-attention" in readme
+
+
+def _copy_mirror(tmp_path):
+    dst = tmp_path / AIC_NAME
+    shutil.copytree(AIC, dst)
+    for p in dst.rglob("*"):
+        p.chmod(0o755 if p.is_dir() else 0o644)
+    return dst
+
+
+def test_bad_latency_names_the_file(tmp_path):
+    dst = _copy_mirror(tmp_path)
+    path = (
+        dst
+        / "aiconfigurator_core/systems/data/h200_sxm/attention/vllm/0.24.0/generation_attention_perf.parquet"
+    )
+    df = pd.read_parquet(path)
+    sel = (df.num_heads == 32) & (df.num_key_value_heads == 8) & (df.window_size == 0) & (df.head_dim == 128)
+    sel &= (df.kernel_source == "vllm_flash_attn_fa3") & (df.kv_cache_dtype == "bfloat16")
+    df.loc[df[sel].index[0], "latency"] = -1.0
+    buf = io.BytesIO()
+    df.to_parquet(buf)
+    path.write_bytes(buf.getvalue())
+    with pytest.raises(DataError, match="generation_attention_perf.parquet.*not a positive"):
+        build_aic_tables(dst)
+
+
+def test_wrong_version_and_missing_mirror(tmp_path):
+    with pytest.raises(DataError, match="expected the aiconfigurator-kernels mirror"):
+        build_aic_tables(tmp_path)
+    dst = _copy_mirror(tmp_path)
+    meta = dst / "aiconfigurator_core/systems/data/a100_sxm/gemm/vllm/0.14.0/collection_meta.yaml"
+    meta.write_text(meta.read_text().replace("version: 0.14.0", "version: 0.99.0"))
+    with pytest.raises(DataError, match="collection_meta.yaml: runtime.version '0.99.0'"):
+        build_aic_tables(dst)

@@ -1,0 +1,124 @@
+"""Decode-step / prefill composition from measured vLLM kernel timings (slimlib.experiments.kernels)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from slimlib.data import load
+from slimlib.experiments.kernels import OutOfGridError, compose, kernel_set
+
+
+@pytest.fixture(scope="module")
+def ks():
+    return kernel_set("mistral-7b", "h100")
+
+
+@pytest.fixture(scope="module")
+def tables():
+    dec = load("aic-decode-attention")
+    dec = dec[(dec.system == "h100_sxm") & (dec.n_heads == 32) & (dec.n_kv_heads == 8)
+              & (dec.kv_cache_dtype == "bfloat16")]  # fmt: skip
+    pre = load("aic-prefill-attention")
+    pre = pre[(pre.system == "h100_sxm") & (pre.n_heads == 32) & (pre.n_kv_heads == 8)
+              & (pre.kv_cache_dtype == "bfloat16") & (pre.head_dim == 128)]  # fmt: skip
+    gem = load("aic-gemm")
+    gem = gem[(gem.system == "h100_sxm") & (gem.gemm_dtype == "bfloat16")]
+    return dec, pre, gem
+
+
+def test_exact_at_grid_points(ks, tables):
+    dec, pre, gem = tables
+    got = ks.decode_attention_ms(dec["batch_size"].to_numpy(float), dec["context"].to_numpy(float))
+    np.testing.assert_allclose(got, dec["latency_ms"].to_numpy(float), rtol=1e-12)
+    got = ks.prefill_attention_ms(pre["batch_size"].to_numpy(float), pre["input_len"].to_numpy(float))
+    np.testing.assert_allclose(got, pre["latency_ms"].to_numpy(float), rtol=1e-12)
+    qkv = gem[(gem.n == 6144) & (gem.k == 4096)].sort_values("m")  # Mistral's fused QKV is on the grid
+    np.testing.assert_allclose(ks.gemm_ms("qkv", qkv["m"].to_numpy(float)), qkv["latency_ms"], rtol=1e-12)
+
+
+def test_monotone_where_the_data_are(ks, tables):
+    dec = tables[0]
+    checked = 0
+    for b, row in dec.groupby("batch_size"):
+        row = row.sort_values("context")
+        c, t = row["context"].to_numpy(float), row["latency_ms"].to_numpy(float)
+        for i in range(len(c) - 1):  # between each pair of measured contexts, the direction of the data
+            x = np.geomspace(c[i], c[i + 1], 50)
+            f = ks.decode_attention_ms(np.full(len(x), float(b)), x)
+            d = np.diff(f) * np.sign(t[i + 1] - t[i])
+            assert np.all(d >= -1e-15), (b, c[i])
+            assert f.min() >= min(t[i], t[i + 1]) * (1 - 1e-12) and f.max() <= max(t[i], t[i + 1]) * (
+                1 + 1e-12
+            )
+            checked += 1
+    assert checked > 100
+    # between measured batch sizes the interpolation is linear in B: B = 24 is the mean of 16 and 32
+    a, b, m = ks.decode_attention_ms([16.0, 32.0, 24.0], [1023.0, 1023.0, 1023.0])
+    assert m == pytest.approx((a + b) / 2, rel=1e-12)
+
+
+def _loglog(x, x0, x1, y0, y1):
+    u = np.log(x / x0) / np.log(x1 / x0)
+    return np.exp((1 - u) * np.log(y0) + u * np.log(y1))
+
+
+def test_decode_step_against_hand_sum(ks, tables):
+    dec, _, gem = tables
+    B, C = 64, 1023
+    t = gem[gem.m == B].set_index(["n", "k"])["latency_ms"]
+    attn = float(dec[(dec.batch_size == B) & (dec.context == C)]["latency_ms"].iloc[0])
+    qkv, o = t[(6144, 4096)], t[(4096, 4096)]
+    up = _loglog(28672, 16384, 51200, t[(16384, 4096)], t[(51200, 4096)])
+    down = _loglog(14336, 12288, 16384, t[(4096, 12288)], t[(4096, 16384)])
+    lm = _loglog(32000, 16384, 51200, t[(16384, 4096)], t[(51200, 4096)])
+    hand = 32 * (qkv + attn + o + up + down) + lm
+    step = ks.decode_step(B, C)
+    assert float(step["total_ms"].iloc[0]) == pytest.approx(hand, rel=1e-10)
+    assert float(step["attention"].iloc[0]) == pytest.approx(32 * attn, rel=1e-12)
+
+
+def test_e2e_decode_is_the_sum_of_its_steps(ks):
+    B, IL, OL = 48, 300, 40
+    e = ks.e2e(B, IL, OL).iloc[0]
+    steps = ks.decode_step(np.full(OL - 1, float(B)), IL + np.arange(OL - 1, dtype=float))
+    assert e["decode_s"] * 1e3 == pytest.approx(steps["total_ms"].sum(), rel=1e-10)
+    assert e["prefill_s"] * 1e3 == pytest.approx(float(ks.prefill(B, IL)["total_ms"].iloc[0]), rel=1e-12)
+    assert e["throughput_tok_s"] == pytest.approx(B * (IL + OL) / e["e2e_s"])
+
+
+def test_compose_groups_and_keeps_order():
+    cfg = pd.DataFrame({"model": ["granite-8b", "mistral-7b", "granite-8b"], "gpu": ["h200", "h100", "h100"],
+                        "batch_size": [8, 8, 8], "input_len": [512] * 3, "output_len": [128] * 3})  # fmt: skip
+    out = compose(cfg)
+    assert list(out["model"]) == list(cfg["model"])
+    assert out.iloc[0]["e2e_s"] < out.iloc[2]["e2e_s"]  # H200's bandwidth beats H100's on the same model
+    assert out.iloc[1]["e2e_s"] < out.iloc[2]["e2e_s"]  # Granite has 40 layers to Mistral's 32
+
+
+def test_out_of_grid_requests_raise(ks):
+    with pytest.raises(OutOfGridError, match="batch size 4096.*outside the measured"):
+        ks.decode_attention_ms(4096, 100)
+    with pytest.raises(OutOfGridError, match=r"context 20000 is beyond the measured grid .*B = 64: 8191"):
+        ks.decode_attention_ms(64, 20000)
+    with pytest.raises(OutOfGridError, match="beyond the measured grid"):
+        ks.e2e(256, 512, 1024)  # B = 256 is measured only up to 1023 cached tokens
+    with pytest.raises(OutOfGridError, match="input length 20000 is outside"):
+        ks.prefill(1, 20000)
+    with pytest.raises(OutOfGridError, match="at most 8 KV heads"):
+        kernel_set("llama-2-7b", "h100")
+
+
+def test_composition_rules_beyond_the_largest_sizes(ks, tables):
+    # a GEMM with more rows than measured is timed as row blocks of the largest measured m
+    top = ks.gemm_m[-1]
+    assert ks.gemm_ms("o", 2 * top + 16) == pytest.approx(2 * ks.gemm_ms("o", top) + ks.gemm_ms("o", 16))
+    # a prefill of more requests than measured at that length is back-to-back groups of the largest batch
+    pre = tables[1]
+    g = int(pre[pre.input_len == 16384]["batch_size"].max())  # 8: the largest batch measured at 16384 tokens
+    assert g == 8
+    assert ks.prefill_attention_ms(64, 16384) == pytest.approx(8 * ks.prefill_attention_ms(g, 16384)[()])
+    assert ks.prefill_attention_ms(20, 16384) == pytest.approx(
+        2 * ks.prefill_attention_ms(g, 16384)[()] + ks.prefill_attention_ms(4, 16384)[()]
+    )
