@@ -23,7 +23,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from slimlib.data.markdown import count_table
 from slimlib.errors import DataError
+from slimlib.registry.architectures import architecture_names, get_architecture
 
 AIC_NAME = "aiconfigurator-kernels"
 WHEEL = "aiconfigurator_core-0.12.0-cp311-abi3-manylinux_2_28_x86_64.whl"
@@ -182,8 +184,6 @@ def _check_version(table_dir: Path, version: str) -> Path:
 
 def registry_head_shapes() -> list[tuple[int, int, int]]:
     """(query heads, KV heads, head size) of every registry architecture, at tensor parallelism 1."""
-    from slimlib.registry.architectures import architecture_names, get_architecture
-
     shapes = set()
     for name in architecture_names():
         a = get_architecture(name)
@@ -249,8 +249,6 @@ def _dedupe(df: pd.DataFrame, keys: list[str], where: Path) -> pd.DataFrame:
 
 def build_aic_tables(root: str | Path) -> tuple[dict[str, pd.DataFrame], list[Path]]:
     """The aic-* tables from the raw folder `root` (aiconfigurator-kernels/), and the raw files read."""
-    from slimlib.registry.architectures import architecture_names, get_architecture
-
     root = Path(root)
     sysdir = root / _SYS_DIR
     if not sysdir.is_dir():
@@ -348,8 +346,6 @@ def build_aic_tables(root: str | Path) -> tuple[dict[str, pd.DataFrame], list[Pa
 
 def readme_section(tables: dict[str, pd.DataFrame]) -> list[str]:
     """Lines of data/README.md on the aic-* tables: source wheel, what is kept, coverage, caveats."""
-    from slimlib.data.build import _counts
-
     systems = tables["aic-systems"]
     lines = [
         "## NVIDIA AIConfigurator kernel timings (aic-* tables)",
@@ -368,9 +364,9 @@ def readme_section(tables: dict[str, pd.DataFrame]) -> list[str]:
         lines.append(f"| {r.system} | {r.gpu} | {r.device} | {r.vllm_version} | {r.decode_kernel} | "
                      f"{r.prefill_kernel} | {r.peak_bf16_flops / 1e12:g} | {r.mem_bw / 1e12:g} |")  # fmt: skip
     lines += ["", "aic-decode-attention by system and head shape:", ""]
-    lines.append(_counts(tables["aic-decode-attention"], ["system", "n_heads", "n_kv_heads", "head_dim"]))
+    lines.append(count_table(tables["aic-decode-attention"], ["system", "n_heads", "n_kv_heads", "head_dim"]))
     lines += ["aic-gemm by system and dtype:", ""]
-    lines.append(_counts(tables["aic-gemm"], ["system", "gemm_dtype"]))
+    lines.append(count_table(tables["aic-gemm"], ["system", "gemm_dtype"]))
     lines += [
         "Coverage: decode attention is measured for at most 8 KV heads, so multi-head-attention models (OPT,",
         "Llama-2) and 28-head Qwen2-7B have no decode-attention rows; Mistral-7B, Llama-3-8B and Granite-8B",

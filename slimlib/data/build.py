@@ -12,11 +12,14 @@ from pathlib import Path
 
 import pandas as pd
 
-from slimlib.data.aiconfigurator import AIC_NAME
+from slimlib.data.aiconfigurator import AIC_NAME, build_aic_tables, readme_section
 from slimlib.data.aiconfigurator import SOURCE as AIC_SOURCE
+from slimlib.data.markdown import count_table
 from slimlib.data.memgap import MIRROR_NAME, build_memgap_tables, find_mirror, sha256_file
 from slimlib.data.tables import SCHEMA, _file_name, coerce
+from slimlib.data.vidur import build_vidur_tables
 from slimlib.errors import DataError
+from slimlib.kit.tidy import KEYS, build_profiling_tables
 
 FLOAT_FORMAT = "%.10g"
 VIDUR_NAME = "vidur-profiling"
@@ -62,7 +65,6 @@ def build_kit_tables(
     `slim profile campaign`, and the raw files read as (path, manifest path). Each row carries its folder name in
     `campaign`; a file's manifest path is relative to `data_root` when the folder lies inside it, else
     ``<folder name>/<file>``. Raises DataError for two folders of the same name or a folder without manifest."""
-    from slimlib.kit.tidy import KEYS, build_profiling_tables
 
     root = Path(data_root).resolve() if data_root is not None else None
     parts: dict[str, list[pd.DataFrame]] = {"kit-runs": [], "kit-kernels": [], "kit-counters": []}
@@ -115,8 +117,6 @@ def build_all(raw: str | Path, out: str | Path, kit: list[str | Path] | None = N
     tables, files = build_memgap_tables(mirror)
     vidur_root = data_root / VIDUR_NAME
     if vidur_root.is_dir():
-        from slimlib.data.vidur import build_vidur_tables
-
         vt, vfiles = build_vidur_tables(vidur_root)
         tables.update(vt)
         files = files + list(vfiles)
@@ -125,8 +125,6 @@ def build_all(raw: str | Path, out: str | Path, kit: list[str | Path] | None = N
             files.append(prov)
     aic_root = data_root / AIC_NAME
     if aic_root.is_dir():
-        from slimlib.data.aiconfigurator import build_aic_tables
-
         at, afiles = build_aic_tables(aic_root)
         tables.update(at)
         files = files + list(afiles)
@@ -158,14 +156,6 @@ def build_all(raw: str | Path, out: str | Path, kit: list[str | Path] | None = N
     readme.write_text(render_readme(tables, written), encoding="utf-8", newline="\n")
     written["README"] = readme
     return written
-
-
-def _counts(df: pd.DataFrame, by: list[str]) -> str:
-    if len(df) == 0:
-        return "(none)\n"
-    g = df.groupby(by, dropna=False).size().reset_index(name="rows")
-    head = "| " + " | ".join([*by, "rows"]) + " |\n|" + "---|" * (len(by) + 1) + "\n"
-    return head + "".join("| " + " | ".join(str(v) for v in r) + " |\n" for r in g.itertuples(index=False))
 
 
 def render_readme(tables: dict[str, pd.DataFrame], written: dict[str, Path]) -> str:
@@ -203,16 +193,14 @@ def render_readme(tables: dict[str, pd.DataFrame], written: dict[str, Path]) -> 
         lines += [f"| `{c}` | {dt} | {doc} |" for c, (dt, doc) in spec.items()]
         lines.append("")
     lines += ["## Row counts", "", "memgap-online by family:", ""]
-    lines.append(_counts(tables["memgap-online"], ["family", "subfamily"]))
+    lines.append(count_table(tables["memgap-online"], ["family", "subfamily"]))
     lines += ["memgap-offline by family and profiler:", ""]
-    lines.append(_counts(tables["memgap-offline"], ["family", "profiler"]))
+    lines.append(count_table(tables["memgap-offline"], ["family", "profiler"]))
     lines += ["memgap-exclusions by reason (in_table empty: the run is in no table):", ""]
-    lines.append(_counts(tables["memgap-exclusions"], ["reason", "in_table"]))
+    lines.append(count_table(tables["memgap-exclusions"], ["reason", "in_table"]))
     if "kit-campaigns" in tables:
         lines += _kit_readme(tables)
     if "aic-systems" in tables:
-        from slimlib.data.aiconfigurator import readme_section
-
         lines += readme_section(tables)
     lines += [
         "## Notes",
@@ -255,7 +243,7 @@ def _kit_readme(tables: dict[str, pd.DataFrame]) -> list[str]:
     lines += ["", "Commands:", ""]
     lines += [f"- {r.campaign}: `{na(r.command)}`" for r in camp.itertuples(index=False)]
     lines += ["", "kit-runs by campaign and device:", ""]
-    lines.append(_counts(tables["kit-runs"], ["campaign", "device"]))
+    lines.append(count_table(tables["kit-runs"], ["campaign", "device"]))
     lines += ["kit-counters by campaign and ncu target:", ""]
-    lines.append(_counts(tables["kit-counters"], ["campaign", "target"]))
+    lines.append(count_table(tables["kit-counters"], ["campaign", "target"]))
     return lines

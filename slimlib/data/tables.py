@@ -11,7 +11,10 @@ from pathlib import Path
 
 import pandas as pd
 
+from slimlib.data import aiconfigurator as aic
+from slimlib.data import vidur
 from slimlib.errors import DataError, DataUnavailableError, UnknownNameError, close_matches_message
+from slimlib.kit.ncu import HOPPER_METRICS, METRICS
 
 S, INT, F, B = "string", "Int64", "float64", "boolean"
 _LAT = {
@@ -166,10 +169,6 @@ _VIDUR_BOOL = {"use_gated_mlp", "is_prefill"}
 
 def _vidur_schema() -> None:
     """Add the Vidur tables, whose columns the Vidur parser defines (times in ms, per layer)."""
-    try:
-        from slimlib.data import vidur
-    except ImportError:  # pragma: no cover - the Vidur parser ships with the package
-        return
     for name, cols, what in (
         ("vidur-mlp", vidur.MLP_COLUMNS, "Vidur dense per-layer operator times vs num_tokens."),
         ("vidur-attention", vidur.ATTENTION_COLUMNS, "Vidur attention operator times vs batch and KV size."),
@@ -208,8 +207,6 @@ _CAMPAIGN = {"campaign": (S, "campaign folder name (see kit-campaigns)")}
 
 def _kit_schema() -> None:
     """Add the GPU kit's tables (`slimlib.kit.tidy`): a minimal PyTorch engine's measurements, not vLLM."""
-    from slimlib.kit.ncu import HOPPER_METRICS, METRICS
-
     SCHEMA["kit-campaigns"] = (
         "GPU characterization kit: one row per campaign folder (its manifest.json): where and how it was "
         "measured. The kit measures slimlib's minimal static-batch PyTorch engine with random weights, not vLLM.",
@@ -324,8 +321,6 @@ _kit_schema()
 
 def _aic_schema() -> None:
     """Add the NVIDIA AIConfigurator kernel tables (aic-*), whose columns the parser defines."""
-    from slimlib.data import aiconfigurator as aic
-
     for name, cols in aic.COLUMN_DOCS.items():
         SCHEMA[name] = (aic.TABLE_DOCS[name], dict(cols))
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from slimlib.data import load
 from slimlib.experiments.kernels import (
     GEMM_KINDS,
     KernelSet,
@@ -32,7 +33,6 @@ _PARTS = (
 
 def label(ks: KernelSet) -> str:
     """Figure caption tag: the data, GPU and vLLM version."""
-    from slimlib.data import load
 
     ver = load("aic-systems").set_index("system").loc[ks.system, "vllm_version"]
     return f"measured vLLM kernel timings, vLLM {ver}, NVIDIA AIConfigurator data"

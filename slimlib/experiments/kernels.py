@@ -31,7 +31,10 @@ from functools import lru_cache
 import numpy as np
 import pandas as pd
 
+from slimlib.data import load
+from slimlib.data.aiconfigurator import model_gemm_shapes
 from slimlib.errors import DataError, UnknownNameError, close_matches_message
+from slimlib.registry.architectures import get_architecture
 
 __all__ = [
     "OutOfGridError",
@@ -378,17 +381,12 @@ def _gemm_table(g: pd.DataFrame, n: int, k: int, where: str) -> tuple[np.ndarray
 
 @lru_cache(maxsize=4)
 def _tables(folder: str | None) -> dict[str, pd.DataFrame]:
-    from slimlib.data import load
-
     return {n: load(n, folder) for n in ("aic-systems", "aic-decode-attention", "aic-prefill-attention",
                                          "aic-gemm")}  # fmt: skip
 
 
 @lru_cache(maxsize=64)
 def _cached(model: str, system: str, kv_dtype: str, gemm_dtype: str, folder: str | None) -> KernelSet:
-    from slimlib.data.aiconfigurator import model_gemm_shapes
-    from slimlib.registry.architectures import get_architecture
-
     arch = get_architecture(model)
     heads = (arch.n_heads, arch.n_kv_heads, arch.head_dim)
     where = f"{arch.name} on {system}"
