@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from slimlib.experiments import roofline
-from slimlib.experiments.plotting import OKABE_ITO, new_figure
+from slimlib.experiments.plotting import HOUSE_COLORS, OKABE_ITO, new_figure
 from slimlib.kit import analysis as an
 
 
@@ -110,7 +110,7 @@ def fig06_kit_attention_roofline(table1: pd.DataFrame, source: str):
             ridge = float(roofline.ridge_point(pf(g), bw(g)))
             ax.axvspan(lo, ridge, color="#D55E00", alpha=0.06, lw=0)
             ax.axvspan(ridge, 1e4, color="#009E73", alpha=0.06, lw=0)
-    colors = dict(zip(sorted(table1["batch_size"].unique()), OKABE_ITO, strict=False))
+    colors = dict(zip(sorted(table1["batch_size"].unique()), HOUSE_COLORS, strict=False))
     for b, g in table1.groupby("batch_size", sort=True):
         ax.scatter(
             g["ai_flop_per_byte"],
