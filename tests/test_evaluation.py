@@ -94,8 +94,8 @@ def test_notebook_06_runs_in_quick_mode(tmp_path):
     figures = tmp_path / "figures"
     run_notebooks(ROOT / "notebooks", build_dir=tmp_path / "build", figures_dir=figures, only=["06"],
                   parameters={"quick": True}, progress=False)  # fmt: skip
-    for name in ("table02_mape.csv", "table02_mape.md", "table02_mape.tex", "fig06_parity.png",
-                 "fig06_parity.pdf", "fig06_curves.png", "table02_slim_params.csv"):  # fmt: skip
+    for name in ("table02_mape.csv", "table02_mape.md", "table02_mape.tex", "eval_parity.png",
+                 "eval_parity.pdf", "eval_curves.png", "eval_slim_params.csv"):  # fmt: skip
         assert (figures / name).is_file() and (figures / name).stat().st_size > 0, name
 
 

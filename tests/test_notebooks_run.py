@@ -19,12 +19,13 @@ EXPECTED = {
     "02": ["fig02_saturation.pdf", "fig02_saturation.png", "fig02_active_context.png", "fig02_knees.csv"],
     "03": ["fig03_prefill_decode.pdf", "fig03_prefill_decode.png", "fig03_prefill_decode_summary.csv"],
     "07": [
-        "fig07_advisor_curves.png",
-        "fig07_memory_saved.pdf",
-        "fig07_quality_vs_effort.png",
-        "table07_effort.csv",
-        "table07_recommendations.csv",
-        "table07_memory.md",
+        "bca_curves.png",
+        "bca_memory_saved.pdf",
+        "bca_quality_vs_effort.png",
+        "bca_effort.csv",
+        "bca_recommendations.csv",
+        "bca_summary.md",
+        "bca_memory.md",
     ],
     "04": [
         "fig04_gpu_utilization_proxy.pdf",
@@ -62,6 +63,10 @@ def test_notebook_runs_and_writes_its_figures(number, tmp_path):
         path = figures / name
         assert path.is_file(), f"notebook {number} did not write {name}"
         assert path.stat().st_size > 0, f"notebook {number} wrote an empty {name}"
+    # every output it wrote has a caption, and CAPTIONS.md lists exactly those outputs
+    from slimlib.experiments.captions import check_captions
+
+    assert check_captions(figures) == []
 
 
 def test_two_runs_give_byte_identical_figures(tmp_path):

@@ -19,10 +19,17 @@ import pytest  # noqa: E402
 
 from slimlib.errors import DataError  # noqa: E402
 from slimlib.experiments.plotting import (  # noqa: E402
+    BATCH_TICKS,
     DOUBLE_COLUMN_IN,
-    OKABE_ITO,
+    HOUSE_COLORS,
+    MODEL_STYLES,
+    OL_STYLES,
     SINGLE_COLUMN_IN,
+    batch_axis,
+    method_style,
+    model_style,
     new_figure,
+    ol_style,
     save_figure,
     save_table,
     table_to_latex,
@@ -62,7 +69,7 @@ def test_house_style_sets_palette_sizes_and_fonts():
     use_house_style()
     rc = matplotlib.rcParams
     assert tuple(rc["figure.figsize"]) == (SINGLE_COLUMN_IN, 2.4)
-    assert rc["axes.prop_cycle"].by_key()["color"][:3] == [c for c in OKABE_ITO[:3]]
+    assert rc["axes.prop_cycle"].by_key()["color"] == HOUSE_COLORS
     assert rc["pdf.fonttype"] == 42
     assert 6 <= rc["xtick.labelsize"] <= rc["axes.labelsize"] <= 9
 
@@ -152,28 +159,71 @@ def test_save_table_writes_csv_markdown_latex_deterministically(tmp_path, table)
 
 
 def test_markdown_table_format(table):
-    md = table_to_markdown(table, digits=3).splitlines()
-    assert md[0] == "| model | batch_size | mape_% | throughput_tok_s |"
+    md = table_to_markdown(table).splitlines()
+    assert md[0] == "| Model | Batch size B | Mape % | Throughput (tok/s) |"
     assert md[1] == "|:---|---:|---:|---:|"
-    assert md[2] == "| opt-1.3b | 8 | 3.14 | 1.23e+04 |"
-    assert md[3] == "| llama_2_7b | 256 |  | 0.000123 |"
+    assert md[2] == "| opt-1.3b | 8 | 3.14 | 12346 |"  # fixed decimals per column, no 1.23e+04
+    assert md[3] == "| llama_2_7b | 256 | n/a (no data) | 0 |"
+    assert "e+" not in "\n".join(md) and "e-" not in "\n".join(md)
 
 
 def test_latex_table_escapes_and_aligns(table):
     tex = table_to_latex(table, digits=4)
     lines = tex.splitlines()
     assert lines[0] == r"\begin{tabular}{lrrr}"
-    assert lines[2] == r"model & batch\_size & mape\_\% & throughput\_tok\_s \\"
-    assert r"llama\_2\_7b & 256 &  & 0.0001235 \\" in lines
+    assert lines[2] == r"Model & Batch size B & Mape \% & Throughput (tok/s) \\"
+    assert r"llama\_2\_7b & 256 & n/a (no data) & 0.0001 \\" in lines
     assert lines[-1] == r"\end{tabular}"
     assert tex.count(r"\toprule") == tex.count(r"\midrule") == tex.count(r"\bottomrule") == 1
+
+
+def test_house_palette_has_no_yellow_and_one_style_per_model_and_output_length():
+    assert "#F0E442" not in HOUSE_COLORS
+    styles = [model_style(m) for m in MODEL_STYLES]
+    assert len(set(styles)) == len(styles) and len({c for c, _ in styles}) == len(styles)
+    assert len({m for _, m in styles}) == len(styles)  # distinct markers too
+    assert model_style("Llama-2-7B") == MODEL_STYLES["llama-2-7b"]
+    assert model_style("llama-2-7b") != model_style("opt-2.7b")
+    assert ol_style(520.0) == OL_STYLES[520] and ol_style(130)[0] != ol_style(520)[0]
+    assert model_style("mistral-7b") == model_style("mistral-7b")  # unknown names: stable fallback
+    assert model_style("mistral-7b")[0] in HOUSE_COLORS
+    assert method_style("SLIM")[0] != method_style("SLIM-extended")[0]
+    for color, _ in [*MODEL_STYLES.values(), *OL_STYLES.values()]:
+        assert color in HOUSE_COLORS
+
+
+def test_batch_axis_has_plain_power_of_four_ticks():
+    use_house_style()
+    fig, ax = new_figure()
+    ax.plot([1, 2, 30, 300], [1, 2, 3, 4])
+    batch_axis(ax)
+    fig.canvas.draw()
+    labels = [t.get_text() for t in ax.get_xticklabels() if t.get_text()]
+    ticks = [t for t in ax.get_xticks() if 1 <= t <= 300]
+    assert ticks == [1, 4, 16, 64, 256] and set(ticks) <= set(BATCH_TICKS)
+    assert [lab for lab in labels if lab in {"1", "4", "16", "64", "256"}] == ["1", "4", "16", "64", "256"]
+    assert not any("10^" in lab or "times" in lab for lab in labels)
+    assert all(t.get_text() == "" for t in ax.get_xticklabels(minor=True))
 
 
 def test_save_table_with_index_and_bad_input(tmp_path, table):
     indexed = table.set_index("model")
     md = save_table(indexed, "t", tmp_path, index=True, formats=("md",))[0].read_text()
-    assert md.splitlines()[0].startswith("| model |")
+    assert md.splitlines()[0].startswith("| Model |")
     with pytest.raises(DataError, match="DataFrame"):
         save_table([1, 2], "t", tmp_path)
     with pytest.raises(DataError, match="xlsx"):
         save_table(table, "t", tmp_path, formats=("xlsx",))
+
+
+def test_plain_log_axis_labels_have_no_powers():
+    from slimlib.experiments.plotting import plain_log_axis
+
+    use_house_style()
+    fig, ax = new_figure()
+    ax.plot([1, 2], [0.8, 40])
+    plain_log_axis(ax, "y")
+    fig.canvas.draw()
+    labels = [t.get_text() for t in ax.get_yticklabels() if t.get_text()]
+    assert "1" in labels and "10" in labels and "20" in labels
+    assert not any("10^" in lab or "times" in lab or "e+" in lab for lab in labels)

@@ -14,6 +14,16 @@ from slimlib.model import DEFAULT_VARIANT, make_model
 from slimlib.model.memory import GIB, kv_bytes_needed
 from slimlib.registry.architectures import get_architecture
 
+#: The two SLIM-BCA variants evaluated side by side: "faithful" is Eq. 13 as the paper defines it (the paper's model,
+#: Eqs. 3-12, with the SLO and efficiency constraints only); "project" is this package's default (the extended model
+#: plus a KV-memory constraint that is not in Eq. 13: B_cap's full-length KV cache must fit the default pool).
+ADVISOR_VARIANTS = {
+    "faithful": {"model": "paper", "respect_memory": False,
+                 "label": "SLIM-BCA faithful (paper model, Eq. 13, no memory constraint)"},
+    "project": {"model": "extended", "respect_memory": True,
+                "label": "SLIM-BCA project variant (extended model + KV-memory constraint)"},
+}  # fmt: skip
+
 #: Order in which batch sizes join a curve's calibration set (first k present and not preempted are used): the
 #: SLO reference 32 and a low point first, then points spreading over the pre-knee and knee region.
 CURVE_KEYS = ["model", "output_len"]
@@ -161,9 +171,15 @@ def profiling_effort(curves: pd.DataFrame, calibration: pd.DataFrame) -> dict:
 
 
 def quality_vs_effort(
-    curves: pd.DataFrame, slos: pd.DataFrame, ks=(2, 3, 4, 5, 6), epsilon: float = 0.3, n_starts: int = 8
+    curves: pd.DataFrame,
+    slos: pd.DataFrame,
+    ks=(2, 3, 4, 5, 6),
+    epsilon: float = 0.3,
+    n_starts: int = 8,
+    variant: str = "project",
 ) -> pd.DataFrame:
-    """For k calibration points per curve: profiling effort and recommendation quality, one row per (k, SLO).
+    """For k calibration points per curve: profiling effort and recommendation quality of one advisor `variant`
+    (a key of `ADVISOR_VARIANTS`), one row per (k, SLO).
 
     Columns: ``k, slo, runs_calibration, gpu_s_calibration, gpu_s_saved_pct, mean_quality_pct, min_quality_pct,
     exact_pct`` (B_cap equals the measured best), ``slo_violations``, ``efficiency_misses`` (measured efficiency at
@@ -172,11 +188,14 @@ def quality_vs_effort(
     rows = []
     for k in ks:
         cal = calibration_subset(curves, k)
-        ev = evaluate_recommendations(curves, fit_per_model(cal, n_starts=n_starts), slos, epsilon)
+        spec = ADVISOR_VARIANTS[variant]
+        fits = fit_per_model(cal, variant=spec["model"], n_starts=n_starts)
+        ev = evaluate_recommendations(curves, fits, slos, epsilon, respect_memory=spec["respect_memory"])
         effort = profiling_effort(curves, cal)
         for name, part in ev.groupby("slo", sort=True):
             rows.append(
                 {
+                    "variant": variant,
                     "k": int(k),
                     "slo": name,
                     "runs_calibration": effort["runs_calibration"],
@@ -211,3 +230,73 @@ def summarize_recommendations(rec: pd.DataFrame, epsilon: float | None = None) -
             }
         )
     return pd.DataFrame(rows).set_index("slo")
+
+
+def recommendations_by_variant(
+    curves: pd.DataFrame,
+    calibration: pd.DataFrame,
+    slos: pd.DataFrame,
+    epsilon: float = 0.3,
+    n_starts: int = 8,
+    variants=tuple(ADVISOR_VARIANTS),
+) -> pd.DataFrame:
+    """`evaluate_recommendations` for each advisor variant of `ADVISOR_VARIANTS` (fitted on the same calibration
+    rows), stacked with a ``variant`` column first."""
+    parts = []
+    for v in variants:
+        spec = ADVISOR_VARIANTS[v]
+        fits = fit_per_model(calibration, variant=spec["model"], n_starts=n_starts)
+        rec = evaluate_recommendations(curves, fits, slos, epsilon, respect_memory=spec["respect_memory"])
+        rec.insert(0, "variant", v)
+        parts.append(rec)
+    return pd.concat(parts, ignore_index=True)
+
+
+def summary_with_uncertainty(
+    rec: pd.DataFrame, reference: str = "faithful", n_boot: int = 10_000, seed: int = 20_240_613
+) -> pd.DataFrame:
+    """Per variant and SLO: mean recommendation quality and the MAPE of the advisor's predicted throughput at
+    B_cap against the measured one, each with a bootstrap 95% interval over curves, and Wilcoxon p-values of the
+    paired comparison with the `reference` variant on the same curves; plus counts of SLO violations and
+    efficiency misses. Curves without a recommendation or ground truth are left out of the means (``n``)."""
+    from slimlib.experiments import uncertainty as U
+
+    keys = ["model", "output_len", "slo"]
+    ref = rec[rec["variant"] == reference].set_index(keys)
+    rows = []
+    for (variant, slo), part in rec.groupby(["variant", "slo"], sort=False):
+        part = part.set_index(keys)
+        q = part["quality_pct"].astype(float)
+        ok = part["b_cap"] > 0
+        ape = pd.Series(np.nan, index=part.index)
+        ape[ok] = U.ape(part.loc[ok, "measured_throughput_tok_s"], part.loc[ok, "pred_throughput_tok_s"])
+        label = f"{variant} / {slo}"
+        qm, qlo, qhi = U.bootstrap_mean_ci(q.dropna(), n_boot=n_boot, seed=seed, label="quality " + label)
+        mm, mlo, mhi = U.bootstrap_mean_ci(ape.dropna(), n_boot=n_boot, seed=seed, label="mape " + label)
+        row = {"variant": variant, "slo": slo, "curves": int(len(part)), "n_quality": int(q.notna().sum()),
+               "mean_quality_pct": qm, "quality_ci_lo_pct": qlo, "quality_ci_hi_pct": qhi,
+               "min_quality_pct": float(q.min()), "exact_pct": float((part["b_cap"] == part["b_true"]).mean() * 100),
+               "pred_mape_pct": mm, "pred_mape_ci_lo_pct": mlo, "pred_mape_ci_hi_pct": mhi,
+               "slo_violations": int(part["slo_violation"].fillna(False).astype(bool).sum()),
+               "efficiency_misses": int((part["measured_efficiency"] <= part["epsilon"]).sum()),
+               "p_quality_vs_ref": np.nan, "p_mape_vs_ref": np.nan}  # fmt: skip
+        if variant != reference:
+            r = ref[ref.index.get_level_values("slo") == slo]
+            both = q.dropna().index.intersection(r["quality_pct"].dropna().index)
+            if len(both):
+                row["p_quality_vs_ref"] = U.paired_comparison(
+                    q.loc[both].to_numpy(float), r.loc[both, "quality_pct"].to_numpy(float), n_boot=n_boot,
+                    seed=seed, label="paired quality " + label,
+                )["p_wilcoxon"]  # fmt: skip
+            r_ok = r[r["b_cap"] > 0]
+            r_ape = pd.Series(
+                U.ape(r_ok["measured_throughput_tok_s"], r_ok["pred_throughput_tok_s"]), r_ok.index
+            )
+            both = ape.dropna().index.intersection(r_ape.index)
+            if len(both):
+                row["p_mape_vs_ref"] = U.paired_comparison(
+                    ape.loc[both].to_numpy(float), r_ape.loc[both].to_numpy(float), n_boot=n_boot, seed=seed,
+                    label="paired mape " + label,
+                )["p_wilcoxon"]  # fmt: skip
+        rows.append(row)
+    return pd.DataFrame(rows)

@@ -1,24 +1,102 @@
 """House style for every figure, and deterministic writers for figures (PDF + PNG) and tables (CSV, Markdown, LaTeX).
 
-Figures are sized for a two-column paper: single column 3.4 in wide, double column 7.0 in. Colours are the
-Okabe-Ito palette (colour-blind safe). Saving the same figure twice gives byte-identical files.
+Figures are sized for a two-column paper: single column 3.4 in wide, double column 7.0 in. Colours come from the
+Okabe-Ito palette (colour-blind safe) without its yellow, which vanishes on white; every figure takes the colour and
+marker of a model, an output length or a method from the house maps below, so one model looks the same everywhere.
+Saving the same figure twice gives byte-identical files. Tables are written through `slimlib.experiments.tables`
+(fixed decimals per column, percents, units in headers, "n/a (reason)", no scientific notation).
 """
 
 from __future__ import annotations
 
-import math
+import io
 import re
 from collections.abc import Sequence
 from pathlib import Path
 
 import matplotlib as mpl
-import numpy as np
 import pandas as pd
 
 from slimlib.errors import DataError
+from slimlib.io import write_bytes
 
 #: Okabe & Ito (2008) colour-blind-safe palette (black moved last so the first colours are the distinct hues).
 OKABE_ITO = ["#E69F00", "#56B4E9", "#009E73", "#F0E442", "#0072B2", "#D55E00", "#CC79A7", "#000000"]
+#: The house colours: Okabe-Ito without yellow (#F0E442 has too little contrast on white), blue first.
+HOUSE_COLORS = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000"]
+#: Model -> (colour, marker): OPT models warm, Llama-2 models cool, and a distinct marker for each.
+MODEL_STYLES = {
+    "opt-1.3b": ("#E69F00", "o"),
+    "opt-2.7b": ("#D55E00", "s"),
+    "llama-2-7b": ("#56B4E9", "^"),
+    "llama-2-13b": ("#0072B2", "D"),
+}
+#: Output length (tokens) -> (colour, marker), short to long from cool to warm.
+OL_STYLES = {
+    130: ("#0072B2", "o"),
+    260: ("#009E73", "s"),
+    390: ("#CC79A7", "^"),
+    520: ("#D55E00", "D"),
+}
+#: Estimator -> (colour, line style) on every prediction plot.
+METHOD_STYLES = {
+    "SLIM": ("#0072B2", "-"),
+    "SLIM-extended": ("#D55E00", "--"),
+    "SLIM no-kv-scan": ("#56B4E9", (0, (3, 1, 1, 1))),
+    "SLIM no-dense-decode": ("#CC79A7", (0, (1, 1))),
+    "LLMVisor-Agg": ("#009E73", "-."),
+    "IMAI OOD-LR": ("#E69F00", ":"),
+}
+_FALLBACK_MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*"]
+#: Batch-size tick positions (powers of four, plain numbers).
+BATCH_TICKS = [1, 4, 16, 64, 256, 1024]
+
+
+def _fallback(key: str, palette: list[str]) -> tuple[str, str]:
+    """A stable colour and marker for a name the house maps do not list (same name, same style, every run)."""
+    h = sum((i + 1) * ord(ch) for i, ch in enumerate(str(key)))
+    return palette[h % len(palette)], _FALLBACK_MARKERS[h % len(_FALLBACK_MARKERS)]
+
+
+def model_style(model: str) -> tuple[str, str]:
+    """(colour, marker) of `model` in every figure."""
+    return MODEL_STYLES.get(str(model).lower()) or _fallback(model, HOUSE_COLORS[:6])
+
+
+def ol_style(output_len: float) -> tuple[str, str]:
+    """(colour, marker) of an output length in every figure."""
+    key = int(round(float(output_len)))
+    return OL_STYLES.get(key) or _fallback(str(key), HOUSE_COLORS[:6])
+
+
+def method_style(method: str) -> tuple[str, object]:
+    """(colour, line style) of an estimator in every figure."""
+    return METHOD_STYLES.get(method) or (_fallback(method, HOUSE_COLORS[:6])[0], "-")
+
+
+def batch_axis(ax, axis: str = "x") -> None:
+    """Log-2 batch-size axis with plain ticks 1, 4, 16, 64, 256 (no 3x10^1 labels, no minor labels)."""
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter, NullLocator
+
+    target = ax.xaxis if axis == "x" else ax.yaxis
+    (ax.set_xscale if axis == "x" else ax.set_yscale)("log", base=2)
+    target.set_major_locator(FixedLocator(BATCH_TICKS))
+    target.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
+    target.set_minor_locator(NullLocator())
+    target.set_minor_formatter(NullFormatter())
+
+
+def plain_log_axis(ax, axis: str = "y", subs: tuple = (1.0, 2.0, 5.0)) -> None:
+    """Log-10 axis with plain tick labels (0.5, 1, 2, 10, 1000000) at `subs` x powers of ten, never "3x10^1"."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    target = ax.xaxis if axis == "x" else ax.yaxis
+    (ax.set_xscale if axis == "x" else ax.set_yscale)("log")
+    target.set_major_locator(LogLocator(base=10, subs=subs))
+    target.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:.0f}" if v >= 1 else f"{v:g}"))
+    target.set_minor_formatter(NullFormatter())
+
+
 #: Figure widths in inches for a two-column paper.
 SINGLE_COLUMN_IN = 3.4
 DOUBLE_COLUMN_IN = 7.0
@@ -65,7 +143,7 @@ def house_rc() -> dict:
         "ytick.major.width": 0.6,
         "axes.spines.top": False,
         "axes.spines.right": False,
-        "axes.prop_cycle": mpl.cycler(color=OKABE_ITO),
+        "axes.prop_cycle": mpl.cycler(color=HOUSE_COLORS),
         "image.cmap": "viridis",
         "pdf.fonttype": 42,  # embed TrueType subsets (editable text, accepted by publishers), not Type 3
         "ps.fonttype": 42,
@@ -75,13 +153,13 @@ def house_rc() -> dict:
 
 
 def use_house_style() -> None:
-    """Apply the house style (seaborn "ticks" theme, Okabe-Ito colours, paper font sizes) to matplotlib globally.
+    """Apply the house style (seaborn "ticks" theme, house colours, paper font sizes) to matplotlib globally.
 
     Works with any backend (Agg in batch runs, inline in Jupyter); call it once at the top of each notebook.
     """
     import seaborn as sns
 
-    sns.set_theme(context="paper", style="ticks", palette=OKABE_ITO, rc=house_rc())
+    sns.set_theme(context="paper", style="ticks", palette=HOUSE_COLORS, rc=house_rc())
     mpl.rcParams.update(house_rc())
 
 
@@ -145,83 +223,62 @@ def save_figure(
         else:
             raise DataError(f"save_figure: unsupported format {fmt!r}; use 'pdf' and/or 'png'")
         path = outdir / f"{name}.{fmt}"
-        fig.savefig(path, format=fmt, dpi=dpi, metadata=meta)
+        buf = io.BytesIO()
+        fig.savefig(buf, format=fmt, dpi=dpi, metadata=meta)
+        write_bytes(path, buf.getvalue())  # atomic: a temporary file beside the target, renamed into place
         paths.append(path)
     return paths
 
 
 # --------------------------------------------------------------------------------------------------- tables
-def _format_cell(value, digits: int) -> str:
-    """Text of one table cell: floats to `digits` significant digits, integers exact, missing values empty."""
-    if value is None or value is pd.NA or value is pd.NaT:
-        return ""
-    if isinstance(value, (bool, np.bool_)):
-        return str(bool(value))
-    if isinstance(value, (float, np.floating)):
-        if math.isnan(value):
-            return ""
-        if math.isinf(value):
-            return "inf" if value > 0 else "-inf"
-        if float(value).is_integer() and abs(value) < 10**digits:
-            return str(int(value))
-        return f"{float(value):.{digits}g}"
-    return str(value)
+def _text_table(df, index, digits, columns, na):
+    from slimlib.experiments import tables as T
 
-
-def _table_cells(df: pd.DataFrame, index: bool, digits: int) -> tuple[list[str], list[list[str]], list[bool]]:
-    """Header, body rows (as text) and per-column "is numeric" flags of `df`."""
     frame = df.reset_index() if index else df
-    header = [str(c) for c in frame.columns]
-    numeric = [
-        pd.api.types.is_numeric_dtype(frame[c]) and not pd.api.types.is_bool_dtype(frame[c])
-        for c in frame.columns
-    ]
-    rows = [[_format_cell(v, digits) for v in row] for row in frame.itertuples(index=False, name=None)]
-    return header, rows, numeric
+    cols = dict(columns or {})
+    if digits is not None:
+        for c in frame.columns:
+            if pd.api.types.is_float_dtype(frame[c]) and c not in cols:
+                cols[c] = T.Col(decimals=int(digits))
+    return T.format_table(frame, cols, na=na)
 
 
-def table_to_markdown(df: pd.DataFrame, *, index: bool = False, digits: int = 4) -> str:
-    """A GitHub-flavoured Markdown pipe table of `df` (numbers right-aligned, floats to `digits` significant digits)."""
-    header, rows, numeric = _table_cells(df, index, digits)
+def table_to_markdown(
+    df: pd.DataFrame,
+    *,
+    index: bool = False,
+    digits: int | None = None,
+    columns=None,
+    notes=(),
+    na="n/a (no data)",
+) -> str:
+    """A paper-ready Markdown pipe table of `df` (`slimlib.experiments.tables`: human headers with units, fixed
+    decimals per column, or `digits` decimals for every float column; percents; "n/a (reason)"), notes below."""
+    from slimlib.experiments import tables as T
 
-    def esc(s: str) -> str:
-        return s.replace("|", r"\|").replace("\n", " ")
-
-    lines = ["| " + " | ".join(esc(h) for h in header) + " |"]
-    lines.append("|" + "|".join("---:" if n else ":---" for n in numeric) + "|")
-    lines += ["| " + " | ".join(esc(c) for c in row) + " |" for row in rows]
-    return "\n".join(lines) + "\n"
-
-
-_LATEX_SPECIAL = {
-    "\\": r"\textbackslash{}",
-    "&": r"\&",
-    "%": r"\%",
-    "$": r"\$",
-    "#": r"\#",
-    "_": r"\_",
-    "{": r"\{",
-    "}": r"\}",
-    "~": r"\textasciitilde{}",
-    "^": r"\textasciicircum{}",
-}
+    return T.markdown(*_text_table(df, index, digits, columns, na), notes)
 
 
 def latex_escape(text: str) -> str:
     """`text` with LaTeX's special characters escaped."""
-    return "".join(_LATEX_SPECIAL.get(ch, ch) for ch in str(text))
+    from slimlib.experiments.tables import latex_escape as esc
+
+    return esc(text)
 
 
-def table_to_latex(df: pd.DataFrame, *, index: bool = False, digits: int = 4) -> str:
-    """A booktabs `tabular` of `df` (needs `\\usepackage{booktabs}`), for `\\input` inside a table environment."""
-    header, rows, numeric = _table_cells(df, index, digits)
-    spec = "".join("r" if n else "l" for n in numeric)
-    lines = [f"\\begin{{tabular}}{{{spec}}}", r"\toprule"]
-    lines.append(" & ".join(latex_escape(h) for h in header) + r" \\")
-    lines.append(r"\midrule")
-    lines += [" & ".join(latex_escape(c) for c in row) + r" \\" for row in rows]
-    lines += [r"\bottomrule", r"\end{tabular}"]
-    return "\n".join(lines) + "\n"
+def table_to_latex(
+    df: pd.DataFrame,
+    *,
+    index: bool = False,
+    digits: int | None = None,
+    columns=None,
+    notes=(),
+    na="n/a (no data)",
+) -> str:
+    """A paper-ready booktabs `tabular` of `df` (needs `\\usepackage{booktabs}`), for `\\input` in a table."""
+    from slimlib.experiments import tables as T
+
+    return T.latex(*_text_table(df, index, digits, columns, na), notes)
 
 
 def save_table(
@@ -230,30 +287,39 @@ def save_table(
     outdir: str | Path = "figures",
     *,
     index: bool = False,
-    digits: int = 4,
+    digits: int | None = None,
     formats: Sequence[str] = ("csv", "md", "tex"),
+    columns=None,
+    notes: Sequence[str] = (),
+    display: pd.DataFrame | None = None,
+    na: str = "n/a (no data)",
 ) -> list[Path]:
-    """Write `df` as `outdir/name.csv` (full precision), `name.md` and `name.tex` (`digits` significant digits).
+    """Write `df` as `outdir/name.csv` (machine names, full precision) and paper-ready `name.md`, `name.tex`.
 
-    Output is deterministic: fixed line endings, no timestamps. Returns the written paths.
+    The Markdown and LaTeX show `display` when given (e.g. the paper-shaped pivot of a long CSV, cells already
+    formatted), else `df` formatted by `slimlib.experiments.tables` (`columns`: per-column `Col` overrides;
+    `digits`: fixed decimals for every float column; `na`: text of a missing value; `notes`: lines below the
+    table). Each file is written atomically; output is deterministic. Returns the written paths.
     """
+    from slimlib.io import write_text
+
     if not isinstance(df, pd.DataFrame):
         raise DataError(f"save_table: expected a pandas DataFrame for {name!r}, got {type(df).__name__}")
     name = _check_name(name)
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
+    shown = df if display is None else display
     paths = []
     for fmt in formats:
         path = outdir / f"{name}.{fmt}"
         if fmt == "csv":
             text = df.to_csv(index=index, lineterminator="\n")
         elif fmt == "md":
-            text = table_to_markdown(df, index=index, digits=digits)
+            text = table_to_markdown(shown, index=index, digits=digits, columns=columns, notes=notes, na=na)
         elif fmt == "tex":
-            text = table_to_latex(df, index=index, digits=digits)
+            text = table_to_latex(shown, index=index, digits=digits, columns=columns, notes=notes, na=na)
         else:
             raise DataError(f"save_table: unsupported format {fmt!r}; use 'csv', 'md' and/or 'tex'")
-        with open(path, "w", encoding="utf-8", newline="\n") as fh:
-            fh.write(text)
+        write_text(path, text)
         paths.append(path)
     return paths

@@ -1,0 +1,190 @@
+"""Uncertainty of every reported error: seeded bootstrap intervals of a MAPE (resampling test configurations) and
+paired comparisons of two methods on the same test rows (paired bootstrap and Wilcoxon signed-rank test).
+
+MAPE = mean of the absolute percentage errors (APE) of the test rows (`slimlib.metrics`), so its bootstrap
+interval resamples rows with replacement and takes the 2.5th and 97.5th percentiles of the resampled means. Each
+interval uses its own random stream, seeded from `seed` and the label of what it measures, so intervals are
+deterministic and do not depend on which other intervals were computed.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+from slimlib.errors import DataError
+
+#: Default number of bootstrap resamples and the default seed.
+N_BOOT = 10_000
+SEED = 20_240_613
+#: Columns that identify one test configuration (row) of `EvaluationResult.predictions` within a scenario.
+ROW_KEYS = ("fold", "curve", "model", "input_len", "output_len", "batch_size")
+#: metric -> (measured column, predicted column) of the predictions table.
+METRIC_COLUMNS = {
+    "throughput": ("throughput_tok_s", "pred_throughput_tok_s"),
+    "latency": ("e2e_s", "pred_e2e_s"),
+}
+
+
+def rng_for(seed: int, label: str) -> np.random.Generator:
+    """A random generator seeded from `seed` and a stable hash of `label` (same label, same stream)."""
+    return np.random.default_rng([int(seed), zlib.crc32(str(label).encode("utf-8"))])
+
+
+def ape(true, pred) -> np.ndarray:
+    """Absolute percentage errors |pred - true| / |true| x 100 of each row; a zero or missing truth is an error."""
+    t = np.asarray(true, dtype=float)
+    p = np.asarray(pred, dtype=float)
+    if t.shape != p.shape:
+        raise DataError(f"ape: {t.size} measured values but {p.size} predictions")
+    bad = ~np.isfinite(t) | (t == 0)
+    if bad.any():
+        raise DataError(f"ape: measured value missing or zero in row(s) {np.flatnonzero(bad)[:5].tolist()}")
+    return np.abs(p - t) / np.abs(t) * 100.0
+
+
+def bootstrap_mean_ci(
+    values, *, n_boot: int = N_BOOT, level: float = 0.95, seed: int = SEED, label: str = ""
+) -> tuple[float, float, float]:
+    """(mean, low, high): the mean of `values` and its percentile bootstrap interval at `level`.
+
+    Rows are resampled with replacement `n_boot` times. The interval is widened to contain the mean where the
+    percentiles would miss it (possible only for tiny, very skewed samples). NaN triple for no values."""
+    v = np.asarray(values, dtype=float)
+    if v.ndim != 1:
+        raise DataError("bootstrap_mean_ci: values must be one-dimensional")
+    if not (0 < level < 1):
+        raise DataError(f"bootstrap_mean_ci: level must be in (0, 1), got {level!r}")
+    if v.size == 0 or not np.isfinite(v).all():
+        return (float("nan"),) * 3
+    point = float(v.mean())
+    if v.size == 1:
+        return point, point, point
+    idx = rng_for(seed, label).integers(0, v.size, size=(int(n_boot), v.size))
+    means = v[idx].mean(axis=1)
+    lo, hi = np.quantile(means, [(1 - level) / 2, 1 - (1 - level) / 2])
+    return point, float(min(lo, point)), float(max(hi, point))
+
+
+def paired_comparison(
+    errors_a, errors_b, *, n_boot: int = N_BOOT, level: float = 0.95, seed: int = SEED, label: str = ""
+) -> dict:
+    """Compare two methods' absolute errors on the same rows: mean difference a - b with its paired bootstrap
+    interval, the paired-bootstrap p-value (resampling the centred differences, two-sided) and the Wilcoxon
+    signed-rank p-value (scipy, two-sided; 1.0 when every difference is zero)."""
+    from scipy.stats import wilcoxon
+
+    a = np.asarray(errors_a, dtype=float)
+    b = np.asarray(errors_b, dtype=float)
+    if a.shape != b.shape or a.ndim != 1:
+        raise DataError(f"paired_comparison: need two equally long 1-D arrays, got {a.shape} and {b.shape}")
+    nan = float("nan")
+    if a.size == 0 or not (np.isfinite(a).all() and np.isfinite(b).all()):
+        return {"n": int(a.size), "mean_diff": nan, "diff_lo": nan, "diff_hi": nan, "p_bootstrap": nan,
+                "p_wilcoxon": nan}  # fmt: skip
+    d = a - b
+    mean, lo, hi = bootstrap_mean_ci(d, n_boot=n_boot, level=level, seed=seed, label=label)
+    if d.size > 1 and np.any(d != d[0]):
+        idx = rng_for(seed, "null " + label).integers(0, d.size, size=(int(n_boot), d.size))
+        null = (d - d.mean())[idx].mean(axis=1)
+        p_boot = float((np.sum(np.abs(null) >= abs(d.mean())) + 1) / (n_boot + 1))
+    else:
+        p_boot = 1.0 if mean == 0 else nan
+    p_w = float(wilcoxon(d).pvalue) if np.any(d != 0) else 1.0
+    return {"n": int(d.size), "mean_diff": mean, "diff_lo": lo, "diff_hi": hi, "p_bootstrap": p_boot,
+            "p_wilcoxon": p_w}  # fmt: skip
+
+
+def _paired_rows(sel: pd.DataFrame, ref: pd.DataFrame, keys: Sequence[str]) -> pd.DataFrame:
+    """`sel` joined to the reference method's rows of the same test configurations (columns suffixed _ref)."""
+    if sel[list(keys)].duplicated().any() or ref[list(keys)].duplicated().any():
+        raise DataError(f"paired comparison: test rows are not unique on {list(keys)}; cannot pair methods")
+    return sel.merge(ref, on=list(keys), how="inner", suffixes=("", "_ref"), validate="one_to_one")
+
+
+def mape_intervals(
+    predictions: pd.DataFrame,
+    *,
+    reference: str = "SLIM",
+    metrics: Sequence[str] = ("throughput", "latency"),
+    n_boot: int = N_BOOT,
+    level: float = 0.95,
+    seed: int = SEED,
+) -> pd.DataFrame:
+    """MAPE with bootstrap interval for every scenario x method x metric of `predictions`
+    (`EvaluationResult.predictions`), and the paired comparison of each method with `reference` on the same rows.
+
+    Columns: ``scenario, method, metric, n_test, mape_pct, ci_lo_pct, ci_hi_pct, diff_vs_ref_pct,
+    diff_lo_pct, diff_hi_pct, p_bootstrap, p_wilcoxon`` (differences are method minus reference, in MAPE points;
+    NaN for the reference itself and where a method predicts no such quantity)."""
+    missing = [c for c in ("scenario", "method") if c not in predictions.columns]
+    if missing:
+        raise DataError(f"mape_intervals: predictions lack column(s) {missing}")
+    keys = [k for k in ROW_KEYS if k in predictions.columns]
+    rows = []
+    for scen in dict.fromkeys(predictions["scenario"]):
+        part = predictions[predictions["scenario"] == scen]
+        ref = part[part["method"] == reference]
+        for method in dict.fromkeys(part["method"]):
+            sel = part[part["method"] == method]
+            for metric in metrics:
+                true_c, pred_c = METRIC_COLUMNS[metric]
+                label = f"{scen} / {method} / {metric}"
+                pred = sel[pred_c].to_numpy(dtype=float)
+                row = {"scenario": scen, "method": method, "metric": metric, "n_test": int(len(sel))}
+                if np.isfinite(pred).all():
+                    errs = ape(sel[true_c], pred)
+                    m, lo, hi = bootstrap_mean_ci(errs, n_boot=n_boot, level=level, seed=seed, label=label)
+                else:
+                    m = lo = hi = float("nan")
+                row.update(mape_pct=m, ci_lo_pct=lo, ci_hi_pct=hi)
+                cmp = {"mean_diff": np.nan, "diff_lo": np.nan, "diff_hi": np.nan, "p_bootstrap": np.nan,
+                       "p_wilcoxon": np.nan}  # fmt: skip
+                if method != reference and len(ref) and np.isfinite(m):
+                    merged = _paired_rows(sel, ref, keys)
+                    if len(merged) != len(sel):
+                        raise DataError(
+                            f"{label}: {len(sel) - len(merged)} test row(s) have no {reference} row"
+                        )
+                    ref_pred = merged[pred_c + "_ref"].to_numpy(dtype=float)
+                    if np.isfinite(ref_pred).all():
+                        cmp = paired_comparison(
+                            ape(merged[true_c], merged[pred_c]), ape(merged[true_c + "_ref"], ref_pred),
+                            n_boot=n_boot, level=level, seed=seed, label="paired " + label,
+                        )  # fmt: skip
+                row.update(diff_vs_ref_pct=cmp["mean_diff"], diff_lo_pct=cmp["diff_lo"],
+                           diff_hi_pct=cmp["diff_hi"], p_bootstrap=cmp["p_bootstrap"],
+                           p_wilcoxon=cmp["p_wilcoxon"])  # fmt: skip
+                rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def format_p(p: float) -> str:
+    """A p-value as printed in the tables: three decimals, ``<0.001`` below that."""
+    if not np.isfinite(p):
+        return ""
+    return "<0.001" if p < 0.001 else f"{p:.3f}"
+
+
+def format_interval(point: float, lo: float, hi: float, decimals: int = 1) -> str:
+    """``12.3 [9.8, 15.1]``: a point estimate and its interval at fixed decimals."""
+    return f"{point:.{decimals}f} [{lo:.{decimals}f}, {hi:.{decimals}f}]"
+
+
+def parameter_intervals(params: pd.DataFrame, level: float = 0.95) -> pd.DataFrame:
+    """`params` (columns estimate, stderr, optional at_bound) with a normal-approximation interval estimate +- z
+    stderr added as ``ci_lo, ci_hi``; NaN where the standard error is unknown or the estimate sits at a bound (the
+    normal approximation does not hold there)."""
+    from scipy.stats import norm
+
+    z = float(norm.ppf(0.5 + level / 2))
+    out = params.copy()
+    se = pd.to_numeric(out["stderr"], errors="coerce")
+    if "at_bound" in out.columns:
+        se = se.where(~out["at_bound"].astype(bool))
+    out["ci_lo"] = out["estimate"] - z * se
+    out["ci_hi"] = out["estimate"] + z * se
+    return out

@@ -1,0 +1,106 @@
+"""Bootstrap intervals and paired comparisons (slimlib.experiments.uncertainty), on synthetic errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from slimlib.errors import DataError
+from slimlib.experiments import uncertainty as U
+from slimlib.metrics import mape
+
+
+def test_bootstrap_interval_is_deterministic_and_contains_the_point_estimate():
+    rng = np.random.default_rng(1)
+    for k in range(40):
+        n = int(rng.integers(2, 40))
+        v = rng.lognormal(1.0, 1.5, size=n)  # skewed, like percentage errors
+        a = U.bootstrap_mean_ci(v, n_boot=500, seed=7, label=f"s{k}")
+        b = U.bootstrap_mean_ci(v, n_boot=500, seed=7, label=f"s{k}")
+        assert a == b
+        point, lo, hi = a
+        assert point == pytest.approx(v.mean())
+        assert lo <= point <= hi
+        assert lo >= v.min() and hi <= v.max()
+    # a different seed or label gives another stream, a larger sample a narrower interval
+    v = rng.normal(10, 2, 30)
+    assert U.bootstrap_mean_ci(v, seed=1, label="a") != U.bootstrap_mean_ci(v, seed=2, label="a")
+    wide = U.bootstrap_mean_ci(v[:8], seed=1)
+    narrow = U.bootstrap_mean_ci(np.tile(v, 10), seed=1)
+    assert narrow[2] - narrow[1] < wide[2] - wide[1]
+
+
+def test_bootstrap_edge_cases():
+    assert all(np.isnan(U.bootstrap_mean_ci([])))
+    assert U.bootstrap_mean_ci([3.0]) == (3.0, 3.0, 3.0)
+    with pytest.raises(DataError, match="level"):
+        U.bootstrap_mean_ci([1.0, 2.0], level=1.5)
+
+
+def test_paired_comparison_detects_a_planted_difference_and_not_a_null_one():
+    rng = np.random.default_rng(42)
+    base = np.abs(rng.normal(10, 4, 30))
+    worse = base + 3 + rng.normal(0, 1, 30)  # planted: every row about 3 points worse
+    res = U.paired_comparison(worse, base, n_boot=4000, seed=3)
+    assert res["p_wilcoxon"] < 0.001 and res["p_bootstrap"] < 0.001
+    assert res["diff_lo"] > 0 and res["mean_diff"] == pytest.approx(np.mean(worse - base))
+    same = base + rng.normal(0, 1, 30)  # null: symmetric noise around zero difference
+    null = U.paired_comparison(same, base, n_boot=4000, seed=3)
+    assert null["p_wilcoxon"] > 0.05 and null["p_bootstrap"] > 0.05
+    assert null["diff_lo"] < 0 < null["diff_hi"]
+    assert U.paired_comparison(base, base)["p_wilcoxon"] == 1.0
+    with pytest.raises(DataError, match="equally long"):
+        U.paired_comparison(base, base[:-1])
+
+
+def _predictions():
+    rng = np.random.default_rng(0)
+    rows = []
+    for scen in ("same-curve", "transfer"):
+        for b in (1, 2, 4, 8, 16, 32, 64, 128):
+            truth = 100.0 * b / (1 + b / 32)
+            for method, bias in (("SLIM", 0.10), ("Better", 0.01), ("NoLatency", 0.05)):
+                pred = truth * (1 + bias * rng.choice([-1, 1]))
+                rows.append({"scenario": scen, "method": method, "fold": "all", "curve": "c", "model": "m",
+                             "input_len": 100.0, "output_len": 100.0, "batch_size": float(b),
+                             "throughput_tok_s": truth, "pred_throughput_tok_s": pred, "e2e_s": b / 10.0,
+                             "pred_e2e_s": np.nan if method == "NoLatency" else b / 10.0 * (1 + bias)})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def test_mape_intervals_point_estimates_pairing_and_gaps():
+    pred = _predictions()
+    out = U.mape_intervals(pred, n_boot=500)
+    assert len(out) == 2 * 3 * 2
+    for r in out.itertuples():
+        sel = pred[(pred["scenario"] == r.scenario) & (pred["method"] == r.method)]
+        true_c, pred_c = U.METRIC_COLUMNS[r.metric]
+        if sel[pred_c].isna().any():
+            assert np.isnan(r.mape_pct) and np.isnan(r.p_wilcoxon)
+            continue
+        assert r.mape_pct == pytest.approx(mape(sel[true_c], sel[pred_c]))
+        assert r.ci_lo_pct <= r.mape_pct <= r.ci_hi_pct
+        if r.method == "SLIM":
+            assert np.isnan(r.diff_vs_ref_pct) and np.isnan(r.p_wilcoxon)
+    better = out[(out["method"] == "Better") & (out["metric"] == "throughput")]
+    assert (better["diff_vs_ref_pct"] < 0).all() and (better["p_wilcoxon"] < 0.05).all()
+    assert out.equals(U.mape_intervals(pred, n_boot=500))  # deterministic
+    dup = pd.concat([pred, pred.iloc[[0]]], ignore_index=True)
+    with pytest.raises(DataError, match="not unique"):
+        U.mape_intervals(dup, n_boot=50)
+
+
+def test_parameter_intervals_normal_approximation_and_bounds():
+    p = pd.DataFrame(
+        {"estimate": [1.0, 2.0, 0.5], "stderr": [0.1, np.nan, 0.2], "at_bound": [False, False, True]}
+    )
+    out = U.parameter_intervals(p)
+    assert out.loc[0, "ci_lo"] == pytest.approx(1.0 - 1.959964 * 0.1, rel=1e-5)
+    assert out.loc[0, "ci_hi"] == pytest.approx(1.0 + 1.959964 * 0.1, rel=1e-5)
+    assert np.isnan(out.loc[1, "ci_lo"]) and np.isnan(out.loc[2, "ci_hi"])
+
+
+def test_format_helpers():
+    assert U.format_p(0.0004) == "<0.001" and U.format_p(0.0123) == "0.012" and U.format_p(np.nan) == ""
+    assert U.format_interval(12.345, 9.81, 15.06) == "12.3 [9.8, 15.1]"
