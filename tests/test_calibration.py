@@ -243,3 +243,21 @@ def test_predict_without_gpu_column_uses_the_parameters_gpu(truth):
     pd.testing.assert_frame_equal(truth.predict(row.drop(columns=["gpu"])), with_gpu)
     with pytest.raises(DataError, match="lacks column.*model"):
         truth.predict(row.drop(columns=["gpu", "model"]))
+
+
+def test_summary_interval_is_normal_approximation_and_absent_at_a_bound(truth):
+    noisy = synthesize(truth, grid(), noise=0.03, seed=5)
+    s = SlimModel(n_starts=2).fit(noisy).summary()
+    free = s[~s["at_bound"]]
+    assert len(free) and (free["stderr"] > 0).all()
+    np.testing.assert_allclose(
+        free["ci95_high"] - free["estimate"], 1.959963984540054 * free["stderr"], rtol=1e-9
+    )
+    np.testing.assert_allclose(
+        free["estimate"] - free["ci95_low"], 1.959963984540054 * free["stderr"], rtol=1e-9
+    )
+    at_one = SlimModel.with_params({**TRUE_PARAMS, "eta_m": 1.0}, gpu="h100-sxm-80gb")  # eta_m's upper bound
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", IdentifiabilityWarning)
+        s = SlimModel(n_starts=2).fit(synthesize(at_one, grid())).summary()
+    assert s.loc["eta_m", "at_bound"] and s.loc[s["at_bound"], ["ci95_low", "ci95_high"]].isna().all().all()

@@ -71,7 +71,13 @@ def test_every_name_a_notebook_saves_has_a_caption():
     from slimlib.experiments.figures_kit import ATTENTION_MEMORY_FIGURES
 
     names |= set(ATTENTION_MEMORY_FIGURES)  # notebook 08 saves these by a loop over this mapping
-    assert {"eval_curves", "bca_summary", "table02_mape", "fig01_plateau", "fig07_kit_cache_hit_rates"} <= names
+    assert {
+        "eval_curves",
+        "bca_summary",
+        "table02_mape",
+        "fig01_plateau",
+        "fig07_kit_cache_hit_rates",
+    } <= names
     assert sorted(n for n in names if n not in CAPTIONS) == []
 
 

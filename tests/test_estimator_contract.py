@@ -135,7 +135,7 @@ def test_summary_has_estimate_stderr_interval_and_unit(name):
     with _quiet():
         s = _fit(name, TRAIN_A).summary()
     assert {"estimate", "stderr", "ci95_low", "ci95_high", "unit"} <= set(s.columns)
-    ok = np.isfinite(s["stderr"])
+    ok = np.isfinite(s["ci95_low"])  # no interval where the method has no standard error or sits at a bound
     assert ok.any()
     assert (s.loc[ok, "ci95_low"] <= s.loc[ok, "estimate"]).all()
     assert (s.loc[ok, "estimate"] <= s.loc[ok, "ci95_high"]).all()

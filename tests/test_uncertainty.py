@@ -91,16 +91,6 @@ def test_mape_intervals_point_estimates_pairing_and_gaps():
         U.mape_intervals(dup, n_boot=50)
 
 
-def test_parameter_intervals_normal_approximation_and_bounds():
-    p = pd.DataFrame(
-        {"estimate": [1.0, 2.0, 0.5], "stderr": [0.1, np.nan, 0.2], "at_bound": [False, False, True]}
-    )
-    out = U.parameter_intervals(p)
-    assert out.loc[0, "ci_lo"] == pytest.approx(1.0 - 1.959964 * 0.1, rel=1e-5)
-    assert out.loc[0, "ci_hi"] == pytest.approx(1.0 + 1.959964 * 0.1, rel=1e-5)
-    assert np.isnan(out.loc[1, "ci_lo"]) and np.isnan(out.loc[2, "ci_hi"])
-
-
 def test_format_helpers():
     assert U.format_p(0.0004) == "<0.001" and U.format_p(0.0123) == "0.012" and U.format_p(np.nan) == ""
     assert U.format_interval(12.345, 9.81, 15.06) == "12.3 [9.8, 15.1]"

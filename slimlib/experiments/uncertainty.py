@@ -172,19 +172,3 @@ def format_p(p: float) -> str:
 def format_interval(point: float, lo: float, hi: float, decimals: int = 1) -> str:
     """``12.3 [9.8, 15.1]``: a point estimate and its interval at fixed decimals."""
     return f"{point:.{decimals}f} [{lo:.{decimals}f}, {hi:.{decimals}f}]"
-
-
-def parameter_intervals(params: pd.DataFrame, level: float = 0.95) -> pd.DataFrame:
-    """`params` (columns estimate, stderr, optional at_bound) with a normal-approximation interval estimate +- z
-    stderr added as ``ci_lo, ci_hi``; NaN where the standard error is unknown or the estimate sits at a bound (the
-    normal approximation does not hold there)."""
-    from scipy.stats import norm
-
-    z = float(norm.ppf(0.5 + level / 2))
-    out = params.copy()
-    se = pd.to_numeric(out["stderr"], errors="coerce")
-    if "at_bound" in out.columns:
-        se = se.where(~out["at_bound"].astype(bool))
-    out["ci_lo"] = out["estimate"] - z * se
-    out["ci_hi"] = out["estimate"] + z * se
-    return out

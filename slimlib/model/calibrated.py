@@ -243,6 +243,8 @@ class CalibratedModel(Estimator):
         table["upper"] = [specs[k].upper for k in table.index]
         table["at_bound"] = [self._at_bound(specs[k]) for k in table.index]
         table["fixed"] = [k in self.held_ for k in table.index]
+        # at a bound the normal approximation behind the interval does not hold: no interval there
+        table.loc[table["at_bound"], ["ci95_low", "ci95_high"]] = np.nan
         problems = self.identifiability_problems()
         if problems:
             warnings.warn(
