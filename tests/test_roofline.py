@@ -1,4 +1,4 @@
-"""Roofline arithmetic checked by hand (slimlib.experiments.roofline)."""
+"""Roofline arithmetic checked by hand (slimlib.model.roofline)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from slimlib.errors import DataError
-from slimlib.experiments import roofline
+from slimlib.model import roofline
 
 PEAK = 100e12  # 100 TFLOP/s
 BW = 2e12  # 2 TB/s -> ridge at 50 FLOP/byte

@@ -9,6 +9,7 @@ import pandas as pd
 from slimlib.advisor.capacity import advise_many, check_epsilon
 from slimlib.advisor.plan import CALIBRATION_ORDER
 from slimlib.errors import DataError
+from slimlib.experiments import uncertainty as U
 from slimlib.experiments.scenarios import in_engine_latency_s, online_runs
 from slimlib.model import DEFAULT_VARIANT, make_model
 from slimlib.model.memory import GIB, kv_bytes_needed
@@ -259,7 +260,6 @@ def summary_with_uncertainty(
     B_cap against the measured one, each with a bootstrap 95% interval over curves, and Wilcoxon p-values of the
     paired comparison with the `reference` variant on the same curves; plus counts of SLO violations and
     efficiency misses. Curves without a recommendation or ground truth are left out of the means (``n``)."""
-    from slimlib.experiments import uncertainty as U
 
     keys = ["model", "output_len", "slo"]
     ref = rec[rec["variant"] == reference].set_index(keys)

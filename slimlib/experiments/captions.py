@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from slimlib.errors import DataError
+from slimlib.io import write_text
 
 #: Paper items by output-name prefix number (SLIM paper: Figs. 1-8, Tables I-II).
 PAPER_FIGURES = {f"fig{n:02d}": f"Fig. {n}" for n in range(1, 9)}
@@ -355,7 +356,6 @@ def render_captions(stems: dict[str, list[str]], registry: dict[str, Caption] | 
 def write_captions(figures_dir: str | Path = "figures") -> Path | None:
     """Write `figures_dir/CAPTIONS.md` for the outputs present there (atomically) and return its path; write
     nothing and return None when the folder holds no output (a notebook that drew nothing adds no file)."""
-    from slimlib.io import write_text
 
     if not Path(figures_dir).is_dir():
         return None

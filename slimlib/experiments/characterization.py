@@ -2,7 +2,7 @@
 
 Throughput plateau (knee, KV-cache exhaustion), active context per run (Eq. 3), prefill/decode split, the decode-time
 breakdown of a decoder layer from Vidur operator timings, and analytic FLOPs/bytes of decode attention for the roofline
-(arithmetic in `slimlib.experiments.roofline`).
+(arithmetic in `slimlib.model.roofline`).
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import pandas as pd
 
 from slimlib.errors import DataError
 from slimlib.experiments.knees import DEFAULT_KNEE_THRESHOLD, knee_batch, marginal_gain
-from slimlib.experiments.roofline import achieved_rates, arithmetic_intensity, ridge_point
 from slimlib.model.equations import active_context
+from slimlib.model.roofline import achieved_rates, arithmetic_intensity, ridge_point
 
 __all__ = [
     "DEFAULT_KNEE_THRESHOLD",

@@ -10,7 +10,6 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from slimlib.experiments import roofline
 from slimlib.experiments.plotting import (
     OKABE_ITO,
     batch_axis,
@@ -19,6 +18,7 @@ from slimlib.experiments.plotting import (
     ol_style,
     plain_log_axis,
 )
+from slimlib.model import roofline
 
 
 def fig01_plateau(runs: pd.DataFrame, offline: pd.DataFrame, summary: pd.DataFrame, models: list[str]):

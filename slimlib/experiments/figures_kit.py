@@ -10,9 +10,9 @@ import textwrap
 import numpy as np
 import pandas as pd
 
-from slimlib.experiments import roofline
 from slimlib.experiments.plotting import HOUSE_COLORS, OKABE_ITO, new_figure
 from slimlib.kit import analysis as an
+from slimlib.model import roofline
 
 
 def wrapped(text: str, width: int = 60) -> str:

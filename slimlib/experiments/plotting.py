@@ -18,7 +18,8 @@ import matplotlib as mpl
 import pandas as pd
 
 from slimlib.errors import DataError
-from slimlib.io import write_bytes
+from slimlib.experiments import tables as T
+from slimlib.io import write_bytes, write_text
 
 #: Okabe & Ito (2008) colour-blind-safe palette (black moved last so the first colours are the distinct hues).
 OKABE_ITO = ["#E69F00", "#56B4E9", "#009E73", "#F0E442", "#0072B2", "#D55E00", "#CC79A7", "#000000"]
@@ -232,8 +233,6 @@ def save_figure(
 
 # --------------------------------------------------------------------------------------------------- tables
 def _text_table(df, index, digits, columns, na):
-    from slimlib.experiments import tables as T
-
     frame = df.reset_index() if index else df
     cols = dict(columns or {})
     if digits is not None:
@@ -254,16 +253,8 @@ def table_to_markdown(
 ) -> str:
     """A paper-ready Markdown pipe table of `df` (`slimlib.experiments.tables`: human headers with units, fixed
     decimals per column, or `digits` decimals for every float column; percents; "n/a (reason)"), notes below."""
-    from slimlib.experiments import tables as T
 
     return T.markdown(*_text_table(df, index, digits, columns, na), notes)
-
-
-def latex_escape(text: str) -> str:
-    """`text` with LaTeX's special characters escaped."""
-    from slimlib.experiments.tables import latex_escape as esc
-
-    return esc(text)
 
 
 def table_to_latex(
@@ -276,7 +267,6 @@ def table_to_latex(
     na="n/a (no data)",
 ) -> str:
     """A paper-ready booktabs `tabular` of `df` (needs `\\usepackage{booktabs}`), for `\\input` in a table."""
-    from slimlib.experiments import tables as T
 
     return T.latex(*_text_table(df, index, digits, columns, na), notes)
 
@@ -301,7 +291,6 @@ def save_table(
     `digits`: fixed decimals for every float column; `na`: text of a missing value; `notes`: lines below the
     table). Each file is written atomically; output is deterministic. Returns the written paths.
     """
-    from slimlib.io import write_text
 
     if not isinstance(df, pd.DataFrame):
         raise DataError(f"save_table: expected a pandas DataFrame for {name!r}, got {type(df).__name__}")

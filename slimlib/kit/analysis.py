@@ -11,9 +11,9 @@ import numpy as np
 import pandas as pd
 
 from slimlib.errors import DataError, UnknownNameError
-from slimlib.experiments import roofline
 from slimlib.kit.ncu import duration_weighted
 from slimlib.model import equations as eq
+from slimlib.model import roofline
 from slimlib.registry.gpus import get_gpu
 
 POINT = ["campaign", "model", "gpu", "batch_size", "input_len", "output_len"]
