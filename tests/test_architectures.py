@@ -84,7 +84,9 @@ def test_mixtral_is_a_mixture_of_experts_with_active_and_total_parameters():
     assert a.active_params == pytest.approx(12.9e9, rel=0.01)  # Mixtral paper: 13B active per token
     assert a.ffn_size_active == 2 * 14336
     dense = get_architecture("mistral-7b")
-    assert not dense.is_moe and dense.active_params == dense.n_params and dense.ffn_size_active == dense.ffn_size
+    assert (
+        not dense.is_moe and dense.active_params == dense.n_params and dense.ffn_size_active == dense.ffn_size
+    )
 
 
 def test_registry_holds_the_required_models():

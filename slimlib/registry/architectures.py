@@ -422,9 +422,12 @@ def _shapes_from_config(data: dict, where: str) -> dict:
     )
     kw["n_params"] = count_parameters(**{k: kw[k] for k in shape_keys}, **count)
     if kw.get("n_experts", 1) > 1:  # a token passes through experts_per_token of the experts
-        kw["n_active_params"] = count_parameters(
-            **{k: kw[k] for k in shape_keys}, **{**count, "n_experts": kw["experts_per_token"]}
-        ) + (kw["n_experts"] - kw["experts_per_token"]) * kw["hidden_size"] * kw["n_layers"]  # full router
+        kw["n_active_params"] = (
+            count_parameters(
+                **{k: kw[k] for k in shape_keys}, **{**count, "n_experts": kw["experts_per_token"]}
+            )
+            + (kw["n_experts"] - kw["experts_per_token"]) * kw["hidden_size"] * kw["n_layers"]
+        )  # full router
     else:
         kw["n_active_params"] = kw["n_params"]
     family = model_type if style == "llama" and model_type else style  # llama, mistral, qwen2, granite
