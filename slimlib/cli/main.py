@@ -17,6 +17,7 @@ _REGISTRARS = [
     "slimlib.cli.profile",
     "slimlib.cli.advise",
     "slimlib.cli.evaluate",
+    "slimlib.cli.transfer",
 ]
 
 

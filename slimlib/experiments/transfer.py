@@ -1,0 +1,209 @@
+"""Transfer scenarios on LLM-Inference-Bench (AMD MI300X and MI250, vLLM 0.6.1, static batches, IL = OL = L).
+
+* ``context-transfer`` (Table II's input-length row, "IL = OL context transfer (LLM-Inference-Bench)"): per
+  device, fit L <= 256 and validate L >= 512, all models of that device pooled into one fit.
+* ``tp-transfer``: per device, fit the smallest tensor-parallel degree the device has (MI300X: 1 GPU; MI250:
+  2 dies = one card) and validate the larger degrees of the same models.
+* ``gpu-transfer``: fit every row of one device (MI250 card <-> one MI300X, the models both ran), re-target
+  the parameter file with `slimlib.model.transfer.transfer_params`, predict the other device's rows.
+
+A "device" is one MI300X GPU (``tensor_parallel`` 1) or one MI250 card (two dies, ``tensor_parallel`` 2), the
+``Num of Hardware = 1`` unit of the benchmark. Splits depend on configuration columns only. Methods: the paper
+model, the extended model and `slimlib.model.longctx.LongContextModel`, each reading ``tensor_parallel``
+(`slimlib.model.longctx`). Ground truth: the measured total-token throughput and the batch latency (``Latency``).
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+
+import numpy as np
+import pandas as pd
+
+from slimlib.errors import SlimError
+from slimlib.experiments.scenarios import Fold, Scenario
+from slimlib.metrics import mape
+
+#: registry GPU -> tensor-parallel degree of one benchmark device (MI250: the card's two dies)
+DEVICES = {"mi300x": 1, "mi250-gcd": 2}
+DEVICE_LABEL = {"mi300x": "MI300X", "mi250-gcd": "MI250"}
+CONTEXT_TRAIN_MAX = 256
+CONTEXT_TEST_MIN = 512
+COLUMNS = ("model", "gpu", "tensor_parallel", "batch_size", "input_len", "output_len", "throughput_tok_s",
+           "e2e_s", "curve", "source_line")  # fmt: skip
+TRUTH_T = "measured total-token throughput B (IL + OL) / Latency (LLM-Inference-Bench)"
+TRUTH_L = "measured batch latency (LLM-Inference-Bench Latency)"
+
+
+def llmib_table(runs: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The vLLM rows of registered GPUs of ``llmib-runs`` in the scenario layout (float configuration columns)."""
+    from slimlib.data import load
+
+    df = load("llmib-runs") if runs is None else runs
+    df = df[df["gpu_in_registry"].astype(bool) & (df["framework"] == "vLLM")]
+    out = pd.DataFrame({
+        "model": df["model"].astype(str), "gpu": df["gpu"].astype(str),
+        **{c: df[c].astype(float) for c in ("tensor_parallel", "batch_size", "input_len", "output_len",
+                                            "throughput_tok_s", "e2e_s")},
+        "source_line": df["source_line"].astype(int),
+    })  # fmt: skip
+    out["curve"] = (out["model"] + " " + out["gpu"] + " TP=" + out["tensor_parallel"].astype(int).astype(str)
+                    + " L=" + out["input_len"].astype(int).astype(str))  # fmt: skip
+    out = out.sort_values(["gpu", "model", "tensor_parallel", "input_len", "batch_size"], kind="mergesort")
+    return out[list(COLUMNS)].reset_index(drop=True)
+
+
+def _device_rows(t: pd.DataFrame, gpu: str) -> pd.DataFrame:
+    return t[(t["gpu"] == gpu) & (t["tensor_parallel"] == DEVICES[gpu])]
+
+
+def context_scenario(table: pd.DataFrame | None = None) -> Scenario:
+    """Per device: fit L <= 256, validate L >= 512 (all models of the device in one fit)."""
+    t = llmib_table() if table is None else table
+    folds = []
+    for gpu in DEVICES:
+        d = _device_rows(t, gpu)
+        tr, te = d[d["input_len"] <= CONTEXT_TRAIN_MAX], d[d["input_len"] >= CONTEXT_TEST_MIN]
+        if len(tr) and len(te):
+            folds.append(Fold(DEVICE_LABEL[gpu], tr.reset_index(drop=True), te.reset_index(drop=True)))
+    return Scenario(
+        "context-transfer",
+        f"IL = OL context transfer (LLM-Inference-Bench): per device (one MI300X, one MI250 card), fit "
+        f"L <= {CONTEXT_TRAIN_MAX}, validate L >= {CONTEXT_TEST_MIN}",
+        TRUTH_T, TRUTH_L, folds, "" if folds else "no data: llmib-runs has no AMD vLLM rows",
+    )  # fmt: skip
+
+
+def tp_scenario(table: pd.DataFrame | None = None) -> Scenario:
+    """Per device: fit the one-device tensor-parallel degree, validate the larger degrees (same models)."""
+    t = llmib_table() if table is None else table
+    folds = []
+    for gpu, tp0 in DEVICES.items():
+        g = t[t["gpu"] == gpu]
+        tr = g[g["tensor_parallel"] == tp0]
+        te = g[(g["tensor_parallel"] > tp0) & g["model"].isin(set(tr["model"]))]
+        if len(tr) and len(te):
+            folds.append(Fold(DEVICE_LABEL[gpu], tr.reset_index(drop=True), te.reset_index(drop=True)))
+    return Scenario(
+        "tp-transfer",
+        "tensor-parallel transfer: per device, fit TP = one device (MI300X 1, MI250 2 dies), validate the larger "
+        "TP degrees of the same models", TRUTH_T, TRUTH_L, folds,
+    )  # fmt: skip
+
+
+def gpu_transfer_scenario(table: pd.DataFrame | None = None) -> Scenario:
+    """Fit all one-device rows of one GPU, validate the other's (models both ran), both directions."""
+    t = llmib_table() if table is None else table
+    a, b = _device_rows(t, "mi250-gcd"), _device_rows(t, "mi300x")
+    common = sorted(set(a["model"]) & set(b["model"]))
+    a, b = (
+        a[a["model"].isin(common)].reset_index(drop=True),
+        b[b["model"].isin(common)].reset_index(drop=True),
+    )
+    folds = [Fold("MI250 -> MI300X", a, b), Fold("MI300X -> MI250", b, a)]
+    return Scenario(
+        "gpu-transfer",
+        f"GPU transfer: fit one device's rows ({', '.join(common)}), transfer the parameter file "
+        "(slim transfer), validate the other device",
+        TRUTH_T, TRUTH_L, folds,
+    )  # fmt: skip
+
+
+def transfer_scenarios(table: pd.DataFrame | None = None) -> list[Scenario]:
+    t = llmib_table() if table is None else table
+    return [context_scenario(t), tp_scenario(t), gpu_transfer_scenario(t)]
+
+
+def _factory(variant: str) -> Callable[[int], object]:
+    def make(n_starts: int):
+        from slimlib.model.base import make_model
+
+        return make_model(variant, n_starts=n_starts)
+
+    return make
+
+
+#: method label -> factory(n_starts); the models read the tensor_parallel column (slimlib.model.longctx)
+METHODS: dict[str, Callable[[int], object]] = {
+    "SLIM": _factory("paper-tp"),
+    "SLIM-extended": _factory("extended-tp"),
+    "SLIM-longctx": _factory("longctx"),
+}
+
+
+def _fit_predict(method: str, fold: Fold, scenario: str, n_starts: int):
+    from slimlib.model.base import load_params
+    from slimlib.model.longctx import __name__ as _registers_variants  # noqa: F401
+    from slimlib.model.transfer import transfer_params, untransferred
+
+    model = METHODS[method](n_starts)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model.fit(fold.train)
+        if scenario == "gpu-transfer":
+            import json
+
+            doc = transfer_params(json.loads(model.to_json()), str(fold.test["gpu"].iloc[0]))
+            model = load_params(json.dumps(untransferred(doc)))
+        return model, model.predict(fold.test)
+
+
+def run_transfer(
+    scenarios: list[Scenario] | None = None, methods: list[str] | None = None, *, n_starts: int = 8
+) -> pd.DataFrame:
+    """Per-row predictions (test rows of every fold, every method) of the transfer scenarios."""
+    import slimlib.model.longctx  # noqa: F401  (registers the variants)
+
+    scen = transfer_scenarios() if scenarios is None else scenarios
+    parts = []
+    for s in scen:
+        for method in methods or list(METHODS):
+            for fold in s.folds:
+                try:
+                    _, pred = _fit_predict(method, fold, s.name, n_starts)
+                except SlimError as exc:  # reported, not hidden
+                    pred = pd.DataFrame({"pred_throughput_tok_s": np.nan, "pred_e2e_s": np.nan},
+                                        index=fold.test.index)  # fmt: skip
+                    warnings.warn(f"{s.name} / {method} / {fold.label}: not fitted: {exc}", stacklevel=2)
+                part = fold.test.copy()
+                part.insert(0, "fold", fold.label)
+                part.insert(0, "method", method)
+                part.insert(0, "scenario", s.name)
+                part["pred_throughput_tok_s"] = pred["pred_throughput_tok_s"].to_numpy()
+                part["pred_e2e_s"] = pred["pred_e2e_s"].to_numpy()
+                part["n_train"] = len(fold.train)
+                parts.append(part)
+    return pd.concat(parts, ignore_index=True)
+
+
+def transfer_table(pred: pd.DataFrame, by: tuple[str, ...] = ("scenario", "fold")) -> pd.DataFrame:
+    """Throughput and latency MAPE (%) and signed throughput bias (%) per scenario, fold and method."""
+    rows = []
+    for key, g in pred.groupby([*by, "method"], sort=False):
+        t, p = g["throughput_tok_s"].to_numpy(), g["pred_throughput_tok_s"].to_numpy()
+        ok = np.isfinite(p)
+        rows.append({**dict(zip([*by, "method"], key, strict=True)),
+                     "n_train": int(g["n_train"].iloc[0]), "n_test": len(g),
+                     "throughput_mape_pct": mape(t[ok], p[ok]) if ok.all() else np.nan,
+                     "latency_mape_pct": mape(g["e2e_s"].to_numpy(), g["pred_e2e_s"].to_numpy())
+                     if ok.all() else np.nan,
+                     "bias_pct": float(100 * np.mean(p / t - 1)) if ok.all() else np.nan})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def error_by(pred: pd.DataFrame, column: str, scenario: str = "context-transfer") -> pd.DataFrame:
+    """Throughput MAPE (%) of one scenario by fold, method and `column` (e.g. input_len, to see what grows)."""
+    p = pred[pred["scenario"] == scenario]
+    g = p.assign(ape=100 * (p["pred_throughput_tok_s"] / p["throughput_tok_s"] - 1).abs())
+    return g.pivot_table(index=["fold", "method"], columns=column, values="ape", aggfunc="mean", sort=False)
+
+
+def context_residuals(pred: pd.DataFrame, method: str = "SLIM-extended") -> pd.DataFrame:
+    """Signed latency residual (measured - predicted) per decode step, ms, by device, model, batch and L: the
+    time a method misses, which grows with context when the attention or KV-capacity terms are wrong."""
+    p = pred[(pred["scenario"] == "context-transfer") & (pred["method"] == method)]
+    miss = 1000 * (p["e2e_s"] - p["pred_e2e_s"]) / p["output_len"]
+    return p.assign(missed_ms_per_step=miss).pivot_table(
+        index=["fold", "model", "batch_size"], columns="input_len", values="missed_ms_per_step", sort=False
+    )

@@ -1,0 +1,116 @@
+"""Re-target a calibrated SLIM parameter file to another GPU (`slim transfer PARAMS --gpu NAME --out FILE`).
+
+The SLIM equations take the hardware through the registry's peak FLOP/s (prefill, Eq. 7), peak bandwidth
+(decode, Eq. 9) and memory capacity (the extended models' KV pool); the calibrated parameters are what is left.
+The rule (`TRANSFER_RULE`):
+
+* efficiencies (``eta_*``: fractions of a peak) are kept: the new GPU's peaks enter through the equations;
+* ``gamma`` (paper Eq. 10, seconds of dense decode GEMM per token and ``L (D/1024)^2``) is GPU time of
+  compute-bound kernels: it is scaled by ``peak_flops(source) / peak_flops(target)``;
+* the other times (``t_fixed``, ``t_step``, ``alpha``: scheduling, launches, sampling) and ``B0`` are host and
+  software overheads of the serving engine and are kept.
+
+The result is the source file with ``gpu`` and ``params`` replaced, standard errors cleared (they were estimated
+on the source GPU) and a ``transferred_from`` record holding the whole source document (so a chain of transfers
+keeps its history). Transferring back to a GPU the chain came from returns that GPU's original document
+exactly (A -> B -> A gives A's file), not a twice-rescaled copy.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+from slimlib.errors import DataError
+from slimlib.model.base import PARAMS_FORMAT
+
+TRANSFER_RULE = (
+    "efficiencies (eta_*) kept; gamma scaled by peak_flops(source)/peak_flops(target); t_fixed, t_step, alpha, "
+    "B0 kept (host/software overheads); standard errors cleared"
+)
+#: parameters scaled by the ratio of peak FLOP/s (source / target)
+FLOP_TIME_PARAMS = ("gamma",)
+
+
+def read_params_file(path: str | Path) -> dict:
+    """The JSON document of a parameter file, checked to be one (DataError naming the file otherwise)."""
+    p = Path(path)
+    if not p.is_file():
+        raise DataError(f"{p}: no such parameter file; create one with `slim fit DATA.csv --out {p}`")
+    try:
+        doc = json.loads(p.read_text())
+    except json.JSONDecodeError as exc:
+        raise DataError(f"{p}: not valid JSON ({exc}); give a file written by `slim fit`") from None
+    check_params_doc(doc, str(p))
+    return doc
+
+
+def check_params_doc(doc, where: str = "parameter document") -> None:
+    if not isinstance(doc, dict) or doc.get("format") != PARAMS_FORMAT:
+        raise DataError(f"{where}: not a SLIM parameter file (field 'format' should be {PARAMS_FORMAT!r})")
+    for key in ("gpu", "params", "variant"):
+        if key not in doc:
+            raise DataError(f"{where}: field {key!r} is missing; regenerate the file with `slim fit`")
+    if not isinstance(doc["params"], dict):
+        raise DataError(f"{where}: field 'params' must be an object of parameter values")
+
+
+def _chain(doc: dict):
+    """The documents of a transfer chain, newest first (the document itself, then its sources)."""
+    while doc is not None:
+        yield doc
+        doc = doc.get("transferred_from")
+
+
+def transfer_params(doc: dict, gpu: str) -> dict:
+    """A new parameter document for `gpu` (registry name or alias) from `doc` (see the module docstring)."""
+    from slimlib.registry.gpus import get_gpu
+
+    check_params_doc(doc)
+    target = get_gpu(gpu)
+    source = get_gpu(doc["gpu"])
+    if target.name == source.name:
+        return copy.deepcopy(doc)
+    for earlier in _chain(doc.get("transferred_from")):
+        if get_gpu(earlier["gpu"]).name == target.name:
+            return copy.deepcopy(earlier)
+    ratio_flops = source.peak_flops / target.peak_flops
+    params = {}
+    for k, v in doc["params"].items():
+        if v is None:
+            params[k] = None
+        elif k in FLOP_TIME_PARAMS:
+            params[k] = float(v) * ratio_flops
+        else:
+            params[k] = v
+    out = copy.deepcopy({k: v for k, v in doc.items() if k != "transferred_from"})
+    out["gpu"] = target.name
+    out["params"] = params
+    out["stderr"] = {k: None for k in doc.get("stderr", doc["params"])}
+    out["transferred_from"] = {
+        **copy.deepcopy(doc),
+        "rule": TRANSFER_RULE,
+        "ratios": {
+            "peak_flops": target.peak_flops / source.peak_flops,
+            "mem_bw": target.mem_bw / source.mem_bw,
+            "mem_bytes": target.mem_bytes / source.mem_bytes,
+        },
+    }
+    return out
+
+
+def transfer_file(path: str | Path, gpu: str, out: str | Path) -> dict:
+    """Read `path`, transfer to `gpu`, write `out` atomically (never over the input); returns the new document."""
+    from slimlib.io import check_output_path, write_text
+
+    doc = read_params_file(path)
+    new = transfer_params(doc, gpu)
+    target = check_output_path(out, inputs=(path,))
+    write_text(target, json.dumps(new, indent=2, sort_keys=True) + "\n")
+    return new
+
+
+def untransferred(doc: dict) -> dict:
+    """`doc` without its ``transferred_from`` record and transfer metadata (what `load_params` reads)."""
+    return {k: v for k, v in doc.items() if k not in ("transferred_from", "rule", "ratios")}
