@@ -11,8 +11,8 @@ The rule (`TRANSFER_RULE`):
   software overheads of the serving engine and are kept.
 
 The result is the source file with ``gpu`` and ``params`` replaced, standard errors cleared (they were estimated
-on the source GPU) and a ``transferred_from`` record holding the whole source document (so a chain of transfers
-keeps its history). Transferring back to a GPU the chain came from returns that GPU's original document
+on the source GPU) and a ``transferred_from`` record: source GPU, source parameters, the rule, the ratios of the registry numbers
+(target / source) and the whole source document under ``document`` (so a chain of transfers keeps its history). Transferring back to a GPU the chain came from returns that GPU's original document
 exactly (A -> B -> A gives A's file), not a twice-rescaled copy.
 """
 
@@ -60,7 +60,7 @@ def _chain(doc: dict):
     """The documents of a transfer chain, newest first (the document itself, then its sources)."""
     while doc is not None:
         yield doc
-        doc = doc.get("transferred_from")
+        doc = (doc.get("transferred_from") or {}).get("document")
 
 
 def transfer_params(doc: dict, gpu: str) -> dict:
@@ -72,7 +72,7 @@ def transfer_params(doc: dict, gpu: str) -> dict:
     source = get_gpu(doc["gpu"])
     if target.name == source.name:
         return copy.deepcopy(doc)
-    for earlier in _chain(doc.get("transferred_from")):
+    for earlier in _chain((doc.get("transferred_from") or {}).get("document")):
         if get_gpu(earlier["gpu"]).name == target.name:
             return copy.deepcopy(earlier)
     ratio_flops = source.peak_flops / target.peak_flops
@@ -89,13 +89,15 @@ def transfer_params(doc: dict, gpu: str) -> dict:
     out["params"] = params
     out["stderr"] = {k: None for k in doc.get("stderr", doc["params"])}
     out["transferred_from"] = {
-        **copy.deepcopy(doc),
+        "gpu": source.name,
+        "params": copy.deepcopy(doc["params"]),
         "rule": TRANSFER_RULE,
         "ratios": {
             "peak_flops": target.peak_flops / source.peak_flops,
             "mem_bw": target.mem_bw / source.mem_bw,
             "mem_bytes": target.mem_bytes / source.mem_bytes,
         },
+        "document": copy.deepcopy(doc),
     }
     return out
 
@@ -112,5 +114,5 @@ def transfer_file(path: str | Path, gpu: str, out: str | Path) -> dict:
 
 
 def untransferred(doc: dict) -> dict:
-    """`doc` without its ``transferred_from`` record and transfer metadata (what `load_params` reads)."""
-    return {k: v for k, v in doc.items() if k not in ("transferred_from", "rule", "ratios")}
+    """`doc` without its ``transferred_from`` record (what `load_params` reads; it ignores the record anyway)."""
+    return {k: v for k, v in doc.items() if k != "transferred_from"}
