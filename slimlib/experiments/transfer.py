@@ -21,6 +21,7 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
+import slimlib.model.longctx  # noqa: F401  (registers the variants paper-tp, extended-tp, longctx)
 from slimlib.errors import SlimError
 from slimlib.experiments.scenarios import Fold, Scenario
 from slimlib.metrics import mape
@@ -134,7 +135,6 @@ METHODS: dict[str, Callable[[int], object]] = {
 
 def _fit_predict(method: str, fold: Fold, scenario: str, n_starts: int):
     from slimlib.model.base import load_params
-    from slimlib.model.longctx import __name__ as _registers_variants  # noqa: F401
     from slimlib.model.transfer import transfer_params, untransferred
 
     model = METHODS[method](n_starts)
@@ -153,8 +153,6 @@ def run_transfer(
     scenarios: list[Scenario] | None = None, methods: list[str] | None = None, *, n_starts: int = 8
 ) -> pd.DataFrame:
     """Per-row predictions (test rows of every fold, every method) of the transfer scenarios."""
-    import slimlib.model.longctx  # noqa: F401  (registers the variants)
-
     scen = transfer_scenarios() if scenarios is None else scenarios
     parts = []
     for s in scen:
@@ -207,3 +205,122 @@ def context_residuals(pred: pd.DataFrame, method: str = "SLIM-extended") -> pd.D
     return p.assign(missed_ms_per_step=miss).pivot_table(
         index=["fold", "model", "batch_size"], columns="input_len", values="missed_ms_per_step", sort=False
     )
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Figures: parity of the transfer scenarios; the MI300X knee with SLIM-BCA's recommendation
+# ---------------------------------------------------------------------------------------------------------------
+def plot_parity(pred: pd.DataFrame, axes, methods: list[str] | None = None) -> None:
+    """Measured vs predicted throughput of the test rows, one axis per scenario, one marker colour per method."""
+    from slimlib.experiments.plotting import OKABE_ITO
+
+    names = list(dict.fromkeys(pred["scenario"]))
+    methods = methods or list(dict.fromkeys(pred["method"]))
+    for ax, s in zip(np.ravel(axes), names, strict=False):
+        p = pred[pred["scenario"] == s]
+        lo, hi = p["throughput_tok_s"].min() / 1.5, p["throughput_tok_s"].max() * 1.5
+        for i, m in enumerate(methods):
+            q = p[p["method"] == m]
+            ax.loglog(q["throughput_tok_s"], q["pred_throughput_tok_s"], "o", ms=1.8, alpha=0.7,
+                      color=OKABE_ITO[i % len(OKABE_ITO)], label=m)  # fmt: skip
+        ax.plot([lo, hi], [lo, hi], "k-", lw=0.6)
+        ax.set_xlim(lo, hi)
+        ax.set_ylim(lo, hi)
+        ax.set_title(s, fontsize="small")
+        ax.set_xlabel("measured throughput (tok/s)")
+    np.ravel(axes)[0].set_ylabel("predicted throughput (tok/s)")
+    np.ravel(axes)[0].legend(fontsize="x-small", markerscale=2)
+
+
+def knee_advice(
+    table: pd.DataFrame | None = None,
+    *,
+    gpu: str = "mi300x",
+    length: int = 1024,
+    method: str = "SLIM-longctx",
+    epsilon: float = 0.3,
+    slo_factor: float = 4.0,
+    reference_batch: int = 16,
+    n_starts: int = 8,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """SLIM-BCA (Eq. 13) on the one-device curves of `gpu` at IL = OL = `length`, against the measured curves.
+
+    One fit of `method` on 3 pre-knee points of each model's curve (`slimlib.experiments.scenarios.pre_knee_points`,
+    pooled as in the paper's same-curve scenario); per model, predict the measured batch sizes (1..256), and apply Eq. 13 with SLO = `slo_factor` x the
+    measured E2E at `reference_batch` and the efficiency floor `epsilon`; ``b_true`` is Eq. 13 on the measured
+    curve; ``b_cap_measured_t1`` is Eq. 13 on the predictions with the measured single-request throughput T(1) in
+    the efficiency constraint (one extra measurement at B = 1). Returns (advice: one row per model, curves: measured and predicted throughput per model and B)."""
+    from slimlib.advisor.capacity import batch_capacity
+    from slimlib.experiments.scenarios import pre_knee_points
+
+    t = llmib_table() if table is None else table
+    d = _device_rows(t, gpu)
+    d = d[d["input_len"] == length]
+    cand = np.sort(d["batch_size"].unique()).astype(float)
+    groups = {}
+    for model, g in d.groupby("model", sort=True):
+        g = g.sort_values("batch_size").reset_index(drop=True)
+        if len(g) >= 4 and reference_batch in set(g["batch_size"]) and 1 in set(g["batch_size"]):
+            groups[model] = g
+    train = pd.concat(
+        [
+            g.iloc[pre_knee_points(g["batch_size"].to_numpy(), g["throughput_tok_s"].to_numpy())]
+            for g in groups.values()
+        ]
+    )
+    m = METHODS[method](n_starts)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        m.fit(train.reset_index(drop=True))
+    rows, curves = [], []
+    for model, g in groups.items():
+        own = train[train["model"] == model]
+        grid = pd.DataFrame({"model": model, "gpu": gpu, "tensor_parallel": float(DEVICES[gpu]),
+                             "batch_size": cand, "input_len": float(length), "output_len": float(length)})  # fmt: skip
+        p = m.predict(grid)
+        slo = slo_factor * float(g.loc[g["batch_size"] == reference_batch, "e2e_s"].iloc[0])
+        i_pred, _, _ = batch_capacity(cand, p["pred_throughput_tok_s"].to_numpy(), p["pred_e2e_s"].to_numpy(), slo,
+                                      epsilon)  # fmt: skip
+        i_true, _, _ = batch_capacity(g["batch_size"].to_numpy(), g["throughput_tok_s"].to_numpy(),
+                                      g["e2e_s"].to_numpy(), slo, epsilon)  # fmt: skip
+        t1 = float(g.loc[g["batch_size"] == 1, "throughput_tok_s"].iloc[0])
+        i_t1, _, _ = batch_capacity(cand, p["pred_throughput_tok_s"].to_numpy(), p["pred_e2e_s"].to_numpy(), slo,
+                                    epsilon, throughput_b1=t1)  # fmt: skip
+        b_cap = float(cand[i_pred[0]]) if i_pred[0] >= 0 else np.nan
+        b_true = float(g["batch_size"].iloc[i_true[0]]) if i_true[0] >= 0 else np.nan
+        near = g.iloc[(g["batch_size"] - b_cap).abs().argmin()] if np.isfinite(b_cap) else None
+        best = g["throughput_tok_s"].max()
+        rows.append({"model": model, "length": length, "slo_s": slo, "n_calibration": len(own),
+                     "calibration_batches": ",".join(str(int(b)) for b in own["batch_size"]),
+                     "b_cap": b_cap, "b_cap_measured_t1": float(cand[i_t1[0]]) if i_t1[0] >= 0 else np.nan,
+                     "b_true": b_true,
+                     "measured_throughput_at_b_cap_tok_s": float(near["throughput_tok_s"]) if near is not None
+                     else np.nan,
+                     "measured_e2e_at_b_cap_s": float(near["e2e_s"]) if near is not None else np.nan,
+                     "best_measured_throughput_tok_s": best})  # fmt: skip
+        curves.append(g.assign(kind="measured")[["model", "batch_size", "throughput_tok_s", "e2e_s", "kind"]])
+        curves.append(pd.DataFrame({"model": model, "batch_size": cand, "throughput_tok_s": p["pred_throughput_tok_s"],
+                                    "e2e_s": p["pred_e2e_s"], "kind": "predicted"}))  # fmt: skip
+    return pd.DataFrame(rows), pd.concat(curves, ignore_index=True)
+
+
+def plot_knee(advice: pd.DataFrame, curves: pd.DataFrame, axes) -> None:
+    """Measured (points) and predicted (line) throughput vs B per model, with B_cap (solid) and B_true (dashed)."""
+    from slimlib.experiments.plotting import OKABE_ITO
+
+    for ax, (_, a) in zip(np.ravel(axes), advice.iterrows(), strict=False):
+        c = curves[curves["model"] == a["model"]]
+        meas, pred = c[c["kind"] == "measured"], c[c["kind"] == "predicted"]
+        ax.plot(
+            pred["batch_size"], pred["throughput_tok_s"] / 1e3, "-", lw=0.9, color=OKABE_ITO[0], label="SLIM"
+        )
+        ax.plot(meas["batch_size"], meas["throughput_tok_s"] / 1e3, "o", ms=3, color="k", label="measured")
+        if np.isfinite(a["b_cap"]):
+            ax.axvline(a["b_cap"], color=OKABE_ITO[1], lw=1.0, label="B_cap (SLIM-BCA)")
+        if np.isfinite(a["b_true"]):
+            ax.axvline(a["b_true"], color=OKABE_ITO[2], lw=1.0, ls="--", label="B_true (measured)")
+        ax.set_xscale("log", base=2)
+        ax.set_title(str(a["model"]), fontsize="small")
+        ax.set_xlabel("batch size B")
+    np.ravel(axes)[0].set_ylabel("throughput (k tok/s)")
+    np.ravel(axes)[0].legend(fontsize="x-small")
