@@ -18,6 +18,7 @@ _REGISTRARS = [
     "slimlib.cli.advise",
     "slimlib.cli.evaluate",
     "slimlib.cli.transfer",
+    "slimlib.cli.peers",
 ]
 
 
