@@ -6,7 +6,8 @@ Every method is scored on the same rows: all rows of the dataset except SLIM's c
 
 Peers:
 * ``roofline`` (here, no dependency): prefill ``F_pre / F_max`` (Eq. 8 FLOPs at the registry peak), each decode
-  step ``max(2 N_active B / F_max, (weights + KV read) / BW_max)`` over the ``OL`` steps at their mean context,
+  step ``max(2 N_active B / F_max, (weights read + KV read) / BW_max)`` (an MoE step reads the experts its
+  tokens pick, `slimlib.model.longctx.step_weight_bytes`) over the ``OL`` steps at their mean context,
   all per tensor-parallel rank, no overheads.
 * ``genz`` (`genz-llm`), ``llm-analysis`` and ``aiconfigurator`` (NVIDIA systems only): optional extra ``peers``;
   their predictions are committed in ``data/llmib-peer-predictions.csv`` with the tool, its version and the exact
@@ -29,7 +30,7 @@ from slimlib.experiments.scenarios import pre_knee_points
 from slimlib.experiments.transfer import DEVICES, METHODS, llmib_table
 from slimlib.metrics import mape
 from slimlib.model import equations as eq
-from slimlib.model.longctx import tp_features
+from slimlib.model.longctx import step_weight_bytes, tp_features
 
 PREDICTION_COLUMNS = (
     "dataset", "tool", "tool_version", "call", "model", "gpu", "tensor_parallel", "batch_size", "input_len",
@@ -77,7 +78,7 @@ def roofline(rows: pd.DataFrame) -> pd.DataFrame:
         )
         pre_s = pre / hw.peak_flops
         mean_ctx = eq.kv_scan_tokens(il, ol) / ol
-        step_bytes = f["weight_bytes_total"] + b * mean_ctx * f["kv_bytes_per_token"]
+        step_bytes = step_weight_bytes(f) + b * mean_ctx * f["kv_bytes_per_token"]
         step_flops = 2.0 * b * (f["dense_weight_bytes"] + f["expert_weight_bytes"] * f["experts_per_token"]
                                 / np.maximum(f["n_experts"], 1.0)) / 2.0  # fmt: skip
         dec_s = ol * np.maximum(step_flops / hw.peak_flops, step_bytes / hw.mem_bw)
