@@ -12,25 +12,32 @@
    bytes a decode step touches: attention and embeddings plus ``X (1 - (1 - k/X)^B)`` of the ``X`` experts
    (each of ``B`` tokens picks ``k`` experts); its KV capacity still subtracts all weights.
 
-`LongContextModel` is `TPExtendedModel` with two changes, both read off the residuals of the context-transfer
-scenario (fit L <= 256, validate L >= 512 on LLM-Inference-Bench) and both visible inside the training range:
+`LongContextModel` is `TPExtendedModel` with three changes, read off the residuals of the context-transfer
+scenario (fit L <= 256, validate L >= 512 on LLM-Inference-Bench) and visible inside the training range:
 
 * Static-batch KV capacity (``kv_context_frac = 1``): in a static batch every request grows to ``IL + OL``
   tokens together, so the batch that fits the KV cache without preemption is ``N_kv / (IL + OL)``, not the
   continuous-batching average ``N_kv / (IL + OL/2)``. (A constructor option, as in the extended model.)
-* Decode attention traffic per query head: ``M_dec = 2 L D b_kv C(IL, OL)`` with the query width ``D = H_q d_h``
-  in place of ``D_kv`` (Eq. 11). vLLM 0.6.1's paged-attention decode kernel (the one its ROCm build runs) gives
-  each query head its own work-group, which streams the KV head it shares with the other heads of its group:
-  grouped-query attention saves KV capacity, not bandwidth. In the data the per-step time added by longer
-  contexts is no smaller for GQA models (Mistral-7B, Llama-3-8B: 8 KV heads) than for the MHA Llama-2-7B at the
-  same ``L`` and ``D``, already between L = 128 and 256.
+* Decode attention traffic by the kernel regime: ``M_dec = 2 L D_att b_kv C(IL, OL)`` (Eq. 11) with
+  ``D_att = D_kv`` (KV heads) while a decode step has at most 512 (sequence, query head) pairs per rank,
+  ``B_eff H_q / TP <= 512``, and ``D_att = D = H_q d_h`` (query heads) above. 512 is vLLM 0.6.1's switch between
+  its two paged-attention decode kernels (``vllm/attention/ops/paged_attn.py``: ``use_v1 = max_seq_len <= 8192
+  and (max_num_partitions == 1 or num_seqs * num_heads > 512)``). In the data, the per-step time a longer context
+  adds per sequence jumps where ``B H_q / TP`` crosses 512 (MI300X between B = 16 and 32 at TP 1, MI250 between
+  B = 32 and 64 at TP 2), and above it is no smaller for grouped-query models (Mistral-7B, Llama-3-8B: 8 KV heads)
+  than for the multi-head Llama-2-7B of the same depth and width, already between L = 128 and 256 (training
+  range): above the switch, grouped-query attention saves KV capacity, not bandwidth. (No kernel traces of these
+  runs exist; the rule is the smallest one consistent with both observations, and it lowers the training error at
+  the same parameter count: MI250 5.5% -> 3.7%, MI300X 16.5% -> 16.4%, against charging query heads always.)
 * Dense decode by FLOPs (replaces the per-request ``alpha``): each request's decode step runs the projection and
   FFN GEMMs, ``F_tok = 2 L (2 D^2 + 2 D D_kv + m D D_ff)`` FLOPs (``D_ff`` of the active experts), at a
   calibrated efficiency ``eta_d`` of the peak: ``B_eff OL F_tok / (eta_d F_max)``. This is the paper's
   ``gamma L (D/1024)^2`` term (Eq. 10) made exact for GQA, gated FFNs and MoE, with a dimensionless parameter; it
   dominates on the ROCm runs, where per-request decode time grows tenfold from 7B to 70B models at B >= 32.
 
-Parameters (six, as SLIM): eta_c, t_fixed, eta_m, eta_w, eta_d, t_step.
+Parameters (six, as SLIM): eta_c, t_fixed, eta_m, eta_w, eta_d, t_step. When every training row has IL = OL
+(LLM-Inference-Bench), prefill compute (eta_c) and dense decode compute (eta_d) both scale with ``B L``; only the
+prefill's ``IL^2`` attention term tells them apart, so one of the two tends to its bound (`summary` flags it).
 """
 
 from __future__ import annotations
@@ -54,10 +61,10 @@ def _arch_extras(df) -> dict[str, np.ndarray]:
         expert_bytes = (
             a.n_experts * a.n_ffn_matrices * a.hidden_size * a.ffn_size * a.n_layers * a.weight_bytes
         )
-        rows.append([a.n_kv_heads, a.ffn_size_active, a.n_experts, a.experts_per_token,
+        rows.append([a.n_heads, a.n_kv_heads, a.ffn_size_active, a.n_experts, a.experts_per_token,
                      a.weight_bytes_total - (expert_bytes if a.is_moe else 0), expert_bytes if a.is_moe else 0])  # fmt: skip
     t = np.array(rows, dtype=float)[uniques]
-    keys = ("n_kv_heads", "ffn_size_active", "n_experts", "experts_per_token", "dense_weight_bytes",
+    keys = ("n_heads", "n_kv_heads", "ffn_size_active", "n_experts", "experts_per_token", "dense_weight_bytes",
             "expert_weight_bytes")  # fmt: skip
     return {k: t[:, j] for j, k in enumerate(keys)}
 
@@ -135,7 +142,7 @@ _LONG_SPECS = (
     ParamSpec("eta_c", 1e-3, 1.0, 1.0, 0.5, "-", "prefill compute efficiency (Eq. 7)"),
     ParamSpec("t_fixed", 0.0, 1e3, 1.0, 0.1, "s", "batch-level fixed overhead (Eq. 5)"),
     ParamSpec(
-        "eta_m", 1e-3, 1.5, 1.0, 0.5, "-", "decode attention bandwidth efficiency (query-head KV traffic)"
+        "eta_m", 1e-3, 1.5, 1.0, 0.5, "-", "decode attention bandwidth efficiency (Eq. 9 without B0)"
     ),
     ParamSpec("eta_w", 1e-3, 1.5, 1.0, 0.5, "-", "efficiency of the per-step weight read"),
     ParamSpec("eta_d", 1e-4, 1.0, 0.1, 0.1, "-", "dense decode GEMM efficiency (per-request FLOPs / peak)"),
@@ -151,8 +158,20 @@ def dense_decode_flops(f) -> np.ndarray:
     return 2.0 * f["n_layers"] * (2.0 * d**2 + 2.0 * d * f["d_kv"] + f["n_ffn_matrices"] * d * f["ffn_size"])
 
 
+#: (sequence, query head) pairs per rank above which vLLM 0.6.1 runs its unpartitioned paged-attention kernel
+ATTENTION_SWITCH_PAIRS = 512
+
+
+def attention_width(f) -> np.ndarray:
+    """KV width the decode attention streams per layer: ``D_kv`` up to `ATTENTION_SWITCH_PAIRS` (sequence, query
+    head) pairs per rank, the query width ``D`` above (see the module docstring)."""
+    heads_per_rank = f["n_heads"] / f.get("tensor_parallel", 1.0)
+    wide = f["batch_size"] * heads_per_rank > ATTENTION_SWITCH_PAIRS
+    return np.where(wide, f["hidden_size"], f["d_kv"])
+
+
 class LongContextModel(TPExtendedModel):
-    """`TPExtendedModel` with static-batch KV capacity, query-head attention traffic and FLOP-based dense decode.
+    """`TPExtendedModel` with static-batch KV capacity, kernel-regime attention traffic and FLOP-based dense decode.
 
     See the module docstring; variant "longctx". `kv_context_frac` defaults to 1 (static batch)."""
 
@@ -171,7 +190,10 @@ class LongContextModel(TPExtendedModel):
         )
         pre = eq.prefill_time(flops, hw.peak_flops, p["eta_c"])
         attn = eq.decode_kv_bytes(
-            f["n_layers"], f["hidden_size"], f["kv_bytes"], eq.kv_scan_tokens(f["input_len"], f["output_len"])
+            f["n_layers"],
+            attention_width(f),
+            f["kv_bytes"],
+            eq.kv_scan_tokens(f["input_len"], f["output_len"]),
         )
         dense = f["output_len"] * dense_decode_flops(f) / (p["eta_d"] * hw.peak_flops)
         per_step = step_weight_bytes(f) / (p["eta_w"] * hw.mem_bw) + p["t_step"]
