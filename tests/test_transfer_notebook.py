@@ -23,6 +23,8 @@ EXPECTED = [
     "transfer_parity.png",
     "transfer_mi300x_knee.png",
     "transfer_mi300x_knee.csv",
+    "peers_mape.csv",
+    "peers_mape.png",
 ]
 
 

@@ -114,7 +114,8 @@ def load_peer_predictions() -> pd.DataFrame:
 
 
 def peer_table(*, n_starts: int = 8, peers: pd.DataFrame | None = None) -> pd.DataFrame:
-    """MAPE (%), signed bias (%) and calibration points per method and dataset, on each dataset's evaluation rows.
+    """MAPE (%), signed bias (%) and calibration points per method and dataset, on each dataset's evaluation rows
+    (``n_rows`` of them where the method ran; ``slim_mape_same_rows_pct`` is SLIM's MAPE on exactly those rows).
 
     Methods: SLIM (calibrated), the plain roofline, and every tool in `peers` (default: the committed table)
     matched to the evaluation rows on (dataset, model, gpu, tensor_parallel, batch_size, input_len, output_len)."""
@@ -132,14 +133,34 @@ def peer_table(*, n_starts: int = 8, peers: pd.DataFrame | None = None) -> pd.Da
             m = ev[keys + ["throughput_tok_s", "e2e_s"]].merge(g, on=keys, how="inner")
             ver = str(g["tool_version"].iloc[0])
             methods[tool] = (m, 0, ver)
+        slim = ev.set_index(keys)["pred_throughput_tok_s"]
         for method, (p, n_cal, ver) in methods.items():
             ok = np.isfinite(p["pred_throughput_tok_s"].to_numpy(dtype=float))
             t, q = (
                 p["throughput_tok_s"].to_numpy(dtype=float)[ok],
                 p["pred_throughput_tok_s"].to_numpy(dtype=float)[ok],
             )
+            s_q = slim.loc[pd.MultiIndex.from_frame(p.loc[ok, keys])].to_numpy()
             rows.append({"dataset": name, "method": method, "version": ver, "calibration_points": n_cal,
                          "n_rows": int(ok.sum()), "n_eval_rows": len(ev),
                          "throughput_mape_pct": mape(t, q) if ok.any() else np.nan,
-                         "bias_pct": float(100 * np.mean(q / t - 1)) if ok.any() else np.nan})  # fmt: skip
+                         "bias_pct": float(100 * np.mean(q / t - 1)) if ok.any() else np.nan,
+                         "slim_mape_same_rows_pct": mape(t, s_q) if ok.any() else np.nan})  # fmt: skip
     return pd.DataFrame(rows)
+
+
+def plot_peers(table: pd.DataFrame, ax) -> None:
+    """Throughput MAPE (log scale) per dataset and method, as grouped bars."""
+    from slimlib.experiments.plotting import OKABE_ITO
+
+    names = list(dict.fromkeys(table["dataset"]))
+    methods = list(dict.fromkeys(table["method"]))
+    width = 0.8 / len(methods)
+    for j, m in enumerate(methods):
+        t = table[table["method"] == m].set_index("dataset").reindex(names)
+        ax.bar(np.arange(len(names)) + j * width, t["throughput_mape_pct"], width, label=m,
+               color=OKABE_ITO[j % len(OKABE_ITO)])  # fmt: skip
+    ax.set_yscale("log")
+    ax.set_xticks(np.arange(len(names)) + 0.4 - width / 2, names, fontsize="small")
+    ax.set_ylabel("throughput MAPE (%)")
+    ax.legend(fontsize="x-small", ncol=2)
