@@ -182,7 +182,7 @@ def transfer_table(pred: pd.DataFrame, by: tuple[str, ...] = ("scenario", "fold"
         t, p = g["throughput_tok_s"].to_numpy(), g["pred_throughput_tok_s"].to_numpy()
         ok = np.isfinite(p)
         rows.append({**dict(zip([*by, "method"], key, strict=True)),
-                     "n_train": int(g["n_train"].iloc[0]), "n_test": len(g),
+                     "n_train": int(g.drop_duplicates("fold")["n_train"].sum()), "n_test": len(g),
                      "throughput_mape_pct": mape(t[ok], p[ok]) if ok.all() else np.nan,
                      "latency_mape_pct": mape(g["e2e_s"].to_numpy(), g["pred_e2e_s"].to_numpy())
                      if ok.all() else np.nan,
