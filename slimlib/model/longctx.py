@@ -141,9 +141,7 @@ class TPExtendedModel(ExtendedSlimModel):
 _LONG_SPECS = (
     ParamSpec("eta_c", 1e-3, 1.0, 1.0, 0.5, "-", "prefill compute efficiency (Eq. 7)"),
     ParamSpec("t_fixed", 0.0, 1e3, 1.0, 0.1, "s", "batch-level fixed overhead (Eq. 5)"),
-    ParamSpec(
-        "eta_m", 1e-3, 1.5, 1.0, 0.5, "-", "decode attention bandwidth efficiency (Eq. 9 without B0)"
-    ),
+    ParamSpec("eta_m", 1e-3, 1.5, 1.0, 0.5, "-", "decode attention bandwidth efficiency (Eq. 9 without B0)"),
     ParamSpec("eta_w", 1e-3, 1.5, 1.0, 0.5, "-", "efficiency of the per-step weight read"),
     ParamSpec("eta_d", 1e-4, 1.0, 0.1, 0.1, "-", "dense decode GEMM efficiency (per-request FLOPs / peak)"),
     ParamSpec(
