@@ -45,7 +45,9 @@ def test_roofline_is_a_lower_bound_on_time(data):
 def test_committed_peer_predictions_name_tool_version_and_call():
     p = load_peer_predictions()
     assert list(p.columns) == list(PREDICTION_COLUMNS)
-    assert len(p) > 0, "data/llmib-peer-predictions.csv is missing: regenerate with `slim peers --out ...`"
+    assert len(p) > 0, (
+        "data/peers/llmib-peer-predictions.csv is missing: regenerate with `slim peers --out ...`"
+    )
     assert set(p["tool"]) >= {"genz", "llm-analysis", "aiconfigurator"}
     assert p["tool_version"].notna().all() and (p["call"].str.len() > 10).all()
     aic = p[p["tool"] == "aiconfigurator"]

@@ -6,10 +6,10 @@ import argparse
 
 EXAMPLES = """\
 The peer tools are an optional extra: pip install 'slimlib[peers]'. Without them, `slim peers --table` scores the
-committed predictions (data/llmib-peer-predictions.csv: tool, version and exact call per row).
+committed predictions (data/peers/llmib-peer-predictions.csv: tool, version and exact call per row).
 
 examples:
-  slim peers --out data/llmib-peer-predictions.csv      # run every installed peer on the evaluation rows
+  slim peers --out data/peers/llmib-peer-predictions.csv      # run every installed peer on the evaluation rows
   slim peers --tools genz llm-analysis --out peers.csv
   slim peers --table                                    # MAPE, bias and calibration points per method and dataset
 """

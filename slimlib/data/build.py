@@ -232,7 +232,7 @@ def render_readme(tables: dict[str, pd.DataFrame], written: dict[str, Path]) -> 
         "- LLM-Inference-Bench: an 'AMD MI250 GPU' is a whole card of two 64 GB dies; its runs used tensor parallel",
         "  2 x Num of Hardware (Mixtral-8x7B, 87 GiB, runs on one; the 70B models, >128 GiB, on two), so gpu =",
         "  mi250-gcd and tensor_parallel = 2 x n_hardware. Of repeated configurations the first run is kept.",
-        "- `llmib-peer-predictions.csv` is not built here: `slim peers --out` writes it (predictions of GenZ,",
+        "- `peers/llmib-peer-predictions.csv` is not built here: `slim peers --out` writes it (predictions of GenZ,",
         "  llm-analysis and AIConfigurator on the peer-comparison rows, each with the tool, version and exact call).",
         "",
     ]

@@ -10,7 +10,7 @@ Peers:
   tokens pick, `slimlib.model.longctx.step_weight_bytes`) over the ``OL`` steps at their mean context,
   all per tensor-parallel rank, no overheads.
 * ``genz`` (`genz-llm`), ``llm-analysis`` and ``aiconfigurator`` (NVIDIA systems only): optional extra ``peers``;
-  their predictions are committed in ``data/llmib-peer-predictions.csv`` with the tool, its version and the exact
+  their predictions are committed in ``data/peers/llmib-peer-predictions.csv`` with the tool, its version and the exact
   call, so `peer_table` works without them installed. `slim peers` regenerates the table when they are installed
   (`slimlib.experiments.peer_adapters`).
 
@@ -103,10 +103,10 @@ def slim_predictions(
 
 
 def load_peer_predictions() -> pd.DataFrame:
-    """The committed peer predictions (`data/llmib-peer-predictions.csv`); empty when none are committed."""
+    """The committed peer predictions (`data/peers/llmib-peer-predictions.csv`); empty when none are committed."""
     from slimlib.data.tables import data_dir
 
-    path = data_dir() / f"{PEER_TABLE}.csv"
+    path = data_dir() / "peers" / f"{PEER_TABLE}.csv"
     if not path.is_file():
         return pd.DataFrame(columns=list(PREDICTION_COLUMNS))
     return pd.read_csv(path, dtype={"tool": str, "tool_version": str, "call": str, "note": str}, keep_default_na=False,
