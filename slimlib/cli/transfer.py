@@ -34,8 +34,16 @@ def register_cli(sub: argparse._SubParsersAction) -> None:
 def _run(args: argparse.Namespace) -> int:
     from slimlib.model.transfer import transfer_file
 
+    from slimlib.model.transfer import read_params_file
+
+    source_gpu = read_params_file(args.params)["gpu"]
     doc = transfer_file(args.params, args.gpu, args.out)
     src = doc.get("transferred_from")
-    origin = f" from {src['gpu']}" if src else " (restored from the transfer record)"
+    if doc["gpu"] == source_gpu:
+        origin = " (already for this GPU: copied unchanged)"
+    elif src and src["gpu"] == source_gpu:
+        origin = f" from {src['gpu']}"
+    else:
+        origin = f" (the original {doc['gpu']} file, restored from the transfer record of {args.params})"
     print(f"wrote {args.out}: {doc['variant']} parameters for {doc['gpu']}{origin}")
     return 0
