@@ -32,9 +32,7 @@ def register_cli(sub: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from slimlib.model.transfer import transfer_file
-
-    from slimlib.model.transfer import read_params_file
+    from slimlib.model.transfer import read_params_file, transfer_file
 
     source_gpu = read_params_file(args.params)["gpu"]
     doc = transfer_file(args.params, args.gpu, args.out)
