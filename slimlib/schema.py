@@ -2,7 +2,8 @@
 
 One row per configuration: ``model`` (registry name, Hugging Face id or path to a config.json), ``gpu`` (registry
 name), ``batch_size``, ``input_len``, ``output_len`` (tokens, > 0), ``throughput_tok_s`` (total-token throughput,
-tokens/s, > 0) and optionally ``e2e_s`` (batch end-to-end latency, seconds, > 0).
+tokens/s, > 0) and optionally ``e2e_s`` (batch end-to-end latency, seconds, > 0) and ``tensor_parallel`` (GPUs the
+model is split over, a whole number >= 1; 1 where absent).
 """
 
 from __future__ import annotations
@@ -16,17 +17,18 @@ from slimlib.errors import DataError
 
 KEY_COLUMNS = ("model", "gpu", "batch_size", "input_len", "output_len")
 TARGET_COLUMN = "throughput_tok_s"
-OPTIONAL_COLUMNS = ("e2e_s",)
-NUMERIC_COLUMNS = ("batch_size", "input_len", "output_len", "throughput_tok_s", "e2e_s")
+OPTIONAL_COLUMNS = ("e2e_s", "tensor_parallel")
+NUMERIC_COLUMNS = ("batch_size", "input_len", "output_len", "throughput_tok_s", "e2e_s", "tensor_parallel")
 #: Columns that hold counts: whole numbers only (a batch of 6.5 requests is a typo or an average).
-INTEGER_COLUMNS = ("batch_size",)
+INTEGER_COLUMNS = ("batch_size", "tensor_parallel")
 SCHEMA_HELP = (
-    "expected columns: model, gpu, batch_size, input_len, output_len, throughput_tok_s (and optionally e2e_s); "
+    "expected columns: model, gpu, batch_size, input_len, output_len, throughput_tok_s (and optionally e2e_s, "
+    "tensor_parallel); "
     "see README 'Input table'"
 )
 #: The same help for tables of configurations to predict (no measurements needed).
 PREDICT_SCHEMA_HELP = (
-    "columns needed to predict: model, batch_size, input_len, output_len (and optionally gpu); "
+    "columns needed to predict: model, batch_size, input_len, output_len (and optionally gpu, tensor_parallel); "
     "see README 'Input table'"
 )
 
@@ -128,9 +130,10 @@ def validate_table(
             frac = arr != np.round(arr)
             if frac.any():
                 pos = int(np.flatnonzero(frac)[0])
+                what = "requests batched together" if col == "batch_size" else "GPUs the model is split over"
                 raise DataError(
-                    f"{row_label(out, pos)}: field '{col}' is {arr[pos]:g}; it must be a whole number "
-                    "(the number of requests batched together)"
+                    f"{row_label(out, pos)}: field '{col}' is {arr[pos]:g}; it must be a whole number (the number of "
+                    f"{what})"
                 )
         out[col] = arr
     _check_conflicting_duplicates(out, require_target)
@@ -141,7 +144,7 @@ def _check_conflicting_duplicates(df: pd.DataFrame, require_target: bool) -> Non
     if not require_target:
         return
     measured = [c for c in (TARGET_COLUMN, "e2e_s") if c in df.columns]
-    keys = list(KEY_COLUMNS)
+    keys = list(KEY_COLUMNS) + (["tensor_parallel"] if "tensor_parallel" in df.columns else [])
     dup = df.duplicated(keys, keep=False)
     if not dup.any():
         return

@@ -48,12 +48,13 @@ REQUIRED = [
     "granite-8b",
     "qwen2-7b",
     "qwen2-72b",
+    "mixtral-8x7b",
 ]
 
 # Published sizes: OPT paper (Zhang et al. 2022, Table 1: 125M ... 66B; 350M is 331M on its model card's
 # checkpoint), Llama 2 paper (7B, 13B, 70B; Hugging Face lists 6.74B, 13.0B, 69.0B), Llama 3 model card (8B, 70B;
 # HF 8.03B, 70.6B), Mistral 7B paper (7.3B; HF 7.24B), IBM Granite 3.0 8B (HF 8.17B), Qwen2 model cards (7.62B,
-# 72.7B).
+# 72.7B), Mixtral of Experts paper (Jiang et al. 2024: 47B total, 13B active; HF 46.7B).
 PUBLISHED = {
     "opt-125m": 125e6,
     "opt-350m": 331e6,
@@ -72,7 +73,20 @@ PUBLISHED = {
     "granite-8b": 8.17e9,
     "qwen2-7b": 7.62e9,
     "qwen2-72b": 72.7e9,
+    "mixtral-8x7b": 46.7e9,
 }
+
+
+def test_mixtral_is_a_mixture_of_experts_with_active_and_total_parameters():
+    a = get_architecture("mistralai/Mixtral-8x7B-v0.1")
+    assert a.is_moe and (a.n_experts, a.experts_per_token) == (8, 2)
+    assert a.n_params == 46_702_792_704  # Hugging Face model card: 46.7B
+    assert a.active_params == pytest.approx(12.9e9, rel=0.01)  # Mixtral paper: 13B active per token
+    assert a.ffn_size_active == 2 * 14336
+    dense = get_architecture("mistral-7b")
+    assert (
+        not dense.is_moe and dense.active_params == dense.n_params and dense.ffn_size_active == dense.ffn_size
+    )
 
 
 def test_registry_holds_the_required_models():

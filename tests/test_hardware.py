@@ -23,6 +23,8 @@ REQUIRED = [
     "a100-sxm-80gb",
     "a100-sxm-40gb",
     "l40s",
+    "mi250",
+    "mi250-gcd",
     "mi300x",
 ]
 

@@ -29,6 +29,7 @@ from slimlib.model.memory import (
     gpu_total_bytes,
     kv_bytes_needed,
 )
+from slimlib.model.parallel import tensor_parallel_column
 from slimlib.registry.architectures import get_architecture
 from slimlib.registry.gpus import get_gpu
 
@@ -160,6 +161,7 @@ def predict_curves(
             "model": workloads["model"].astype(str).to_numpy(),
             "input_len": workloads["input_len"].to_numpy(dtype=float),
             "output_len": workloads["output_len"].to_numpy(dtype=float),
+            "tensor_parallel": tensor_parallel_column(workloads),
         }
     )
     _check_lengths(base)
@@ -206,7 +208,8 @@ def advise_many(
     respect_memory: bool = True,
 ) -> pd.DataFrame:
     """Advise B_cap (Eq. 13) for each workload row (``model, input_len, output_len``; optional ``slo_s``,
-    ``epsilon`` columns override the arguments), one output row per workload.
+    ``epsilon`` columns override the arguments; optional ``tensor_parallel``, default 1: memory is per GPU), one
+    output row per workload.
 
     `kv_bytes_available` (scalar or per row) replaces the estimated default KV allocation, e.g. the engine's
     logged ``num_gpu_blocks x block_size x KV bytes per token``. Columns: ``b_cap`` (0 when infeasible),
@@ -232,8 +235,15 @@ def advise_many(
     names = workloads["model"].astype(str).to_numpy()
     uniq, inv = np.unique(names, return_inverse=True)
     archs = [get_architecture(n) for n in uniq]
-    per_tok = np.array([a.kv_bytes_per_token for a in archs], dtype=float)[inv]
+    # per GPU: weights split over the tensor-parallel ranks, KV heads too (replicated when fewer than the ranks)
+    tp = tensor_parallel_column(workloads)
+    kv_heads = np.array([a.n_kv_heads for a in archs], dtype=float)[inv]
+    per_tok = (
+        np.array([a.kv_bytes_per_token for a in archs], dtype=float)[inv] * np.maximum(tp / kv_heads, 1) / tp
+    )
+    weights = np.array([a.weight_bytes_total for a in archs], dtype=float)[inv]
     default = np.array([default_kv_bytes(a, hw, gpu_memory_utilization, reserve_gib) for a in archs])[inv]
+    default = default + weights - weights / tp
     max_pos = np.array([a.max_position for a in archs], dtype=float)[inv]
     if kv_bytes_available is not None:
         default = np.broadcast_to(np.asarray(kv_bytes_available, dtype=float), (w,)).astype(float)
@@ -258,6 +268,7 @@ def advise_many(
             "gpu": hw.name,
             "input_len": il,
             "output_len": ol,
+            "tensor_parallel": tp.astype(int),
             "slo_s": slo,
             "epsilon": eps,
             "b_cap": b_cap,
@@ -338,10 +349,21 @@ class Advice:
 
 
 def advise(
-    model, arch: str, input_len: float, output_len: float, slo_s: float = np.inf, epsilon: float = 0.3, **kw
+    model,
+    arch: str,
+    input_len: float,
+    output_len: float,
+    slo_s: float = np.inf,
+    epsilon: float = 0.3,
+    tensor_parallel: int = 1,
+    **kw,
 ) -> Advice:
-    """Advice for one workload, with its whole predicted curve (throughput, E2E, efficiency, feasibility)."""
-    wl = pd.DataFrame({"model": [arch], "input_len": [float(input_len)], "output_len": [float(output_len)]})
+    """Advice for one workload (on `tensor_parallel` GPUs), with its whole predicted curve (throughput, E2E,
+    efficiency, feasibility)."""
+    wl = pd.DataFrame(
+        {"model": [arch], "input_len": [float(input_len)], "output_len": [float(output_len)],
+         "tensor_parallel": [tensor_parallel]}
+    )  # fmt: skip
     row = advise_many(model, wl, slo_s, epsilon, **kw).iloc[0]
     b, thr, e2e = predict_curves(model, wl, kw.get("batch_sizes"))
     eff = thr[0] / (b * float(_throughput_at_one(model, wl, b, thr)[0]))

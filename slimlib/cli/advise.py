@@ -86,6 +86,10 @@ def register_cli(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
         "--epsilon", type=float, default=0.3, help="minimum batching efficiency in (0, 1] (default 0.3)"
     )
     p.add_argument("--gpu", help="GPU to advise for; must be the one the parameters were calibrated on")
+    p.add_argument(
+        "--tensor-parallel", type=positive_int, default=1,
+        help="GPUs the model is split over (default 1); memory figures are per GPU",
+    )  # fmt: skip
     batches = p.add_mutually_exclusive_group()
     batches.add_argument(
         "--max-batch", type=positive_int, default=DEFAULT_MAX_BATCH,
@@ -168,7 +172,7 @@ def _cmd_advise(args: argparse.Namespace) -> int:
         available = args.gpu_blocks * args.block_size * arch.kv_bytes_per_token
     adv = advise(
         model, args.model, args.input_len, args.output_len, args.slo_s,
-        args.epsilon, gpu=args.gpu, batch_sizes=candidates, block_size=args.block_size,
+        args.epsilon, tensor_parallel=args.tensor_parallel, gpu=args.gpu, batch_sizes=candidates, block_size=args.block_size,
         gpu_memory_utilization=args.gpu_memory_utilization, reserve_gib=args.reserve_gb,
         kv_bytes_available=available, respect_memory=not args.no_memory_limit,
     )  # fmt: skip

@@ -6,12 +6,12 @@ import argparse
 import sys
 
 from slimlib import __version__
-from slimlib.cli import advise, data, evaluate, fit, profile, registry, reproduce
+from slimlib.cli import advise, data, evaluate, fit, peers, profile, registry, reproduce, transfer
 from slimlib.cli.common import OUTPUTS_NOTE
 from slimlib.errors import SlimError
 
 #: The command modules, in the order their commands appear in `slim --help`.
-COMMAND_MODULES = (fit, advise, registry, data, evaluate, reproduce, profile)
+COMMAND_MODULES = (fit, advise, transfer, registry, data, evaluate, peers, reproduce, profile)
 
 
 def build_parser() -> argparse.ArgumentParser:

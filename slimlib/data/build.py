@@ -14,6 +14,7 @@ import pandas as pd
 
 from slimlib.data.aiconfigurator import AIC_NAME, build_aic_tables, readme_section
 from slimlib.data.aiconfigurator import SOURCE as AIC_SOURCE
+from slimlib.data.llmib import LLMIB_NAME, build_llmib_tables
 from slimlib.data.markdown import count_table
 from slimlib.data.memgap import MIRROR_NAME, build_memgap_tables, find_mirror, sha256_file
 from slimlib.data.tables import SCHEMA, _file_name, coerce
@@ -38,6 +39,12 @@ SOURCES = {
         "Vidur operator profiles (A100/H100 80 GB)",
     ),
     AIC_NAME: AIC_SOURCE,
+    LLMIB_NAME: (
+        "argonne-lcf/LLM-Inference-Bench",
+        "4211f5d4e9bc0145ed541b6d372d5d8223b44235",
+        "BSD-3-Clause",
+        "Chitty-Venkata et al., LLM-Inference-Bench (arXiv:2411.00136): vLLM on AMD MI250/MI300X, other accelerators",
+    ),
 }
 
 
@@ -128,6 +135,11 @@ def build_all(raw: str | Path, out: str | Path, kit: list[str | Path] | None = N
         at, afiles = build_aic_tables(aic_root)
         tables.update(at)
         files = files + list(afiles)
+    llmib_root = data_root / LLMIB_NAME
+    if llmib_root.is_dir():
+        lt, lfiles = build_llmib_tables(llmib_root)
+        tables.update(lt)
+        files = files + list(lfiles)
     rows = []
     for f in sorted(set(files), key=lambda p: p.as_posix()):
         try:
@@ -198,6 +210,11 @@ def render_readme(tables: dict[str, pd.DataFrame], written: dict[str, Path]) -> 
     lines.append(count_table(tables["memgap-offline"], ["family", "profiler"]))
     lines += ["memgap-exclusions by reason (in_table empty: the run is in no table):", ""]
     lines.append(count_table(tables["memgap-exclusions"], ["reason", "in_table"]))
+    if "llmib-runs" in tables:
+        lines += ["llmib-runs by GPU and tensor-parallel degree:", ""]
+        lines.append(count_table(tables["llmib-runs"], ["gpu", "tensor_parallel"]))
+        lines += ["llmib-exclusions by reason:", ""]
+        lines.append(count_table(tables["llmib-exclusions"], ["reason"]))
     if "kit-campaigns" in tables:
         lines += _kit_readme(tables)
     if "aic-systems" in tables:
@@ -212,6 +229,11 @@ def render_readme(tables: dict[str, pd.DataFrame], written: dict[str, Path]) -> 
         "- Runs under Nsight Compute (offline attention_kernel/*) stay in memgap-offline with timing_valid=false and",
         "  are listed in the exclusions (profiler_inflated_timing). Preempted runs stay flagged (preempted=true).",
         "- The mirror's engine CSVs sometimes reset generation_tokens_total to 0 mid-run; that counter is not used.",
+        "- LLM-Inference-Bench: an 'AMD MI250 GPU' is a whole card of two 64 GB dies; its runs used tensor parallel",
+        "  2 x Num of Hardware (Mixtral-8x7B, 87 GiB, runs on one; the 70B models, >128 GiB, on two), so gpu =",
+        "  mi250-gcd and tensor_parallel = 2 x n_hardware. Of repeated configurations the first run is kept.",
+        "- `peers/llmib-peer-predictions.csv` is not built here: `slim peers --out` writes it (predictions of GenZ,",
+        "  llm-analysis and AIConfigurator on the peer-comparison rows, each with the tool, version and exact call).",
         "",
     ]
     return "\n".join(lines)

@@ -163,6 +163,51 @@ SCHEMA: dict[str, tuple[str, dict[str, tuple[str, str]]]] = {
     ),
 }
 
+SCHEMA["llmib-runs"] = (
+    "LLM-Inference-Bench (Argonne; arXiv:2411.00136) static-batch runs, IL = OL, one row per configuration "
+    "(first of repeated runs); see slimlib.data.llmib.",
+    {
+        "source_line": (INT, "line of the run in Plots/All_results.csv (header = line 1)"),
+        "hardware": (S, "raw Hardware field, e.g. AMD MI250 GPU"),
+        "n_hardware": (INT, "raw Num of Hardware field (MI250: cards; others: devices)"),
+        "framework": (S, "serving framework (vLLM, Deepspeed, sambaflow)"),
+        "hf_id": (S, "raw Model field (Hugging Face id)"),
+        "model": (S, "architecture registry name (the Hugging Face id when not in the registry)"),
+        "gpu": (
+            S,
+            "GPU registry name (mi250-gcd = one MI250 die, mi300x), or a slug when not in the registry",
+        ),
+        "gpu_in_registry": (B, "gpu is a GPU registry name"),
+        "tensor_parallel": (INT, "devices the model is split over (MI250: 2 dies per card x n_hardware)"),
+        "batch_size": (INT, "requests B in the static batch"),
+        "input_len": (INT, "prompt tokens per request (IL = L)"),
+        "output_len": (INT, "generated tokens per request (OL = L, ignore_eos)"),
+        "e2e_s": (F, "raw Latency: seconds for the whole batch, s"),
+        "throughput_tok_s": (F, "raw Throughput = B (IL + OL) / e2e_s, tokens/s"),
+        "n_repeats": (
+            INT,
+            "runs of this configuration in the file (the others are duplicate_repeat exclusions)",
+        ),
+    },
+)
+SCHEMA["llmib-exclusions"] = (
+    "LLM-Inference-Bench data rows not in llmib-runs, with the reason (see slimlib.data.llmib).",
+    {
+        "source_line": (INT, "line in Plots/All_results.csv (header = line 1)"),
+        "hardware": (S, "raw Hardware field"),
+        "n_hardware": (INT, "raw Num of Hardware field"),
+        "framework": (S, "raw Framework field"),
+        "hf_id": (S, "raw Model field"),
+        "batch_size": (INT, "raw Batch Size"),
+        "input_len": (INT, "raw Input Output Length (IL = OL)"),
+        "reason": (
+            S,
+            "llama_cpp_per_sequence, duplicate_repeat, exceeds_context, throughput_mismatch, below_roofline",
+        ),
+        "detail": (S, "the numbers behind the reason"),
+    },
+)
+
 _VIDUR_TEXT = {"gpu", "model", "source_commit", "operation", "phase", "attention_backend", "profile_method"}
 _VIDUR_BOOL = {"use_gated_mlp", "is_prefill"}
 

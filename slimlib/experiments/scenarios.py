@@ -223,7 +223,8 @@ def build_scenarios(
     kit: pd.DataFrame | None = None,
 ) -> list[Scenario]:
     """All scenarios of the evaluation, in table order. Tables default to the committed data (`datasets.load`);
-    `kit` is the GPU kit's ``kit-runs`` table when one exists (it switches the input-length transfer on)."""
+    `kit` is the GPU kit's ``kit-runs`` table when one exists (its input-length sweep is the input-length row);
+    without one, that row is the IL = OL context transfer on LLM-Inference-Bench (`context_scenario`)."""
     on = online_table(online) if online is None or "family" in online.columns else online
     off = offline_table(offline) if offline is None or "timing_valid" in offline.columns else offline
     out = []
@@ -275,7 +276,11 @@ def build_scenarios(
               combo_test.reset_index(drop=True))],
     ))  # fmt: skip
 
-    out.append(input_length_scenario(kit))
+    kit_scenario = input_length_scenario(kit)
+    if kit_scenario.available or not available("llmib-runs"):
+        out.append(kit_scenario)
+    else:  # no input-length sweep of our own: the independent benchmark's IL = OL context transfer fills the row
+        out.append(context_scenario(name="input-length-transfer"))
     return out
 
 
@@ -309,6 +314,57 @@ def input_length_scenario(kit: pd.DataFrame | None = None) -> Scenario:
                               g[g["input_len"] == ils[-1]].reset_index(drop=True)))  # fmt: skip
     reason = "" if folds else "no data: kit-runs has no (model, OL) with >= 3 input lengths"
     return Scenario(name, desc, "kit-runs throughput", "kit-runs e2e_s", folds, reason)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# LLM-Inference-Bench (static batches, IL = OL, AMD GPUs): the context-length transfer
+# ---------------------------------------------------------------------------------------------------------------
+#: registry GPU -> tensor-parallel degree of one benchmark device (MI250: the card's two dies)
+DEVICES = {"mi300x": 1, "mi250-gcd": 2}
+DEVICE_LABEL = {"mi300x": "MI300X", "mi250-gcd": "MI250"}
+CONTEXT_TRAIN_MAX = 256
+CONTEXT_TEST_MIN = 512
+LLMIB_COLUMNS = ("model", "gpu", "tensor_parallel", "batch_size", "input_len", "output_len", "throughput_tok_s",
+           "e2e_s", "curve", "source_line")  # fmt: skip
+TRUTH_T = "measured total-token throughput B (IL + OL) / Latency (LLM-Inference-Bench)"
+TRUTH_L = "measured batch latency (LLM-Inference-Bench Latency)"
+
+
+def llmib_table(runs: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The vLLM rows of registered GPUs of ``llmib-runs`` in the scenario layout (float configuration columns)."""
+    df = load("llmib-runs") if runs is None else runs
+    df = df[df["gpu_in_registry"].astype(bool) & (df["framework"] == "vLLM")]
+    out = pd.DataFrame({
+        "model": df["model"].astype(str), "gpu": df["gpu"].astype(str),
+        **{c: df[c].astype(float) for c in ("tensor_parallel", "batch_size", "input_len", "output_len",
+                                            "throughput_tok_s", "e2e_s")},
+        "source_line": df["source_line"].astype(int),
+    })  # fmt: skip
+    out["curve"] = (out["model"] + " " + out["gpu"] + " TP=" + out["tensor_parallel"].astype(int).astype(str)
+                    + " L=" + out["input_len"].astype(int).astype(str))  # fmt: skip
+    out = out.sort_values(["gpu", "model", "tensor_parallel", "input_len", "batch_size"], kind="mergesort")
+    return out[list(LLMIB_COLUMNS)].reset_index(drop=True)
+
+
+def device_rows(t: pd.DataFrame, gpu: str) -> pd.DataFrame:
+    return t[(t["gpu"] == gpu) & (t["tensor_parallel"] == DEVICES[gpu])]
+
+
+def context_scenario(table: pd.DataFrame | None = None, name: str = "context-transfer") -> Scenario:
+    """Per device: fit L <= 256, validate L >= 512 (all models of the device in one fit)."""
+    t = llmib_table() if table is None else table
+    folds = []
+    for gpu in DEVICES:
+        d = device_rows(t, gpu)
+        tr, te = d[d["input_len"] <= CONTEXT_TRAIN_MAX], d[d["input_len"] >= CONTEXT_TEST_MIN]
+        if len(tr) and len(te):
+            folds.append(Fold(DEVICE_LABEL[gpu], tr.reset_index(drop=True), te.reset_index(drop=True)))
+    return Scenario(
+        name,
+        f"IL = OL context transfer (LLM-Inference-Bench): per device (one MI300X, one MI250 card), fit "
+        f"L <= {CONTEXT_TRAIN_MAX}, validate L >= {CONTEXT_TEST_MIN}",
+        TRUTH_T, TRUTH_L, folds, "" if folds else "no data: llmib-runs has no AMD vLLM rows",
+    )  # fmt: skip
 
 
 def scenario_names() -> list[str]:

@@ -5,6 +5,7 @@ from slimlib.model.baselines import ImaiOodLR, LLMVisorAgg
 from slimlib.model.calibrated import CalibratedModel
 from slimlib.model.extended import ExtendedSlimModel
 from slimlib.model.features import model_features
+from slimlib.model.longctx import LongContextModel
 from slimlib.model.registry import (
     DEFAULT_VARIANT,
     METHODS,
@@ -27,6 +28,7 @@ __all__ = [
     "IdentifiabilityWarning",
     "ImaiOodLR",
     "LLMVisorAgg",
+    "LongContextModel",
     "SlimModel",
     "get_method",
     "load_params",

@@ -28,6 +28,7 @@ from slimlib.errors import DataError, NotFittedError
 from slimlib.io import write_text
 from slimlib.metrics import mape
 from slimlib.model.features import FloatArray, resolve_gpu
+from slimlib.model.parallel import tensor_parallel_column
 from slimlib.registry.gpus import GPU
 from slimlib.schema import validate_table
 
@@ -112,6 +113,7 @@ class Estimator(ABC):
                 "batch_size": np.tile(b, w),
                 "input_len": np.repeat(workloads["input_len"].to_numpy(dtype=float), b.size),
                 "output_len": np.repeat(workloads["output_len"].to_numpy(dtype=float), b.size),
+                "tensor_parallel": np.repeat(tensor_parallel_column(workloads), b.size),
             }
         )
         pred = self.predict(grid)

@@ -27,6 +27,9 @@ vLLM data:
    ``P b_w / BW``), and ``gamma`` fits to zero whenever several models are fitted together. ``t_step`` takes its
    place, so the parameter count stays six.
 4. Prefill and dense decode computed at the effective batch.
+5. Several GPUs and mixtures of experts: with a ``tensor_parallel`` column the features are per GPU and the
+   all-reduces are added (`slimlib.model.parallel`); a mixture of experts reads per step only the experts the
+   batch's tokens touch (`slimlib.model.parallel.step_weight_bytes`). One GPU and a dense model: unchanged.
 
 Parameters: eta_c, t_fixed, eta_m, eta_w, alpha, t_step (six, as SLIM). The bandwidth efficiencies eta_m and eta_w
 may reach 1.5: they are relative to the registry's bandwidth, which for some GPUs is derived rather than measured
@@ -45,6 +48,7 @@ from slimlib.model import equations as eq
 from slimlib.model.calibrated import CalibratedModel, Components
 from slimlib.model.features import Features, FloatArray, model_features
 from slimlib.model.memory import DEFAULT_RESERVE_GIB, GIB, gpu_total_bytes
+from slimlib.model.parallel import allreduce_times, step_weight_bytes
 from slimlib.model.params import ParamSpec
 from slimlib.registry.gpus import GPU
 
@@ -155,6 +159,8 @@ class ExtendedSlimModel(CalibratedModel):
         kv = eq.decode_kv_bytes(
             f["n_layers"], f["d_kv"], f["kv_bytes"], eq.kv_scan_tokens(f["input_len"], f["output_len"])
         )
-        per_step = f["weight_bytes_total"] / (p["eta_w"] * hw.mem_bw) + p["t_step"]
+        per_step = step_weight_bytes(f) / (p["eta_w"] * hw.mem_bw) + p["t_step"]
         dec = f["output_len"] * per_step + eq.decode_time(b, dense, kv, hw.mem_bw, p["eta_m"], 0.0)
+        step_ar, pre_ar = allreduce_times(f, hw)  # tensor parallelism (zero at 1 GPU)
+        pre, dec = pre + pre_ar, dec + f["output_len"] * step_ar
         return pre, dec, eq.e2e_latency(pre, dec, p["t_fixed"])

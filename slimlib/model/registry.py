@@ -15,6 +15,7 @@ from slimlib.model.base import PARAMS_FORMAT, PARAMS_FORMAT_VERSION, Estimator
 from slimlib.model.baselines import ImaiOodLR, LLMVisorAgg
 from slimlib.model.calibrated import CalibratedModel
 from slimlib.model.extended import ExtendedSlimModel
+from slimlib.model.longctx import LongContextModel
 from slimlib.model.slim import SlimModel
 from slimlib.registry.gpus import get_gpu
 
@@ -38,6 +39,7 @@ METHODS: dict[str, Method] = {
         Method("extended", ExtendedSlimModel, "SLIM-extended"),
         Method("no-kv-scan", SlimModel, "SLIM no-kv-scan", {"variant": "no-kv-scan"}),
         Method("no-dense-decode", SlimModel, "SLIM no-dense-decode", {"variant": "no-dense-decode"}),
+        Method("longctx", LongContextModel, "SLIM-longctx"),
         Method("llmvisor-agg", LLMVisorAgg, "LLMVisor-Agg", calibrated=False),
         Method("imai-ood-lr", ImaiOodLR, "IMAI OOD-LR", calibrated=False),
     )
@@ -84,8 +86,9 @@ def _read_source(source: str | Path) -> tuple[str, str]:
     return "parameter JSON", source
 
 
-def model_from_dict(d: dict[str, Any], where: str = "parameter JSON") -> Estimator:
-    """Rebuild a fitted model from a parameter file's content; checks format, version and fields."""
+def check_params_document(d: Any, where: str = "parameter JSON") -> dict[str, Any]:
+    """`d` if it is a parameter file's content this slimlib reads (format, version, required fields); else
+    DataError naming `where`."""
     if not isinstance(d, dict) or d.get("format") != PARAMS_FORMAT:
         raise DataError(f"{where}: not a SLIM parameter file (field 'format' should be {PARAMS_FORMAT!r})")
     version = d.get("format_version", 1)
@@ -97,6 +100,25 @@ def model_from_dict(d: dict[str, Any], where: str = "parameter JSON") -> Estimat
     for key in ("variant", "gpu", "params"):
         if key not in d:
             raise DataError(f"{where}: field {key!r} is missing; regenerate the file with `slim fit`")
+    if not isinstance(d["params"], dict):
+        raise DataError(f"{where}: field 'params' must be an object of parameter values")
+    return d
+
+
+def read_params_document(source: str | Path) -> tuple[dict[str, Any], str]:
+    """The checked content of a parameter file (path or JSON text) and a name for it in messages."""
+    where, text = _read_source(source)
+    try:
+        d = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise DataError(f"{where}: not valid JSON ({exc}); give a file written by `slim fit`") from None
+    return check_params_document(d, where), where
+
+
+def model_from_dict(d: dict[str, Any], where: str = "parameter JSON") -> Estimator:
+    """Rebuild a fitted model from a parameter file's content; checks format, version and fields."""
+    check_params_document(d, where)
+    version = d.get("format_version", 1)
     method = get_method(str(d["variant"]))
     options = dict(d.get("options") or {})
     held = list(d.get("fixed") or [])
@@ -118,9 +140,5 @@ def model_from_dict(d: dict[str, Any], where: str = "parameter JSON") -> Estimat
 
 def load_params(source: str | Path) -> Estimator:
     """Load any method's parameter file (path or JSON text) written by `to_json` / `slim fit`."""
-    where, text = _read_source(source)
-    try:
-        d = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise DataError(f"{where}: not valid JSON ({exc}); give a file written by `slim fit`") from None
+    d, where = read_params_document(source)
     return model_from_dict(d, where)

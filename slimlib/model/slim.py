@@ -1,7 +1,9 @@
 """SLIM as published (paper Eqs. 5-12) with its six calibrated parameters, and its two ablations.
 
 Variants: ``paper`` (Eqs. 5-12), ``no-kv-scan`` (ablation: M_dec = 0, so eta_m only scales T_d) and
-``no-dense-decode`` (ablation: T_d = 0, alpha and gamma dropped).
+``no-dense-decode`` (ablation: T_d = 0, alpha and gamma dropped). Rows with a ``tensor_parallel`` degree above 1
+(beyond the paper) use per-GPU features and add the all-reduces (`slimlib.model.parallel`); at 1 GPU the
+predictions are the paper's.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from slimlib.errors import UnknownNameError, close_matches_message
 from slimlib.model import equations as eq
 from slimlib.model.calibrated import CalibratedModel, Components
 from slimlib.model.features import Features
+from slimlib.model.parallel import allreduce_times
 from slimlib.model.params import ParamSpec
 from slimlib.registry.gpus import GPU
 
@@ -75,4 +78,6 @@ class SlimModel(CalibratedModel):
             )
         )
         dec = eq.decode_time(f["batch_size"], dense, kv, hw.mem_bw, p["eta_m"], p["B0"])
+        step_ar, pre_ar = allreduce_times(f, hw)  # tensor parallelism (zero at 1 GPU): beyond the paper
+        pre, dec = pre + pre_ar, dec + f["output_len"] * step_ar
         return pre, dec, eq.e2e_latency(pre, dec, p["t_fixed"])

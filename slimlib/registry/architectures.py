@@ -5,7 +5,7 @@ the shapes; the registry and `architecture_from_config` share one parser, so a m
 same model taken from the registry agree. No network and no `transformers` dependency.
 
 Supported config styles (inferred from ``model_type``, else ``architectures``): OPT, Llama/Mistral/Qwen2/Granite,
-GPT-J, BLOOM, Falcon (including the older ``RefinedWebModel`` configs).
+GPT-J, BLOOM, Falcon (including the older ``RefinedWebModel`` configs), Mixtral (mixture of experts).
 """
 
 from __future__ import annotations
@@ -41,7 +41,9 @@ class Architecture:
     `n_heads` query heads and `n_kv_heads` key/value heads of width `head_dim`; `ffn_kind` is "mlp" (two matrices,
     e.g. OPT) or "gated" (three, SwiGLU); `n_params` is the exact parameter count (see `count_parameters`);
     `kv_bytes`/`weight_bytes` are bytes per element; `max_position` is the context the config allows (0: not fixed,
-    e.g. ALiBi); `source` says where the shapes come from.
+    e.g. ALiBi); `source` says where the shapes come from. Mixture-of-experts models (Mixtral) have `n_experts`
+    FFN experts per layer of width `ffn_size`, `experts_per_token` of which process each token;
+    `n_active_params` counts the parameters one token uses (0 in a hand-built entry: the same as `n_params`).
     """
 
     name: str
@@ -61,6 +63,9 @@ class Architecture:
     source: str = ""
     family: str = ""
     aliases: tuple[str, ...] = ()
+    n_experts: int = 1
+    experts_per_token: int = 1
+    n_active_params: int = 0
 
     @property
     def d_kv(self) -> int:
@@ -87,6 +92,21 @@ class Architecture:
         """Bytes of all weights: ``n_params * weight_bytes``."""
         return self.n_params * self.weight_bytes
 
+    @property
+    def is_moe(self) -> bool:
+        """True for a mixture-of-experts model (more than one FFN expert per layer)."""
+        return self.n_experts > 1
+
+    @property
+    def ffn_size_active(self) -> int:
+        """FFN width one token passes through: ``experts_per_token * ffn_size`` (``ffn_size`` for a dense model)."""
+        return self.experts_per_token * self.ffn_size
+
+    @property
+    def active_params(self) -> int:
+        """Parameters one token uses (`n_active_params`, or `n_params` for a dense model)."""
+        return self.n_active_params or self.n_params
+
 
 # ---------------------------------------------------------------------------------------------------------------
 # Parameter count
@@ -112,16 +132,18 @@ def count_parameters(
     final_norm: bool = True,
     embed_norm: bool = False,
     lm_head_bias: bool = False,
+    n_experts: int = 1,
 ) -> int:
     """Exact parameter count of a decoder-only transformer from its shapes.
 
     With ``D`` hidden size, ``E`` token-embedding width (``embed_dim``, default ``D``; OPT-350M has E=512 and
     projections E<->D), ``V`` vocabulary, ``P`` learned position rows, ``L`` layers, ``H``/``H_kv`` query/KV heads
     of width ``d_h``, FFN width ``F`` with ``m`` = 2 ("mlp") or 3 ("gated") matrices, and ``n`` = ``D`` parameters
-    per norm for "rms" or ``2D`` for "layer" (weight and bias)::
+    per norm for "rms" or ``2D`` for "layer" (weight and bias), and ``X`` = `n_experts` FFN experts per layer (a
+    mixture of experts adds a bias-free router of ``D X`` parameters per layer)::
 
         N = V E + P D + [E != D] 2 E D + [embed_norm] n
-            + L (A + M + norms_per_layer n) + [final_norm] n + [not tied] V E + [lm_head_bias] V
+            + L (A + X M + [X > 1] D X + norms_per_layer n) + [final_norm] n + [not tied] V E + [lm_head_bias] V
         A = 2 D H d_h + 2 D H_kv d_h + [qkv_bias] (H + 2 H_kv) d_h + [out_bias] D
         M = m D F + [ffn_bias] ((m - 1) F + D)
     """
@@ -140,7 +162,8 @@ def count_parameters(
     attention += (q_width + 2 * kv_width) if qkv_bias else 0
     attention += d if out_bias else 0
     ffn = m * d * ffn_size + (((m - 1) * ffn_size + d) if ffn_bias else 0)
-    layer = attention + ffn + norms_per_layer * n
+    layer = attention + n_experts * ffn + norms_per_layer * n
+    layer += d * n_experts if n_experts > 1 else 0
 
     total = vocab_size * e + learned_positions * d
     total += 2 * e * d if e != d else 0
@@ -172,6 +195,7 @@ _STYLE_BY_MODEL_TYPE = {
     "mistral": "llama",
     "qwen2": "llama",
     "granite": "llama",
+    "mixtral": "llama",
     "gptj": "gptj",
     "bloom": "bloom",
     "falcon": "falcon",
@@ -185,6 +209,7 @@ _STYLE_BY_ARCHITECTURE = {
     "MistralForCausalLM": "llama",
     "Qwen2ForCausalLM": "llama",
     "GraniteForCausalLM": "llama",
+    "MixtralForCausalLM": "llama",
     "GPTJForCausalLM": "gptj",
     "BloomForCausalLM": "bloom",
     "FalconForCausalLM": "falcon",
@@ -303,7 +328,10 @@ def _shapes_from_config(data: dict[str, Any], where: str) -> dict[str, Any]:
         kw.update(
             ffn_kind="gated", vocab_size=vocab, max_position=c.integer("max_position_embeddings", default=0)
         )
+        experts = c.integer("num_local_experts", default=1)
+        kw.update(n_experts=experts, experts_per_token=c.integer("num_experts_per_tok", default=1))
         count = dict(
+            n_experts=experts,
             tied_embeddings=bool(c.get("tie_word_embeddings", default=False)),
             qkv_bias=qkv_bias,
             out_bias=attn_bias and model_type != "qwen2",
@@ -395,6 +423,15 @@ def _shapes_from_config(data: dict[str, Any], where: str) -> dict[str, Any]:
         "vocab_size",
     )
     kw["n_params"] = count_parameters(**{k: kw[k] for k in shape_keys}, **count)
+    if kw.get("n_experts", 1) > 1:  # a token passes through experts_per_token of the experts
+        kw["n_active_params"] = (
+            count_parameters(
+                **{k: kw[k] for k in shape_keys}, **{**count, "n_experts": kw["experts_per_token"]}
+            )
+            + (kw["n_experts"] - kw["experts_per_token"]) * kw["hidden_size"] * kw["n_layers"]
+        )  # full router
+    else:
+        kw["n_active_params"] = kw["n_params"]
     family = model_type if style == "llama" and model_type else style  # llama, mistral, qwen2, granite
     kw.update(kv_bytes=nbytes, weight_bytes=nbytes, family=family)
     if kw["n_kv_heads"] == 0 or kw["n_heads"] % kw["n_kv_heads"]:
@@ -557,6 +594,16 @@ _REGISTRY_SPECS: tuple[tuple[str, str, tuple[str, ...], dict[str, Any]], ...] = 
         (),
         _llama_like("qwen2", 8192, 80, 64, 8, 29568, 152064, 131072, "bfloat16"),
     ),
+    (
+        "mixtral-8x7b",
+        "mistralai/Mixtral-8x7B-v0.1",
+        ("mixtral-8x7b-v0.1", "mixtral-8x7b-instruct", "mistralai/Mixtral-8x7B-Instruct-v0.1"),
+        {
+            **_llama_like("mixtral", 4096, 32, 32, 8, 14336, 32000, 32768, "bfloat16"),
+            "num_local_experts": 8,
+            "num_experts_per_tok": 2,
+        },
+    ),
 )
 
 
@@ -643,6 +690,9 @@ def list_architectures(names: Iterable[str | os.PathLike[str]] | None = None) ->
             "weight_bytes": a.weight_bytes,
             "kv_bytes_per_token": a.kv_bytes_per_token,
             "max_position": a.max_position,
+            "n_experts": a.n_experts,
+            "experts_per_token": a.experts_per_token,
+            "n_active_params": a.active_params,
             "aliases": ", ".join(a.aliases),
             "source": a.source,
         }

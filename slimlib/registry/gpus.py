@@ -30,7 +30,9 @@ class GPU:
     """One accelerator: peaks and capacity, with the document each number comes from.
 
     `peak_flops` is dense fp16/bf16 tensor FLOP/s, `mem_bw` is peak memory bandwidth in bytes/s, `mem_bytes` the
-    nominal memory capacity in bytes (``N * 2**30`` for an "N GB" part).
+    nominal memory capacity in bytes (``N * 2**30`` for an "N GB" part). `link_bw` (optional) is the peak
+    one-direction bandwidth in bytes/s between two devices of a tensor-parallel group, the ring all-reduce's
+    bottleneck link (see `slimlib.model.parallel`); `link_source` says where it comes from.
     """
 
     name: str
@@ -41,6 +43,8 @@ class GPU:
     source: str = ""
     notes: str = ""
     mem_bytes_reported: int | None = None
+    link_bw: float | None = None
+    link_source: str = ""
 
     @property
     def mem_gb(self) -> float:
@@ -174,6 +178,53 @@ _GPUS: tuple[GPU, ...] = (
             "AMD Instinct MI300X data sheet (peak FP16/BF16 matrix 1,307.4 TFLOPS dense, 2,614.9 with sparsity; "
             "192 GB HBM3; 5.3 TB/s), https://www.amd.com/en/products/accelerators/instinct/mi300/mi300x.html"
         ),
+        link_bw=64e9,
+        link_source=(
+            "AMD Instinct MI300X data sheet: 7 AMD Infinity Fabric links, 128 GB/s peak (bidirectional) each, "
+            "896 GB/s aggregate; in the 8-GPU OAM platform every pair of GPUs shares one link, i.e. 64 GB/s per "
+            "direction between two GPUs, https://www.amd.com/en/products/accelerators/instinct/mi300/mi300x.html"
+        ),
+    ),
+    GPU(
+        name="mi250-gcd",
+        peak_flops=181.05e12,
+        mem_bw=1.6384e12,
+        mem_bytes=64 * _GIB,
+        aliases=("mi250-die", "mi250-64gb", "instinct-mi250-gcd"),
+        source=(
+            "One of the two graphics compute dies (GCDs) of an AMD Instinct MI250 OAM card, which ROCm exposes as "
+            "one GPU: half of the card's data sheet figures (peak FP16 matrix 362.1 TFLOPS -> 181.05; 128 GB "
+            "HBM2e -> 64 GB; 3.2768 TB/s -> 1.6384 TB/s), "
+            "https://www.amd.com/en/products/accelerators/instinct/mi200/mi250.html"
+        ),
+        notes=(
+            "LLM-Inference-Bench's 'AMD MI250 GPU' is the whole card (two of these dies, run with tensor parallel "
+            "2 x 'Num of Hardware'); see slimlib.data.llmib for the evidence."
+        ),
+        link_bw=50e9,
+        link_source=(
+            "AMD Instinct MI250 data sheet: Infinity Fabric links at 100 GB/s peak (bidirectional) each, i.e. "
+            "50 GB/s per direction; the two dies of one card are joined by 4 such links (AMD CDNA 2 white paper), "
+            "dies of different cards by one, which bounds a ring spanning cards, "
+            "https://www.amd.com/en/products/accelerators/instinct/mi200/mi250.html"
+        ),
+    ),
+    GPU(
+        name="mi250",
+        peak_flops=362.1e12,
+        mem_bw=3.2768e12,
+        mem_bytes=128 * _GIB,
+        aliases=("instinct-mi250", "mi250-128gb", "mi250-oam", "mi250-card"),
+        source=(
+            "AMD Instinct MI250 (OAM) data sheet: peak FP16 matrix 362.1 TFLOPS, 128 GB HBM2e, 3.2768 TB/s, "
+            "https://www.amd.com/en/products/accelerators/instinct/mi200/mi250.html"
+        ),
+        notes=(
+            "The whole card: two dies (mi250-gcd) that software sees as two GPUs. A model served on one card runs "
+            "with tensor parallel 2 over the dies; prefer mi250-gcd with tensor_parallel = 2 per card."
+        ),
+        link_bw=200e9,
+        link_source="4 Infinity Fabric links of 50 GB/s per direction join the two dies (AMD CDNA 2 white paper)",
     ),
 )
 

@@ -1,0 +1,139 @@
+"""Tensor parallelism (Megatron-style, as vLLM runs it): per-rank model features and the all-reduce time.
+
+With tensor parallel degree ``p`` every layer's query heads, KV heads and FFN columns are split over ``p``
+ranks, and each layer ends its attention and its FFN block with an all-reduce of the activations (2 per layer).
+Every cost SLIM charges per layer (prefill FLOPs, Eq. 8; the dense decode term ``gamma L (D/1024)^2``, Eq. 10;
+the KV traffic ``2 L D_kv b_kv C``, Eq. 11; the weight read) is then 1/p of the single-device cost per rank. All
+of them are linear in the layer count ``L``, so `split_features` expresses the per-rank work as a per-rank layer
+count ``L / p`` with unchanged widths: exact for Eqs. 8, 10 and 11, and it leaves the per-token overhead
+``alpha OL`` (not per layer) alone. When ``p`` exceeds the KV heads ``H_kv`` (Qwen2-7B has 4), vLLM replicates
+KV heads so that each rank holds one: per-rank KV width ``max(H_kv / p, 1) d_h``; `split_features` scales
+``d_kv`` by ``max(p / H_kv, 1)`` for that (feature ``n_kv_heads`` needed; without it no replication is assumed).
+
+Memory per rank: the weights ``weight_bytes_total / p`` and KV bytes per token ``kv_bytes_per_token / p`` (times
+the replication factor) are what one device holds, so a KV-capacity rule written for one device (the extended
+model's ``B_kv``) applies per rank unchanged.
+
+All-reduce (`allreduce_time`): a message of ``m`` bytes over ``p`` ranks takes
+``t_ar(m, p) = t_lat(p) + 2 (p - 1) / p * m / ((p - 1) * link_bw)`` on a fully connected group in which every
+rank sends to its ``p - 1`` peers at the registry's per-direction link bandwidth ``link_bw`` (MI300X: one
+64 GB/s-per-direction Infinity Fabric link per GPU pair). ``t_lat(p)`` is the small-message latency measured by
+NVIDIA AIConfigurator for vLLM's custom all-reduce on H100 SXM (``comm/vllm/0.24.0/custom_allreduce_perf``,
+CUDA-graph backend, 128-element message: 4.29, 4.59, 4.71 us for p = 2, 4, 8); it is used for every GPU,
+a proxy for AMD (no RCCL timings in the shared data). A decode step all-reduces ``B D b`` bytes per call, a
+prefill ``B IL D b`` bytes (in total over its steps), 2 calls per layer.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+import pandas as pd
+from numpy.typing import ArrayLike
+
+from slimlib.errors import DataError
+from slimlib.registry.gpus import GPU
+
+FloatArray = npt.NDArray[np.float64]
+
+#: small-message all-reduce latency (s) by group size, AIConfigurator H100 SXM vLLM custom all-reduce (see above)
+ALLREDUCE_LATENCY_S = {2: 4.292e-6, 4: 4.589e-6, 8: 4.713e-6}
+ALLREDUCE_SOURCE = (
+    "aiconfigurator_core 0.12.0 systems/data/h100_sxm/comm/vllm/0.24.0/custom_allreduce_perf.parquet, "
+    "backend vllm_graph, message_size 128"
+)
+CALLS_PER_LAYER = 2
+
+_SPLIT_BY_P = ("n_layers",)
+_PER_RANK_MEMORY = ("weight_bytes_total", "kv_bytes_per_token")
+
+
+def tensor_parallel_column(df: pd.DataFrame, default: int = 1) -> FloatArray:
+    """The ``tensor_parallel`` column of `df` as floats (default 1 where absent); DataError for values < 1."""
+    if "tensor_parallel" not in df.columns:
+        return np.full(len(df), float(default))
+    tp = df["tensor_parallel"].to_numpy(dtype=float, na_value=np.nan)
+    tp = np.where(np.isfinite(tp), tp, float(default))
+    bad = np.flatnonzero((tp < 1) | (tp != np.round(tp)))
+    if bad.size:
+        raise DataError(
+            f"row {int(bad[0])}: tensor_parallel = {tp[bad[0]]:g} is not a whole number >= 1; "
+            "give the number of GPUs the model is split over (1 without tensor parallelism)"
+        )
+    return tp
+
+
+def kv_replication(f: dict[str, FloatArray], tp: FloatArray) -> FloatArray:
+    """Factor by which per-rank KV exceeds ``1/p`` of the total: ``max(p / H_kv, 1)`` (1 without ``n_kv_heads``)."""
+    if "n_kv_heads" not in f:
+        return np.ones_like(tp)
+    return np.asarray(np.maximum(tp / np.asarray(f["n_kv_heads"], dtype=float), 1.0), dtype=float)
+
+
+def split_features(f: dict[str, FloatArray], tp: ArrayLike) -> dict[str, FloatArray]:
+    """Per-rank features for tensor parallel degree `tp` (array or scalar); `tp` = 1 returns equal arrays.
+
+    Changes: ``n_layers / p`` (per-rank share of every per-layer cost), ``d_kv x r`` with ``r`` the KV-head
+    replication factor (`kv_replication`), ``weight_bytes_total / p`` and ``kv_bytes_per_token x r / p`` (memory
+    one rank holds). Adds ``tensor_parallel`` (p) and ``n_layers_total`` (the model's own layer count, for the
+    all-reduce count). Other keys are copied unchanged.
+    """
+    tp = np.broadcast_to(np.asarray(tp, dtype=float), np.shape(f["n_layers"])).copy()
+    out = dict(f)
+    r = kv_replication(f, tp)
+    out["n_layers_total"] = np.asarray(f["n_layers"], dtype=float)
+    out["n_layers"] = out["n_layers_total"] / tp
+    out["d_kv"] = np.asarray(f["d_kv"], dtype=float) * r
+    out["weight_bytes_total"] = np.asarray(f["weight_bytes_total"], dtype=float) / tp
+    out["kv_bytes_per_token"] = np.asarray(f["kv_bytes_per_token"], dtype=float) * r / tp
+    out["tensor_parallel"] = tp
+    return out
+
+
+def allreduce_latency(tp: ArrayLike) -> FloatArray:
+    """Small-message latency ``t_lat(p)`` (s): the table value, interpolated in log2(p); 0 for p = 1."""
+    tp = np.asarray(tp, dtype=float)
+    ps = np.array(sorted(ALLREDUCE_LATENCY_S))
+    ts = np.array([ALLREDUCE_LATENCY_S[p] for p in ps])
+    lat = np.interp(np.log2(np.maximum(tp, 1.0)), np.log2(ps), ts)
+    return np.where(tp > 1, lat, 0.0)
+
+
+def allreduce_time(msg_bytes: ArrayLike, tp: ArrayLike, gpu: GPU) -> FloatArray:
+    """Seconds for one all-reduce of `msg_bytes` over `tp` ranks of `gpu` (see the module docstring); 0 at p = 1.
+
+    Raises DataError when p > 1 and the GPU has no ``link_bw`` in the registry."""
+    tp = np.asarray(tp, dtype=float)
+    m = np.asarray(msg_bytes, dtype=float)
+    if np.any(tp > 1) and not getattr(gpu, "link_bw", None):
+        raise DataError(
+            f"GPU {gpu.name} has no interconnect bandwidth (link_bw) in the registry; tensor parallel rows "
+            "need it: add it to slimlib.registry.gpus with its source"
+        )
+    bw = (gpu.link_bw or 1.0) * np.maximum(tp - 1.0, 1.0)
+    t = allreduce_latency(tp) + 2.0 * (tp - 1.0) / np.maximum(tp, 1.0) * m / bw
+    return np.where(tp > 1, t, 0.0)
+
+
+def allreduce_times(
+    f: dict[str, FloatArray], gpu: GPU, act_bytes: float = 2.0
+) -> tuple[FloatArray, FloatArray]:
+    """(per decode step, whole prefill) all-reduce seconds per row of split features `f` (`split_features`).
+
+    Decode step: ``2 L [t_ar(B D b)]``; prefill: ``2 L [t_ar(B IL D b)]`` (one call per layer boundary over all
+    prompt tokens), with ``L`` the model's layer count, ``D`` the hidden size, ``b`` = `act_bytes` (fp16)."""
+    tp = f.get("tensor_parallel", np.ones_like(f["n_layers"]))
+    layers = f.get("n_layers_total", f["n_layers"])
+    d, b = f["hidden_size"], f["batch_size"]
+    step = CALLS_PER_LAYER * layers * allreduce_time(b * d * act_bytes, tp, gpu)
+    pre = CALLS_PER_LAYER * layers * allreduce_time(b * f["input_len"] * d * act_bytes, tp, gpu)
+    return step, pre
+
+
+def step_weight_bytes(f: dict[str, FloatArray]) -> FloatArray:
+    """Weight bytes one decode step reads per GPU: the dense weights plus, for a mixture of experts, the expected
+    share ``1 - (1 - k/X)^B`` of the ``X`` experts that ``B`` tokens choosing ``k`` each touch (all weights for a
+    dense model)."""
+    x, k, b = f["n_experts"], f["experts_per_token"], f["batch_size"]
+    touched = np.where(x > 1, 1.0 - (1.0 - k / np.maximum(x, 1.0)) ** b, 1.0)
+    return np.asarray(f["dense_weight_bytes"] + f["expert_weight_bytes"] * touched, dtype=float)

@@ -1,0 +1,107 @@
+"""Tensor parallelism: per-rank features, the all-reduce time, and TP = 1 giving exactly today's predictions."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from slimlib.errors import DataError
+from slimlib.model import ExtendedSlimModel, SlimModel, model_features
+from slimlib.model import equations as eq
+from slimlib.model.parallel import (
+    allreduce_time,
+    allreduce_times,
+    split_features,
+    tensor_parallel_column,
+)
+from slimlib.registry.gpus import get_gpu
+
+
+def _table(models=("llama-2-7b", "qwen2-7b", "llama-2-70b"), gpu="mi300x", tp=None):
+    rows = [
+        {"model": m, "gpu": gpu, "batch_size": b, "input_len": il, "output_len": il}
+        for m in models for b in (1, 16, 64) for il in (128, 1024)
+    ]  # fmt: skip
+    df = pd.DataFrame(rows)
+    if tp is not None:
+        df["tensor_parallel"] = tp
+    return df
+
+
+def test_split_features_tp1_is_identity_and_tp2_halves_per_rank_work():
+    f = model_features(_table())
+    one = split_features(f, 1)
+    for k in f:
+        np.testing.assert_array_equal(one[k], f[k])
+    two = split_features(f, 2)
+    np.testing.assert_array_equal(two["n_layers"], f["n_layers"] / 2)
+    np.testing.assert_array_equal(two["weight_bytes_total"], f["weight_bytes_total"] / 2)
+    np.testing.assert_array_equal(two["kv_bytes_per_token"], f["kv_bytes_per_token"] / 2)
+    np.testing.assert_array_equal(two["n_layers_total"], f["n_layers"])
+    np.testing.assert_array_equal(two["hidden_size"], f["hidden_size"])
+
+
+def test_kv_heads_are_replicated_beyond_their_count():
+    df = _table(models=("qwen2-7b",), tp=8)  # 4 KV heads over 8 ranks: one head (replicated) per rank
+    f = model_features(df)
+    base = model_features(df.drop(columns="tensor_parallel"))
+    np.testing.assert_allclose(f["kv_bytes_per_token"], base["kv_bytes_per_token"] / 4)
+    np.testing.assert_allclose(f["n_layers"] * f["d_kv"], base["n_layers"] * base["d_kv"] / 4)
+
+
+def test_allreduce_time_zero_at_tp1_and_grows_with_message():
+    gpu = get_gpu("mi300x")
+    assert allreduce_time(1e6, 1, gpu) == 0.0
+    small, big = allreduce_time(np.array([1e3, 1e9]), 8, gpu)
+    assert 4e-6 < small < 5e-6  # latency floor
+    assert big == pytest.approx(4.713e-6 + 2 * 7 / 8 * 1e9 / (7 * 64e9), rel=1e-9)
+    with pytest.raises(DataError, match="link_bw"):
+        allreduce_time(1e6, 2, get_gpu("h100"))
+
+
+def test_allreduce_times_two_calls_per_layer():
+    f = model_features(_table(tp=4))
+    step, pre = allreduce_times(f, get_gpu("mi300x"))
+    layers = model_features(_table())["n_layers"]
+    d, b = f["hidden_size"], f["batch_size"]
+    np.testing.assert_allclose(step, 2 * layers * allreduce_time(b * d * 2, 4, get_gpu("mi300x")))
+    assert (pre > step).all()
+
+
+def test_tensor_parallel_column_default_and_errors():
+    np.testing.assert_array_equal(tensor_parallel_column(_table()), 1.0)
+    with pytest.raises(DataError, match="tensor_parallel"):
+        tensor_parallel_column(_table(tp=1.5))
+    with pytest.raises(DataError, match="tensor_parallel"):
+        tensor_parallel_column(_table(tp=0))
+
+
+@pytest.mark.parametrize("with_column", [False, True])
+def test_tp1_gives_exactly_the_paper_equations(with_column):
+    df = _table(tp=1 if with_column else None)
+    paper = {"eta_c": 0.4, "t_fixed": 0.2, "eta_m": 0.6, "B0": 3.0, "alpha": 2e-4, "gamma": 3e-6}
+    got = SlimModel.with_params(paper, "mi300x").predict(df)
+    hw, f = get_gpu("mi300x"), model_features(df.drop(columns="tensor_parallel", errors="ignore"))
+    b, il, ol, L, D = f["batch_size"], f["input_len"], f["output_len"], f["n_layers"], f["hidden_size"]
+    pre = eq.prefill_time(eq.prefill_flops(b, il, L, D, f["d_kv"], f["ffn_size"], f["n_ffn_matrices"]),
+                          hw.peak_flops, paper["eta_c"])  # fmt: skip
+    kv = eq.decode_kv_bytes(L, f["d_kv"], f["kv_bytes"], eq.kv_scan_tokens(il, ol))
+    dense = eq.dense_decode_time(ol, L, D, paper["alpha"], paper["gamma"])
+    dec = eq.decode_time(b, dense, kv, hw.mem_bw, paper["eta_m"], paper["B0"])
+    e2e = eq.e2e_latency(pre, dec, paper["t_fixed"])
+    np.testing.assert_array_equal(got["pred_e2e_s"], e2e)  # bit for bit: no all-reduce term at 1 GPU
+    np.testing.assert_array_equal(got["pred_throughput_tok_s"], eq.throughput(b, il, ol, e2e))
+    ext = {"eta_c": 0.4, "t_fixed": 0.2, "eta_m": 0.6, "eta_w": 0.7, "alpha": 2e-4, "t_step": 1e-3}
+    a = ExtendedSlimModel.with_params(ext, "mi300x").predict(df)
+    b2 = ExtendedSlimModel.with_params(ext, "mi300x").predict(
+        df.drop(columns="tensor_parallel", errors="ignore")
+    )
+    pd.testing.assert_frame_equal(a, b2, check_exact=True)
+
+
+def test_more_ranks_predict_faster_decode_of_a_big_model():
+    ext = {"eta_c": 0.4, "t_fixed": 0.0, "eta_m": 0.6, "eta_w": 0.7, "alpha": 0.0, "t_step": 0.0}
+    m = ExtendedSlimModel.with_params(ext, "mi300x")
+    e2e = [m.predict(_table(models=("llama-2-70b",), tp=p))["pred_e2e_s"].to_numpy() for p in (1, 2, 8)]
+    assert (e2e[1] < e2e[0]).all() and (e2e[2] < e2e[1]).all()

@@ -1,0 +1,119 @@
+"""`slim transfer`: re-targeting a parameter file, its round trip, and the LLM-Inference-Bench transfer scenarios."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from slimlib.cli.main import main
+from slimlib.errors import DataError, SlimError
+from slimlib.experiments.transfer import (
+    context_scenario,
+    gpu_transfer_scenario,
+    llmib_table,
+    tp_scenario,
+)
+from slimlib.model import SlimModel, load_params
+from slimlib.model.transfer import transfer_file, transfer_params, untransferred
+from slimlib.registry.gpus import get_gpu
+
+PAPER = {"eta_c": 0.4, "t_fixed": 0.2, "eta_m": 0.6, "B0": 3.0, "alpha": 2e-4, "gamma": 3e-6}
+
+
+def _doc(gpu="mi250-gcd"):
+    m = SlimModel.with_params(PAPER, gpu)
+    m.fit_info_ = {"n_rows": 3}
+    return json.loads(m.to_json())
+
+
+def _rows(gpu):
+    return pd.DataFrame({"model": ["llama-2-7b"] * 2, "gpu": [gpu] * 2, "batch_size": [1, 32],
+                         "input_len": [512, 512], "output_len": [512, 512]})  # fmt: skip
+
+
+def test_transfer_keeps_efficiencies_and_scales_gamma():
+    doc = _doc()
+    new = transfer_params(doc, "MI300X")
+    assert new["gpu"] == "mi300x"
+    ratio = get_gpu("mi250-gcd").peak_flops / get_gpu("mi300x").peak_flops
+    assert new["params"]["gamma"] == pytest.approx(PAPER["gamma"] * ratio, rel=1e-12)
+    for k in ("eta_c", "eta_m", "t_fixed", "B0", "alpha"):
+        assert new["params"][k] == PAPER[k]
+    assert all(v is None for v in new["stderr"].values())
+    assert new["transferred_from"]["gpu"] == "mi250-gcd"
+    assert new["transferred_from"]["params"] == doc["params"]
+    # the transferred file loads and predicts on the new GPU, faster than on the old one
+    fast = load_params(json.dumps(untransferred(new))).predict(_rows("mi300x"))
+    slow = load_params(json.dumps(doc)).predict(_rows("mi250-gcd"))
+    assert (fast["pred_e2e_s"].to_numpy() < slow["pred_e2e_s"].to_numpy()).all()
+
+
+def test_round_trip_returns_the_original_exactly():
+    doc = _doc()
+    back = transfer_params(transfer_params(doc, "mi300x"), "mi250-gcd")
+    assert back == doc
+    chain = transfer_params(transfer_params(transfer_params(doc, "mi300x"), "h100"), "mi250-gcd")
+    assert chain == doc
+
+
+def test_transferred_file_refuses_rows_of_a_third_gpu(tmp_path):
+    src = tmp_path / "a.json"
+    src.write_text(json.dumps(_doc()))
+    out = tmp_path / "b.json"
+    transfer_file(src, "mi300x", out)
+    model = load_params(out)
+    assert model.gpu_ == "mi300x"
+    model.predict(_rows("mi300x"))
+    with pytest.raises(DataError, match="mi250-gcd"):
+        model.predict(_rows("mi250-gcd"))
+    with pytest.raises(DataError, match="h100-sxm-80gb"):
+        model.predict(_rows("h100"))
+
+
+def test_cli_transfer_round_trip_and_errors(tmp_path, capsys):
+    src = tmp_path / "a.json"
+    src.write_text(json.dumps(_doc(), indent=2, sort_keys=True) + "\n")
+    assert main(["transfer", str(src), "--gpu", "mi300x", "--out", str(tmp_path / "b.json")]) == 0
+    assert (
+        main(["transfer", str(tmp_path / "b.json"), "--gpu", "mi250-gcd", "--out", str(tmp_path / "c.json")])
+        == 0
+    )
+    assert json.loads((tmp_path / "c.json").read_text())["params"] == json.loads(src.read_text())["params"]
+    assert main(["transfer", str(src), "--gpu", "mi300x", "--out", str(src)]) == 2  # never over the input
+    assert main(["transfer", str(src), "--gpu", "no-such-gpu", "--out", str(tmp_path / "d.json")]) == 2
+    bad = tmp_path / "bad.json"
+    bad.write_text("{}")
+    assert main(["transfer", str(bad), "--gpu", "mi300x", "--out", str(tmp_path / "e.json")]) == 2
+    err = capsys.readouterr().err
+    assert "is also an input" in err and "not a SLIM parameter file" in err
+
+
+def test_transfer_needs_a_parameter_document():
+    with pytest.raises(SlimError, match="format"):
+        transfer_params({"gpu": "mi300x"}, "mi250")
+
+
+def test_scenarios_deterministic_and_disjoint():
+    t = llmib_table()
+    for build in (context_scenario, tp_scenario, gpu_transfer_scenario):
+        a, b = build(t), build(t)
+        assert a.available and [f.label for f in a.folds] == [f.label for f in b.folds]
+        for fa, fb in zip(a.folds, b.folds, strict=True):
+            pd.testing.assert_frame_equal(fa.train, fb.train)
+            pd.testing.assert_frame_equal(fa.test, fb.test)
+            assert set(fa.train["source_line"]).isdisjoint(fa.test["source_line"])
+    ctx = context_scenario(t)
+    for f in ctx.folds:
+        assert f.train["input_len"].max() <= 256 and f.test["input_len"].min() >= 512
+        assert f.train["gpu"].nunique() == 1 and f.train["tensor_parallel"].nunique() == 1
+    tp = tp_scenario(t)
+    for f in tp.folds:
+        assert (f.test["tensor_parallel"] > f.train["tensor_parallel"].max()).all()
+    g = gpu_transfer_scenario(t)
+    assert [sorted(set(f.train["gpu"]) | set(f.test["gpu"])) for f in g.folds] == [
+        ["mi250-gcd", "mi300x"]
+    ] * 2
+    assert np.array_equal(np.sort(g.folds[0].train["source_line"]), np.sort(g.folds[1].test["source_line"]))

@@ -1,0 +1,40 @@
+"""Notebook 10 (transfer scenarios) executes end to end in quick mode and writes its figures and tables."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+pytest.importorskip("papermill")
+
+from slimlib.experiments.reproduce import run_notebooks  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+EXPECTED = [
+    "transfer_mi250_evidence.csv",
+    "transfer_context_mape.csv",
+    "transfer_context_by_length.md",
+    "transfer_context_residuals.csv",
+    "transfer_tp_mape.csv",
+    "transfer_gpu_mape.csv",
+    "transfer_parity.pdf",
+    "transfer_parity.png",
+    "transfer_mi300x_knee.png",
+    "transfer_mi300x_knee.csv",
+    "peers_mape.csv",
+    "peers_mape.png",
+]
+
+
+def test_notebook_10_runs_and_writes_its_outputs(tmp_path):
+    figures = tmp_path / "figures"
+    run_notebooks(ROOT / "notebooks", build_dir=tmp_path / "build", figures_dir=figures, only=["10"],
+                  parameters={"quick": True}, progress=False)  # fmt: skip
+    for name in EXPECTED:
+        assert (figures / name).is_file() and (figures / name).stat().st_size > 0, name
+    ctx = pd.read_csv(figures / "transfer_context_mape.csv")
+    assert set(ctx["fold"]) == {"MI300X", "MI250"}
+    assert set(ctx["method"]) == {"SLIM", "SLIM-extended", "SLIM-longctx"}
+    assert ctx["throughput_mape_pct"].notna().all()
