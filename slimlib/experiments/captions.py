@@ -48,6 +48,15 @@ KIT = (
     "slimlib GPU-kit campaigns (`data/kit-*.csv`): slimlib's minimal static-batch PyTorch engine with random "
     "weights, not vLLM; GPU, driver, CUDA and torch version as printed on the figure from the campaign manifest"
 )
+AIC = (
+    "NVIDIA AIConfigurator measured vLLM kernel timings (aiconfigurator-core 0.12.0 wheel, Apache-2.0): "
+    "FlashAttention-3 decode/prefill attention and GEMMs, vLLM 0.24.0 on H100 SXM 80 GB and H200 SXM "
+    "(B200 vLLM 0.22/0.24, A100 SXM 80 GB vLLM 0.14.0 where named); `data/aic-*.csv`"
+)
+LLMIB = (
+    "LLM-Inference-Bench (Argonne, arXiv:2411.00136, BSD-3-Clause): static batches with IL = OL, vLLM 0.6.1 for "
+    "ROCm, fp16, on AMD MI300X and MI250 (a card of two 64 GB dies); `data/llmib-runs.csv`"
+)
 EVAL = f"{MEMGAP_ONLINE}; {MEMGAP_OFFLINE}"
 
 
@@ -270,6 +279,135 @@ CAPTIONS: dict[str, Caption] = {
     ),
     "fig07_fig08_kit_attention_memory": Caption(
         "Figs. 7-8", _KIT_PROXY, "Numbers behind the kit's Figs. 7 and 8.", KIT
+    ),
+    # -- notebook 09: kernel-level figures on measured vLLM kernel timings (AIConfigurator) --------------------
+    "fig02_length_panels_aic": Caption(
+        "Fig. 2",
+        "proxy (decode and prefill time composed from measured vLLM kernels stand in for end-to-end serving "
+        "runs; no scheduling, sampling or launch overheads)",
+        "Throughput of a Mistral-7B batch composed from measured kernels as the input length (128-16384) and the "
+        "output length (32-2048) grow, at fixed batch sizes: the input- and output-length panels of Fig. 2.",
+        AIC,
+    ),
+    "fig03_length_panels_aic": Caption(
+        "Fig. 3",
+        "proxy (composed from measured vLLM kernels; no serving overheads)",
+        "Prefill and decode time of a Mistral-7B batch composed from measured kernels, and their split, as the "
+        "input length and the output length grow at fixed batch sizes: the length panels of Fig. 3.",
+        AIC,
+    ),
+    "fig04_step_utilization_aic": Caption(
+        "Fig. 4",
+        "proxy (effective tensor-FLOP and DRAM-bandwidth utilization derived as analytic FLOPs/bytes over measured "
+        "time, not Tensor-Core/SM-issue/DRAM counters)",
+        "Decode step's effective tensor-FLOP utilization and DRAM-bandwidth utilization by batch size (Mistral-7B, "
+        "Granite-8B shapes).",
+        AIC,
+    ),
+    "fig05_decode_breakdown_aic": Caption(
+        "Fig. 5",
+        "reproduced (measured vLLM kernels of the paper's GPU class and model shapes; norms, RoPE and activations "
+        "not timed)",
+        "Decode-step time by kernel (attention vs GEMMs) as the batch size and the cached context grow, with the "
+        "batch size where attention overtakes the GEMMs marked.",
+        AIC,
+    ),
+    "fig05_crossover_aic": Caption(
+        "Fig. 5",
+        "reproduced (measured vLLM kernels)",
+        "The batch size at which decode attention takes longer than all GEMMs of the step, by cached context and "
+        "GPU (H100, H200, B200, A100).",
+        AIC,
+    ),
+    "fig06_attention_roofline_aic": Caption(
+        "Fig. 6",
+        "reproduced (analytic FLOPs and bytes over measured time; the bandwidth is not a DRAM counter)",
+        "Decode-attention roofline for the paper's (batch, context) grid on H100 and H200: arithmetic intensity "
+        "against achieved FLOP/s, with the GPU's ridge point.",
+        AIC,
+    ),
+    "table01_attention_roofline_aic": Caption(
+        "Table I",
+        "reproduced (analytic bytes over measured time, not counters)",
+        "Decode attention per layer: arithmetic intensity, achieved FLOP/s and effective bandwidth by batch size "
+        "and context, against peak.",
+        AIC,
+    ),
+    "kernels_plateau_by_gpu": Caption(
+        "",
+        "extension (not in the paper)",
+        "How the plateau moves from H100 to H200 to B200 for Mistral-7B: the batch size where batching efficiency "
+        "falls below one half, the attention share there, and the peak decode throughput.",
+        AIC,
+    ),
+    "kernels_eta_m_check": Caption(
+        "",
+        "extension (not in the paper)",
+        "Physics check of the calibrated models: the decode-attention bandwidth efficiency implied by the kernel "
+        "data against SLIM's fitted eta_m (and the extended model's eta_m, eta_w).",
+        f"{AIC}; {MEMGAP_ONLINE}",
+    ),
+    # -- notebook 10: transfer on LLM-Inference-Bench and peers --------------------------------------------------
+    "transfer_context_mape": Caption(
+        "",
+        "extension (not in the paper)",
+        "IL = OL context transfer (LLM-Inference-Bench): throughput MAPE per device and method, fit L <= 256, "
+        "validate L >= 512; the same design fills Table II's input-length row (`table02_mape`).",
+        LLMIB,
+    ),
+    "transfer_context_by_length": Caption(
+        "",
+        "extension (not in the paper)",
+        "Context transfer: throughput MAPE by validation length (512, 1024, 2048) per device and method.",
+        LLMIB,
+    ),
+    "transfer_context_residuals": Caption(
+        "",
+        "extension (not in the paper)",
+        "Context transfer: relative throughput residuals of the extended model against context length, by model "
+        "and batch size (what grows with context that the model misses).",
+        LLMIB,
+    ),
+    "transfer_tp_mape": Caption(
+        "",
+        "extension (not in the paper)",
+        "Tensor-parallel transfer: fit one device's degree, validate larger degrees (throughput MAPE).",
+        LLMIB,
+    ),
+    "transfer_gpu_mape": Caption(
+        "",
+        "extension (not in the paper)",
+        "GPU transfer MI250 <-> MI300X: fit one device, re-target the parameter file with `slim transfer`, "
+        "validate the other (throughput MAPE).",
+        LLMIB,
+    ),
+    "transfer_parity": Caption(
+        "",
+        "extension (not in the paper)",
+        "Predicted against measured throughput in the three transfer scenarios.",
+        LLMIB,
+    ),
+    "transfer_mi300x_knee": Caption(
+        "",
+        "extension (not in the paper)",
+        "MI300X throughput curves up to B = 256 at L = 1024 with SLIM-BCA's B_cap against the measured optimum.",
+        LLMIB,
+    ),
+    "transfer_mi250_evidence": Caption(
+        "",
+        "extension (not in the paper)",
+        'Evidence that an LLM-Inference-Bench "MI250 GPU" is a whole card of two 64 GB dies: model sizes that '
+        "run on one and two devices.",
+        LLMIB,
+    ),
+    "peers_mape": Caption(
+        "",
+        "extension (not in the paper)",
+        "SLIM (calibrated on at most 3 points per curve) against peer estimators run uncalibrated (GenZ, "
+        "llm-analysis, AIConfigurator, a plain roofline): throughput MAPE, signed bias and calibration points per "
+        "method and dataset; AIConfigurator runs on its 80 GB H100 model for the 64 GB H100 rows.",
+        f"{LLMIB}; {MEMGAP_OFFLINE}; peer predictions in `data/peers/llmib-peer-predictions.csv` (tool, version "
+        "and exact call per row)",
     ),
 }
 

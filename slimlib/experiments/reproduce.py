@@ -21,6 +21,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
 from slimlib.errors import DataError, SlimError, UnknownNameError, close_matches_message
+from slimlib.experiments.captions import write_captions
 from slimlib.io import write_text
 
 NOTEBOOK_RE = re.compile(r"^(\d+)_[^/\\]*\.ipynb$")
@@ -238,6 +239,9 @@ def run_notebooks(
                 raise NotebookError(_failure_message(nb, out_path, exc), summary) from exc
             summary[i].update(status="ok", wall_s=time.perf_counter() - t0)
         bar.close()
+    write_captions(
+        figures
+    )  # CAPTIONS.md for every output now in the folder, after all notebooks wrote theirs
     total = time.perf_counter() - t_start
     if progress:
         print(
