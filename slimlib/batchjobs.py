@@ -94,15 +94,16 @@ def read_env_file(path: str | Path) -> dict[str, str]:
 
 def merge_options(opts: SlurmOptions, env: dict[str, str], where: str = "environment file") -> SlurmOptions:
     """`opts` with the unset fields filled from the environment file's SLIM_* keys, then validated."""
-    fill = {}
+    fill: dict[str, str | int] = {}
     for key, field in ENV_SBATCH_KEYS.items():
         if key in env and getattr(opts, field) is None:
             value = env[key]
             if field in ("cpus_per_task", "gpus_per_task"):
                 if not value.isdigit():
                     raise DataError(f"{where}: {key}={value!r}; expected a whole number")
-                value = int(value)
-            fill[field] = value
+                fill[field] = int(value)
+            else:
+                fill[field] = value
     merged = replace(opts, **fill)
     check_options(merged)
     return merged

@@ -107,6 +107,10 @@ def validate_table(
         if col not in out.columns:
             continue
         raw = out[col]
+        if (
+            col == "tensor_parallel"
+        ):  # optional per row too: an empty cell means one GPU, as a missing column does
+            raw = raw.where(raw.notna() & (raw.astype(str).str.strip() != ""), 1)
         num = pd.to_numeric(raw, errors="coerce")
         nonnum = num.isna() & raw.notna()
         if nonnum.any():

@@ -260,7 +260,10 @@ def build_aic_tables(root: str | Path) -> tuple[dict[str, pd.DataFrame], list[Pa
         if not f.is_file():
             raise DataError(f"{f}: missing; the {AIC_NAME} mirror is incomplete")
     shapes = registry_head_shapes()
-    dec_parts, pre_parts, gemm_parts, systems = [], [], [], []
+    dec_parts: list[pd.DataFrame] = []
+    pre_parts: list[pd.DataFrame] = []
+    gemm_parts: list[pd.DataFrame] = []
+    systems = []
     measured_shapes: set[tuple[int, int, int]] = set()
     for system in sorted(SYSTEMS):
         spec = SYSTEMS[system]

@@ -75,7 +75,8 @@ def build_kit_tables(
 
     root = Path(data_root).resolve() if data_root is not None else None
     parts: dict[str, list[pd.DataFrame]] = {"kit-runs": [], "kit-kernels": [], "kit-counters": []}
-    campaigns, files, seen = [], [], {}
+    campaigns, files = [], []
+    seen: dict[str, Path] = {}
     for d in sorted((Path(k) for k in kit_dirs), key=lambda p: p.resolve().as_posix()):
         name = d.resolve().name
         if name in seen:
@@ -155,7 +156,7 @@ def build_all(raw: str | Path, out: str | Path, kit: list[str | Path] | None = N
             if rel not in known:
                 known.add(rel)
                 rows.append({"path": rel, "bytes": f.stat().st_size, "sha256": sha256_file(f)})
-        rows.sort(key=lambda r: r["path"])
+        rows.sort(key=lambda r: str(r["path"]))
     tables["raw-manifest"] = pd.DataFrame(rows, columns=["path", "bytes", "sha256"])
     written = {}
     for name in sorted(tables):
@@ -254,9 +255,12 @@ def _kit_readme(tables: dict[str, pd.DataFrame]) -> list[str]:
         "| campaign | device | GPU | driver | CUDA | torch | dtype | CUDA graphs | date (UTC) | points done/all |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
-    na = lambda v: "" if pd.isna(v) else str(v)  # noqa: E731
+
+    def na(v: object) -> str:
+        return "" if pd.isna(v) else str(v)
+
     for r in camp.itertuples(index=False):
-        gpu = na(r.gpu_name) or na(r.gpu)
+        gpu: str = na(r.gpu_name) or na(r.gpu)
         if na(r.compute_capability):
             gpu += f" (CC {r.compute_capability})"
         lines.append(f"| {r.campaign} | {na(r.device)} | {gpu} | {na(r.driver_version)} | {na(r.cuda_version)} "

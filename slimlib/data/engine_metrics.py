@@ -104,7 +104,7 @@ def parse_cache_config(path: str | Path) -> dict:
     if m is None:
         raise DataError(f"{p}: no 'vllm:cache_config_info' line; not a vLLM cache config dump (or truncated)")
     labels = dict(_LABEL.findall(m.group("labels")))
-    out = {}
+    out: dict[str, float] = {}
     for key in ("block_size", "num_gpu_blocks"):
         if key not in labels:
             raise DataError(f"{p}: vllm:cache_config_info has no label {key!r}")

@@ -18,6 +18,8 @@ from collections.abc import Iterable, Mapping
 from importlib import resources
 from pathlib import Path
 
+from tqdm import tqdm
+
 from slimlib.errors import DataError, UnknownNameError, close_matches_message
 
 REGISTRY_FILE = "registry.txt"
@@ -144,11 +146,9 @@ def fetch(
     level = logger.level
     logger.setLevel(logging.WARNING)  # one log line per file would drown the progress bar
     try:
-        iterator = names
-        if progress:
-            from tqdm import tqdm
-
-            iterator = tqdm(names, desc="slim data fetch", unit="file", file=sys.stderr)
+        iterator: Iterable[str] = (
+            tqdm(names, desc="slim data fetch", unit="file", file=sys.stderr) if progress else names
+        )
         for name in iterator:
             try:
                 store.fetch(name)

@@ -125,10 +125,11 @@ def parse_launch_config(path: str | Path) -> LaunchConfig:
     if "--results-path" not in values:
         raise DataError(f"{p}: no --results-path in the command line")
     online = "--default-server-args" in values
-    if online:
-        needed = ("--default-server-args", "--default-benchmark-args", "--test-server-args")
-    else:
-        needed = ("--default-args", "--test-args")
+    needed: tuple[str, ...] = (
+        ("--default-server-args", "--default-benchmark-args", "--test-server-args")
+        if online
+        else ("--default-args", "--test-args")
+    )
     missing = [o for o in needed if o not in values]
     if missing:
         raise DataError(f"{p}: missing option(s) {', '.join(missing)} in the launcher command line")

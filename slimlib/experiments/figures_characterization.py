@@ -97,7 +97,8 @@ def fig02_active_context(advisor: pd.DataFrame, offline: pd.DataFrame, models: l
             )
     for ol in output_lens:
         axes[0].plot([], [], marker=ol_style(ol)[1], ls="none", color="gray", label=f"OL={ol:.0f}")
-    for m, g in offline.groupby("model", sort=True):
+    for name, g in offline.groupby("model", sort=True):
+        m = str(name)
         color, marker = model_style(m)
         axes[1].plot(g["active_ctx_mean"], g["throughput_tok_s"] / 1e3, marker=marker, color=color, label=m)
     for ax in axes:

@@ -3,12 +3,9 @@ one function per figure. Methods take the house colours and line styles (`plotti
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 import pandas as pd
 
-from slimlib.errors import SlimError
 from slimlib.experiments.plotting import HOUSE_COLORS, batch_axis, method_style, new_figure
 
 #: Panels of the predicted-vs-measured figure: (scenario, curve label or None for the scenario's last curve).
@@ -38,15 +35,15 @@ def resolve_panels(pred: pd.DataFrame, panels=CURVE_PANELS) -> list[tuple[str, s
 
 
 def dense_curve(result, scenario: str, curve: str, methods=CURVE_METHODS, n: int = 64) -> pd.DataFrame:
-    """Predictions of each fitted method for one test curve on a dense geometric batch-size grid (n points from
-    the smallest to the largest measured B of the curve). Columns: method, batch_size, pred_throughput_tok_s."""
+    """Predictions of each fitted method for one test curve on a dense geometric grid of whole batch sizes (up to n
+    points from the smallest to the largest measured B of the curve). Columns: method, batch_size, pred_throughput_tok_s."""
     pred = result.predictions
     test = pred[(pred["scenario"] == scenario) & (pred["curve"] == curve)]
     fold = test["fold"].iloc[0]
     base = test[test["method"] == test["method"].iloc[0]].sort_values("batch_size")
     train = training_rows(result, scenario, curve)
     b_all = np.concatenate([base["batch_size"].to_numpy(float), train["batch_size"].to_numpy(float)])
-    grid = np.unique(np.round(np.geomspace(b_all.min(), b_all.max(), n), 6))
+    grid = np.unique(np.round(np.geomspace(b_all.min(), b_all.max(), n)))  # whole batch sizes (requests)
     template = base.iloc[[0]].drop(columns=[c for c in base.columns if c.startswith("pred_")])
     template = template.drop(columns=["scenario", "method", "fold"])
     frame = pd.concat([template] * len(grid), ignore_index=True)
@@ -56,12 +53,7 @@ def dense_curve(result, scenario: str, curve: str, methods=CURVE_METHODS, n: int
         model = result.models.get((scenario, m, fold))
         if model is None:
             continue
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                p = model.predict(frame)
-        except SlimError:
-            continue
+        p = model.predict(frame)
         rows.append(
             pd.DataFrame(
                 {"method": m, "batch_size": grid, "pred_throughput_tok_s": p["pred_throughput_tok_s"]}

@@ -121,7 +121,7 @@ class KernelSet:
     model: str
     system: str
     n_layers: int
-    shapes: dict  # GEMM kind -> (n, k)
+    shapes: dict[str, tuple[int, int]]  # GEMM kind -> (n, k)
     heads: tuple  # (n_heads, n_kv_heads, head_dim)
     kv_dtype: str
     gemm_dtype: str
@@ -391,8 +391,8 @@ def _cached(model: str, system: str, kv_dtype: str, gemm_dtype: str, folder: str
     heads = (arch.n_heads, arch.n_kv_heads, arch.head_dim)
     where = f"{arch.name} on {system}"
     tabs = _tables(folder)
-    sysrow = tabs["aic-systems"]
-    sysrow = sysrow[sysrow["system"] == system].iloc[0]
+    systems = tabs["aic-systems"]
+    sysrow = systems[systems["system"] == system].iloc[0]
     dec = tabs["aic-decode-attention"]
     dec = dec[(dec["system"] == system) & (dec["n_heads"] == heads[0]) & (dec["n_kv_heads"] == heads[1])
               & (dec["head_dim"] == heads[2]) & (dec["kv_cache_dtype"] == kv_dtype)]  # fmt: skip

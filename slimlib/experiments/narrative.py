@@ -44,8 +44,8 @@ def saturation_summary(knees: pd.DataFrame, advisor: pd.DataFrame, output_lens: 
     says) how many online runs preempted requests."""
     lo, hi = output_lens[0], output_lens[-1]
     drops, lower = [], 0
-    for m, k in knees.groupby("model", sort=True):
-        k = k.set_index("output_len")["max_throughput_tok_s"]
+    for m, g in knees.groupby("model", sort=True):
+        k = g.set_index("output_len")["max_throughput_tok_s"]
         if lo in k.index and hi in k.index:
             drops.append(f"{m} {k.loc[lo] / 1e3:.1f} -> {k.loc[hi] / 1e3:.1f} k tok/s")
             lower += int(k.loc[hi] < k.loc[lo])
@@ -123,7 +123,7 @@ def bound_report(params: pd.DataFrame) -> str:
     if n == 0:
         return f"None of the {len(params)} fitted values sits at a bound."
     counts = params[params["at_bound"]].groupby(["method", "parameter"], sort=True).size()
-    listed = "; ".join(f"{m} {p}: {c}" for (m, p), c in counts.items())
+    listed = "; ".join(f"{key[0]} {key[1]}: {c}" for key, c in counts.items())
     return (
         f"{n} of {len(params)} fitted values sit at a bound ({listed}). Their standard errors and intervals are "
         "not meaningful: treat those parameters as not identified by the training data."

@@ -21,8 +21,6 @@ vLLMBatchingMemoryGap data: Llama-2-7B/13B, OPT), where the NVIDIA-only AIConfig
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 import pandas as pd
 
@@ -32,6 +30,7 @@ from slimlib.experiments.scenarios import offline_table, pre_knee_points
 from slimlib.experiments.transfer import DEVICES, METHODS, llmib_table
 from slimlib.metrics import mape
 from slimlib.model import equations as eq
+from slimlib.model import make_model
 from slimlib.model.features import model_features
 from slimlib.model.parallel import step_weight_bytes
 from slimlib.registry.gpus import get_gpu
@@ -60,7 +59,7 @@ def datasets(table: pd.DataFrame | None = None) -> dict[str, pd.DataFrame]:
 def calibration_split(rows: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(calibration: <= 3 pre-knee points per curve, evaluation: the other rows)."""
     keys = ["model", "gpu", "tensor_parallel", "input_len", "output_len"]
-    idx = []
+    idx: list[int] = []
     for _, g in rows.groupby(keys, sort=True):
         idx.extend(g.index[pre_knee_points(g["batch_size"].to_numpy(), g["throughput_tok_s"].to_numpy())])
     mask = rows.index.isin(idx)
@@ -95,10 +94,8 @@ def slim_predictions(
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """SLIM calibrated on the calibration split of `rows`: (evaluation rows with predictions, calibration rows)."""
     cal, ev = calibration_split(rows)
-    model = METHODS[SLIM_METHOD](n_starts)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        model.fit(cal)
+    model = make_model(METHODS[SLIM_METHOD], n_starts=n_starts)
+    model.fit(cal)  # its warnings (identifiability) reach the caller
     p = model.predict(ev)
     return ev.assign(pred_throughput_tok_s=p["pred_throughput_tok_s"].to_numpy(),
                      pred_e2e_s=p["pred_e2e_s"].to_numpy()), cal  # fmt: skip

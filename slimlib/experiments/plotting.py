@@ -16,6 +16,7 @@ from pathlib import Path
 
 import matplotlib as mpl
 import pandas as pd
+from cycler import cycler
 
 from slimlib.errors import DataError
 from slimlib.experiments import tables as T
@@ -144,7 +145,7 @@ def house_rc() -> dict:
         "ytick.major.width": 0.6,
         "axes.spines.top": False,
         "axes.spines.right": False,
-        "axes.prop_cycle": mpl.cycler(color=HOUSE_COLORS),
+        "axes.prop_cycle": cycler(color=HOUSE_COLORS),
         "image.cmap": "viridis",
         "pdf.fonttype": 42,  # embed TrueType subsets (editable text, accepted by publishers), not Type 3
         "ps.fonttype": 42,
@@ -232,7 +233,7 @@ def save_figure(
 
 
 # --------------------------------------------------------------------------------------------------- tables
-def _text_table(df, index, digits, columns, na):
+def _text_table(df, index, digits, columns, na) -> tuple[pd.DataFrame, list[bool]]:
     frame = df.reset_index() if index else df
     cols = dict(columns or {})
     if digits is not None:

@@ -196,7 +196,7 @@ def pre_knee_points(batch_size, throughput, n: int = 3, knee_gain: float = LINEA
 
 def same_curve_split(table: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Three pre-knee points of every curve to train (pooled into one fit), the other points to validate."""
-    train_idx = []
+    train_idx: list[int] = []
     for _, g in table.groupby("curve", sort=True):
         sel = pre_knee_points(g["batch_size"].to_numpy(), g["throughput_tok_s"].to_numpy())
         train_idx.extend(g.index[sel])

@@ -371,12 +371,12 @@ def bca_summary_display(summary: pd.DataFrame, labels: Mapping[str, str] | None 
     """Paper-ready SLIM-BCA summary: one row per variant and SLO, mean quality and predicted-throughput MAPE with
     their 95% intervals, Wilcoxon p-values against the faithful variant ("n/a (reference)" on its own rows)."""
     labels = dict(labels or {})
-    rows = []
+    rows: list[dict[str, object]] = []
     for r in summary.itertuples(index=False):
         ref = "n/a (reference)"
         rows.append(
             {
-                "Advisor": labels.get(r.variant, r.variant),
+                "Advisor": labels.get(str(r.variant), str(r.variant)),
                 "SLO": r.slo,
                 "Curves": str(r.curves),
                 "Mean quality (%) [95% CI]": f"{r.mean_quality_pct:.1f} [{r.quality_ci_lo_pct:.1f}, {r.quality_ci_hi_pct:.1f}]",

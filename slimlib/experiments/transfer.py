@@ -221,10 +221,8 @@ def knee_advice(
             for g in groups.values()
         ]
     )
-    m = METHODS[method](n_starts)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        m.fit(train.reset_index(drop=True))
+    m = make_model(METHODS[method], n_starts=n_starts)
+    m.fit(train.reset_index(drop=True))  # its warnings reach the caller
     rows, curves = [], []
     for model, g in groups.items():
         own = train[train["model"] == model]

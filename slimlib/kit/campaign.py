@@ -301,7 +301,9 @@ def run_campaign(
         "points": [],
         "status": "running",
     }
-    runs, steps, kernels = [], [], []
+    runs: list[dict] = []
+    steps: list[dict] = []
+    kernels: list[dict] = []
     ncu_exe = ncu if ncu is not None else (shutil.which("ncu") or "")
     t0 = time.monotonic()
 

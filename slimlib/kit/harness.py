@@ -20,6 +20,7 @@ import time
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
+import pandas as pd
 
 from slimlib.errors import DataError, SlimError
 from slimlib.model import equations as eq
@@ -83,7 +84,7 @@ class HarnessResult:
     note: str = ""
     engine: str = ENGINE
     torch_version: str = ""
-    kernels: object = field(default=None, repr=False)  # DataFrame of the kernel profile, if asked for
+    kernels: pd.DataFrame | None = field(default=None, repr=False)  # the kernel profile, if asked for
 
     @property
     def e2e_s(self) -> float:
