@@ -160,7 +160,7 @@ def test_save_table_writes_csv_markdown_latex_deterministically(tmp_path, table)
 
 def test_markdown_table_format(table):
     md = table_to_markdown(table).splitlines()
-    assert md[0] == "| Model | Batch size B | Mape % | Throughput (tok/s) |"
+    assert md[0] == "| Model | Batch size B | MAPE % | Throughput (tok/s) |"
     assert md[1] == "|:---|---:|---:|---:|"
     assert md[2] == "| opt-1.3b | 8 | 3.14 | 12346 |"  # fixed decimals per column, no 1.23e+04
     assert md[3] == "| llama_2_7b | 256 | n/a (no data) | 0 |"
@@ -171,7 +171,7 @@ def test_latex_table_escapes_and_aligns(table):
     tex = table_to_latex(table, digits=4)
     lines = tex.splitlines()
     assert lines[0] == r"\begin{tabular}{lrrr}"
-    assert lines[2] == r"Model & Batch size B & Mape \% & Throughput (tok/s) \\"
+    assert lines[2] == r"Model & Batch size B & MAPE \% & Throughput (tok/s) \\"
     assert r"llama\_2\_7b & 256 & n/a (no data) & 0.0001 \\" in lines
     assert lines[-1] == r"\end{tabular}"
     assert tex.count(r"\toprule") == tex.count(r"\midrule") == tex.count(r"\bottomrule") == 1

@@ -75,7 +75,8 @@ FRACTION_SUFFIXES = ("_share", "_util", "_frac", "_share_of_max")
 FRACTION_NAMES = ("efficiency", "measured_efficiency", "share", "util")
 #: Words kept as written when a machine name is turned into a header.
 _KEEP_CASE = {"kv": "KV", "sm": "SM", "dram": "DRAM", "e2e": "E2E", "itl": "ITL", "ttft": "TTFT", "gpu": "GPU",
-              "slo": "SLO", "ctx": "context", "bw": "BW", "mem": "memory", "ci": "CI", "ol": "OL", "il": "IL"}  # fmt: skip
+              "slo": "SLO", "ctx": "context", "bw": "BW", "mem": "memory", "ci": "CI", "ol": "OL", "il": "IL",
+              "mape": "MAPE", "slim": "SLIM", "tp": "TP"}  # fmt: skip
 
 
 @dataclass(frozen=True)
