@@ -19,14 +19,14 @@ _DEFAULT_OUT = Path(__file__).resolve().parents[2] / "data"
 DATA_EXAMPLES = """\
 examples:
   slim data build --raw ../shared/data
-  slim data fetch --dest raw && slim data build --raw raw --out /tmp/tables
+  slim data fetch --dest raw && slim data build --raw raw --out tables
   slim data ingest runs/ --gpu h100-sxm-80gb --out my-runs.csv
 """
 
 BUILD_EXAMPLES = f"""\
 examples:
   slim data build --raw ../shared/data
-  slim data build --raw ../shared/data/vllm-batching-memory-gap --out /tmp/tables
+  slim data build --raw ../shared/data/vllm-batching-memory-gap --out tables
   slim data build --raw ../shared/data --kit kit-raw-h200 kit-raw-h100
 
 {OUTPUTS_NOTE}
