@@ -234,3 +234,17 @@ def test_measured_curves_and_evaluation_on_public_data():
     )
     eff = AE.profiling_effort(cur, cal)
     assert 0 < eff["gpu_s_calibration"] < eff["gpu_s_full"] and eff["runs_calibration"] == 48
+
+
+def test_tensor_parallel_memory_is_per_gpu():
+    """On 2 GPUs each holds half the weights and half the KV heads: a larger KV pool and twice the tokens per byte."""
+    wl = pd.DataFrame({"model": ["llama-2-13b"] * 2, "input_len": [512.0] * 2, "output_len": [512.0] * 2,
+                       "tensor_parallel": [1, 2]})  # fmt: skip
+    out = A.advise_many(_model("mi300x"), wl, epsilon=0.05, batch_sizes=np.arange(1, 2049))
+    arch, hw = get_architecture("llama-2-13b"), get_gpu("mi300x")
+    one, two = out.iloc[0], out.iloc[1]
+    assert one["kv_default_gb"] * M.GIB == pytest.approx(M.default_kv_bytes(arch, hw))
+    assert (two["kv_default_gb"] - one["kv_default_gb"]) * M.GIB == pytest.approx(arch.weight_bytes_total / 2)
+    per_req_1 = one["kv_default_gb"] / one["max_batch_memory"]
+    assert two["max_batch_memory"] >= 2 * two["kv_default_gb"] / per_req_1 - 2
+    assert list(out["tensor_parallel"]) == [1, 2]

@@ -19,15 +19,15 @@ import numpy as np
 import pandas as pd
 
 from slimlib.errors import DataError
+from slimlib.model.features import model_features
 from slimlib.model.memory import (
     DEFAULT_BLOCK_SIZE,
     DEFAULT_GPU_MEMORY_UTILIZATION,
     DEFAULT_RESERVE_GIB,
     GIB,
     blocks_per_request,
-    default_kv_bytes,
     gpu_total_bytes,
-    kv_bytes_needed,
+    kv_pool_bytes,
 )
 from slimlib.model.parallel import tensor_parallel_column
 from slimlib.registry.architectures import get_architecture
@@ -42,10 +42,7 @@ __all__ = [
     "advise",
     "advise_many",
     "batch_capacity",
-    "blocks_per_request",
     "check_epsilon",
-    "default_kv_bytes",
-    "kv_bytes_needed",
     "predict_curves",
     "vllm_settings",
 ]
@@ -235,15 +232,15 @@ def advise_many(
     names = workloads["model"].astype(str).to_numpy()
     uniq, inv = np.unique(names, return_inverse=True)
     archs = [get_architecture(n) for n in uniq]
-    # per GPU: weights split over the tensor-parallel ranks, KV heads too (replicated when fewer than the ranks)
+    # per GPU of the tensor-parallel group: its share of the weights and of the KV cache (`model_features`)
     tp = tensor_parallel_column(workloads)
-    kv_heads = np.array([a.n_kv_heads for a in archs], dtype=float)[inv]
-    per_tok = (
-        np.array([a.kv_bytes_per_token for a in archs], dtype=float)[inv] * np.maximum(tp / kv_heads, 1) / tp
+    feats = model_features(
+        pd.DataFrame(
+            {"model": names, "batch_size": 1.0, "input_len": 1.0, "output_len": 1.0, "tensor_parallel": tp}
+        )
     )
-    weights = np.array([a.weight_bytes_total for a in archs], dtype=float)[inv]
-    default = np.array([default_kv_bytes(a, hw, gpu_memory_utilization, reserve_gib) for a in archs])[inv]
-    default = default + weights - weights / tp
+    per_tok = feats["kv_bytes_per_token"]
+    default = kv_pool_bytes(hw, feats["weight_bytes_total"], gpu_memory_utilization, reserve_gib)
     max_pos = np.array([a.max_position for a in archs], dtype=float)[inv]
     if kv_bytes_available is not None:
         default = np.broadcast_to(np.asarray(kv_bytes_available, dtype=float), (w,)).astype(float)

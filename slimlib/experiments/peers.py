@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from slimlib.data.tables import data_dir
-from slimlib.experiments.plotting import OKABE_ITO
+from slimlib.experiments.plotting import HOUSE_COLORS
 from slimlib.experiments.scenarios import offline_table, pre_knee_points
 from slimlib.experiments.transfer import DEVICES, METHODS, llmib_table
 from slimlib.metrics import mape
@@ -156,7 +156,7 @@ def plot_peers(table: pd.DataFrame, ax) -> None:
     for j, m in enumerate(methods):
         t = table[table["method"] == m].set_index("dataset").reindex(names)
         ax.bar(np.arange(len(names)) + j * width, t["throughput_mape_pct"], width, label=m,
-               color=OKABE_ITO[j % len(OKABE_ITO)])  # fmt: skip
+               color=HOUSE_COLORS[j % len(HOUSE_COLORS)])  # fmt: skip
     ax.set_yscale("log")
     ax.set_xticks(np.arange(len(names)) + 0.4 - width / 2, names, fontsize="small")
     ax.set_ylabel("throughput MAPE (%)")

@@ -23,7 +23,7 @@ import pandas as pd
 
 from slimlib.advisor.capacity import batch_capacity
 from slimlib.errors import SlimError
-from slimlib.experiments.plotting import OKABE_ITO
+from slimlib.experiments.plotting import HOUSE_COLORS, method_style
 from slimlib.experiments.scenarios import (
     DEVICE_LABEL,
     DEVICES,
@@ -174,10 +174,10 @@ def plot_parity(pred: pd.DataFrame, axes, methods: list[str] | None = None) -> N
     for ax, s in zip(np.ravel(axes), names, strict=False):
         p = pred[pred["scenario"] == s]
         lo, hi = p["throughput_tok_s"].min() / 1.5, p["throughput_tok_s"].max() * 1.5
-        for i, m in enumerate(methods):
+        for m in methods:
             q = p[p["method"] == m]
             ax.loglog(q["throughput_tok_s"], q["pred_throughput_tok_s"], "o", ms=1.8, alpha=0.7,
-                      color=OKABE_ITO[i % len(OKABE_ITO)], label=m)  # fmt: skip
+                      color=method_style(m)[0], label=m)  # fmt: skip
         ax.plot([lo, hi], [lo, hi], "k-", lw=0.6)
         ax.set_xlim(lo, hi)
         ax.set_ylim(lo, hi)
@@ -262,13 +262,18 @@ def plot_knee(advice: pd.DataFrame, curves: pd.DataFrame, axes) -> None:
         c = curves[curves["model"] == a["model"]]
         meas, pred = c[c["kind"] == "measured"], c[c["kind"] == "predicted"]
         ax.plot(
-            pred["batch_size"], pred["throughput_tok_s"] / 1e3, "-", lw=0.9, color=OKABE_ITO[0], label="SLIM"
+            pred["batch_size"],
+            pred["throughput_tok_s"] / 1e3,
+            "-",
+            lw=0.9,
+            color=method_style("SLIM")[0],
+            label="SLIM",
         )
         ax.plot(meas["batch_size"], meas["throughput_tok_s"] / 1e3, "o", ms=3, color="k", label="measured")
         if np.isfinite(a["b_cap"]):
-            ax.axvline(a["b_cap"], color=OKABE_ITO[1], lw=1.0, label="B_cap (SLIM-BCA)")
+            ax.axvline(a["b_cap"], color=HOUSE_COLORS[1], lw=1.0, label="B_cap (SLIM-BCA)")
         if np.isfinite(a["b_true"]):
-            ax.axvline(a["b_true"], color=OKABE_ITO[2], lw=1.0, ls="--", label="B_true (measured)")
+            ax.axvline(a["b_true"], color=HOUSE_COLORS[2], lw=1.0, ls="--", label="B_true (measured)")
         ax.set_xscale("log", base=2)
         ax.set_title(str(a["model"]), fontsize="small")
         ax.set_xlabel("batch size B")

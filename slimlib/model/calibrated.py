@@ -151,6 +151,10 @@ class CalibratedModel(Estimator):
             "nfev": int(best.nfev),
             "solver_message": str(best.message),
         }
+        self._warn_if_not_identifiable()
+        return self
+
+    def _warn_if_not_identifiable(self) -> None:
         problems = self.identifiability_problems()
         if problems:
             warnings.warn(
@@ -158,9 +162,8 @@ class CalibratedModel(Estimator):
                 + ". Predictions may still fit, but do not interpret these values; add configurations that vary "
                 "the quantities they scale with, or fix them.",
                 IdentifiabilityWarning,
-                stacklevel=2,
+                stacklevel=3,
             )  # fmt: skip
-        return self
 
     def _starts(self, free: list[ParamSpec], lo: FloatArray, hi: FloatArray) -> list[FloatArray]:
         """Deterministic starts: the specs' initial values, then a seeded Sobol sample of the (log-)box."""
@@ -247,15 +250,7 @@ class CalibratedModel(Estimator):
         table["fixed"] = [k in self.held_ for k in table.index]
         # at a bound the normal approximation behind the interval does not hold: no interval there
         table.loc[table["at_bound"], ["ci95_low", "ci95_high"]] = np.nan
-        problems = self.identifiability_problems()
-        if problems:
-            warnings.warn(
-                "parameters not identifiable from the fitted data: " + "; ".join(problems)
-                + ". Predictions may still fit, but do not interpret these values; add configurations that vary "
-                "the quantities they scale with, or fix them.",
-                IdentifiabilityWarning,
-                stacklevel=2,
-            )  # fmt: skip
+        self._warn_if_not_identifiable()
         return table
 
     def _at_bound(self, s: ParamSpec) -> bool:

@@ -47,7 +47,7 @@ import pandas as pd
 from slimlib.model import equations as eq
 from slimlib.model.calibrated import CalibratedModel, Components
 from slimlib.model.features import Features, FloatArray, model_features
-from slimlib.model.memory import DEFAULT_RESERVE_GIB, GIB, gpu_total_bytes
+from slimlib.model.memory import kv_pool_bytes
 from slimlib.model.parallel import allreduce_times, step_weight_bytes
 from slimlib.model.params import ParamSpec
 from slimlib.registry.gpus import GPU
@@ -113,11 +113,7 @@ class ExtendedSlimModel(CalibratedModel):
     def kv_token_capacity(self, df: pd.DataFrame, feats: Features, hw: GPU) -> FloatArray:
         """KV token slots per row: logged ``gpu_blocks x block_size`` where present, else from GPU memory."""
         # the engine's default pool, as the advisor counts it: memory x utilization - weights - activation reserve
-        pool = (
-            gpu_total_bytes(hw) * float(self.gpu_mem_util)
-            - feats["weight_bytes_total"]
-            - DEFAULT_RESERVE_GIB * GIB
-        )
+        pool = kv_pool_bytes(hw, feats["weight_bytes_total"], float(self.gpu_mem_util))
         est = np.maximum(pool / feats["kv_bytes_per_token"], 0.0)
         if "gpu_blocks" not in df.columns:
             return est

@@ -57,11 +57,27 @@ def gpu_total_bytes(gpu: GPU) -> int:
     return int(gpu.mem_bytes_reported or gpu.mem_bytes)
 
 
+def kv_pool_bytes(
+    gpu: GPU,
+    weight_bytes: ArrayLike,
+    gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION,
+    reserve_gib: float = DEFAULT_RESERVE_GIB,
+) -> FloatArray:
+    """KV bytes the engine allocates by default on one GPU holding `weight_bytes` of weights:
+    ``total x utilization - weights - reserve`` (may be <= 0)."""
+    return np.asarray(
+        gpu_total_bytes(gpu) * gpu_memory_utilization
+        - np.asarray(weight_bytes, dtype=float)
+        - reserve_gib * GIB,
+        dtype=float,
+    )
+
+
 def default_kv_bytes(
     arch: Architecture,
     gpu: GPU,
     gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION,
     reserve_gib: float = DEFAULT_RESERVE_GIB,
 ) -> float:
-    """KV bytes the engine allocates by default: ``total x utilization - weights - reserve`` (may be <= 0)."""
-    return gpu_total_bytes(gpu) * gpu_memory_utilization - arch.weight_bytes_total - reserve_gib * GIB
+    """`kv_pool_bytes` of `arch` on one GPU (no tensor parallelism)."""
+    return float(kv_pool_bytes(gpu, arch.weight_bytes_total, gpu_memory_utilization, reserve_gib))
