@@ -13,8 +13,8 @@ import numpy as np
 import pandas as pd
 
 from slimlib.errors import SlimError
-from slimlib.experiments.evaluation import METHODS
-from slimlib.experiments.scenarios import build_scenarios
+from slimlib.experiments.accuracy.evaluation import METHODS
+from slimlib.experiments.accuracy.scenarios import build_scenarios
 from slimlib.model import make_model
 
 

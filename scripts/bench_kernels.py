@@ -1,4 +1,4 @@
-"""Time the kernel composition (slimlib.experiments.kernels.compose) on 1e5 (model, GPU, B, IL, OL) configurations.
+"""Time the kernel composition (slimlib.experiments.kernel_timing.composition.compose) on 1e5 (model, GPU, B, IL, OL) configurations.
 
 Usage: python scripts/bench_kernels.py [--configs 100000] [--repeats 5]
 Configurations: Mistral-7B, Granite-8B, Llama-3-8B on H100, H200, B200 and A100 (measured vLLM kernel timings,
@@ -14,7 +14,7 @@ import time
 import numpy as np
 import pandas as pd
 
-from slimlib.experiments import kernels
+from slimlib.experiments.kernel_timing import composition as kernels
 
 
 def configs(n: int, seed: int = 0) -> pd.DataFrame:

@@ -1,5 +1,5 @@
-"""Slurm job-array scaffolding shared by calibration plans (`slimlib.advisor.slurm`) and kit campaigns
-(`slimlib.kit.slurm`): resource options, the environment file, the ``#SBATCH`` header, the per-task status line
+"""Slurm job-array scaffolding shared by calibration plans (`slimlib.advisor.slurm_plan`) and kit campaigns
+(`slimlib.kit.kit_slurm`): resource options, the environment file, the ``#SBATCH`` header, the per-task status line
 (written by the task, read by `slim data ingest`) and atomic file writes.
 
 Environment file (``--env-file``; ``KEY=VALUE`` lines, ``#`` comments, optional ``export``): the keys
@@ -19,7 +19,7 @@ from pathlib import Path
 
 from slimlib.errors import DataError
 
-#: The serving campaign's per-task table (written by `slimlib.advisor.slurm`, read by `slimlib.data.campaign`).
+#: The serving campaign's per-task table (written by `slimlib.advisor.slurm_plan`, read by `slimlib.data.campaign_collect`).
 TASKS_NAME = "slurm_tasks.tsv"
 #: Columns of the per-task table; the array script reads them in this order.
 TASK_COLUMNS = (

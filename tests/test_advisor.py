@@ -13,7 +13,7 @@ from synthetic import TRUE_PARAMS
 from slimlib.advisor import capacity as A
 from slimlib.cli.main import main
 from slimlib.errors import DataError
-from slimlib.experiments import advisor_eval as AE
+from slimlib.experiments.bca import advisor_eval as AE
 from slimlib.model import SlimModel
 from slimlib.model import memory as M
 from slimlib.registry.architectures import get_architecture

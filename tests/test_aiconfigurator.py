@@ -12,8 +12,8 @@ from shared_paths import RAW, needs
 from slimlib.data import load
 from slimlib.data.aiconfigurator import AIC_NAME, WHEEL_SHA256, build_aic_tables
 from slimlib.data.build import write_csv
+from slimlib.data.catalog import coerce, data_dir
 from slimlib.data.memgap import sha256_file
-from slimlib.data.tables import coerce, data_dir
 from slimlib.errors import DataError
 
 pytest.importorskip("pyarrow")

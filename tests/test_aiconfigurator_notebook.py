@@ -8,7 +8,7 @@ import pytest
 
 pytest.importorskip("papermill")
 
-from slimlib.experiments.reproduce import run_notebooks  # noqa: E402
+from slimlib.experiments.outputs.runner import run_notebooks  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 OUTPUTS = [

@@ -13,9 +13,9 @@ import pytest
 from slurm_doubles import env_with, install
 
 from slimlib.advisor.plan import make_plan, write_plan
-from slimlib.advisor.slurm import SCRIPT_NAME
+from slimlib.advisor.slurm_plan import SCRIPT_NAME
 from slimlib.cli.main import main
-from slimlib.data.campaign import TASKS_NAME, collect
+from slimlib.data.campaign_collect import TASKS_NAME, collect
 from slimlib.errors import DataError
 
 FILE3 = "opt-1.3b_b32_il242_ol520.json"

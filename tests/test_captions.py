@@ -1,4 +1,4 @@
-"""Output names and captions (slimlib.experiments.captions): every output in figures/ is captioned in CAPTIONS.md
+"""Output names and captions (slimlib.experiments.outputs.captions): every output in figures/ is captioned in CAPTIONS.md
 and vice versa, no name reuses a paper number for another item, and no absolute path appears in the docs."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from slimlib.experiments.captions import (
+from slimlib.experiments.outputs.captions import (
     CAPTIONS,
     CAPTIONS_FILE,
     STATUSES,
@@ -68,7 +68,7 @@ def test_every_name_a_notebook_saves_has_a_caption():
     names = set()
     for nb in sorted((REPO / "notebooks").glob("0*.ipynb")):
         names |= {n for n in _saved_names(nb) if "{" not in n}
-    from slimlib.experiments.figures_kit import ATTENTION_MEMORY_FIGURES
+    from slimlib.experiments.characterization.kit_figures import ATTENTION_MEMORY_FIGURES
 
     names |= set(ATTENTION_MEMORY_FIGURES)  # notebook 08 saves these by a loop over this mapping
     assert {

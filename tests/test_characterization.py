@@ -1,4 +1,4 @@
-"""Characterization computations (slimlib.experiments.characterization) on hand-made data, plus one check on the real tables."""
+"""Characterization computations (slimlib.experiments.characterization.plateau) on hand-made data, plus one check on the real tables."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from slimlib.errors import DataError
-from slimlib.experiments import characterization as ch
+from slimlib.experiments.characterization import plateau as ch
 
 
 def _curve():

@@ -18,7 +18,7 @@ from slimlib.cli.main import build_parser
 CLI_DIR = Path(main_module.__file__).parent
 SUPPORT_MODULES = {"__init__", "main", "common"}
 #: The only function-local imports allowed: optional heavy packages whose import is the feature check.
-OPTIONAL_IMPORTS = {("profile", "torch")}
+OPTIONAL_IMPORTS = {("cmd_profile", "torch")}
 
 
 def _command_modules() -> list[str]:
@@ -52,7 +52,9 @@ def _example_commands() -> Iterator[tuple[tuple[str, ...], list[str]]]:
 
 def test_every_command_module_registers_and_main_imports_it():
     modules = _command_modules()
-    assert {"fit", "data", "reproduce", "registry", "profile", "advise", "evaluate"} <= set(modules)
+    assert {
+        f"cmd_{n}" for n in ("fit", "data", "reproduce", "registry", "profile", "advise", "evaluate")
+    } <= set(modules)
     imported = {m.__name__.rsplit(".", 1)[1] for m in main_module.COMMAND_MODULES}
     assert imported == set(modules), "add each cli module to COMMAND_MODULES in slimlib/cli/main.py"
     for module in main_module.COMMAND_MODULES:

@@ -12,7 +12,7 @@ import pytest
 from synthetic import TRUE_PARAMS, grid, synthesize
 from tqdm import tqdm
 
-from slimlib.cli import fit as fit_cli
+from slimlib.cli import cmd_fit as fit_cli
 from slimlib.cli.main import main
 from slimlib.errors import DataError
 from slimlib.model import SlimModel

@@ -204,20 +204,20 @@ def test_help_documents_output_replacement(capsys):
 @pytest.mark.parametrize(
     ("argv", "work"),
     [
-        (["evaluate", "--out", "{missing}/mape.csv"], "slimlib.cli.evaluate.evaluate"),
-        (["evaluate", "--out", "{tmp}"], "slimlib.cli.evaluate.evaluate"),
+        (["evaluate", "--out", "{missing}/mape.csv"], "slimlib.cli.cmd_evaluate.evaluate"),
+        (["evaluate", "--out", "{tmp}"], "slimlib.cli.cmd_evaluate.evaluate"),
         (
             ["data", "ingest", str(FIXTURES / "ingest" / "runs"), "--out", "{missing}/r.csv"],
-            "slimlib.cli.data.collect",
+            "slimlib.cli.cmd_data.collect",
         ),
         (
             ["plan", "--model", "opt-1.3b", "--gpu", "h100-sxm-80gb", "--out", "{file}"],
-            "slimlib.cli.advise.make_plan",
+            "slimlib.cli.cmd_advise.make_plan",
         ),
-        (["profile", "tidy", "{tmp}", "--out", "{file}"], "slimlib.cli.profile.build_profiling_tables"),
+        (["profile", "tidy", "{tmp}", "--out", "{file}"], "slimlib.cli.cmd_profile.build_profiling_tables"),
         (
             ["profile", "tidy", "{tmp}", "--out", "{missing}/sub/tables"],
-            "slimlib.cli.profile.build_profiling_tables",
+            "slimlib.cli.cmd_profile.build_profiling_tables",
         ),
     ],
 )

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from slimlib.cli.cmd_reproduce import REPRODUCE_EXAMPLES, collect_parameters, figures_folder
 from slimlib.cli.main import build_parser, main
-from slimlib.cli.reproduce import REPRODUCE_EXAMPLES, collect_parameters, figures_folder
-from slimlib.experiments.reproduce import RUNNER_PARAMETERS, declared_parameters, find_notebooks
+from slimlib.experiments.outputs.runner import RUNNER_PARAMETERS, declared_parameters, find_notebooks
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).parent / "fixtures" / "notebooks"

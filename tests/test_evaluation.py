@@ -10,14 +10,14 @@ import pytest
 from synthetic import TRUE_PARAMS, grid, synthesize
 
 from slimlib.cli.main import main
-from slimlib.experiments.evaluation import (
+from slimlib.experiments.accuracy.evaluation import (
     TABLE_COLUMNS,
     evaluate,
     fitted_parameters,
     run_evaluation,
     wide_table,
 )
-from slimlib.experiments.scenarios import Fold, Scenario
+from slimlib.experiments.accuracy.scenarios import Fold, Scenario
 from slimlib.model import SlimModel
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -89,7 +89,7 @@ def test_cli_writes_the_long_table(tmp_path, capsys):
 )
 def test_notebook_06_runs_in_quick_mode(tmp_path):
     pytest.importorskip("papermill")
-    from slimlib.experiments.reproduce import run_notebooks
+    from slimlib.experiments.outputs.runner import run_notebooks
 
     figures = tmp_path / "figures"
     run_notebooks(ROOT / "notebooks", build_dir=tmp_path / "build", figures_dir=figures, only=["06"],
@@ -104,7 +104,7 @@ def test_warnings_are_collected_per_scenario_and_method_not_silenced():
     # evaluation records the warning with its scenario, method and fold and counts it in the table
     import warnings as w
 
-    from slimlib.experiments.evaluation import WARNING_COLUMNS, run_evaluation
+    from slimlib.experiments.accuracy.evaluation import WARNING_COLUMNS, run_evaluation
 
     truth = SlimModel.with_params(TRUE_PARAMS, gpu="h100-sxm-80gb")
     one = synthesize(truth, grid(models=("opt-1.3b",), input_len=(128,), output_len=(64,),

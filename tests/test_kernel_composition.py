@@ -1,4 +1,4 @@
-"""Decode-step / prefill composition from measured vLLM kernel timings (slimlib.experiments.kernels)."""
+"""Decode-step / prefill composition from measured vLLM kernel timings (slimlib.experiments.kernel_timing.composition)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from slimlib.data import load
-from slimlib.experiments.kernels import OutOfGridError, compose, kernel_set
+from slimlib.experiments.kernel_timing.composition import OutOfGridError, compose, kernel_set
 
 
 @pytest.fixture(scope="module")

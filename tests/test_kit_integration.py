@@ -35,7 +35,7 @@ COUNTER_POINTS = [(16, 512, 256, "attention"), (64, 512, 256, "attention"), (64,
 def kit_dirs(tmp_path_factory) -> list[Path]:
     """A tiny CPU campaign (input-length sweep + two kernel profiles) and a hand-made ncu folder."""
     pytest.importorskip("torch", reason="the profiling extra (torch) is not installed")
-    from slimlib.kit.campaign import CPU_SPEC, Point, plan_campaign, run_campaign
+    from slimlib.kit.counter_campaign import CPU_SPEC, Point, plan_campaign, run_campaign
 
     root = tmp_path_factory.mktemp("kit")
     pts = [Point("input-length-transfer", "tiny-gqa", 2, il, 4) for il in (4, 8, 16)]
@@ -159,7 +159,7 @@ def test_missing_kit_tables_say_how_to_produce_them(tmp_path: Path, capsys: pyte
 
 def _run_08(data: Path, out: Path) -> Path:
     pytest.importorskip("papermill")
-    from slimlib.experiments.reproduce import run_notebooks
+    from slimlib.experiments.outputs.runner import run_notebooks
 
     figures = out / "figures"
     run_notebooks(REPO / "notebooks", build_dir=out / "build", figures_dir=figures, only=["08"],

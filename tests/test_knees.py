@@ -1,4 +1,4 @@
-"""The two knee rules measure different things, and both are needed (slimlib.experiments.knees)."""
+"""The two knee rules measure different things, and both are needed (slimlib.experiments.characterization.knees)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from slimlib.data import load
-from slimlib.experiments.knees import knee_batch, linear_regime
-from slimlib.experiments.scenarios import online_runs, pre_knee_points
+from slimlib.experiments.accuracy.scenarios import online_runs, pre_knee_points
+from slimlib.experiments.characterization.knees import knee_batch, linear_regime
 
 
 def test_linear_regime_and_plateau_knee_on_a_saturating_curve():

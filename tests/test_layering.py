@@ -75,3 +75,18 @@ def test_no_function_local_slimlib_imports():
             if id(node) not in top and (name, target) not in OPTIONAL:
                 bad.append(f"{name}:{node.lineno} imports {target} inside a function or block")
     assert not bad, "\n".join(bad)
+
+
+def test_no_module_name_is_used_twice():
+    """Every module and sub-package has a name of its own, so a name says where a thing is (issue 18)."""
+    seen: dict[str, list[str]] = {}
+    for path in sorted(PKG.rglob("*.py")):
+        rel = path.relative_to(PKG)
+        names = [*rel.parts[:-1], rel.stem] if rel.stem != "__init__" else list(rel.parts[:-1])
+        for depth, name in enumerate(names):
+            where = "/".join(rel.parts[: depth + 1])
+            seen.setdefault(name, [])
+            if where not in seen[name]:
+                seen[name].append(where)
+    twice = {name: where for name, where in seen.items() if len(where) > 1}
+    assert not twice, f"module names used twice: {twice}"

@@ -1,4 +1,4 @@
-"""Computed prose of the notebooks (slimlib.experiments.narrative), including notebook 02's closing summary, which
+"""Computed prose of the notebooks (slimlib.experiments.outputs.narrative), including notebook 02's closing summary, which
 once lost everything but one sentence to an operator-precedence bug when no run preempted."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from slimlib.experiments import narrative as N
+from slimlib.experiments.outputs import narrative as N
 
 
 def _knees():

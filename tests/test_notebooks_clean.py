@@ -1,4 +1,4 @@
-"""Notebook hygiene: committed notebooks carry no outputs and have the expected structure (slimlib.experiments.reproduce)."""
+"""Notebook hygiene: committed notebooks carry no outputs and have the expected structure (slimlib.experiments.outputs.runner)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from slimlib.cli.main import main
-from slimlib.experiments.reproduce import check_clean, strip_notebook, strip_notebook_dict
-from slimlib.experiments.reproduce import main as reproduce_main
+from slimlib.experiments.outputs.runner import check_clean, strip_notebook, strip_notebook_dict
+from slimlib.experiments.outputs.runner import main as reproduce_main
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).parent / "fixtures" / "notebooks"
@@ -35,7 +35,7 @@ def test_committed_notebook_is_clean(path):
 @pytest.mark.parametrize("path", _repo_notebooks())
 def test_notebook_declares_the_runner_parameters(path):
     """`slim reproduce` injects quick and figures_dir: papermill must see both declared in the parameters cell."""
-    from slimlib.experiments.reproduce import declared_parameters
+    from slimlib.experiments.outputs.runner import declared_parameters
 
     assert {"quick", "figures_dir"} <= set(declared_parameters(path))
 

@@ -8,7 +8,7 @@ import pytest
 
 pytest.importorskip("papermill")
 
-from slimlib.experiments.reproduce import run_notebooks  # noqa: E402
+from slimlib.experiments.outputs.runner import run_notebooks  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
@@ -64,7 +64,7 @@ def test_notebook_runs_and_writes_its_figures(number, tmp_path):
         assert path.is_file(), f"notebook {number} did not write {name}"
         assert path.stat().st_size > 0, f"notebook {number} wrote an empty {name}"
     # every output it wrote has a caption, and CAPTIONS.md lists exactly those outputs
-    from slimlib.experiments.captions import check_captions
+    from slimlib.experiments.outputs.captions import check_captions
 
     assert check_captions(figures) == []
 

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from slimlib.experiments.peers import (
+from slimlib.experiments.transfer_study.peer_comparison import (
     PREDICTION_COLUMNS,
     calibration_split,
     datasets,
@@ -71,7 +71,7 @@ def test_peer_adapter_on_two_rows(tool, dist, dataset, model, data):
     pytest.importorskip(
         dist, reason=f"{tool} not installed (optional extra `peers`; run scripts/test_peers.sh)"
     )
-    from slimlib.experiments.peer_adapters import ADAPTERS
+    from slimlib.experiments.transfer_study.peer_adapters import ADAPTERS
 
     rows = _two_rows(data, dataset, model)
     p = ADAPTERS[tool](dataset, rows)

@@ -1,4 +1,4 @@
-"""House style, deterministic figure files and table writers (slimlib.experiments.plotting)."""
+"""House style, deterministic figure files and table writers (slimlib.experiments.outputs.plotting)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
 from slimlib.errors import DataError  # noqa: E402
-from slimlib.experiments.plotting import (  # noqa: E402
+from slimlib.experiments.outputs.plotting import (  # noqa: E402
     BATCH_TICKS,
     DOUBLE_COLUMN_IN,
     HOUSE_COLORS,
@@ -113,7 +113,7 @@ def test_save_figure_same_bytes_in_a_fresh_process(tmp_path):
     here = save_figure(_draw(), "fig", tmp_path / "here")
     code = (
         "import sys, matplotlib; matplotlib.use('Agg'); sys.path.insert(0, sys.argv[2]);"
-        "import test_plotting as t; from slimlib.experiments.plotting import save_figure;"
+        "import test_plotting as t; from slimlib.experiments.outputs.plotting import save_figure;"
         "save_figure(t._draw(), 'fig', sys.argv[1])"
     )
     tests_dir = str(Path(__file__).parent)
@@ -217,7 +217,7 @@ def test_save_table_with_index_and_bad_input(tmp_path, table):
 
 
 def test_plain_log_axis_labels_have_no_powers():
-    from slimlib.experiments.plotting import plain_log_axis
+    from slimlib.experiments.outputs.plotting import plain_log_axis
 
     use_house_style()
     fig, ax = new_figure()

@@ -7,7 +7,7 @@ import pytest
 
 from slimlib.cli.main import main
 from slimlib.errors import DataError
-from slimlib.kit.campaign import (
+from slimlib.kit.counter_campaign import (
     CPU_SPEC,
     DeviceSpec,
     Point,
@@ -115,7 +115,7 @@ def test_import_and_help_without_torch():
         "        if name.split('.')[0] == 'torch':\n"
         "            raise ImportError('torch blocked for this test')\n"
         "sys.meta_path.insert(0, Block())\n"
-        "import slimlib.kit, slimlib.kit.campaign, slimlib.kit.tidy, slimlib.cli.profile\n"
+        "import slimlib.kit, slimlib.kit.counter_campaign, slimlib.kit.tidy, slimlib.cli.cmd_profile\n"
         "from slimlib.cli.main import main\n"
         "assert main(['profile', 'campaign', '--budget-s', '60', '--device', 'cpu', '--dry-run']) == 0\n"
         "from slimlib.kit.harness import require_torch\n"

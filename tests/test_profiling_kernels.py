@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from slimlib.errors import DataError
-from slimlib.kit.kernels import CATEGORIES, classify_kernel, kernel_breakdown
+from slimlib.kit.kernel_classes import CATEGORIES, classify_kernel, kernel_breakdown
 
 FIX = Path(__file__).parent / "fixtures" / "profiling"
 

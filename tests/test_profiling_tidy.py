@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from slimlib.errors import DataError
-from slimlib.kit.campaign import CPU_SPEC, Point, plan_campaign
+from slimlib.kit.counter_campaign import CPU_SPEC, Point, plan_campaign
 from slimlib.kit.tidy import RUN_COLUMNS, build_profiling_tables, write_tables
 from slimlib.registry.architectures import Architecture
 
@@ -22,7 +22,7 @@ TINY = {
 
 def test_tables_from_a_cpu_campaign(tmp_path):
     pytest.importorskip("torch", reason="the profiling extra (torch) is not installed")
-    from slimlib.kit.campaign import run_campaign
+    from slimlib.kit.counter_campaign import run_campaign
 
     pts = [
         Point("curve", "tiny-a", 1, 4, 3),

@@ -1,4 +1,4 @@
-"""The papermill runner (slimlib.experiments.reproduce.run_notebooks) and `slim reproduce`, on tiny fixture notebooks."""
+"""The papermill runner (slimlib.experiments.outputs.runner.run_notebooks) and `slim reproduce`, on tiny fixture notebooks."""
 
 from __future__ import annotations
 
@@ -11,10 +11,15 @@ from pathlib import Path
 
 import pytest
 
+from slimlib.cli.cmd_reproduce import collect_parameters
 from slimlib.cli.main import main
-from slimlib.cli.reproduce import collect_parameters
 from slimlib.errors import DataError, UnknownNameError
-from slimlib.experiments.reproduce import NotebookError, declared_parameters, find_notebooks, run_notebooks
+from slimlib.experiments.outputs.runner import (
+    NotebookError,
+    declared_parameters,
+    find_notebooks,
+    run_notebooks,
+)
 
 pytest.importorskip("papermill", reason="the notebooks extra (papermill, ipykernel) is not installed")
 nbformat = pytest.importorskip("nbformat")

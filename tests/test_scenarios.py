@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from slimlib.errors import UnknownNameError
-from slimlib.experiments.scenarios import (
+from slimlib.experiments.accuracy.scenarios import (
     COLUMNS,
     build_scenarios,
     get_scenario,
@@ -136,7 +136,7 @@ def test_unknown_scenario_lists_close_matches(scenarios):
 
 def test_input_length_transfer_switches_on_by_itself_when_kit_runs_exist(tmp_path, monkeypatch):
     """A kit-runs table with an input-length sweep in the data folder turns the scenario on, with no argument."""
-    from slimlib.data.tables import SCHEMA
+    from slimlib.data.catalog import SCHEMA
 
     assert input_length_scenario().available is False  # the committed data/ has no kit measurements
     rows = []

@@ -17,10 +17,10 @@ import pytest
 from slurm_doubles import RECORDED, env_with, install
 
 from slimlib.advisor.plan import client_command, make_plan, server_command, write_plan
-from slimlib.advisor.slurm import SCRIPT_NAME
+from slimlib.advisor.slurm_plan import SCRIPT_NAME
 from slimlib.batchjobs import SlurmOptions, parse_status_line, read_env_file
 from slimlib.cli.main import main
-from slimlib.data.campaign import TASKS_NAME, collect
+from slimlib.data.campaign_collect import TASKS_NAME, collect
 from slimlib.data.ingest import ingest
 from slimlib.errors import DataError
 
@@ -147,7 +147,7 @@ def test_generated_scripts_pass_bash_n(tmp_path, legacy):
 @pytest.mark.parametrize("which", ["plan", "plan-legacy", "kit"])
 def test_generated_array_scripts_pass_shellcheck(tmp_path, which):
     if which == "kit":
-        from slimlib.kit.slurm import write_kit_array
+        from slimlib.kit.kit_slurm import write_kit_array
 
         write_kit_array(_kit_plan(), tmp_path, device="cuda", gpu="h100-sxm-80gb", task_budget_s=300.0,
                         options=SlurmOptions(account="proj"))  # fmt: skip
@@ -231,13 +231,13 @@ def test_server_timeout_is_a_failed_status(tmp_path):
 
 
 def _kit_plan(budget_s=3600.0):
-    from slimlib.kit.campaign import device_spec, plan_campaign
+    from slimlib.kit.counter_campaign import device_spec, plan_campaign
 
     return plan_campaign(budget_s, device_spec("h100", "cuda"))
 
 
 def test_kit_split_keeps_priority_and_per_task_budget():
-    from slimlib.kit.slurm import split_tasks
+    from slimlib.kit.kit_slurm import split_tasks
 
     plan = _kit_plan()
     budget = 0.9 * float(
@@ -258,10 +258,10 @@ def test_kit_split_keeps_priority_and_per_task_budget():
 
 
 def test_kit_array_runs_resumes_and_reports(tmp_path):
-    """The kit array under the fake sbatch, with a stand-in for `python -m slimlib.kit.slurm run-task` (the real one
+    """The kit array under the fake sbatch, with a stand-in for `python -m slimlib.kit.kit_slurm run-task` (the real one
     measures on a GPU); then run_task itself with a stand-in runner: its slice, skip when complete, set aside."""
-    from slimlib.kit.slurm import SCRIPT_NAME as KIT_SCRIPT
-    from slimlib.kit.slurm import report, run_task, write_kit_array
+    from slimlib.kit.kit_slurm import SCRIPT_NAME as KIT_SCRIPT
+    from slimlib.kit.kit_slurm import report, run_task, write_kit_array
 
     kit = tmp_path / "kit-raw"
     text = write_kit_array(_kit_plan(), kit, device="cuda", gpu="h100-sxm-80gb", task_budget_s=300.0)

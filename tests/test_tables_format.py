@@ -1,4 +1,4 @@
-"""Paper-ready table text (slimlib.experiments.tables, save_table): fixed decimals, percents, units in human
+"""Paper-ready table text (slimlib.experiments.outputs.table_format, save_table): fixed decimals, percents, units in human
 headers, "n/a (reason)", no scientific notation; Table II in the paper's shape; CSV keeps machine names."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 
 from slimlib.errors import DataError
-from slimlib.experiments import tables as T
-from slimlib.experiments.plotting import save_table
+from slimlib.experiments.outputs import table_format as T
+from slimlib.experiments.outputs.plotting import save_table
 
 
 def test_human_headers_with_units():

@@ -10,14 +10,14 @@ import pytest
 
 from slimlib.cli.main import main
 from slimlib.errors import DataError, SlimError
-from slimlib.experiments.transfer import (
+from slimlib.experiments.transfer_study.transfer_eval import (
     context_scenario,
     gpu_transfer_scenario,
     llmib_table,
     tp_scenario,
 )
 from slimlib.model import SlimModel, load_params
-from slimlib.model.transfer import transfer_file, transfer_params, untransferred
+from slimlib.model.gpu_transfer import transfer_file, transfer_params, untransferred
 from slimlib.registry.gpus import get_gpu
 
 PAPER = {"eta_c": 0.4, "t_fixed": 0.2, "eta_m": 0.6, "B0": 3.0, "alpha": 2e-4, "gamma": 3e-6}

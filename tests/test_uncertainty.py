@@ -1,4 +1,4 @@
-"""Bootstrap intervals and paired comparisons (slimlib.experiments.uncertainty), on synthetic errors."""
+"""Bootstrap intervals and paired comparisons (slimlib.experiments.outputs.uncertainty), on synthetic errors."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from slimlib.errors import DataError
-from slimlib.experiments import uncertainty as U
+from slimlib.experiments.outputs import uncertainty as U
 from slimlib.metrics import mape
 
 

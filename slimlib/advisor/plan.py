@@ -12,7 +12,7 @@ size), ``--percentile-metrics ttft,tpot,itl,e2el`` (so the result has ``mean_e2e
 
 `write_plan` writes ``plan.csv``, ``README.txt`` and, with scheduler ``local``, ``run_plan.sh`` (server and client
 commands; after each completed client run it appends the run's settings to ``RESULT_DIR/slim-runs.csv``, the
-sidecar `slim data ingest` reads), or with ``slurm`` a job array (`slimlib.advisor.slurm`).
+sidecar `slim data ingest` reads), or with ``slurm`` a job array (`slimlib.advisor.slurm_plan`).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from slimlib.advisor.commands import client_args, client_command, server_args, server_command
-from slimlib.advisor.slurm import write_slurm_plan
+from slimlib.advisor.slurm_plan import write_slurm_plan
 from slimlib.errors import DataError
 from slimlib.io import write_text
 from slimlib.model.memory import (
@@ -152,7 +152,7 @@ def write_plan(
     """Write ``plan.csv``, ``README.txt`` and the scheduler's files into `out_dir`; returns the paths written.
 
     ``local``: ``run_plan.sh`` (one server per batch size, run in sequence). ``slurm``: a job array, one
-    configuration per task (`slimlib.advisor.slurm.write_slurm_plan`; `slurm` is its `SlurmOptions`, `env_file` the
+    configuration per task (`slimlib.advisor.slurm_plan.write_slurm_plan`; `slurm` is its `SlurmOptions`, `env_file` the
     site's environment file; `port` is not used, each task picks a free one). Files are written atomically.
     """
     if scheduler not in SCHEDULERS:

@@ -6,12 +6,32 @@ import argparse
 import sys
 
 from slimlib import __version__
-from slimlib.cli import advise, data, evaluate, fit, peers, profile, registry, reproduce, transfer
+from slimlib.cli import (
+    cmd_advise,
+    cmd_data,
+    cmd_evaluate,
+    cmd_fit,
+    cmd_peers,
+    cmd_profile,
+    cmd_registry,
+    cmd_reproduce,
+    cmd_transfer,
+)
 from slimlib.cli.common import OUTPUTS_NOTE
 from slimlib.errors import SlimError
 
 #: The command modules, in the order their commands appear in `slim --help`.
-COMMAND_MODULES = (fit, advise, transfer, registry, data, evaluate, peers, reproduce, profile)
+COMMAND_MODULES = (
+    cmd_fit,
+    cmd_advise,
+    cmd_transfer,
+    cmd_registry,
+    cmd_data,
+    cmd_evaluate,
+    cmd_peers,
+    cmd_reproduce,
+    cmd_profile,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

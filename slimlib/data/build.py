@@ -14,10 +14,10 @@ import pandas as pd
 
 from slimlib.data.aiconfigurator import AIC_NAME, build_aic_tables, readme_section
 from slimlib.data.aiconfigurator import SOURCE as AIC_SOURCE
+from slimlib.data.catalog import SCHEMA, _file_name, coerce
 from slimlib.data.llmib import LLMIB_NAME, build_llmib_tables
 from slimlib.data.markdown import count_table
 from slimlib.data.memgap import MIRROR_NAME, build_memgap_tables, find_mirror, sha256_file
-from slimlib.data.tables import SCHEMA, _file_name, coerce
 from slimlib.data.vidur import build_vidur_tables
 from slimlib.errors import DataError
 from slimlib.kit.tidy import KEYS, build_profiling_tables
@@ -161,7 +161,7 @@ def build_all(raw: str | Path, out: str | Path, kit: list[str | Path] | None = N
     written = {}
     for name in sorted(tables):
         if name not in SCHEMA:
-            raise DataError(f"table {name!r} has no schema entry in slimlib.data.tables.SCHEMA")
+            raise DataError(f"table {name!r} has no schema entry in slimlib.data.catalog.SCHEMA")
         path = out_dir / _file_name(name)
         write_csv(coerce(name, tables[name]), path)
         written[name] = path

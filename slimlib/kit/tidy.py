@@ -22,7 +22,7 @@ import pandas as pd
 
 from slimlib.errors import DataError
 from slimlib.io import write_csv
-from slimlib.kit.kernels import kernel_breakdown
+from slimlib.kit.kernel_classes import kernel_breakdown
 from slimlib.kit.ncu import counters_wide, parse_ncu_csv
 
 KEYS = ["model", "gpu", "batch_size", "input_len", "output_len"]

@@ -6,7 +6,7 @@ from slimlib.model.calibrated import CalibratedModel
 from slimlib.model.extended import ExtendedSlimModel
 from slimlib.model.features import model_features
 from slimlib.model.longctx import LongContextModel
-from slimlib.model.registry import (
+from slimlib.model.methods import (
     DEFAULT_VARIANT,
     METHODS,
     get_method,

@@ -8,7 +8,7 @@
   ``predict_grid(workloads, batch_sizes)`` the (workloads x batch sizes) throughput and E2E arrays the advisor
   searches.
 * ``summary()`` is a table of estimate, standard error and 95% interval per parameter.
-* ``to_json()`` / `slimlib.model.registry.load_params` save and load every method, in one versioned file format.
+* ``to_json()`` / `slimlib.model.methods.load_params` save and load every method, in one versioned file format.
 """
 
 from __future__ import annotations

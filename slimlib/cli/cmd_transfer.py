@@ -1,0 +1,47 @@
+"""`slim transfer PARAMS --gpu NAME --out FILE`: re-target a calibrated parameter file to another GPU."""
+
+from __future__ import annotations
+
+import argparse
+
+from slimlib.model.gpu_transfer import read_params_file, transfer_file
+
+EXAMPLES = """\
+rule: efficiencies (eta_*) are kept and the target GPU's registry peak FLOP/s, bandwidth and memory enter through
+the equations; gamma (paper Eq. 10) is scaled by the ratio of peak FLOP/s; host/software overheads (t_fixed,
+t_step, alpha, B0) are kept; standard errors are cleared. The output records the source file under
+`transferred_from`; transferring back to the source GPU returns the source file's parameters exactly.
+
+examples:
+  slim transfer mi250.json --gpu mi300x --out mi300x-from-mi250.json
+  slim predict mi300x-from-mi250.json runs-on-mi300x.csv
+  slim transfer mi300x-from-mi250.json --gpu mi250-gcd --out back.json   # back.json == mi250.json
+"""
+
+
+def register_cli(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "transfer",
+        help="re-target a calibrated parameter file to another GPU",
+        description="Write a parameter file for another GPU from a calibrated one (see the rule below).",
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("params", help="parameter file written by `slim fit`")
+    p.add_argument("--gpu", required=True, help="target GPU (registry name or alias; see `slim gpus`)")
+    p.add_argument("--out", required=True, help="output parameter file (never the input)")
+    p.set_defaults(func=_cmd_transfer)
+
+
+def _cmd_transfer(args: argparse.Namespace) -> int:
+    source_gpu = read_params_file(args.params)["gpu"]
+    doc = transfer_file(args.params, args.gpu, args.out)
+    src = doc.get("transferred_from")
+    if doc["gpu"] == source_gpu:
+        origin = " (already for this GPU: copied unchanged)"
+    elif src and src["gpu"] == source_gpu:
+        origin = f" from {src['gpu']}"
+    else:
+        origin = f" (the original {doc['gpu']} file, restored from the transfer record of {args.params})"
+    print(f"wrote {args.out}: {doc['variant']} parameters for {doc['gpu']}{origin}")
+    return 0

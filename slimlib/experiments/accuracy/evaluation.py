@@ -1,0 +1,211 @@
+"""The SLIM evaluation (paper Sec. VII-A, Table II): every method fitted on every scenario, MAPE computed on the fly.
+
+`evaluate()` returns the MAPE table (columns `TABLE_COLUMNS`); it is
+always computed from the data, never stored. `run_evaluation()` also returns the per-row predictions and the
+fitted models, for plots and parameter tables.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from slimlib.errors import SlimError, UnknownNameError, close_matches_message
+from slimlib.experiments.accuracy.scenarios import Scenario, build_scenarios
+from slimlib.metrics import mape
+from slimlib.model import METHODS as REGISTRY
+from slimlib.model import Estimator, IdentifiabilityWarning, make_model
+
+#: columns of the MAPE table; ``n_warnings`` counts the warnings of that scenario and method (all folds)
+TABLE_COLUMNS = ("scenario", "method", "metric", "mape_pct", "n_train", "n_test", "n_warnings")
+METRICS = ("throughput", "latency")
+
+
+#: method label -> registry name, in table order (`slimlib.model.methods.METHODS`)
+METHODS: dict[str, str] = {m.label: m.name for m in REGISTRY.values()}
+#: columns of `EvaluationResult.warnings`
+WARNING_COLUMNS = ("scenario", "method", "fold", "category", "message")
+
+
+def _new_model(method: str, n_starts: int) -> Estimator:
+    return make_model(METHODS[method], n_starts=n_starts)
+
+
+@dataclass
+class EvaluationResult:
+    """Per-row predictions (test rows of every fold, all methods), fitted models, the notes of failed fits and
+    every warning a fit or prediction raised (solver, identifiability, regression), one row each."""
+
+    predictions: pd.DataFrame
+    models: dict[tuple[str, str, str], Estimator]
+    notes: dict[tuple[str, str], str]
+    scenarios: list[Scenario]
+    warnings: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(WARNING_COLUMNS)))
+
+    def table(self) -> pd.DataFrame:
+        table = mape_table(self.predictions, self.scenarios, list(dict.fromkeys(self.predictions["method"])),
+                           self.notes)  # fmt: skip
+        counts = self.warnings.groupby(["scenario", "method"]).size() if len(self.warnings) else pd.Series()
+        table["n_warnings"] = [
+            int(counts.get((s, m), 0)) for s, m in zip(table["scenario"], table["method"], strict=True)
+        ]
+        return table
+
+
+def _check_methods(methods: Iterable[str] | None) -> list[str]:
+    names = list(METHODS) if methods is None else list(methods)
+    for m in names:
+        if m not in METHODS:
+            raise UnknownNameError(close_matches_message("method", m, list(METHODS)))
+    return names
+
+
+def run_evaluation(
+    scenarios: list[Scenario] | None = None,
+    methods: Iterable[str] | None = None,
+    *,
+    n_starts: int = 8,
+    only: Iterable[str] | None = None,
+) -> EvaluationResult:
+    """Fit each method on each fold of each scenario and predict its test rows.
+
+    A method that cannot be fitted on a scenario (missing inputs, too few rows) gets no rows and a note."""
+    names = _check_methods(methods)
+    scen = build_scenarios() if scenarios is None else scenarios
+    if only is not None:
+        wanted = list(only)
+        known = [s.name for s in scen]
+        for w in wanted:
+            if w not in known:
+                raise UnknownNameError(close_matches_message("scenario", w, known))
+        scen = [s for s in scen if s.name in wanted]
+    parts: list[pd.DataFrame] = []
+    models: dict[tuple[str, str, str], Estimator] = {}
+    notes: dict[tuple[str, str], str] = {}
+    caught: list[dict[str, str]] = []
+    for s in scen:
+        for method in names:
+            for fold in s.folds:
+                model = _new_model(method, n_starts)
+                with warnings.catch_warnings(record=True) as record:
+                    warnings.simplefilter("always")
+                    try:
+                        model.fit(fold.train)
+                        pred = model.predict(fold.test)
+                    except SlimError as exc:
+                        notes[(s.name, method)] = f"not fitted: {exc}"
+                        pred = None
+                caught += [
+                    {"scenario": s.name, "method": method, "fold": fold.label,
+                     "category": w.category.__name__, "message": str(w.message)}
+                    for w in record
+                ]  # fmt: skip
+                if pred is None:
+                    break
+                models[(s.name, method, fold.label)] = model
+                part = fold.test.copy()
+                part.insert(0, "fold", fold.label)
+                part.insert(0, "method", method)
+                part.insert(0, "scenario", s.name)
+                for c in pred.columns:
+                    part[c] = pred[c].to_numpy()
+                parts.append(part)
+    preds = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=["scenario", "method"])
+    warn = pd.DataFrame(caught, columns=list(WARNING_COLUMNS))
+    return EvaluationResult(preds, models, notes, scen, warn)
+
+
+def _mape_or_nan(true: np.ndarray, pred: np.ndarray) -> float:
+    """MAPE in percent; NaN when the method predicts no such quantity (a baseline without that part).
+
+    A missing or zero measured value is an error (`slimlib.metrics.mape`), never a silently dropped row."""
+    if not np.isfinite(pred).all():
+        return float("nan")
+    return mape(true, pred)
+
+
+def mape_table(
+    predictions: pd.DataFrame,
+    scenarios: list[Scenario],
+    methods: list[str],
+    notes: dict[tuple[str, str], str] | None = None,
+) -> pd.DataFrame:
+    """Throughput and latency MAPE (percent) per scenario x method; NaN where a method did not run or a scenario
+    has no data. ``attrs["notes"]`` maps "scenario / method" to the reason."""
+    rows = []
+    all_notes = {f"{k[0]} / {k[1]}": v for k, v in (notes or {}).items()}
+    for s in scenarios:
+        if not s.available:
+            all_notes[s.name] = s.reason
+        for method in methods:
+            sel = predictions[(predictions["scenario"] == s.name) & (predictions["method"] == method)] if len(
+                predictions) else predictions  # fmt: skip
+            for metric, truth, pred in (
+                ("throughput", "throughput_tok_s", "pred_throughput_tok_s"),
+                ("latency", "e2e_s", "pred_e2e_s"),
+            ):
+                value = float("nan")
+                if len(sel):
+                    value = _mape_or_nan(sel[truth].to_numpy(dtype=float), sel[pred].to_numpy(dtype=float))
+                rows.append(
+                    {"scenario": s.name, "method": method, "metric": metric, "mape_pct": value,
+                     "n_train": s.n_train, "n_test": s.n_test}
+                )  # fmt: skip
+    out = pd.DataFrame(rows, columns=list(TABLE_COLUMNS[:-1]))
+    out.attrs["notes"] = all_notes
+    return out
+
+
+def evaluate(
+    scenarios: list[Scenario] | None = None,
+    methods: Iterable[str] | None = None,
+    *,
+    n_starts: int = 8,
+    only: Iterable[str] | None = None,
+) -> pd.DataFrame:
+    """The MAPE table of the evaluation (columns `TABLE_COLUMNS`)."""
+    return run_evaluation(scenarios, methods, n_starts=n_starts, only=only).table()
+
+
+def wide_table(table: pd.DataFrame, metric: str = "throughput") -> pd.DataFrame:
+    """One row per scenario, one column per method (MAPE %, rounded to 0.1), for the paper-style table."""
+    t = table[table["metric"] == metric]
+    order_s = list(dict.fromkeys(t["scenario"]))
+    order_m = list(dict.fromkeys(t["method"]))
+    wide = t.pivot(index="scenario", columns="method", values="mape_pct").reindex(
+        index=order_s, columns=order_m
+    )
+    counts = t.drop_duplicates("scenario").set_index("scenario")[["n_train", "n_test"]].reindex(order_s)
+    return pd.concat([counts, wide.round(1)], axis=1).reset_index()
+
+
+def fitted_parameters(result: EvaluationResult, method: str = "SLIM") -> pd.DataFrame:
+    """Estimate, standard error, 95% interval and unit of every parameter of `method`, per scenario and fold;
+    ``at_bound`` for the calibrated methods (their identifiability warnings are in ``result.warnings``)."""
+    rows = []
+    for (scen, meth, fold), model in result.models.items():
+        if meth != method:
+            continue
+        with warnings.catch_warnings():  # already recorded once per fit in result.warnings
+            warnings.simplefilter("ignore", IdentifiabilityWarning)
+            summ = model.summary()
+        for name, r in summ.iterrows():
+            rows.append({"scenario": scen, "fold": fold, "parameter": name, "estimate": r["estimate"],
+                         "stderr": r["stderr"], "ci95_low": r["ci95_low"], "ci95_high": r["ci95_high"],
+                         "unit": r["unit"], "at_bound": bool(r.get("at_bound", False))})  # fmt: skip
+    cols = [
+        "scenario",
+        "fold",
+        "parameter",
+        "estimate",
+        "stderr",
+        "ci95_low",
+        "ci95_high",
+        "unit",
+        "at_bound",
+    ]
+    return pd.DataFrame(rows, columns=cols)

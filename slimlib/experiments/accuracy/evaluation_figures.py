@@ -1,0 +1,181 @@
+"""Figures of the evaluation notebook 06 (the MAPE evaluation of paper Sec. VII-A; no paper figure shows it):
+one function per figure. Methods take the house colours and line styles (`plotting.method_style`)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from slimlib.experiments.outputs.plotting import HOUSE_COLORS, batch_axis, method_style, new_figure
+
+#: Panels of the predicted-vs-measured figure: (scenario, curve label or None for the scenario's last curve).
+CURVE_PANELS = [
+    ("same-curve", "opt-1.3b IL=242 OL=520"),
+    ("same-curve", "llama-2-13b IL=250 OL=130"),
+    ("output-length-transfer", None),
+    ("model-transfer", None),
+    ("combined", None),
+    ("same-curve-offline", "llama-2-7b IL=161 OL=338"),
+]
+#: Methods drawn on the curves (the ablations are in the parity plot and the tables).
+CURVE_METHODS = ("SLIM", "SLIM-extended", "LLMVisor-Agg", "IMAI OOD-LR")
+
+
+def resolve_panels(pred: pd.DataFrame, panels=CURVE_PANELS) -> list[tuple[str, str]]:
+    """`panels` with each None curve replaced by the scenario's last test curve; panels without rows dropped."""
+    out = []
+    for scen, curve in panels:
+        sel = pred[pred["scenario"] == scen]
+        if not len(sel):
+            continue
+        curve = curve or sorted(sel["curve"].unique())[-1]
+        if (sel["curve"] == curve).any():
+            out.append((scen, curve))
+    return out
+
+
+def dense_curve(result, scenario: str, curve: str, methods=CURVE_METHODS, n: int = 64) -> pd.DataFrame:
+    """Predictions of each fitted method for one test curve on a dense geometric grid of whole batch sizes (up to n
+    points from the smallest to the largest measured B of the curve). Columns: method, batch_size, pred_throughput_tok_s."""
+    pred = result.predictions
+    test = pred[(pred["scenario"] == scenario) & (pred["curve"] == curve)]
+    fold = test["fold"].iloc[0]
+    base = test[test["method"] == test["method"].iloc[0]].sort_values("batch_size")
+    train = training_rows(result, scenario, curve)
+    b_all = np.concatenate([base["batch_size"].to_numpy(float), train["batch_size"].to_numpy(float)])
+    grid = np.unique(np.round(np.geomspace(b_all.min(), b_all.max(), n)))  # whole batch sizes (requests)
+    template = base.iloc[[0]].drop(columns=[c for c in base.columns if c.startswith("pred_")])
+    template = template.drop(columns=["scenario", "method", "fold"])
+    frame = pd.concat([template] * len(grid), ignore_index=True)
+    frame["batch_size"] = grid
+    rows = []
+    for m in methods:
+        model = result.models.get((scenario, m, fold))
+        if model is None:
+            continue
+        p = model.predict(frame)
+        rows.append(
+            pd.DataFrame(
+                {"method": m, "batch_size": grid, "pred_throughput_tok_s": p["pred_throughput_tok_s"]}
+            )
+        )
+    return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(columns=["method", "batch_size"])
+
+
+def training_rows(result, scenario: str, curve: str) -> pd.DataFrame:
+    """The training rows of `curve` in the fold that tests it (empty in transfer scenarios, whose test curves
+    are unseen)."""
+    pred = result.predictions
+    test = pred[(pred["scenario"] == scenario) & (pred["curve"] == curve)]
+    fold = test["fold"].iloc[0]
+    scen = next(s for s in result.scenarios if s.name == scenario)
+    train = next(f.train for f in scen.folds if f.label == fold)
+    return train[train["curve"] == curve]
+
+
+def eval_curves(result, panels=CURVE_PANELS, methods=CURVE_METHODS, n: int = 64):
+    """Measured test throughput (filled), training points of the same curve (open) and each method's prediction
+    on a dense batch-size grid, one panel per (scenario, curve); the y axis spans 0 to 1.5x the largest measured
+    throughput, so predictions outside it are cut. Returns (figure, dense predictions)."""
+    pred = result.predictions
+    chosen = resolve_panels(pred, panels)
+    fig, axes = new_figure(2, 3, double=True, height=4.6)
+    dense_all = []
+    for ax, (scen, curve) in zip(axes.flat, chosen, strict=False):
+        sel = pred[(pred["scenario"] == scen) & (pred["curve"] == curve)]
+        test = sel[sel["method"] == sel["method"].iloc[0]].sort_values("batch_size")
+        train = training_rows(result, scen, curve)
+        dense = dense_curve(result, scen, curve, methods, n)
+        dense_all.append(dense.assign(scenario=scen, curve=curve))
+        for m in methods:
+            d = dense[dense["method"] == m]
+            if len(d):
+                color, ls = method_style(m)
+                ax.plot(
+                    d["batch_size"], d["pred_throughput_tok_s"] / 1e3, color=color, ls=ls, lw=1.1, label=m
+                )
+        ax.plot(
+            test["batch_size"],
+            test["throughput_tok_s"] / 1e3,
+            "o",
+            color="black",
+            ms=3,
+            label="measured (test)",
+        )
+        if len(train):
+            ax.plot(
+                train["batch_size"], train["throughput_tok_s"] / 1e3, "o", mfc="none", mec="black", ms=4.5,
+                mew=0.8, label="measured (training)",
+            )  # fmt: skip
+        else:
+            ax.text(0.02, 0.96, "no training rows on this curve", transform=ax.transAxes, ha="left", va="top",
+                    fontsize=5.5)  # fmt: skip
+        top = float(
+            max(test["throughput_tok_s"].max(), train["throughput_tok_s"].max() if len(train) else 0.0)
+        )
+        ax.set_ylim(0, 1.5 * top / 1e3)  # predictions far off the measured range (poles, negatives) are cut
+        batch_axis(ax)
+        ax.set_title(f"{scen}\n{curve}", fontsize=7)
+        ax.set_xlabel("batch size cap B")
+        ax.set_ylabel("throughput (k tok/s)")
+    for ax in list(axes.flat)[len(chosen) :]:
+        ax.set_visible(False)
+    axes.flat[0].legend(fontsize=5.5, loc="upper left")
+    dense = pd.concat(dense_all, ignore_index=True) if dense_all else pd.DataFrame()
+    return fig, dense
+
+
+def eval_parity(pred: pd.DataFrame):
+    """Predicted against measured throughput of every test row, one panel per method, coloured by scenario."""
+    methods = list(dict.fromkeys(pred["method"]))
+    scenarios = list(dict.fromkeys(pred["scenario"]))
+    colors = dict(zip(scenarios, HOUSE_COLORS, strict=False))
+    markers = dict(zip(scenarios, ["o", "s", "^", "D", "v", "P", "X"], strict=False))
+    fig, axes = new_figure(2, 3, double=True, height=4.6)
+    for ax, method in zip(axes.flat, methods, strict=False):
+        m = pred[pred["method"] == method]
+        for scen in dict.fromkeys(m["scenario"]):
+            s = m[m["scenario"] == scen]
+            ax.loglog(
+                s["throughput_tok_s"],
+                s["pred_throughput_tok_s"].clip(lower=10),
+                markers.get(scen, "o"),
+                ms=2.5,
+                color=colors.get(scen, "gray"),
+                label=scen,
+                alpha=0.8,
+            )
+        ax.plot([50, 3e4], [50, 3e4], "k-", lw=0.6)
+        ax.set_xlim(50, 3e4)
+        ax.set_ylim(10, 1e5)
+        ax.set_title(method, fontsize=8)
+        ax.set_xlabel("measured throughput (tok/s)")
+        ax.set_ylabel("predicted (tok/s)")
+    axes.flat[0].legend(fontsize=5, loc="upper left")
+    return fig
+
+
+def plateau_growth(dense: pd.DataFrame, pred: pd.DataFrame, method: str = "SLIM") -> pd.DataFrame:
+    """Per drawn curve: measured and `method`-predicted throughput growth (%) from half the largest measured B
+    to the largest, i.e. whether the prediction plateaus where the measurement does."""
+    rows = []
+    for (scen, curve), d in dense.groupby(["scenario", "curve"], sort=False):
+        meas = pred[(pred["scenario"] == scen) & (pred["curve"] == curve) & (pred["method"] == method)]
+        meas = meas.sort_values("batch_size")
+        if len(meas) < 2:
+            continue
+        b_hi = float(meas["batch_size"].iloc[-1])
+        lo_rows = meas[meas["batch_size"] <= b_hi / 2]
+        if not len(lo_rows):
+            continue
+        lo = lo_rows.iloc[-1]
+        hi = meas.iloc[-1]
+        p = d[d["method"] == method].set_index("batch_size")["pred_throughput_tok_s"]
+        if not len(p):
+            continue
+        p_lo = float(np.interp(np.log(lo["batch_size"]), np.log(p.index.to_numpy(float)), p.to_numpy(float)))
+        p_hi = float(np.interp(np.log(b_hi), np.log(p.index.to_numpy(float)), p.to_numpy(float)))
+        rows.append({"scenario": scen, "curve": curve, "b_from": float(lo["batch_size"]), "b_to": b_hi,
+                     "measured_growth_pct": (hi["throughput_tok_s"] / lo["throughput_tok_s"] - 1) * 100,
+                     "predicted_growth_pct": (p_hi / p_lo - 1) * 100})  # fmt: skip
+    return pd.DataFrame(rows)

@@ -1,0 +1,120 @@
+"""Figures of the advisor notebook 07 (the SLIM-BCA evaluation of paper Sec. VII-B, which has no figure in the
+paper): one function per figure. Both advisor variants are drawn and labelled: faithful SLIM-BCA (Eq. 13 on the
+paper model) and the project variant (extended model + KV-memory constraint); see
+`slimlib.experiments.bca.advisor_eval.ADVISOR_VARIANTS`."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from slimlib.experiments.outputs.plotting import (
+    HOUSE_COLORS,
+    batch_axis,
+    new_figure,
+    ol_style,
+    plain_log_axis,
+)
+
+#: Marker of each advisor variant's B_cap.
+VARIANT_MARKERS = {"faithful": "+", "project": "x"}
+VARIANT_LINES = {"faithful": "--", "project": "-"}
+
+
+def bca_curves(curves: pd.DataFrame, rec: pd.DataFrame, slo: str = "tight"):
+    """Measured throughput and E2E curves per model (colour = output length) with each variant's B_cap for `slo`
+    (+ faithful, x project) and the measured best configuration of the project variant's rules (square)."""
+    models = sorted(curves["model"].unique())
+    fig, axes = new_figure(2, len(models), double=True, height=3.8, sharex=True)
+    ol_show = sorted(curves["output_len"].unique())
+    for j, m in enumerate(models):
+        for ol in ol_show:
+            c = curves[(curves["model"] == m) & (curves["output_len"] == ol)]
+            color, marker = ol_style(ol)
+            axes[0, j].plot(c["batch_size"], c["throughput_tok_s"] / 1e3, "-", marker=marker, ms=2, lw=0.8,
+                            color=color, label=f"OL={ol:.0f}")  # fmt: skip
+            axes[1, j].plot(
+                c["batch_size"], c["measured_e2e_s"], "-", marker=marker, ms=2, lw=0.8, color=color
+            )
+            t = c.set_index("batch_size")
+            sel = rec[(rec["model"] == m) & (rec["output_len"] == ol) & (rec["slo"] == slo)]
+            for variant, r in sel.set_index("variant").iterrows():
+                mk = VARIANT_MARKERS.get(variant, "*")
+                if variant == "project" and r["b_true"] > 0:
+                    axes[0, j].plot(r["b_true"], t.loc[r["b_true"], "throughput_tok_s"] / 1e3, "s", ms=6,
+                                    mfc="none", mec=color, mew=0.9)  # fmt: skip
+                if r["b_cap"] > 0:
+                    axes[0, j].plot(r["b_cap"], t.loc[r["b_cap"], "throughput_tok_s"] / 1e3, mk, ms=5,
+                                    color="black", mew=0.9)  # fmt: skip
+                    axes[1, j].plot(
+                        r["b_cap"], t.loc[r["b_cap"], "measured_e2e_s"], mk, ms=5, color="black", mew=0.9
+                    )
+            if len(sel):
+                axes[1, j].axhline(sel["slo_s"].iloc[0], color=color, lw=0.5, ls=":")
+        axes[0, j].set_title(m)
+        batch_axis(axes[1, j])
+        plain_log_axis(axes[1, j], "y")
+        axes[1, j].set_xlabel("max_num_seqs B")
+    axes[0, 0].set_ylabel("throughput (k tok/s)")
+    axes[1, 0].set_ylabel("measured E2E (s)")
+    axes[0, 0].plot([], [], "+", color="black", label="B_cap faithful")
+    axes[0, 0].plot([], [], "x", color="black", label="B_cap project")
+    axes[0, 0].plot([], [], "s", mfc="none", mec="gray", label="measured best")
+    axes[0, 0].legend(loc="upper left", fontsize=5, handlelength=1.2)
+    fig.suptitle(
+        f"{slo} SLO (dotted): + = faithful SLIM-BCA (paper model, Eq. 13), x = project variant (extended model + "
+        "KV memory), square = measured best",
+        fontsize=6.5,
+    )
+    return fig
+
+
+def bca_quality_vs_effort(effort: pd.DataFrame, main_row: pd.Series):
+    """Mean recommendation quality against profiling GPU-hours per SLO (colour) and advisor variant (line style)."""
+    fig, ax = new_figure()
+    slos = sorted(effort["slo"].unique())
+    colors = dict(zip(slos, HOUSE_COLORS, strict=False))
+    for (variant, name), part in effort.groupby(["variant", "slo"], sort=True):
+        part = part.sort_values("k")
+        ax.plot(part["gpu_s_calibration"] / 3600, part["mean_quality_pct"], ls=VARIANT_LINES.get(variant, ":"),
+                marker="o", ms=3, color=colors[name], label=f"{name} SLO, {variant}")  # fmt: skip
+        if variant == "project":
+            for _, r in part.iterrows():
+                ax.annotate(f"k={r['k']}", (r["gpu_s_calibration"] / 3600, r["mean_quality_pct"]), fontsize=5,
+                            xytext=(2, 2), textcoords="offset points")  # fmt: skip
+    ax.axvline(main_row["gpu_s_full"] / 3600, color="grey", lw=0.6, ls=":")
+    ax.text(
+        main_row["gpu_s_full"] / 3600, 80, " full sweep", rotation=90, fontsize=6, va="bottom", ha="right"
+    )
+    ax.set_ylim(top=102)
+    ax.set_xlabel("profiling GPU-hours (benchmark durations)")
+    ax.set_ylabel("mean throughput at B_cap / best (%)")
+    ax.legend(fontsize=5.5, loc="lower center")
+    return fig
+
+
+def bca_memory_saved(mem: pd.DataFrame, models: list[str], ol_show: list):
+    """Avoidable KV-cache memory per model and output length (default pool minus what B_cap needs), one panel per
+    advisor variant."""
+    variants = list(dict.fromkeys(mem["variant"]))
+    fig, axes = new_figure(1, len(variants), double=True, height=2.5, sharey=True)
+    axes = np.atleast_1d(axes)
+    width = 0.8 / len(ol_show)
+    for ax, variant in zip(axes, variants, strict=True):
+        part_v = mem[mem["variant"] == variant]
+        for i, ol in enumerate(ol_show):
+            part = part_v[part_v["output_len"] == ol].set_index("model").reindex(models)
+            x = np.arange(len(models)) + (i - (len(ol_show) - 1) / 2) * width
+            ax.bar(x, part["kv_saved_gb"], width, color=ol_style(ol)[0], label=f"OL={ol:.0f}")
+        ax.set_xticks(np.arange(len(models)), models)
+        ax.set_title(f"{variant} SLIM-BCA", fontsize=7)
+    axes[0].set_ylabel("KV cache avoidable (GiB)")
+    lo, hi = min(float(mem["kv_saved_gb"].min()), 0.0), max(float(mem["kv_saved_gb"].max()), 0.0)
+    axes[0].set_ylim(1.25 * lo, 1.25 * hi if hi > 0 else 1.0)
+    for ax in axes:
+        ax.axhline(0, color="black", lw=0.6)
+    axes[0].legend(ncols=4, fontsize=6, loc="upper right")
+    fig.suptitle(
+        "default allocation (logged blocks x block size) minus the blocks B_cap needs, loose SLO", fontsize=7
+    )
+    return fig

@@ -1,0 +1,529 @@
+"""Ready captions for every output in `figures/`, generated into `figures/CAPTIONS.md` from one registry.
+
+Naming rule: an output that reproduces (or stands in for) a paper item is named ``figNN_`` / ``tableNN_`` with the
+paper's number; everything else carries a topic prefix (``eval_``, ``bca_``, ``kernels_``, ...). Each registry
+entry gives the paper item, the status (one of "reproduced", "proxy (what it stands in for)", "extension (not in
+the paper)"), the caption and the data source with GPU and engine version.
+
+To add outputs (e.g. a new notebook's), add one `Caption` per output stem (file name without extension) to
+`CAPTIONS` below, then rerun the notebook: its last cell calls `write_captions(figures_dir)`. `tests/test_captions.py`
+fails while a file in `figures/` has no entry, or an entry's name reuses a paper number for another item.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from slimlib.errors import DataError
+from slimlib.io import write_text
+
+#: Paper items by output-name prefix number (SLIM paper: Figs. 1-8, Tables I-II).
+PAPER_FIGURES = {f"fig{n:02d}": f"Fig. {n}" for n in range(1, 9)}
+PAPER_TABLES = {"table01": "Table I", "table02": "Table II"}
+STATUSES = ("reproduced", "proxy", "extension")
+CAPTIONS_FILE = "CAPTIONS.md"
+_PAPER_PREFIX = re.compile(r"^(fig\d\d|table\d\d)_")
+
+# Data sources (GPU and engine version named in each).
+MEMGAP_ONLINE = (
+    "vLLMBatchingMemoryGap public measurements (Recasens et al., arXiv:2503.08311, commit a918634), online "
+    "`benchmark_serving` runs: vLLM 0.5.2 on one H100 SXM 64 GB; `data/memgap-online.csv`"
+)
+MEMGAP_OFFLINE = (
+    "vLLMBatchingMemoryGap public measurements (arXiv:2503.08311, commit a918634), offline batch runs: vLLM 0.5.2 "
+    "on one H100 SXM 64 GB; `data/memgap-offline.csv`"
+)
+MEMGAP_TELEMETRY = (
+    "vLLMBatchingMemoryGap `nvidia-smi dmon` telemetry of the online runs (arXiv:2503.08311, commit a918634): "
+    "vLLM 0.5.2 on one H100 SXM 64 GB; `data/memgap-telemetry.csv`"
+)
+VIDUR = (
+    "Vidur operator profiles (github.com/microsoft/vidur, commit e2d00e9): A100-SXM 80 GB, FlashAttention "
+    "backend, hidden size 8192 with 64/8 query/KV heads at tensor parallelism 2 (CodeLlama-34B shapes); "
+    "`data/vidur-attention.csv`, `data/vidur-mlp.csv`"
+)
+KIT = (
+    "slimlib GPU-kit campaigns (`data/kit-*.csv`): slimlib's minimal static-batch PyTorch engine with random "
+    "weights, not vLLM; GPU, driver, CUDA and torch version as printed on the figure from the campaign manifest"
+)
+AIC = (
+    "NVIDIA AIConfigurator measured vLLM kernel timings (aiconfigurator-core 0.12.0 wheel, Apache-2.0): "
+    "FlashAttention-3 decode/prefill attention and GEMMs, vLLM 0.24.0 on H100 SXM 80 GB and H200 SXM "
+    "(B200 vLLM 0.22/0.24, A100 SXM 80 GB vLLM 0.14.0 where named); `data/aic-*.csv`"
+)
+LLMIB = (
+    "LLM-Inference-Bench (Argonne, arXiv:2411.00136, BSD-3-Clause): static batches with IL = OL, vLLM 0.6.1 for "
+    "ROCm, fp16, on AMD MI300X and MI250 (a card of two 64 GB dies); `data/llmib-runs.csv`"
+)
+EVAL = f"{MEMGAP_ONLINE}; {MEMGAP_OFFLINE}"
+
+
+@dataclass(frozen=True)
+class Caption:
+    """One output's caption: paper item it corresponds to ("" if none), status, caption text, data source."""
+
+    paper_item: str
+    status: str
+    text: str
+    source: str
+
+
+_KIT_PROXY = "proxy (slimlib's PyTorch engine stands in for vLLM; same Nsight Compute metrics as the paper)"
+
+#: Output stem -> caption. Keep one entry per stem written to figures/.
+CAPTIONS: dict[str, Caption] = {
+    # notebook 01
+    "fig01_plateau": Caption(
+        "Fig. 1",
+        "reproduced (other models and vLLM version than the paper)",
+        "Throughput plateau: (a) total-token throughput and (b) mean inter-token latency of online serving "
+        "against the batch-size cap; (c) end-to-end latency of one offline batch. Circles mark the knee, "
+        "crosses the first cap at which the KV cache is full or vLLM preempts.",
+        f"{MEMGAP_ONLINE}; {MEMGAP_OFFLINE}",
+    ),
+    "fig01_plateau_summary": Caption(
+        "Fig. 1",
+        "reproduced (numbers behind the figure)",
+        "Knee, throughput at the knee as a share of the maximum, ITL growth to the knee and first KV-full cap "
+        "per model.",
+        MEMGAP_ONLINE,
+    ),
+    # notebook 02
+    "fig02_saturation": Caption(
+        "Fig. 2",
+        "reproduced (batch-size and output-length panels; the public data has no input-length sweep)",
+        "Throughput saturation against the batch-size cap for output lengths 130-520, one panel per model; "
+        "circles mark each curve's knee.",
+        MEMGAP_ONLINE,
+    ),
+    "fig02_active_context": Caption(
+        "Fig. 2",
+        "reproduced (active-context view of Eq. 3)",
+        "Throughput against the mean active context A = C (IL + OL/2) (Eq. 3): (a) online fixed-length runs, "
+        "(b) offline batch sweeps.",
+        f"{MEMGAP_ONLINE}; {MEMGAP_OFFLINE}",
+    ),
+    "fig02_knees": Caption(
+        "Fig. 2",
+        "reproduced (numbers behind the figure)",
+        "Knee per model and output length, with the maximum throughput and the active context at the knee.",
+        MEMGAP_ONLINE,
+    ),
+    # notebook 03
+    "fig03_prefill_decode": Caption(
+        "Fig. 3",
+        "reproduced (batch-size panel only; no IL/OL sweep with valid timings in the public data)",
+        "Prefill/decode split against the batch size (IL = 161, OL = 338): (a) decode share of "
+        "prefill + decode time, (b) absolute phase times.",
+        MEMGAP_OFFLINE,
+    ),
+    "fig03_prefill_decode_summary": Caption(
+        "Fig. 3",
+        "reproduced (numbers behind the figure)",
+        "Prefill and decode time and shares of the large-batch summary runs, one per model.",
+        MEMGAP_OFFLINE,
+    ),
+    # notebook 04
+    "fig04_gpu_utilization_proxy": Caption(
+        "Fig. 4",
+        "proxy (nvidia-smi duty cycles and board power stand in for the paper's Tensor-Core, SM-issue and "
+        "DRAM-read counters)",
+        "GPU activity against the batch-size cap: (a) SM duty cycle (share of time any kernel runs), "
+        "(b) memory duty cycle (share of time device memory is read or written), (c) mean board power. Duty "
+        "cycles, not the paper's counters; clock-throttled runs are flagged.",
+        MEMGAP_TELEMETRY,
+    ),
+    # notebook 05
+    "fig05_decode_breakdown": Caption(
+        "Fig. 5",
+        "proxy (Vidur per-operator timings on an A100 stand in for vLLM kernel shares on an H100)",
+        "Decode-step time by operator class: (a) attention, dense GEMMs and other operators against the batch "
+        "size at one KV context, (b) attention share against batch size and context.",
+        VIDUR,
+    ),
+    "fig06_attention_roofline": Caption(
+        "Fig. 6",
+        "proxy (analytic FLOPs and bytes over measured Vidur times stand in for Nsight Compute counters)",
+        "Decode attention on the A100 roofline: (a) arithmetic intensity against achieved FLOP/s, "
+        "(b) achieved DRAM bandwidth as a share of peak against the KV context.",
+        VIDUR,
+    ),
+    "table01_attention_roofline": Caption(
+        "Table I",
+        "proxy (analytic FLOPs and bytes over measured Vidur times stand in for Nsight Compute counters)",
+        "Attention kernel per batch size and KV context: time, arithmetic intensity, achieved FLOP/s and DRAM "
+        "bandwidth. Markdown/LaTeX show a short subset in the paper's shape; the CSV holds every row.",
+        VIDUR,
+    ),
+    # notebook 06
+    "table02_mape": Caption(
+        "Table II",
+        "reproduced (other models, vLLM version and scenarios' lengths than the paper)",
+        "Throughput and latency MAPE of every method in every scenario (long form) with bootstrap 95% "
+        "intervals over test configurations and the paired comparison with faithful SLIM on the same rows "
+        "(mean difference, paired-bootstrap and Wilcoxon signed-rank p-values).",
+        EVAL,
+    ),
+    "table02_mape_throughput": Caption(
+        "Table II",
+        "reproduced (in the paper's shape: scenarios as rows, methods as columns)",
+        "Throughput MAPE (%) with bootstrap 95% interval and the Wilcoxon p-value against faithful SLIM; best "
+        "per scenario in bold.",
+        EVAL,
+    ),
+    "table02_mape_latency": Caption(
+        "Table II",
+        "reproduced (in the paper's shape; online latency is the in-engine request time by Little's law)",
+        "E2E-latency MAPE (%) with bootstrap 95% interval and the Wilcoxon p-value against faithful SLIM; best "
+        "per scenario in bold.",
+        EVAL,
+    ),
+    "eval_curves": Caption(
+        "",
+        "extension (not in the paper)",
+        "Measured test throughput (filled) and training points (open) of selected curves with every method's "
+        "prediction on a dense batch-size grid.",
+        EVAL,
+    ),
+    "eval_parity": Caption(
+        "",
+        "extension (not in the paper)",
+        "Predicted against measured throughput of every test row, one panel per method, coloured by scenario.",
+        EVAL,
+    ),
+    "eval_slim_params": Caption(
+        "",
+        "extension (not in the paper)",
+        "Fitted SLIM parameters (faithful and extended model) per scenario and fold: estimate, standard error "
+        "and normal-approximation 95% interval, with units; parameters at a bound are flagged.",
+        EVAL,
+    ),
+    # notebook 07
+    "bca_curves": Caption(
+        "",
+        "extension (not in the paper): figure of the SLIM-BCA evaluation of Sec. VII-B1",
+        "Measured throughput and E2E curves per model and output length with the tight-SLO recommendation of "
+        "faithful SLIM-BCA (+, Eq. 13 on the paper model) and of the project's variant (x, extended model with "
+        "KV-memory constraint); squares mark the measured best configuration.",
+        MEMGAP_ONLINE,
+    ),
+    "bca_recommendations": Caption(
+        "Sec. VII-B1",
+        "reproduced (faithful SLIM-BCA) and extension (project variant), labelled per row",
+        "B_cap per model, output length, SLO and advisor variant against the measured best configuration: "
+        "quality (throughput at B_cap / best, %), SLO violation, measured efficiency.",
+        MEMGAP_ONLINE,
+    ),
+    "bca_summary": Caption(
+        "Sec. VII-B1",
+        "reproduced (faithful SLIM-BCA) and extension (project variant), labelled per row",
+        "Per advisor variant and SLO: mean recommendation quality and the MAPE of the predicted throughput at "
+        "B_cap, each with a bootstrap 95% interval over curves, and the Wilcoxon p-value of the paired "
+        "comparison with faithful SLIM-BCA.",
+        MEMGAP_ONLINE,
+    ),
+    "bca_effort": Caption(
+        "Sec. VII-B2",
+        "reproduced (project variant of SLIM-BCA)",
+        "Profiling effort (runs, GPU-seconds) against recommendation quality for k calibration runs per curve.",
+        MEMGAP_ONLINE,
+    ),
+    "bca_quality_vs_effort": Caption(
+        "",
+        "extension (not in the paper): figure of the Sec. VII-B2 evaluation",
+        "Mean and worst recommendation quality against profiling GPU-hours for k calibration runs per curve.",
+        MEMGAP_ONLINE,
+    ),
+    "bca_memory": Caption(
+        "Sec. VII-B3",
+        "reproduced (faithful and project variants, labelled per row)",
+        "KV-cache memory B_cap needs against vLLM's default allocation, loose SLO.",
+        MEMGAP_ONLINE,
+    ),
+    "bca_memory_saved": Caption(
+        "",
+        "extension (not in the paper): figure of the Sec. VII-B3 evaluation",
+        "Avoidable KV-cache memory (default allocation minus the blocks B_cap needs) per model and output "
+        "length, loose SLO, both advisor variants.",
+        MEMGAP_ONLINE,
+    ),
+    # notebook 08 (written only when kit tables exist)
+    "fig04_kit_decode_counters": Caption(
+        "Fig. 4",
+        _KIT_PROXY,
+        "Duration-weighted tensor-pipe activity, SM issue and DRAM read bandwidth over a whole decode step.",
+        KIT,
+    ),
+    "fig05_kit_kernel_shares": Caption(
+        "Fig. 5", _KIT_PROXY, "Decode-step time by kernel category, sorted by active context.", KIT
+    ),
+    "fig06_kit_attention_roofline": Caption(
+        "Fig. 6", _KIT_PROXY, "The decode attention kernel on the roofline of the profiled GPU.", KIT
+    ),
+    "table01_kit_attention_roofline": Caption(
+        "Table I",
+        _KIT_PROXY,
+        "Attention kernel per profiled point: time, arithmetic intensity, FLOP/s and DRAM bandwidth.",
+        KIT,
+    ),
+    "fig07_kit_cache_hit_rates": Caption(
+        "Fig. 7", _KIT_PROXY, "L1/TEX and L2 hit rates of the attention kernel against active context.", KIT
+    ),
+    "fig08_kit_stalls_occupancy": Caption(
+        "Fig. 8",
+        _KIT_PROXY,
+        "Long-scoreboard stalls and occupancy of the attention kernel against active context.",
+        KIT,
+    ),
+    "fig07_fig08_kit_attention_memory": Caption(
+        "Figs. 7-8", _KIT_PROXY, "Numbers behind the kit's Figs. 7 and 8.", KIT
+    ),
+    # -- notebook 09: kernel-level figures on measured vLLM kernel timings (AIConfigurator) --------------------
+    "fig02_length_panels_aic": Caption(
+        "Fig. 2",
+        "proxy (decode and prefill time composed from measured vLLM kernels stand in for end-to-end serving "
+        "runs; no scheduling, sampling or launch overheads)",
+        "Throughput of a Mistral-7B batch composed from measured kernels as the input length (128-16384) and the "
+        "output length (32-2048) grow, at fixed batch sizes: the input- and output-length panels of Fig. 2.",
+        AIC,
+    ),
+    "fig03_length_panels_aic": Caption(
+        "Fig. 3",
+        "proxy (composed from measured vLLM kernels; no serving overheads)",
+        "Prefill and decode time of a Mistral-7B batch composed from measured kernels, and their split, as the "
+        "input length and the output length grow at fixed batch sizes: the length panels of Fig. 3.",
+        AIC,
+    ),
+    "fig04_step_utilization_aic": Caption(
+        "Fig. 4",
+        "proxy (effective tensor-FLOP and DRAM-bandwidth utilization derived as analytic FLOPs/bytes over measured "
+        "time, not Tensor-Core/SM-issue/DRAM counters)",
+        "Decode step's effective tensor-FLOP utilization and DRAM-bandwidth utilization by batch size (Mistral-7B, "
+        "Granite-8B shapes).",
+        AIC,
+    ),
+    "fig05_decode_breakdown_aic": Caption(
+        "Fig. 5",
+        "reproduced (measured vLLM kernels of the paper's GPU class and model shapes; norms, RoPE and activations "
+        "not timed)",
+        "Decode-step time by kernel (attention vs GEMMs) as the batch size and the cached context grow, with the "
+        "batch size where attention overtakes the GEMMs marked.",
+        AIC,
+    ),
+    "fig05_crossover_aic": Caption(
+        "Fig. 5",
+        "reproduced (measured vLLM kernels)",
+        "The batch size at which decode attention takes longer than all GEMMs of the step, by cached context and "
+        "GPU (H100, H200, B200, A100).",
+        AIC,
+    ),
+    "fig06_attention_roofline_aic": Caption(
+        "Fig. 6",
+        "reproduced (analytic FLOPs and bytes over measured time; the bandwidth is not a DRAM counter)",
+        "Decode-attention roofline for the paper's (batch, context) grid on H100 and H200: arithmetic intensity "
+        "against achieved FLOP/s, with the GPU's ridge point.",
+        AIC,
+    ),
+    "table01_attention_roofline_aic": Caption(
+        "Table I",
+        "reproduced (analytic bytes over measured time, not counters)",
+        "Decode attention per layer: arithmetic intensity, achieved FLOP/s and effective bandwidth by batch size "
+        "and context, against peak.",
+        AIC,
+    ),
+    "kernels_plateau_by_gpu": Caption(
+        "",
+        "extension (not in the paper)",
+        "How the plateau moves from H100 to H200 to B200 for Mistral-7B: the batch size where batching efficiency "
+        "falls below one half, the attention share there, and the peak decode throughput.",
+        AIC,
+    ),
+    "kernels_eta_m_check": Caption(
+        "",
+        "extension (not in the paper)",
+        "Physics check of the calibrated models: the decode-attention bandwidth efficiency implied by the kernel "
+        "data against SLIM's fitted eta_m (and the extended model's eta_m, eta_w).",
+        f"{AIC}; {MEMGAP_ONLINE}",
+    ),
+    # -- notebook 10: transfer on LLM-Inference-Bench and peers --------------------------------------------------
+    "transfer_context_mape": Caption(
+        "",
+        "extension (not in the paper)",
+        "IL = OL context transfer (LLM-Inference-Bench): throughput MAPE per device and method, fit L <= 256, "
+        "validate L >= 512; the same design fills Table II's input-length row (`table02_mape`).",
+        LLMIB,
+    ),
+    "transfer_context_by_length": Caption(
+        "",
+        "extension (not in the paper)",
+        "Context transfer: throughput MAPE by validation length (512, 1024, 2048) per device and method.",
+        LLMIB,
+    ),
+    "transfer_context_residuals": Caption(
+        "",
+        "extension (not in the paper)",
+        "Context transfer: relative throughput residuals of the extended model against context length, by model "
+        "and batch size (what grows with context that the model misses).",
+        LLMIB,
+    ),
+    "transfer_tp_mape": Caption(
+        "",
+        "extension (not in the paper)",
+        "Tensor-parallel transfer: fit one device's degree, validate larger degrees (throughput MAPE).",
+        LLMIB,
+    ),
+    "transfer_gpu_mape": Caption(
+        "",
+        "extension (not in the paper)",
+        "GPU transfer MI250 <-> MI300X: fit one device, re-target the parameter file with `slim transfer`, "
+        "validate the other (throughput MAPE).",
+        LLMIB,
+    ),
+    "transfer_parity": Caption(
+        "",
+        "extension (not in the paper)",
+        "Predicted against measured throughput in the three transfer scenarios.",
+        LLMIB,
+    ),
+    "transfer_mi300x_knee": Caption(
+        "",
+        "extension (not in the paper)",
+        "MI300X throughput curves up to B = 256 at L = 1024 with SLIM-BCA's B_cap against the measured optimum.",
+        LLMIB,
+    ),
+    "transfer_mi250_evidence": Caption(
+        "",
+        "extension (not in the paper)",
+        'Evidence that an LLM-Inference-Bench "MI250 GPU" is a whole card of two 64 GB dies: model sizes that '
+        "run on one and two devices.",
+        LLMIB,
+    ),
+    "peers_mape": Caption(
+        "",
+        "extension (not in the paper)",
+        "SLIM (calibrated on at most 3 points per curve) against peer estimators run uncalibrated (GenZ, "
+        "llm-analysis, AIConfigurator, a plain roofline): throughput MAPE, signed bias and calibration points per "
+        "method and dataset; AIConfigurator runs on its 80 GB H100 model for the 64 GB H100 rows.",
+        f"{LLMIB}; {MEMGAP_OFFLINE}; peer predictions in `data/peers/llmib-peer-predictions.csv` (tool, version "
+        "and exact call per row)",
+    ),
+}
+
+
+def paper_item_of(stem: str) -> str | None:
+    """The paper item an output name claims by its prefix (``fig06_...`` -> "Fig. 6"), or None."""
+    m = _PAPER_PREFIX.match(stem)
+    if not m:
+        return None
+    key = m.group(1)
+    return PAPER_FIGURES.get(key) or PAPER_TABLES.get(key) or key
+
+
+def name_problems(stem: str, caption: Caption | None = None) -> list[str]:
+    """Why `stem` (with its registry entry) breaks the naming rule: a paper number that is not the item it is
+    captioned as, or a paper item without the paper's prefix; empty when it is fine."""
+    caption = caption or CAPTIONS.get(stem)
+    claimed = paper_item_of(stem)
+    problems = []
+    if claimed and not claimed.startswith(("Fig. ", "Table ")):
+        problems.append(f"{stem}: prefix {claimed!r} is not a paper item (paper: Figs. 1-8, Tables I-II)")
+    if caption is None:
+        return problems
+    if not caption.status.startswith(STATUSES):
+        problems.append(f"{stem}: status {caption.status!r} must start with one of {STATUSES}")
+    if claimed and claimed.startswith(("Fig. ", "Table ")):
+        first = caption.paper_item.replace("Figs. ", "Fig. ").split("-")[0].strip()
+        if first != claimed:
+            problems.append(
+                f"{stem}: named {claimed} but captioned as {caption.paper_item or 'no paper item'}"
+            )
+    elif caption.paper_item.startswith(("Fig. ", "Figs. ", "Table ")):
+        problems.append(
+            f"{stem}: reproduces {caption.paper_item} but lacks the paper's figNN_/tableNN_ prefix"
+        )
+    return problems
+
+
+def output_stems(figures_dir: str | Path) -> dict[str, list[str]]:
+    """Stem -> sorted extensions of the output files in `figures_dir` (CAPTIONS.md and hidden files excluded)."""
+    folder = Path(figures_dir)
+    if not folder.is_dir():
+        raise DataError(
+            f"figures folder {str(folder)!r} does not exist; run the notebooks first (slim reproduce)"
+        )
+    stems: dict[str, list[str]] = {}
+    for p in sorted(folder.iterdir()):
+        if p.is_file() and p.name != CAPTIONS_FILE and not p.name.startswith("."):
+            stems.setdefault(p.stem, []).append(p.suffix.lstrip("."))
+    return {k: sorted(v) for k, v in sorted(stems.items())}
+
+
+def render_captions(stems: dict[str, list[str]], registry: dict[str, Caption] | None = None) -> str:
+    """The text of CAPTIONS.md for the outputs `stems` (stem -> extensions)."""
+    registry = CAPTIONS if registry is None else registry
+    lines = [
+        "# Captions of the generated figures and tables",
+        "",
+        "Generated by `slimlib.experiments.outputs.captions` from its registry (do not edit by hand). Names: `figNN_` / "
+        "`tableNN_` reproduce or stand in for the paper's item of that number; other outputs carry a topic "
+        "prefix. Status: *reproduced*, *proxy* (what it stands in for) or *extension* (not in the paper).",
+        "",
+    ]
+    for stem, exts in stems.items():
+        lines.append(f"## {stem}")
+        lines.append("")
+        lines.append(f"Files: {', '.join(f'`{stem}.{e}`' for e in exts)}")
+        lines.append("")
+        c = registry.get(stem)
+        if c is None:
+            lines += [
+                "",
+                "**Caption missing**: add an entry to `slimlib.experiments.outputs.captions.CAPTIONS`.",
+                "",
+            ]
+            continue
+        lines += [
+            f"Paper item: {c.paper_item or 'none'}. Status: {c.status}.",
+            "",
+            c.text,
+            "",
+            f"Data: {c.source}.",
+            "",
+        ]
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def write_captions(figures_dir: str | Path = "figures") -> Path | None:
+    """Write `figures_dir/CAPTIONS.md` for the outputs present there (atomically) and return its path; write
+    nothing and return None when the folder holds no output (a notebook that drew nothing adds no file)."""
+
+    if not Path(figures_dir).is_dir():
+        return None
+    stems = output_stems(figures_dir)
+    if not stems:
+        return None
+    return write_text(Path(figures_dir) / CAPTIONS_FILE, render_captions(stems))
+
+
+def check_captions(figures_dir: str | Path = "figures") -> list[str]:
+    """Problems with `figures_dir`: outputs without a registry entry, names breaking the naming rule, and a
+    CAPTIONS.md that does not list exactly the outputs present; empty when all is well."""
+    stems = output_stems(figures_dir)
+    problems = [
+        f"{s}: no caption in slimlib.experiments.outputs.captions.CAPTIONS"
+        for s in stems
+        if s not in CAPTIONS
+    ]
+    for s in stems:
+        problems += name_problems(s)
+    path = Path(figures_dir) / CAPTIONS_FILE
+    if not path.is_file():
+        problems.append(f"{path} is missing; run write_captions")
+    else:
+        listed = re.findall(r"^## (\S+)$", path.read_text(encoding="utf-8"), flags=re.M)
+        if listed != list(stems):
+            extra, lacking = sorted(set(listed) - set(stems)), sorted(set(stems) - set(listed))
+            problems.append(f"{path}: lists {extra} without files and lacks {lacking}; rerun write_captions")
+    return problems

@@ -1,0 +1,316 @@
+"""House style for every figure, and deterministic writers for figures (PDF + PNG) and tables (CSV, Markdown, LaTeX).
+
+Figures are sized for a two-column paper: single column 3.4 in wide, double column 7.0 in. Colours come from the
+Okabe-Ito palette (colour-blind safe) without its yellow, which vanishes on white; every figure takes the colour and
+marker of a model, an output length or a method from the house maps below, so one model looks the same everywhere.
+Saving the same figure twice gives byte-identical files. Tables are written through `slimlib.experiments.outputs.table_format`
+(fixed decimals per column, percents, units in headers, "n/a (reason)", no scientific notation).
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from collections.abc import Sequence
+from pathlib import Path
+
+import matplotlib as mpl
+import pandas as pd
+from cycler import cycler
+
+from slimlib.errors import DataError
+from slimlib.experiments.outputs import table_format as T
+from slimlib.io import write_bytes, write_text
+
+#: Okabe & Ito (2008) colour-blind-safe palette (black moved last so the first colours are the distinct hues).
+OKABE_ITO = ["#E69F00", "#56B4E9", "#009E73", "#F0E442", "#0072B2", "#D55E00", "#CC79A7", "#000000"]
+#: The house colours: Okabe-Ito without yellow (#F0E442 has too little contrast on white), blue first.
+HOUSE_COLORS = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000"]
+#: Model -> (colour, marker): OPT models warm, Llama-2 models cool, and a distinct marker for each.
+MODEL_STYLES = {
+    "opt-1.3b": ("#E69F00", "o"),
+    "opt-2.7b": ("#D55E00", "s"),
+    "llama-2-7b": ("#56B4E9", "^"),
+    "llama-2-13b": ("#0072B2", "D"),
+}
+#: Output length (tokens) -> (colour, marker), short to long from cool to warm.
+OL_STYLES = {
+    130: ("#0072B2", "o"),
+    260: ("#009E73", "s"),
+    390: ("#CC79A7", "^"),
+    520: ("#D55E00", "D"),
+}
+#: Estimator -> (colour, line style) on every prediction plot.
+METHOD_STYLES = {
+    "SLIM": ("#0072B2", "-"),
+    "SLIM-extended": ("#D55E00", "--"),
+    "SLIM no-kv-scan": ("#56B4E9", (0, (3, 1, 1, 1))),
+    "SLIM no-dense-decode": ("#CC79A7", (0, (1, 1))),
+    "LLMVisor-Agg": ("#009E73", "-."),
+    "IMAI OOD-LR": ("#E69F00", ":"),
+    "SLIM-longctx": ("#000000", (0, (5, 2))),
+}
+_FALLBACK_MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*"]
+#: Batch-size tick positions (powers of four, plain numbers).
+BATCH_TICKS = [1, 4, 16, 64, 256, 1024]
+
+
+def _fallback(key: str, palette: list[str]) -> tuple[str, str]:
+    """A stable colour and marker for a name the house maps do not list (same name, same style, every run)."""
+    h = sum((i + 1) * ord(ch) for i, ch in enumerate(str(key)))
+    return palette[h % len(palette)], _FALLBACK_MARKERS[h % len(_FALLBACK_MARKERS)]
+
+
+def model_style(model: str) -> tuple[str, str]:
+    """(colour, marker) of `model` in every figure."""
+    return MODEL_STYLES.get(str(model).lower()) or _fallback(model, HOUSE_COLORS[:6])
+
+
+def ol_style(output_len: float) -> tuple[str, str]:
+    """(colour, marker) of an output length in every figure."""
+    key = int(round(float(output_len)))
+    return OL_STYLES.get(key) or _fallback(str(key), HOUSE_COLORS[:6])
+
+
+def method_style(method: str) -> tuple[str, object]:
+    """(colour, line style) of an estimator in every figure."""
+    return METHOD_STYLES.get(method) or (_fallback(method, HOUSE_COLORS[:6])[0], "-")
+
+
+def batch_axis(ax, axis: str = "x") -> None:
+    """Log-2 batch-size axis with plain ticks 1, 4, 16, 64, 256 (no 3x10^1 labels, no minor labels)."""
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter, NullLocator
+
+    target = ax.xaxis if axis == "x" else ax.yaxis
+    (ax.set_xscale if axis == "x" else ax.set_yscale)("log", base=2)
+    target.set_major_locator(FixedLocator(BATCH_TICKS))
+    target.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
+    target.set_minor_locator(NullLocator())
+    target.set_minor_formatter(NullFormatter())
+
+
+def plain_log_axis(ax, axis: str = "y", subs: tuple = (1.0, 2.0, 5.0)) -> None:
+    """Log-10 axis with plain tick labels (0.5, 1, 2, 10, 1000000) at `subs` x powers of ten, never "3x10^1"."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    target = ax.xaxis if axis == "x" else ax.yaxis
+    (ax.set_xscale if axis == "x" else ax.set_yscale)("log")
+    target.set_major_locator(LogLocator(base=10, subs=subs))
+    target.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:.0f}" if v >= 1 else f"{v:g}"))
+    target.set_minor_formatter(NullFormatter())
+
+
+#: Figure widths in inches for a two-column paper.
+SINGLE_COLUMN_IN = 3.4
+DOUBLE_COLUMN_IN = 7.0
+#: Default heights in inches.
+SINGLE_HEIGHT_IN = 2.4
+DOUBLE_HEIGHT_IN = 2.8
+#: Raster resolution of saved PNG files.
+DPI = 300
+
+_PDF_METADATA = {
+    "Creator": "slimlib",
+    "Producer": "slimlib (matplotlib)",
+    "CreationDate": None,
+    "ModDate": None,
+}
+_PNG_METADATA = {"Software": "slimlib (matplotlib)"}
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+def house_rc() -> dict:
+    """The matplotlib rcParams of the house style (fonts 7-8 pt, readable at 3.4 in width; TrueType in PDF)."""
+    return {
+        "figure.figsize": (SINGLE_COLUMN_IN, SINGLE_HEIGHT_IN),
+        "figure.dpi": 150,
+        "figure.constrained_layout.use": True,
+        "savefig.dpi": DPI,
+        "font.family": "sans-serif",
+        "font.sans-serif": ["DejaVu Sans"],  # ships with matplotlib: same glyphs on every machine
+        "font.size": 8,
+        "axes.titlesize": 8,
+        "axes.labelsize": 8,
+        "xtick.labelsize": 7,
+        "ytick.labelsize": 7,
+        "legend.fontsize": 7,
+        "legend.title_fontsize": 7,
+        "legend.frameon": False,
+        "axes.linewidth": 0.6,
+        "axes.grid": True,
+        "grid.linewidth": 0.4,
+        "grid.alpha": 0.5,
+        "lines.linewidth": 1.2,
+        "lines.markersize": 3.5,
+        "xtick.major.width": 0.6,
+        "ytick.major.width": 0.6,
+        "axes.spines.top": False,
+        "axes.spines.right": False,
+        "axes.prop_cycle": cycler(color=HOUSE_COLORS),
+        "image.cmap": "viridis",
+        "pdf.fonttype": 42,  # embed TrueType subsets (editable text, accepted by publishers), not Type 3
+        "ps.fonttype": 42,
+        "svg.hashsalt": "slimlib",
+        "path.simplify": True,
+    }
+
+
+def use_house_style() -> None:
+    """Apply the house style (seaborn "ticks" theme, house colours, paper font sizes) to matplotlib globally.
+
+    Works with any backend (Agg in batch runs, inline in Jupyter); call it once at the top of each notebook.
+    """
+    import seaborn as sns
+
+    sns.set_theme(context="paper", style="ticks", palette=HOUSE_COLORS, rc=house_rc())
+    mpl.rcParams.update(house_rc())
+
+
+def new_figure(
+    nrows: int = 1,
+    ncols: int = 1,
+    *,
+    double: bool = False,
+    height: float | None = None,
+    **subplots_kw,
+):
+    """A figure of single-column (3.4 in) or, with `double=True`, double-column (7.0 in) width, and its axes.
+
+    `height` is in inches (default 2.4 single, 2.8 double). Extra keywords go to `plt.subplots`
+    (`sharex`, `sharey`, ...). Returns `(fig, ax)` like `plt.subplots`.
+    """
+    import matplotlib.pyplot as plt
+
+    width = DOUBLE_COLUMN_IN if double else SINGLE_COLUMN_IN
+    if height is None:
+        height = DOUBLE_HEIGHT_IN if double else SINGLE_HEIGHT_IN
+    if not (height > 0):
+        raise DataError(f"new_figure: height must be a positive number of inches, got {height!r}")
+    subplots_kw.setdefault("layout", "constrained")
+    return plt.subplots(nrows, ncols, figsize=(width, height), **subplots_kw)
+
+
+def _check_name(name: str) -> str:
+    name = str(name)
+    if not _NAME_RE.match(name) or name.endswith((".pdf", ".png", ".csv", ".md", ".tex")):
+        raise DataError(
+            f"output name {name!r} must be a bare file stem (letters, digits, '.', '_', '-'; no folder, no "
+            "extension), e.g. 'fig3_throughput'; pass the folder as outdir="
+        )
+    return name
+
+
+def save_figure(
+    fig,
+    name: str,
+    outdir: str | Path = "figures",
+    *,
+    formats: Sequence[str] = ("pdf", "png"),
+    dpi: int = DPI,
+) -> list[Path]:
+    """Write `fig` as `outdir/name.pdf` and `outdir/name.png`, byte-identical on every run; return the paths.
+
+    Rendering uses matplotlib's own PDF and Agg writers whatever the interactive backend, with fixed metadata
+    (no creation date, fixed producer) so repeated runs give the same bytes.
+    """
+    name = _check_name(name)
+    outdir = Path(outdir)
+    outdir.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for fmt in formats:
+        fmt = fmt.lower()
+        if fmt == "pdf":
+            meta = dict(_PDF_METADATA)
+        elif fmt == "png":
+            meta = dict(_PNG_METADATA)
+        else:
+            raise DataError(f"save_figure: unsupported format {fmt!r}; use 'pdf' and/or 'png'")
+        path = outdir / f"{name}.{fmt}"
+        buf = io.BytesIO()
+        fig.savefig(buf, format=fmt, dpi=dpi, metadata=meta)
+        write_bytes(path, buf.getvalue())  # atomic: a temporary file beside the target, renamed into place
+        paths.append(path)
+    return paths
+
+
+# --------------------------------------------------------------------------------------------------- tables
+def _text_table(df, index, digits, columns, na) -> tuple[pd.DataFrame, list[bool]]:
+    frame = df.reset_index() if index else df
+    cols = dict(columns or {})
+    if digits is not None:
+        for c in frame.columns:
+            if pd.api.types.is_float_dtype(frame[c]) and c not in cols:
+                cols[c] = T.Col(decimals=int(digits))
+    return T.format_table(frame, cols, na=na)
+
+
+def table_to_markdown(
+    df: pd.DataFrame,
+    *,
+    index: bool = False,
+    digits: int | None = None,
+    columns=None,
+    notes=(),
+    na="n/a (no data)",
+) -> str:
+    """A paper-ready Markdown pipe table of `df` (`slimlib.experiments.outputs.table_format`: human headers with units, fixed
+    decimals per column, or `digits` decimals for every float column; percents; "n/a (reason)"), notes below."""
+
+    return T.markdown(*_text_table(df, index, digits, columns, na), notes)
+
+
+def table_to_latex(
+    df: pd.DataFrame,
+    *,
+    index: bool = False,
+    digits: int | None = None,
+    columns=None,
+    notes=(),
+    na="n/a (no data)",
+) -> str:
+    """A paper-ready booktabs `tabular` of `df` (needs `\\usepackage{booktabs}`), for `\\input` in a table."""
+
+    return T.latex(*_text_table(df, index, digits, columns, na), notes)
+
+
+def save_table(
+    df: pd.DataFrame,
+    name: str,
+    outdir: str | Path = "figures",
+    *,
+    index: bool = False,
+    digits: int | None = None,
+    formats: Sequence[str] = ("csv", "md", "tex"),
+    columns=None,
+    notes: Sequence[str] = (),
+    display: pd.DataFrame | None = None,
+    na: str = "n/a (no data)",
+) -> list[Path]:
+    """Write `df` as `outdir/name.csv` (machine names, full precision) and paper-ready `name.md`, `name.tex`.
+
+    The Markdown and LaTeX show `display` when given (e.g. the paper-shaped pivot of a long CSV, cells already
+    formatted), else `df` formatted by `slimlib.experiments.outputs.table_format` (`columns`: per-column `Col` overrides;
+    `digits`: fixed decimals for every float column; `na`: text of a missing value; `notes`: lines below the
+    table). Each file is written atomically; output is deterministic. Returns the written paths.
+    """
+
+    if not isinstance(df, pd.DataFrame):
+        raise DataError(f"save_table: expected a pandas DataFrame for {name!r}, got {type(df).__name__}")
+    name = _check_name(name)
+    outdir = Path(outdir)
+    outdir.mkdir(parents=True, exist_ok=True)
+    shown = df if display is None else display
+    paths = []
+    for fmt in formats:
+        path = outdir / f"{name}.{fmt}"
+        if fmt == "csv":
+            text = df.to_csv(index=index, lineterminator="\n")
+        elif fmt == "md":
+            text = table_to_markdown(shown, index=index, digits=digits, columns=columns, notes=notes, na=na)
+        elif fmt == "tex":
+            text = table_to_latex(shown, index=index, digits=digits, columns=columns, notes=notes, na=na)
+        else:
+            raise DataError(f"save_table: unsupported format {fmt!r}; use 'csv', 'md' and/or 'tex'")
+        write_text(path, text)
+        paths.append(path)
+    return paths

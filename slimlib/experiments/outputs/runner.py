@@ -1,0 +1,411 @@
+"""Run the numbered notebooks through papermill (one command reproduces every figure), and keep notebooks clean.
+
+`run_notebooks` executes `notebooks/NN_*.ipynb` in numeric order in a kernel of this same Python interpreter,
+injecting parameters, writing executed copies to `build/` and figures to `figures/`. `check_clean` and
+`strip_notebook` keep the notebooks committed to git free of outputs, execution counts and metadata noise.
+
+Command line: `python -m slimlib.experiments.outputs.runner --strip notebooks/*.ipynb` (or `slim nbstrip`), `--check` to only report.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import json
+import os
+import re
+import sys
+import tempfile
+import time
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
+
+from slimlib.errors import DataError, SlimError, UnknownNameError, close_matches_message
+from slimlib.experiments.outputs.captions import write_captions
+from slimlib.io import write_text
+
+NOTEBOOK_RE = re.compile(r"^(\d+)_[^/\\]*\.ipynb$")
+PARAMETERS_TAG = "parameters"
+INJECTED_TAG = "injected-parameters"
+#: Parameters the runner sets itself; every notebook receives them whether it declares them or not.
+RUNNER_PARAMETERS = ("figures_dir",)
+#: Metadata kept by `strip_notebook`; everything else (papermill records, widget state, UI state) is dropped.
+KEPT_NOTEBOOK_METADATA = ("kernelspec", "language_info", "jupytext")
+KEPT_LANGUAGE_INFO = ("name",)
+KEPT_CELL_METADATA = ("tags",)
+
+
+class NotebookError(SlimError, RuntimeError):
+    """A notebook failed (or could not start) during `run_notebooks`; `summary` holds the per-notebook records."""
+
+    def __init__(self, message: str, summary: list[dict] | None = None):
+        super().__init__(message)
+        self.summary = summary or []
+
+
+# ----------------------------------------------------------------------------------------------- discovery
+def find_notebooks(notebook_dir: str | Path = "notebooks", only: Iterable[str] | None = None) -> list[Path]:
+    """The `NN_*.ipynb` files of `notebook_dir` in numeric order, or the subset whose number is in `only`.
+
+    `only` entries are numbers ("1", "01") or name prefixes ("01_calibration").
+    """
+    folder = Path(notebook_dir)
+    if not folder.is_dir():
+        raise DataError(
+            f"notebook folder {str(folder)!r} does not exist; run from the repository root or pass it"
+        )
+    found = [p for p in folder.iterdir() if p.is_file() and NOTEBOOK_RE.match(p.name)]
+    found.sort(key=lambda p: (int(NOTEBOOK_RE.match(p.name).group(1)), p.name))
+    if not found:
+        raise DataError(f"no notebooks named NN_*.ipynb in {str(folder)!r}")
+    if only is None:
+        return found
+    selected: list[Path] = []
+    for want in only:
+        want = str(want).strip()
+        if want.isdigit():
+            hits = [p for p in found if int(NOTEBOOK_RE.match(p.name).group(1)) == int(want)]
+        else:
+            hits = [p for p in found if p.stem.startswith(want.removesuffix(".ipynb"))]
+        if not hits:
+            raise UnknownNameError(close_matches_message("notebook", want, [p.stem for p in found]))
+        selected += [p for p in hits if p not in selected]
+    selected.sort(key=found.index)
+    return selected
+
+
+def declared_parameters(path: str | Path) -> dict:
+    """Names and defaults declared in the notebook's cell tagged `parameters` (papermill's inspection)."""
+    pm = _papermill()
+    return dict(pm.inspect_notebook(str(path)))
+
+
+# ----------------------------------------------------------------------------------------------- execution
+def _papermill():
+    try:
+        import papermill
+    except ImportError as exc:  # the notebooks extra is optional
+        raise SlimError(
+            "running notebooks needs papermill and ipykernel: pip install 'slimlib[notebooks]'"
+        ) from exc
+    return papermill
+
+
+@contextlib.contextmanager
+def _kernel_of_this_python(kernel_name: str) -> Iterator[str]:
+    """Make `kernel_name` "python3" start this very interpreter (`sys.executable`), via a temporary kernelspec.
+
+    Other kernel names are used as installed.
+    """
+    if kernel_name != "python3":
+        yield kernel_name
+        return
+    try:
+        from ipykernel.kernelspec import get_kernel_dict
+    except ImportError as exc:
+        raise SlimError("running notebooks needs ipykernel: pip install 'slimlib[notebooks]'") from exc
+    old = os.environ.get("JUPYTER_PATH")
+    with tempfile.TemporaryDirectory(prefix="slim-kernel-") as tmp:
+        spec_dir = Path(tmp) / "kernels" / kernel_name
+        spec_dir.mkdir(parents=True)
+        spec = get_kernel_dict()  # ipykernel's own spec; its argv starts with sys.executable
+        spec["argv"][0] = sys.executable
+        (spec_dir / "kernel.json").write_text(json.dumps(spec), encoding="utf-8")
+        os.environ["JUPYTER_PATH"] = os.pathsep.join([tmp] + ([old] if old else []))
+        try:
+            yield kernel_name
+        finally:
+            if old is None:
+                os.environ.pop("JUPYTER_PATH", None)
+            else:
+                os.environ["JUPYTER_PATH"] = old
+
+
+def _kernel_manager_class():
+    """The kernel manager papermill should use: with CurveZMQ-encrypted local sockets where supported."""
+    from jupyter_client.manager import AsyncKernelManager
+
+    try:
+        import zmq
+
+        curve = bool(zmq.has("curve"))
+    except Exception:  # pragma: no cover - pyzmq always comes with jupyter_client
+        curve = False
+    if not curve or "transport_encryption" not in AsyncKernelManager.class_trait_names():
+        return AsyncKernelManager  # older jupyter_client: plain TCP on localhost, as Jupyter itself does
+
+    class EncryptedKernelManager(AsyncKernelManager):
+        """Provisions CurveZMQ keys for kernels whose spec declares support (ipykernel does)."""
+
+        def __init__(self, **kwargs):
+            kwargs.setdefault("transport_encryption", "auto")
+            super().__init__(**kwargs)
+
+    return EncryptedKernelManager
+
+
+def _failure_message(nb_path: Path, out_path: Path, exc: Exception) -> str:
+    """One-line description of a papermill failure: notebook, cell (index in the source notebook), exception."""
+    from papermill.exceptions import PapermillExecutionError
+
+    number = NOTEBOOK_RE.match(nb_path.name).group(1)
+    rerun = f"fix it and rerun with `slim reproduce --only {number}`"
+    if not isinstance(exc, PapermillExecutionError):
+        detail = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        return f"notebook {nb_path.name} could not be run: {type(exc).__name__}: {detail}; {rerun}"
+    index = exc.cell_index
+    with contextlib.suppress(Exception):  # map the executed copy's index back to the source notebook's
+        import nbformat
+
+        cells = nbformat.read(str(out_path), as_version=4).cells
+        cells = [c for c in cells if "papermill-error-cell-tag" not in c.get("metadata", {}).get("tags", [])]
+        index -= sum(INJECTED_TAG in c.get("metadata", {}).get("tags", []) for c in cells[: exc.cell_index])
+    lines = [ln.strip() for ln in str(exc.source or "").splitlines() if ln.strip()]
+    first = lines[0] if lines else ""
+    if len(first) > 80:
+        first = first[:77] + "..."
+    evalue = " ".join(str(exc.evalue).split())
+    return (
+        f"notebook {nb_path.name} failed in cell {index} (`{first}`): {exc.ename}: {evalue}; "
+        f"the traceback is in {out_path}; {rerun}"
+    )
+
+
+def run_notebooks(
+    notebook_dir: str | Path = "notebooks",
+    build_dir: str | Path = "build",
+    figures_dir: str | Path = "figures",
+    only: Iterable[str] | None = None,
+    parameters: Mapping | None = None,
+    progress: bool = True,
+    kernel_name: str = "python3",
+) -> list[dict]:
+    """Execute `notebook_dir/NN_*.ipynb` in numeric order with papermill; return one record per notebook.
+
+    Each notebook gets the entries of `parameters` that its `parameters` cell declares (so one YAML file can
+    serve all notebooks) plus `figures_dir` as an absolute path; it runs with the notebook folder as working
+    directory, and its executed copy is written to `build_dir/<name>.ipynb`. A parameter that no notebook in
+    the folder declares is an error (likely a typo). The run stops at the first failing notebook with a
+    `NotebookError` naming the notebook and cell. Records: `notebook`, `status` ("ok", "failed", "not run"),
+    `wall_s`, `output`.
+    """
+    from tqdm.auto import tqdm
+
+    pm = _papermill()
+    all_notebooks = find_notebooks(notebook_dir)
+    notebooks = find_notebooks(notebook_dir, only)
+    parameters = dict(parameters or {})
+    declared = {nb: declared_parameters(nb) for nb in all_notebooks}
+    known = set(RUNNER_PARAMETERS).union(*declared.values())
+    unknown = sorted(set(parameters) - known)
+    if unknown:
+        raise UnknownNameError(
+            close_matches_message("notebook parameter", unknown[0], sorted(known))
+            + f" (no `parameters` cell in {notebook_dir} declares it)"
+        )
+    build = Path(build_dir).resolve()
+    build.mkdir(parents=True, exist_ok=True)
+    figures = Path(figures_dir).resolve()
+    figures.mkdir(parents=True, exist_ok=True)
+
+    summary = [
+        {"notebook": nb.name, "status": "not run", "wall_s": float("nan"), "output": str(build / nb.name)}
+        for nb in notebooks
+    ]
+    manager_class = _kernel_manager_class()
+    t_start = time.perf_counter()
+    with _kernel_of_this_python(kernel_name) as kernel:
+        bar = tqdm(notebooks, desc="notebooks", unit="nb", disable=not progress, file=sys.stderr)
+        for i, nb in enumerate(bar):
+            bar.set_postfix_str(nb.name)
+            injected = {k: v for k, v in parameters.items() if k in declared[nb]}
+            injected["figures_dir"] = str(figures)
+            out_path = build / nb.name
+            t0 = time.perf_counter()
+            try:
+                pm.execute_notebook(
+                    str(nb),
+                    str(out_path),
+                    parameters=injected,
+                    kernel_name=kernel,
+                    progress_bar=False,
+                    log_output=False,
+                    cwd=str(nb.parent.resolve()),
+                    kernel_manager_class=manager_class,
+                )
+            except Exception as exc:  # papermill errors, dead kernels, missing kernelspecs alike
+                summary[i].update(status="failed", wall_s=time.perf_counter() - t0)
+                bar.close()
+                raise NotebookError(_failure_message(nb, out_path, exc), summary) from exc
+            summary[i].update(status="ok", wall_s=time.perf_counter() - t0)
+        bar.close()
+    write_captions(
+        figures
+    )  # CAPTIONS.md for every output now in the folder, after all notebooks wrote theirs
+    total = time.perf_counter() - t_start
+    if progress:
+        print(
+            f"ran {len(notebooks)} notebook(s) in {total:.1f} s; executed copies in {build}", file=sys.stderr
+        )
+    return summary
+
+
+# ----------------------------------------------------------------------------------------------- hygiene
+def _tags(cell: Mapping) -> list:
+    return list(cell.get("metadata", {}).get("tags", []) or [])
+
+
+def _with_line_sources(nb: dict) -> dict:
+    """A copy of `nb` whose cell sources are lists of lines, the layout Jupyter writes."""
+    nb = copy.deepcopy(nb)
+    for cell in nb.get("cells", []):
+        if isinstance(cell.get("source"), str):
+            cell["source"] = cell["source"].splitlines(keepends=True)
+    return nb
+
+
+def strip_notebook_dict(nb: dict) -> dict:
+    """A copy of notebook JSON `nb` without outputs, execution counts, papermill cells and metadata noise.
+
+    Cell sources become lists of lines, as Jupyter writes them.
+    """
+    nb = _with_line_sources(nb)
+    cells = []
+    for cell in nb.get("cells", []):
+        tags = _tags(cell)
+        if INJECTED_TAG in tags or "papermill-error-cell-tag" in tags:
+            continue  # cells papermill added to an executed copy
+        if cell.get("cell_type") == "code":
+            cell["outputs"] = []
+            cell["execution_count"] = None
+        meta = {k: v for k, v in cell.get("metadata", {}).items() if k in KEPT_CELL_METADATA and v}
+        cell["metadata"] = meta
+        cells.append(cell)
+    nb["cells"] = cells
+    meta = {k: v for k, v in nb.get("metadata", {}).items() if k in KEPT_NOTEBOOK_METADATA}
+    if isinstance(meta.get("language_info"), dict):
+        meta["language_info"] = {k: v for k, v in meta["language_info"].items() if k in KEPT_LANGUAGE_INFO}
+    nb["metadata"] = meta
+    return nb
+
+
+def _dumps(nb: dict) -> str:
+    """Notebook JSON as Jupyter writes it (1-space indent, sorted keys), with a final newline."""
+    return json.dumps(nb, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def _load(path: Path) -> dict:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            nb = json.load(fh)
+    except (OSError, json.JSONDecodeError) as exc:
+        raise DataError(f"{path}: not a readable notebook JSON file ({exc})") from exc
+    if not isinstance(nb, dict):
+        raise DataError(f"{path}: not a notebook (top-level JSON is not an object)")
+    return nb
+
+
+def strip_notebook(path: str | Path) -> bool:
+    """Strip `path` in place (see `strip_notebook_dict`); return True if the file changed."""
+    path = Path(path)
+    text = path.read_text(encoding="utf-8")
+    new = _dumps(strip_notebook_dict(_load(path)))
+    if new == text:
+        return False
+    write_text(path, new)
+    return True
+
+
+def check_clean(path: str | Path) -> list[str]:
+    """Problems that keep notebook `path` from being committed; an empty list means it is clean.
+
+    Clean: valid nbformat 4; the first cell is markdown; no code cell has outputs or an execution count;
+    exactly one cell is tagged `parameters` and it is the first code cell; no papermill cells or metadata
+    noise (i.e. `strip_notebook` would not change it).
+    """
+    path = Path(path)
+    try:
+        nb = _load(path)
+    except DataError as exc:
+        return [str(exc)]
+    problems: list[str] = []
+    if nb.get("nbformat") != 4:
+        return [f"{path.name}: nbformat is {nb.get('nbformat')!r}, expected 4; re-save it with Jupyter 4+"]
+    try:
+        import nbformat
+
+        nbformat.validate(nbformat.from_dict(copy.deepcopy(nb)))
+    except ImportError:  # pragma: no cover - nbformat comes with papermill/jupyter
+        pass
+    except Exception as exc:
+        msg = " ".join(str(exc).split())[:200]
+        problems.append(f"{path.name}: invalid nbformat 4 ({msg})")
+    cells = nb.get("cells", [])
+    if not cells or cells[0].get("cell_type") != "markdown":
+        problems.append(
+            f"{path.name}: the first cell must be a markdown cell (title and what the notebook reproduces)"
+        )
+    code = [(i, c) for i, c in enumerate(cells) if c.get("cell_type") == "code"]
+    for i, c in code:
+        if c.get("outputs"):
+            problems.append(f"{path.name}: cell {i} has outputs; run `slim nbstrip {path}`")
+        if c.get("execution_count") is not None:
+            problems.append(f"{path.name}: cell {i} has an execution count; run `slim nbstrip {path}`")
+    tagged = [i for i, c in enumerate(cells) if PARAMETERS_TAG in _tags(c)]
+    if len(tagged) != 1:
+        problems.append(
+            f"{path.name}: {len(tagged)} cells are tagged 'parameters' (cells {tagged}); exactly one is needed"
+        )
+    elif not code or tagged[0] != code[0][0]:
+        problems.append(
+            f"{path.name}: the cell tagged 'parameters' (cell {tagged[0]}) must be the first code cell"
+        )
+    if not problems and strip_notebook_dict(nb) != _with_line_sources(nb):
+        problems.append(f"{path.name}: papermill cells or metadata noise; run `slim nbstrip {path}`")
+    return problems
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m slimlib.experiments.outputs.runner --strip NB...` strips notebooks; `--check NB...` lists problems (exit 1)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        prog="python -m slimlib.experiments.outputs.runner", description=main.__doc__
+    )
+    mode = parser.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--strip", action="store_true", help="strip outputs and metadata noise in place")
+    mode.add_argument("--check", action="store_true", help="report notebooks that are not clean")
+    parser.add_argument("paths", nargs="+", type=Path)
+    args = parser.parse_args(argv)
+    return strip_or_check(args.paths, check=args.check)
+
+
+def strip_or_check(paths: Iterable[Path], check: bool = False, out=None) -> int:
+    """Strip (or with `check`, only report on) each notebook; return 1 if any check failed, else 0."""
+    out = out or sys.stdout
+    bad = 0
+    for path in paths:
+        path = Path(path)
+        if not path.is_file():
+            raise DataError(f"notebook {str(path)!r} does not exist")
+        if check:
+            problems = check_clean(path)
+            bad += bool(problems)
+            for p in problems:
+                print(p, file=out)
+        else:
+            changed = strip_notebook(path)
+            print(f"{'stripped' if changed else 'clean   '} {path}", file=out)
+            bad_left = check_clean(path)
+            for p in bad_left:  # structure problems stripping cannot fix
+                print(p, file=out)
+            bad += bool(bad_left)
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    try:
+        sys.exit(main())
+    except SlimError as err:
+        print(f"error: {err}", file=sys.stderr)
+        sys.exit(2)

@@ -1,0 +1,397 @@
+"""Paper-ready table text: fixed decimals per column, percents as percents, units in human headers, "n/a (reason)"
+instead of blanks, never scientific notation. The CSV beside every table keeps machine names and full precision;
+this module only shapes the Markdown and LaTeX (`slimlib.experiments.outputs.plotting.save_table` writes all three).
+
+Per-column formatting is inferred from the column name (`infer_column`) unless a `Col` overrides it:
+``*_pct`` is already a percent; ``*_share``, ``*_util``, ``*_frac`` and ``efficiency`` are fractions shown x100 as
+percents; the unit suffix (``_tok_s``, ``_s``, ``_ms``, ``_gb``, ...) becomes the header's unit.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+
+import numpy as np
+import pandas as pd
+
+from slimlib.errors import DataError
+
+#: Human headers of common machine column names (units in parentheses).
+HEADERS: dict[str, str] = {
+    "model": "Model",
+    "gpu": "GPU",
+    "scenario": "Scenario",
+    "method": "Method",
+    "variant": "Variant",
+    "metric": "Metric",
+    "fold": "Fold",
+    "parameter": "Parameter",
+    "unit": "Unit",
+    "batch_size": "Batch size B",
+    "input_len": "Input length IL (tokens)",
+    "output_len": "Output length OL (tokens)",
+    "kv_cache_size": "KV context C (tokens)",
+    "active_context": "Active context (tokens)",
+    "n_train": "Train rows",
+    "n_test": "Test rows",
+    "mape_pct": "MAPE (%)",
+    "throughput_tok_s": "Throughput (tok/s)",
+    "slo": "SLO",
+    "slo_s": "SLO (s)",
+    "b_cap": "B_cap",
+    "b_true": "Best measured B",
+    "binding": "Binding constraint",
+    "estimate": "Estimate",
+    "stderr": "Std. error",
+    "ci_lo": "95% CI low",
+    "ci_hi": "95% CI high",
+    "at_bound": "At bound",
+    "k": "k (runs per curve)",
+    "ai_flop_per_byte": "Arithmetic intensity (FLOP/byte)",
+    "achieved_tflop_s": "Achieved (TFLOP/s)",
+    "achieved_bw_tb_s": "Achieved DRAM BW (TB/s)",
+    "time_ms": "Kernel time (ms)",
+    "dmon_samples": "dmon samples",
+}
+
+#: Machine-name suffix -> unit shown in the header (longest suffix first).
+UNIT_SUFFIXES: list[tuple[str, str]] = [
+    ("_flop_per_byte", "FLOP/byte"),
+    ("_tflop_s", "TFLOP/s"),
+    ("_tok_s", "tok/s"),
+    ("_req_s", "req/s"),
+    ("_tb_s", "TB/s"),
+    ("_gb", "GiB"),
+    ("_mhz", "MHz"),
+    ("_pct", "%"),
+    ("_ms", "ms"),
+    ("_w", "W"),
+    ("_s", "s"),
+]
+#: Suffixes (or whole names) of fraction columns shown x100 as percents.
+FRACTION_SUFFIXES = ("_share", "_util", "_frac", "_share_of_max")
+FRACTION_NAMES = ("efficiency", "measured_efficiency", "share", "util")
+#: Words kept as written when a machine name is turned into a header.
+_KEEP_CASE = {"kv": "KV", "sm": "SM", "dram": "DRAM", "e2e": "E2E", "itl": "ITL", "ttft": "TTFT", "gpu": "GPU",
+              "slo": "SLO", "ctx": "context", "bw": "BW", "mem": "memory", "ci": "CI", "ol": "OL", "il": "IL",
+              "mape": "MAPE", "slim": "SLIM", "tp": "TP"}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Col:
+    """How one column is shown: header text, fixed decimals, fraction -> percent, the reason printed for a gap."""
+
+    header: str | None = None
+    decimals: int | None = None
+    percent: bool = False
+    na: str | None = None
+
+
+class Bold(str):
+    """A cell shown in bold (Markdown ``**x**``, LaTeX ``\\textbf{x}``)."""
+
+
+def is_fraction(name: str) -> bool:
+    """Whether the column `name` holds a fraction that the paper-ready table shows as a percent."""
+    n = str(name)
+    return n in FRACTION_NAMES or n.endswith(FRACTION_SUFFIXES)
+
+
+def human_header(name: str, percent: bool | None = None) -> str:
+    """A readable header for machine column `name`, unit in parentheses (``throughput_tok_s`` -> ``Throughput
+    (tok/s)``); a fraction column shown as percent gets ``(%)``."""
+    n = str(name)
+    if n in HEADERS:
+        return HEADERS[n]
+    if " " in n or n != n.lower():  # already a human header
+        return n
+    percent = is_fraction(n) if percent is None else percent
+    unit = "%" if percent else None
+    stem = n
+    for suffix, u in UNIT_SUFFIXES:
+        if n.endswith(suffix) and len(n) > len(suffix):
+            stem, unit = n[: -len(suffix)], ("%" if percent else u)
+            break
+    words = [_KEEP_CASE.get(w, w) for w in stem.split("_") if w]
+    text = " ".join(words) if words else n
+    text = text[:1].upper() + text[1:]
+    return f"{text} ({unit})" if unit else text
+
+
+def _finite(series: pd.Series) -> np.ndarray:
+    vals = pd.to_numeric(series, errors="coerce").to_numpy(dtype=float)
+    return vals[np.isfinite(vals)]
+
+
+def auto_decimals(values: Iterable[float], percent: bool = False) -> int:
+    """Fixed decimals for a column: 0 for integers, else enough for three significant digits of the median
+    magnitude (0-4); percents get 1 decimal unless smaller values need more."""
+    v = np.asarray(list(values), dtype=float)
+    v = np.abs(v[np.isfinite(v)])
+    if v.size == 0 or np.all(v == np.round(v)):
+        return 0
+    nz = v[v > 0]
+    if nz.size == 0:
+        return 0
+    mag = math.floor(math.log10(float(np.median(nz))))
+    dec = int(min(4, max(0, 2 - mag)))
+    return max(dec, 1) if percent else dec
+
+
+def infer_column(name: str, series: pd.Series) -> Col:
+    """The formatting of column `name` inferred from its name and values."""
+    numeric = pd.api.types.is_numeric_dtype(series) and not pd.api.types.is_bool_dtype(series)
+    percent = numeric and is_fraction(name)
+    dec = None
+    if numeric:
+        vals = _finite(series) * (100 if percent else 1)
+        dec = auto_decimals(vals, percent=percent or str(name).endswith("_pct"))
+    return Col(header=human_header(name, percent if numeric else False), decimals=dec, percent=percent)
+
+
+def format_value(value, decimals: int | None = 2, percent: bool = False, na: str = "n/a") -> str:
+    """One cell: fixed `decimals` (no scientific notation, thousands unseparated), x100 when `percent`,
+    `na` for a missing value; text and booleans as written."""
+    if isinstance(value, Bold):
+        return value
+    if value is None or value is pd.NA or value is pd.NaT:
+        return na
+    if isinstance(value, (bool, np.bool_)):
+        return "yes" if value else "no"
+    if isinstance(value, (int, np.integer)) and not percent:
+        return str(int(value))
+    if isinstance(value, (float, np.floating, int, np.integer)):
+        x = float(value)
+        if math.isnan(x):
+            return na
+        if math.isinf(x):
+            return "inf" if x > 0 else "-inf"
+        if percent:
+            x *= 100
+        text = f"{x:.{decimals if decimals is not None else 2}f}"
+        return "0" + text[2:] if text.startswith("-0") and float(text) == 0 else text
+    return str(value)
+
+
+def format_table(
+    df: pd.DataFrame,
+    columns: Mapping[str, Col] | None = None,
+    *,
+    na: str = "n/a (no data)",
+    index: bool = False,
+) -> tuple[pd.DataFrame, list[bool]]:
+    """`df` as text cells under human headers, and per-column "is numeric" flags (for right alignment).
+
+    `columns` overrides the inferred formatting of named columns (fields left None keep the inferred value);
+    `na` is printed where a value is missing unless the column's `Col.na` gives its own reason."""
+    frame = df.reset_index() if index else df
+    columns = dict(columns or {})
+    unknown = [c for c in columns if c not in frame.columns]
+    if unknown:
+        raise DataError(
+            f"format_table: column(s) {unknown} not in the table (columns: {list(frame.columns)})"
+        )
+    out, numeric = {}, []
+    for name in frame.columns:
+        series = frame[name]
+        col = infer_column(name, series)
+        if name in columns:
+            over = columns[name]
+            col = replace(col, **{k: v for k, v in over.__dict__.items() if v is not None and v is not False})
+            if over.percent and over.header is None:
+                col = replace(col, header=human_header(name, True))
+        text_na = col.na or na
+        out[col.header or str(name)] = [format_value(v, col.decimals, col.percent, text_na) for v in series]
+        numeric.append(pd.api.types.is_numeric_dtype(series) and not pd.api.types.is_bool_dtype(series))
+    headers = list(out)
+    if len(set(headers)) != len(headers):
+        raise DataError(
+            f"format_table: two columns get the same header {headers}; give one a Col(header=...)"
+        )
+    return pd.DataFrame(out, columns=headers, dtype=object), numeric
+
+
+def _is_bold(cell) -> bool:
+    return isinstance(cell, Bold)
+
+
+def markdown(text: pd.DataFrame, numeric: list[bool], notes: Iterable[str] = ()) -> str:
+    """A Markdown pipe table of already formatted cells (numbers right-aligned), notes below it."""
+
+    def esc(s: str) -> str:
+        return str(s).replace("|", r"\|").replace("\n", " ")
+
+    lines = ["| " + " | ".join(esc(h) for h in text.columns) + " |"]
+    lines.append("|" + "|".join("---:" if n else ":---" for n in numeric) + "|")
+    for row in text.itertuples(index=False, name=None):
+        lines.append("| " + " | ".join(f"**{esc(c)}**" if _is_bold(c) else esc(c) for c in row) + " |")
+    notes = list(notes)
+    if notes:
+        lines.append("")
+        lines += [f"Note: {n}" for n in notes]
+    return "\n".join(lines) + "\n"
+
+
+_LATEX_SPECIAL = {
+    "\\": r"\textbackslash{}",
+    "&": r"\&",
+    "%": r"\%",
+    "$": r"\$",
+    "#": r"\#",
+    "_": r"\_",
+    "{": r"\{",
+    "}": r"\}",
+    "~": r"\textasciitilde{}",
+    "^": r"\textasciicircum{}",
+}
+
+
+def latex_escape(text: str) -> str:
+    """`text` with LaTeX's special characters escaped."""
+    return "".join(_LATEX_SPECIAL.get(ch, ch) for ch in str(text))
+
+
+def latex(text: pd.DataFrame, numeric: list[bool], notes: Iterable[str] = ()) -> str:
+    """A booktabs `tabular` of already formatted cells (needs `\\usepackage{booktabs}`), notes as table rows."""
+    spec = "".join("r" if n else "l" for n in numeric)
+    lines = [f"\\begin{{tabular}}{{{spec}}}", r"\toprule"]
+    lines.append(" & ".join(latex_escape(h) for h in text.columns) + r" \\")
+    lines.append(r"\midrule")
+    for row in text.itertuples(index=False, name=None):
+        cells = [f"\\textbf{{{latex_escape(c)}}}" if _is_bold(c) else latex_escape(c) for c in row]
+        lines.append(" & ".join(cells) + r" \\")
+    lines.append(r"\bottomrule")
+    for n in notes:
+        lines.append(f"\\multicolumn{{{len(numeric)}}}{{l}}{{\\footnotesize Note: {latex_escape(n)}}} \\\\")
+    lines.append(r"\end{tabular}")
+    return "\n".join(lines) + "\n"
+
+
+def high_mape_note(values: Mapping[str, float], limit: float = 100.0) -> str | None:
+    """A note naming every MAPE above `limit` percent (`values`: label -> MAPE %), or None when there is none."""
+    big = [(k, v) for k, v in values.items() if np.isfinite(v) and v > limit]
+    if not big:
+        return None
+    listed = "; ".join(f"{k} {v:.0f}%" for k, v in big)
+    return (
+        f"MAPE above {limit:.0f}% ({listed}): the prediction is off by more than the measured value itself; "
+        "read these as failures of the method on that scenario, not as precise error levels."
+    )
+
+
+def format_sig(x: float, sig: int = 3, na: str = "n/a") -> str:
+    """`x` to `sig` significant digits in positional notation (never scientific): 1.23e-06 -> 0.00000123."""
+    if x is None or not np.isfinite(x):
+        return na
+    if abs(x) < 1e-6:  # a fitted value at a zero bound, up to solver noise
+        return "0"
+    mag = math.floor(math.log10(abs(float(x))))
+    dec = max(0, sig - 1 - mag)
+    return f"{float(x):.{dec}f}"
+
+
+#: Display scaling of parameter units (seconds-based units shown in ms or microseconds to avoid tiny numbers).
+UNIT_SCALES = {"s/token": (1e6, "µs/token"), "s/step": (1e3, "ms/step"), "-": (1.0, "dimensionless")}
+
+
+def parameter_display(params: pd.DataFrame, sig: int = 3) -> pd.DataFrame:
+    """Paper-ready parameter table from columns method, scenario, fold, parameter, unit, estimate, stderr, ci_lo,
+    ci_hi, at_bound: values in display units (`UNIT_SCALES`), `sig` significant digits, "n/a (reason)" gaps."""
+    rows = []
+    for r in params.itertuples(index=False):
+        scale, unit = UNIT_SCALES.get(r.unit, (1.0, r.unit))
+        se_na = "n/a (at bound)" if r.at_bound else "n/a (not estimable)"
+        se = np.nan if r.at_bound else r.stderr
+        rows.append(
+            {
+                "Method": r.method,
+                "Scenario": r.scenario,
+                "Fold": r.fold,
+                "Parameter": r.parameter,
+                "Unit": unit,
+                "Estimate": format_sig(r.estimate * scale, sig),
+                "Std. error": format_sig(se * scale, sig, se_na),
+                "95% CI": (
+                    f"[{format_sig(r.ci_lo * scale, sig)}, {format_sig(r.ci_hi * scale, sig)}]"
+                    if np.isfinite(r.ci_lo) and np.isfinite(r.ci_hi)
+                    else se_na
+                ),
+                "At bound": "yes" if r.at_bound else "no",
+            }
+        )
+    return pd.DataFrame(rows, dtype=object)
+
+
+def paper_table2(
+    long: pd.DataFrame,
+    metric: str,
+    *,
+    reference: str = "SLIM",
+    na_reasons: Mapping[str, str] | None = None,
+    method_labels: Mapping[str, str] | None = None,
+    decimals: int = 1,
+) -> pd.DataFrame:
+    """Table II in the paper's shape for one metric: scenarios as rows, methods as columns, each cell
+    "MAPE [95% CI]" plus the Wilcoxon p-value against `reference`; the lowest MAPE of each row in bold.
+
+    `long` has columns scenario, method, metric, n_train, n_test, mape_pct, ci_lo_pct, ci_hi_pct, p_wilcoxon;
+    `na_reasons` maps "scenario" or "scenario / method" to the reason a cell is empty."""
+    na_reasons = dict(na_reasons or {})
+    labels = dict(method_labels or {})
+    t = long[long["metric"] == metric]
+    scenarios = list(dict.fromkeys(t["scenario"]))
+    methods = list(dict.fromkeys(t["method"]))
+    rows = []
+    for s in scenarios:
+        part = t[t["scenario"] == s].set_index("method")
+        first = part.iloc[0]
+        row = {"Scenario": s, "Train / test rows": f"{int(first['n_train'])} / {int(first['n_test'])}"}
+        finite = part["mape_pct"].dropna()
+        best = finite.idxmin() if len(finite) else None
+        for m in methods:
+            head = labels.get(m, m)
+            r = part.loc[m] if m in part.index else None
+            if r is None or not np.isfinite(r["mape_pct"]):
+                reason = na_reasons.get(f"{s} / {m}") or na_reasons.get(s) or f"{m} predicts no {metric}"
+                row[head] = f"n/a ({reason})"
+                continue
+            text = (
+                f"{r['mape_pct']:.{decimals}f} [{r['ci_lo_pct']:.{decimals}f}, {r['ci_hi_pct']:.{decimals}f}]"
+            )
+            if m != reference and np.isfinite(r.get("p_wilcoxon", np.nan)):
+                p = r["p_wilcoxon"]
+                text += ", p<0.001" if p < 0.001 else f", p={p:.3f}"
+            row[head] = Bold(text) if m == best else text
+        rows.append(row)
+    return pd.DataFrame(rows, dtype=object)
+
+
+def bca_summary_display(summary: pd.DataFrame, labels: Mapping[str, str] | None = None) -> pd.DataFrame:
+    """Paper-ready SLIM-BCA summary: one row per variant and SLO, mean quality and predicted-throughput MAPE with
+    their 95% intervals, Wilcoxon p-values against the faithful variant ("n/a (reference)" on its own rows)."""
+    labels = dict(labels or {})
+    rows: list[dict[str, object]] = []
+    for r in summary.itertuples(index=False):
+        ref = "n/a (reference)"
+        rows.append(
+            {
+                "Advisor": labels.get(str(r.variant), str(r.variant)),
+                "SLO": r.slo,
+                "Curves": str(r.curves),
+                "Mean quality (%) [95% CI]": f"{r.mean_quality_pct:.1f} [{r.quality_ci_lo_pct:.1f}, {r.quality_ci_hi_pct:.1f}]",
+                "Worst quality (%)": f"{r.min_quality_pct:.1f}",
+                "Exact pick (%)": f"{r.exact_pct:.0f}",
+                "Throughput MAPE at B_cap (%) [95% CI]": (
+                    f"{r.pred_mape_pct:.1f} [{r.pred_mape_ci_lo_pct:.1f}, {r.pred_mape_ci_hi_pct:.1f}]"
+                ),
+                "SLO violations": str(r.slo_violations),
+                "Efficiency misses": str(r.efficiency_misses),
+                "p quality vs faithful": ref
+                if not np.isfinite(r.p_quality_vs_ref)
+                else f"{r.p_quality_vs_ref:.3f}",
+                "p MAPE vs faithful": ref if not np.isfinite(r.p_mape_vs_ref) else f"{r.p_mape_vs_ref:.3f}",
+            }
+        )
+    return pd.DataFrame(rows, dtype=object)
