@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -15,7 +17,7 @@ from slimlib.model.parallel import (
     split_features,
     tensor_parallel_column,
 )
-from slimlib.registry.gpus import get_gpu
+from slimlib.registry.gpus import get_gpu, gpu_names
 
 
 def _table(models=("llama-2-7b", "qwen2-7b", "llama-2-70b"), gpu="mi300x", tp=None):
@@ -57,7 +59,30 @@ def test_allreduce_time_zero_at_tp1_and_grows_with_message():
     assert 4e-6 < small < 5e-6  # latency floor
     assert big == pytest.approx(4.713e-6 + 2 * 7 / 8 * 1e9 / (7 * 64e9), rel=1e-9)
     with pytest.raises(DataError, match="link_bw"):
-        allreduce_time(1e6, 2, get_gpu("h100"))
+        allreduce_time(1e6, 2, dataclasses.replace(get_gpu("h100"), link_bw=None))
+    with pytest.raises(DataError, match="allreduce_latency_us"):
+        allreduce_time(1e6, 2, dataclasses.replace(get_gpu("h100"), allreduce_latency_us=()))
+
+
+def test_allreduce_switched_nvlink_bandwidth_does_not_grow_with_group():
+    """NVSwitch: each H100 SXM has 450 GB/s per direction to all its peers, whatever the group size; the
+    latency is H100's own measured table."""
+    h100 = get_gpu("h100")
+    m = 1e9
+    for p, lat_us in ((2, 4.292), (4, 4.589), (8, 4.713)):
+        assert allreduce_time(m, p, h100) == pytest.approx(lat_us * 1e-6 + 2 * (p - 1) / p * m / 450e9, rel=1e-12)
+    b200 = get_gpu("b200")
+    assert allreduce_time(256.0, 2, b200) == pytest.approx(6.589e-6 + 256 / 900e9, rel=1e-12)
+
+
+def test_every_gpu_has_interconnect_and_latency():
+    """Tensor parallelism is accepted on every GPU of the registry (issue 18: NVIDIA TP rows used to stop)."""
+    for name in gpu_names():
+        g = get_gpu(name)
+        assert g.link_bw and g.link_bw > 0 and g.link_source, name
+        assert g.allreduce_latency_us and g.allreduce_source, name
+        assert g.link_kind in ("switch", "pair"), name
+        assert allreduce_time(1e6, 2, g) > 0
 
 
 def test_allreduce_times_two_calls_per_layer():

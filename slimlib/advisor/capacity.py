@@ -19,14 +19,14 @@ import numpy as np
 import pandas as pd
 
 from slimlib.errors import DataError
-from slimlib.model.features import model_features
+from slimlib.model.features import model_features, precision_columns
 from slimlib.model.memory import (
     DEFAULT_BLOCK_SIZE,
     DEFAULT_GPU_MEMORY_UTILIZATION,
     DEFAULT_RESERVE_GIB,
     GIB,
     blocks_per_request,
-    gpu_total_bytes,
+    gpu_memory,
     kv_pool_bytes,
 )
 from slimlib.model.parallel import tensor_parallel_column
@@ -159,6 +159,7 @@ def predict_curves(
             "input_len": workloads["input_len"].to_numpy(dtype=float),
             "output_len": workloads["output_len"].to_numpy(dtype=float),
             "tensor_parallel": tensor_parallel_column(workloads),
+            **precision_columns(workloads),
         }
     )
     _check_lengths(base)
@@ -236,9 +237,10 @@ def advise_many(
     tp = tensor_parallel_column(workloads)
     feats = model_features(
         pd.DataFrame(
-            {"model": names, "batch_size": 1.0, "input_len": 1.0, "output_len": 1.0, "tensor_parallel": tp}
+            {"model": names, "batch_size": 1.0, "input_len": 1.0, "output_len": 1.0, "tensor_parallel": tp,
+             **precision_columns(workloads)}
         )
-    )
+    )  # fmt: skip
     per_tok = feats["kv_bytes_per_token"]
     default = kv_pool_bytes(hw, feats["weight_bytes_total"], gpu_memory_utilization, reserve_gib)
     max_pos = np.array([a.max_position for a in archs], dtype=float)[inv]
@@ -353,14 +355,22 @@ def advise(
     slo_s: float = np.inf,
     epsilon: float = 0.3,
     tensor_parallel: int = 1,
+    *,
+    dtype: str | None = None,
+    quantization: str | None = None,
+    kv_cache_dtype: str | None = None,
     **kw,
 ) -> Advice:
-    """Advice for one workload (on `tensor_parallel` GPUs), with its whole predicted curve (throughput, E2E,
-    efficiency, feasibility)."""
+    """Advice for one workload (on `tensor_parallel` GPUs, served in the given precision: vLLM's ``--dtype``,
+    ``--quantization``, ``--kv-cache-dtype``), with its whole predicted curve (throughput, E2E, efficiency,
+    feasibility)."""
     wl = pd.DataFrame(
         {"model": [arch], "input_len": [float(input_len)], "output_len": [float(output_len)],
          "tensor_parallel": [tensor_parallel]}
     )  # fmt: skip
+    for col, value in (("dtype", dtype), ("quantization", quantization), ("kv_cache_dtype", kv_cache_dtype)):
+        if value is not None:
+            wl[col] = [str(value)]
     row = advise_many(model, wl, slo_s, epsilon, **kw).iloc[0]
     b, thr, e2e = predict_curves(model, wl, kw.get("batch_sizes"))
     eff = thr[0] / (b * float(_throughput_at_one(model, wl, b, thr)[0]))
@@ -385,22 +395,37 @@ def vllm_settings(
     input_len: float,
     output_len: float,
     *,
+    tensor_parallel: int = 1,
+    dtype: str | None = None,
+    quantization: str | None = None,
+    kv_cache_dtype: str | None = None,
     block_size: int = DEFAULT_BLOCK_SIZE,
     reserve_gib: float = DEFAULT_RESERVE_GIB,
 ) -> dict:
-    """vLLM server settings that hold B_cap requests: ``max_num_seqs``, ``num_gpu_blocks_override`` and a
-    ``gpu_memory_utilization`` covering weights + reserve + those blocks (rounded up to 0.01)."""
+    """vLLM server settings that hold B_cap requests on `tensor_parallel` GPUs: ``max_num_seqs``,
+    ``num_gpu_blocks_override`` and a per-GPU ``gpu_memory_utilization`` covering that GPU's weights + reserve +
+    its share of those blocks (rounded up to 0.01; `slimlib.model.memory.gpu_memory`), with the precision
+    options as given (``dtype`` 'auto', no ``quantization``, ``kv_cache_dtype`` 'auto' when not)."""
     if b_cap < 1:
         raise DataError("no feasible batch size: there are no settings to give")
+    mem = gpu_memory(
+        arch, gpu, tensor_parallel, dtype=dtype, quantization=quantization, kv_cache_dtype=kv_cache_dtype,
+        reserve_gib=reserve_gib, block_size=block_size,
+    )  # fmt: skip
     blocks = int(b_cap * blocks_per_request(input_len, output_len, block_size))
-    kv = blocks * block_size * arch.kv_bytes_per_token
-    need = arch.weight_bytes_total + reserve_gib * GIB + kv
-    util = math.ceil(need / gpu_total_bytes(gpu) * 100 - 1e-9) / 100
-    return {
+    need = mem.weights + mem.reserve + blocks * block_size * mem.kv_bytes_per_token
+    util = math.ceil(need / mem.capacity * 100 - 1e-9) / 100
+    out = {
         "max_num_seqs": int(b_cap),
         "num_gpu_blocks_override": blocks,
         "gpu_memory_utilization": min(util, 1.0),
         "block_size": int(block_size),
         "max_model_len": int(math.ceil(input_len + output_len)),
+        "tensor_parallel_size": int(tensor_parallel),
+        "dtype": dtype or "auto",
+        "kv_cache_dtype": kv_cache_dtype or "auto",
         "fits": bool(util <= 1.0),
     }
+    if quantization and str(quantization).lower() != "none":
+        out["quantization"] = str(quantization)
+    return out

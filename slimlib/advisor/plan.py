@@ -32,7 +32,7 @@ from slimlib.model.memory import (
     DEFAULT_GPU_MEMORY_UTILIZATION,
     DEFAULT_RESERVE_GIB,
     blocks_per_request,
-    default_kv_bytes,
+    gpu_memory,
 )
 from slimlib.registry.architectures import get_architecture
 from slimlib.registry.gpus import get_gpu
@@ -65,8 +65,8 @@ def make_plan(
 
     Batch sizes: `batch_sizes` if given, else the first `n_batch` of the calibration order that the default KV
     cache holds for the longest request. Fewer than 6 runs cannot calibrate SLIM's six parameters: DataError.
-    With `tensor_parallel` T > 1 the server spans T GPUs: the weights are split and the KV cache is
-    ``T (memory x utilization - reserve) - weights``.
+    With `tensor_parallel` T > 1 the server spans T GPUs: each holds ``1/T`` of the weights and its share of the KV
+    heads (`slimlib.model.memory.gpu_memory`, KV heads replicated when T exceeds them).
     """
 
     arch, hw = get_architecture(model), get_gpu(gpu)
@@ -84,17 +84,15 @@ def make_plan(
         raise DataError(
             f"IL + OL = {longest} exceeds {arch.name}'s context of {arch.max_position} tokens; shorten the lengths"
         )
-    kv = (
-        tp * default_kv_bytes(arch, hw, gpu_memory_utilization, reserve_gib)
-        + (tp - 1) * arch.weight_bytes_total
-    )
-    per_req = float(blocks_per_request(max(ils), max(ols), block_size)) * block_size * arch.kv_bytes_per_token
-    cap = int(np.floor(kv / per_req)) if kv > 0 else 0
+    mem = gpu_memory(
+        arch, hw, tp, gpu_memory_utilization=gpu_memory_utilization, reserve_gib=reserve_gib, block_size=block_size
+    )  # one GPU of the group: its weights and its share of the KV heads (replicated beyond H_kv)
+    per_req = float(blocks_per_request(max(ils), max(ols), block_size)) * block_size * mem.kv_bytes_per_token
+    cap = int(np.floor(mem.kv_pool / per_req)) if mem.kv_pool > 0 else 0
     if cap < 1:
         raise DataError(
-            f"{arch.name} on {hw.name}: one request of {longest} tokens does not fit in the KV cache left after "
-            f"the weights ({arch.weight_bytes_total / 2**30:.1f} GiB) on {tp} GPU(s); use a larger GPU, more GPUs "
-            "(--tensor-parallel) or shorter lengths"
+            f"one request of {longest} tokens does not fit in the KV cache: {mem.explain()}; use a larger GPU, "
+            "more GPUs (--tensor-parallel) or shorter lengths"
         )
     if batch_sizes is None:
         bs = [b for b in CALIBRATION_ORDER if b <= cap][:n_batch]

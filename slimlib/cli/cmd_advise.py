@@ -30,7 +30,9 @@ from slimlib.cli.common import (
 from slimlib.io import write_csv
 from slimlib.model import load_params
 from slimlib.registry.architectures import get_architecture
+from slimlib.model.memory import gpu_memory
 from slimlib.registry.gpus import get_gpu
+from slimlib.registry.precision import DTYPES, KV_CACHE_DTYPES, QUANTIZATIONS
 
 ADVISE_EXAMPLES = f"""\
 B_cap = the batch size of highest predicted throughput with predicted E2E <= SLO and batching efficiency
@@ -59,6 +61,22 @@ examples:
 
 {OUTPUTS_NOTE}
 """
+
+
+def _add_precision_arguments(p: argparse.ArgumentParser) -> None:
+    """vLLM's precision options, with vLLM's names and values (`slimlib.registry.precision`)."""
+    p.add_argument(
+        "--dtype", choices=sorted(DTYPES), default=None,
+        help="vLLM --dtype of weights and activations (default auto: the config's torch_dtype)",
+    )  # fmt: skip
+    p.add_argument(
+        "--quantization", choices=sorted(QUANTIZATIONS), default=None,
+        help="vLLM --quantization of the weights: fp8 (1 byte, fp8 tensor peak where the GPU has one) or fp4",
+    )  # fmt: skip
+    p.add_argument(
+        "--kv-cache-dtype", choices=sorted(KV_CACHE_DTYPES), default=None,
+        help="vLLM --kv-cache-dtype: auto (the serving dtype) or fp8 (1 byte per KV element)",
+    )  # fmt: skip
 
 
 def register_cli(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -90,6 +108,7 @@ def register_cli(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
         "--tensor-parallel", type=positive_int, default=1,
         help="GPUs the model is split over (default 1); memory figures are per GPU",
     )  # fmt: skip
+    _add_precision_arguments(p)
     batches = p.add_mutually_exclusive_group()
     batches.add_argument(
         "--max-batch", type=positive_int, default=DEFAULT_MAX_BATCH,
@@ -167,14 +186,16 @@ def _cmd_advise(args: argparse.Namespace) -> int:
         candidates = np.array(sorted(set(args.batch_sizes)))
     else:
         candidates = np.arange(1, args.max_batch + 1)
+    precision = {"dtype": args.dtype, "quantization": args.quantization, "kv_cache_dtype": args.kv_cache_dtype}
     available = None
-    if args.gpu_blocks is not None:
-        available = args.gpu_blocks * args.block_size * arch.kv_bytes_per_token
+    if args.gpu_blocks is not None:  # vLLM's num_gpu_blocks counts blocks of one GPU's share of the KV heads
+        mem = gpu_memory(arch, hw, args.tensor_parallel, block_size=args.block_size, **precision)
+        available = args.gpu_blocks * args.block_size * mem.kv_bytes_per_token
     adv = advise(
         model, args.model, args.input_len, args.output_len, args.slo_s,
         args.epsilon, tensor_parallel=args.tensor_parallel, gpu=args.gpu, batch_sizes=candidates, block_size=args.block_size,
         gpu_memory_utilization=args.gpu_memory_utilization, reserve_gib=args.reserve_gb,
-        kv_bytes_available=available, respect_memory=not args.no_memory_limit,
+        kv_bytes_available=available, respect_memory=not args.no_memory_limit, **precision,
     )  # fmt: skip
     if curve_path is not None:
         write_csv(adv.curve, curve_path)
@@ -182,8 +203,8 @@ def _cmd_advise(args: argparse.Namespace) -> int:
     settings = None
     if adv.feasible:
         settings = vllm_settings(
-            arch, hw, adv.b_cap, args.input_len, args.output_len, block_size=args.block_size,
-            reserve_gib=args.reserve_gb,
+            arch, hw, adv.b_cap, args.input_len, args.output_len, tensor_parallel=args.tensor_parallel,
+            block_size=args.block_size, reserve_gib=args.reserve_gb, **precision,
         )  # fmt: skip
     if args.format == "json":
         rec = {k: (v.item() if hasattr(v, "item") else v) for k, v in s.items()}
@@ -205,6 +226,11 @@ def _cmd_advise(args: argparse.Namespace) -> int:
           f"saved {s['kv_saved_gb']:.2f} GiB")  # fmt: skip
     flags = (f"--max-num-seqs {settings['max_num_seqs']} --gpu-memory-utilization "
              f"{settings['gpu_memory_utilization']:.2f} --max-model-len {settings['max_model_len']}")  # fmt: skip
+    if settings["tensor_parallel_size"] > 1:
+        flags += f" --tensor-parallel-size {settings['tensor_parallel_size']}"
+    flags += f" --dtype {settings['dtype']} --kv-cache-dtype {settings['kv_cache_dtype']}"
+    if "quantization" in settings:
+        flags += f" --quantization {settings['quantization']}"
     print(f"vLLM: {flags}")
     print(f"  or: --max-num-seqs {settings['max_num_seqs']} --num-gpu-blocks-override "
           f"{settings['num_gpu_blocks_override']}")  # fmt: skip

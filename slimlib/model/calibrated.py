@@ -20,7 +20,7 @@ from slimlib.errors import DataError, FitError, SlimError
 from slimlib.metrics import mape, relative_error
 from slimlib.model import equations as eq
 from slimlib.model.base import Arrays4, Estimator, IdentifiabilityWarning, Progress
-from slimlib.model.features import Features, FloatArray, model_features, resolve_gpu
+from slimlib.model.features import Features, FloatArray, model_features, precision_columns, resolve_gpu
 from slimlib.model.parallel import tensor_parallel_column
 from slimlib.model.params import ParamSpec
 from slimlib.registry.gpus import GPU, get_gpu
@@ -222,6 +222,7 @@ class CalibratedModel(Estimator):
                 "input_len": workloads["input_len"].to_numpy(dtype=float),
                 "output_len": workloads["output_len"].to_numpy(dtype=float),
                 "tensor_parallel": tensor_parallel_column(workloads),
+                **precision_columns(workloads),
             }
         )
         feats = self._features(base, hw)

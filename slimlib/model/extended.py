@@ -46,7 +46,7 @@ import pandas as pd
 
 from slimlib.model import equations as eq
 from slimlib.model.calibrated import CalibratedModel, Components
-from slimlib.model.features import Features, FloatArray, model_features
+from slimlib.model.features import Features, FloatArray, model_features, prefill_peak_flops
 from slimlib.model.memory import kv_pool_bytes
 from slimlib.model.parallel import allreduce_times, step_weight_bytes
 from slimlib.model.params import ParamSpec
@@ -150,7 +150,7 @@ class ExtendedSlimModel(CalibratedModel):
         flops = eq.prefill_flops(
             b, f["input_len"], f["n_layers"], f["hidden_size"], f["d_kv"], f["ffn_size"], f["n_ffn_matrices"]
         )
-        pre = eq.prefill_time(flops, hw.peak_flops, p["eta_c"])
+        pre = eq.prefill_time(flops, prefill_peak_flops(f, hw), p["eta_c"])
         dense = eq.dense_decode_time(f["output_len"], f["n_layers"], f["hidden_size"], p["alpha"], 0.0)
         kv = eq.decode_kv_bytes(
             f["n_layers"], f["d_kv"], f["kv_bytes"], eq.kv_scan_tokens(f["input_len"], f["output_len"])

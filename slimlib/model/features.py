@@ -1,4 +1,10 @@
-"""Per-row inputs of every estimator: architecture features from the registry and the GPU of a table."""
+"""Per-row inputs of every estimator: architecture features from the registry and the GPU of a table.
+
+Optional precision columns, named as vLLM's options (`slimlib.registry.precision`): ``dtype`` (``--dtype``),
+``quantization`` (``--quantization``, weights) and ``kv_cache_dtype`` (``--kv-cache-dtype``). They set the weight
+bytes, Eq. 11's ``b_kv`` (``kv_bytes``, ``kv_bytes_per_token``) and Eq. 7's ``F_max`` (`prefill_peak_flops`);
+absent or empty, a row is served as today: the config's dtype (2 bytes) and the fp16/bf16 peak.
+"""
 
 from __future__ import annotations
 
@@ -9,9 +15,17 @@ import numpy.typing as npt
 import pandas as pd
 
 from slimlib.errors import DataError, UnknownNameError
+from slimlib.model.memory import kv_bytes_per_token, weight_bytes
 from slimlib.model.parallel import split_features, tensor_parallel_column
 from slimlib.registry.architectures import Architecture, get_architecture
 from slimlib.registry.gpus import GPU, get_gpu
+from slimlib.registry.precision import (
+    compute_peak,
+    dtype_bytes,
+    kv_bytes_per_element,
+    weight_bytes_per_element,
+    weight_precision,
+)
 from slimlib.schema import row_label
 
 FloatArray = npt.NDArray[np.float64]
@@ -35,30 +49,38 @@ FEATURE_NAMES = (
     "experts_per_token",
     "dense_weight_bytes",
     "expert_weight_bytes",
+    "weight_precision",
 )
+#: optional table columns of the serving precision (vLLM option names)
+PRECISION_COLUMNS = ("dtype", "quantization", "kv_cache_dtype")
+_PRECISION_CODE = {"none": 0.0, "fp8": 1.0, "fp4": 2.0}
+_CODE_PRECISION = {v: k for k, v in _PRECISION_CODE.items()}
 
 
-def _arch_row(a: Architecture) -> list[float]:
+def _arch_row(a: Architecture, dtype: str = "", quantization: str = "", kv_cache_dtype: str = "") -> list[float]:
+    serve = dtype_bytes(dtype, a.weight_bytes)
+    quant = weight_bytes_per_element(quantization, serve)
     expert_bytes = (
-        a.n_experts * a.n_ffn_matrices * a.hidden_size * a.ffn_size * a.n_layers * a.weight_bytes
-        if a.is_moe
-        else 0
+        a.n_experts * a.n_ffn_matrices * a.hidden_size * a.ffn_size * a.n_layers * quant if a.is_moe else 0
     )
+    kv_elem = kv_bytes_per_element(kv_cache_dtype, dtype_bytes(dtype, a.kv_bytes))
+    total = weight_bytes(a, dtype, quantization)
     values = {
         "n_layers": a.n_layers,
         "hidden_size": a.hidden_size,
         "d_kv": a.d_kv,
         "ffn_size": a.ffn_size_active,
         "n_ffn_matrices": a.n_ffn_matrices,
-        "kv_bytes": a.kv_bytes,
-        "kv_bytes_per_token": a.kv_bytes_per_token,
-        "weight_bytes_total": a.weight_bytes_total,
+        "kv_bytes": kv_elem,
+        "kv_bytes_per_token": kv_bytes_per_token(a, dtype, kv_cache_dtype),
+        "weight_bytes_total": total,
         "n_heads": a.n_heads,
         "n_kv_heads": a.n_kv_heads,
         "n_experts": a.n_experts,
         "experts_per_token": a.experts_per_token,
-        "dense_weight_bytes": a.weight_bytes_total - expert_bytes,
+        "dense_weight_bytes": total - expert_bytes,
         "expert_weight_bytes": expert_bytes,
+        "weight_precision": _PRECISION_CODE[weight_precision(quantization)],
     }
     return [float(values[f]) for f in FEATURE_NAMES]
 
@@ -68,19 +90,35 @@ def _arch(name: str) -> Architecture:
     return get_architecture(name)
 
 
+def _precision_cells(df: pd.DataFrame, col: str) -> list[str]:
+    """Column `col` as stripped lower-case strings ('' where absent or empty)."""
+    if col not in df.columns:
+        return [""] * len(df)
+    return ["" if pd.isna(v) else str(v).strip().lower() for v in df[col]]
+
+
+def precision_columns(df: pd.DataFrame) -> dict[str, list[str]]:
+    """The precision columns `df` has (`PRECISION_COLUMNS`), as strings: pass them on when rebuilding a table."""
+    return {c: _precision_cells(df, c) for c in PRECISION_COLUMNS if c in df.columns}
+
+
 def model_features(df: pd.DataFrame) -> Features:
-    """Architecture features per row of `df` (column ``model``, looked up once per distinct model) plus
-    ``batch_size``, ``input_len`` and ``output_len`` as float arrays, per GPU of the row's ``tensor_parallel`` degree
-    (column optional, default 1: `slimlib.model.parallel.split_features`; with 1 the features are the model's own)."""
-    codes, uniques = pd.factorize(df["model"], sort=True)
+    """Architecture features per row of `df` (column ``model``, looked up once per distinct model and precision)
+    plus ``batch_size``, ``input_len`` and ``output_len`` as float arrays, per GPU of the row's ``tensor_parallel``
+    degree (column optional, default 1: `slimlib.model.parallel.split_features`; with 1 the features are the model's
+    own). Optional precision columns (`PRECISION_COLUMNS`) set the weight and KV bytes (module docstring)."""
+    cells = [df["model"].astype(str).tolist(), *(_precision_cells(df, c) for c in PRECISION_COLUMNS)]
+    keys = pd.Series(["\x1f".join(t) for t in zip(*cells, strict=True)], index=df.index)
+    codes, uniques = pd.factorize(keys, sort=True)
     table = np.empty((len(uniques), len(FEATURE_NAMES)))
-    for i, name in enumerate(uniques):
+    for i, key in enumerate(uniques):
+        name, dtype, quant, kvd = str(key).split("\x1f")
         try:
-            a = _arch(str(name))
-        except UnknownNameError as exc:
+            a = _arch(name)
+            table[i] = _arch_row(a, dtype, quant, kvd)
+        except (UnknownNameError, DataError) as exc:
             pos = int(np.flatnonzero(codes == i)[0])
-            raise UnknownNameError(f"{row_label(df, pos)}: {exc}") from None
-        table[i] = _arch_row(a)
+            raise type(exc)(f"{row_label(df, pos)}: {exc}") from None
     feats: Features = {f: table[codes, j] for j, f in enumerate(FEATURE_NAMES)}
     for col in ("batch_size", "input_len", "output_len"):
         feats[col] = df[col].to_numpy(dtype=float)
@@ -88,6 +126,19 @@ def model_features(df: pd.DataFrame) -> Features:
     out = split_features(feats, tp)
     for k in ("dense_weight_bytes", "expert_weight_bytes"):
         out[k] = feats[k] / tp
+    return out
+
+
+def prefill_peak_flops(f: Features, hw: GPU) -> FloatArray:
+    """Eq. 7's ``F_max`` per row: `hw`'s tensor peak at the row's weight precision (feature ``weight_precision``;
+    `slimlib.registry.precision.compute_peak`), the fp16/bf16 peak without it."""
+    code = f.get("weight_precision")
+    if code is None:
+        return np.asarray(hw.peak_flops, dtype=float)
+    peaks = {c: compute_peak(hw, p) for c, p in _CODE_PRECISION.items()}
+    out = np.full(np.shape(code), float(hw.peak_flops))
+    for c, peak in peaks.items():
+        out = np.where(np.asarray(code) == c, peak, out)
     return out
 
 

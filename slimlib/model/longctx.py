@@ -37,7 +37,7 @@ import numpy as np
 from slimlib.model import equations as eq
 from slimlib.model.calibrated import Components
 from slimlib.model.extended import ExtendedSlimModel
-from slimlib.model.features import Features, FloatArray
+from slimlib.model.features import Features, FloatArray, prefill_peak_flops
 from slimlib.model.parallel import allreduce_times, step_weight_bytes
 from slimlib.model.params import ParamSpec
 from slimlib.registry.gpus import GPU
@@ -105,14 +105,14 @@ class LongContextModel(ExtendedSlimModel):
         flops = eq.prefill_flops(
             b, f["input_len"], f["n_layers"], f["hidden_size"], f["d_kv"], f["ffn_size"], f["n_ffn_matrices"]
         )
-        pre = eq.prefill_time(flops, hw.peak_flops, p["eta_c"])
+        pre = eq.prefill_time(flops, prefill_peak_flops(f, hw), p["eta_c"])
         attn = eq.decode_kv_bytes(
             f["n_layers"],
             attention_width(f),
             f["kv_bytes"],
             eq.kv_scan_tokens(f["input_len"], f["output_len"]),
         )
-        dense = f["output_len"] * dense_decode_flops(f) / (p["eta_d"] * hw.peak_flops)
+        dense = f["output_len"] * dense_decode_flops(f) / (p["eta_d"] * prefill_peak_flops(f, hw))
         per_step = step_weight_bytes(f) / (p["eta_w"] * hw.mem_bw) + p["t_step"]
         dec = f["output_len"] * per_step + b * (dense + attn / (p["eta_m"] * hw.mem_bw))
         step_ar, pre_ar = allreduce_times(f, hw)

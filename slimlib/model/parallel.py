@@ -15,13 +15,14 @@ the replication factor) are what one device holds, so a KV-capacity rule written
 model's ``B_kv``) applies per rank unchanged.
 
 All-reduce (`allreduce_time`): a message of ``m`` bytes over ``p`` ranks takes
-``t_ar(m, p) = t_lat(p) + 2 (p - 1) / p * m / ((p - 1) * link_bw)`` on a fully connected group in which every
-rank sends to its ``p - 1`` peers at the registry's per-direction link bandwidth ``link_bw`` (MI300X: one
-64 GB/s-per-direction Infinity Fabric link per GPU pair). ``t_lat(p)`` is the small-message latency measured by
-NVIDIA AIConfigurator for vLLM's custom all-reduce on H100 SXM (``comm/vllm/0.24.0/custom_allreduce_perf``,
-CUDA-graph backend, 128-element message: 4.29, 4.59, 4.71 us for p = 2, 4, 8); it is used for every GPU,
-a proxy for AMD (no RCCL timings in the shared data). A decode step all-reduces ``B D b`` bytes per call, a
-prefill ``B IL D b`` bytes (in total over its steps), 2 calls per layer.
+``t_ar(m, p) = t_lat(p) + 2 (p - 1) / p * m / BW(p)`` (the ring/one-shot all-reduce's bandwidth term), with
+``BW(p)`` the one-direction bandwidth one GPU has to its peers (`group_bandwidth`): the registry's ``link_bw``
+for a switched group (NVLink through NVSwitch, PCIe through the host) and ``(p - 1) link_bw`` for a fully
+connected mesh of per-pair links (AMD Infinity Fabric: one 64 GB/s-per-direction link per MI300X pair).
+``t_lat(p)`` is the GPU's small-message latency in the registry (``allreduce_latency_us``: NVIDIA AIConfigurator's
+measured vLLM custom all-reduce, CUDA-graph backend, 128 bf16 elements; H100 SXM 4.29, 4.59, 4.71 us for
+p = 2, 4, 8, the proxy for GPUs without a table, AMD included), interpolated in ``log2 p``. A decode step
+all-reduces ``B D b`` bytes per call, a prefill ``B IL D b`` bytes (in total over its steps), 2 calls per layer.
 """
 
 from __future__ import annotations
@@ -32,16 +33,11 @@ import pandas as pd
 from numpy.typing import ArrayLike
 
 from slimlib.errors import DataError
+from slimlib.model.memory import kv_replication, per_gpu_kv_bytes_per_token, per_gpu_weight_bytes
 from slimlib.registry.gpus import GPU
 
 FloatArray = npt.NDArray[np.float64]
 
-#: small-message all-reduce latency (s) by group size, AIConfigurator H100 SXM vLLM custom all-reduce (see above)
-ALLREDUCE_LATENCY_S = {2: 4.292e-6, 4: 4.589e-6, 8: 4.713e-6}
-ALLREDUCE_SOURCE = (
-    "aiconfigurator_core 0.12.0 systems/data/h100_sxm/comm/vllm/0.24.0/custom_allreduce_perf.parquet, "
-    "backend vllm_graph, message_size 128"
-)
 CALLS_PER_LAYER = 2
 
 _SPLIT_BY_P = ("n_layers",)
@@ -63,55 +59,71 @@ def tensor_parallel_column(df: pd.DataFrame, default: int = 1) -> FloatArray:
     return tp
 
 
-def kv_replication(f: dict[str, FloatArray], tp: FloatArray) -> FloatArray:
-    """Factor by which per-rank KV exceeds ``1/p`` of the total: ``max(p / H_kv, 1)`` (1 without ``n_kv_heads``)."""
+def _replication(f: dict[str, FloatArray], tp: FloatArray) -> FloatArray:
+    """`slimlib.model.memory.kv_replication` of the features (1 without ``n_kv_heads``)."""
     if "n_kv_heads" not in f:
         return np.ones_like(tp)
-    return np.asarray(np.maximum(tp / np.asarray(f["n_kv_heads"], dtype=float), 1.0), dtype=float)
+    return kv_replication(f["n_kv_heads"], tp)
 
 
 def split_features(f: dict[str, FloatArray], tp: ArrayLike) -> dict[str, FloatArray]:
     """Per-rank features for tensor parallel degree `tp` (array or scalar); `tp` = 1 returns equal arrays.
 
     Changes: ``n_layers / p`` (per-rank share of every per-layer cost), ``d_kv x r`` with ``r`` the KV-head
-    replication factor (`kv_replication`), ``weight_bytes_total / p`` and ``kv_bytes_per_token x r / p`` (memory
-    one rank holds). Adds ``tensor_parallel`` (p) and ``n_layers_total`` (the model's own layer count, for the
+    replication factor (`slimlib.model.memory.kv_replication`), ``weight_bytes_total / p`` and
+    ``kv_bytes_per_token x r / p`` (memory one rank holds: `slimlib.model.memory.per_gpu_weight_bytes`,
+    `per_gpu_kv_bytes_per_token`). Adds ``tensor_parallel`` (p) and ``n_layers_total`` (the model's own layer count, for the
     all-reduce count). Other keys are copied unchanged.
     """
     tp = np.broadcast_to(np.asarray(tp, dtype=float), np.shape(f["n_layers"])).copy()
     out = dict(f)
-    r = kv_replication(f, tp)
+    r = _replication(f, tp)
     out["n_layers_total"] = np.asarray(f["n_layers"], dtype=float)
     out["n_layers"] = out["n_layers_total"] / tp
     out["d_kv"] = np.asarray(f["d_kv"], dtype=float) * r
-    out["weight_bytes_total"] = np.asarray(f["weight_bytes_total"], dtype=float) / tp
-    out["kv_bytes_per_token"] = np.asarray(f["kv_bytes_per_token"], dtype=float) * r / tp
+    out["weight_bytes_total"] = per_gpu_weight_bytes(f["weight_bytes_total"], tp)
+    if "n_kv_heads" in f:
+        out["kv_bytes_per_token"] = per_gpu_kv_bytes_per_token(f["kv_bytes_per_token"], f["n_kv_heads"], tp)
+    else:
+        out["kv_bytes_per_token"] = np.asarray(f["kv_bytes_per_token"], dtype=float) / tp
     out["tensor_parallel"] = tp
     return out
 
 
-def allreduce_latency(tp: ArrayLike) -> FloatArray:
-    """Small-message latency ``t_lat(p)`` (s): the table value, interpolated in log2(p); 0 for p = 1."""
+def allreduce_latency(tp: ArrayLike, gpu: GPU) -> FloatArray:
+    """Small-message latency ``t_lat(p)`` (s) of `gpu` (registry ``allreduce_latency_us``), interpolated in log2(p);
+    0 for p = 1. Raises DataError when p > 1 and the GPU has no latency table."""
     tp = np.asarray(tp, dtype=float)
-    ps = np.array(sorted(ALLREDUCE_LATENCY_S))
-    ts = np.array([ALLREDUCE_LATENCY_S[p] for p in ps])
+    if np.any(tp > 1) and not gpu.allreduce_latency_us:
+        raise DataError(
+            f"GPU {gpu.name} has no all-reduce latency (allreduce_latency_us) in the registry; tensor parallel rows "
+            "need it: add it to slimlib.registry.gpus with its source"
+        )
+    table = sorted(gpu.allreduce_latency_us) or [(2, 0.0)]
+    ps = np.array([p for p, _ in table], dtype=float)
+    ts = np.array([t for _, t in table], dtype=float) * 1e-6
     lat = np.interp(np.log2(np.maximum(tp, 1.0)), np.log2(ps), ts)
     return np.where(tp > 1, lat, 0.0)
 
 
-def allreduce_time(msg_bytes: ArrayLike, tp: ArrayLike, gpu: GPU) -> FloatArray:
-    """Seconds for one all-reduce of `msg_bytes` over `tp` ranks of `gpu` (see the module docstring); 0 at p = 1.
-
-    Raises DataError when p > 1 and the GPU has no ``link_bw`` in the registry."""
+def group_bandwidth(tp: ArrayLike, gpu: GPU) -> FloatArray:
+    """One-direction bytes/s one GPU of a `tp`-GPU group exchanges with its peers: ``link_bw`` (switched) or
+    ``(p - 1) link_bw`` (per-pair links). Raises DataError when p > 1 and the GPU has no ``link_bw``."""
     tp = np.asarray(tp, dtype=float)
-    m = np.asarray(msg_bytes, dtype=float)
-    if np.any(tp > 1) and not getattr(gpu, "link_bw", None):
+    if np.any(tp > 1) and not gpu.link_bw:
         raise DataError(
             f"GPU {gpu.name} has no interconnect bandwidth (link_bw) in the registry; tensor parallel rows "
             "need it: add it to slimlib.registry.gpus with its source"
         )
-    bw = (gpu.link_bw or 1.0) * np.maximum(tp - 1.0, 1.0)
-    t = allreduce_latency(tp) + 2.0 * (tp - 1.0) / np.maximum(tp, 1.0) * m / bw
+    links = np.maximum(tp - 1.0, 1.0) if gpu.link_kind == "pair" else np.ones_like(tp)
+    return np.asarray((gpu.link_bw or 1.0) * links, dtype=float)
+
+
+def allreduce_time(msg_bytes: ArrayLike, tp: ArrayLike, gpu: GPU) -> FloatArray:
+    """Seconds for one all-reduce of `msg_bytes` over `tp` ranks of `gpu` (see the module docstring); 0 at p = 1."""
+    tp = np.asarray(tp, dtype=float)
+    m = np.asarray(msg_bytes, dtype=float)
+    t = allreduce_latency(tp, gpu) + 2.0 * (tp - 1.0) / np.maximum(tp, 1.0) * m / group_bandwidth(tp, gpu)
     return np.where(tp > 1, t, 0.0)
 
 

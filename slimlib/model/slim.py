@@ -11,7 +11,7 @@ from __future__ import annotations
 from slimlib.errors import UnknownNameError, close_matches_message
 from slimlib.model import equations as eq
 from slimlib.model.calibrated import CalibratedModel, Components
-from slimlib.model.features import Features
+from slimlib.model.features import Features, prefill_peak_flops
 from slimlib.model.parallel import allreduce_times
 from slimlib.model.params import ParamSpec
 from slimlib.registry.gpus import GPU
@@ -62,7 +62,7 @@ class SlimModel(CalibratedModel):
             f["batch_size"], f["input_len"], f["n_layers"], f["hidden_size"], f["d_kv"], f["ffn_size"],
             f["n_ffn_matrices"],
         )  # fmt: skip
-        pre = eq.prefill_time(flops, hw.peak_flops, p["eta_c"])
+        pre = eq.prefill_time(flops, prefill_peak_flops(f, hw), p["eta_c"])
         dense = (
             0.0
             if self.variant == "no-dense-decode"

@@ -4,8 +4,12 @@ Each registry entry is the subset of its model's Hugging Face ``config.json`` (s
 the shapes; the registry and `architecture_from_config` share one parser, so a model described by a file and the
 same model taken from the registry agree. No network and no `transformers` dependency.
 
-Supported config styles (inferred from ``model_type``, else ``architectures``): OPT, Llama/Mistral/Qwen2/Granite,
-GPT-J, BLOOM, Falcon (including the older ``RefinedWebModel`` configs), Mixtral (mixture of experts).
+Supported config styles (inferred from ``model_type``, else ``architectures``): OPT, Llama (Llama 2/3.x, Mistral,
+Qwen2/2.5, Qwen3, Granite, Gemma 1/2/3, Phi-3), Phi-1/2, GPT-J, BLOOM, Falcon (including the older
+``RefinedWebModel`` configs), Mixtral (mixture of experts). Each family's conventions: ``head_dim`` where the config
+gives it (Gemma, Qwen3: not ``hidden / heads``), the tied-embedding default of its `transformers` config class
+(Gemma: tied), its norms per layer and biases. An unknown ``model_type`` whose config has the standard keys
+(`STANDARD_KEYS`) is read as Llama-style with an `UnknownStyleWarning`.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,6 +49,8 @@ class Architecture:
     e.g. ALiBi); `source` says where the shapes come from. Mixture-of-experts models (Mixtral) have `n_experts`
     FFN experts per layer of width `ffn_size`, `experts_per_token` of which process each token;
     `n_active_params` counts the parameters one token uses (0 in a hand-built entry: the same as `n_params`).
+    `embedding_params` counts the token (and learned position) embeddings and the untied LM head: the weights
+    vLLM's fp8 quantization leaves in the serving dtype (`slimlib.registry.precision`).
     """
 
     name: str
@@ -66,6 +73,7 @@ class Architecture:
     n_experts: int = 1
     experts_per_token: int = 1
     n_active_params: int = 0
+    embedding_params: int = 0
 
     @property
     def d_kv(self) -> int:
@@ -133,6 +141,7 @@ def count_parameters(
     embed_norm: bool = False,
     lm_head_bias: bool = False,
     n_experts: int = 1,
+    qk_norm: bool = False,
 ) -> int:
     """Exact parameter count of a decoder-only transformer from its shapes.
 
@@ -140,11 +149,12 @@ def count_parameters(
     projections E<->D), ``V`` vocabulary, ``P`` learned position rows, ``L`` layers, ``H``/``H_kv`` query/KV heads
     of width ``d_h``, FFN width ``F`` with ``m`` = 2 ("mlp") or 3 ("gated") matrices, and ``n`` = ``D`` parameters
     per norm for "rms" or ``2D`` for "layer" (weight and bias), and ``X`` = `n_experts` FFN experts per layer (a
-    mixture of experts adds a bias-free router of ``D X`` parameters per layer)::
+    mixture of experts adds a bias-free router of ``D X`` parameters per layer; `qk_norm` (Qwen3, Gemma 3) adds
+    RMS norms of width ``d_h`` on the queries and keys, ``2 d_h`` per layer)::
 
         N = V E + P D + [E != D] 2 E D + [embed_norm] n
             + L (A + X M + [X > 1] D X + norms_per_layer n) + [final_norm] n + [not tied] V E + [lm_head_bias] V
-        A = 2 D H d_h + 2 D H_kv d_h + [qkv_bias] (H + 2 H_kv) d_h + [out_bias] D
+        A = 2 D H d_h + 2 D H_kv d_h + [qkv_bias] (H + 2 H_kv) d_h + [out_bias] D + [qk_norm] 2 d_h
         M = m D F + [ffn_bias] ((m - 1) F + D)
     """
     if ffn_kind not in FFN_KINDS:
@@ -161,6 +171,7 @@ def count_parameters(
     attention = 2 * d * q_width + 2 * d * kv_width
     attention += (q_width + 2 * kv_width) if qkv_bias else 0
     attention += d if out_bias else 0
+    attention += 2 * head_dim if qk_norm else 0
     ffn = m * d * ffn_size + (((m - 1) * ffn_size + d) if ffn_bias else 0)
     layer = attention + n_experts * ffn + norms_per_layer * n
     layer += d * n_experts if n_experts > 1 else 0
@@ -196,6 +207,12 @@ _STYLE_BY_MODEL_TYPE = {
     "qwen2": "llama",
     "granite": "llama",
     "mixtral": "llama",
+    "qwen3": "llama",
+    "gemma": "llama",
+    "gemma2": "llama",
+    "gemma3_text": "llama",
+    "phi3": "llama",
+    "phi": "phi",
     "gptj": "gptj",
     "bloom": "bloom",
     "falcon": "falcon",
@@ -210,6 +227,12 @@ _STYLE_BY_ARCHITECTURE = {
     "Qwen2ForCausalLM": "llama",
     "GraniteForCausalLM": "llama",
     "MixtralForCausalLM": "llama",
+    "Qwen3ForCausalLM": "llama",
+    "GemmaForCausalLM": "llama",
+    "Gemma2ForCausalLM": "llama",
+    "Gemma3ForCausalLM": "llama",
+    "Phi3ForCausalLM": "llama",
+    "PhiForCausalLM": "phi",
     "GPTJForCausalLM": "gptj",
     "BloomForCausalLM": "bloom",
     "FalconForCausalLM": "falcon",
@@ -248,6 +271,25 @@ class _Keys:
         return int(value)
 
 
+#: keys every dense decoder config of the Llama lineage has; an unknown model_type with all of them is read as
+#: Llama-style, with a warning
+STANDARD_KEYS = ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "vocab_size")
+
+#: per model_type conventions of the Llama-style reader: tied-embedding default (the transformers config class's),
+#: RMS norms per layer, q/k norms, q/k/v biases always on
+_LLAMA_CONVENTIONS: dict[str, dict[str, Any]] = {
+    "qwen2": {"qkv_bias": True},
+    "qwen3": {"qk_norm": True},
+    "gemma": {"tied": True},
+    "gemma2": {"tied": True, "norms": 4},  # input, post-attention, pre- and post-feedforward
+    "gemma3_text": {"tied": True, "norms": 4, "qk_norm": True},
+}
+
+
+class UnknownStyleWarning(UserWarning):
+    """A config.json of an unknown model_type read as a Llama-style decoder from its standard keys."""
+
+
 def _detect_style(data: dict[str, Any], where: str) -> str:
     model_type = str(data.get("model_type") or "").lower()
     if model_type in _STYLE_BY_MODEL_TYPE:
@@ -255,11 +297,21 @@ def _detect_style(data: dict[str, Any], where: str) -> str:
     for arch in data.get("architectures") or []:
         if arch in _STYLE_BY_ARCHITECTURE:
             return _STYLE_BY_ARCHITECTURE[arch]
-    known = ", ".join(sorted(_STYLE_BY_MODEL_TYPE))
     what = f"model_type {data.get('model_type')!r}" if data.get("model_type") else "no 'model_type'"
+    missing = [k for k in STANDARD_KEYS if data.get(k) is None]
+    if not missing:
+        warnings.warn(
+            f"{where}: {what} is not a known style; read as a Llama-style decoder (gated FFN, RMSNorm, no biases "
+            "unless attention_bias/mlp_bias say so) from its standard keys: check n_params in `slim models`",
+            UnknownStyleWarning,
+            stacklevel=4,
+        )
+        return "llama"
+    known = ", ".join(sorted(_STYLE_BY_MODEL_TYPE))
     raise DataError(
-        f"{where}: {what} and architectures {data.get('architectures')!r} are not a supported style; "
-        f"supported model_type values: {known}"
+        f"{where}: {what} and architectures {data.get('architectures')!r} are not a supported style, and the "
+        f"config lacks the standard key(s) {', '.join(missing)} a dense decoder is read from; supported "
+        f"model_type values: {known}"
     )
 
 
@@ -322,8 +374,9 @@ def _shapes_from_config(data: dict[str, Any], where: str) -> dict[str, Any]:
         ffn = c.integer("intermediate_size")
         vocab = c.integer("vocab_size")
         hd = _head_dim(c, d, heads, c.integer("head_dim") if c.get("head_dim") is not None else None)
+        conv = _LLAMA_CONVENTIONS.get(model_type, {})
         attn_bias = bool(c.get("attention_bias", default=False))
-        qkv_bias = True if model_type == "qwen2" else attn_bias  # Qwen2 always has q/k/v biases, no o bias
+        qkv_bias = True if conv.get("qkv_bias") else attn_bias  # Qwen2 always has q/k/v biases, no o bias
         kw = dict(n_layers=layers, hidden_size=d, n_heads=heads, n_kv_heads=kv, head_dim=hd, ffn_size=ffn)
         kw.update(
             ffn_kind="gated", vocab_size=vocab, max_position=c.integer("max_position_embeddings", default=0)
@@ -332,13 +385,34 @@ def _shapes_from_config(data: dict[str, Any], where: str) -> dict[str, Any]:
         kw.update(n_experts=experts, experts_per_token=c.integer("num_experts_per_tok", default=1))
         count = dict(
             n_experts=experts,
-            tied_embeddings=bool(c.get("tie_word_embeddings", default=False)),
+            tied_embeddings=bool(c.get("tie_word_embeddings", default=conv.get("tied", False))),
             qkv_bias=qkv_bias,
-            out_bias=attn_bias and model_type != "qwen2",
+            out_bias=attn_bias and not conv.get("qkv_bias"),
             ffn_bias=bool(c.get("mlp_bias", default=False)),
             norm="rms",
-            norms_per_layer=2,
+            norms_per_layer=conv.get("norms", 2),
             final_norm=True,
+            qk_norm=bool(conv.get("qk_norm", False)),
+        )
+    elif style == "phi":  # Phi-1/1.5/2: parallel attention and MLP off one LayerNorm, biases everywhere
+        d = c.integer("hidden_size")
+        layers = c.integer("num_hidden_layers")
+        heads = c.integer("num_attention_heads")
+        kv = c.integer("num_key_value_heads", default=heads)
+        ffn = c.integer("intermediate_size")
+        vocab = c.integer("vocab_size")
+        hd = _head_dim(c, d, heads)
+        kw = dict(n_layers=layers, hidden_size=d, n_heads=heads, n_kv_heads=kv, head_dim=hd, ffn_size=ffn)
+        kw.update(ffn_kind="mlp", vocab_size=vocab, max_position=c.integer("max_position_embeddings", default=2048))
+        count = dict(
+            tied_embeddings=bool(c.get("tie_word_embeddings", default=False)),
+            qkv_bias=True,
+            out_bias=True,
+            ffn_bias=True,
+            norm="layer",
+            norms_per_layer=1,
+            final_norm=True,
+            lm_head_bias=True,
         )
     elif style == "gptj":
         d = c.integer("n_embd")
@@ -432,7 +506,10 @@ def _shapes_from_config(data: dict[str, Any], where: str) -> dict[str, Any]:
         )  # full router
     else:
         kw["n_active_params"] = kw["n_params"]
-    family = model_type if style == "llama" and model_type else style  # llama, mistral, qwen2, granite
+    e = count.get("embed_dim") or kw["hidden_size"]
+    tables = 1 if count.get("tied_embeddings") else 2
+    kw["embedding_params"] = tables * kw["vocab_size"] * e + count.get("learned_positions", 0) * kw["hidden_size"]
+    family = model_type if style == "llama" and model_type else style  # llama, mistral, qwen2, qwen3, gemma, ...
     kw.update(kv_bytes=nbytes, weight_bytes=nbytes, family=family)
     if kw["n_kv_heads"] == 0 or kw["n_heads"] % kw["n_kv_heads"]:
         raise DataError(

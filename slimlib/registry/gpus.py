@@ -1,8 +1,17 @@
-"""GPU registry: dense fp16/bf16 tensor peak FLOP/s, memory bandwidth and capacity, each with its source.
+"""GPU registry: dense tensor peak FLOP/s per precision, memory bandwidth and capacity, interconnect bandwidth and
+all-reduce latency, each with its source. Every module resolves GPU names and labels here (`get_gpu`, `gpu_label`).
 
 The SLIM equations use two hardware numbers: the peak compute ``P_max`` of prefill (Eq. 7) and the peak memory
 bandwidth ``BW_max`` of decode (Eq. 9). Peaks here are *dense* (no 2:4 sparsity): NVIDIA data sheets print the
-sparse figure, which is twice the dense one.
+sparse figure, which is twice the dense one. `peak_flops` is the fp16/bf16 peak; `peak_flops_fp8` and
+`peak_flops_fp4` are the fp8 and fp4 peaks where the data sheet gives one (`peak_for` picks by precision).
+
+Tensor parallelism (`slimlib.model.parallel`): `link_bw` is the one-direction bandwidth of a link and
+`link_kind` how the group is wired: ``"switch"`` (NVLink through NVSwitch, or PCIe through the host: each GPU
+reaches every peer at `link_bw` in all) or ``"pair"`` (a fully connected mesh, e.g. AMD Infinity Fabric: each
+pair of GPUs has its own `link_bw`). `allreduce_latency_us` is the small-message all-reduce latency by group
+size, measured by NVIDIA AIConfigurator (vLLM custom all-reduce, CUDA-graph backend, 128 bf16 elements) where
+the shared data has the GPU, else the H100 SXM figures, labelled as a proxy in `allreduce_source`.
 
 Capacities: HBM and GDDR capacities are quoted by vendors as "N GB" but built from binary-sized stacks/chips, so
 ``mem_bytes = N * 2**30`` and ``mem_gb`` gives back ``N``. The driver reports a little less (ECC and reserved
@@ -17,12 +26,16 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from slimlib.errors import UnknownNameError, close_matches_message
+from slimlib.errors import DataError, UnknownNameError, close_matches_message
 
-__all__ = ["GPU", "get_gpu", "list_gpus", "gpu_names"]
+__all__ = ["GPU", "get_gpu", "gpu_label", "list_gpus", "gpu_names", "PRECISIONS"]
 
 _GIB = 2**30
 _MIB = 2**20
+
+#: precisions of the tensor peaks (`GPU.peak_for`): 16-bit floats share one peak, fp8 and fp4 have their own
+PRECISIONS = ("fp16", "fp8", "fp4")
+LINK_KINDS = ("switch", "pair")
 
 
 @dataclass(frozen=True)
@@ -30,9 +43,12 @@ class GPU:
     """One accelerator: peaks and capacity, with the document each number comes from.
 
     `peak_flops` is dense fp16/bf16 tensor FLOP/s, `mem_bw` is peak memory bandwidth in bytes/s, `mem_bytes` the
-    nominal memory capacity in bytes (``N * 2**30`` for an "N GB" part). `link_bw` (optional) is the peak
-    one-direction bandwidth in bytes/s between two devices of a tensor-parallel group, the ring all-reduce's
-    bottleneck link (see `slimlib.model.parallel`); `link_source` says where it comes from.
+    nominal memory capacity in bytes (``N * 2**30`` for an "N GB" part). `peak_flops_fp8`/`peak_flops_fp4`: dense
+    fp8/fp4 tensor FLOP/s (None: the GPU has no such tensor cores or the data sheet gives no figure). `link_bw` is
+    the peak one-direction interconnect bandwidth in bytes/s, per GPU (``link_kind`` "switch") or per GPU pair
+    ("pair"), see the module docstring; `link_source` says where it comes from. `allreduce_latency_us` holds
+    (group size, microseconds) pairs of the small-message all-reduce latency, `allreduce_source` their origin.
+    `label` is the short name figures and tables print.
     """
 
     name: str
@@ -45,6 +61,12 @@ class GPU:
     mem_bytes_reported: int | None = None
     link_bw: float | None = None
     link_source: str = ""
+    link_kind: str = "switch"
+    allreduce_latency_us: tuple[tuple[int, float], ...] = ()
+    allreduce_source: str = ""
+    peak_flops_fp8: float | None = None
+    peak_flops_fp4: float | None = None
+    label: str = ""
 
     @property
     def mem_gb(self) -> float:
@@ -56,12 +78,44 @@ class GPU:
         """Roofline ridge point ``peak_flops / mem_bw`` in FLOP/byte."""
         return self.peak_flops / self.mem_bw
 
+    def peak_for(self, precision: str) -> float:
+        """Dense tensor peak FLOP/s for `precision` ("fp16" covers fp16 and bf16, "fp8", "fp4").
+
+        Raises UnknownNameError for another name, DataError when the GPU has no peak at that precision."""
+        if precision not in PRECISIONS:
+            raise UnknownNameError(close_matches_message("precision", precision, list(PRECISIONS)))
+        peak = {"fp16": self.peak_flops, "fp8": self.peak_flops_fp8, "fp4": self.peak_flops_fp4}[precision]
+        if peak is None:
+            raise DataError(
+                f"GPU {self.name} has no {precision} tensor peak in the registry (no such tensor cores, or no data "
+                "sheet figure); serve it in a precision it has, or add the peak to slimlib.registry.gpus with its source"
+            )
+        return float(peak)
+
 
 _NV_H100 = "https://www.nvidia.com/en-us/data-center/h100/"
+_NV_B200 = "https://www.nvidia.com/en-us/data-center/hgx/ and the NVIDIA DGX B200 datasheet"
+
+
+def _aic_allreduce(system: str, version: str) -> str:
+    return (
+        f"aiconfigurator_core 0.12.0 systems/data/{system}/comm/vllm/{version}/custom_allreduce_perf.parquet "
+        "(shared data aiconfigurator-kernels), backend vllm_graph, bfloat16, message_size 128"
+    )
+
 
 _GPUS: tuple[GPU, ...] = (
     GPU(
         name="h100-sxm-80gb",
+        label="H100",
+        peak_flops_fp8=1978.9e12,
+        link_bw=450e9,
+        link_source=(
+            "NVIDIA H100 datasheet, H100 SXM column: NVLink 900 GB/s (both directions), i.e. 450 GB/s per direction "
+            f"per GPU through NVSwitch (HGX H100 8-GPU), {_NV_H100}"
+        ),
+        allreduce_latency_us=((2, 4.292), (4, 4.589), (8, 4.713)),
+        allreduce_source=_aic_allreduce("h100_sxm", "0.24.0"),
         peak_flops=989.4e12,
         mem_bw=3.35e12,
         mem_bytes=80 * _GIB,
@@ -73,6 +127,17 @@ _GPUS: tuple[GPU, ...] = (
     ),
     GPU(
         name="h100-sxm-64gb",
+        label="H100 64GB",
+        peak_flops_fp8=1978.9e12,
+        link_bw=150e9,
+        link_kind="pair",
+        link_source=(
+            "Derived: an SXM5 H100's 18 NVLink 4 links (900 GB/s both directions, H100 datasheet) split 6 per peer "
+            "on a 4-GPU board without NVSwitch (MareNostrum 5 ACC nodes: 4 H100 joined by NVLink), i.e. 150 GB/s "
+            "per direction per GPU pair, 450 GB/s per GPU at TP 4"
+        ),
+        allreduce_latency_us=((2, 4.292), (4, 4.589), (8, 4.713)),
+        allreduce_source="proxy: " + _aic_allreduce("h100_sxm", "0.24.0"),
         peak_flops=989.4e12,
         mem_bw=1.631232e12,
         mem_bytes=64 * _GIB,
@@ -102,6 +167,17 @@ _GPUS: tuple[GPU, ...] = (
     ),
     GPU(
         name="h100-pcie-80gb",
+        label="H100 PCIe",
+        peak_flops_fp8=1513e12,
+        link_bw=64e9,
+        link_source=(
+            "NVIDIA H100 datasheet, H100 PCIe column: PCIe Gen5 128 GB/s (both directions), i.e. 64 GB/s per "
+            "direction per GPU through the host; the optional 2-GPU NVLink bridge (600 GB/s) is not assumed, "
+            f"{_NV_H100}"
+        ),
+        allreduce_latency_us=((2, 4.292), (4, 4.589), (8, 4.713)),
+        allreduce_source="proxy (NVLink-connected H100 SXM; over PCIe it is likely higher): "
+        + _aic_allreduce("h100_sxm", "0.24.0"),
         peak_flops=756.5e12,
         mem_bw=2.0e12,
         mem_bytes=80 * _GIB,
@@ -114,6 +190,15 @@ _GPUS: tuple[GPU, ...] = (
     ),
     GPU(
         name="h200-sxm-141gb",
+        label="H200",
+        peak_flops_fp8=1978.9e12,
+        link_bw=450e9,
+        link_source=(
+            "NVIDIA H200 datasheet, H200 SXM column: NVLink 900 GB/s (both directions), i.e. 450 GB/s per direction "
+            "per GPU through NVSwitch, https://www.nvidia.com/en-us/data-center/h200/"
+        ),
+        allreduce_latency_us=((2, 4.378), (4, 4.428), (8, 4.712)),
+        allreduce_source=_aic_allreduce("h200_sxm", "0.24.0"),
         peak_flops=989.4e12,
         mem_bw=4.8e12,
         mem_bytes=141 * _GIB,
@@ -125,6 +210,16 @@ _GPUS: tuple[GPU, ...] = (
     ),
     GPU(
         name="gh200-96gb",
+        label="GH200",
+        peak_flops_fp8=1978.9e12,
+        link_bw=450e9,
+        link_source=(
+            "The Hopper GPU's 18 NVLink 4 links, 900 GB/s both directions (NVIDIA GH200 datasheet: NVLink Switch "
+            "System between superchips), i.e. 450 GB/s per direction per GPU, "
+            "https://www.nvidia.com/en-us/data-center/grace-hopper-superchip/"
+        ),
+        allreduce_latency_us=((2, 4.292), (4, 4.589), (8, 4.713)),
+        allreduce_source="proxy: " + _aic_allreduce("h100_sxm", "0.24.0"),
         peak_flops=989.4e12,
         mem_bw=4.0e12,
         mem_bytes=96 * _GIB,
@@ -137,6 +232,14 @@ _GPUS: tuple[GPU, ...] = (
     ),
     GPU(
         name="a100-sxm-80gb",
+        label="A100",
+        link_bw=300e9,
+        link_source=(
+            "NVIDIA A100 datasheet, SXM columns: NVLink 600 GB/s (both directions), i.e. 300 GB/s per direction per "
+            "GPU through NVSwitch (HGX A100), https://www.nvidia.com/en-us/data-center/a100/"
+        ),
+        allreduce_latency_us=((2, 4.867), (4, 5.150), (8, 5.657)),
+        allreduce_source=_aic_allreduce("a100_sxm", "0.14.0"),
         peak_flops=312e12,
         mem_bw=2.039e12,
         mem_bytes=80 * _GIB,
@@ -148,6 +251,14 @@ _GPUS: tuple[GPU, ...] = (
     ),
     GPU(
         name="a100-sxm-40gb",
+        label="A100 40GB",
+        link_bw=300e9,
+        link_source=(
+            "NVIDIA A100 datasheet, SXM columns: NVLink 600 GB/s (both directions), i.e. 300 GB/s per direction per "
+            "GPU through NVSwitch (HGX A100), https://www.nvidia.com/en-us/data-center/a100/"
+        ),
+        allreduce_latency_us=((2, 4.867), (4, 5.150), (8, 5.657)),
+        allreduce_source="proxy (the 80 GB part): " + _aic_allreduce("a100_sxm", "0.14.0"),
         peak_flops=312e12,
         mem_bw=1.555e12,
         mem_bytes=40 * _GIB,
@@ -159,6 +270,16 @@ _GPUS: tuple[GPU, ...] = (
     ),
     GPU(
         name="l40s",
+        label="L40S",
+        peak_flops_fp8=733e12,
+        link_bw=32e9,
+        link_source=(
+            "NVIDIA L40S datasheet: PCIe Gen4 x16, 64 GB/s (both directions), i.e. 32 GB/s per direction per GPU "
+            "through the host (no NVLink), https://www.nvidia.com/en-us/data-center/l40s/"
+        ),
+        allreduce_latency_us=((2, 4.292), (4, 4.589), (8, 4.713)),
+        allreduce_source="proxy (NVLink-connected H100 SXM; over PCIe it is likely higher): "
+        + _aic_allreduce("h100_sxm", "0.24.0"),
         peak_flops=362.05e12,
         mem_bw=864e9,
         mem_bytes=48 * _GIB,
@@ -169,7 +290,38 @@ _GPUS: tuple[GPU, ...] = (
         ),
     ),
     GPU(
+        name="b200-sxm-180gb",
+        label="B200",
+        peak_flops=2.25e15,
+        peak_flops_fp8=4.5e15,
+        peak_flops_fp4=9e15,
+        mem_bw=8e12,
+        mem_bytes=180 * _GIB,
+        aliases=("b200", "b200-sxm", "b200-180gb", "hgx-b200", "dgx-b200"),
+        source=(
+            "NVIDIA HGX B200 specifications, per GPU of the 8: FP4 Tensor Core 144 PFLOPS, FP8 72 PFLOPS, FP16/BF16 "
+            "36 PFLOPS for 8 GPUs with sparsity, i.e. 9, 4.5 and 2.25 PFLOPS dense per GPU; DGX B200 datasheet: "
+            f"1,440 GB HBM3e and 64 TB/s in all, i.e. 180 GB and 8 TB/s per GPU; {_NV_B200}"
+        ),
+        notes=(
+            "AIConfigurator's system file (b200_sxm.yaml) assumes 7.7 TB/s and the same 2.25 PFLOPS bf16 peak; "
+            "its kernel tables (data/aic-*.csv) are B200 measurements."
+        ),
+        link_bw=900e9,
+        link_source=(
+            "NVIDIA HGX B200 specifications: fifth-generation NVLink, 1.8 TB/s GPU-to-GPU (both directions), i.e. "
+            f"900 GB/s per direction per GPU through NVSwitch; {_NV_B200}"
+        ),
+        allreduce_latency_us=((2, 6.589), (4, 6.859), (8, 7.424)),
+        allreduce_source=_aic_allreduce("b200_sxm", "0.24.0"),
+    ),
+    GPU(
         name="mi300x",
+        label="MI300X",
+        peak_flops_fp8=2614.9e12,
+        link_kind="pair",
+        allreduce_latency_us=((2, 4.292), (4, 4.589), (8, 4.713)),
+        allreduce_source="proxy (no RCCL timings in the shared data): " + _aic_allreduce("h100_sxm", "0.24.0"),
         peak_flops=1307.4e12,
         mem_bw=5.3e12,
         mem_bytes=192 * _GIB,
@@ -187,6 +339,10 @@ _GPUS: tuple[GPU, ...] = (
     ),
     GPU(
         name="mi250-gcd",
+        label="MI250 die",
+        link_kind="pair",
+        allreduce_latency_us=((2, 4.292), (4, 4.589), (8, 4.713)),
+        allreduce_source="proxy (no RCCL timings in the shared data): " + _aic_allreduce("h100_sxm", "0.24.0"),
         peak_flops=181.05e12,
         mem_bw=1.6384e12,
         mem_bytes=64 * _GIB,
@@ -211,6 +367,10 @@ _GPUS: tuple[GPU, ...] = (
     ),
     GPU(
         name="mi250",
+        label="MI250",
+        link_kind="pair",
+        allreduce_latency_us=((2, 4.292), (4, 4.589), (8, 4.713)),
+        allreduce_source="proxy (no RCCL timings in the shared data): " + _aic_allreduce("h100_sxm", "0.24.0"),
         peak_flops=362.1e12,
         mem_bw=3.2768e12,
         mem_bytes=128 * _GIB,
@@ -241,6 +401,8 @@ def _normalize(name: str) -> str:
 def _build_index() -> dict[str, GPU]:
     index: dict[str, GPU] = {}
     for gpu in _GPUS:
+        if gpu.link_kind not in LINK_KINDS:
+            raise RuntimeError(f"GPU {gpu.name}: link_kind {gpu.link_kind!r}")  # pragma: no cover - registry bug
         for key in (gpu.name, *gpu.aliases):
             k = _normalize(key)
             if k in index and index[k] is not gpu:
@@ -270,8 +432,16 @@ def get_gpu(name: str | GPU) -> GPU:
     return gpu
 
 
+def gpu_label(name: str | GPU) -> str:
+    """Short display name of a GPU (name, alias or `GPU`), e.g. 'H100' for 'h100-sxm-80gb'; UnknownNameError if
+    unknown."""
+    gpu = get_gpu(name)
+    return gpu.label or gpu.name
+
+
 def list_gpus(names: Iterable[str] | None = None) -> pd.DataFrame:
-    """The registry as a table: name, peak_tflops, mem_bw_tb_s, mem_gb, aliases, source, notes; sorted by name.
+    """The registry as a table: name, label, peak_tflops (fp16/bf16), peak_fp8_tflops, peak_fp4_tflops,
+    mem_bw_tb_s, mem_gb, link_gb_s, link_kind, aliases, source, notes; sorted by name.
 
     `names` (optional): only these GPUs (names or aliases), in the given order.
     """
@@ -279,9 +449,14 @@ def list_gpus(names: Iterable[str] | None = None) -> pd.DataFrame:
     rows = [
         {
             "name": g.name,
+            "label": gpu_label(g),
             "peak_tflops": round(g.peak_flops / 1e12, 6),
+            "peak_fp8_tflops": round(g.peak_flops_fp8 / 1e12, 6) if g.peak_flops_fp8 else None,
+            "peak_fp4_tflops": round(g.peak_flops_fp4 / 1e12, 6) if g.peak_flops_fp4 else None,
             "mem_bw_tb_s": round(g.mem_bw / 1e12, 9),
             "mem_gb": round(g.mem_gb, 6),
+            "link_gb_s": round(g.link_bw / 1e9, 6) if g.link_bw else None,
+            "link_kind": g.link_kind,
             "aliases": ", ".join(g.aliases),
             "source": g.source,
             "notes": g.notes,

@@ -1,0 +1,85 @@
+"""Serving precision named as vLLM names it: ``--dtype``, ``--quantization`` (weights), ``--kv-cache-dtype``.
+
+Bytes per element and the tensor peak each precision runs its GEMMs at (`GPU.peak_for`):
+
+- ``dtype`` ``auto`` (the config's ``torch_dtype``), ``float16``/``half``, ``bfloat16``: 2 bytes, fp16/bf16 peak;
+- ``quantization`` absent/``none``: weights in ``dtype``; ``fp8``: 1 byte per linear-layer weight (vLLM's fp8
+  method keeps the embeddings and LM head in ``dtype``), GEMMs at the fp8 peak (W8A8) where the GPU has fp8 tensor
+  cores, else at the fp16 peak (vLLM's weight-only FP8 Marlin kernel on Ampere); ``fp4`` (also ``nvfp4``,
+  ``modelopt_fp4``, ``mxfp4``): 0.5 byte, the fp4 peak where the GPU has one, else the fp16 peak (weight-only);
+- ``kv_cache_dtype`` ``auto`` (as ``dtype``), ``fp8``/``fp8_e4m3``/``fp8_e5m2``: 1 byte per KV element (Eq. 11's
+  ``b_kv``).
+"""
+
+from __future__ import annotations
+
+from slimlib.errors import UnknownNameError, close_matches_message
+from slimlib.registry.gpus import GPU
+
+__all__ = [
+    "DTYPES",
+    "QUANTIZATIONS",
+    "KV_CACHE_DTYPES",
+    "dtype_bytes",
+    "weight_precision",
+    "weight_bytes_per_element",
+    "kv_bytes_per_element",
+    "compute_peak",
+]
+
+#: --dtype values -> bytes per element (None: the model config's own dtype)
+DTYPES: dict[str, float | None] = {"auto": None, "float16": 2, "half": 2, "bfloat16": 2, "fp16": 2, "bf16": 2}
+#: --quantization values -> precision of the weights ("none": the serving dtype)
+QUANTIZATIONS = {"none": "none", "fp8": "fp8", "fp4": "fp4", "nvfp4": "fp4", "modelopt_fp4": "fp4", "mxfp4": "fp4"}
+#: --kv-cache-dtype values -> bytes per element (None: the serving dtype)
+KV_CACHE_DTYPES: dict[str, float | None] = {"auto": None, "fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1}
+_QUANT_BYTES = {"fp8": 1.0, "fp4": 0.5}
+
+
+def _key(value: object) -> str:
+    """A cell or option as a lookup key: '' for None/NaN/empty, else lower-case and stripped."""
+    if value is None or (isinstance(value, float) and value != value):
+        return ""
+    return str(value).strip().lower()
+
+
+def dtype_bytes(dtype: object, model_bytes: float) -> float:
+    """Bytes per element of ``--dtype`` `dtype` (empty or 'auto': `model_bytes`, the config's)."""
+    k = _key(dtype) or "auto"
+    if k not in DTYPES:
+        raise UnknownNameError(close_matches_message("dtype", str(dtype), list(DTYPES)))
+    b = DTYPES[k]
+    return float(model_bytes if b is None else b)
+
+
+def weight_precision(quantization: object) -> str:
+    """'none', 'fp8' or 'fp4' for a ``--quantization`` value (empty: 'none')."""
+    k = _key(quantization) or "none"
+    if k not in QUANTIZATIONS:
+        raise UnknownNameError(close_matches_message("quantization", str(quantization), list(QUANTIZATIONS)))
+    return QUANTIZATIONS[k]
+
+
+def weight_bytes_per_element(quantization: object, serving_bytes: float) -> float:
+    """Bytes per quantized (linear-layer) weight: 1 for fp8, 0.5 for fp4, else `serving_bytes`."""
+    return _QUANT_BYTES.get(weight_precision(quantization), float(serving_bytes))
+
+
+def kv_bytes_per_element(kv_cache_dtype: object, serving_bytes: float) -> float:
+    """Eq. 11's ``b_kv`` for a ``--kv-cache-dtype`` value (empty or 'auto': `serving_bytes`)."""
+    k = _key(kv_cache_dtype) or "auto"
+    if k not in KV_CACHE_DTYPES:
+        raise UnknownNameError(close_matches_message("kv_cache_dtype", str(kv_cache_dtype), list(KV_CACHE_DTYPES)))
+    b = KV_CACHE_DTYPES[k]
+    return float(serving_bytes if b is None else b)
+
+
+def compute_peak(gpu: GPU, quantization: object) -> float:
+    """Eq. 7's ``F_max`` for weights quantized as `quantization`: the GPU's peak at that precision where it has
+    one (W8A8 / W4A4 GEMMs), else its fp16/bf16 peak (weight-only kernels compute in 16 bits)."""
+    prec = weight_precision(quantization)
+    if prec == "fp8" and gpu.peak_flops_fp8:
+        return float(gpu.peak_flops_fp8)
+    if prec == "fp4" and gpu.peak_flops_fp4:
+        return float(gpu.peak_flops_fp4)
+    return float(gpu.peak_flops)
