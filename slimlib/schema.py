@@ -2,8 +2,10 @@
 
 One row per configuration: ``model`` (registry name, Hugging Face id or path to a config.json), ``gpu`` (registry
 name), ``batch_size``, ``input_len``, ``output_len`` (tokens, > 0), ``throughput_tok_s`` (total-token throughput,
-tokens/s, > 0) and optionally ``e2e_s`` (batch end-to-end latency, seconds, > 0) and ``tensor_parallel`` (GPUs the
-model is split over, a whole number >= 1; 1 where absent).
+tokens/s, > 0) and optionally ``e2e_s`` (batch end-to-end latency, seconds, > 0), ``tensor_parallel`` (GPUs the
+model is split over, a whole number >= 1; 1 where absent) and the serving precision as vLLM names it (`PRECISION_COLUMNS`:
+``quantization`` of the weights, e.g. fp8; ``kv_cache_dtype``, auto or fp8; ``dtype``, auto, float16 or bfloat16;
+empty where absent: the config's dtype; `slimlib.registry.precision`).
 """
 
 from __future__ import annotations
@@ -17,18 +19,21 @@ from slimlib.errors import DataError
 
 KEY_COLUMNS = ("model", "gpu", "batch_size", "input_len", "output_len")
 TARGET_COLUMN = "throughput_tok_s"
-OPTIONAL_COLUMNS = ("e2e_s", "tensor_parallel")
+#: optional text columns of the serving precision, named as vLLM's options (values checked when features are built)
+PRECISION_COLUMNS = ("dtype", "quantization", "kv_cache_dtype")
+OPTIONAL_COLUMNS = ("e2e_s", "tensor_parallel", *PRECISION_COLUMNS)
 NUMERIC_COLUMNS = ("batch_size", "input_len", "output_len", "throughput_tok_s", "e2e_s", "tensor_parallel")
 #: Columns that hold counts: whole numbers only (a batch of 6.5 requests is a typo or an average).
 INTEGER_COLUMNS = ("batch_size", "tensor_parallel")
 SCHEMA_HELP = (
     "expected columns: model, gpu, batch_size, input_len, output_len, throughput_tok_s (and optionally e2e_s, "
-    "tensor_parallel); "
+    "tensor_parallel, quantization, kv_cache_dtype, dtype); "
     "see README 'Input table'"
 )
 #: The same help for tables of configurations to predict (no measurements needed).
 PREDICT_SCHEMA_HELP = (
-    "columns needed to predict: model, batch_size, input_len, output_len (and optionally gpu, tensor_parallel); "
+    "columns needed to predict: model, batch_size, input_len, output_len (and optionally gpu, tensor_parallel, "
+    "quantization, kv_cache_dtype, dtype); "
     "see README 'Input table'"
 )
 
@@ -148,7 +153,7 @@ def _check_conflicting_duplicates(df: pd.DataFrame, require_target: bool) -> Non
     if not require_target:
         return
     measured = [c for c in (TARGET_COLUMN, "e2e_s") if c in df.columns]
-    keys = list(KEY_COLUMNS) + (["tensor_parallel"] if "tensor_parallel" in df.columns else [])
+    keys = list(KEY_COLUMNS) + [c for c in ("tensor_parallel", *PRECISION_COLUMNS) if c in df.columns]
     dup = df.duplicated(keys, keep=False)
     if not dup.any():
         return

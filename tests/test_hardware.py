@@ -11,8 +11,8 @@ import pytest
 from shared_paths import MEMGAP
 
 from slimlib.cli.main import main
-from slimlib.errors import UnknownNameError
-from slimlib.registry.gpus import GPU, get_gpu, gpu_names, list_gpus
+from slimlib.errors import DataError, UnknownNameError
+from slimlib.registry.gpus import GPU, get_gpu, gpu_label, gpu_names, list_gpus
 
 REQUIRED = [
     "h100-sxm-80gb",
@@ -26,6 +26,7 @@ REQUIRED = [
     "mi250",
     "mi250-gcd",
     "mi300x",
+    "b200-sxm-180gb",
 ]
 
 
@@ -43,6 +44,7 @@ def test_registry_holds_the_required_gpus():
         ("h200-sxm-141gb", 989.4, 4.8, 141),
         ("l40s", 362.05, 0.864, 48),
         ("mi300x", 1307.4, 5.3, 192),
+        ("b200-sxm-180gb", 2250.0, 8.0, 180),
     ],
 )
 def test_data_sheet_numbers(name, tflops, tb_s, gb):
@@ -61,8 +63,8 @@ def test_peaks_are_dense_and_ridge_points_plausible():
     # Sparse figures (twice the dense ones) would put H100 at 1979 TFLOP/s; dense Hopper tensor peak is 989.4.
     for name in REQUIRED:
         g = get_gpu(name)
-        assert 100e12 < g.peak_flops < 1500e12, name
-        assert 0.5e12 < g.mem_bw < 6e12, name
+        assert 100e12 < g.peak_flops < (2500e12 if name.startswith("b200") else 1500e12), name  # Blackwell: 2.25 P
+        assert 0.5e12 < g.mem_bw < 8.5e12, name
         assert 100 < g.ridge_point < 700, name  # FLOP/byte: decode attention (~1 FLOP/byte) is far below
     assert get_gpu("h100-sxm-80gb").peak_flops == get_gpu("h100-sxm-64gb").peak_flops
 
@@ -151,7 +153,10 @@ def test_unknown_gpu_lists_closest_names():
 
 def test_list_gpus_table():
     df = list_gpus()
-    assert list(df.columns) == ["name", "peak_tflops", "mem_bw_tb_s", "mem_gb", "aliases", "source", "notes"]
+    assert list(df.columns) == [
+        "name", "label", "peak_tflops", "peak_fp8_tflops", "peak_fp4_tflops", "mem_bw_tb_s", "mem_gb", "link_gb_s",
+        "link_kind", "aliases", "source", "notes",
+    ]  # fmt: skip
     assert list(df["name"]) == sorted(REQUIRED)
     row = df.set_index("name").loc["h100-sxm-80gb"]
     assert row["peak_tflops"] == pytest.approx(989.4)
@@ -159,6 +164,37 @@ def test_list_gpus_table():
     assert "h100" in row["aliases"].split(", ")
     sub = list_gpus(["a100", "h100"])
     assert list(sub["name"]) == ["a100-sxm-80gb", "h100-sxm-80gb"]
+
+
+@pytest.mark.parametrize(
+    "name, fp8, fp4",
+    [
+        ("h100-sxm-80gb", 1978.9, None),  # H100 SXM datasheet: FP8 3,958 TFLOPS with sparsity
+        ("h100-pcie-80gb", 1513.0, None),  # H100 PCIe: 3,026 with sparsity
+        ("l40s", 733.0, None),  # L40S: 1,466 with sparsity
+        ("mi300x", 2614.9, None),  # MI300X: 2,614.9 dense
+        ("b200-sxm-180gb", 4500.0, 9000.0),  # HGX B200: 72 / 144 PFLOPS sparse for 8 GPUs
+        ("a100-sxm-80gb", None, None),  # Ampere: no fp8 tensor cores
+    ],
+)
+def test_precision_peaks(name, fp8, fp4):
+    g = get_gpu(name)
+    assert g.peak_for("fp16") == g.peak_flops
+    for prec, tflops in (("fp8", fp8), ("fp4", fp4)):
+        if tflops is None:
+            with pytest.raises(DataError, match=f"no {prec} tensor peak"):
+                g.peak_for(prec)
+        else:
+            assert g.peak_for(prec) == pytest.approx(tflops * 1e12, rel=1e-9)
+    with pytest.raises(UnknownNameError, match="unknown precision 'int3'"):
+        g.peak_for("int3")
+
+
+def test_b200_and_labels_resolve_in_the_registry():
+    assert get_gpu("b200").name == get_gpu("NVIDIA B200").name == "b200-sxm-180gb"
+    assert gpu_label("b200") == "B200" and gpu_label("h100-sxm-80gb") == "H100"
+    assert all(gpu_label(n) for n in gpu_names())
+    assert len({gpu_label(n) for n in gpu_names()}) == len(gpu_names())  # labels tell GPUs apart
 
 
 def test_gpu_is_a_plain_dataclass():

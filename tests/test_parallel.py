@@ -7,6 +7,8 @@ import dataclasses
 import numpy as np
 import pandas as pd
 import pytest
+from shared_paths import RAW, needs
+from synthetic import TRUE_PARAMS
 
 from slimlib.errors import DataError
 from slimlib.model import ExtendedSlimModel, SlimModel, model_features
@@ -130,3 +132,37 @@ def test_more_ranks_predict_faster_decode_of_a_big_model():
     m = ExtendedSlimModel.with_params(ext, "mi300x")
     e2e = [m.predict(_table(models=("llama-2-70b",), tp=p))["pred_e2e_s"].to_numpy() for p in (1, 2, 8)]
     assert (e2e[1] < e2e[0]).all() and (e2e[2] < e2e[1]).all()
+
+
+AIC_SYSTEMS = RAW / "aiconfigurator-kernels" / "aiconfigurator_core" / "systems" / "data"
+
+
+@needs(AIC_SYSTEMS, "AIConfigurator kernel tables")
+@pytest.mark.parametrize(
+    "gpu, system, version",
+    [("h100-sxm-80gb", "h100_sxm", "0.24.0"), ("h200-sxm-141gb", "h200_sxm", "0.24.0"),
+     ("a100-sxm-80gb", "a100_sxm", "0.14.0"), ("b200-sxm-180gb", "b200_sxm", "0.24.0")],
+)  # fmt: skip
+def test_allreduce_latency_is_the_measured_nccl_table(gpu, system, version):
+    """The registry's small-message latencies are AIConfigurator's measured vLLM custom all-reduce (CUDA graph,
+    128 bf16 elements), to the table's 1 ns resolution; GPUs without a table say they use a proxy."""
+    t = pd.read_parquet(AIC_SYSTEMS / system / "comm" / "vllm" / version / "custom_allreduce_perf.parquet")
+    t = t[(t["message_size"] == 128) & (t["backend"] == "vllm_graph") & (t["allreduce_dtype"] == "bfloat16")]
+    measured = {int(p): float(ms) * 1e3 for p, ms in zip(t["num_gpus"], t["latency"], strict=True)}
+    g = get_gpu(gpu)
+    assert dict(g.allreduce_latency_us) == pytest.approx(measured, abs=1e-3)
+    assert system in g.allreduce_source and "proxy" not in g.allreduce_source
+    measured_gpus = ("h100-sxm-80gb", "h200-sxm-141gb", "a100-sxm-80gb", "b200-sxm-180gb")
+    for name in gpu_names():
+        assert ("proxy" in get_gpu(name).allreduce_source) == (name not in measured_gpus), name
+
+
+def test_h100_tensor_parallel_rows_predict():
+    """`predict` on H100 TP 2 rows used to stop with 'no interconnect bandwidth'. With the paper's parameters, a
+    70B model on 2 GPUs predicts more than on 1 (half the per-GPU work) and less than twice (the all-reduces)."""
+    m = SlimModel.with_params(TRUE_PARAMS, gpu="h100-sxm-80gb")
+    rows = _table(models=("llama-2-70b",), gpu="h100-sxm-80gb")
+    one = m.predict(rows)["pred_throughput_tok_s"].to_numpy()
+    two = m.predict(rows.assign(tensor_parallel=2))["pred_throughput_tok_s"].to_numpy()
+    assert np.isfinite(two).all()
+    assert (two > one).all() and (two < 2 * one).all()

@@ -26,7 +26,7 @@ from slimlib.registry.precision import (
     weight_bytes_per_element,
     weight_precision,
 )
-from slimlib.schema import row_label
+from slimlib.schema import PRECISION_COLUMNS, row_label
 
 FloatArray = npt.NDArray[np.float64]
 Features = dict[str, FloatArray]
@@ -51,8 +51,6 @@ FEATURE_NAMES = (
     "expert_weight_bytes",
     "weight_precision",
 )
-#: optional table columns of the serving precision (vLLM option names)
-PRECISION_COLUMNS = ("dtype", "quantization", "kv_cache_dtype")
 _PRECISION_CODE = {"none": 0.0, "fp8": 1.0, "fp4": 2.0}
 _CODE_PRECISION = {v: k for k, v in _PRECISION_CODE.items()}
 
