@@ -2,7 +2,9 @@
 
 Fixtures in tests/fixtures/configs/ are hand-written copies of real Hugging Face config.json files:
 facebook/opt-125m, facebook/opt-350m, meta-llama/Llama-2-7b-hf, mistralai/Mistral-7B-v0.1, Qwen/Qwen2-7B,
-EleutherAI/gpt-j-6b, bigscience/bloom-560m, tiiuae/falcon-7b, tiiuae/falcon-40b.
+EleutherAI/gpt-j-6b, bigscience/bloom-560m, tiiuae/falcon-7b, tiiuae/falcon-40b, and (written from the public config
+format, field names as published) Qwen/Qwen3-8B, Qwen/Qwen3-0.6B, meta-llama/Llama-3.1-8B, google/gemma-7b,
+google/gemma-2-9b, google/gemma-3-1b-it, microsoft/Phi-3-mini-4k-instruct, microsoft/phi-2, allenai/OLMo-2-1124-7B.
 """
 
 from __future__ import annotations
@@ -19,8 +21,10 @@ import pytest
 
 from slimlib.cli.main import main
 from slimlib.errors import DataError, UnknownNameError
+from slimlib.model import model_features
 from slimlib.registry.architectures import (
     Architecture,
+    UnknownStyleWarning,
     architecture_from_config,
     architecture_names,
     count_parameters,
@@ -453,3 +457,66 @@ def test_cli_models_help_has_examples(capsys):
     assert info.value.code == 0
     out = capsys.readouterr().out
     assert "examples:" in out and "config.json" in out
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Current dense families (issue 18): hand-written fixtures with the real config.json fields of each family
+# ---------------------------------------------------------------------------------------------------------------
+# Published parameter counts (Hugging Face model pages): Qwen3-8B 8.19B, Qwen3-0.6B 0.44B non-embedding (model
+# card), Llama-3.1-8B 8.03B, gemma-7b 8.54B, gemma-2-9b 9.24B, gemma-3-1b 1.00B, Phi-3-mini-4k 3.82B, phi-2 2.78B.
+@pytest.mark.parametrize(
+    "fname, n_params, head_dim, d_kv, tied",
+    [
+        ("qwen3-8b.json", 8.19e9, 128, 8 * 128, False),
+        ("llama-3.1-8b.json", 8.03e9, 128, 8 * 128, False),
+        ("gemma-7b.json", 8.54e9, 256, 16 * 256, True),  # head_dim 256 != 3072 / 16
+        ("gemma-2-9b.json", 9.24e9, 256, 8 * 256, True),
+        ("gemma-3-1b.json", 1.00e9, 256, 1 * 256, True),
+        ("phi-3-mini.json", 3.82e9, 96, 32 * 96, False),
+        ("phi-2.json", 2.78e9, 80, 32 * 80, False),
+    ],
+)
+def test_current_dense_families(fname, n_params, head_dim, d_kv, tied):
+    a = architecture_from_config(CONFIGS / fname)
+    assert a.n_params == pytest.approx(n_params, rel=0.005)
+    assert a.head_dim == head_dim and a.d_kv == d_kv
+    assert a.kv_bytes_per_token == 2 * a.n_layers * d_kv * a.kv_bytes
+    emb = a.vocab_size * a.hidden_size
+    assert a.embedding_params == (emb if tied else 2 * emb)
+
+
+def test_qwen3_small_is_tied_and_counts_its_qk_norms(tmp_path):
+    a = architecture_from_config(CONFIGS / "qwen3-0.6b.json")
+    assert a.family == "qwen3" and a.head_dim == 128 != a.hidden_size // a.n_heads
+    non_embedding = a.n_params - a.embedding_params
+    assert non_embedding == pytest.approx(0.44e9, rel=0.01)  # model card: 0.44B non-embedding
+    untied = dict(_load("qwen3-0.6b.json"), tie_word_embeddings=False)
+    b = architecture_from_config(_write(tmp_path, untied))
+    assert b.n_params - a.n_params == a.vocab_size * a.hidden_size
+    no_qk = count_parameters(
+        n_layers=a.n_layers, hidden_size=a.hidden_size, n_heads=a.n_heads, n_kv_heads=a.n_kv_heads,
+        head_dim=a.head_dim, ffn_size=a.ffn_size, ffn_kind="gated", vocab_size=a.vocab_size, tied_embeddings=True,
+    )  # fmt: skip
+    assert a.n_params - no_qk == a.n_layers * 2 * a.head_dim
+
+
+def test_unknown_model_type_with_standard_keys_is_read_with_a_warning(tmp_path):
+    with pytest.warns(
+        UnknownStyleWarning, match="model_type 'olmo2' is not a known style; read as a Llama-style"
+    ):
+        a = architecture_from_config(CONFIGS / "olmo2-7b.json")
+    assert (a.n_layers, a.hidden_size, a.n_kv_heads, a.head_dim) == (32, 4096, 32, 128)
+    assert a.n_params == pytest.approx(7.3e9, rel=0.02)  # OLMo-2-7B: 7.30B
+    data = _load("olmo2-7b.json")
+    del data["intermediate_size"]
+    with pytest.raises(DataError, match="lacks the standard key.s. intermediate_size"):
+        architecture_from_config(_write(tmp_path, data))
+
+
+def test_float32_checkpoint_is_served_in_16_bits():
+    """gemma-2-9b's config says float32; vLLM's --dtype auto serves it in bfloat16 (2 bytes)."""
+    a = architecture_from_config(CONFIGS / "gemma-2-9b.json")
+    assert a.weight_bytes == 4  # the checkpoint
+    f = model_features(pd.DataFrame({"model": [str(CONFIGS / "gemma-2-9b.json")], "batch_size": [1],
+                                     "input_len": [1], "output_len": [1]}))  # fmt: skip
+    assert f["kv_bytes"][0] == 2 and f["weight_bytes_total"][0] == 2 * a.n_params

@@ -63,7 +63,9 @@ def test_peaks_are_dense_and_ridge_points_plausible():
     # Sparse figures (twice the dense ones) would put H100 at 1979 TFLOP/s; dense Hopper tensor peak is 989.4.
     for name in REQUIRED:
         g = get_gpu(name)
-        assert 100e12 < g.peak_flops < (2500e12 if name.startswith("b200") else 1500e12), name  # Blackwell: 2.25 P
+        assert 100e12 < g.peak_flops < (2500e12 if name.startswith("b200") else 1500e12), (
+            name
+        )  # Blackwell: 2.25 P
         assert 0.5e12 < g.mem_bw < 8.5e12, name
         assert 100 < g.ridge_point < 700, name  # FLOP/byte: decode attention (~1 FLOP/byte) is far below
     assert get_gpu("h100-sxm-80gb").peak_flops == get_gpu("h100-sxm-64gb").peak_flops
@@ -192,7 +194,7 @@ def test_precision_peaks(name, fp8, fp4):
 
 def test_b200_and_labels_resolve_in_the_registry():
     assert get_gpu("b200").name == get_gpu("NVIDIA B200").name == "b200-sxm-180gb"
-    assert gpu_label("b200") == "B200" and gpu_label("h100-sxm-80gb") == "H100"
+    assert gpu_label("b200") == "B200" and gpu_label("h100-sxm-80gb") == "H100 SXM"
     assert all(gpu_label(n) for n in gpu_names())
     assert len({gpu_label(n) for n in gpu_names()}) == len(gpu_names())  # labels tell GPUs apart
 

@@ -7,7 +7,11 @@ import pandas as pd
 import pytest
 
 from slimlib.data import load
+from slimlib.data.aiconfigurator import SYSTEMS, system_for_gpu
+from slimlib.errors import DataError
 from slimlib.experiments.kernel_timing.composition import OutOfGridError, compose, kernel_set
+from slimlib.experiments.kernel_timing.composition_figures import GPU_LABEL
+from slimlib.registry.gpus import get_gpu, gpu_label
 
 
 @pytest.fixture(scope="module")
@@ -122,3 +126,15 @@ def test_composition_rules_beyond_the_largest_sizes(ks, tables):
     assert ks.prefill_attention_ms(20, 16384) == pytest.approx(
         2 * ks.prefill_attention_ms(g, 16384)[()] + ks.prefill_attention_ms(4, 16384)[()]
     )
+
+
+def test_kernel_tables_resolve_gpus_through_the_registry():
+    """Kernel tables, figure labels and the registry agree: every system's GPU is a registry GPU (B200 included),
+    any alias finds its system, and a registry GPU without tables is a clear error."""
+    for system, spec in SYSTEMS.items():
+        assert get_gpu(spec["gpu"]).name == spec["gpu"]
+        assert system_for_gpu(system) == system_for_gpu(spec["gpu"]) == system
+        assert GPU_LABEL[system] == gpu_label(spec["gpu"])
+    assert system_for_gpu("NVIDIA B200") == "b200_sxm" and system_for_gpu("h100") == "h100_sxm"
+    with pytest.raises(DataError, match="mi300x has no AIConfigurator kernel tables"):
+        system_for_gpu("mi300x")

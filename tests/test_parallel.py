@@ -72,7 +72,9 @@ def test_allreduce_switched_nvlink_bandwidth_does_not_grow_with_group():
     h100 = get_gpu("h100")
     m = 1e9
     for p, lat_us in ((2, 4.292), (4, 4.589), (8, 4.713)):
-        assert allreduce_time(m, p, h100) == pytest.approx(lat_us * 1e-6 + 2 * (p - 1) / p * m / 450e9, rel=1e-12)
+        assert allreduce_time(m, p, h100) == pytest.approx(
+            lat_us * 1e-6 + 2 * (p - 1) / p * m / 450e9, rel=1e-12
+        )
     b200 = get_gpu("b200")
     assert allreduce_time(256.0, 2, b200) == pytest.approx(6.589e-6 + 256 / 900e9, rel=1e-12)
 

@@ -38,7 +38,10 @@ def test_fp8_kv_halves_eq11_traffic_and_doubles_capacity():
     np.testing.assert_allclose(t8, t16 / 2, rtol=0)
     np.testing.assert_array_equal(fp8["weight_bytes_total"], base["weight_bytes_total"])  # weights untouched
     arch = get_architecture("llama-3-8b")
-    m16, m8 = M.gpu_memory(arch, "h100", kv_cache_dtype="auto"), M.gpu_memory(arch, "h100", kv_cache_dtype="fp8")
+    m16, m8 = (
+        M.gpu_memory(arch, "h100", kv_cache_dtype="auto"),
+        M.gpu_memory(arch, "h100", kv_cache_dtype="fp8"),
+    )
     assert m8.kv_bytes_per_token == m16.kv_bytes_per_token / 2
     assert m8.num_gpu_blocks in (2 * m16.num_gpu_blocks, 2 * m16.num_gpu_blocks + 1)
     # the advisor's memory cap doubles with it
@@ -61,7 +64,9 @@ def test_fp8_weights_use_the_fp8_peak_in_eq7():
     np.testing.assert_allclose(p8, p16 * 989.4 / 1978.9, rtol=1e-12)
     # a GPU without fp8 tensor cores runs fp8 weights weight-only, at its 16-bit peak
     np.testing.assert_allclose(prefill_peak_flops(f, get_gpu("a100")), 312e12)
-    np.testing.assert_allclose(prefill_peak_flops(model_features(_rows(quantization="nvfp4")), get_gpu("b200")), 9e15)
+    np.testing.assert_allclose(
+        prefill_peak_flops(model_features(_rows(quantization="nvfp4")), get_gpu("b200")), 9e15
+    )
 
 
 def test_fp8_weights_keep_embeddings_in_the_serving_dtype():
@@ -70,7 +75,10 @@ def test_fp8_weights_keep_embeddings_in_the_serving_dtype():
     assert arch.embedding_params == emb
     f = model_features(_rows(quantization="fp8"))
     assert f["weight_bytes_total"][0] == 2 * emb + (arch.n_params - emb)
-    assert model_features(_rows(quantization="fp4"))["weight_bytes_total"][0] == 2 * emb + (arch.n_params - emb) / 2
+    assert (
+        model_features(_rows(quantization="fp4"))["weight_bytes_total"][0]
+        == 2 * emb + (arch.n_params - emb) / 2
+    )
 
 
 def test_default_precision_is_bit_identical():

@@ -57,7 +57,13 @@ def test_num_gpu_blocks_is_vllms(model, gpu, tp):
     # the model's features (split_features) hold the same per-GPU bytes
     f = model_features(
         pd.DataFrame(
-            {"model": [model], "batch_size": [1], "input_len": [1], "output_len": [1], "tensor_parallel": [tp]}
+            {
+                "model": [model],
+                "batch_size": [1],
+                "input_len": [1],
+                "output_len": [1],
+                "tensor_parallel": [tp],
+            }
         )
     )
     assert f["kv_bytes_per_token"][0] == mem.kv_bytes_per_token

@@ -85,7 +85,12 @@ def make_plan(
             f"IL + OL = {longest} exceeds {arch.name}'s context of {arch.max_position} tokens; shorten the lengths"
         )
     mem = gpu_memory(
-        arch, hw, tp, gpu_memory_utilization=gpu_memory_utilization, reserve_gib=reserve_gib, block_size=block_size
+        arch,
+        hw,
+        tp,
+        gpu_memory_utilization=gpu_memory_utilization,
+        reserve_gib=reserve_gib,
+        block_size=block_size,
     )  # one GPU of the group: its weights and its share of the KV heads (replicated beyond H_kv)
     per_req = float(blocks_per_request(max(ils), max(ols), block_size)) * block_size * mem.kv_bytes_per_token
     cap = int(np.floor(mem.kv_pool / per_req)) if mem.kv_pool > 0 else 0

@@ -29,8 +29,8 @@ from slimlib.cli.common import (
 )
 from slimlib.io import write_csv
 from slimlib.model import load_params
-from slimlib.registry.architectures import get_architecture
 from slimlib.model.memory import gpu_memory
+from slimlib.registry.architectures import get_architecture
 from slimlib.registry.gpus import get_gpu
 from slimlib.registry.precision import DTYPES, KV_CACHE_DTYPES, QUANTIZATIONS
 
@@ -186,7 +186,11 @@ def _cmd_advise(args: argparse.Namespace) -> int:
         candidates = np.array(sorted(set(args.batch_sizes)))
     else:
         candidates = np.arange(1, args.max_batch + 1)
-    precision = {"dtype": args.dtype, "quantization": args.quantization, "kv_cache_dtype": args.kv_cache_dtype}
+    precision = {
+        "dtype": args.dtype,
+        "quantization": args.quantization,
+        "kv_cache_dtype": args.kv_cache_dtype,
+    }
     available = None
     if args.gpu_blocks is not None:  # vLLM's num_gpu_blocks counts blocks of one GPU's share of the KV heads
         mem = gpu_memory(arch, hw, args.tensor_parallel, block_size=args.block_size, **precision)

@@ -26,6 +26,7 @@ import pandas as pd
 from slimlib.data.markdown import count_table
 from slimlib.errors import DataError
 from slimlib.registry.architectures import architecture_names, get_architecture
+from slimlib.registry.gpus import get_gpu
 
 AIC_NAME = "aiconfigurator-kernels"
 WHEEL = "aiconfigurator_core-0.12.0-cp311-abi3-manylinux_2_28_x86_64.whl"
@@ -41,7 +42,7 @@ _SYS_DIR = "aiconfigurator_core/systems"
 
 
 #: system -> (gpu name, vLLM version of the attention and GEMM tables, decode kernels, prefill kernels, GEMM
-#: kernel per dtype). gpu names are the GPU registry's where it has the part (B200 is not in the registry).
+#: kernel per dtype). gpu names are the GPU registry's (`system_for_gpu` resolves any GPU name or alias).
 SYSTEMS: dict[str, dict] = {
     "h100_sxm": dict(
         gpu="h100-sxm-80gb",
@@ -74,6 +75,18 @@ SYSTEMS: dict[str, dict] = {
     ),
 }
 
+
+def system_for_gpu(name: str) -> str:
+    """The AIConfigurator system whose kernel tables cover GPU `name` (any registry name or alias, or a system
+    name such as 'h100_sxm'); UnknownNameError for an unknown GPU, DataError for one without kernel tables."""
+    gpu = get_gpu(name).name
+    for system, spec in SYSTEMS.items():
+        if spec["gpu"] == gpu:
+            return system
+    covered = ", ".join(f"{spec['gpu']} ({system})" for system, spec in SYSTEMS.items())
+    raise DataError(f"GPU {gpu} has no AIConfigurator kernel tables; measured GPUs: {covered}")
+
+
 _HEAD_COLS = ["system", "gpu", "device", "vllm_version", "kernel_source", "n_heads", "n_kv_heads", "head_dim",
               "kv_cache_dtype"]  # fmt: skip
 DECODE_COLUMNS = [*_HEAD_COLS, "batch_size", "context", "latency_ms"]
@@ -86,7 +99,7 @@ SYSTEM_COLUMNS = ["system", "gpu", "device", "vllm_version", "peak_bf16_flops", 
 _S, _I, _F = "string", "Int64", "float64"
 _COMMON_DOCS = {
     "system": (_S, "AIConfigurator system name (h100_sxm, h200_sxm, a100_sxm, b200_sxm)"),
-    "gpu": (_S, "GPU registry name (b200-sxm-180gb: not in the registry; peaks in aic-systems)"),
+    "gpu": (_S, "GPU registry name (slimlib.registry.gpus)"),
     "device": (_S, "device name reported when measuring"),
     "vllm_version": (_S, "vLLM version whose kernels were timed"),
     "kernel_source": (_S, "kernel implementation timed (e.g. vllm_flash_attn_fa3)"),
@@ -374,8 +387,8 @@ def readme_section(tables: dict[str, pd.DataFrame]) -> list[str]:
         "Coverage: decode attention is measured for at most 8 KV heads, so multi-head-attention models (OPT,",
         "Llama-2) and 28-head Qwen2-7B have no decode-attention rows; Mistral-7B, Llama-3-8B and Granite-8B",
         "(32 query / 8 KV heads, head size 128) and the 64/8 70B-class shapes are covered. Large batch sizes at the",
-        "longest contexts were not measured (out of memory). B200 is not in the GPU registry: its peaks are",
-        "AIConfigurator's (aic-systems).",
+        "longest contexts were not measured (out of memory). The peaks in aic-systems are AIConfigurator's; the",
+        "GPU registry (`slim gpus`) holds the data-sheet figures with their sources.",
         "",
     ]
     return lines

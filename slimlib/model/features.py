@@ -55,7 +55,9 @@ _PRECISION_CODE = {"none": 0.0, "fp8": 1.0, "fp4": 2.0}
 _CODE_PRECISION = {v: k for k, v in _PRECISION_CODE.items()}
 
 
-def _arch_row(a: Architecture, dtype: str = "", quantization: str = "", kv_cache_dtype: str = "") -> list[float]:
+def _arch_row(
+    a: Architecture, dtype: str = "", quantization: str = "", kv_cache_dtype: str = ""
+) -> list[float]:
     serve = dtype_bytes(dtype, a.weight_bytes)
     quant = weight_bytes_per_element(quantization, serve)
     expert_bytes = (

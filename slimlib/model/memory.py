@@ -209,7 +209,9 @@ def gpu_memory(
     hw = get_gpu(gpu)
     tp = int(tensor_parallel)
     w = float(per_gpu_weight_bytes(weight_bytes(arch, dtype, quantization), tp))
-    kv = float(per_gpu_kv_bytes_per_token(kv_bytes_per_token(arch, dtype, kv_cache_dtype), arch.n_kv_heads, tp))
+    kv = float(
+        per_gpu_kv_bytes_per_token(kv_bytes_per_token(arch, dtype, kv_cache_dtype), arch.n_kv_heads, tp)
+    )
     return GpuMemory(
         model=arch.name,
         gpu=hw.name,

@@ -403,7 +403,9 @@ def _shapes_from_config(data: dict[str, Any], where: str) -> dict[str, Any]:
         vocab = c.integer("vocab_size")
         hd = _head_dim(c, d, heads)
         kw = dict(n_layers=layers, hidden_size=d, n_heads=heads, n_kv_heads=kv, head_dim=hd, ffn_size=ffn)
-        kw.update(ffn_kind="mlp", vocab_size=vocab, max_position=c.integer("max_position_embeddings", default=2048))
+        kw.update(
+            ffn_kind="mlp", vocab_size=vocab, max_position=c.integer("max_position_embeddings", default=2048)
+        )
         count = dict(
             tied_embeddings=bool(c.get("tie_word_embeddings", default=False)),
             qkv_bias=True,
@@ -508,8 +510,12 @@ def _shapes_from_config(data: dict[str, Any], where: str) -> dict[str, Any]:
         kw["n_active_params"] = kw["n_params"]
     e = count.get("embed_dim") or kw["hidden_size"]
     tables = 1 if count.get("tied_embeddings") else 2
-    kw["embedding_params"] = tables * kw["vocab_size"] * e + count.get("learned_positions", 0) * kw["hidden_size"]
-    family = model_type if style == "llama" and model_type else style  # llama, mistral, qwen2, qwen3, gemma, ...
+    kw["embedding_params"] = (
+        tables * kw["vocab_size"] * e + count.get("learned_positions", 0) * kw["hidden_size"]
+    )
+    family = (
+        model_type if style == "llama" and model_type else style
+    )  # llama, mistral, qwen2, qwen3, gemma, ...
     kw.update(kv_bytes=nbytes, weight_bytes=nbytes, family=family)
     if kw["n_kv_heads"] == 0 or kw["n_heads"] % kw["n_kv_heads"]:
         raise DataError(

@@ -107,7 +107,7 @@ def _aic_allreduce(system: str, version: str) -> str:
 _GPUS: tuple[GPU, ...] = (
     GPU(
         name="h100-sxm-80gb",
-        label="H100",
+        label="H100 SXM",
         peak_flops_fp8=1978.9e12,
         link_bw=450e9,
         link_source=(
@@ -127,7 +127,7 @@ _GPUS: tuple[GPU, ...] = (
     ),
     GPU(
         name="h100-sxm-64gb",
-        label="H100 64GB",
+        label="H100 SXM 64GB",
         peak_flops_fp8=1978.9e12,
         link_bw=150e9,
         link_kind="pair",
@@ -190,7 +190,7 @@ _GPUS: tuple[GPU, ...] = (
     ),
     GPU(
         name="h200-sxm-141gb",
-        label="H200",
+        label="H200 SXM",
         peak_flops_fp8=1978.9e12,
         link_bw=450e9,
         link_source=(
@@ -232,7 +232,7 @@ _GPUS: tuple[GPU, ...] = (
     ),
     GPU(
         name="a100-sxm-80gb",
-        label="A100",
+        label="A100 SXM",
         link_bw=300e9,
         link_source=(
             "NVIDIA A100 datasheet, SXM columns: NVLink 600 GB/s (both directions), i.e. 300 GB/s per direction per "
@@ -251,7 +251,7 @@ _GPUS: tuple[GPU, ...] = (
     ),
     GPU(
         name="a100-sxm-40gb",
-        label="A100 40GB",
+        label="A100 SXM 40GB",
         link_bw=300e9,
         link_source=(
             "NVIDIA A100 datasheet, SXM columns: NVLink 600 GB/s (both directions), i.e. 300 GB/s per direction per "
@@ -321,7 +321,8 @@ _GPUS: tuple[GPU, ...] = (
         peak_flops_fp8=2614.9e12,
         link_kind="pair",
         allreduce_latency_us=((2, 4.292), (4, 4.589), (8, 4.713)),
-        allreduce_source="proxy (no RCCL timings in the shared data): " + _aic_allreduce("h100_sxm", "0.24.0"),
+        allreduce_source="proxy (no RCCL timings in the shared data): "
+        + _aic_allreduce("h100_sxm", "0.24.0"),
         peak_flops=1307.4e12,
         mem_bw=5.3e12,
         mem_bytes=192 * _GIB,
@@ -342,7 +343,8 @@ _GPUS: tuple[GPU, ...] = (
         label="MI250 die",
         link_kind="pair",
         allreduce_latency_us=((2, 4.292), (4, 4.589), (8, 4.713)),
-        allreduce_source="proxy (no RCCL timings in the shared data): " + _aic_allreduce("h100_sxm", "0.24.0"),
+        allreduce_source="proxy (no RCCL timings in the shared data): "
+        + _aic_allreduce("h100_sxm", "0.24.0"),
         peak_flops=181.05e12,
         mem_bw=1.6384e12,
         mem_bytes=64 * _GIB,
@@ -370,7 +372,8 @@ _GPUS: tuple[GPU, ...] = (
         label="MI250",
         link_kind="pair",
         allreduce_latency_us=((2, 4.292), (4, 4.589), (8, 4.713)),
-        allreduce_source="proxy (no RCCL timings in the shared data): " + _aic_allreduce("h100_sxm", "0.24.0"),
+        allreduce_source="proxy (no RCCL timings in the shared data): "
+        + _aic_allreduce("h100_sxm", "0.24.0"),
         peak_flops=362.1e12,
         mem_bw=3.2768e12,
         mem_bytes=128 * _GIB,
@@ -402,7 +405,9 @@ def _build_index() -> dict[str, GPU]:
     index: dict[str, GPU] = {}
     for gpu in _GPUS:
         if gpu.link_kind not in LINK_KINDS:
-            raise RuntimeError(f"GPU {gpu.name}: link_kind {gpu.link_kind!r}")  # pragma: no cover - registry bug
+            raise RuntimeError(
+                f"GPU {gpu.name}: link_kind {gpu.link_kind!r}"
+            )  # pragma: no cover - registry bug
         for key in (gpu.name, *gpu.aliases):
             k = _normalize(key)
             if k in index and index[k] is not gpu:

@@ -2,7 +2,9 @@
 
 Bytes per element and the tensor peak each precision runs its GEMMs at (`GPU.peak_for`):
 
-- ``dtype`` ``auto`` (the config's ``torch_dtype``), ``float16``/``half``, ``bfloat16``: 2 bytes, fp16/bf16 peak;
+- ``dtype`` ``auto`` (the config's ``torch_dtype``; a float32 checkpoint is served in 16 bits, as vLLM's
+  ``_get_and_verify_dtype`` does: float16, bfloat16 for Gemma 2/3), ``float16``/``half``, ``bfloat16``: 2 bytes,
+  fp16/bf16 peak;
 - ``quantization`` absent/``none``: weights in ``dtype``; ``fp8``: 1 byte per linear-layer weight (vLLM's fp8
   method keeps the embeddings and LM head in ``dtype``), GEMMs at the fp8 peak (W8A8) where the GPU has fp8 tensor
   cores, else at the fp16 peak (vLLM's weight-only FP8 Marlin kernel on Ampere); ``fp4`` (also ``nvfp4``,
@@ -30,7 +32,14 @@ __all__ = [
 #: --dtype values -> bytes per element (None: the model config's own dtype)
 DTYPES: dict[str, float | None] = {"auto": None, "float16": 2, "half": 2, "bfloat16": 2, "fp16": 2, "bf16": 2}
 #: --quantization values -> precision of the weights ("none": the serving dtype)
-QUANTIZATIONS = {"none": "none", "fp8": "fp8", "fp4": "fp4", "nvfp4": "fp4", "modelopt_fp4": "fp4", "mxfp4": "fp4"}
+QUANTIZATIONS = {
+    "none": "none",
+    "fp8": "fp8",
+    "fp4": "fp4",
+    "nvfp4": "fp4",
+    "modelopt_fp4": "fp4",
+    "mxfp4": "fp4",
+}
 #: --kv-cache-dtype values -> bytes per element (None: the serving dtype)
 KV_CACHE_DTYPES: dict[str, float | None] = {"auto": None, "fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1}
 _QUANT_BYTES = {"fp8": 1.0, "fp4": 0.5}
@@ -44,12 +53,13 @@ def _key(value: object) -> str:
 
 
 def dtype_bytes(dtype: object, model_bytes: float) -> float:
-    """Bytes per element of ``--dtype`` `dtype` (empty or 'auto': `model_bytes`, the config's)."""
+    """Bytes per element of ``--dtype`` `dtype` (empty or 'auto': the config's `model_bytes`, at most 2: vLLM
+    serves float32 checkpoints in 16 bits)."""
     k = _key(dtype) or "auto"
     if k not in DTYPES:
         raise UnknownNameError(close_matches_message("dtype", str(dtype), list(DTYPES)))
     b = DTYPES[k]
-    return float(model_bytes if b is None else b)
+    return float(min(model_bytes, 2) if b is None else b)
 
 
 def weight_precision(quantization: object) -> str:
@@ -69,7 +79,9 @@ def kv_bytes_per_element(kv_cache_dtype: object, serving_bytes: float) -> float:
     """Eq. 11's ``b_kv`` for a ``--kv-cache-dtype`` value (empty or 'auto': `serving_bytes`)."""
     k = _key(kv_cache_dtype) or "auto"
     if k not in KV_CACHE_DTYPES:
-        raise UnknownNameError(close_matches_message("kv_cache_dtype", str(kv_cache_dtype), list(KV_CACHE_DTYPES)))
+        raise UnknownNameError(
+            close_matches_message("kv_cache_dtype", str(kv_cache_dtype), list(KV_CACHE_DTYPES))
+        )
     b = KV_CACHE_DTYPES[k]
     return float(serving_bytes if b is None else b)
 

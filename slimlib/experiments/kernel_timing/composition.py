@@ -32,8 +32,8 @@ import numpy as np
 import pandas as pd
 
 from slimlib.data import load
-from slimlib.data.aiconfigurator import model_gemm_shapes
-from slimlib.errors import DataError, UnknownNameError, close_matches_message
+from slimlib.data.aiconfigurator import SYSTEMS, model_gemm_shapes, system_for_gpu
+from slimlib.errors import DataError
 from slimlib.registry.architectures import get_architecture
 
 __all__ = [
@@ -58,26 +58,14 @@ class OutOfGridError(DataError):
     """A request outside the measured kernel grid (nothing is extrapolated)."""
 
 
-_ALIASES = {
-    "h100_sxm": ("h100", "h100-sxm", "h100-sxm-80gb", "h100_sxm"),
-    "h200_sxm": ("h200", "h200-sxm", "h200-sxm-141gb", "h200_sxm"),
-    "a100_sxm": ("a100", "a100-sxm", "a100-sxm-80gb", "a100_sxm"),
-    "b200_sxm": ("b200", "b200-sxm", "b200-sxm-180gb", "b200_sxm"),
-}
-
-
 def system_names() -> list[str]:
     """AIConfigurator systems the kernel tables cover."""
-    return sorted(_ALIASES)
+    return sorted(SYSTEMS)
 
 
 def _system(name: str) -> str:
-    key = str(name).strip().lower().replace(" ", "-")
-    for sysname, aliases in _ALIASES.items():
-        if key in aliases:
-            return sysname
-    raise UnknownNameError(close_matches_message("kernel-table GPU", name, [a for v in _ALIASES.values()
-                                                                           for a in v]))  # fmt: skip
+    """The kernel-table system of GPU `name`, resolved through the GPU registry (`system_for_gpu`)."""
+    return system_for_gpu(name)
 
 
 # ------------------------------------------------------------------------------------------ analytic counts

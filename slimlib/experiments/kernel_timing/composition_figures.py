@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from slimlib.data import load
+from slimlib.data.aiconfigurator import SYSTEMS
 from slimlib.experiments.kernel_timing.composition import (
     GEMM_KINDS,
     KernelSet,
@@ -21,8 +22,10 @@ from slimlib.experiments.kernel_timing.composition import (
     gemm_flops,
 )
 from slimlib.experiments.outputs.plotting import OKABE_ITO, new_figure
+from slimlib.registry.gpus import gpu_label
 
-GPU_LABEL = {"h100_sxm": "H100 SXM", "h200_sxm": "H200 SXM", "b200_sxm": "B200", "a100_sxm": "A100 SXM"}
+#: kernel-table system -> the GPU registry's label of its GPU
+GPU_LABEL = {system: gpu_label(spec["gpu"]) for system, spec in SYSTEMS.items()}
 _PARTS = (
     ("attention", "decode attention", OKABE_ITO[5]),
     ("proj_gemm", "QKV + out proj. GEMMs", OKABE_ITO[1]),

@@ -71,7 +71,7 @@ def _row(dataset, tool, version, call, r, e2e, note) -> dict:
 
 
 def _genz_system(gpu: str):
-    if gpu == "mi300x":
+    if get_gpu(gpu).name == "mi300x":
         return "MI300X", "'MI300X'"
     g = get_gpu(gpu)
     d = {"Flops": g.peak_flops / 1e12, "Memory_size": g.mem_gb, "Memory_BW": g.mem_bw / 1e9,
@@ -123,7 +123,7 @@ def llm_analysis_predict(dataset: str, rows: pd.DataFrame) -> pd.DataFrame:
     logging.getLogger("llm_analysis").setLevel(logging.ERROR)
     out = []
     for r in rows.itertuples(index=False):
-        name, gpu = LLMA_MODELS.get(r.model), LLMA_GPUS.get(r.gpu)
+        name, gpu = LLMA_MODELS.get(r.model), LLMA_GPUS.get(get_gpu(r.gpu).name)
         if name is None or gpu is None:
             continue
         gname, per, note = gpu
@@ -165,7 +165,7 @@ def aiconfigurator_predict(dataset: str, rows: pd.DataFrame) -> pd.DataFrame:
     out = []
     with tempfile.TemporaryDirectory() as tmp:
         for r in rows.itertuples(index=False):
-            system = AIC_SYSTEMS.get(r.gpu)
+            system = AIC_SYSTEMS.get(get_gpu(r.gpu).name)
             if system is None or r.model.startswith("opt"):
                 continue
             folder = Path(tmp) / r.model
