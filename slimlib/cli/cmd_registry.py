@@ -10,7 +10,7 @@ import textwrap
 import pandas as pd
 
 from slimlib.registry.architectures import list_architectures
-from slimlib.registry.gpus import list_gpus
+from slimlib.registry.gpus import get_gpu, list_gpus
 
 MODELS_EXAMPLES = """\
 columns: params_b (parameters / 1e9), d_kv = n_kv_heads * head_dim (Eq. 4), kv_kib_per_token = 2 L d_kv bytes / 1024.
@@ -24,8 +24,10 @@ examples:
 """
 
 GPUS_EXAMPLES = """\
-columns: peak_tflops is dense fp16/bf16 tensor peak (no sparsity), mem_bw_tb_s peak memory bandwidth,
-mem_gb nominal capacity (vendor GB, i.e. GiB). Each number's data sheet is listed under the table.
+columns: peak_tflops is dense fp16/bf16 tensor peak (no sparsity), peak_fp8_tflops the dense fp8 one (empty:
+no fp8 tensor cores), mem_bw_tb_s peak memory bandwidth, mem_gb nominal capacity (vendor GB, i.e. GiB),
+link_gb_s one-direction interconnect bandwidth per GPU (link_kind switch) or per GPU pair (pair). Each number's
+data sheet is listed under the table.
 
 examples:
   slim gpus
@@ -108,12 +110,18 @@ def _cmd_gpus(args: argparse.Namespace) -> int:
     if args.format != "table":
         _write_records(df, args.format)
         return 0
-    print(df[["name", "peak_tflops", "mem_bw_tb_s", "mem_gb", "aliases"]].to_string(index=False))
+    cols = ["name", "peak_tflops", "peak_fp8_tflops", "mem_bw_tb_s", "mem_gb", "link_gb_s", "link_kind", "aliases"]
+    print(df[cols].to_string(index=False, na_rep=""))
     print("\nsources:")
     for row in df.itertuples(index=False):
         print(_wrap(str(row.source), f"  {row.name}: "))
         if row.notes:
             print(_wrap(str(row.notes), "    note: "))
+        g = get_gpu(str(row.name))
+        if g.link_source:
+            print(_wrap(g.link_source, "    interconnect: "))
+        if g.allreduce_source:
+            print(_wrap(g.allreduce_source, "    all-reduce latency: "))
     return 0
 
 
