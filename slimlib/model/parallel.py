@@ -19,7 +19,7 @@ All-reduce (`allreduce_time`): a message of ``m`` bytes over ``p`` ranks takes
 ``BW(p)`` the one-direction bandwidth one GPU has to its peers (`group_bandwidth`): the registry's ``link_bw``
 for a switched group (NVLink through NVSwitch, PCIe through the host) and ``(p - 1) link_bw`` for a fully
 connected mesh of per-pair links (AMD Infinity Fabric: one 64 GB/s-per-direction link per MI300X pair).
-``t_lat(p)`` is the GPU's small-message latency in the registry (``allreduce_latency_us``: NVIDIA AIConfigurator's
+``t_lat(p)`` is the GPU's small-message latency in the registry (``allreduce_latency_s``: NVIDIA AIConfigurator's
 measured vLLM custom all-reduce, CUDA-graph backend, 128 bf16 elements; H100 SXM 4.29, 4.59, 4.71 us for
 p = 2, 4, 8, the proxy for GPUs without a table, AMD included), interpolated in ``log2 p``. A decode step
 all-reduces ``B D b`` bytes per call, a prefill ``B IL D b`` bytes (in total over its steps), 2 calls per layer.
@@ -91,17 +91,17 @@ def split_features(f: dict[str, FloatArray], tp: ArrayLike) -> dict[str, FloatAr
 
 
 def allreduce_latency(tp: ArrayLike, gpu: GPU) -> FloatArray:
-    """Small-message latency ``t_lat(p)`` (s) of `gpu` (registry ``allreduce_latency_us``), interpolated in log2(p);
+    """Small-message latency ``t_lat(p)`` (s) of `gpu` (registry ``allreduce_latency_s``), interpolated in log2(p);
     0 for p = 1. Raises DataError when p > 1 and the GPU has no latency table."""
     tp = np.asarray(tp, dtype=float)
-    if np.any(tp > 1) and not gpu.allreduce_latency_us:
+    if np.any(tp > 1) and not gpu.allreduce_latency_s:
         raise DataError(
-            f"GPU {gpu.name} has no all-reduce latency (allreduce_latency_us) in the registry; tensor parallel rows "
+            f"GPU {gpu.name} has no all-reduce latency (allreduce_latency_s) in the registry; tensor parallel rows "
             "need it: add it to slimlib.registry.gpus with its source"
         )
-    table = sorted(gpu.allreduce_latency_us) or [(2, 0.0)]
+    table = sorted(gpu.allreduce_latency_s) or [(2, 0.0)]
     ps = np.array([p for p, _ in table], dtype=float)
-    ts = np.array([t for _, t in table], dtype=float) * 1e-6
+    ts = np.array([t for _, t in table], dtype=float)
     lat = np.interp(np.log2(np.maximum(tp, 1.0)), np.log2(ps), ts)
     return np.where(tp > 1, lat, 0.0)
 

@@ -9,7 +9,7 @@ sparse figure, which is twice the dense one. `peak_flops` is the fp16/bf16 peak;
 Tensor parallelism (`slimlib.model.parallel`): `link_bw` is the one-direction bandwidth of a link and
 `link_kind` how the group is wired: ``"switch"`` (NVLink through NVSwitch, or PCIe through the host: each GPU
 reaches every peer at `link_bw` in all) or ``"pair"`` (a fully connected mesh, e.g. AMD Infinity Fabric: each
-pair of GPUs has its own `link_bw`). `allreduce_latency_us` is the small-message all-reduce latency by group
+pair of GPUs has its own `link_bw`). `allreduce_latency_s` is the small-message all-reduce latency by group
 size, measured by NVIDIA AIConfigurator (vLLM custom all-reduce, CUDA-graph backend, 128 bf16 elements) where
 the shared data has the GPU, else the H100 SXM figures, labelled as a proxy in `allreduce_source`.
 
@@ -46,8 +46,8 @@ class GPU:
     nominal memory capacity in bytes (``N * 2**30`` for an "N GB" part). `peak_flops_fp8`/`peak_flops_fp4`: dense
     fp8/fp4 tensor FLOP/s (None: the GPU has no such tensor cores or the data sheet gives no figure). `link_bw` is
     the peak one-direction interconnect bandwidth in bytes/s, per GPU (``link_kind`` "switch") or per GPU pair
-    ("pair"), see the module docstring; `link_source` says where it comes from. `allreduce_latency_us` holds
-    (group size, microseconds) pairs of the small-message all-reduce latency, `allreduce_source` their origin.
+    ("pair"), see the module docstring; `link_source` says where it comes from. `allreduce_latency_s` holds
+    (group size, seconds) pairs of the small-message all-reduce latency, `allreduce_source` their origin.
     `label` is the short name figures and tables print.
     """
 
@@ -62,7 +62,7 @@ class GPU:
     link_bw: float | None = None
     link_source: str = ""
     link_kind: str = "switch"
-    allreduce_latency_us: tuple[tuple[int, float], ...] = ()
+    allreduce_latency_s: tuple[tuple[int, float], ...] = ()
     allreduce_source: str = ""
     peak_flops_fp8: float | None = None
     peak_flops_fp4: float | None = None
@@ -114,7 +114,7 @@ _GPUS: tuple[GPU, ...] = (
             "NVIDIA H100 datasheet, H100 SXM column: NVLink 900 GB/s (both directions), i.e. 450 GB/s per direction "
             f"per GPU through NVSwitch (HGX H100 8-GPU), {_NV_H100}"
         ),
-        allreduce_latency_us=((2, 4.292), (4, 4.589), (8, 4.713)),
+        allreduce_latency_s=((2, 4.292e-6), (4, 4.589e-6), (8, 4.713e-6)),
         allreduce_source=_aic_allreduce("h100_sxm", "0.24.0"),
         peak_flops=989.4e12,
         mem_bw=3.35e12,
@@ -136,7 +136,7 @@ _GPUS: tuple[GPU, ...] = (
             "on a 4-GPU board without NVSwitch (MareNostrum 5 ACC nodes: 4 H100 joined by NVLink), i.e. 150 GB/s "
             "per direction per GPU pair, 450 GB/s per GPU at TP 4"
         ),
-        allreduce_latency_us=((2, 4.292), (4, 4.589), (8, 4.713)),
+        allreduce_latency_s=((2, 4.292e-6), (4, 4.589e-6), (8, 4.713e-6)),
         allreduce_source="proxy: " + _aic_allreduce("h100_sxm", "0.24.0"),
         peak_flops=989.4e12,
         mem_bw=1.631232e12,
@@ -175,7 +175,7 @@ _GPUS: tuple[GPU, ...] = (
             "direction per GPU through the host; the optional 2-GPU NVLink bridge (600 GB/s) is not assumed, "
             f"{_NV_H100}"
         ),
-        allreduce_latency_us=((2, 4.292), (4, 4.589), (8, 4.713)),
+        allreduce_latency_s=((2, 4.292e-6), (4, 4.589e-6), (8, 4.713e-6)),
         allreduce_source="proxy (NVLink-connected H100 SXM; over PCIe it is likely higher): "
         + _aic_allreduce("h100_sxm", "0.24.0"),
         peak_flops=756.5e12,
@@ -197,7 +197,7 @@ _GPUS: tuple[GPU, ...] = (
             "NVIDIA H200 datasheet, H200 SXM column: NVLink 900 GB/s (both directions), i.e. 450 GB/s per direction "
             "per GPU through NVSwitch, https://www.nvidia.com/en-us/data-center/h200/"
         ),
-        allreduce_latency_us=((2, 4.378), (4, 4.428), (8, 4.712)),
+        allreduce_latency_s=((2, 4.378e-6), (4, 4.428e-6), (8, 4.712e-6)),
         allreduce_source=_aic_allreduce("h200_sxm", "0.24.0"),
         peak_flops=989.4e12,
         mem_bw=4.8e12,
@@ -218,7 +218,7 @@ _GPUS: tuple[GPU, ...] = (
             "System between superchips), i.e. 450 GB/s per direction per GPU, "
             "https://www.nvidia.com/en-us/data-center/grace-hopper-superchip/"
         ),
-        allreduce_latency_us=((2, 4.292), (4, 4.589), (8, 4.713)),
+        allreduce_latency_s=((2, 4.292e-6), (4, 4.589e-6), (8, 4.713e-6)),
         allreduce_source="proxy: " + _aic_allreduce("h100_sxm", "0.24.0"),
         peak_flops=989.4e12,
         mem_bw=4.0e12,
@@ -238,7 +238,7 @@ _GPUS: tuple[GPU, ...] = (
             "NVIDIA A100 datasheet, SXM columns: NVLink 600 GB/s (both directions), i.e. 300 GB/s per direction per "
             "GPU through NVSwitch (HGX A100), https://www.nvidia.com/en-us/data-center/a100/"
         ),
-        allreduce_latency_us=((2, 4.867), (4, 5.150), (8, 5.657)),
+        allreduce_latency_s=((2, 4.867e-6), (4, 5.150e-6), (8, 5.657e-6)),
         allreduce_source=_aic_allreduce("a100_sxm", "0.14.0"),
         peak_flops=312e12,
         mem_bw=2.039e12,
@@ -257,7 +257,7 @@ _GPUS: tuple[GPU, ...] = (
             "NVIDIA A100 datasheet, SXM columns: NVLink 600 GB/s (both directions), i.e. 300 GB/s per direction per "
             "GPU through NVSwitch (HGX A100), https://www.nvidia.com/en-us/data-center/a100/"
         ),
-        allreduce_latency_us=((2, 4.867), (4, 5.150), (8, 5.657)),
+        allreduce_latency_s=((2, 4.867e-6), (4, 5.150e-6), (8, 5.657e-6)),
         allreduce_source="proxy (the 80 GB part): " + _aic_allreduce("a100_sxm", "0.14.0"),
         peak_flops=312e12,
         mem_bw=1.555e12,
@@ -277,7 +277,7 @@ _GPUS: tuple[GPU, ...] = (
             "NVIDIA L40S datasheet: PCIe Gen4 x16, 64 GB/s (both directions), i.e. 32 GB/s per direction per GPU "
             "through the host (no NVLink), https://www.nvidia.com/en-us/data-center/l40s/"
         ),
-        allreduce_latency_us=((2, 4.292), (4, 4.589), (8, 4.713)),
+        allreduce_latency_s=((2, 4.292e-6), (4, 4.589e-6), (8, 4.713e-6)),
         allreduce_source="proxy (NVLink-connected H100 SXM; over PCIe it is likely higher): "
         + _aic_allreduce("h100_sxm", "0.24.0"),
         peak_flops=362.05e12,
@@ -312,7 +312,7 @@ _GPUS: tuple[GPU, ...] = (
             "NVIDIA HGX B200 specifications: fifth-generation NVLink, 1.8 TB/s GPU-to-GPU (both directions), i.e. "
             f"900 GB/s per direction per GPU through NVSwitch; {_NV_B200}"
         ),
-        allreduce_latency_us=((2, 6.589), (4, 6.859), (8, 7.424)),
+        allreduce_latency_s=((2, 6.589e-6), (4, 6.859e-6), (8, 7.424e-6)),
         allreduce_source=_aic_allreduce("b200_sxm", "0.24.0"),
     ),
     GPU(
@@ -320,7 +320,7 @@ _GPUS: tuple[GPU, ...] = (
         label="MI300X",
         peak_flops_fp8=2614.9e12,
         link_kind="pair",
-        allreduce_latency_us=((2, 4.292), (4, 4.589), (8, 4.713)),
+        allreduce_latency_s=((2, 4.292e-6), (4, 4.589e-6), (8, 4.713e-6)),
         allreduce_source="proxy (no RCCL timings in the shared data): "
         + _aic_allreduce("h100_sxm", "0.24.0"),
         peak_flops=1307.4e12,
@@ -342,7 +342,7 @@ _GPUS: tuple[GPU, ...] = (
         name="mi250-gcd",
         label="MI250 die",
         link_kind="pair",
-        allreduce_latency_us=((2, 4.292), (4, 4.589), (8, 4.713)),
+        allreduce_latency_s=((2, 4.292e-6), (4, 4.589e-6), (8, 4.713e-6)),
         allreduce_source="proxy (no RCCL timings in the shared data): "
         + _aic_allreduce("h100_sxm", "0.24.0"),
         peak_flops=181.05e12,
@@ -371,7 +371,7 @@ _GPUS: tuple[GPU, ...] = (
         name="mi250",
         label="MI250",
         link_kind="pair",
-        allreduce_latency_us=((2, 4.292), (4, 4.589), (8, 4.713)),
+        allreduce_latency_s=((2, 4.292e-6), (4, 4.589e-6), (8, 4.713e-6)),
         allreduce_source="proxy (no RCCL timings in the shared data): "
         + _aic_allreduce("h100_sxm", "0.24.0"),
         peak_flops=362.1e12,
