@@ -110,7 +110,16 @@ def _cmd_gpus(args: argparse.Namespace) -> int:
     if args.format != "table":
         _write_records(df, args.format)
         return 0
-    cols = ["name", "peak_tflops", "peak_fp8_tflops", "mem_bw_tb_s", "mem_gb", "link_gb_s", "link_kind", "aliases"]
+    cols = [
+        "name",
+        "peak_tflops",
+        "peak_fp8_tflops",
+        "mem_bw_tb_s",
+        "mem_gb",
+        "link_gb_s",
+        "link_kind",
+        "aliases",
+    ]
     print(df[cols].to_string(index=False, na_rep=""))
     print("\nsources:")
     for row in df.itertuples(index=False):
