@@ -47,11 +47,22 @@ def test_split_features_tp1_is_identity_and_tp2_halves_per_rank_work():
 
 
 def test_kv_heads_are_replicated_beyond_their_count():
-    df = _table(models=("qwen2-7b",), tp=8)  # 4 KV heads over 8 ranks: one head (replicated) per rank
+    df = _table(models=("llama-2-70b",), tp=16)  # 8 KV heads over 16 ranks: one head (replicated) per rank
     f = model_features(df)
     base = model_features(df.drop(columns="tensor_parallel"))
-    np.testing.assert_allclose(f["kv_bytes_per_token"], base["kv_bytes_per_token"] / 4)
-    np.testing.assert_allclose(f["n_layers"] * f["d_kv"], base["n_layers"] * base["d_kv"] / 4)
+    np.testing.assert_allclose(f["kv_bytes_per_token"], base["kv_bytes_per_token"] / 8)
+    np.testing.assert_allclose(f["n_layers"] * f["d_kv"], base["n_layers"] * base["d_kv"] / 8)
+
+
+def test_tensor_parallel_sizes_vllm_refuses_are_errors():
+    """vLLM splits only when the query heads divide evenly (Qwen2-7B: 28 heads, not over 8 GPUs)."""
+    df = _table(models=("qwen2-7b",), tp=8)
+    df.attrs["source"] = "runs.csv"
+    with pytest.raises(
+        DataError, match=r"runs.csv line 2: vLLM cannot split model qwen2-7b over tensor_parallel = 8"
+    ):
+        model_features(df)
+    assert np.isfinite(model_features(_table(models=("qwen2-7b",), tp=4))["n_layers"]).all()
 
 
 def test_allreduce_time_zero_at_tp1_and_grows_with_message():

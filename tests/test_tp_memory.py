@@ -20,6 +20,7 @@ here its weight share plus the package's activation reserve.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -32,8 +33,10 @@ from slimlib.cli.main import main
 from slimlib.errors import DataError
 from slimlib.model import SlimModel, model_features
 from slimlib.model import memory as M
-from slimlib.registry.architectures import get_architecture
+from slimlib.registry.architectures import architecture_from_config, get_architecture
 from slimlib.registry.gpus import get_gpu
+
+CONFIGS = Path(__file__).resolve().parent / "fixtures" / "configs"
 
 
 def _vllm_num_gpu_blocks(arch, gpu, tp, util=0.9, reserve_gib=M.DEFAULT_RESERVE_GIB, block=16, dtype_size=2):
@@ -47,8 +50,8 @@ def _vllm_num_gpu_blocks(arch, gpu, tp, util=0.9, reserve_gib=M.DEFAULT_RESERVE_
 
 @pytest.mark.parametrize(
     "model, gpu, tp",
-    [("llama-2-70b", "h100-sxm-80gb", 2), ("llama-2-13b", "h100-sxm-80gb", 2), ("qwen2-7b", "mi300x", 8),
-     ("llama-3-70b", "mi300x", 4)],
+    [("llama-2-70b", "h100-sxm-80gb", 2), ("llama-2-13b", "h100-sxm-80gb", 2), ("llama-2-70b", "h100-sxm-80gb", 16),
+     ("qwen2-7b", "mi300x", 4), ("llama-3-70b", "mi300x", 4)],
 )  # fmt: skip
 def test_num_gpu_blocks_is_vllms(model, gpu, tp):
     arch, hw = get_architecture(model), get_gpu(gpu)
@@ -71,11 +74,17 @@ def test_num_gpu_blocks_is_vllms(model, gpu, tp):
 
 
 def test_kv_heads_are_replicated_beyond_tp():
-    """Qwen2-7B has 4 KV heads: at TP 8 each GPU holds one, not half of one."""
-    arch = get_architecture("qwen2-7b")
-    at4, at8 = M.gpu_memory(arch, "mi300x", 4), M.gpu_memory(arch, "mi300x", 8)
-    assert at4.kv_bytes_per_token == arch.kv_bytes_per_token / 4
-    assert at8.kv_bytes_per_token == at4.kv_bytes_per_token  # replicated: one head per GPU either way
+    """Llama-2-70B has 8 KV heads: at TP 16 each GPU holds one, not half of one; Gemma-3-1B (1 KV head) holds it
+    whole on every GPU; a size vLLM refuses is a clear error."""
+    arch = get_architecture("llama-2-70b")
+    at8, at16 = M.gpu_memory(arch, "h100", 8), M.gpu_memory(arch, "h100", 16)
+    assert at8.kv_bytes_per_token == arch.kv_bytes_per_token / 8
+    assert at16.kv_bytes_per_token == at8.kv_bytes_per_token  # replicated: one head per GPU either way
+    assert at16.num_gpu_blocks == _vllm_num_gpu_blocks(arch, get_gpu("h100"), 16)
+    gemma = architecture_from_config(CONFIGS / "gemma-3-1b.json")
+    assert M.gpu_memory(gemma, "h100", 4).kv_bytes_per_token == gemma.kv_bytes_per_token
+    with pytest.raises(DataError, match="vLLM cannot split qwen2-7b over 8 GPUs: its 28 attention heads"):
+        M.gpu_memory(get_architecture("qwen2-7b"), "mi300x", 8)
 
 
 def _params(tmp_path, gpu):
@@ -113,16 +122,18 @@ def test_vllm_settings_under_tensor_parallelism():
 
 
 def test_plan_capacity_uses_the_per_gpu_rule():
-    """Plans cap batch sizes with the same per-GPU rule (KV heads replicated at TP 8 for Qwen2-7B)."""
-    arch = get_architecture("qwen2-7b")
-    mem = M.gpu_memory(arch, "mi300x", 8)
-    per_req = np.ceil((4096 + 4096) / 16) * 16 * mem.kv_bytes_per_token
+    """Plans cap batch sizes with the same per-GPU rule (KV heads replicated at TP 16 for Llama-2-70B)."""
+    arch = get_architecture("llama-2-70b")
+    mem = M.gpu_memory(arch, "h100", 16)
+    per_req = np.ceil((2048 + 2048) / 16) * 16 * mem.kv_bytes_per_token
     cap = int(mem.kv_pool // per_req)
-    lens = ([4096], [1024, 2048, 4096])
-    plan = make_plan("qwen2-7b", "mi300x", *lens, batch_sizes=[1, 2, cap], tensor_parallel=8)
+    lens = ([2048], [512, 1024, 2048])
+    plan = make_plan("llama-2-70b", "h100", *lens, batch_sizes=[1, 2, cap], tensor_parallel=16)
     assert list(plan["batch_size"].unique()) == [1, 2, cap]
     with pytest.raises(DataError, match=f"exceed the {cap} requests"):
-        make_plan("qwen2-7b", "mi300x", *lens, batch_sizes=[1, 2, cap + 1], tensor_parallel=8)
+        make_plan("llama-2-70b", "h100", *lens, batch_sizes=[1, 2, cap + 1], tensor_parallel=16)
+    with pytest.raises(DataError, match="vLLM cannot split"):
+        make_plan("qwen2-7b", "mi300x", *lens, tensor_parallel=8)
 
 
 def test_breakdown_says_why_70b_does_not_fit_one_h200():

@@ -15,7 +15,7 @@ import numpy.typing as npt
 import pandas as pd
 
 from slimlib.errors import DataError, UnknownNameError
-from slimlib.model.memory import kv_bytes_per_token, weight_bytes
+from slimlib.model.memory import kv_bytes_per_token, tensor_parallel_problem, weight_bytes
 from slimlib.model.parallel import split_features, tensor_parallel_column
 from slimlib.registry.architectures import Architecture, get_architecture
 from slimlib.registry.gpus import GPU, get_gpu
@@ -123,10 +123,28 @@ def model_features(df: pd.DataFrame) -> Features:
     for col in ("batch_size", "input_len", "output_len"):
         feats[col] = df[col].to_numpy(dtype=float)
     tp = tensor_parallel_column(df)
+    _check_tensor_parallel(df, feats, tp)
     out = split_features(feats, tp)
     for k in ("dense_weight_bytes", "expert_weight_bytes"):
         out[k] = feats[k] / tp
     return out
+
+
+def _check_tensor_parallel(df: pd.DataFrame, feats: Features, tp: FloatArray) -> None:
+    """DataError naming the first row whose model vLLM cannot split over its ``tensor_parallel`` GPUs."""
+    if not np.any(tp > 1):
+        return
+    combos = pd.DataFrame({"h": feats["n_heads"], "kv": feats["n_kv_heads"], "tp": tp}).drop_duplicates()
+    for r in combos.itertuples(index=False):
+        problem = tensor_parallel_problem(int(r.h), int(r.kv), int(r.tp))
+        if problem:
+            pos = int(
+                np.flatnonzero((feats["n_heads"] == r.h) & (feats["n_kv_heads"] == r.kv) & (tp == r.tp))[0]
+            )
+            raise DataError(
+                f"{row_label(df, pos)}: vLLM cannot split model {df['model'].iloc[pos]!s} over tensor_parallel = "
+                f"{int(r.tp)} GPUs: {problem}; fix the row's tensor_parallel"
+            )
 
 
 def prefill_peak_flops(f: Features, hw: GPU) -> FloatArray:

@@ -20,6 +20,7 @@ from typing import cast
 import numpy as np
 from numpy.typing import ArrayLike
 
+from slimlib.errors import DataError
 from slimlib.model.equations import FloatArray
 from slimlib.registry.architectures import Architecture
 from slimlib.registry.gpus import GPU, get_gpu
@@ -54,6 +55,19 @@ def kv_bytes_per_token(arch: Architecture, dtype: object = None, kv_cache_dtype:
     ``--kv-cache-dtype`` (empty or 'auto': the serving dtype)."""
     b_kv = kv_bytes_per_element(kv_cache_dtype, dtype_bytes(dtype, arch.kv_bytes))
     return 2.0 * arch.n_layers * arch.d_kv * b_kv
+
+
+def tensor_parallel_problem(n_heads: int, n_kv_heads: int, tensor_parallel: int) -> str:
+    """Why vLLM refuses to split a model of `n_heads` query and `n_kv_heads` KV heads over `tensor_parallel` GPUs
+    ('' when it does not): the query heads must divide evenly (``ModelConfig.verify_with_parallel_config``), and
+    the KV heads must divide evenly or evenly replicate (``QKVParallelLinear``: ``p % H_kv == 0`` when
+    ``p >= H_kv``, else ``H_kv % p == 0``)."""
+    p, h, kv = int(tensor_parallel), int(n_heads), int(n_kv_heads)
+    if h % p:
+        return f"its {h} attention heads are not divisible by tensor parallel size {p}"
+    if (p >= kv and p % kv) or (p < kv and kv % p):
+        return f"its {kv} KV heads neither divide nor replicate evenly over tensor parallel size {p}"
+    return ""
 
 
 def kv_replication(n_kv_heads: ArrayLike, tensor_parallel: ArrayLike) -> FloatArray:
@@ -208,6 +222,11 @@ def gpu_memory(
     """
     hw = get_gpu(gpu)
     tp = int(tensor_parallel)
+    problem = tensor_parallel_problem(arch.n_heads, arch.n_kv_heads, tp)
+    if problem:
+        raise DataError(
+            f"vLLM cannot split {arch.name} over {tp} GPUs: {problem}; choose a tensor parallel size it allows"
+        )
     w = float(per_gpu_weight_bytes(weight_bytes(arch, dtype, quantization), tp))
     kv = float(
         per_gpu_kv_bytes_per_token(kv_bytes_per_token(arch, dtype, kv_cache_dtype), arch.n_kv_heads, tp)
