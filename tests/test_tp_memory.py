@@ -148,3 +148,15 @@ def test_breakdown_says_why_70b_does_not_fit_one_h200():
     assert two.fits and two.kv_pool == pytest.approx(mem.usable - mem.weights / 2 - mem.reserve)
     fp8 = M.gpu_memory(get_architecture("llama-3-70b"), "h200", 1, quantization="fp8")
     assert fp8.fits  # fp8 weights: about 71 GB
+
+
+def test_advisor_says_why_one_request_does_not_fit():
+    model = SlimModel.with_params(TRUE_PARAMS, gpu="h200-sxm-141gb")
+    bf16 = A.advise(model, "llama-3-70b", 1024, 1024)
+    assert bf16.b_cap == 0
+    assert (
+        "KV pool -6.02 GiB per GPU after 131.4 GiB of weights; one request needs 0.62 GiB"
+        in bf16.summary["reason"]
+    )
+    assert A.advise(model, "llama-3-70b", 1024, 1024, tensor_parallel=2).b_cap > 0
+    assert A.advise(model, "llama-3-70b", 1024, 1024, quantization="fp8").summary["max_batch_memory"] > 0

@@ -259,7 +259,12 @@ def advise_many(
     j = np.where(ok, idx, 0)
     b_cap = np.where(ok, b[j], 0).astype(int)
     too_long = (max_pos > 0) & (il + ol > max_pos)
-    reason = _reasons(code, b, thr, e2e, eff, slo, eps, max_b_mem, respect_memory, too_long, max_pos, il, ol)
+    pool = np.broadcast_to(np.asarray(default, dtype=float), (w,))
+    memory = [f"KV pool {p / GIB:.2f} GiB per GPU after {wb / GIB:.1f} GiB of weights; one request needs "
+              f"{r / GIB:.2f} GiB" for p, wb, r in zip(pool, feats["weight_bytes_total"], bytes_per_req, strict=True)]  # fmt: skip
+    reason = _reasons(
+        code, b, thr, e2e, eff, slo, eps, max_b_mem, respect_memory, too_long, max_pos, il, ol, memory
+    )
     needed = np.where(ok, b_cap * bytes_per_req, np.nan)
     out = pd.DataFrame(
         {
@@ -296,7 +301,7 @@ def _throughput_at_one(model, workloads, b, thr) -> np.ndarray:
 
 
 def _reasons(
-    code, b, thr, e2e, eff, slo, eps, max_b_mem, respect_memory, too_long, max_pos, il, ol
+    code, b, thr, e2e, eff, slo, eps, max_b_mem, respect_memory, too_long, max_pos, il, ol, memory
 ) -> list[str]:
     out = []
     for i, c in enumerate(code):
@@ -304,7 +309,7 @@ def _reasons(
         if c == 5:
             parts = []
             if respect_memory and max_b_mem[i] < 1:
-                parts.append("one request does not fit in the KV cache even at B = 1")
+                parts.append(f"one request does not fit in the KV cache even at B = 1 ({memory[i]})")
             if e2e[i].min() > slo[i]:
                 parts.append(
                     f"the SLO {slo[i]:.4g} s is below the smallest predicted E2E {np.nanmin(e2e[i]):.4g} s"

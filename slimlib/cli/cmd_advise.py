@@ -225,7 +225,8 @@ def _cmd_advise(args: argparse.Namespace) -> int:
     print(f"B_cap = {adv.b_cap}  (bound by: {s['reason']})")
     print(f"predicted throughput {s['pred_throughput_tok_s']:.1f} tok/s, E2E {s['pred_e2e_s']:.3g} s, "
           f"batching efficiency {s['efficiency']:.3f}")  # fmt: skip
-    print(f"KV cache: B_cap needs {s['kv_needed_gb']:.2f} GiB ({int(s['blocks_needed'])} blocks of "
+    per_gpu = f" per GPU (of {args.tensor_parallel})" if args.tensor_parallel > 1 else ""
+    print(f"KV cache{per_gpu}: B_cap needs {s['kv_needed_gb']:.2f} GiB ({int(s['blocks_needed'])} blocks of "
           f"{args.block_size} tokens); default allocation {s['kv_default_gb']:.2f} GiB; "
           f"saved {s['kv_saved_gb']:.2f} GiB")  # fmt: skip
     flags = (f"--max-num-seqs {settings['max_num_seqs']} --gpu-memory-utilization "
