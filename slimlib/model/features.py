@@ -134,16 +134,16 @@ def _check_tensor_parallel(df: pd.DataFrame, feats: Features, tp: FloatArray) ->
     """DataError naming the first row whose model vLLM cannot split over its ``tensor_parallel`` GPUs."""
     if not np.any(tp > 1):
         return
-    combos = pd.DataFrame({"h": feats["n_heads"], "kv": feats["n_kv_heads"], "tp": tp}).drop_duplicates()
-    for r in combos.itertuples(index=False):
-        problem = tensor_parallel_problem(int(r.h), int(r.kv), int(r.tp))
+    combos = {
+        (int(h), int(kv), int(p)) for h, kv, p in zip(feats["n_heads"], feats["n_kv_heads"], tp, strict=True)
+    }
+    for h, kv, p in sorted(combos):
+        problem = tensor_parallel_problem(h, kv, p)
         if problem:
-            pos = int(
-                np.flatnonzero((feats["n_heads"] == r.h) & (feats["n_kv_heads"] == r.kv) & (tp == r.tp))[0]
-            )
+            pos = int(np.flatnonzero((feats["n_heads"] == h) & (feats["n_kv_heads"] == kv) & (tp == p))[0])
             raise DataError(
                 f"{row_label(df, pos)}: vLLM cannot split model {df['model'].iloc[pos]!s} over tensor_parallel = "
-                f"{int(r.tp)} GPUs: {problem}; fix the row's tensor_parallel"
+                f"{p} GPUs: {problem}; fix the row's tensor_parallel"
             )
 
 
