@@ -122,7 +122,8 @@ _GPUS: tuple[GPU, ...] = (
         aliases=("h100", "h100-sxm", "h100-80gb", "h100-sxm5", "h100-sxm5-80gb", "h100-80gb-hbm3"),
         source=(
             "NVIDIA H100 Tensor Core GPU datasheet, H100 SXM column (FP16/BF16 Tensor Core 1,979 TFLOPS with "
-            f"sparsity, i.e. 989.4 dense; 80 GB HBM3; 3.35 TB/s), {_NV_H100}"
+            "sparsity, i.e. 989.4 dense; FP8 Tensor Core 3,958 with sparsity, i.e. 1,978.9 dense; 80 GB HBM3; "
+            f"3.35 TB/s), {_NV_H100}"
         ),
     ),
     GPU(
@@ -184,7 +185,8 @@ _GPUS: tuple[GPU, ...] = (
         aliases=("h100-pcie", "h100-pcie5", "h100-pcie-80gb-hbm2e"),
         source=(
             "NVIDIA H100 Tensor Core GPU datasheet, H100 PCIe column (FP16/BF16 Tensor Core 1,513 TFLOPS with "
-            f"sparsity, i.e. 756.5 dense; 80 GB HBM2e; 2 TB/s), {_NV_H100}"
+            "sparsity, i.e. 756.5 dense; FP8 Tensor Core 3,026 with sparsity, i.e. 1,513 dense; 80 GB HBM2e; "
+            f"2 TB/s), {_NV_H100}"
         ),
         notes="1593 MHz x 2 x 5120 bit / 8 gives 2.04 TB/s; the data sheet rounds to 2 TB/s.",
     ),
@@ -205,7 +207,8 @@ _GPUS: tuple[GPU, ...] = (
         aliases=("h200", "h200-sxm", "h200-141gb", "h200-sxm5"),
         source=(
             "NVIDIA H200 Tensor Core GPU datasheet, H200 SXM column (FP16/BF16 Tensor Core 1,979 TFLOPS with "
-            "sparsity, i.e. 989.4 dense; 141 GB HBM3e; 4.8 TB/s), https://www.nvidia.com/en-us/data-center/h200/"
+            "sparsity, i.e. 989.4 dense; FP8 Tensor Core 3,958 with sparsity, i.e. 1,978.9 dense; 141 GB HBM3e; "
+            "4.8 TB/s), https://www.nvidia.com/en-us/data-center/h200/"
         ),
     ),
     GPU(
@@ -226,7 +229,8 @@ _GPUS: tuple[GPU, ...] = (
         aliases=("gh200", "gh200-480gb", "gh200-96gb-hbm3", "grace-hopper"),
         source=(
             "NVIDIA GH200 Grace Hopper Superchip datasheet, 96 GB HBM3 version (GPU FP16 Tensor Core 1,979 TFLOPS "
-            "with sparsity, i.e. 989.4 dense; 4 TB/s), https://www.nvidia.com/en-us/data-center/grace-hopper-superchip/"
+            "with sparsity, i.e. 989.4 dense; FP8 3,958 with sparsity, i.e. 1,978.9 dense; 4 TB/s), "
+            "https://www.nvidia.com/en-us/data-center/grace-hopper-superchip/"
         ),
         notes="GPU memory only; the Grace CPU's LPDDR5X (reachable over NVLink-C2C) is not counted.",
     ),
@@ -285,8 +289,8 @@ _GPUS: tuple[GPU, ...] = (
         mem_bytes=48 * _GIB,
         aliases=("l40s-48gb",),
         source=(
-            "NVIDIA L40S datasheet (FP16/BF16 Tensor Core 362.05 TFLOPS dense, 733 with sparsity; 48 GB GDDR6; "
-            "864 GB/s), https://www.nvidia.com/en-us/data-center/l40s/"
+            "NVIDIA L40S datasheet (FP16/BF16 Tensor Core 362.05 TFLOPS dense, 733 with sparsity; FP8 Tensor Core "
+            "733 dense, 1,466 with sparsity; 48 GB GDDR6; 864 GB/s), https://www.nvidia.com/en-us/data-center/l40s/"
         ),
     ),
     GPU(
@@ -329,7 +333,8 @@ _GPUS: tuple[GPU, ...] = (
         aliases=("instinct-mi300x", "mi300x-192gb"),
         source=(
             "AMD Instinct MI300X data sheet (peak FP16/BF16 matrix 1,307.4 TFLOPS dense, 2,614.9 with sparsity; "
-            "192 GB HBM3; 5.3 TB/s), https://www.amd.com/en/products/accelerators/instinct/mi300/mi300x.html"
+            "peak FP8 2,614.9 dense, 5,229.8 with sparsity; 192 GB HBM3; 5.3 TB/s), "
+            "https://www.amd.com/en/products/accelerators/instinct/mi300/mi300x.html"
         ),
         link_bw=64e9,
         link_source=(
