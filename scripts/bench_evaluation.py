@@ -57,7 +57,7 @@ def main() -> int:
         "input_len": rng.integers(16, 2049, n).astype(float),
         "output_len": rng.integers(16, 1025, n).astype(float),
     })  # fmt: skip
-    for variant in ("paper", "extended"):
+    for variant in ("paper", "slim"):
         model = make_model(variant, n_starts=args.starts).fit(base)
         dt = min(_timed(model.predict, big) for _ in range(3))
         print(f"{variant} model: predict on {n:,} rows in {dt:.2f} s (best of 3) -> {n / dt:,.0f} rows/s")

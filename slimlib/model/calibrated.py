@@ -21,7 +21,6 @@ from slimlib.metrics import mape, relative_error
 from slimlib.model import equations as eq
 from slimlib.model.base import Arrays4, Estimator, IdentifiabilityWarning, Progress
 from slimlib.model.features import Features, FloatArray, model_features, resolve_gpu
-from slimlib.model.parallel import tensor_parallel_column
 from slimlib.model.params import ParamSpec
 from slimlib.registry.gpus import GPU, get_gpu
 from slimlib.schema import validate_table
@@ -208,36 +207,6 @@ class CalibratedModel(Estimator):
 
     def _predict_rows(self, data: pd.DataFrame, hw: GPU) -> Arrays4:
         return self._arrays(self._features(data, hw), hw)
-
-    def predict_grid(self, workloads: pd.DataFrame, batch_sizes: FloatArray) -> tuple[FloatArray, FloatArray]:
-        """As `Estimator.predict_grid`, vectorized: architecture features are looked up once per workload and
-        broadcast over the batch sizes, so 1,000 workloads x 1,024 batch sizes cost one evaluation."""
-        self.check_fitted()
-        b = np.asarray(batch_sizes, dtype=float)
-        hw = get_gpu(self.gpu_)
-        base = pd.DataFrame(
-            {
-                "model": workloads["model"].astype(str).to_numpy(),
-                "batch_size": 1.0,
-                "input_len": workloads["input_len"].to_numpy(dtype=float),
-                "output_len": workloads["output_len"].to_numpy(dtype=float),
-                "tensor_parallel": tensor_parallel_column(workloads),
-            }
-        )
-        feats = self._features(base, hw)
-        w = len(base)
-        grid: Features = {}
-        for k, v in feats.items():
-            a = np.asarray(v, dtype=float)
-            grid[k] = a.reshape(w, 1) if a.ndim == 1 and a.size == w else a
-        grid["batch_size"] = self._grid_batch(b[None, :], grid, base, hw)
-        thr, e2e, _, _ = self._arrays(grid, hw)
-        shape = (w, b.size)
-        return np.broadcast_to(thr, shape).copy(), np.broadcast_to(e2e, shape).copy()
-
-    def _grid_batch(self, b: FloatArray, grid: Features, base: pd.DataFrame, hw: GPU) -> FloatArray:
-        """Batch sizes of the grid as the model runs them (the extended model caps them)."""
-        return b
 
     # -- parameters ---------------------------------------------------------------------------------------------
     def summary(self) -> pd.DataFrame:

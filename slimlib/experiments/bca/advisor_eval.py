@@ -21,7 +21,7 @@ from slimlib.registry.architectures import get_architecture
 ADVISOR_VARIANTS = {
     "faithful": {"model": "paper", "respect_memory": False,
                  "label": "SLIM-BCA faithful (paper model, Eq. 13, no memory constraint)"},
-    "project": {"model": "extended", "respect_memory": True,
+    "project": {"model": "slim", "respect_memory": True,
                 "label": "SLIM-BCA project variant (extended model + KV-memory constraint)"},
 }  # fmt: skip
 

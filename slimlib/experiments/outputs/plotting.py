@@ -48,7 +48,6 @@ METHOD_STYLES = {
     "SLIM no-dense-decode": ("#CC79A7", (0, (1, 1))),
     "LLMVisor-Agg": ("#009E73", "-."),
     "IMAI OOD-LR": ("#E69F00", ":"),
-    "SLIM-longctx": ("#000000", (0, (5, 2))),
 }
 _FALLBACK_MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*"]
 #: Batch-size tick positions (powers of four, plain numbers).

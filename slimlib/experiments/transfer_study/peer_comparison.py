@@ -7,7 +7,7 @@ Every method is scored on the same rows: all rows of the dataset except SLIM's c
 Peers:
 * ``roofline`` (here, no dependency): prefill ``F_pre / F_max`` (Eq. 8 FLOPs at the registry peak), each decode
   step ``max(2 N_active B / F_max, (weights read + KV read) / BW_max)`` (an MoE step reads the experts its
-  tokens pick, `slimlib.model.longctx.step_weight_bytes`) over the ``OL`` steps at their mean context,
+  tokens pick, `slimlib.model.parallel.step_weight_bytes`) over the ``OL`` steps at their mean context,
   all per tensor-parallel rank, no overheads.
 * ``genz`` (`genz-llm`), ``llm-analysis`` and ``aiconfigurator`` (NVIDIA systems only): optional extra ``peers``;
   their predictions are committed in ``data/peers/llmib-peer-predictions.csv`` with the tool, its version and the exact
@@ -40,7 +40,7 @@ PREDICTION_COLUMNS = (
     "output_len", "pred_throughput_tok_s", "pred_e2e_s", "note",
 )  # fmt: skip
 PEER_TABLE = "llmib-peer-predictions"
-SLIM_METHOD = "SLIM-longctx"
+SLIM_METHOD = "SLIM-extended"
 
 
 def datasets(table: pd.DataFrame | None = None) -> dict[str, pd.DataFrame]:

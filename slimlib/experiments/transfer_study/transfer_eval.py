@@ -9,8 +9,8 @@
 
 A "device" is one MI300X GPU (``tensor_parallel`` 1) or one MI250 card (two dies, ``tensor_parallel`` 2), the
 ``Num of Hardware = 1`` unit of the benchmark. Splits depend on configuration columns only. Methods: the paper
-model, the extended model and `slimlib.model.longctx.LongContextModel`, each reading ``tensor_parallel``
-(`slimlib.model.longctx`). Ground truth: the measured total-token throughput and the batch latency (``Latency``).
+model and the recommended model (``slim``, `slimlib.model.extended`), each reading ``tensor_parallel``
+(`slimlib.model.parallel`). Ground truth: the measured total-token throughput and the batch latency (``Latency``).
 """
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ def transfer_scenarios(table: pd.DataFrame | None = None) -> list[Scenario]:
 
 
 #: method label -> registry name; every model reads the tensor_parallel column (slimlib.model.parallel)
-METHODS: dict[str, str] = {"SLIM": "paper", "SLIM-extended": "extended", "SLIM-longctx": "longctx"}
+METHODS: dict[str, str] = {"SLIM": "paper", "SLIM-extended": "slim"}
 
 
 def _fit_predict(method: str, fold: Fold, scenario: str, n_starts: int) -> tuple[Estimator, pd.DataFrame]:
@@ -192,7 +192,7 @@ def knee_advice(
     *,
     gpu: str = "mi300x",
     length: int = 1024,
-    method: str = "SLIM-longctx",
+    method: str = "SLIM-extended",
     epsilon: float = 0.3,
     slo_factor: float = 4.0,
     reference_batch: int = 16,
