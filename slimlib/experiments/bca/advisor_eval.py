@@ -113,7 +113,11 @@ def evaluate_recommendations(
         model = fits[name]
         b = curve["batch_size"].to_numpy(dtype=float)
         il = float(curve["input_len"].iloc[0])
-        wl = pd.DataFrame({"model": [name], "input_len": [il], "output_len": [float(ol)]})
+        # the engine settings of the curve travel with the workload: the model caps B where predict does
+        wl = pd.DataFrame({"model": [name], "input_len": [il], "output_len": [float(ol)],
+                           "gpu_blocks": [float(curve["gpu_blocks"].median())],
+                           "block_size": [float(curve["block_size"].iloc[0])],
+                           "chunked_prefill": [bool(curve["chunked_prefill"].iloc[0])]})  # fmt: skip
         arch = get_architecture(name)
         kv_default = float(curve["kv_default_gb"].median()) * GIB
         for _, s in slos[(slos["model"] == name) & (slos["output_len"] == ol)].iterrows():
