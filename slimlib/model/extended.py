@@ -114,11 +114,14 @@ class ExtendedSlimModel(CalibratedModel):
     def param_specs(self) -> tuple[ParamSpec, ...]:
         return _SPECS
 
-    def _held(self, data: pd.DataFrame) -> dict[str, float]:
+    def _held(self, data: pd.DataFrame) -> dict[str, tuple[float, str]]:
         """The constructor's `fixed`, plus t_step = 0 when `data` holds one architecture (see the module doc)."""
         held = super()._held(data)
         if data["model"].nunique() == 1 and "t_step" not in held:
-            held["t_step"] = 0.0
+            held["t_step"] = (
+                0.0,
+                "held at 0: one architecture, so the per-step weight read and t_step are one constant",
+            )
         return held
 
     def kv_token_capacity(self, df: pd.DataFrame, feats: Features, hw: GPU) -> FloatArray:
