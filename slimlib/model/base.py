@@ -123,6 +123,11 @@ class Estimator(ABC):
     def _units(self) -> dict[str, str]:
         return {}
 
+    def transfer_scaling(self) -> dict[str, str] | None:
+        """How each parameter moves to another GPU (`slimlib.model.params.Scaling`: "kept", "flops",
+        "bandwidth"), or None when the method has no hardware term and cannot be transferred (the default)."""
+        return None
+
     def summary(self) -> pd.DataFrame:
         """Estimate, standard error and normal-approximation 95% interval per parameter, with units."""
         self.check_fitted()

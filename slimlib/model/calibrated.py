@@ -114,6 +114,11 @@ class CalibratedModel(Estimator):
     def _units(self) -> dict[str, str]:
         return {s.name: s.unit for s in self.param_specs()}
 
+    def transfer_scaling(self) -> dict[str, str]:
+        """Each parameter's `slimlib.model.params.ParamSpec.scaling`: the hardware enters through the registry's
+        peaks in the equations, so efficiencies and host overheads are kept; seconds of GPU work are scaled."""
+        return {s.name: s.scaling for s in self.param_specs()}
+
     # -- fit ----------------------------------------------------------------------------------------------------
     def fit(self, df: pd.DataFrame, *, progress: Progress | None = None) -> Self:
         """Calibrate on a table in the `slimlib.schema` layout; returns self. `progress(done, total)` is called

@@ -30,6 +30,7 @@ SLIM_SPECS = (
         1e-6,
         "s/(layer (D/1024)^2 token)",
         "dense projection/FFN coefficient (Eq. 10: gamma L (D/1024)^2 OL seconds)",
+        "flops",
     ),  # fmt: skip
 )
 VARIANTS = ("paper", "no-kv-scan", "no-dense-decode")
