@@ -10,7 +10,7 @@ from slimlib.experiments.accuracy.scenarios import scenario_names
 from slimlib.io import write_csv
 
 EXAMPLES = f"""\
-Fits SLIM, the extended model, both ablations and both baselines on every scenario of slimlib.experiments.accuracy.scenarios
+Fits SLIM, the recommended model (slim, SLIM-extended), both ablations and both baselines on every scenario of slimlib.experiments.accuracy.scenarios
 (the committed data/ tables) and prints throughput and latency MAPE. Nothing is stored: the table is computed.
 
 examples:

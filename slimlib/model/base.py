@@ -1,4 +1,4 @@
-"""The estimator contract every method follows (paper model, ablations, extended model, baselines).
+"""The estimator contract every method follows (the recommended model, the paper model and its ablations, baselines).
 
 * ``__init__`` only stores its arguments, under their own names (`get_params` returns them); ``fit(df)`` never
   changes them: what a fit decides lives in attributes ending in ``_`` (``params_``, ``stderr_``, ``gpu_``,

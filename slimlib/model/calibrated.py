@@ -1,4 +1,4 @@
-"""Calibration by nonlinear least squares (paper Sec. VI), shared by SLIM, its ablations and the extended model.
+"""Calibration by nonlinear least squares (paper Sec. VI), shared by SLIM, its ablations and the recommended model.
 
 Parameters minimize the sum of squared relative throughput errors with `scipy.optimize.least_squares`
 (trust-region reflective, bounds), from a deterministic set of starts (the specs' initial values, then a seeded Sobol

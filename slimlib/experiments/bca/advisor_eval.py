@@ -16,13 +16,13 @@ from slimlib.model.memory import GIB, kv_bytes_needed
 from slimlib.registry.architectures import get_architecture
 
 #: The two SLIM-BCA variants evaluated side by side: "faithful" is Eq. 13 as the paper defines it (the paper's model,
-#: Eqs. 3-12, with the SLO and efficiency constraints only); "project" is this package's default (the extended model
+#: Eqs. 3-12, with the SLO and efficiency constraints only); "project" is this package's default (the recommended model ``slim``
 #: plus a KV-memory constraint that is not in Eq. 13: B_cap's full-length KV cache must fit the default pool).
 ADVISOR_VARIANTS = {
     "faithful": {"model": "paper", "respect_memory": False,
                  "label": "SLIM-BCA faithful (paper model, Eq. 13, no memory constraint)"},
     "project": {"model": "slim", "respect_memory": True,
-                "label": "SLIM-BCA project variant (extended model + KV-memory constraint)"},
+                "label": "SLIM-BCA project variant (recommended model + KV-memory constraint)"},
 }  # fmt: skip
 
 #: Order in which batch sizes join a curve's calibration set (first k present and not preempted are used): the
