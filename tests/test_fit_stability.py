@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 from synthetic import TRUE_PARAMS, grid, synthesize
 
+from slimlib.cli.main import main
 from slimlib.experiments.accuracy.evaluation import run_evaluation
 from slimlib.experiments.accuracy.scenarios import Fold, Scenario, build_scenarios
 from slimlib.model import ExtendedSlimModel, IdentifiabilityWarning, SlimModel, load_params
@@ -127,3 +128,15 @@ def test_failing_fold_drops_the_whole_scenario_with_the_reason():
     assert table["mape_pct"].isna().all() and len(res.predictions) == 0 and not res.models
     assert table["note"].str.contains("not fitted on fold b").all()
     assert {"n_unstable_folds", "at_bound", "note"} <= set(table.columns)
+
+
+def test_cli_fits_three_runs_of_one_curve_and_says_what_it_held(tmp_path, capsys):
+    truth = ExtendedSlimModel.with_params({**SLIM_TRUE, "t_step": 0.0}, gpu=GPU)
+    rows = synthesize(truth, grid(models=("llama-2-7b",), gpu=GPU, batch=(4, 16, 64), input_len=(512,),
+                                  output_len=(256,)))  # fmt: skip
+    rows.to_csv(tmp_path / "three.csv", index=False)
+    assert main(["fit", str(tmp_path / "three.csv"), "--out", str(tmp_path / "p.json"), "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "eta_m: held at prior 0.845" in out and "3 rows < 5 free parameters" in out
+    assert "fit stability:" in out
+    assert load_params(tmp_path / "p.json").held_ == ["eta_c", "eta_m", "eta_w", "t_step"]

@@ -260,9 +260,9 @@ class CalibratedModel(Estimator):
         """Estimate, standard error, 95% interval (clipped to the bounds), bounds and flags per parameter, with units.
 
         Flags: ``at_bound`` (no interval: the normal approximation does not hold there), ``fixed`` (held; no
-        interval), ``ci_clipped`` (the interval reached a physical bound and was cut there), ``spread`` (relative
+        interval), ``ci_clipped`` (the interval reached a physical bound and was cut there), ``start_dispersion`` (relative
         spread over the near-best starts, `fit_info_["stability"]`), ``unstable`` (that spread exceeds
-        `SPREAD_RTOL`, or the whole fit was flagged unstable) and ``note``: why a parameter was held (e.g. "held at
+        `SPREAD_RTOL`; the fit as a whole: ``fit_info_["stability"]["unstable"]``) and ``note``: why a parameter was held (e.g. "held at
         prior 0.845 ...") or what the flags mean in words."""
         table = super().summary()
         specs = {s.name: s for s in self.param_specs()}
@@ -280,10 +280,10 @@ class CalibratedModel(Estimator):
         table.loc[no_interval, "ci_clipped"] = False
         stab = dict(self.fit_info_.get("stability") or {})
         spread = dict(stab.get("relative_spread") or {})
-        table["spread"] = [float(spread[k]) if spread.get(k) is not None else np.nan for k in names]
-        fit_unstable = bool(stab.get("unstable", False))
-        table["unstable"] = [k not in self.held_ and (fit_unstable or table.loc[k, "spread"] > SPREAD_RTOL)
-                             for k in names]  # fmt: skip
+        table["start_dispersion"] = [float(spread[k]) if spread.get(k) is not None else np.nan for k in names]
+        table["unstable"] = [
+            k not in self.held_ and bool(table.loc[k, "start_dispersion"] > SPREAD_RTOL) for k in names
+        ]
         reasons = dict(getattr(self, "held_reasons_", {}))
         notes = []
         for k in names:

@@ -220,7 +220,7 @@ def wide_table(table: pd.DataFrame, metric: str = "throughput") -> pd.DataFrame:
 #: columns of `fitted_parameters` (the flags: see `slimlib.model.calibrated.CalibratedModel.summary`)
 PARAMETER_COLUMNS = (
     "scenario", "fold", "parameter", "estimate", "stderr", "ci95_low", "ci95_high", "unit", "at_bound", "held",
-    "ci_clipped", "start_spread", "unstable", "fit_unstable", "note",
+    "ci_clipped", "start_dispersion", "unstable", "fit_unstable", "note",
 )  # fmt: skip
 
 
@@ -242,6 +242,6 @@ def fitted_parameters(result: EvaluationResult, method: str = "SLIM") -> pd.Data
                          "stderr": r["stderr"], "ci95_low": r["ci95_low"], "ci95_high": r["ci95_high"],
                          "unit": r["unit"], "at_bound": bool(r.get("at_bound", False)),
                          "held": bool(r.get("fixed", False)), "ci_clipped": bool(r.get("ci_clipped", False)),
-                         "start_spread": float(r.get("spread", np.nan)), "unstable": bool(r.get("unstable", False)),
+                         "start_dispersion": float(r.get("start_dispersion", np.nan)), "unstable": bool(r.get("unstable", False)),
                          "fit_unstable": unstable_fit, "note": str(r.get("note", ""))})  # fmt: skip
     return pd.DataFrame(rows, columns=list(PARAMETER_COLUMNS))
