@@ -16,7 +16,7 @@ Fits SLIM, the recommended model (slim, SLIM-extended), both ablations and both 
 examples:
   slim evaluate                                  # wide tables, throughput and latency
   slim evaluate --out mape.csv                   # long CSV: scenario, method, metric, mape_pct, n_train, n_test
-  slim evaluate --scenario same-curve --method SLIM --method SLIM-extended
+  slim evaluate --scenario same-curve --method paper --method slim
 
 {OUTPUTS_NOTE}
 """
@@ -35,7 +35,7 @@ def register_cli(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     p.add_argument("--scenario", action="append", default=None, metavar="NAME",
                    help=f"only these scenarios (repeatable): {', '.join(scenario_names())}")  # fmt: skip
     p.add_argument("--method", action="append", default=None, metavar="NAME",
-                   help=f"only these methods (repeatable): {', '.join(METHODS)}")  # fmt: skip
+                   help=f"only these methods (repeatable, registry names): {', '.join(METHODS)}")  # fmt: skip
     p.add_argument(
         "--starts",
         type=nonnegative_int,

@@ -11,6 +11,7 @@ from slimlib.model.methods import (
     get_method,
     load_params,
     make_model,
+    method_label,
     model_from_dict,
     variant_names,
 )
@@ -31,6 +32,7 @@ __all__ = [
     "get_method",
     "load_params",
     "make_model",
+    "method_label",
     "model_features",
     "model_from_dict",
     "variant_names",

@@ -51,6 +51,12 @@ RETIRED_METHODS = {
 }
 
 
+def method_label(name: str) -> str:
+    """Display label of a registered method (tables' headers, legends); any other name is returned as given."""
+    m = METHODS.get(name)
+    return m.label if m is not None else name
+
+
 def variant_names() -> list[str]:
     """Names of every registered method, sorted."""
     return sorted(METHODS)

@@ -1,7 +1,8 @@
 """The SLIM evaluation (paper Sec. VII-A, Table II): every method fitted on every scenario, MAPE computed on the fly.
 
 `evaluate()` returns the MAPE table (columns `TABLE_COLUMNS`); it is
-always computed from the data, never stored. `run_evaluation()` also returns the per-row predictions and the
+always computed from the data, never stored. Methods are keyed by registry name (`slimlib.model.methods.METHODS`)
+everywhere; display labels (`slimlib.model.method_label`) appear only in `wide_table` and in figures' legends. `run_evaluation()` also returns the per-row predictions and the
 fitted models, for plots and parameter tables.
 """
 
@@ -18,7 +19,7 @@ from slimlib.errors import SlimError, UnknownNameError, close_matches_message
 from slimlib.experiments.accuracy.scenarios import Scenario, build_scenarios
 from slimlib.metrics import mape
 from slimlib.model import METHODS as REGISTRY
-from slimlib.model import Estimator, IdentifiabilityWarning, make_model
+from slimlib.model import Estimator, IdentifiabilityWarning, make_model, method_label
 
 #: columns of the MAPE table; ``n_warnings`` counts the warnings of that scenario and method (all folds),
 #: ``n_unstable_folds`` the folds whose fit was flagged unstable (`slimlib.model.calibrated`, fit stability),
@@ -30,14 +31,14 @@ TABLE_COLUMNS = (
 METRICS = ("throughput", "latency")
 
 
-#: method label -> registry name, in table order (`slimlib.model.methods.METHODS`)
-METHODS: dict[str, str] = {m.label: m.name for m in REGISTRY.values()}
+#: registry names of the evaluated methods, in table order (`slimlib.model.methods.METHODS`)
+METHODS: tuple[str, ...] = tuple(REGISTRY)
 #: columns of `EvaluationResult.warnings`
 WARNING_COLUMNS = ("scenario", "method", "fold", "category", "message")
 
 
 def _new_model(method: str, n_starts: int) -> Estimator:
-    return make_model(METHODS[method], n_starts=n_starts)
+    return make_model(method, n_starts=n_starts)
 
 
 @dataclass
@@ -206,13 +207,14 @@ def evaluate(
 
 
 def wide_table(table: pd.DataFrame, metric: str = "throughput") -> pd.DataFrame:
-    """One row per scenario, one column per method (MAPE %, rounded to 0.1), for the paper-style table."""
+    """One row per scenario, one column per method label (MAPE %, rounded to 0.1), for the paper-style table."""
     t = table[table["metric"] == metric]
     order_s = list(dict.fromkeys(t["scenario"]))
     order_m = list(dict.fromkeys(t["method"]))
     wide = t.pivot(index="scenario", columns="method", values="mape_pct").reindex(
         index=order_s, columns=order_m
     )
+    wide.columns = [method_label(str(m)) for m in wide.columns]  # labels at the edge
     counts = t.drop_duplicates("scenario").set_index("scenario")[["n_train", "n_test"]].reindex(order_s)
     return pd.concat([counts, wide.round(1)], axis=1).reset_index()
 
@@ -224,7 +226,7 @@ PARAMETER_COLUMNS = (
 )  # fmt: skip
 
 
-def fitted_parameters(result: EvaluationResult, method: str = "SLIM") -> pd.DataFrame:
+def fitted_parameters(result: EvaluationResult, method: str = "paper") -> pd.DataFrame:
     """Estimate, standard error, 95% interval and unit of every parameter of `method`, per scenario and fold;
     ``at_bound`` for the calibrated methods (their identifiability warnings are in ``result.warnings``)."""
     rows = []
