@@ -19,11 +19,15 @@ paper's term made exact where the engine or the kernels differ from Eqs. 5-12:
    ``use_v1 = ... num_seqs * num_heads > 512``). Equal for multi-head models (``D_kv = D``).
 4. **Dense decode**: ``T_d = alpha OL`` per request (Eq. 10 without ``gamma``), inside Eq. 9's
    ``B / eta_m [T_d + M_dec / BW]``. At decode batch sizes the projection
-   and FFN GEMMs are bound by reading their weights, which component 2 charges per step. Chosen on training data
-   (`scripts/choose_components.py`): against a FLOP-based per-request term ``OL F_tok / (eta_d F_max)`` and
-   against both together, ``alpha`` alone has the lowest or equal training MAPE in every scenario.
+   and FFN GEMMs are bound by reading their weights, which component 2 charges per step.
 5. Several GPUs and mixtures of experts: per-GPU features plus all-reduces (`slimlib.model.parallel`), only the
    touched experts' weights per step (`slimlib.model.parallel.step_weight_bytes`).
+
+Each component was chosen on training rows only (`scripts/choose_components.py` prints the training MAPE of each
+alternative per scenario): ``alpha`` against a FLOP-based per-request term ``OL F_tok / (eta_d F_max)`` (and both
+together): lower on the vLLM 0.5.2 H100 scenarios, within a few hundredths of a point on LLM-Inference-Bench, with
+one parameter fewer than both; the attention rule against ``D_kv`` always: lower on LLM-Inference-Bench, equal on
+the multi-head models of the H100 data; ``kappa = 1`` for static batches against 0.5 everywhere: lower or equal.
 
 When the training table holds one architecture the weight read ``P b_w / (eta_w BW)`` is a constant per step and
 cannot be told apart from ``t_step``: `fit` then holds t_step at 0 (recorded in ``held_``; the constructor's
