@@ -47,7 +47,7 @@ def test_table_is_computed_from_the_data():
     assert empty["mape_pct"].isna().all() and (empty["n_train"] == 0).all()
     assert clean.attrs["notes"]["empty"] == "no data: test"
     wide = wide_table(clean)
-    assert list(wide.columns[:3]) == ["scenario", "n_train", "n_test"] and "SLIM" in wide.columns  # labels at the edge only
+    assert list(wide.columns[:3]) == ["scenario", "n_train", "n_test"] and "SLIM" in wide.columns
 
 
 def test_missing_baseline_inputs_give_a_note_not_a_crash():
@@ -64,9 +64,7 @@ def test_missing_baseline_inputs_give_a_note_not_a_crash():
 
 
 def test_real_evaluation_extended_beats_faithful_slim_on_the_transfers():
-    table = evaluate(
-        methods=["paper", "slim"], only=["output-length-transfer", "combined"], n_starts=2
-    )
+    table = evaluate(methods=["paper", "slim"], only=["output-length-transfer", "combined"], n_starts=2)
     thr = table[table["metric"] == "throughput"].pivot(index="scenario", columns="method", values="mape_pct")
     assert np.isfinite(thr.to_numpy()).all()
     assert (thr["slim"] < thr["paper"]).all()

@@ -123,7 +123,9 @@ def test_failing_fold_drops_the_whole_scenario_with_the_reason():
     df = synthesize(truth, grid())
     good = Fold("a", df[df["output_len"] == 64].reset_index(drop=True), df[df["output_len"] == 256])
     tiny = Fold("b", df.iloc[:1].reset_index(drop=True), df.iloc[1:5])  # 1 row: cannot be fitted
-    res = run_evaluation([Scenario("two", "two folds", "t", "l", [good, tiny])], methods=["paper"], n_starts=1)
+    res = run_evaluation(
+        [Scenario("two", "two folds", "t", "l", [good, tiny])], methods=["paper"], n_starts=1
+    )
     table = res.table()
     assert table["mape_pct"].isna().all() and len(res.predictions) == 0 and not res.models
     assert table["note"].str.contains("not fitted on fold b").all()

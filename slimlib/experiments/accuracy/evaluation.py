@@ -1,9 +1,9 @@
 """The SLIM evaluation (paper Sec. VII-A, Table II): every method fitted on every scenario, MAPE computed on the fly.
 
 `evaluate()` returns the MAPE table (columns `TABLE_COLUMNS`); it is
-always computed from the data, never stored. Methods are keyed by registry name (`slimlib.model.methods.METHODS`)
-everywhere; display labels (`slimlib.model.method_label`) appear only in `wide_table` and in figures' legends. `run_evaluation()` also returns the per-row predictions and the
-fitted models, for plots and parameter tables.
+always computed from the data, never stored. `run_evaluation()` also returns the per-row predictions and the
+fitted models, for plots and parameter tables. Methods are keyed by registry name (`slimlib.model.methods.METHODS`)
+everywhere; display labels (`slimlib.model.method_label`) appear only in `wide_table` and in figures' legends.
 """
 
 from __future__ import annotations
