@@ -151,13 +151,3 @@ def test_newer_or_unknown_format_version_is_refused(tmp_path):
             DataError, match=rf"version .*{PARAMS_FORMAT_VERSION + 1 if version != '2.0' else ''}"
         ):
             load_params(path)
-
-
-def test_version_1_file_of_a_single_architecture_fit_loads_with_t_step_free():
-    m = _fit("extended", TRAIN_A[TRAIN_A["model"] == "opt-1.3b"])
-    d = json.loads(m.to_json())
-    v1 = {k: v for k, v in d.items() if k not in ("held", "state")}
-    v1.update(format_version=1, fixed=["t_step"])
-    back = load_params(json.dumps(v1))
-    assert back.fixed is None and back.held_ == ["t_step"]
-    pd.testing.assert_frame_equal(back.predict(TEST), m.predict(TEST))

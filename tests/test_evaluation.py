@@ -35,11 +35,11 @@ def _scenario(noise: float) -> list[Scenario]:
 
 
 def test_table_is_computed_from_the_data():
-    clean = evaluate(_scenario(0.0), methods=["SLIM", "IMAI OOD-LR", "LLMVisor-Agg"], n_starts=2)
+    clean = evaluate(_scenario(0.0), methods=["paper", "imai-ood-lr", "llmvisor-agg"], n_starts=2)
     assert list(clean.columns) == list(TABLE_COLUMNS)
-    slim = clean[(clean["scenario"] == "syn") & (clean["method"] == "SLIM")].set_index("metric")["mape_pct"]
+    slim = clean[(clean["scenario"] == "syn") & (clean["method"] == "paper")].set_index("metric")["mape_pct"]
     assert slim["throughput"] < 1e-3 and slim["latency"] < 1e-3  # SLIM recovers its own ground truth
-    noisy = evaluate(_scenario(0.05), methods=["SLIM"], n_starts=2)
+    noisy = evaluate(_scenario(0.05), methods=["paper"], n_starts=2)
     assert (
         noisy.loc[(noisy["scenario"] == "syn") & (noisy["metric"] == "throughput"), "mape_pct"].item() > 1.0
     )
@@ -54,28 +54,26 @@ def test_missing_baseline_inputs_give_a_note_not_a_crash():
     scen = _scenario(0.0)
     for f in scen[0].folds:
         del f.train["mean_ttft_ms"]
-    res = run_evaluation(scen, methods=["LLMVisor-Agg", "SLIM"], n_starts=1)
+    res = run_evaluation(scen, methods=["llmvisor-agg", "paper"], n_starts=1)
     table = res.table()
-    row = table[(table["method"] == "LLMVisor-Agg") & (table["scenario"] == "syn")]
+    row = table[(table["method"] == "llmvisor-agg") & (table["scenario"] == "syn")]
     assert row["mape_pct"].isna().all()
-    assert "mean_ttft_ms" in res.notes[("syn", "LLMVisor-Agg")]
-    params = fitted_parameters(res, "SLIM")
+    assert "mean_ttft_ms" in res.notes[("syn", "llmvisor-agg")]
+    params = fitted_parameters(res, "paper")
     assert set(params["parameter"]) == set(TRUE_PARAMS)
 
 
 def test_real_evaluation_extended_beats_faithful_slim_on_the_transfers():
-    table = evaluate(
-        methods=["SLIM", "SLIM-extended"], only=["output-length-transfer", "combined"], n_starts=2
-    )
+    table = evaluate(methods=["paper", "slim"], only=["output-length-transfer", "combined"], n_starts=2)
     thr = table[table["metric"] == "throughput"].pivot(index="scenario", columns="method", values="mape_pct")
     assert np.isfinite(thr.to_numpy()).all()
-    assert (thr["SLIM-extended"] < thr["SLIM"]).all()
+    assert (thr["slim"] < thr["paper"]).all()
 
 
 def test_cli_writes_the_long_table(tmp_path, capsys):
     out = tmp_path / "mape.csv"
     assert (
-        main(["evaluate", "--scenario", "combined", "--method", "SLIM", "--starts", "1", "--out", str(out)])
+        main(["evaluate", "--scenario", "combined", "--method", "paper", "--starts", "1", "--out", str(out)])
         == 0
     )
     df = pd.read_csv(out)
@@ -112,9 +110,9 @@ def test_warnings_are_collected_per_scenario_and_method_not_silenced():
     scen = [Scenario("syn", "one curve", "t", "l", [Fold("all", one, one)])]
     with w.catch_warnings():
         w.simplefilter("error")  # nothing may escape to the caller either: it is all in the result
-        result = run_evaluation(scen, methods=["SLIM"], n_starts=2)
+        result = run_evaluation(scen, methods=["paper"], n_starts=2)
     assert list(result.warnings.columns) == list(WARNING_COLUMNS)
     ident = result.warnings[result.warnings["category"] == "IdentifiabilityWarning"]
-    assert len(ident) and (ident["scenario"] == "syn").all() and (ident["method"] == "SLIM").all()
+    assert len(ident) and (ident["scenario"] == "syn").all() and (ident["method"] == "paper").all()
     table = result.table()
     assert table.loc[table["scenario"] == "syn", "n_warnings"].eq(len(result.warnings)).all()

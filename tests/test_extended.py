@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import warnings
 
 import numpy as np
+import pandas as pd
 import pytest
 from synthetic import grid, synthesize
 
+from slimlib.errors import SlimError
 from slimlib.model import (
     DEFAULT_VARIANT,
     ExtendedSlimModel,
@@ -55,7 +58,7 @@ def test_effective_batch_applies_kv_and_token_budget_limits():
 def test_extended_recovers_its_own_synthetic_parameters():
     truth = ExtendedSlimModel.with_params(TRUE, gpu=GPU)
     df = synthesize(truth, _grid())
-    fitted = make_model("extended", n_starts=4).fit(df)
+    fitted = make_model("slim", n_starts=4).fit(df)
     for k, v in TRUE.items():
         assert fitted.params_[k] == pytest.approx(v, rel=1e-3), k
     with warnings.catch_warnings():
@@ -96,13 +99,35 @@ def test_saved_single_architecture_fit_refits_t_step_on_several(tmp_path):
 
 
 def test_extended_is_registered_default_and_round_trips_with_its_options(tmp_path):
-    assert "extended" in variant_names() and DEFAULT_VARIANT == "extended"
+    assert "slim" in variant_names() and DEFAULT_VARIANT == "slim"
     truth = ExtendedSlimModel.with_params(TRUE, gpu=GPU)
     df = synthesize(truth, _grid(), noise=0.01, seed=1)
     m = ExtendedSlimModel(kv_context_frac=0.8, max_batched_tokens=1024, n_starts=2).fit(df)
     path = tmp_path / "p.json"
     m.to_json(path)
     back = load_params(path)
-    assert isinstance(back, ExtendedSlimModel) and back.variant == "extended"
+    assert isinstance(back, ExtendedSlimModel) and back.variant == "slim"
     assert back.kv_context_frac == 0.8 and back.max_batched_tokens == 1024
     np.testing.assert_array_equal(back.predict(df).to_numpy(), m.predict(df).to_numpy())
+
+
+def test_retired_method_files_are_refused_naming_the_new_method(tmp_path):
+    truth = ExtendedSlimModel.with_params(TRUE, gpu=GPU)
+    doc = json.loads(truth.to_json())
+    for old in ("extended", "longctx"):
+        path = tmp_path / f"{old}.json"
+        path.write_text(json.dumps({**doc, "variant": old}), encoding="utf-8")
+        with pytest.raises(SlimError, match=r"merged into 'slim'.*--variant slim"):
+            load_params(path)
+
+
+def test_static_batch_rows_hold_the_whole_context():
+    """kappa = 1 for a static batch (all requests grow to IL + OL together), kv_context_frac otherwise."""
+    m = ExtendedSlimModel.with_params(TRUE, gpu=GPU)
+    df = pd.DataFrame({"model": ["llama-2-7b"] * 2, "batch_size": [4096.0] * 2, "input_len": [100.0] * 2,
+                       "output_len": [300.0] * 2, "gpu_blocks": [1000.0] * 2, "block_size": [16.0] * 2,
+                       "static_batch": [False, True]})  # fmt: skip
+    f = model_features(df)
+    f["batch_cap"] = f["batch_size"]
+    b = m.effective_batch(df, f, get_gpu(GPU))
+    assert b[0] == pytest.approx(16000 / (100 + 0.5 * 300)) and b[1] == pytest.approx(16000 / 400)

@@ -187,7 +187,7 @@ def test_house_palette_has_no_yellow_and_one_style_per_model_and_output_length()
     assert ol_style(520.0) == OL_STYLES[520] and ol_style(130)[0] != ol_style(520)[0]
     assert model_style("mistral-7b") == model_style("mistral-7b")  # unknown names: stable fallback
     assert model_style("mistral-7b")[0] in HOUSE_COLORS
-    assert method_style("SLIM")[0] != method_style("SLIM-extended")[0]
+    assert method_style("paper")[0] != method_style("slim")[0]
     for color, _ in [*MODEL_STYLES.values(), *OL_STYLES.values()]:
         assert color in HOUSE_COLORS
 

@@ -16,7 +16,7 @@ from slimlib.experiments.transfer_study.transfer_eval import (
     llmib_table,
     tp_scenario,
 )
-from slimlib.model import SlimModel, load_params
+from slimlib.model import ExtendedSlimModel, SlimModel, load_params, make_model
 from slimlib.model.gpu_transfer import transfer_file, transfer_params, untransferred
 from slimlib.registry.gpus import get_gpu
 
@@ -117,3 +117,29 @@ def test_scenarios_deterministic_and_disjoint():
         ["mi250-gcd", "mi300x"]
     ] * 2
     assert np.array_equal(np.sort(g.folds[0].train["source_line"]), np.sort(g.folds[1].test["source_line"]))
+
+
+def test_transfer_applies_the_estimators_own_declaration():
+    """The rule comes from the estimator (`transfer_scaling`), not from parameter names in the transfer code."""
+    assert SlimModel.with_params(PAPER, "mi250-gcd").transfer_scaling() == {
+        "eta_c": "kept", "t_fixed": "kept", "eta_m": "kept", "B0": "kept", "alpha": "kept", "gamma": "flops",
+    }  # fmt: skip
+    slim = {"eta_c": 0.4, "t_fixed": 0.1, "eta_m": 0.5, "eta_w": 0.7, "alpha": 3e-5, "t_step": 2e-3}
+    m = ExtendedSlimModel.with_params(slim, "mi250-gcd")
+    m.fit_info_ = {}
+    assert set(m.transfer_scaling().values()) == {"kept"}
+    new = transfer_params(json.loads(m.to_json()), "mi300x")
+    assert new["params"] == pytest.approx(slim) and new["transferred_from"]["scaling"] == m.transfer_scaling()
+
+
+def test_methods_without_a_hardware_term_refuse_to_transfer():
+    rng = np.random.default_rng(0)
+    df = pd.DataFrame({"model": "llama-2-7b", "gpu": "mi250-gcd", "batch_size": rng.integers(1, 64, 20),
+                       "input_len": rng.integers(64, 512, 20), "output_len": rng.integers(64, 512, 20)})  # fmt: skip
+    df["e2e_s"] = 0.01 * df["output_len"] + 1e-4 * df["batch_size"] * df["input_len"]
+    df["throughput_tok_s"] = df["batch_size"] * (df["input_len"] + df["output_len"]) / df["e2e_s"]
+    df["mean_ttft_ms"], df["mean_itl_ms"] = 1000 * 1e-4 * df["batch_size"] * df["input_len"], 10.0
+    for name in ("llmvisor-agg", "imai-ood-lr"):
+        doc = json.loads(make_model(name).fit(df).to_json())
+        with pytest.raises(DataError, match=f"method '{name}' cannot be transferred to another GPU"):
+            transfer_params(doc, "mi300x")

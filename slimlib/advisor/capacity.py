@@ -153,14 +153,12 @@ def predict_curves(
     x 1,024 batch sizes cost one vectorized evaluation. Returns ``(batch_sizes, throughput, e2e)``.
     """
     b = _candidates(batch_sizes)
-    base = pd.DataFrame(
-        {
-            "model": workloads["model"].astype(str).to_numpy(),
-            "input_len": workloads["input_len"].to_numpy(dtype=float),
-            "output_len": workloads["output_len"].to_numpy(dtype=float),
-            "tensor_parallel": tensor_parallel_column(workloads),
-            **precision_columns(workloads),
-        }
+    base = workloads.drop(columns=["batch_size"], errors="ignore").reset_index(drop=True)
+    base = base.assign(  # optional columns (gpu_blocks, chunked_prefill, ...) travel with the workload rows
+        model=base["model"].astype(str),
+        input_len=base["input_len"].to_numpy(dtype=float),
+        output_len=base["output_len"].to_numpy(dtype=float),
+        tensor_parallel=tensor_parallel_column(base),
     )
     _check_lengths(base)
     thr, e2e = model.predict_grid(base, b)

@@ -10,13 +10,13 @@ from slimlib.experiments.accuracy.scenarios import scenario_names
 from slimlib.io import write_csv
 
 EXAMPLES = f"""\
-Fits SLIM, the extended model, both ablations and both baselines on every scenario of slimlib.experiments.accuracy.scenarios
+Fits SLIM, the recommended model (slim, SLIM-extended), both ablations and both baselines on every scenario of slimlib.experiments.accuracy.scenarios
 (the committed data/ tables) and prints throughput and latency MAPE. Nothing is stored: the table is computed.
 
 examples:
   slim evaluate                                  # wide tables, throughput and latency
   slim evaluate --out mape.csv                   # long CSV: scenario, method, metric, mape_pct, n_train, n_test
-  slim evaluate --scenario same-curve --method SLIM --method SLIM-extended
+  slim evaluate --scenario same-curve --method paper --method slim
 
 {OUTPUTS_NOTE}
 """
@@ -35,7 +35,7 @@ def register_cli(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     p.add_argument("--scenario", action="append", default=None, metavar="NAME",
                    help=f"only these scenarios (repeatable): {', '.join(scenario_names())}")  # fmt: skip
     p.add_argument("--method", action="append", default=None, metavar="NAME",
-                   help=f"only these methods (repeatable): {', '.join(METHODS)}")  # fmt: skip
+                   help=f"only these methods (repeatable, registry names): {', '.join(METHODS)}")  # fmt: skip
     p.add_argument(
         "--starts",
         type=nonnegative_int,

@@ -164,7 +164,16 @@ def _cmd_fit(args: argparse.Namespace) -> int:
     print(
         f"fitted {args.variant!r} on {len(df)} rows ({model.gpu_}); train throughput MAPE {train_mape:.2f}%"
     )
+    notes = table.pop("note") if "note" in table.columns else pd.Series(dtype=str)
     print(table.to_string(float_format=lambda v: f"{v:.4g}"))
+    for name, note in notes.items():
+        if note:
+            print(f"  {name}: {note}")
+    stability = model.fit_info_.get("stability")
+    if stability:
+        verdict = "UNSTABLE: " + "; ".join(stability["reasons"]) if stability["unstable"] else "stable"
+        print(f"fit stability: {stability['n_best']} of {stability['n_converged']} converged starts reached the best "
+              f"cost; {verdict}")  # fmt: skip
     for message in dict.fromkeys(f"{type(w.message).__name__}: {w.message}" for w in caught):
         print(f"warning: {message}", file=sys.stderr)
     print(f"wrote {out}")

@@ -1,17 +1,17 @@
-"""SLIM's estimators: the paper model and its ablations, the extended model, the baselines, one name registry."""
+"""SLIM's estimators: the recommended model (``slim``), the paper model and its ablations, the baselines, one name registry."""
 
 from slimlib.model.base import PRED_COLUMNS, PREDICT_COLUMNS, Estimator, IdentifiabilityWarning
 from slimlib.model.baselines import ImaiOodLR, LLMVisorAgg
 from slimlib.model.calibrated import CalibratedModel
 from slimlib.model.extended import ExtendedSlimModel
 from slimlib.model.features import model_features
-from slimlib.model.longctx import LongContextModel
 from slimlib.model.methods import (
     DEFAULT_VARIANT,
     METHODS,
     get_method,
     load_params,
     make_model,
+    method_label,
     model_from_dict,
     variant_names,
 )
@@ -28,11 +28,11 @@ __all__ = [
     "IdentifiabilityWarning",
     "ImaiOodLR",
     "LLMVisorAgg",
-    "LongContextModel",
     "SlimModel",
     "get_method",
     "load_params",
     "make_model",
+    "method_label",
     "model_features",
     "model_from_dict",
     "variant_names",

@@ -1,4 +1,4 @@
-"""The estimator contract every method follows (paper model, ablations, extended model, baselines).
+"""The estimator contract every method follows (the recommended model, the paper model and its ablations, baselines).
 
 * ``__init__`` only stores its arguments, under their own names (`get_params` returns them); ``fit(df)`` never
   changes them: what a fit decides lives in attributes ending in ``_`` (``params_``, ``stderr_``, ``gpu_``,
@@ -28,7 +28,6 @@ from slimlib.errors import DataError, NotFittedError
 from slimlib.io import write_text
 from slimlib.metrics import mape
 from slimlib.model.features import FloatArray, resolve_gpu
-from slimlib.model.parallel import tensor_parallel_column
 from slimlib.registry.gpus import GPU
 from slimlib.schema import validate_table
 
@@ -102,23 +101,17 @@ class Estimator(ABC):
         return pd.DataFrame(dict(zip(PRED_COLUMNS, arrays, strict=True)), index=df.index)
 
     def predict_grid(self, workloads: pd.DataFrame, batch_sizes: FloatArray) -> tuple[FloatArray, FloatArray]:
-        """Throughput and E2E, each of shape (workloads, batch sizes), for every workload row (``model,
-        input_len, output_len``) at every batch size; the generic version predicts the cross product."""
+        """Throughput and E2E, each of shape (workloads, batch sizes): `predict` on the cross product of the
+        workload rows (every column they have: ``model``, ``input_len``, ``output_len`` and any optional ones such
+        as ``tensor_parallel``, ``gpu_blocks``, ``chunked_prefill``) with the batch sizes. One predict path: the
+        grid is exactly what `predict` gives for the same rows, caps included."""
         self.check_fitted()
-        b = np.asarray(batch_sizes, dtype=float)
-        w = len(workloads)
-        grid = pd.DataFrame(
-            {
-                "model": np.repeat(workloads["model"].astype(str).to_numpy(), b.size),
-                "batch_size": np.tile(b, w),
-                "input_len": np.repeat(workloads["input_len"].to_numpy(dtype=float), b.size),
-                "output_len": np.repeat(workloads["output_len"].to_numpy(dtype=float), b.size),
-                "tensor_parallel": np.repeat(tensor_parallel_column(workloads), b.size),
-            }
-        )
+        grid = grid_table(workloads, batch_sizes)
+        b = np.asarray(batch_sizes, dtype=float).ravel()
         pred = self.predict(grid)
-        thr = pred["pred_throughput_tok_s"].to_numpy(dtype=float).reshape(w, b.size)
-        e2e = pred["pred_e2e_s"].to_numpy(dtype=float).reshape(w, b.size)
+        shape = (len(workloads), b.size)
+        thr = pred["pred_throughput_tok_s"].to_numpy(dtype=float).reshape(shape)
+        e2e = pred["pred_e2e_s"].to_numpy(dtype=float).reshape(shape)
         return thr, e2e
 
     def score(self, df: pd.DataFrame) -> float:
@@ -129,6 +122,11 @@ class Estimator(ABC):
     # -- parameters ----------------------------------------------------------------------------------------------
     def _units(self) -> dict[str, str]:
         return {}
+
+    def transfer_scaling(self) -> dict[str, str] | None:
+        """How each parameter moves to another GPU (`slimlib.model.params.Scaling`: "kept", "flops",
+        "bandwidth"), or None when the method has no hardware term and cannot be transferred (the default)."""
+        return None
 
     def summary(self) -> pd.DataFrame:
         """Estimate, standard error and normal-approximation 95% interval per parameter, with units."""
@@ -206,6 +204,16 @@ class Estimator(ABC):
     def __repr__(self) -> str:
         state = f"fitted on {self.gpu_}" if self.is_fitted else "not fitted"
         return f"{type(self).__name__}(variant={self.variant!r}, {state})"
+
+
+def grid_table(workloads: pd.DataFrame, batch_sizes: FloatArray) -> pd.DataFrame:
+    """The (workloads x batch sizes) cross product, workload-major: every column of `workloads` repeated per batch
+    size, ``batch_size`` tiled (replacing a ``batch_size`` column the workloads may have)."""
+    b = np.asarray(batch_sizes, dtype=float).ravel()
+    rows = np.repeat(np.arange(len(workloads)), b.size)
+    grid = workloads.drop(columns=["batch_size"], errors="ignore").iloc[rows].reset_index(drop=True)
+    grid["batch_size"] = np.tile(b, len(workloads))
+    return grid
 
 
 def _is_number(v: object) -> bool:

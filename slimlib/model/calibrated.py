@@ -1,9 +1,19 @@
-"""Calibration by nonlinear least squares (paper Sec. VI), shared by SLIM, its ablations and the extended model.
+"""Calibration by nonlinear least squares (paper Sec. VI), shared by SLIM, its ablations and the recommended model.
 
 Parameters minimize the sum of squared relative throughput errors with `scipy.optimize.least_squares`
 (trust-region reflective, bounds), from a deterministic set of starts (the specs' initial values, then a seeded Sobol
 sample of the box); the best solution wins. Standard errors come from the Jacobian at the optimum,
-``cov = s^2 (J^T J)^+`` with ``s^2 = RSS / (n - p)``.
+``cov = s^2 (J^T J)^+`` with ``s^2 = RSS / (n - p)``; the 95% intervals are clipped to the parameter's physical
+bounds (``ci_clipped`` says where).
+
+Few-point fits: with fewer rows than free parameters the hardware efficiencies (`slimlib.model.priors`) are held
+at their measured priors and the rest is fitted; ``held_reasons_`` and `summary` say which and why.
+
+Stability (``fit_info_["stability"]``): how many starts reached the best cost (within `COST_RTOL`), and the spread
+of each parameter over those near-best starts relative to its estimate (or, for an estimate near 0, to
+`SPREAD_FLOOR` times its typical scale: 1 ms for ``t_fixed``). A fit is flagged unstable when a parameter
+spreads by more than `SPREAD_RTOL` over the near-best starts (the data do not pin it: a flat valley) or when a
+single start of several converged ones reached the best cost (another seed may miss it).
 """
 
 from __future__ import annotations
@@ -20,15 +30,21 @@ from slimlib.errors import DataError, FitError, SlimError
 from slimlib.metrics import mape, relative_error
 from slimlib.model import equations as eq
 from slimlib.model.base import Arrays4, Estimator, IdentifiabilityWarning, Progress
-from slimlib.model.features import Features, FloatArray, model_features, precision_columns, resolve_gpu
-from slimlib.model.parallel import tensor_parallel_column
+from slimlib.model.features import Features, FloatArray, model_features, resolve_gpu
 from slimlib.model.params import ParamSpec
+from slimlib.model.priors import HELD_ORDER, PRIORS
 from slimlib.registry.gpus import GPU, get_gpu
 from slimlib.schema import validate_table
 
 Components = tuple[FloatArray, FloatArray, FloatArray]
 #: absolute correlation above which two parameters are reported as not separately identifiable
 CORR_THRESHOLD = 0.99
+#: starts whose cost is within this relative tolerance of the best are "near-best"
+COST_RTOL = 1e-6
+#: relative spread of a parameter over the near-best starts above which a fit is flagged unstable
+SPREAD_RTOL = 1e-3
+#: a spread is relative to max(|estimate|, SPREAD_FLOOR x the parameter's typical scale)
+SPREAD_FLOOR = 1e-3
 
 
 class CalibratedModel(Estimator):
@@ -75,12 +91,33 @@ class CalibratedModel(Estimator):
     def _features(self, df: pd.DataFrame, hw: GPU) -> Features:
         return model_features(df)
 
-    def _held(self, data: pd.DataFrame) -> dict[str, float]:
-        """Parameters held fixed in a fit on `data`: the constructor's `fixed` (subclasses may add to it)."""
-        return dict(self.fixed or {})
+    def _held(self, data: pd.DataFrame) -> dict[str, tuple[float, str]]:
+        """Parameters held in a fit on `data` -> (value, reason): the constructor's `fixed` (subclasses add to
+        it)."""
+        return {k: (float(v), "fixed by the caller") for k, v in (self.fixed or {}).items()}
+
+    def _hold_at_priors(
+        self, n_rows: int, held: dict[str, tuple[float, str]]
+    ) -> dict[str, tuple[float, str]]:
+        """`held` plus the efficiencies of `HELD_ORDER` at their priors when `n_rows` < the free parameters."""
+        names = [s.name for s in self.param_specs() if s.name not in held]
+        if n_rows >= len(names):
+            return held
+        out = dict(held)
+        for k in HELD_ORDER:
+            if k in names:
+                pr = PRIORS[k]
+                out[k] = (pr.median, f"held at prior {pr.median:g} (range {pr.low:g}-{pr.high:g}, {pr.source}): "
+                                     f"{n_rows} rows < {len(names)} free parameters")  # fmt: skip
+        return out
 
     def _units(self) -> dict[str, str]:
         return {s.name: s.unit for s in self.param_specs()}
+
+    def transfer_scaling(self) -> dict[str, str]:
+        """Each parameter's `slimlib.model.params.ParamSpec.scaling`: the hardware enters through the registry's
+        peaks in the equations, so efficiencies and host overheads are kept; seconds of GPU work are scaled."""
+        return {s.name: s.scaling for s in self.param_specs()}
 
     # -- fit ----------------------------------------------------------------------------------------------------
     def fit(self, df: pd.DataFrame, *, progress: Progress | None = None) -> Self:
@@ -91,12 +128,15 @@ class CalibratedModel(Estimator):
         feats = self._features(data, hw)
         y = data["throughput_tok_s"].to_numpy(dtype=float)
         specs = self.param_specs()
-        held = self._held(data)
+        held_why = self._hold_at_priors(len(data), self._held(data))
+        held = {k: v for k, (v, _) in held_why.items()}
         free = [s for s in specs if s.name not in held]
         if len(data) < len(free):
+            priors = [k for k in held if k in PRIORS]
             raise FitError(
-                f"{len(data)} rows cannot determine {len(free)} free parameters ({', '.join(s.name for s in free)}); "
-                "profile more configurations or fix some parameters"
+                f"{len(data)} rows cannot determine {len(free)} free parameters ({', '.join(s.name for s in free)})"
+                + (f", even with {', '.join(priors)} held at their priors" if priors else "")
+                + "; profile more configurations or fix some parameters"
             )
         scale = np.array([s.scale for s in free])
         lo = np.array([s.lower for s in free]) / scale
@@ -116,6 +156,7 @@ class CalibratedModel(Estimator):
 
         best: OptimizeResult | None = None
         failures: list[str] = []
+        solutions: list[tuple[float, FloatArray]] = []
         starts = self._starts(free, lo, hi)
         for i, z0 in enumerate(starts):
             try:
@@ -128,8 +169,10 @@ class CalibratedModel(Estimator):
             else:
                 if res.status <= 0 or not np.isfinite(res.cost):
                     failures.append(str(res.message))
-                elif best is None or res.cost < best.cost - 1e-15:
-                    best = res
+                else:
+                    solutions.append((float(res.cost), np.asarray(res.x, dtype=float) * scale))
+                    if best is None or res.cost < best.cost - 1e-15:
+                        best = res
             if progress is not None:
                 progress(i + 1, len(starts))
         if best is None:
@@ -140,6 +183,7 @@ class CalibratedModel(Estimator):
         self.gpu_ = hw.name
         self.params_ = {s.name: unpack(best.x)[s.name] for s in specs}
         self.held_ = sorted(held)
+        self.held_reasons_ = {k: why for k, (_, why) in sorted(held_why.items())}
         self.free_params_ = [s.name for s in free]
         self._set_uncertainty(best, free, scale, len(y))
         pred = self._predict_rows(data, hw)[0]
@@ -150,6 +194,8 @@ class CalibratedModel(Estimator):
             "train_mape_pct": mape(y, pred),
             "nfev": int(best.nfev),
             "solver_message": str(best.message),
+            "stability": _stability(solutions, float(best.cost), free, len(starts)),
+            "held_reasons": dict(self.held_reasons_),
         }
         self._warn_if_not_identifiable()
         return self
@@ -209,48 +255,45 @@ class CalibratedModel(Estimator):
     def _predict_rows(self, data: pd.DataFrame, hw: GPU) -> Arrays4:
         return self._arrays(self._features(data, hw), hw)
 
-    def predict_grid(self, workloads: pd.DataFrame, batch_sizes: FloatArray) -> tuple[FloatArray, FloatArray]:
-        """As `Estimator.predict_grid`, vectorized: architecture features are looked up once per workload and
-        broadcast over the batch sizes, so 1,000 workloads x 1,024 batch sizes cost one evaluation."""
-        self.check_fitted()
-        b = np.asarray(batch_sizes, dtype=float)
-        hw = get_gpu(self.gpu_)
-        base = pd.DataFrame(
-            {
-                "model": workloads["model"].astype(str).to_numpy(),
-                "batch_size": 1.0,
-                "input_len": workloads["input_len"].to_numpy(dtype=float),
-                "output_len": workloads["output_len"].to_numpy(dtype=float),
-                "tensor_parallel": tensor_parallel_column(workloads),
-                **precision_columns(workloads),
-            }
-        )
-        feats = self._features(base, hw)
-        w = len(base)
-        grid: Features = {}
-        for k, v in feats.items():
-            a = np.asarray(v, dtype=float)
-            grid[k] = a.reshape(w, 1) if a.ndim == 1 and a.size == w else a
-        grid["batch_size"] = self._grid_batch(b[None, :], grid, base, hw)
-        thr, e2e, _, _ = self._arrays(grid, hw)
-        shape = (w, b.size)
-        return np.broadcast_to(thr, shape).copy(), np.broadcast_to(e2e, shape).copy()
-
-    def _grid_batch(self, b: FloatArray, grid: Features, base: pd.DataFrame, hw: GPU) -> FloatArray:
-        """Batch sizes of the grid as the model runs them (the extended model caps them)."""
-        return b
-
     # -- parameters ---------------------------------------------------------------------------------------------
     def summary(self) -> pd.DataFrame:
-        """Estimate, standard error, 95% interval, bounds, at-bound and held flags per parameter, with units."""
+        """Estimate, standard error, 95% interval (clipped to the bounds), bounds and flags per parameter, with units.
+
+        Flags: ``at_bound`` (no interval: the normal approximation does not hold there), ``fixed`` (held; no
+        interval), ``ci_clipped`` (the interval reached a physical bound and was cut there), ``start_dispersion`` (relative
+        spread over the near-best starts, `fit_info_["stability"]`), ``unstable`` (that spread exceeds
+        `SPREAD_RTOL`; the fit as a whole: ``fit_info_["stability"]["unstable"]``) and ``note``: why a parameter was held (e.g. "held at
+        prior 0.845 ...") or what the flags mean in words."""
         table = super().summary()
         specs = {s.name: s for s in self.param_specs()}
-        table["lower"] = [specs[k].lower for k in table.index]
-        table["upper"] = [specs[k].upper for k in table.index]
-        table["at_bound"] = [self._at_bound(specs[k]) for k in table.index]
-        table["fixed"] = [k in self.held_ for k in table.index]
-        # at a bound the normal approximation behind the interval does not hold: no interval there
-        table.loc[table["at_bound"], ["ci95_low", "ci95_high"]] = np.nan
+        names = list(table.index)
+        lower = np.array([specs[k].lower for k in names])
+        upper = np.array([specs[k].upper for k in names])
+        table["lower"], table["upper"] = lower, upper
+        table["at_bound"] = [self._at_bound(specs[k]) for k in names]
+        table["fixed"] = [k in self.held_ for k in names]
+        raw_lo, raw_hi = table["ci95_low"].to_numpy(dtype=float), table["ci95_high"].to_numpy(dtype=float)
+        table["ci95_low"], table["ci95_high"] = np.maximum(raw_lo, lower), np.minimum(raw_hi, upper)
+        table["ci_clipped"] = (raw_lo < lower) | (raw_hi > upper)
+        no_interval = table["at_bound"] | table["fixed"]
+        table.loc[no_interval, ["ci95_low", "ci95_high"]] = np.nan
+        table.loc[no_interval, "ci_clipped"] = False
+        stab = dict(self.fit_info_.get("stability") or {})
+        spread = dict(stab.get("relative_spread") or {})
+        table["start_dispersion"] = [float(spread[k]) if spread.get(k) is not None else np.nan for k in names]
+        table["unstable"] = [
+            k not in self.held_ and bool(table.loc[k, "start_dispersion"] > SPREAD_RTOL) for k in names
+        ]
+        reasons = dict(getattr(self, "held_reasons_", {}))
+        notes = []
+        for k in names:
+            r = table.loc[k]
+            words = [reasons.get(k, "held")] if r["fixed"] else []
+            words += ["at its bound: no interval"] if r["at_bound"] else []
+            words += ["interval clipped at the bound"] if r["ci_clipped"] else []
+            words += ["unstable across starts"] if r["unstable"] else []
+            notes.append("; ".join(words))
+        table["note"] = notes
         self._warn_if_not_identifiable()
         return table
 
@@ -297,6 +340,8 @@ class CalibratedModel(Estimator):
         super()._restore(d, where, gpu)
         held = d.get("held", d.get("fixed", []))
         self.held_ = sorted(str(k) for k in held)
+        why = dict(self.fit_info_.get("held_reasons") or {})
+        self.held_reasons_ = {k: str(why.get(k, "held")) for k in self.held_}
         self.free_params_ = [s.name for s in self.param_specs() if s.name not in self.held_]
         self.corr_ = pd.DataFrame(np.nan, index=self.free_params_, columns=self.free_params_)
 
@@ -312,7 +357,41 @@ class CalibratedModel(Estimator):
         model.params_ = {k: float(params[k]) for k in names}
         model.stderr_ = {k: float("nan") for k in names}
         model.held_ = sorted(model.fixed or {})
+        model.held_reasons_ = {k: "fixed by the caller" for k in model.held_}
         model.free_params_ = [k for k in names if k not in model.held_]
         model.fit_info_ = {}
         model.corr_ = pd.DataFrame(np.nan, index=model.free_params_, columns=model.free_params_)
         return model
+
+
+def _stability(
+    solutions: list[tuple[float, FloatArray]], best_cost: float, free: list[ParamSpec], n_starts: int
+) -> dict[str, Any]:
+    """Starts that reached the best cost and the relative spread of each parameter over them (module docstring)."""
+    names = [s.name for s in free]
+    tol = COST_RTOL * max(best_cost, 1e-300)
+    near = [(c, x) for c, x in solutions if c <= best_cost + tol]
+    xs = np.array([x for _, x in near]).reshape(len(near), len(names))
+    best_x = min(near, key=lambda t: t[0])[1] if near else np.zeros(len(names))
+    spread: dict[str, float] = {}
+    for j, k in enumerate(names):
+        width = float(xs[:, j].max() - xs[:, j].min()) if len(near) else 0.0
+        ref = max(abs(float(best_x[j])), SPREAD_FLOOR * free[j].scale)  # a value near 0 counts at its floor
+        spread[k] = width / ref
+    reasons = [
+        f"{k} spreads {v:.2g} (relative) over the near-best starts"
+        for k, v in spread.items()
+        if v > SPREAD_RTOL
+    ]
+    if len(near) == 1 and len(solutions) > 1:
+        reasons.append(f"only 1 of {len(solutions)} converged starts reached the best cost")
+    return {
+        "n_starts": int(n_starts),
+        "n_converged": len(solutions),
+        "n_best": len(near),
+        "cost_rtol": COST_RTOL,
+        "spread_rtol": SPREAD_RTOL,
+        "relative_spread": spread,
+        "unstable": bool(reasons),
+        "reasons": reasons,
+    }

@@ -1,14 +1,19 @@
 """Re-target a calibrated SLIM parameter file to another GPU (`slim transfer PARAMS --gpu NAME --out FILE`).
 
 The SLIM equations take the hardware through the registry's peak FLOP/s (prefill, Eq. 7), peak bandwidth
-(decode, Eq. 9) and memory capacity (the extended models' KV pool); the calibrated parameters are what is left.
-The rule (`TRANSFER_RULE`):
+(decode, Eq. 9) and memory capacity (the recommended model's KV pool); the calibrated parameters are what is left.
+Each estimator declares how its parameters move (`slimlib.model.base.Estimator.transfer_scaling`, from each
+`slimlib.model.params.ParamSpec.scaling`); this module applies the declaration (`TRANSFER_RULE`):
 
-* efficiencies (``eta_*``: fractions of a peak) are kept: the new GPU's peaks enter through the equations;
-* ``gamma`` (paper Eq. 10, seconds of dense decode GEMM per token and ``L (D/1024)^2``) is GPU time of
-  compute-bound kernels: it is scaled by ``peak_flops(source) / peak_flops(target)``;
-* the other times (``t_fixed``, ``t_step``, ``alpha``: scheduling, launches, sampling) and ``B0`` are host and
-  software overheads of the serving engine and are kept.
+* "kept": efficiencies (``eta_*``: fractions of a peak; the new GPU's peaks enter through the equations) and the
+  host and software overheads of the engine (``t_fixed``, ``t_step``, ``alpha``, ``B0``);
+* "flops": seconds of compute-bound GPU work (``gamma``, paper Eq. 10), times ``peak_flops(source) /
+  peak_flops(target)``;
+* "bandwidth": seconds of memory-bound GPU work, times ``mem_bw(source) / mem_bw(target)`` (no current method has
+  one).
+
+A method without a hardware term (LLMVisor-Agg, IMAI OOD-LR: regressions of times on token counts) declares None
+and is refused: its file would predict on the new GPU exactly what it predicted on the old one.
 
 The result is the source file with ``gpu`` and ``params`` replaced, standard errors cleared (they were estimated
 on the source GPU) and a ``transferred_from`` record: source GPU, source parameters, the rule, the ratios of the registry numbers
@@ -24,16 +29,16 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from slimlib.errors import DataError
 from slimlib.io import check_output_path, write_text
-from slimlib.model.methods import check_params_document, read_params_document
-from slimlib.registry.gpus import get_gpu
+from slimlib.model.methods import check_params_document, model_from_dict, read_params_document
+from slimlib.registry.gpus import GPU, get_gpu
 
 TRANSFER_RULE = (
-    "efficiencies (eta_*) kept; gamma scaled by peak_flops(source)/peak_flops(target); t_fixed, t_step, alpha, "
-    "B0 kept (host/software overheads); standard errors cleared"
+    "as the method declares (Estimator.transfer_scaling): 'kept' parameters (efficiencies, host/software "
+    "overheads) kept; 'flops' times scaled by peak_flops(source)/peak_flops(target); 'bandwidth' times by "
+    "mem_bw(source)/mem_bw(target); standard errors cleared"
 )
-#: parameters scaled by the ratio of peak FLOP/s (source / target)
-FLOP_TIME_PARAMS = ("gamma",)
 
 
 def read_params_file(path: str | Path) -> dict[str, Any]:
@@ -51,6 +56,7 @@ def _chain(doc: dict[str, Any] | None) -> Iterator[dict[str, Any]]:
 def transfer_params(doc: dict[str, Any], gpu: str) -> dict[str, Any]:
     """A new parameter document for `gpu` (registry name or alias) from `doc` (see the module docstring)."""
     check_params_document(doc)
+    scaling = declared_scaling(doc)
     target = get_gpu(gpu)
     source = get_gpu(doc["gpu"])
     if target.name == source.name:
@@ -58,15 +64,10 @@ def transfer_params(doc: dict[str, Any], gpu: str) -> dict[str, Any]:
     for earlier in _chain((doc.get("transferred_from") or {}).get("document")):
         if get_gpu(earlier["gpu"]).name == target.name:
             return copy.deepcopy(earlier)
-    ratio_flops = source.peak_flops / target.peak_flops
+    ratio = _ratios(source, target)
     params: dict[str, float | None] = {}
     for k, v in doc["params"].items():
-        if v is None:
-            params[k] = None
-        elif k in FLOP_TIME_PARAMS:
-            params[k] = float(v) * ratio_flops
-        else:
-            params[k] = v
+        params[k] = None if v is None else float(v) * ratio[scaling.get(k, "kept")]
     out = copy.deepcopy({k: v for k, v in doc.items() if k != "transferred_from"})
     out["gpu"] = target.name
     out["params"] = params
@@ -75,6 +76,7 @@ def transfer_params(doc: dict[str, Any], gpu: str) -> dict[str, Any]:
         "gpu": source.name,
         "params": copy.deepcopy(doc["params"]),
         "rule": TRANSFER_RULE,
+        "scaling": dict(scaling),
         "ratios": {
             "peak_flops": target.peak_flops / source.peak_flops,
             "mem_bw": target.mem_bw / source.mem_bw,
@@ -83,6 +85,27 @@ def transfer_params(doc: dict[str, Any], gpu: str) -> dict[str, Any]:
         "document": copy.deepcopy(doc),
     }
     return out
+
+
+def declared_scaling(doc: dict[str, Any]) -> dict[str, str]:
+    """The method's declaration of how its parameters scale (`Estimator.transfer_scaling`); DataError when the
+    method cannot be transferred."""
+    model = model_from_dict(untransferred(doc))
+    scaling = model.transfer_scaling()
+    if scaling is None:
+        raise DataError(
+            f"method {doc['variant']!r} cannot be transferred to another GPU: its coefficients are times of "
+            f"{doc['gpu']} with no hardware term (peak FLOP/s, bandwidth) to rescale; fit it on the target GPU's rows"
+        )
+    return scaling
+
+
+def _ratios(source: GPU, target: GPU) -> dict[str, float]:
+    return {
+        "kept": 1.0,
+        "flops": source.peak_flops / target.peak_flops,
+        "bandwidth": source.mem_bw / target.mem_bw,
+    }
 
 
 def transfer_file(path: str | Path, gpu: str, out: str | Path) -> dict[str, Any]:

@@ -15,7 +15,6 @@ from slimlib.model.base import PARAMS_FORMAT, PARAMS_FORMAT_VERSION, Estimator
 from slimlib.model.baselines import ImaiOodLR, LLMVisorAgg
 from slimlib.model.calibrated import CalibratedModel
 from slimlib.model.extended import ExtendedSlimModel
-from slimlib.model.longctx import LongContextModel
 from slimlib.model.slim import SlimModel
 from slimlib.registry.gpus import get_gpu
 
@@ -35,17 +34,27 @@ class Method:
 METHODS: dict[str, Method] = {
     m.name: m
     for m in (
+        Method("slim", ExtendedSlimModel, "SLIM-extended"),
         Method("paper", SlimModel, "SLIM", {"variant": "paper"}),
-        Method("extended", ExtendedSlimModel, "SLIM-extended"),
         Method("no-kv-scan", SlimModel, "SLIM no-kv-scan", {"variant": "no-kv-scan"}),
         Method("no-dense-decode", SlimModel, "SLIM no-dense-decode", {"variant": "no-dense-decode"}),
-        Method("longctx", LongContextModel, "SLIM-longctx"),
         Method("llmvisor-agg", LLMVisorAgg, "LLMVisor-Agg", calibrated=False),
         Method("imai-ood-lr", ImaiOodLR, "IMAI OOD-LR", calibrated=False),
     )
 }
-#: the method `slim fit` uses by default: lower MAPE than "paper" in every scenario of the evaluation
-DEFAULT_VARIANT = "extended"
+#: the method `slim fit`, `slim advise` and `slim transfer` use by default (README "Which model to fit")
+DEFAULT_VARIANT = "slim"
+#: names of earlier releases' methods -> what replaced them (their parameter files are refused with this advice)
+RETIRED_METHODS = {
+    "extended": "slim",
+    "longctx": "slim",
+}
+
+
+def method_label(name: str) -> str:
+    """Display label of a registered method (tables' headers, legends); any other name is returned as given."""
+    m = METHODS.get(name)
+    return m.label if m is not None else name
 
 
 def variant_names() -> list[str]:
@@ -54,7 +63,13 @@ def variant_names() -> list[str]:
 
 
 def get_method(name: str) -> Method:
-    """The registered method `name`; unknown names list the closest known ones."""
+    """The registered method `name`; unknown names list the closest known ones, retired names their successor."""
+    if name in RETIRED_METHODS:
+        new = RETIRED_METHODS[name]
+        raise UnknownNameError(
+            f"method {name!r} was merged into {new!r} (one recommended estimator); refit with "
+            f"`slim fit DATA.csv --variant {new}` (its parameters differ, so an old file cannot be read as {new!r})"
+        )
     if name not in METHODS:
         raise UnknownNameError(close_matches_message("model variant", name, list(METHODS)))
     return METHODS[name]
@@ -124,9 +139,6 @@ def model_from_dict(d: dict[str, Any], where: str = "parameter JSON") -> Estimat
     held = list(d.get("fixed") or [])
     if version == 1:  # version 1 listed the parameters a fit held, not only the constructor's `fixed`
         d = {**d, "held": held}
-        single = len(dict(d.get("fit") or {}).get("models", [])) == 1
-        if method.cls is ExtendedSlimModel and single and held == ["t_step"]:
-            held = []  # held by the single-architecture rule, not by the user
     if issubclass(method.cls, CalibratedModel):
         params = d["params"] if isinstance(d["params"], dict) else {}
         options["fixed"] = {k: params.get(k) for k in held} or None

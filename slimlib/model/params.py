@@ -1,8 +1,15 @@
-"""Calibrated-parameter specifications: bounds, scale, initial value and unit of each parameter."""
+"""Calibrated-parameter specifications: bounds, scale, initial value, unit and GPU scaling of each parameter."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
+
+#: how a parameter moves to another GPU (`slimlib.model.gpu_transfer`): "kept" (an efficiency, a fraction of a
+#: peak the equations take from the registry, or a host/software overhead of the engine), "flops" (seconds of
+#: compute-bound GPU work: times peak_flops(source) / peak_flops(target)), "bandwidth" (seconds of memory-bound
+#: GPU work: times mem_bw(source) / mem_bw(target))
+Scaling = Literal["kept", "flops", "bandwidth"]
 
 
 @dataclass(frozen=True)
@@ -16,3 +23,4 @@ class ParamSpec:
     init: float
     unit: str
     doc: str
+    scaling: Scaling = "kept"

@@ -22,7 +22,16 @@ SLIM_SPECS = (
     ParamSpec("eta_m", 1e-3, 1.0, 1.0, 0.5, "-", "decode efficiency (Eq. 9)"),
     ParamSpec("B0", 0.0, 1e4, 10.0, 1.0, "requests", "batch offset (Eq. 9)"),
     ParamSpec("alpha", 0.0, 1.0, 1e-5, 1e-5, "s/token", "per-output-token overhead (Eq. 10)"),
-    ParamSpec("gamma", 0.0, 1.0, 1e-6, 1e-6, "s/token", "dense projection/FFN coefficient (Eq. 10)"),
+    ParamSpec(
+        "gamma",
+        0.0,
+        1.0,
+        1e-6,
+        1e-6,
+        "s/(layer (D/1024)^2 token)",
+        "dense projection/FFN coefficient (Eq. 10: gamma L (D/1024)^2 OL seconds)",
+        "flops",
+    ),  # fmt: skip
 )
 VARIANTS = ("paper", "no-kv-scan", "no-dense-decode")
 

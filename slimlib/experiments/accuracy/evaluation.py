@@ -2,7 +2,8 @@
 
 `evaluate()` returns the MAPE table (columns `TABLE_COLUMNS`); it is
 always computed from the data, never stored. `run_evaluation()` also returns the per-row predictions and the
-fitted models, for plots and parameter tables.
+fitted models, for plots and parameter tables. Methods are keyed by registry name (`slimlib.model.methods.METHODS`)
+everywhere; display labels (`slimlib.model.method_label`) appear only in `wide_table` and in figures' legends.
 """
 
 from __future__ import annotations
@@ -18,21 +19,26 @@ from slimlib.errors import SlimError, UnknownNameError, close_matches_message
 from slimlib.experiments.accuracy.scenarios import Scenario, build_scenarios
 from slimlib.metrics import mape
 from slimlib.model import METHODS as REGISTRY
-from slimlib.model import Estimator, IdentifiabilityWarning, make_model
+from slimlib.model import Estimator, IdentifiabilityWarning, make_model, method_label
 
-#: columns of the MAPE table; ``n_warnings`` counts the warnings of that scenario and method (all folds)
-TABLE_COLUMNS = ("scenario", "method", "metric", "mape_pct", "n_train", "n_test", "n_warnings")
+#: columns of the MAPE table; ``n_warnings`` counts the warnings of that scenario and method (all folds),
+#: ``n_unstable_folds`` the folds whose fit was flagged unstable (`slimlib.model.calibrated`, fit stability),
+#: ``at_bound`` the parameters at a bound in any fold (comma-separated), ``note`` why a cell is empty
+TABLE_COLUMNS = (
+    "scenario", "method", "metric", "mape_pct", "n_train", "n_test", "n_warnings", "n_unstable_folds", "at_bound",
+    "note",
+)  # fmt: skip
 METRICS = ("throughput", "latency")
 
 
-#: method label -> registry name, in table order (`slimlib.model.methods.METHODS`)
-METHODS: dict[str, str] = {m.label: m.name for m in REGISTRY.values()}
+#: registry names of the evaluated methods, in table order (`slimlib.model.methods.METHODS`)
+METHODS: tuple[str, ...] = tuple(REGISTRY)
 #: columns of `EvaluationResult.warnings`
 WARNING_COLUMNS = ("scenario", "method", "fold", "category", "message")
 
 
 def _new_model(method: str, n_starts: int) -> Estimator:
-    return make_model(METHODS[method], n_starts=n_starts)
+    return make_model(method, n_starts=n_starts)
 
 
 @dataclass
@@ -45,14 +51,19 @@ class EvaluationResult:
     notes: dict[tuple[str, str], str]
     scenarios: list[Scenario]
     warnings: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(WARNING_COLUMNS)))
+    #: the methods run, in table order (a method dropped from every scenario still gets its rows and notes)
+    methods: list[str] = field(default_factory=list)
 
     def table(self) -> pd.DataFrame:
-        table = mape_table(self.predictions, self.scenarios, list(dict.fromkeys(self.predictions["method"])),
-                           self.notes)  # fmt: skip
+        methods = self.methods or list(dict.fromkeys(self.predictions["method"]))
+        table = mape_table(self.predictions, self.scenarios, methods, self.notes)
         counts = self.warnings.groupby(["scenario", "method"]).size() if len(self.warnings) else pd.Series()
-        table["n_warnings"] = [
-            int(counts.get((s, m), 0)) for s, m in zip(table["scenario"], table["method"], strict=True)
-        ]
+        keys = list(zip(table["scenario"], table["method"], strict=True))
+        table["n_warnings"] = [int(counts.get(k, 0)) for k in keys]
+        flags = fit_flags(self.models)
+        table["n_unstable_folds"] = [int(flags.get(k, (0, ""))[0]) for k in keys]
+        table["at_bound"] = [flags.get(k, (0, ""))[1] for k in keys]
+        table["note"] = [self.notes.get(k, "") for k in keys]
         return table
 
 
@@ -89,6 +100,8 @@ def run_evaluation(
     caught: list[dict[str, str]] = []
     for s in scen:
         for method in names:
+            scenario_parts: list[pd.DataFrame] = []
+            scenario_models: dict[tuple[str, str, str], Estimator] = {}
             for fold in s.folds:
                 model = _new_model(method, n_starts)
                 with warnings.catch_warnings(record=True) as record:
@@ -96,8 +109,10 @@ def run_evaluation(
                     try:
                         model.fit(fold.train)
                         pred = model.predict(fold.test)
-                    except SlimError as exc:
-                        notes[(s.name, method)] = f"not fitted: {exc}"
+                    except (
+                        SlimError
+                    ) as exc:  # the whole scenario is dropped for this method: MAPEs on equal rows
+                        notes[(s.name, method)] = f"not fitted on fold {fold.label}: {exc}"
                         pred = None
                 caught += [
                     {"scenario": s.name, "method": method, "fold": fold.label,
@@ -105,18 +120,38 @@ def run_evaluation(
                     for w in record
                 ]  # fmt: skip
                 if pred is None:
+                    scenario_parts, scenario_models = [], {}
                     break
-                models[(s.name, method, fold.label)] = model
+                scenario_models[(s.name, method, fold.label)] = model
                 part = fold.test.copy()
                 part.insert(0, "fold", fold.label)
                 part.insert(0, "method", method)
                 part.insert(0, "scenario", s.name)
                 for c in pred.columns:
                     part[c] = pred[c].to_numpy()
-                parts.append(part)
+                scenario_parts.append(part)
+            parts += scenario_parts
+            models.update(scenario_models)
     preds = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=["scenario", "method"])
     warn = pd.DataFrame(caught, columns=list(WARNING_COLUMNS))
-    return EvaluationResult(preds, models, notes, scen, warn)
+    return EvaluationResult(preds, models, notes, scen, warn, names)
+
+
+def fit_flags(models: dict[tuple[str, str, str], Estimator]) -> dict[tuple[str, str], tuple[int, str]]:
+    """(scenario, method) -> (folds whose fit is flagged unstable, parameters at a bound in any fold)."""
+    out: dict[tuple[str, str], tuple[int, str]] = {}
+    for (scen, meth, _), model in models.items():
+        n, bound = out.get((scen, meth), (0, ""))
+        info = getattr(model, "fit_info_", {}) or {}
+        n += int(bool((info.get("stability") or {}).get("unstable", False)))
+        names = [p for p in bound.split(", ") if p]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", IdentifiabilityWarning)
+            summ = model.summary()
+        if "at_bound" in summ.columns:
+            names += [str(p) for p in summ.index[summ["at_bound"].astype(bool)] if str(p) not in names]
+        out[(scen, meth)] = (n, ", ".join(names))
+    return out
 
 
 def _mape_or_nan(true: np.ndarray, pred: np.ndarray) -> float:
@@ -155,7 +190,7 @@ def mape_table(
                     {"scenario": s.name, "method": method, "metric": metric, "mape_pct": value,
                      "n_train": s.n_train, "n_test": s.n_test}
                 )  # fmt: skip
-    out = pd.DataFrame(rows, columns=list(TABLE_COLUMNS[:-1]))
+    out = pd.DataFrame(rows, columns=list(TABLE_COLUMNS[:6]))
     out.attrs["notes"] = all_notes
     return out
 
@@ -172,18 +207,26 @@ def evaluate(
 
 
 def wide_table(table: pd.DataFrame, metric: str = "throughput") -> pd.DataFrame:
-    """One row per scenario, one column per method (MAPE %, rounded to 0.1), for the paper-style table."""
+    """One row per scenario, one column per method label (MAPE %, rounded to 0.1), for the paper-style table."""
     t = table[table["metric"] == metric]
     order_s = list(dict.fromkeys(t["scenario"]))
     order_m = list(dict.fromkeys(t["method"]))
     wide = t.pivot(index="scenario", columns="method", values="mape_pct").reindex(
         index=order_s, columns=order_m
     )
+    wide.columns = [method_label(str(m)) for m in wide.columns]  # labels at the edge
     counts = t.drop_duplicates("scenario").set_index("scenario")[["n_train", "n_test"]].reindex(order_s)
     return pd.concat([counts, wide.round(1)], axis=1).reset_index()
 
 
-def fitted_parameters(result: EvaluationResult, method: str = "SLIM") -> pd.DataFrame:
+#: columns of `fitted_parameters` (the flags: see `slimlib.model.calibrated.CalibratedModel.summary`)
+PARAMETER_COLUMNS = (
+    "scenario", "fold", "parameter", "estimate", "stderr", "ci95_low", "ci95_high", "unit", "at_bound", "held",
+    "ci_clipped", "start_dispersion", "unstable", "fit_unstable", "note",
+)  # fmt: skip
+
+
+def fitted_parameters(result: EvaluationResult, method: str = "paper") -> pd.DataFrame:
     """Estimate, standard error, 95% interval and unit of every parameter of `method`, per scenario and fold;
     ``at_bound`` for the calibrated methods (their identifiability warnings are in ``result.warnings``)."""
     rows = []
@@ -193,19 +236,14 @@ def fitted_parameters(result: EvaluationResult, method: str = "SLIM") -> pd.Data
         with warnings.catch_warnings():  # already recorded once per fit in result.warnings
             warnings.simplefilter("ignore", IdentifiabilityWarning)
             summ = model.summary()
+        unstable_fit = bool(
+            ((getattr(model, "fit_info_", {}) or {}).get("stability") or {}).get("unstable", False)
+        )
         for name, r in summ.iterrows():
             rows.append({"scenario": scen, "fold": fold, "parameter": name, "estimate": r["estimate"],
                          "stderr": r["stderr"], "ci95_low": r["ci95_low"], "ci95_high": r["ci95_high"],
-                         "unit": r["unit"], "at_bound": bool(r.get("at_bound", False))})  # fmt: skip
-    cols = [
-        "scenario",
-        "fold",
-        "parameter",
-        "estimate",
-        "stderr",
-        "ci95_low",
-        "ci95_high",
-        "unit",
-        "at_bound",
-    ]
-    return pd.DataFrame(rows, columns=cols)
+                         "unit": r["unit"], "at_bound": bool(r.get("at_bound", False)),
+                         "held": bool(r.get("fixed", False)), "ci_clipped": bool(r.get("ci_clipped", False)),
+                         "start_dispersion": float(r.get("start_dispersion", np.nan)), "unstable": bool(r.get("unstable", False)),
+                         "fit_unstable": unstable_fit, "note": str(r.get("note", ""))})  # fmt: skip
+    return pd.DataFrame(rows, columns=list(PARAMETER_COLUMNS))

@@ -7,6 +7,7 @@ import numpy as np
 import pandas as pd
 
 from slimlib.experiments.outputs.plotting import HOUSE_COLORS, batch_axis, method_style, new_figure
+from slimlib.model import method_label
 
 #: Panels of the predicted-vs-measured figure: (scenario, curve label or None for the scenario's last curve).
 CURVE_PANELS = [
@@ -18,7 +19,7 @@ CURVE_PANELS = [
     ("same-curve-offline", "llama-2-7b IL=161 OL=338"),
 ]
 #: Methods drawn on the curves (the ablations are in the parity plot and the tables).
-CURVE_METHODS = ("SLIM", "SLIM-extended", "LLMVisor-Agg", "IMAI OOD-LR")
+CURVE_METHODS = ("paper", "slim", "llmvisor-agg", "imai-ood-lr")
 
 
 def resolve_panels(pred: pd.DataFrame, panels=CURVE_PANELS) -> list[tuple[str, str]]:
@@ -92,8 +93,9 @@ def eval_curves(result, panels=CURVE_PANELS, methods=CURVE_METHODS, n: int = 64)
             if len(d):
                 color, ls = method_style(m)
                 ax.plot(
-                    d["batch_size"], d["pred_throughput_tok_s"] / 1e3, color=color, ls=ls, lw=1.1, label=m
-                )
+                    d["batch_size"], d["pred_throughput_tok_s"] / 1e3, color=color, ls=ls, lw=1.1,
+                    label=method_label(m),
+                )  # fmt: skip
         ax.plot(
             test["batch_size"],
             test["throughput_tok_s"] / 1e3,
@@ -148,14 +150,14 @@ def eval_parity(pred: pd.DataFrame):
         ax.plot([50, 3e4], [50, 3e4], "k-", lw=0.6)
         ax.set_xlim(50, 3e4)
         ax.set_ylim(10, 1e5)
-        ax.set_title(method, fontsize=8)
+        ax.set_title(method_label(method), fontsize=8)
         ax.set_xlabel("measured throughput (tok/s)")
         ax.set_ylabel("predicted (tok/s)")
     axes.flat[0].legend(fontsize=5, loc="upper left")
     return fig
 
 
-def plateau_growth(dense: pd.DataFrame, pred: pd.DataFrame, method: str = "SLIM") -> pd.DataFrame:
+def plateau_growth(dense: pd.DataFrame, pred: pd.DataFrame, method: str = "paper") -> pd.DataFrame:
     """Per drawn curve: measured and `method`-predicted throughput growth (%) from half the largest measured B
     to the largest, i.e. whether the prediction plateaus where the measurement does."""
     rows = []

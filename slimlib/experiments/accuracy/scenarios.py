@@ -36,7 +36,7 @@ from slimlib.model import equations as eq
 #: columns of every scenario table
 COLUMNS = (
     "model", "gpu", "batch_size", "input_len", "output_len", "throughput_tok_s", "e2e_s", "mean_ttft_ms",
-    "mean_itl_ms", "gpu_blocks", "block_size", "chunked_prefill", "source", "curve",
+    "mean_itl_ms", "gpu_blocks", "block_size", "chunked_prefill", "static_batch", "source", "curve",
 )  # fmt: skip
 OL_TRAIN = (130, 260, 390)
 OL_TEST = 520
@@ -127,6 +127,7 @@ def online_table(online: pd.DataFrame | None = None) -> pd.DataFrame:
             "gpu_blocks": df["gpu_blocks"].astype(float),
             "block_size": df["block_size"].astype(float),
             "chunked_prefill": df["chunked_prefill"].astype(bool),
+            "static_batch": False,  # continuous batching from a queue of 2000 requests
             "source": "online",
         }
     )
@@ -151,6 +152,7 @@ def offline_table(offline: pd.DataFrame | None = None) -> pd.DataFrame:
     g["throughput_tok_s"] = eq.throughput(g["batch_size"], g["input_len"], g["output_len"], g["e2e_s"])
     g["block_size"] = 16.0  # vLLM default; the offline logs give the block count only
     g["chunked_prefill"] = False
+    g["static_batch"] = True  # one batch of B equal requests, started together
     g["source"] = "offline"
     return _finish(g)
 
@@ -298,7 +300,7 @@ def input_length_scenario(kit: pd.DataFrame | None = None) -> Scenario:
                         reason="no data: no table with an input-length sweep (kit-runs) exists yet")  # fmt: skip
     k = kit.copy()
     for c, default in (("mean_ttft_ms", np.nan), ("mean_itl_ms", np.nan), ("gpu_blocks", np.nan),
-                       ("block_size", 16.0), ("chunked_prefill", False)):  # fmt: skip
+                       ("block_size", 16.0), ("chunked_prefill", False), ("static_batch", False)):  # fmt: skip
         if c not in k.columns:
             k[c] = default
     if "prefill_s" in k.columns and "decode_s" in k.columns:
@@ -325,7 +327,7 @@ DEVICE_LABEL = {"mi300x": "MI300X", "mi250-gcd": "MI250"}
 CONTEXT_TRAIN_MAX = 256
 CONTEXT_TEST_MIN = 512
 LLMIB_COLUMNS = ("model", "gpu", "tensor_parallel", "batch_size", "input_len", "output_len", "throughput_tok_s",
-           "e2e_s", "curve", "source_line")  # fmt: skip
+           "e2e_s", "static_batch", "curve", "source_line")  # fmt: skip
 TRUTH_T = "measured total-token throughput B (IL + OL) / Latency (LLM-Inference-Bench)"
 TRUTH_L = "measured batch latency (LLM-Inference-Bench Latency)"
 
@@ -339,6 +341,7 @@ def llmib_table(runs: pd.DataFrame | None = None) -> pd.DataFrame:
         **{c: df[c].astype(float) for c in ("tensor_parallel", "batch_size", "input_len", "output_len",
                                             "throughput_tok_s", "e2e_s")},
         "source_line": df["source_line"].astype(int),
+        "static_batch": True,  # LLM-Inference-Bench runs B equal requests together
     })  # fmt: skip
     out["curve"] = (out["model"] + " " + out["gpu"] + " TP=" + out["tensor_parallel"].astype(int).astype(str)
                     + " L=" + out["input_len"].astype(int).astype(str))  # fmt: skip

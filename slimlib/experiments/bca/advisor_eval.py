@@ -16,13 +16,13 @@ from slimlib.model.memory import GIB, kv_bytes_needed
 from slimlib.registry.architectures import get_architecture
 
 #: The two SLIM-BCA variants evaluated side by side: "faithful" is Eq. 13 as the paper defines it (the paper's model,
-#: Eqs. 3-12, with the SLO and efficiency constraints only); "project" is this package's default (the extended model
+#: Eqs. 3-12, with the SLO and efficiency constraints only); "project" is this package's default (the recommended model ``slim``
 #: plus a KV-memory constraint that is not in Eq. 13: B_cap's full-length KV cache must fit the default pool).
 ADVISOR_VARIANTS = {
     "faithful": {"model": "paper", "respect_memory": False,
                  "label": "SLIM-BCA faithful (paper model, Eq. 13, no memory constraint)"},
-    "project": {"model": "extended", "respect_memory": True,
-                "label": "SLIM-BCA project variant (extended model + KV-memory constraint)"},
+    "project": {"model": "slim", "respect_memory": True,
+                "label": "SLIM-BCA project variant (recommended model + KV-memory constraint)"},
 }  # fmt: skip
 
 #: Order in which batch sizes join a curve's calibration set (first k present and not preempted are used): the
@@ -113,7 +113,11 @@ def evaluate_recommendations(
         model = fits[name]
         b = curve["batch_size"].to_numpy(dtype=float)
         il = float(curve["input_len"].iloc[0])
-        wl = pd.DataFrame({"model": [name], "input_len": [il], "output_len": [float(ol)]})
+        # the engine settings of the curve travel with the workload: the model caps B where predict does
+        wl = pd.DataFrame({"model": [name], "input_len": [il], "output_len": [float(ol)],
+                           "gpu_blocks": [float(curve["gpu_blocks"].median())],
+                           "block_size": [float(curve["block_size"].iloc[0])],
+                           "chunked_prefill": [bool(curve["chunked_prefill"].iloc[0])]})  # fmt: skip
         arch = get_architecture(name)
         kv_default = float(curve["kv_default_gb"].median()) * GIB
         for _, s in slos[(slos["model"] == name) & (slos["output_len"] == ol)].iterrows():

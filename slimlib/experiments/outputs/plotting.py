@@ -40,15 +40,14 @@ OL_STYLES = {
     390: ("#CC79A7", "^"),
     520: ("#D55E00", "D"),
 }
-#: Estimator -> (colour, line style) on every prediction plot.
+#: Estimator (registry name, `slimlib.model.methods.METHODS`) -> (colour, line style) on every prediction plot.
 METHOD_STYLES = {
-    "SLIM": ("#0072B2", "-"),
-    "SLIM-extended": ("#D55E00", "--"),
-    "SLIM no-kv-scan": ("#56B4E9", (0, (3, 1, 1, 1))),
-    "SLIM no-dense-decode": ("#CC79A7", (0, (1, 1))),
-    "LLMVisor-Agg": ("#009E73", "-."),
-    "IMAI OOD-LR": ("#E69F00", ":"),
-    "SLIM-longctx": ("#000000", (0, (5, 2))),
+    "paper": ("#0072B2", "-"),
+    "slim": ("#D55E00", "--"),
+    "no-kv-scan": ("#56B4E9", (0, (3, 1, 1, 1))),
+    "no-dense-decode": ("#CC79A7", (0, (1, 1))),
+    "llmvisor-agg": ("#009E73", "-."),
+    "imai-ood-lr": ("#E69F00", ":"),
 }
 _FALLBACK_MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*"]
 #: Batch-size tick positions (powers of four, plain numbers).
@@ -73,7 +72,7 @@ def ol_style(output_len: float) -> tuple[str, str]:
 
 
 def method_style(method: str) -> tuple[str, object]:
-    """(colour, line style) of an estimator in every figure."""
+    """(colour, line style) of an estimator (registry name) in every figure."""
     return METHOD_STYLES.get(method) or (_fallback(method, HOUSE_COLORS[:6])[0], "-")
 
 

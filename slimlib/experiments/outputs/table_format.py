@@ -319,6 +319,9 @@ def parameter_display(params: pd.DataFrame, sig: int = 3) -> pd.DataFrame:
                     else se_na
                 ),
                 "At bound": "yes" if r.at_bound else "no",
+                # fit-stability and held flags where the table has them (`slimlib.model.calibrated` summary)
+                **({"Unstable": "yes" if r.unstable else "no"} if hasattr(r, "unstable") else {}),
+                **({"Note": r.note} if hasattr(r, "note") else {}),
             }
         )
     return pd.DataFrame(rows, dtype=object)

@@ -7,7 +7,7 @@ Every method is scored on the same rows: all rows of the dataset except SLIM's c
 Peers:
 * ``roofline`` (here, no dependency): prefill ``F_pre / F_max`` (Eq. 8 FLOPs at the registry peak), each decode
   step ``max(2 N_active B / F_max, (weights read + KV read) / BW_max)`` (an MoE step reads the experts its
-  tokens pick, `slimlib.model.longctx.step_weight_bytes`) over the ``OL`` steps at their mean context,
+  tokens pick, `slimlib.model.parallel.step_weight_bytes`) over the ``OL`` steps at their mean context,
   all per tensor-parallel rank, no overheads.
 * ``genz`` (`genz-llm`), ``llm-analysis`` and ``aiconfigurator`` (NVIDIA systems only): optional extra ``peers``;
   their predictions are committed in ``data/peers/llmib-peer-predictions.csv`` with the tool, its version and the exact
@@ -27,10 +27,10 @@ import pandas as pd
 from slimlib.data.catalog import data_dir
 from slimlib.experiments.accuracy.scenarios import offline_table, pre_knee_points
 from slimlib.experiments.outputs.plotting import HOUSE_COLORS
-from slimlib.experiments.transfer_study.transfer_eval import DEVICES, METHODS, llmib_table
+from slimlib.experiments.transfer_study.transfer_eval import DEVICES, llmib_table
 from slimlib.metrics import mape
 from slimlib.model import equations as eq
-from slimlib.model import make_model
+from slimlib.model import make_model, method_label
 from slimlib.model.features import model_features
 from slimlib.model.parallel import step_weight_bytes
 from slimlib.registry.gpus import get_gpu
@@ -40,7 +40,7 @@ PREDICTION_COLUMNS = (
     "output_len", "pred_throughput_tok_s", "pred_e2e_s", "note",
 )  # fmt: skip
 PEER_TABLE = "llmib-peer-predictions"
-SLIM_METHOD = "SLIM-longctx"
+SLIM_METHOD = "slim"
 
 
 def datasets(table: pd.DataFrame | None = None) -> dict[str, pd.DataFrame]:
@@ -94,7 +94,7 @@ def slim_predictions(
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """SLIM calibrated on the calibration split of `rows`: (evaluation rows with predictions, calibration rows)."""
     cal, ev = calibration_split(rows)
-    model = make_model(METHODS[SLIM_METHOD], n_starts=n_starts)
+    model = make_model(SLIM_METHOD, n_starts=n_starts)
     model.fit(cal)  # its warnings (identifiability) reach the caller
     p = model.predict(ev)
     return ev.assign(pred_throughput_tok_s=p["pred_throughput_tok_s"].to_numpy(),
@@ -123,7 +123,7 @@ def peer_table(*, n_starts: int = 8, peers: pd.DataFrame | None = None) -> pd.Da
     for name, data in datasets().items():
         ev, cal = slim_predictions(name, data, n_starts=n_starts)
         methods = {
-            f"SLIM ({SLIM_METHOD})": (ev, len(cal), ""),
+            f"SLIM ({method_label(SLIM_METHOD)})": (ev, len(cal), ""),
             "roofline": (ev.assign(**roofline(ev)), 0, ""),
         }
         for tool, g in peers[peers["dataset"] == name].groupby("tool", sort=True):

@@ -9,8 +9,8 @@
 
 A "device" is one MI300X GPU (``tensor_parallel`` 1) or one MI250 card (two dies, ``tensor_parallel`` 2), the
 ``Num of Hardware = 1`` unit of the benchmark. Splits depend on configuration columns only. Methods: the paper
-model, the extended model and `slimlib.model.longctx.LongContextModel`, each reading ``tensor_parallel``
-(`slimlib.model.longctx`). Ground truth: the measured total-token throughput and the batch latency (``Latency``).
+model and the recommended model (``slim``, `slimlib.model.extended`), each reading ``tensor_parallel``
+(`slimlib.model.parallel`). Ground truth: the measured total-token throughput and the batch latency (``Latency``).
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from slimlib.experiments.accuracy.scenarios import (
 )
 from slimlib.experiments.outputs.plotting import HOUSE_COLORS, method_style
 from slimlib.metrics import mape
-from slimlib.model import Estimator, load_params, make_model
+from slimlib.model import Estimator, load_params, make_model, method_label
 from slimlib.model.gpu_transfer import transfer_params, untransferred
 
 
@@ -81,12 +81,12 @@ def transfer_scenarios(table: pd.DataFrame | None = None) -> list[Scenario]:
     return [context_scenario(t), tp_scenario(t), gpu_transfer_scenario(t)]
 
 
-#: method label -> registry name; every model reads the tensor_parallel column (slimlib.model.parallel)
-METHODS: dict[str, str] = {"SLIM": "paper", "SLIM-extended": "extended", "SLIM-longctx": "longctx"}
+#: registry names of the compared methods; every model reads the tensor_parallel column (slimlib.model.parallel)
+METHODS: tuple[str, ...] = ("paper", "slim")
 
 
 def _fit_predict(method: str, fold: Fold, scenario: str, n_starts: int) -> tuple[Estimator, pd.DataFrame]:
-    model = make_model(METHODS[method], n_starts=n_starts).fit(fold.train)
+    model = make_model(method, n_starts=n_starts).fit(fold.train)
     if scenario == "gpu-transfer":
         doc = transfer_params(json.loads(model.to_json()), str(fold.test["gpu"].iloc[0]))
         model = load_params(json.dumps(untransferred(doc)))
@@ -153,7 +153,7 @@ def error_by(pred: pd.DataFrame, column: str, scenario: str = "context-transfer"
     return g.pivot_table(index=["fold", "method"], columns=column, values="ape", aggfunc="mean", sort=False)
 
 
-def context_residuals(pred: pd.DataFrame, method: str = "SLIM-extended") -> pd.DataFrame:
+def context_residuals(pred: pd.DataFrame, method: str = "slim") -> pd.DataFrame:
     """Signed latency residual (measured - predicted) per decode step, ms, by device, model, batch and L: the
     time a method misses, which grows with context when the attention or KV-capacity terms are wrong."""
     p = pred[(pred["scenario"] == "context-transfer") & (pred["method"] == method)]
@@ -177,7 +177,7 @@ def plot_parity(pred: pd.DataFrame, axes, methods: list[str] | None = None) -> N
         for m in methods:
             q = p[p["method"] == m]
             ax.loglog(q["throughput_tok_s"], q["pred_throughput_tok_s"], "o", ms=1.8, alpha=0.7,
-                      color=method_style(m)[0], label=m)  # fmt: skip
+                      color=method_style(m)[0], label=method_label(m))  # fmt: skip
         ax.plot([lo, hi], [lo, hi], "k-", lw=0.6)
         ax.set_xlim(lo, hi)
         ax.set_ylim(lo, hi)
@@ -192,7 +192,7 @@ def knee_advice(
     *,
     gpu: str = "mi300x",
     length: int = 1024,
-    method: str = "SLIM-longctx",
+    method: str = "slim",
     epsilon: float = 0.3,
     slo_factor: float = 4.0,
     reference_batch: int = 16,
@@ -221,7 +221,7 @@ def knee_advice(
             for g in groups.values()
         ]
     )
-    m = make_model(METHODS[method], n_starts=n_starts)
+    m = make_model(method, n_starts=n_starts)
     m.fit(train.reset_index(drop=True))  # its warnings reach the caller
     rows, curves = [], []
     for model, g in groups.items():
@@ -266,8 +266,8 @@ def plot_knee(advice: pd.DataFrame, curves: pd.DataFrame, axes) -> None:
             pred["throughput_tok_s"] / 1e3,
             "-",
             lw=0.9,
-            color=method_style("SLIM")[0],
-            label="SLIM",
+            color=method_style("slim")[0],
+            label=method_label("slim"),
         )
         ax.plot(meas["batch_size"], meas["throughput_tok_s"] / 1e3, "o", ms=3, color="k", label="measured")
         if np.isfinite(a["b_cap"]):
