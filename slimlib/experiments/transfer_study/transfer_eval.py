@@ -1,6 +1,7 @@
 """Transfer scenarios on LLM-Inference-Bench (AMD MI300X and MI250, vLLM 0.6.1, static batches, IL = OL = L).
 
-* ``context-transfer`` (Table II's input-length row, "IL = OL context transfer (LLM-Inference-Bench)"): per
+* ``context-transfer`` (its own Table II row, "context transfer IL = OL (LLM-Inference-Bench, MI300X/MI250)";
+  not the paper's input-length row): per
   device, fit L <= 256 and validate L >= 512, all models of that device pooled into one fit.
 * ``tp-transfer``: per device, fit the smallest tensor-parallel degree the device has (MI300X: 1 GPU; MI250:
   2 dies = one card) and validate the larger degrees of the same models.
