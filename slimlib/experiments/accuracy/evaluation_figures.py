@@ -161,15 +161,13 @@ def eval_parity(pred: pd.DataFrame):
             ax.loglog(s["throughput_tok_s"], s["pred_throughput_tok_s"], markers.get(scen, "o"), ms=2.5,
                       color=colors.get(scen, "gray"), label=scen, alpha=0.8)  # fmt: skip
         if bad.any():
-            ax.plot(m.loc[bad, "throughput_tok_s"], np.full(int(bad.sum()), FLOOR * 1.3), "x", ms=3,
-                    color="black", label="prediction <= 0")  # fmt: skip
+            ax.plot(m.loc[bad, "throughput_tok_s"], np.full(int(bad.sum()), FLOOR * 1.3), "|", ms=5, mew=0.8,
+                    color="#777777", label="prediction <= 0 (drawn at the floor)")  # fmt: skip
         ax.plot([50, 3e4], [50, 3e4], "k-", lw=0.6)
         ax.set_xlim(50, 3e4)
         ax.set_ylim(FLOOR, 1e5)
         title = method + (f" ({int(bad.sum())} predictions <= 0)" if bad.any() else "")
         ax.set_title(title, fontsize=7)
-        ax.set_xlabel("measured throughput (tok/s)")
-        ax.set_ylabel("predicted (tok/s)")
     handles: dict[str, object] = {}
     for ax in flat[: len(methods)]:
         for h, lab in zip(*ax.get_legend_handles_labels(), strict=True):
@@ -177,6 +175,8 @@ def eval_parity(pred: pd.DataFrame):
     labels = list(handles)
     for ax in flat[len(methods) :]:
         ax.set_visible(False)
+    fig.supxlabel("measured throughput (tok/s)", fontsize=8)
+    fig.supylabel("predicted throughput (tok/s)", fontsize=8)
     fig.legend([handles[k] for k in labels], labels, fontsize=5.5, loc="outside lower center",
                ncol=min(len(labels), 5), frameon=False)  # fmt: skip
     return fig
