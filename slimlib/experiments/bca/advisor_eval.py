@@ -266,7 +266,9 @@ def summary_with_uncertainty(
     """Per variant and SLO: mean recommendation quality and the MAPE of the advisor's predicted throughput at
     B_cap against the measured one, each with a bootstrap 95% interval over curves, and Wilcoxon p-values of the
     paired comparison with the `reference` variant on the same curves; plus counts of SLO violations and
-    efficiency misses. Curves without a recommendation or ground truth are left out of the means (``n``)."""
+    efficiency misses; ``misses`` counts picks that break a measured constraint (scored 0), of which
+    ``preempting_picks`` only by preempting. Curves without a recommendation or ground truth are left out of the
+    means (``n``)."""
 
     keys = ["model", "output_len", "slo"]
     ref = rec[rec["variant"] == reference].set_index(keys)
@@ -286,6 +288,10 @@ def summary_with_uncertainty(
                "pred_mape_pct": mm, "pred_mape_ci_lo_pct": mlo, "pred_mape_ci_hi_pct": mhi,
                "slo_violations": int(part["slo_violation"].fillna(False).astype(bool).sum()),
                "efficiency_misses": int((part["measured_efficiency"] <= part["epsilon"]).sum()),
+               "preempting_picks": int((part["b_cap"] > 0).sum() - (part["feasible"].fillna(True).astype(bool)
+                                       | part["slo_violation"].fillna(False).astype(bool)
+                                       | (part["measured_efficiency"] <= part["epsilon"])).sum()),
+               "misses": int((part["b_cap"] > 0).sum() - part["feasible"].fillna(False).astype(bool).sum()),
                "p_quality_vs_ref": np.nan, "p_mape_vs_ref": np.nan}  # fmt: skip
         if variant != reference:
             r = ref[ref.index.get_level_values("slo") == slo]

@@ -389,9 +389,9 @@ CAPTIONS: dict[str, Caption] = {
     "transfer_context_residuals": Caption(
         "",
         "extension (not in the paper)",
-        "Context transfer: relative throughput residuals of the extended model, in percent of the measured "
-        "throughput, against context length, by model and batch size (what grows with context that the model "
-        "misses).",
+        "Context transfer: signed latency residual of the extended model (measured minus predicted E2E per "
+        "decode step, in ms/step) against context length L, by model and batch size (the time the model misses, "
+        "which grows with context when its attention or KV-capacity terms are wrong).",
         LLMIB,
     ),
     "transfer_tp_mape": Caption(

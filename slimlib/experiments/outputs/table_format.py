@@ -483,6 +483,8 @@ def bca_summary_display(summary: pd.DataFrame, labels: Mapping[str, str] | None 
                 ),
                 "SLO violations": str(r.slo_violations),
                 "Efficiency misses": str(r.efficiency_misses),
+                **({"Preempting picks": str(r.preempting_picks)} if hasattr(r, "preempting_picks") else {}),
+                **({"Misses (quality 0)": str(r.misses)} if hasattr(r, "misses") else {}),
                 "p quality vs faithful": ref
                 if not np.isfinite(r.p_quality_vs_ref)
                 else format_p_value(r.p_quality_vs_ref),

@@ -170,6 +170,38 @@ def mape_intervals(
     return pd.DataFrame(rows)
 
 
+def group_intervals(
+    predictions: pd.DataFrame,
+    by: Sequence[str],
+    *,
+    metric: str = "throughput",
+    n_boot: int = N_BOOT,
+    level: float = 0.95,
+    seed: int = SEED,
+) -> pd.DataFrame:
+    """MAPE with its bootstrap interval for every group `by` of `predictions` (e.g. scenario, fold, method, or
+    fold, method, input_len): columns `by` + ``n, n_nonphysical, mape_pct, ci_lo_pct, ci_hi_pct``. A group with a
+    missing prediction gets NaN (the method predicts no such quantity there); the streams are seeded per group."""
+    true_c, pred_c = METRIC_COLUMNS[metric]
+    missing = [c for c in [*by, true_c, pred_c] if c not in predictions.columns]
+    if missing:
+        raise DataError(f"group_intervals: predictions lack column(s) {missing}")
+    rows = []
+    for key, g in predictions.groupby(list(by), sort=False):
+        key = key if isinstance(key, tuple) else (key,)
+        pred = g[pred_c].to_numpy(dtype=float)
+        row = {**dict(zip(by, key, strict=True)), "n": int(len(g)), "n_nonphysical": n_nonphysical(pred)}
+        if np.isfinite(pred).all():
+            label = " / ".join(map(str, key)) + f" / {metric}"
+            m, lo, hi = bootstrap_mean_ci(
+                ape(g[true_c], pred), n_boot=n_boot, level=level, seed=seed, label=label
+            )
+        else:
+            m = lo = hi = float("nan")
+        rows.append({**row, "mape_pct": m, "ci_lo_pct": lo, "ci_hi_pct": hi})
+    return pd.DataFrame(rows)
+
+
 def format_p(p: float) -> str:
     """A p-value as printed in the tables: three decimals, ``<0.001`` below that."""
     if not np.isfinite(p):
