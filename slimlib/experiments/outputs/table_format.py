@@ -58,6 +58,14 @@ HEADERS: dict[str, str] = {
     "time_us": "Kernel time (µs)",
     "weight_gib": "Weight (GiB)",
     "n_nonphysical": "Non-physical predictions",
+    "b_cap_measured_t1": "B_cap with measured T(1)",
+    "b_cap_is_1": "B_cap = 1 (flag)",
+    "best_measured_throughput_tok_s": "Throughput at best measured B (tok/s)",
+    "measured_throughput_at_b_cap_tok_s": "Measured throughput at B_cap (tok/s)",
+    "measured_e2e_at_b_cap_s": "Measured E2E at B_cap (s)",
+    "n_calibration": "Calibration runs",
+    "calibration_batches": "Calibration batch sizes",
+    "length": "Length IL = OL (tokens)",
 }
 #: Cells of a column at or below this length are "short"; a longer n/a reason goes into a note (`short_na`).
 SHORT_NA = 24
