@@ -14,6 +14,7 @@ from slimlib.experiments.outputs.plotting import (
     DOUBLE_COLUMN_IN,
     OKABE_ITO,
     batch_axis,
+    length_color,
     model_style,
     new_figure,
     ol_style,
@@ -220,9 +221,9 @@ def fig05_decode_breakdown(breakdown: pd.DataFrame, breakdown_context: int):
     axes[0].set_yticks([0, 20, 40, 60, 80, 100])
     axes[0].set_title("(a) decode-step breakdown vs batch size")
     axes[0].legend(loc="upper center", fontsize=5.5, ncol=3, handlelength=1.0, columnspacing=0.8)
-    cmap = [OKABE_ITO[i] for i in (0, 1, 2, 4, 5, 6, 7)]
-    for color, (c, g) in zip(cmap, breakdown.groupby("kv_cache_size", sort=True), strict=False):
-        axes[1].plot(g["batch_size"], 100 * g["attention_share"], marker="o", color=color, label=f"C={c}")
+    for c, g in breakdown.groupby("kv_cache_size", sort=True):  # context: the sequential length colours
+        axes[1].plot(g["batch_size"], 100 * g["attention_share"], marker="o", color=length_color(float(c)),
+                     label=f"C={c}")  # fmt: skip
     axes[1].axhline(50, color="gray", lw=0.6, ls=":")
     batch_axis(axes[1])
     axes[1].set_xlabel("batch size B")
@@ -246,7 +247,7 @@ def fig06_attention_roofline(table1: pd.DataFrame, gpu, batch_sizes: list[int], 
     ax.text(0.6, 0.08, "memory-bound", fontsize=6, color="#D55E00")
     ax.text(ridge * 1.5, gpu.peak_flops / 1e12 * 1.3, "compute-bound", fontsize=6, color="#009E73")
     bcolors = dict(
-        zip(batch_sizes, plt.get_cmap("viridis")(np.linspace(0, 0.9, len(batch_sizes))), strict=True)
+        zip(batch_sizes, plt.get_cmap("plasma")(np.linspace(0, 0.85, len(batch_sizes))), strict=True)
     )
     sizes = {c: 8 + 30 * i / max(len(contexts) - 1, 1) for i, c in enumerate(contexts)}
     for b, g in table1.groupby("batch_size", sort=True):

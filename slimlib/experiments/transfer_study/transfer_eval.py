@@ -285,8 +285,8 @@ def plot_knee(advice: pd.DataFrame, curves: pd.DataFrame, axes) -> None:
         if np.isfinite(a["b_true"]):
             ax.axvline(a["b_true"], color=HOUSE_COLORS[2], lw=1.0, ls="--", label="B_true (measured)")
         ax.set_xscale("log", base=2)
-        flag = " (B_cap = 1: flagged)" if bool(a.get("b_cap_is_1", False)) else ""
-        ax.set_title(str(a["model"]) + flag, fontsize="small")
+        flag = "\nflag: B_cap = 1" if bool(a.get("b_cap_is_1", False)) else "\n"
+        ax.set_title(str(a["model"]) + flag, fontsize=6)
         ax.set_xlabel("batch size B")
     np.ravel(axes)[0].set_ylabel("throughput (k tok/s)")
     first = np.ravel(axes)[0]
