@@ -281,9 +281,9 @@ def plot_knee(advice: pd.DataFrame, curves: pd.DataFrame, axes) -> None:
         )
         ax.plot(meas["batch_size"], meas["throughput_tok_s"] / 1e3, "o", ms=3, color="k", label="measured")
         if np.isfinite(a["b_cap"]):
-            ax.axvline(a["b_cap"], color=HOUSE_COLORS[1], lw=1.0, label="B_cap (SLIM-BCA)")
+            ax.axvline(a["b_cap"], color="#777777", lw=1.2, label="B_cap (SLIM-BCA)")  # not a method colour
         if np.isfinite(a["b_true"]):
-            ax.axvline(a["b_true"], color=HOUSE_COLORS[2], lw=1.0, ls="--", label="B_true (measured)")
+            ax.axvline(a["b_true"], color="#BBBBBB", lw=1.2, ls="--", label="B_true (measured best)")
         ax.set_xscale("log", base=2)
         flag = "\nflag: B_cap = 1" if bool(a.get("b_cap_is_1", False)) else "\n"
         ax.set_title(str(a["model"]) + flag, fontsize=6)
