@@ -36,7 +36,7 @@ from slimlib.experiments.accuracy.scenarios import (
     llmib_table,
     pre_knee_points,
 )
-from slimlib.experiments.outputs.plotting import HOUSE_COLORS, method_style
+from slimlib.experiments.outputs.plotting import method_style
 from slimlib.metrics import mape
 from slimlib.model import Estimator, load_params, make_model
 from slimlib.model.gpu_transfer import transfer_params, untransferred
