@@ -150,3 +150,16 @@ def test_long_na_reasons_go_to_a_note_and_nonphysical_cells_are_marked_never_bes
     assert row["IMAI OOD-LR"].endswith("(3 <= 0)") and not isinstance(row["IMAI OOD-LR"], T.Bold)
     assert isinstance(row["SLIM (faithful)" if "SLIM (faithful)" in row else "SLIM"], T.Bold)
     assert "3 of 9" in shown.attrs["notes"][1] and "counted as failures" in shown.attrs["notes"][1]
+
+
+def test_parameter_display_flags_unstable_fits_and_keeps_intervals_inside_bounds():
+    params = pd.DataFrame({"method": ["SLIM"] * 2, "scenario": ["s"] * 2, "fold": ["f"] * 2,
+                           "parameter": ["alpha", "B0"], "unit": ["-", "-"], "estimate": [0.05, 38.2],
+                           "stderr": [0.04, 5.0], "ci_lo": [-0.028, 28.4], "ci_hi": [0.128, 48.0],
+                           "at_bound": [False, False], "unstable": [True, False], "lower": [0.0, 0.0],
+                           "upper": [1.0, 1e4]})  # fmt: skip
+    out = T.parameter_display(params)
+    assert list(out["Unstable"]) == ["yes", "no"]
+    assert out.loc[0, "95% CI"] == "[0.000, 0.128]"  # not below alpha's physical bound 0
+    assert out.loc[1, "95% CI"] == "[28.400, 48.000]" and out.loc[1, "Estimate"] == "38.200"
+    assert "Unstable" not in T.parameter_display(params.drop(columns=["unstable"])).columns

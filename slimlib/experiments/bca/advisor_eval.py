@@ -185,11 +185,14 @@ def quality_vs_effort(
     epsilon: float = 0.3,
     n_starts: int = 8,
     variant: str = "project",
+    n_boot: int = U.N_BOOT,
+    seed: int = U.SEED,
 ) -> pd.DataFrame:
     """For k calibration points per curve: profiling effort and recommendation quality of one advisor `variant`
     (a key of `ADVISOR_VARIANTS`), one row per (k, SLO).
 
-    Columns: ``k, slo, runs_calibration, gpu_s_calibration, gpu_s_saved_pct, mean_quality_pct, min_quality_pct,
+    Columns: ``k, slo, runs_calibration, gpu_s_calibration, gpu_s_saved_pct, mean_quality_pct`` with its
+    bootstrap 95% interval over curves (``quality_ci_lo_pct``, ``quality_ci_hi_pct``), ``min_quality_pct,
     exact_pct`` (B_cap equals the measured best), ``slo_violations``, ``efficiency_misses`` (measured efficiency at
     B_cap not above epsilon: such a pick scores quality 0, see `evaluate_recommendations`).
     """
@@ -201,6 +204,8 @@ def quality_vs_effort(
         ev = evaluate_recommendations(curves, fits, slos, epsilon, respect_memory=spec["respect_memory"])
         effort = profiling_effort(curves, cal)
         for name, part in ev.groupby("slo", sort=True):
+            qm, qlo, qhi = U.bootstrap_mean_ci(part["quality_pct"].dropna(), n_boot=n_boot, seed=seed,
+                                               label=f"effort {variant} k={k} / {name}")  # fmt: skip
             rows.append(
                 {
                     "variant": variant,
@@ -211,7 +216,9 @@ def quality_vs_effort(
                     "gpu_s_calibration": effort["gpu_s_calibration"],
                     "gpu_s_full": effort["gpu_s_full"],
                     "gpu_s_saved_pct": effort["gpu_s_saved_pct"],
-                    "mean_quality_pct": float(part["quality_pct"].mean()),
+                    "mean_quality_pct": qm,
+                    "quality_ci_lo_pct": qlo,
+                    "quality_ci_hi_pct": qhi,
                     "min_quality_pct": float(part["quality_pct"].min()),
                     "exact_pct": float((part["b_cap"] == part["b_true"]).mean() * 100),
                     "slo_violations": int(part["slo_violation"].fillna(False).sum()),
