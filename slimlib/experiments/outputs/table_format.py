@@ -368,7 +368,7 @@ def parameter_display(params: pd.DataFrame, decimals: int = 3) -> pd.DataFrame:
     columns give them (an interval crossing a physical bound is not shown past it)."""
     rows = []
     for r in params.itertuples(index=False):
-        d = r._asdict()
+        d = dict(zip(params.columns, r, strict=True))
         scale, unit = UNIT_SCALES.get(r.unit, (1.0, r.unit))
         se_na = "n/a (at bound)" if r.at_bound else "n/a (not estimable)"
         se = np.nan if r.at_bound else r.stderr
