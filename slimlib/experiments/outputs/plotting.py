@@ -65,9 +65,13 @@ def _fallback(key: str, palette: list[str]) -> tuple[str, str]:
     return palette[h % len(palette)], _FALLBACK_MARKERS[h % len(_FALLBACK_MARKERS)]
 
 
+#: Colours of models the house map does not list: more earth tones, none of them a method colour.
+MODEL_FALLBACK_COLORS = ["#A6761D", "#B15928", "#6A3D9A", "#543005", "#40004B", "#7F6000"]
+
+
 def model_style(model: str) -> tuple[str, str]:
     """(colour, marker) of `model` in every figure."""
-    return MODEL_STYLES.get(str(model).lower()) or _fallback(model, HOUSE_COLORS[:6])
+    return MODEL_STYLES.get(str(model).lower()) or _fallback(model, MODEL_FALLBACK_COLORS)
 
 
 def ol_style(output_len: float) -> tuple[str, str]:
