@@ -17,12 +17,14 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 VPY="$VENV/bin/python"
 export PIP_DISABLE_PIP_VERSION_CHECK=1
-# Install (editable) unless this venv already holds an install made from the same pyproject.toml.
+# Exact versions of the environment that made figures/ (pyproject.toml keeps ranges for library users).
+CONSTRAINTS="$PWD/requirements/constraints.txt"
+# Install (editable) unless this venv already holds an install made from the same pyproject.toml and constraints.
 STAMP="$VENV/.slim-installed"
-WANT=$("$VPY" -c 'import hashlib; print(hashlib.sha256(open("pyproject.toml", "rb").read()).hexdigest())')
+WANT=$("$VPY" -c 'import hashlib; print(hashlib.sha256(open("pyproject.toml", "rb").read() + open("requirements/constraints.txt", "rb").read()).hexdigest())')
 if [ "$(cat "$STAMP" 2>/dev/null)" != "$WANT" ] || ! "$VPY" -c "import slimlib" 2>/dev/null; then
   echo "setup: installing slimlib and its dependencies into $VENV" >&2
-  "$VPY" -m pip install -q -e ".[dev,notebooks]" > "$SLIM_TMP/pip.log" 2>&1 || { cat "$SLIM_TMP/pip.log" >&2; exit 1; }
+  "$VPY" -m pip install -q -c "$CONSTRAINTS" -e ".[dev,notebooks]" > "$SLIM_TMP/pip.log" 2>&1 || { cat "$SLIM_TMP/pip.log" >&2; exit 1; }
   echo "$WANT" > "$STAMP"
 fi
 export PATH="$VENV/bin:$PATH"

@@ -5,7 +5,7 @@ source "$(dirname "$0")/_setup.sh"
 # multi-GB CUDA build), installed once. SLIM_TEST_TORCH=0 skips this, and those tests then report themselves as skipped.
 if [ "${SLIM_TEST_TORCH:-1}" = 1 ] && ! "$VPY" -c "import torch" 2>/dev/null; then
   echo "setup: installing torch==2.13.0+cpu for the profiling-kit tests" >&2
-  "$VPY" -m pip install -q "torch==2.13.0+cpu" --extra-index-url https://download.pytorch.org/whl/cpu \
+  "$VPY" -m pip install -q -c "$CONSTRAINTS" "torch==2.13.0+cpu" --extra-index-url https://download.pytorch.org/whl/cpu \
     --retries 1 --timeout 15 2> >(grep -v -e "^WARNING: Location" -e "^WARNING: Retrying" >&2)
 fi
 # CI checks the generated Slurm scripts with shellcheck too (elsewhere that one test skips, saying so).

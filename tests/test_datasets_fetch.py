@@ -7,6 +7,7 @@ import hashlib
 import http.server
 import shutil
 import threading
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,7 @@ from slimlib.data.fetch import PINNED_URLS, fetch, file_url, load_registry, make
 from slimlib.errors import DataError, UnknownNameError
 
 needs_mirror = needs(RAW)
+ROOT = Path(__file__).resolve().parents[1]
 
 FILES = {
     "vllm-batching-memory-gap/benchmarks/definitive_results/background/opt-1.3b/_8_/openai-x.json": b'{"a": 1}\n',
@@ -228,3 +230,155 @@ def test_cli_fetch(served, tmp_path, monkeypatch, capsys):
     assert main(argv) == 0
     assert capsys.readouterr().out.strip() == str(tmp_path / "c")
     assert len(server.requests) == 2
+
+
+def _wheel(path: Path, members: dict[str, bytes]) -> bytes:
+    with zipfile.ZipFile(path, "w") as zf:
+        for name, data in sorted(members.items()):
+            zf.writestr(name, data)
+    return path.read_bytes()
+
+
+@pytest.fixture
+def upstream(tmp_path, monkeypatch):
+    """A loopback 'upstream': a wheel and a full results file, pinned (URL + sha256) like the real ones."""
+    root = tmp_path / "upstream"
+    root.mkdir()
+    members = {
+        "aiconfigurator_core/systems/h100_sxm.yaml": b"gpu: {mem_bw: 1}\n",
+        "aiconfigurator_core/systems/data/h100_sxm/gemm/vllm/0.24.0/gemm_perf.parquet": b"PAR1 fake",
+        "aiconfigurator_core-0.12.0.dist-info/METADATA": b"Name: aiconfigurator-core\n",
+        "aiconfigurator_core/not_listed.py": b"x = 1\n",
+    }
+    wheel = _wheel(root / "aic.whl", members)
+    full = (
+        b"Hardware,Num of Hardware,Latency\n"
+        b"AMD MI300X GPU,1,2.5\n"
+        b"Nvidia A100 GPU,1,1.0\n"
+        b'"Nvidia H100",2,0.5\n'
+        b"Intel Max 1550,1,3.0\n"
+    )
+    cut = b"Hardware,Num of Hardware,Latency\nAMD MI300X GPU,1,2.5\nIntel Max 1550,1,3.0\n"
+    (root / "All_results.csv").write_bytes(full)
+    with _Server(root) as server:
+        up_wheel = fetch_mod.Upstream(server.url + "/aic.whl", hashlib.sha256(wheel).hexdigest())
+        up_csv = fetch_mod.Upstream(server.url + "/All_results.csv", hashlib.sha256(full).hexdigest())
+        monkeypatch.setattr(fetch_mod, "BUNDLES", {"aiconfigurator-kernels/": up_wheel})
+        derived = {"llm-inference-bench/Plots/All_results.csv": (up_csv, fetch_mod.non_nvidia_rows)}
+        monkeypatch.setattr(fetch_mod, "DERIVED", derived)
+        expected = {"aiconfigurator-kernels/" + m: d for m, d in members.items() if not m.endswith(".py")}
+        expected["llm-inference-bench/Plots/All_results.csv"] = cut
+        registry = {n: "sha256:" + hashlib.sha256(d).hexdigest() for n, d in expected.items()}
+        yield server, registry, expected
+
+
+def test_fetch_extracts_wheel_members_and_cuts_the_results_file(upstream, tmp_path):
+    server, registry, expected = upstream
+    dest = fetch(tmp_path / "cache", registry=registry)
+    got = {p.relative_to(dest).as_posix(): p.read_bytes() for p in dest.rglob("*") if p.is_file()}
+    assert got == expected  # only the listed members; Nvidia rows (quoted or not) dropped, the rest verbatim
+    assert sorted(server.requests) == ["/All_results.csv", "/aic.whl"]  # one download per upstream file
+    fetch(tmp_path / "cache", registry=registry)
+    assert len(server.requests) == 2  # everything present with its sha256: nothing downloaded again
+    damaged = "aiconfigurator-kernels/aiconfigurator_core/systems/h100_sxm.yaml"
+    (dest / damaged).write_bytes(b"damaged")
+    fetch(tmp_path / "cache", registry=registry)
+    assert server.requests[-1] == "/aic.whl" and len(server.requests) == 3
+    assert (dest / damaged).read_bytes() == expected[damaged]
+
+
+def test_fetch_from_upstream_refuses_a_changed_download_or_member(upstream, tmp_path, monkeypatch):
+    server, registry, _ = upstream
+    bad = dict(registry)
+    member = "aiconfigurator-kernels/aiconfigurator_core/systems/h100_sxm.yaml"
+    bad[member] = "sha256:" + "0" * 64
+    with pytest.raises(
+        DataError, match=r"h100_sxm\.yaml: the file cut from aic\.whl does not match its sha256"
+    ):
+        fetch(tmp_path / "c1", registry=bad, files=[member])
+    assert not (tmp_path / "c1" / member).exists()
+    # the wheel itself no longer matches its pin
+    monkeypatch.setattr(
+        fetch_mod,
+        "BUNDLES",
+        {"aiconfigurator-kernels/": fetch_mod.Upstream(server.url + "/aic.whl", "1" * 64)},
+    )
+    with pytest.raises(
+        DataError, match=r"aic\.whl \(the upstream of .*\): the downloaded file does not match"
+    ):
+        fetch(tmp_path / "c2", registry=registry, files=[member], retries=0)
+
+
+def test_pinned_urls_of_the_wheel_and_the_results_file():
+    assert file_url("aiconfigurator-kernels/aiconfigurator_core/systems/h100_sxm.yaml") == (
+        "https://files.pythonhosted.org/packages/cp311/a/aiconfigurator-core/"
+        "aiconfigurator_core-0.12.0-cp311-abi3-manylinux_2_28_x86_64.whl"
+    )
+    assert file_url("llm-inference-bench/Plots/All_results.csv") == (
+        "https://raw.githubusercontent.com/argonne-lcf/LLM-Inference-Bench/"
+        "4211f5d4e9bc0145ed541b6d372d5d8223b44235/Plots/All_results.csv"
+    )
+    assert file_url("llm-inference-bench/LICENSE").endswith(
+        "/4211f5d4e9bc0145ed541b6d372d5d8223b44235/LICENSE"
+    )
+
+
+@needs_mirror
+def test_registry_covers_every_raw_file_the_data_build_read():
+    """Every file of data/raw_manifest.csv (what `slim data build` read) that is upstream data is fetchable,
+    with the same sha256; only the mirror's own notes (PROVENANCE.md, README.md) are not."""
+    import csv
+
+    registry = load_registry()
+    with (ROOT / "data" / "raw_manifest.csv").open() as fh:
+        rows = list(csv.DictReader(fh))
+    sources = {r["path"].split("/", 1)[0] for r in rows}
+    assert sources == {
+        "aiconfigurator-kernels",
+        "llm-inference-bench",
+        "vidur-profiling",
+        "vllm-batching-memory-gap",
+    }
+    missing = [r["path"] for r in rows if r["path"] not in registry and not r["path"].endswith(".md")]
+    assert missing == []
+    for r in rows:
+        if r["path"] in registry:
+            assert registry[r["path"]] == "sha256:" + r["sha256"], r["path"]
+
+
+@needs_mirror
+def test_real_wheel_members_and_results_cut_match_the_packaged_registry(tmp_path, monkeypatch):
+    """The mirror's AIConfigurator files zipped as a wheel and its LLM-Inference-Bench rows with Nvidia rows added
+    back: fetch extracts and cuts them to the bytes the packaged registry pins."""
+    registry = load_registry()
+    root = tmp_path / "up"
+    root.mkdir()
+    aic = RAW / "aiconfigurator-kernels"
+    names = [n for n in registry if n.startswith("aiconfigurator-kernels/")][:3]
+    names.append("aiconfigurator-kernels/aiconfigurator_core-0.12.0.dist-info/METADATA")
+    members = {n.split("/", 1)[1]: (aic / n.split("/", 1)[1]).read_bytes() for n in names}
+    wheel = _wheel(root / "w.whl", members)
+    ours = (RAW / "llm-inference-bench" / "Plots" / "All_results.csv").read_bytes()
+    head, rest = ours.split(b"\n", 1)
+    full = head + b"\nNvidia A100 GPU,1,vLLM,m,128,1,1.0,2.0\n" + rest
+    (root / "r.csv").write_bytes(full)
+    with _Server(root) as server:
+        monkeypatch.setattr(
+            fetch_mod,
+            "BUNDLES",
+            {
+                "aiconfigurator-kernels/": fetch_mod.Upstream(
+                    server.url + "/w.whl", hashlib.sha256(wheel).hexdigest()
+                )
+            },
+        )
+        up = fetch_mod.Upstream(server.url + "/r.csv", hashlib.sha256(full).hexdigest())
+        monkeypatch.setattr(
+            fetch_mod,
+            "DERIVED",
+            {"llm-inference-bench/Plots/All_results.csv": (up, fetch_mod.non_nvidia_rows)},
+        )
+        dest = fetch(tmp_path / "cache", files=[*names, "llm-inference-bench/Plots/All_results.csv"])
+    assert (dest / "llm-inference-bench/Plots/All_results.csv").read_bytes() == ours
+    for n in names:
+        assert (dest / n).read_bytes() == (RAW / n).read_bytes()

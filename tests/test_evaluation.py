@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -95,6 +96,20 @@ def test_notebook_06_runs_in_quick_mode(tmp_path):
     for name in ("table02_mape.csv", "table02_mape.md", "table02_mape.tex", "eval_parity.png",
                  "eval_parity.pdf", "eval_curves.png", "eval_slim_params.csv"):  # fmt: skip
         assert (figures / name).is_file() and (figures / name).stat().st_size > 0, name
+    # every MAPE cell of Table II has an interval, and every non-physical prediction is counted in its cell
+    long = pd.read_csv(figures / "table02_mape.csv")
+    ok = long["mape_pct"].notna()
+    assert ok.any() and long.loc[ok, ["ci_lo_pct", "ci_hi_pct"]].notna().all().all()
+    assert (long.loc[ok, "ci_lo_pct"] <= long.loc[ok, "mape_pct"] + 1e-9).all()
+    assert "n_nonphysical" in long.columns and long.loc[ok, "n_nonphysical"].notna().all()
+    for metric in ("throughput", "latency"):
+        shown = (figures / f"table02_mape_{metric}.md").read_text()
+        rows = [ln for ln in shown.splitlines() if ln.startswith("| ") and "Scenario" not in ln]
+        for row in rows:
+            for cell in row.strip("|").split("|")[2:]:
+                cell = cell.strip().strip("*")
+                assert cell.startswith("n/a") or re.match(r"^-?\d+\.\d \[-?\d+\.\d, -?\d+\.\d\]", cell), cell
+        assert "context transfer IL = OL (LLM-Inference-Bench, MI300X/MI250)" in shown
 
 
 def test_warnings_are_collected_per_scenario_and_method_not_silenced():

@@ -22,10 +22,12 @@ from slimlib.experiments.outputs.plotting import (  # noqa: E402
     BATCH_TICKS,
     DOUBLE_COLUMN_IN,
     HOUSE_COLORS,
+    METHOD_STYLES,
     MODEL_STYLES,
     OL_STYLES,
     SINGLE_COLUMN_IN,
     batch_axis,
+    length_color,
     method_style,
     model_style,
     new_figure,
@@ -188,8 +190,16 @@ def test_house_palette_has_no_yellow_and_one_style_per_model_and_output_length()
     assert model_style("mistral-7b") == model_style("mistral-7b")  # unknown names: stable fallback
     assert model_style("mistral-7b")[0] in HOUSE_COLORS
     assert method_style("paper")[0] != method_style("slim")[0]
+    # one meaning per colour family: method colours are never a model's or a length's colour
+    method_colors = {c.upper() for c, _ in METHOD_STYLES.values()}
     for color, _ in [*MODEL_STYLES.values(), *OL_STYLES.values()]:
-        assert color in HOUSE_COLORS
+        assert color.upper() not in method_colors
+    assert model_style("mistral-7b")[0].upper() not in method_colors
+    assert not {c for c, _ in MODEL_STYLES.values()} & {c for c, _ in OL_STYLES.values()}
+    # lengths: one sequential map, darker to lighter with length
+    assert ol_style(390)[0] == OL_STYLES[390][0] and ol_style(1000)[0] == length_color(1000)
+    lum = [sum(int(c[i : i + 2], 16) for i in (1, 3, 5)) for c in (length_color(v) for v in (64, 512, 4096))]
+    assert lum == sorted(lum)
 
 
 def test_batch_axis_has_plain_power_of_four_ticks():

@@ -91,7 +91,7 @@ def test_table2_in_the_paper_shape_bold_best_with_intervals_and_p_values():
     md = T.markdown(*T.format_table(shown))
     assert "**4.4 [3.4, 5.4], p<0.001**" in md and "**1.1 [0.1, 2.1], p<0.001**" in md
     tex = T.latex(*T.format_table(shown), notes=["x > 100%"])
-    assert r"\textbf{4.4 [3.4, 5.4], p<0.001}" in tex and r"Note: x > 100\%" in tex
+    assert r"\textbf{4.4 [3.4, 5.4], p$<$0.001}" in tex and r"Note: x $>$ 100\%" in tex  # math-mode < and >
 
 
 def test_high_mape_note():
@@ -121,5 +121,45 @@ def test_parameter_display_units_and_bounds():
                            "at_bound": [False, True]})  # fmt: skip
     out = T.parameter_display(params)
     assert out.loc[0, "Unit"] == "µs/token" and out.loc[0, "Estimate"] == "0.167"
-    assert out.loc[0, "95% CI"] == "[0.0550, 0.280]"
+    assert out.loc[0, "95% CI"] == "[0.055, 0.280]"  # fixed decimals, not significant figures
     assert out.loc[1, "Std. error"] == "n/a (at bound)" and out.loc[1, "95% CI"] == "n/a (at bound)"
+
+
+def test_p_values_never_print_as_zero_and_headers_carry_units_in_words():
+    df = pd.DataFrame({"p_wilcoxon": [0.0000123, 0.0412, np.nan], "time_us": [1.5, 2.25, 3.0],
+                       "weight_gib": [12.6, 3.0, 1.0], "gpu": ["h100_sxm", "H100-SXM", "b200_sxm"]})  # fmt: skip
+    text, _ = T.format_table(df, {"p_wilcoxon": T.Col(header="p (Wilcoxon)", decimals=3)})
+    assert list(text.columns) == ["p (Wilcoxon)", "Kernel time (µs)", "Weight (GiB)", "GPU"]
+    assert list(text["p (Wilcoxon)"]) == ["<0.001", "0.041", "n/a (no data)"]
+    assert list(text["GPU"]) == ["h100-sxm-80gb", "h100-sxm-80gb", "b200-sxm"]  # one spelling per GPU
+    assert T.human_header("kv_needed_gib") == "KV needed (GiB)" and T.human_header("step_us") == "Step (µs)"
+
+
+def test_long_na_reasons_go_to_a_note_and_nonphysical_cells_are_marked_never_best():
+    rows = []
+    for m, v, bad in (("SLIM", 20.0, 0), ("IMAI OOD-LR", 5.0, 3), ("LLMVisor-Agg", np.nan, 0)):
+        rows.append({"scenario": "context-transfer", "method": m, "metric": "latency", "n_train": 10,
+                     "n_test": 9, "mape_pct": v, "ci_lo_pct": v - 1, "ci_hi_pct": v + 1,
+                     "p_wilcoxon": 0.5, "n_nonphysical": bad})  # fmt: skip
+    long = pd.DataFrame(rows)
+    reason = "not fitted: LLMVisor-Agg needs TTFT and ITL, which this benchmark does not report at all"
+    shown = T.paper_table2(long, "latency", na_reasons={"context-transfer / LLMVisor-Agg": reason})
+    row = shown.iloc[0]
+    assert row["Scenario"] == "context transfer IL = OL (LLM-Inference-Bench, MI300X/MI250)"
+    assert row["LLMVisor-Agg"] == "n/a (note 1)" and shown.attrs["notes"][0] == f"n/a (note 1): {reason}"
+    assert row["IMAI OOD-LR"].endswith("(3 <= 0)") and not isinstance(row["IMAI OOD-LR"], T.Bold)
+    assert isinstance(row["SLIM (faithful)" if "SLIM (faithful)" in row else "SLIM"], T.Bold)
+    assert "3 of 9" in shown.attrs["notes"][1] and "counted as failures" in shown.attrs["notes"][1]
+
+
+def test_parameter_display_flags_unstable_fits_and_keeps_intervals_inside_bounds():
+    params = pd.DataFrame({"method": ["SLIM"] * 2, "scenario": ["s"] * 2, "fold": ["f"] * 2,
+                           "parameter": ["alpha", "B0"], "unit": ["-", "-"], "estimate": [0.05, 38.2],
+                           "stderr": [0.04, 5.0], "ci_lo": [-0.028, 28.4], "ci_hi": [0.128, 48.0],
+                           "at_bound": [False, False], "unstable": [True, False], "lower": [0.0, 0.0],
+                           "upper": [1.0, 1e4]})  # fmt: skip
+    out = T.parameter_display(params)
+    assert list(out["Unstable"]) == ["yes", "no"]
+    assert out.loc[0, "95% CI"] == "[0.000, 0.128]"  # not below alpha's physical bound 0
+    assert out.loc[1, "95% CI"] == "[28.400, 48.000]" and out.loc[1, "Estimate"] == "38.200"
+    assert "Unstable" not in T.parameter_display(params.drop(columns=["unstable"])).columns

@@ -94,3 +94,24 @@ def test_mape_intervals_point_estimates_pairing_and_gaps():
 def test_format_helpers():
     assert U.format_p(0.0004) == "<0.001" and U.format_p(0.0123) == "0.012" and U.format_p(np.nan) == ""
     assert U.format_interval(12.345, 9.81, 15.06) == "12.3 [9.8, 15.1]"
+
+
+def test_no_latency_at_or_below_zero_enters_a_mape_uncounted():
+    """A baseline predicting latency <= 0 on some rows: the MAPE cell counts those rows as non-physical failures,
+    and each counted row's error is at least 100% inside the MAPE."""
+    pred = _predictions()
+    bad = (pred["method"] == "Better") & (pred["scenario"] == "transfer") & (pred["batch_size"] >= 32)
+    pred.loc[bad, "pred_e2e_s"] = -pred.loc[bad, "e2e_s"]  # 3 rows cross zero
+    pred.loc[bad & (pred["batch_size"] == 64), "pred_e2e_s"] = 0.0
+    out = U.mape_intervals(pred, n_boot=200)
+    for r in out.itertuples():
+        sel = pred[(pred["scenario"] == r.scenario) & (pred["method"] == r.method)]
+        col = U.METRIC_COLUMNS[r.metric][1]
+        assert r.n_nonphysical == int((sel[col] <= 0).sum())  # every latency <= 0 is counted
+    cell = out[
+        (out["method"] == "Better") & (out["scenario"] == "transfer") & (out["metric"] == "latency")
+    ].iloc[0]
+    assert cell.n_nonphysical == 3
+    errs = U.ape(pred.loc[bad, "e2e_s"], pred.loc[bad, "pred_e2e_s"])
+    assert (errs >= 100).all() and cell.mape_pct > 3 * 100 / 8
+    assert U.n_nonphysical([1.0, 0.0, -2.0, np.nan]) == 2

@@ -77,7 +77,8 @@ def training_rows(result, scenario: str, curve: str) -> pd.DataFrame:
 def eval_curves(result, panels=CURVE_PANELS, methods=CURVE_METHODS, n: int = 64):
     """Measured test throughput (filled), training points of the same curve (open) and each method's prediction
     on a dense batch-size grid, one panel per (scenario, curve); the y axis spans 0 to 1.5x the largest measured
-    throughput, so predictions outside it are cut. Returns (figure, dense predictions)."""
+    throughput, so predictions outside it are cut. Non-physical predictions (<= 0) are masked, never drawn as a
+    line crossing zero, and the panel names the methods masked. Returns (figure, dense predictions)."""
     pred = result.predictions
     chosen = resolve_panels(pred, panels)
     fig, axes = new_figure(2, 3, double=True, height=4.6)
@@ -88,14 +89,19 @@ def eval_curves(result, panels=CURVE_PANELS, methods=CURVE_METHODS, n: int = 64)
         train = training_rows(result, scen, curve)
         dense = dense_curve(result, scen, curve, methods, n)
         dense_all.append(dense.assign(scenario=scen, curve=curve))
+        hidden = []
         for m in methods:
             d = dense[dense["method"] == m]
             if len(d):
                 color, ls = method_style(m)
-                ax.plot(
-                    d["batch_size"], d["pred_throughput_tok_s"] / 1e3, color=color, ls=ls, lw=1.1,
-                    label=method_label(m),
-                )  # fmt: skip
+                y = d["pred_throughput_tok_s"].to_numpy(float)
+                physical = np.where(y > 0, y, np.nan)  # a prediction <= 0 is not drawn (the line breaks)
+                if np.isnan(physical).sum() > np.isnan(y).sum():
+                    hidden.append(m)
+                ax.plot(d["batch_size"], physical / 1e3, color=color, ls=ls, lw=1.1, label=method_label(m))
+        if hidden:
+            ax.text(0.98, 0.02, "not drawn where <= 0:\n" + ", ".join(hidden), transform=ax.transAxes,
+                    ha="right", va="bottom", fontsize=5)  # fmt: skip
         ax.plot(
             test["batch_size"],
             test["throughput_tok_s"] / 1e3,
@@ -127,33 +133,53 @@ def eval_curves(result, panels=CURVE_PANELS, methods=CURVE_METHODS, n: int = 64)
     return fig, dense
 
 
+def panel_grid(n: int, ncols: int = 4) -> tuple[int, int]:
+    """(rows, columns) of a grid with room for `n` panels, at most `ncols` wide."""
+    cols = max(1, min(ncols, n))
+    return -(-n // cols), cols
+
+
+#: Predictions at or below zero are drawn at this fraction of the panel's lower limit (log axes cannot show them).
+FLOOR = 10.0
+
+
 def eval_parity(pred: pd.DataFrame):
-    """Predicted against measured throughput of every test row, one panel per method, coloured by scenario."""
+    """Predicted against measured throughput of every test row, one panel per method (every method of `pred`),
+    coloured by scenario. Non-physical predictions (<= 0) are drawn as crosses on the panel's floor and counted in
+    the panel title; nothing is left out."""
     methods = list(dict.fromkeys(pred["method"]))
     scenarios = list(dict.fromkeys(pred["scenario"]))
     colors = dict(zip(scenarios, HOUSE_COLORS, strict=False))
-    markers = dict(zip(scenarios, ["o", "s", "^", "D", "v", "P", "X"], strict=False))
-    fig, axes = new_figure(2, 3, double=True, height=4.6)
-    for ax, method in zip(axes.flat, methods, strict=False):
+    markers = dict(zip(scenarios, ["o", "s", "^", "D", "v", "P", "X", "*"], strict=False))
+    nrows, ncols = panel_grid(len(methods))
+    fig, axes = new_figure(nrows, ncols, double=True, height=2.1 * nrows + 0.5, squeeze=False)
+    flat = list(axes.flat)
+    for ax, method in zip(flat, methods, strict=False):
         m = pred[pred["method"] == method]
+        bad = m["pred_throughput_tok_s"] <= 0
         for scen in dict.fromkeys(m["scenario"]):
-            s = m[m["scenario"] == scen]
-            ax.loglog(
-                s["throughput_tok_s"],
-                s["pred_throughput_tok_s"].clip(lower=10),
-                markers.get(scen, "o"),
-                ms=2.5,
-                color=colors.get(scen, "gray"),
-                label=scen,
-                alpha=0.8,
-            )
+            s = m[(m["scenario"] == scen) & ~bad]
+            ax.loglog(s["throughput_tok_s"], s["pred_throughput_tok_s"], markers.get(scen, "o"), ms=2.5,
+                      color=colors.get(scen, "gray"), label=scen, alpha=0.8)  # fmt: skip
+        if bad.any():
+            ax.plot(m.loc[bad, "throughput_tok_s"], np.full(int(bad.sum()), FLOOR * 1.3), "|", ms=5, mew=0.8,
+                    color="#777777", label="prediction <= 0 (drawn at the floor)")  # fmt: skip
         ax.plot([50, 3e4], [50, 3e4], "k-", lw=0.6)
         ax.set_xlim(50, 3e4)
-        ax.set_ylim(10, 1e5)
-        ax.set_title(method_label(method), fontsize=8)
-        ax.set_xlabel("measured throughput (tok/s)")
-        ax.set_ylabel("predicted (tok/s)")
-    axes.flat[0].legend(fontsize=5, loc="upper left")
+        ax.set_ylim(FLOOR, 1e5)
+        title = method_label(method) + (f" ({int(bad.sum())} predictions <= 0)" if bad.any() else "")
+        ax.set_title(title, fontsize=7)
+    handles: dict[str, object] = {}
+    for ax in flat[: len(methods)]:
+        for h, lab in zip(*ax.get_legend_handles_labels(), strict=True):
+            handles.setdefault(lab, h)
+    labels = list(handles)
+    for ax in flat[len(methods) :]:
+        ax.set_visible(False)
+    fig.supxlabel("measured throughput (tok/s)", fontsize=8)
+    fig.supylabel("predicted throughput (tok/s)", fontsize=8)
+    fig.legend([handles[k] for k in labels], labels, fontsize=5.5, loc="outside lower center",
+               ncol=min(len(labels), 5), frameon=False)  # fmt: skip
     return fig
 
 

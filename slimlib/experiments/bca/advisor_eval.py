@@ -94,18 +94,24 @@ def fit_per_model(calibration: pd.DataFrame, variant: str | None = None, n_start
     return fits
 
 
+def measured_feasible(curve: pd.DataFrame, slo_s: float, epsilon: float) -> pd.Series:
+    """The measured constraints every advisor variant is scored against (one ground truth for all): measured E2E
+    <= SLO, measured efficiency > epsilon, and no preemption (a preempting configuration is not deployable)."""
+    return (curve["measured_e2e_s"] <= slo_s) & (curve["efficiency"] > epsilon) & ~curve["preempted"]
+
+
 def evaluate_recommendations(
     curves: pd.DataFrame, fits: dict, slos: pd.DataFrame, epsilon: float = 0.3, respect_memory: bool = True
 ) -> pd.DataFrame:
     """Recommended B_cap (searched over each curve's measured batch sizes) vs the measured best configuration.
 
-    `fits` maps model name to a fitted model; `slos` comes from `slo_table`. Ground truth per curve and SLO: the
-    measured configuration of highest throughput with measured E2E <= SLO and measured efficiency > epsilon and,
-    when `respect_memory` (the advisor then requires the full-length KV cache of B_cap to fit), no preemption: the
-    measured counterpart of that memory constraint, so that both sides of the comparison obey the same rules.
-    Quality: ``quality_pct`` = measured throughput at B_cap / ground-truth throughput x 100; a recommendation
-    violates the SLO when its measured E2E exceeds it. ``kv_saved_gb`` = logged default KV allocation minus the
-    blocks B_cap needs.
+    `fits` maps model name to a fitted model; `slos` comes from `slo_table`; `respect_memory` is the advisor's
+    own KV-memory constraint. Ground truth per curve and SLO, the same for every variant (`measured_feasible`):
+    the measured configuration of highest throughput with measured E2E <= SLO, measured efficiency > epsilon and
+    no preemption. Quality: ``quality_pct`` = measured throughput at B_cap / ground-truth throughput x 100 when
+    B_cap meets those same measured constraints (``feasible``), else 0: a recommendation that violates the SLO,
+    misses the efficiency floor or preempts is a miss, never a score above 100% (``throughput_ratio_pct`` keeps
+    the plain ratio). ``kv_saved_gb`` = logged default KV allocation minus the blocks B_cap needs.
     """
     check_epsilon(epsilon)
     out = []
@@ -125,9 +131,7 @@ def evaluate_recommendations(
                 model, wl, s["slo_s"], epsilon, batch_sizes=b, kv_bytes_available=kv_default,
                 respect_memory=respect_memory, block_size=int(curve["block_size"].iloc[0]),
             ).iloc[0]  # fmt: skip
-            meas_ok = (curve["measured_e2e_s"] <= s["slo_s"]) & (curve["efficiency"] > epsilon)
-            if respect_memory:
-                meas_ok &= ~curve["preempted"]
+            meas_ok = measured_feasible(curve, s["slo_s"], epsilon)
             row = {"model": name, "output_len": ol, "input_len": il, "slo": s["slo"], "slo_s": s["slo_s"],
                    "epsilon": epsilon, "b_cap": int(adv["b_cap"]), "binding": adv["binding"],
                    "pred_throughput_tok_s": adv["pred_throughput_tok_s"]}  # fmt: skip
@@ -154,9 +158,12 @@ def evaluate_recommendations(
                     kv_needed_gb=needed / GIB,
                     kv_default_gb=kv_default / GIB,
                     kv_saved_gb=(kv_default - needed) / GIB,
+                    feasible=bool(meas_ok[curve["batch_size"] == adv["b_cap"]].iloc[0]),
                 )
+            ratio = row.get("measured_throughput_tok_s", np.nan) / row["true_throughput_tok_s"] * 100
+            row["throughput_ratio_pct"] = ratio
             row["quality_pct"] = (
-                row.get("measured_throughput_tok_s", np.nan) / row["true_throughput_tok_s"] * 100
+                ratio if row.get("feasible", False) else (0.0 if np.isfinite(ratio) else np.nan)
             )
             out.append(row)
     return pd.DataFrame(out)
@@ -182,13 +189,16 @@ def quality_vs_effort(
     epsilon: float = 0.3,
     n_starts: int = 8,
     variant: str = "project",
+    n_boot: int = U.N_BOOT,
+    seed: int = U.SEED,
 ) -> pd.DataFrame:
     """For k calibration points per curve: profiling effort and recommendation quality of one advisor `variant`
     (a key of `ADVISOR_VARIANTS`), one row per (k, SLO).
 
-    Columns: ``k, slo, runs_calibration, gpu_s_calibration, gpu_s_saved_pct, mean_quality_pct, min_quality_pct,
+    Columns: ``k, slo, runs_calibration, gpu_s_calibration, gpu_s_saved_pct, mean_quality_pct`` with its
+    bootstrap 95% interval over curves (``quality_ci_lo_pct``, ``quality_ci_hi_pct``), ``min_quality_pct,
     exact_pct`` (B_cap equals the measured best), ``slo_violations``, ``efficiency_misses`` (measured efficiency at
-    B_cap not above epsilon: such a pick can score above 100%, since the ground truth must respect epsilon).
+    B_cap not above epsilon: such a pick scores quality 0, see `evaluate_recommendations`).
     """
     rows = []
     for k in ks:
@@ -198,6 +208,8 @@ def quality_vs_effort(
         ev = evaluate_recommendations(curves, fits, slos, epsilon, respect_memory=spec["respect_memory"])
         effort = profiling_effort(curves, cal)
         for name, part in ev.groupby("slo", sort=True):
+            qm, qlo, qhi = U.bootstrap_mean_ci(part["quality_pct"].dropna(), n_boot=n_boot, seed=seed,
+                                               label=f"effort {variant} k={k} / {name}")  # fmt: skip
             rows.append(
                 {
                     "variant": variant,
@@ -208,7 +220,9 @@ def quality_vs_effort(
                     "gpu_s_calibration": effort["gpu_s_calibration"],
                     "gpu_s_full": effort["gpu_s_full"],
                     "gpu_s_saved_pct": effort["gpu_s_saved_pct"],
-                    "mean_quality_pct": float(part["quality_pct"].mean()),
+                    "mean_quality_pct": qm,
+                    "quality_ci_lo_pct": qlo,
+                    "quality_ci_hi_pct": qhi,
                     "min_quality_pct": float(part["quality_pct"].min()),
                     "exact_pct": float((part["b_cap"] == part["b_true"]).mean() * 100),
                     "slo_violations": int(part["slo_violation"].fillna(False).sum()),
@@ -263,7 +277,9 @@ def summary_with_uncertainty(
     """Per variant and SLO: mean recommendation quality and the MAPE of the advisor's predicted throughput at
     B_cap against the measured one, each with a bootstrap 95% interval over curves, and Wilcoxon p-values of the
     paired comparison with the `reference` variant on the same curves; plus counts of SLO violations and
-    efficiency misses. Curves without a recommendation or ground truth are left out of the means (``n``)."""
+    efficiency misses; ``misses`` counts picks that break a measured constraint (scored 0), of which
+    ``preempting_picks`` only by preempting. Curves without a recommendation or ground truth are left out of the
+    means (``n``)."""
 
     keys = ["model", "output_len", "slo"]
     ref = rec[rec["variant"] == reference].set_index(keys)
@@ -283,6 +299,10 @@ def summary_with_uncertainty(
                "pred_mape_pct": mm, "pred_mape_ci_lo_pct": mlo, "pred_mape_ci_hi_pct": mhi,
                "slo_violations": int(part["slo_violation"].fillna(False).astype(bool).sum()),
                "efficiency_misses": int((part["measured_efficiency"] <= part["epsilon"]).sum()),
+               "preempting_picks": int((part["b_cap"] > 0).sum() - (part["feasible"].fillna(True).astype(bool)
+                                       | part["slo_violation"].fillna(False).astype(bool)
+                                       | (part["measured_efficiency"] <= part["epsilon"])).sum()),
+               "misses": int((part["b_cap"] > 0).sum() - part["feasible"].fillna(False).astype(bool).sum()),
                "p_quality_vs_ref": np.nan, "p_mape_vs_ref": np.nan}  # fmt: skip
         if variant != reference:
             r = ref[ref.index.get_level_values("slo") == slo]

@@ -11,8 +11,10 @@ import numpy as np
 import pandas as pd
 
 from slimlib.experiments.outputs.plotting import (
+    DOUBLE_COLUMN_IN,
     OKABE_ITO,
     batch_axis,
+    length_color,
     model_style,
     new_figure,
     ol_style,
@@ -80,35 +82,41 @@ def fig02_saturation(advisor: pd.DataFrame, knees: pd.DataFrame, models: list[st
 
 
 def fig02_active_context(advisor: pd.DataFrame, offline: pd.DataFrame, models: list[str], output_lens: list):
-    """Fig. 2 (right): throughput against the mean active context of Eq. 3, online (colour = model, marker =
-    output length) and offline runs."""
-    fig, axes = new_figure(1, 2, double=True, height=2.5)
-    for m in models:
+    """Fig. 2 (right): throughput against the mean active context of Eq. 3. (a) online fixed-length runs, one
+    small panel per model (shared axes; colour and marker = output length, the sequential length map), so the
+    16 curves do not overlap; (b) offline batch sweeps (colour = model)."""
+    import matplotlib.pyplot as plt
+
+    fig = plt.figure(figsize=(DOUBLE_COLUMN_IN, 3.6), layout="constrained")
+    grid = fig.add_gridspec(2, 3, width_ratios=[1, 1, 1.3])
+    panels = [fig.add_subplot(grid[i // 2, i % 2]) for i in range(len(models[:4]))]
+    for ax in panels[1:]:
+        ax.sharex(panels[0])
+        ax.sharey(panels[0])
+    off_ax = fig.add_subplot(grid[:, 2])
+    for ax, m in zip(panels, models, strict=False):
         for ol in output_lens:
             g = advisor[(advisor["model"] == m) & (advisor["output_len"] == ol)]
-            axes[0].plot(
-                g["active_ctx_mean"],
-                g["throughput_tok_s"] / 1e3,
-                marker=ol_style(ol)[1],
-                ls="-",
-                lw=0.8,
-                color=model_style(m)[0],
-                label=m if ol == output_lens[0] else None,
-            )
-    for ol in output_lens:
-        axes[0].plot([], [], marker=ol_style(ol)[1], ls="none", color="gray", label=f"OL={ol:.0f}")
+            color, marker = ol_style(ol)
+            ax.plot(g["active_ctx_mean"], g["throughput_tok_s"] / 1e3, marker=marker, ms=2.5, ls="-", lw=0.8,
+                    color=color, label=f"OL={ol:.0f}")  # fmt: skip
+        ax.set_title(f"(a) {m}", fontsize=7)
+        plain_log_axis(ax, "x", subs=(1.0,))
+    for ax in panels[-2:]:
+        ax.set_xlabel("mean active context A (tokens)", fontsize=7)
+    for ax in panels[::2]:
+        ax.set_ylabel("throughput (k tok/s)", fontsize=7)
+    panels[0].legend(fontsize=5.5, loc="upper left")
     for name, g in offline.groupby("model", sort=True):
         m = str(name)
         color, marker = model_style(m)
-        axes[1].plot(g["active_ctx_mean"], g["throughput_tok_s"] / 1e3, marker=marker, color=color, label=m)
-    for ax in axes:
-        plain_log_axis(ax, "x", subs=(1.0,))
-        ax.set_xlabel("mean active context A (tokens, Eq. 3)")
-    axes[0].set_ylabel("throughput (k tok/s)")
-    axes[0].set_title("(a) online, fixed lengths (advisor runs)")
-    axes[1].set_title("(b) offline batch sweeps (IL=161, OL=338)")
-    axes[0].legend(fontsize=6, ncol=2, loc="upper left")
-    axes[1].legend(fontsize=6, loc="upper left")
+        off_ax.plot(g["active_ctx_mean"], g["throughput_tok_s"] / 1e3, marker=marker, color=color, label=m)
+    plain_log_axis(off_ax, "x", subs=(1.0,))
+    off_ax.set_xlabel("mean active context A (tokens, Eq. 3)")
+    off_ax.set_ylabel("throughput (k tok/s)")
+    off_ax.set_title("(b) offline batch sweeps (IL=161, OL=338)", fontsize=7)
+    off_ax.legend(fontsize=6, loc="upper left")
+    fig.suptitle("(a) online, fixed lengths (advisor runs), one panel per model", fontsize=7)
     return fig
 
 
@@ -156,7 +164,7 @@ def flag_throttled(tel: pd.DataFrame, share: float = 0.95) -> pd.DataFrame:
 def fig04_gpu_utilization_proxy(tel: pd.DataFrame, models: list[str]):
     """Fig. 4 proxy: nvidia-smi dmon duty cycles (SM, memory; columns renamed by `PROXY_COLUMNS`) and board power
     against the batch cap; clock-throttled runs (column ``throttled``, `flag_throttled`) are ringed."""
-    fig, axes = new_figure(1, 3, double=True, height=2.6)
+    fig, axes = new_figure(1, 3, double=True, height=2.9)
     cols = ("sm_duty_mean_pct", "mem_duty_mean_pct", "power_mean_w")
     for m in models:
         color, marker = model_style(m)
@@ -170,8 +178,7 @@ def fig04_gpu_utilization_proxy(tel: pd.DataFrame, models: list[str]):
         clocks = ", ".join(
             f"{c:.0f}" for c in sorted(tel.loc[tel["throttled"], "sm_clock_mean_mhz"].unique())
         )
-        axes[2].plot([], [], "o", ms=7, mfc="none", mec="black", label=f"clock-throttled run ({clocks} MHz)")
-        axes[2].legend(loc="lower right", fontsize=6)
+        axes[0].plot([], [], "o", ms=7, mfc="none", mec="black", label=f"clock-throttled run ({clocks} MHz)")
     for ax in axes:
         batch_axis(ax)
         ax.set_xlabel("batch size cap B")
@@ -183,7 +190,10 @@ def fig04_gpu_utilization_proxy(tel: pd.DataFrame, models: list[str]):
     axes[0].set_title("(a) SM duty cycle")
     axes[1].set_title("(b) memory duty cycle")
     axes[2].set_title("(c) board power")
-    axes[0].legend(loc="lower left", fontsize=6)
+    # one legend below the panels: inside (c) it covered the power curves
+    fig.legend(
+        *axes[0].get_legend_handles_labels(), loc="outside lower center", fontsize=6, ncol=5, frameon=False
+    )
     fig.suptitle(
         "nvidia-smi dmon duty cycles, not the paper's Tensor-Core / SM-issue / DRAM-read counters", fontsize=7
     )
@@ -211,9 +221,9 @@ def fig05_decode_breakdown(breakdown: pd.DataFrame, breakdown_context: int):
     axes[0].set_yticks([0, 20, 40, 60, 80, 100])
     axes[0].set_title("(a) decode-step breakdown vs batch size")
     axes[0].legend(loc="upper center", fontsize=5.5, ncol=3, handlelength=1.0, columnspacing=0.8)
-    cmap = [OKABE_ITO[i] for i in (0, 1, 2, 4, 5, 6, 7)]
-    for color, (c, g) in zip(cmap, breakdown.groupby("kv_cache_size", sort=True), strict=False):
-        axes[1].plot(g["batch_size"], 100 * g["attention_share"], marker="o", color=color, label=f"C={c}")
+    for c, g in breakdown.groupby("kv_cache_size", sort=True):  # context: the sequential length colours
+        axes[1].plot(g["batch_size"], 100 * g["attention_share"], marker="o", color=length_color(float(c)),
+                     label=f"C={c}")  # fmt: skip
     axes[1].axhline(50, color="gray", lw=0.6, ls=":")
     batch_axis(axes[1])
     axes[1].set_xlabel("batch size B")
@@ -237,7 +247,7 @@ def fig06_attention_roofline(table1: pd.DataFrame, gpu, batch_sizes: list[int], 
     ax.text(0.6, 0.08, "memory-bound", fontsize=6, color="#D55E00")
     ax.text(ridge * 1.5, gpu.peak_flops / 1e12 * 1.3, "compute-bound", fontsize=6, color="#009E73")
     bcolors = dict(
-        zip(batch_sizes, plt.get_cmap("viridis")(np.linspace(0, 0.9, len(batch_sizes))), strict=True)
+        zip(batch_sizes, plt.get_cmap("plasma")(np.linspace(0, 0.85, len(batch_sizes))), strict=True)
     )
     sizes = {c: 8 + 30 * i / max(len(contexts) - 1, 1) for i, c in enumerate(contexts)}
     for b, g in table1.groupby("batch_size", sort=True):

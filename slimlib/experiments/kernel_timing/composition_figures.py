@@ -130,8 +130,8 @@ def plot_roofline(ax, tables: dict[str, pd.DataFrame], sets: dict[str, KernelSet
 
     markers = ["o", "s", "^", "D"]
     bs = sorted({int(b) for t in tables.values() for b in t["batch_size"]})
-    cmap = mpl.colormaps["viridis"]
-    colors = {b: cmap(i / max(len(bs) - 1, 1)) for i, b in enumerate(bs)}
+    cmap = mpl.colormaps["plasma"]  # batch sizes: not viridis, which means lengths in every figure
+    colors = {b: cmap(0.85 * i / max(len(bs) - 1, 1)) for i, b in enumerate(bs)}
     ai = np.geomspace(0.3, 3e3, 200)
     for n, (name, t) in enumerate(tables.items()):
         ks = sets[name]

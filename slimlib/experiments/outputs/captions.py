@@ -57,7 +57,36 @@ LLMIB = (
     "LLM-Inference-Bench (Argonne, arXiv:2411.00136, BSD-3-Clause): static batches with IL = OL, vLLM 0.6.1 for "
     "ROCm, fp16, on AMD MI300X and MI250 (a card of two 64 GB dies); `data/llmib-runs.csv`"
 )
+#: The online workload of Fig. 1 (family `background`): ShareGPT prompts, not the advisor family's fixed lengths.
+MEMGAP_SHAREGPT = (
+    "vLLMBatchingMemoryGap public measurements (arXiv:2503.08311, commit a918634), online `benchmark_serving` runs "
+    "of 2000 ShareGPT prompts at request rate inf (family `background`, no chunked prefill): vLLM 0.5.2 on one "
+    "H100 SXM 64 GB; `data/memgap-online.csv`"
+)
+#: Profiler of the four timing-valid offline sweeps (PROVENANCE.md and the launcher's config-*.txt).
+OFFLINE_NSYS = (
+    "3 of the 4 offline sweeps (all but OPT-2.7B's `prefill_vs_decode/batch_evolution`) ran under Nsight Systems "
+    "(`profiler = nsys`; timings kept: its overhead is small, unlike Nsight Compute's)"
+)
+#: AIConfigurator source naming only the GPUs of the H100/H200 tables.
+AIC_H100_H200 = (
+    "NVIDIA AIConfigurator measured vLLM kernel timings (aiconfigurator-core 0.12.0 wheel, Apache-2.0): "
+    "FlashAttention-3 decode attention and GEMMs, vLLM 0.24.0 on H100 SXM 80 GB and H200 SXM; `data/aic-*.csv`"
+)
+#: Status of the kernel-timing roofline outputs: derived quantities, not the paper's counters.
+_AIC_ROOFLINE_PROXY = (
+    "proxy (analytic FLOPs and bytes over measured kernel time stand in for the paper's Nsight Compute "
+    "counters; the analytic byte and FLOP counts fix the arithmetic intensity of each shape, so a constant "
+    "intensity is built into the method)"
+)
 EVAL = f"{MEMGAP_ONLINE}; {MEMGAP_OFFLINE}"
+#: Table II and the parity plot also hold the context-transfer row (LLM-Inference-Bench, `data/llmib-runs.csv`).
+EVAL_TABLE2 = f"{EVAL}; context-transfer row: {LLMIB}"
+AIC_H100_H200_B200 = (
+    "NVIDIA AIConfigurator measured vLLM kernel timings (aiconfigurator-core 0.12.0 wheel, Apache-2.0): "
+    "FlashAttention-3 decode attention and GEMMs, vLLM 0.24.0 on H100 SXM 80 GB, H200 SXM and B200 SXM; "
+    "`data/aic-*.csv`"
+)
 
 
 @dataclass(frozen=True)
@@ -79,23 +108,24 @@ CAPTIONS: dict[str, Caption] = {
         "Fig. 1",
         "reproduced (other models and vLLM version than the paper)",
         "Throughput plateau: (a) total-token throughput and (b) mean inter-token latency of online serving "
-        "against the batch-size cap; (c) end-to-end latency of one offline batch. Circles mark the knee, "
-        "crosses the first cap at which the KV cache is full or vLLM preempts.",
-        f"{MEMGAP_ONLINE}; {MEMGAP_OFFLINE}",
+        "(2000 ShareGPT prompts at request rate inf) against the batch-size cap; (c) end-to-end latency of one "
+        f"offline batch (IL = 161, OL = 338; {OFFLINE_NSYS}). Circles mark the knee, crosses the first cap at "
+        "which the KV cache is full or vLLM preempts.",
+        f"{MEMGAP_SHAREGPT}; {MEMGAP_OFFLINE}",
     ),
     "fig01_plateau_summary": Caption(
         "Fig. 1",
         "reproduced (numbers behind the figure)",
         "Knee, throughput at the knee as a share of the maximum, ITL growth to the knee and first KV-full cap "
-        "per model.",
-        MEMGAP_ONLINE,
+        "per model (online ShareGPT workload).",
+        MEMGAP_SHAREGPT,
     ),
     # notebook 02
     "fig02_saturation": Caption(
         "Fig. 2",
         "reproduced (batch-size and output-length panels; the public data has no input-length sweep)",
-        "Throughput saturation against the batch-size cap for output lengths 130-520, one panel per model; "
-        "circles mark each curve's knee.",
+        "Throughput saturation against the batch-size cap for output lengths 130-520 at a fixed input length "
+        "(IL = 242 tokens for OPT, 250 for Llama-2), one panel per model; circles mark each curve's knee.",
         MEMGAP_ONLINE,
     ),
     "fig02_active_context": Caption(
@@ -116,13 +146,14 @@ CAPTIONS: dict[str, Caption] = {
         "Fig. 3",
         "reproduced (batch-size panel only; no IL/OL sweep with valid timings in the public data)",
         "Prefill/decode split against the batch size (IL = 161, OL = 338): (a) decode share of "
-        "prefill + decode time, (b) absolute phase times.",
+        f"prefill + decode time, (b) absolute phase times; {OFFLINE_NSYS}.",
         MEMGAP_OFFLINE,
     ),
     "fig03_prefill_decode_summary": Caption(
         "Fig. 3",
         "reproduced (numbers behind the figure)",
-        "Prefill and decode time and shares of the large-batch summary runs, one per model.",
+        "Prefill and decode time and shares of the large-batch summary runs, one per model (all four ran under "
+        "Nsight Systems, `prefill_vs_decode/summary_table`).",
         MEMGAP_OFFLINE,
     ),
     # notebook 04
@@ -163,22 +194,25 @@ CAPTIONS: dict[str, Caption] = {
         "reproduced (other models, vLLM version and scenarios' lengths than the paper)",
         "Throughput and latency MAPE of every method in every scenario (long form) with bootstrap 95% "
         "intervals over test configurations and the paired comparison with faithful SLIM on the same rows "
-        "(mean difference, paired-bootstrap and Wilcoxon signed-rank p-values).",
-        EVAL,
+        "(mean difference, paired-bootstrap and Wilcoxon signed-rank p-values), and per cell the number of "
+        "non-physical predictions (<= 0), counted as failures. The input-length row is the paper's experiment "
+        '(n/a until an input-length sweep exists); the row "context transfer IL = OL (LLM-Inference-Bench, '
+        'MI300X/MI250)" is a different experiment on AMD GPUs, on which SLIM-longctx was developed.',
+        EVAL_TABLE2,
     ),
     "table02_mape_throughput": Caption(
         "Table II",
         "reproduced (in the paper's shape: scenarios as rows, methods as columns)",
         "Throughput MAPE (%) with bootstrap 95% interval and the Wilcoxon p-value against faithful SLIM; best "
-        "per scenario in bold.",
-        EVAL,
+        'per scenario in bold (never a cell with non-physical predictions, marked "(k <= 0)").',
+        EVAL_TABLE2,
     ),
     "table02_mape_latency": Caption(
         "Table II",
         "reproduced (in the paper's shape; online latency is the in-engine request time by Little's law)",
         "E2E-latency MAPE (%) with bootstrap 95% interval and the Wilcoxon p-value against faithful SLIM; best "
-        "per scenario in bold.",
-        EVAL,
+        'per scenario in bold (never a cell with non-physical predictions, marked "(k <= 0)").',
+        EVAL_TABLE2,
     ),
     "eval_curves": Caption(
         "",
@@ -190,8 +224,9 @@ CAPTIONS: dict[str, Caption] = {
     "eval_parity": Caption(
         "",
         "extension (not in the paper)",
-        "Predicted against measured throughput of every test row, one panel per method, coloured by scenario.",
-        EVAL,
+        "Predicted against measured throughput of every test row, one panel per method, coloured by scenario; "
+        "predictions <= 0 are drawn on the panel floor and counted in its title.",
+        EVAL_TABLE2,
     ),
     "eval_slim_params": Caption(
         "",
@@ -294,7 +329,7 @@ CAPTIONS: dict[str, Caption] = {
         "proxy (composed from measured vLLM kernels; no serving overheads)",
         "Prefill and decode time of a Mistral-7B batch composed from measured kernels, and their split, as the "
         "input length and the output length grow at fixed batch sizes: the length panels of Fig. 3.",
-        AIC,
+        AIC_H100_H200,
     ),
     "fig04_step_utilization_aic": Caption(
         "Fig. 4",
@@ -302,7 +337,7 @@ CAPTIONS: dict[str, Caption] = {
         "time, not Tensor-Core/SM-issue/DRAM counters)",
         "Decode step's effective tensor-FLOP utilization and DRAM-bandwidth utilization by batch size (Mistral-7B, "
         "Granite-8B shapes).",
-        AIC,
+        AIC_H100_H200,
     ),
     "fig05_decode_breakdown_aic": Caption(
         "Fig. 5",
@@ -310,35 +345,35 @@ CAPTIONS: dict[str, Caption] = {
         "not timed)",
         "Decode-step time by kernel (attention vs GEMMs) as the batch size and the cached context grow, with the "
         "batch size where attention overtakes the GEMMs marked.",
-        AIC,
+        AIC_H100_H200,
     ),
     "fig05_crossover_aic": Caption(
         "Fig. 5",
-        "reproduced (measured vLLM kernels)",
+        _AIC_ROOFLINE_PROXY,
         "The batch size at which decode attention takes longer than all GEMMs of the step, by cached context and "
-        "GPU (H100, H200, B200, A100).",
-        AIC,
+        "GPU (H100, H200).",
+        AIC_H100_H200,
     ),
     "fig06_attention_roofline_aic": Caption(
         "Fig. 6",
-        "reproduced (analytic FLOPs and bytes over measured time; the bandwidth is not a DRAM counter)",
+        _AIC_ROOFLINE_PROXY,
         "Decode-attention roofline for the paper's (batch, context) grid on H100 and H200: arithmetic intensity "
-        "against achieved FLOP/s, with the GPU's ridge point.",
-        AIC,
+        "against achieved FLOP/s, with the GPU's ridge point; the bandwidth is not a DRAM counter.",
+        AIC_H100_H200,
     ),
     "table01_attention_roofline_aic": Caption(
         "Table I",
-        "reproduced (analytic bytes over measured time, not counters)",
-        "Decode attention per layer: arithmetic intensity, achieved FLOP/s and effective bandwidth by batch size "
-        "and context, against peak.",
-        AIC,
+        _AIC_ROOFLINE_PROXY,
+        "Decode attention per layer on H100 and H200: arithmetic intensity, achieved FLOP/s and effective "
+        "bandwidth by batch size and context, against peak.",
+        AIC_H100_H200,
     ),
     "kernels_plateau_by_gpu": Caption(
         "",
         "extension (not in the paper)",
         "How the plateau moves from H100 to H200 to B200 for Mistral-7B: the batch size where batching efficiency "
         "falls below one half, the attention share there, and the peak decode throughput.",
-        AIC,
+        AIC_H100_H200_B200,
     ),
     "kernels_eta_m_check": Caption(
         "",
@@ -352,7 +387,8 @@ CAPTIONS: dict[str, Caption] = {
         "",
         "extension (not in the paper)",
         "IL = OL context transfer (LLM-Inference-Bench): throughput MAPE per device and method, fit L <= 256, "
-        "validate L >= 512; the same design fills Table II's input-length row (`table02_mape`).",
+        "validate L >= 512; the same design is Table II's own row \"context transfer IL = OL\" (not the paper's "
+        "input-length row).",
         LLMIB,
     ),
     "transfer_context_by_length": Caption(
@@ -364,8 +400,9 @@ CAPTIONS: dict[str, Caption] = {
     "transfer_context_residuals": Caption(
         "",
         "extension (not in the paper)",
-        "Context transfer: relative throughput residuals of the extended model against context length, by model "
-        "and batch size (what grows with context that the model misses).",
+        "Context transfer: signed latency residual of the extended model (measured minus predicted E2E per "
+        "decode step, in ms/step) against context length L, by model and batch size (the time the model misses, "
+        "which grows with context when its attention or KV-capacity terms are wrong).",
         LLMIB,
     ),
     "transfer_tp_mape": Caption(
@@ -390,7 +427,9 @@ CAPTIONS: dict[str, Caption] = {
     "transfer_mi300x_knee": Caption(
         "",
         "extension (not in the paper)",
-        "MI300X throughput curves up to B = 256 at L = 1024 with SLIM-BCA's B_cap against the measured optimum.",
+        "MI300X throughput curves up to B = 256 at L = 1024 with the B_cap that SLIM-BCA recommends from the "
+        "SLIM-longctx fit (the variant named on the figure) against the best measured batch under the same SLO; "
+        "recommendations of B = 1 are flagged.",
         LLMIB,
     ),
     "transfer_mi250_evidence": Caption(

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import matplotlib as mpl
+import numpy as np
 import pandas as pd
 from cycler import cycler
 
@@ -26,19 +27,22 @@ from slimlib.io import write_bytes, write_text
 OKABE_ITO = ["#E69F00", "#56B4E9", "#009E73", "#F0E442", "#0072B2", "#D55E00", "#CC79A7", "#000000"]
 #: The house colours: Okabe-Ito without yellow (#F0E442 has too little contrast on white), blue first.
 HOUSE_COLORS = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000"]
-#: Model -> (colour, marker): OPT models warm, Llama-2 models cool, and a distinct marker for each.
+# One meaning per colour family across figures: the Okabe-Ito hues of METHOD_STYLES mean estimators; models take
+# earth tones (brown OPT, purple Llama-2, darker = larger); lengths take the sequential viridis map (short dark,
+# long light). No figure uses one family for another meaning.
+#: Model -> (colour, marker): brown OPT, purple Llama-2 (darker = larger), and a distinct marker for each.
 MODEL_STYLES = {
-    "opt-1.3b": ("#E69F00", "o"),
-    "opt-2.7b": ("#D55E00", "s"),
-    "llama-2-7b": ("#56B4E9", "^"),
-    "llama-2-13b": ("#0072B2", "D"),
+    "opt-1.3b": ("#BF812D", "o"),
+    "opt-2.7b": ("#8C510A", "s"),
+    "llama-2-7b": ("#9970AB", "^"),
+    "llama-2-13b": ("#762A83", "D"),
 }
-#: Output length (tokens) -> (colour, marker), short to long from cool to warm.
+#: Output length (tokens) -> (colour, marker): viridis samples, short (dark) to long (light).
 OL_STYLES = {
-    130: ("#0072B2", "o"),
-    260: ("#009E73", "s"),
-    390: ("#CC79A7", "^"),
-    520: ("#D55E00", "D"),
+    130: ("#440154", "o"),
+    260: ("#355F8D", "s"),
+    390: ("#20A386", "^"),
+    520: ("#86D549", "D"),
 }
 #: Estimator (registry name, `slimlib.model.methods.METHODS`) -> (colour, line style) on every prediction plot.
 METHOD_STYLES = {
@@ -60,15 +64,28 @@ def _fallback(key: str, palette: list[str]) -> tuple[str, str]:
     return palette[h % len(palette)], _FALLBACK_MARKERS[h % len(_FALLBACK_MARKERS)]
 
 
+#: Colours of models the house map does not list: more earth tones, none of them a method colour.
+MODEL_FALLBACK_COLORS = ["#A6761D", "#B15928", "#6A3D9A", "#543005", "#40004B", "#7F6000"]
+
+
 def model_style(model: str) -> tuple[str, str]:
     """(colour, marker) of `model` in every figure."""
-    return MODEL_STYLES.get(str(model).lower()) or _fallback(model, HOUSE_COLORS[:6])
+    return MODEL_STYLES.get(str(model).lower()) or _fallback(model, MODEL_FALLBACK_COLORS)
 
 
 def ol_style(output_len: float) -> tuple[str, str]:
-    """(colour, marker) of an output length in every figure."""
+    """(colour, marker) of an output length in every figure (a length not in OL_STYLES: `length_color`)."""
     key = int(round(float(output_len)))
-    return OL_STYLES.get(key) or _fallback(str(key), HOUSE_COLORS[:6])
+    return OL_STYLES.get(key) or (length_color(key), _fallback(str(key), HOUSE_COLORS[:6])[1])
+
+
+def length_color(length: float, lo: float = 64.0, hi: float = 4096.0) -> str:
+    """Sequential (viridis, 0-0.85) colour of a token length on a log scale from `lo` to `hi`: the one colour
+    family for lengths in every figure."""
+    from matplotlib.colors import to_hex
+
+    x = (np.log(max(float(length), lo)) - np.log(lo)) / (np.log(hi) - np.log(lo))
+    return str(to_hex(mpl.colormaps["viridis"](0.85 * float(np.clip(x, 0.0, 1.0)))))
 
 
 def method_style(method: str) -> tuple[str, object]:

@@ -16,7 +16,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
-from slimlib.errors import DataError
+from slimlib.errors import DataError, UnknownNameError
+from slimlib.registry.gpus import get_gpu
 
 #: Human headers of common machine column names (units in parentheses).
 HEADERS: dict[str, str] = {
@@ -54,7 +55,20 @@ HEADERS: dict[str, str] = {
     "achieved_bw_tb_s": "Achieved DRAM BW (TB/s)",
     "time_ms": "Kernel time (ms)",
     "dmon_samples": "dmon samples",
+    "time_us": "Kernel time (µs)",
+    "weight_gib": "Weight (GiB)",
+    "n_nonphysical": "Non-physical predictions",
+    "b_cap_measured_t1": "B_cap with measured T(1)",
+    "b_cap_is_1": "B_cap = 1 (flag)",
+    "best_measured_throughput_tok_s": "Throughput at best measured B (tok/s)",
+    "measured_throughput_at_b_cap_tok_s": "Measured throughput at B_cap (tok/s)",
+    "measured_e2e_at_b_cap_s": "Measured E2E at B_cap (s)",
+    "n_calibration": "Calibration runs",
+    "calibration_batches": "Calibration batch sizes",
+    "length": "Length IL = OL (tokens)",
 }
+#: Cells of a column at or below this length are "short"; a longer n/a reason goes into a note (`short_na`).
+SHORT_NA = 24
 
 #: Machine-name suffix -> unit shown in the header (longest suffix first).
 UNIT_SUFFIXES: list[tuple[str, str]] = [
@@ -63,7 +77,9 @@ UNIT_SUFFIXES: list[tuple[str, str]] = [
     ("_tok_s", "tok/s"),
     ("_req_s", "req/s"),
     ("_tb_s", "TB/s"),
+    ("_gib", "GiB"),
     ("_gb", "GiB"),
+    ("_us", "µs"),
     ("_mhz", "MHz"),
     ("_pct", "%"),
     ("_ms", "ms"),
@@ -118,6 +134,47 @@ def human_header(name: str, percent: bool | None = None) -> str:
     text = " ".join(words) if words else n
     text = text[:1].upper() + text[1:]
     return f"{text} ({unit})" if unit else text
+
+
+def is_p_column(name: str) -> bool:
+    """Whether column `name` holds p-values (``p``, ``p_*``, ``p (...)``): printed ``<0.001`` below 0.001."""
+    n = str(name)
+    return n == "p" or n.startswith(("p_", "p (", "p "))
+
+
+def format_p_value(value, na: str = "n/a") -> str:
+    """A p-value at three decimals, ``<0.001`` below that (never ``0.000``); `na` when missing."""
+    if (
+        value is None
+        or not isinstance(value, (float, int, np.floating, np.integer))
+        or not np.isfinite(value)
+    ):
+        return na if not isinstance(value, str) else value
+    return "<0.001" if value < 0.001 else f"{float(value):.3f}"
+
+
+def gpu_label(name) -> str:
+    """One spelling per GPU in every table: the registry's canonical name (`slim gpus`) when the registry knows
+    it, else the name lower-cased with '_' as '-' (``b200_sxm`` -> ``b200-sxm``)."""
+    text = str(name)
+    try:
+        return get_gpu(text).name
+    except UnknownNameError:
+        return text.strip().lower().replace("_", "-").replace(" ", "-")
+
+
+def short_na(reason: str, notes: list[str]) -> str:
+    """An n/a cell that stays short: ``n/a (reason)`` when the reason is short, else ``n/a (note k)`` with the
+    reason appended to `notes` as ``n/a (note k): reason`` (the same reason keeps its number)."""
+    text = f"n/a ({reason})"
+    if len(text) <= SHORT_NA:
+        return text
+    for i, n in enumerate(notes, start=1):
+        if n.split(": ", 1)[-1] == reason and n.startswith("n/a (note "):
+            return f"n/a (note {i})"
+    k = len(notes) + 1
+    notes.append(f"n/a (note {k}): {reason}")
+    return f"n/a (note {k})"
 
 
 def _finite(series: pd.Series) -> np.ndarray:
@@ -203,7 +260,13 @@ def format_table(
             if over.percent and over.header is None:
                 col = replace(col, header=human_header(name, True))
         text_na = col.na or na
-        out[col.header or str(name)] = [format_value(v, col.decimals, col.percent, text_na) for v in series]
+        header = col.header or str(name)
+        if is_p_column(str(name)) or is_p_column(header):
+            out[header] = [format_p_value(v, text_na) for v in series]
+        elif str(name) == "gpu":
+            out[header] = [text_na if pd.isna(v) else gpu_label(v) for v in series]
+        else:
+            out[header] = [format_value(v, col.decimals, col.percent, text_na) for v in series]
         numeric.append(pd.api.types.is_numeric_dtype(series) and not pd.api.types.is_bool_dtype(series))
     headers = list(out)
     if len(set(headers)) != len(headers):
@@ -245,6 +308,8 @@ _LATEX_SPECIAL = {
     "}": r"\}",
     "~": r"\textasciitilde{}",
     "^": r"\textasciicircum{}",
+    "<": r"$<$",
+    ">": r"$>$",
 }
 
 
@@ -296,35 +361,48 @@ def format_sig(x: float, sig: int = 3, na: str = "n/a") -> str:
 UNIT_SCALES = {"s/token": (1e6, "µs/token"), "s/step": (1e3, "ms/step"), "-": (1.0, "dimensionless")}
 
 
-def parameter_display(params: pd.DataFrame, sig: int = 3) -> pd.DataFrame:
+def parameter_display(params: pd.DataFrame, decimals: int = 3) -> pd.DataFrame:
     """Paper-ready parameter table from columns method, scenario, fold, parameter, unit, estimate, stderr, ci_lo,
-    ci_hi, at_bound: values in display units (`UNIT_SCALES`), `sig` significant digits, "n/a (reason)" gaps."""
+    ci_hi, at_bound (and ``unstable`` when the fit info has it): values in display units (`UNIT_SCALES`) at
+    fixed `decimals`, "n/a (reason)" gaps; an interval is clipped to the parameter's bounds when `lower`/`upper`
+    columns give them (an interval crossing a physical bound is not shown past it)."""
     rows = []
     for r in params.itertuples(index=False):
+        d = dict(zip(params.columns, r, strict=True))
         scale, unit = UNIT_SCALES.get(r.unit, (1.0, r.unit))
         se_na = "n/a (at bound)" if r.at_bound else "n/a (not estimable)"
         se = np.nan if r.at_bound else r.stderr
-        rows.append(
-            {
-                "Method": r.method,
-                "Scenario": r.scenario,
-                "Fold": r.fold,
-                "Parameter": r.parameter,
-                "Unit": unit,
-                "Estimate": format_sig(r.estimate * scale, sig),
-                "Std. error": format_sig(se * scale, sig, se_na),
-                "95% CI": (
-                    f"[{format_sig(r.ci_lo * scale, sig)}, {format_sig(r.ci_hi * scale, sig)}]"
-                    if np.isfinite(r.ci_lo) and np.isfinite(r.ci_hi)
-                    else se_na
-                ),
-                "At bound": "yes" if r.at_bound else "no",
-                # fit-stability and held flags where the table has them (`slimlib.model.calibrated` summary)
-                **({"Unstable": "yes" if r.unstable else "no"} if hasattr(r, "unstable") else {}),
-                **({"Note": r.note} if hasattr(r, "note") else {}),
-            }
-        )
+        lo, hi = r.ci_lo, r.ci_hi
+        lower, upper = d.get("lower", np.nan), d.get("upper", np.nan)
+        if np.isfinite(lo) and lower is not None and np.isfinite(lower):
+            lo = max(lo, lower)
+        if np.isfinite(hi) and upper is not None and np.isfinite(upper):
+            hi = min(hi, upper)
+        row = {
+            "Method": r.method,
+            "Scenario": r.scenario,
+            "Fold": r.fold,
+            "Parameter": r.parameter,
+            "Unit": unit,
+            "Estimate": format_value(r.estimate * scale, decimals),
+            "Std. error": format_value(se * scale, decimals, na=se_na),
+            "95% CI": (
+                f"[{format_value(lo * scale, decimals)}, {format_value(hi * scale, decimals)}]"
+                if np.isfinite(lo) and np.isfinite(hi)
+                else se_na
+            ),
+            "At bound": "yes" if r.at_bound else "no",
+        }
+        if "unstable" in params.columns:
+            row["Unstable"] = "yes" if bool(d["unstable"]) else "no"
+        if "note" in params.columns:
+            row["Note"] = str(d["note"]) if isinstance(d["note"], str) else ""
+        rows.append(row)
     return pd.DataFrame(rows, dtype=object)
+
+
+#: Table II row names where the scenario's machine name would mislead: a different experiment than the paper's row.
+SCENARIO_LABELS = {"context-transfer": "context transfer IL = OL (LLM-Inference-Bench, MI300X/MI250)"}
 
 
 def paper_table2(
@@ -334,31 +412,43 @@ def paper_table2(
     reference: str = "SLIM",
     na_reasons: Mapping[str, str] | None = None,
     method_labels: Mapping[str, str] | None = None,
+    scenario_labels: Mapping[str, str] | None = None,
     decimals: int = 1,
 ) -> pd.DataFrame:
-    """Table II in the paper's shape for one metric: scenarios as rows, methods as columns, each cell
-    "MAPE [95% CI]" plus the Wilcoxon p-value against `reference`; the lowest MAPE of each row in bold.
+    """Table II in the paper's shape for one metric: scenarios as rows (named by `scenario_labels`, default
+    `SCENARIO_LABELS`), methods as columns, each cell "MAPE [95% CI]" plus the Wilcoxon p-value against
+    `reference`; the lowest MAPE of each row in bold. A cell whose predictions include non-physical values
+    (``n_nonphysical`` > 0: a predicted value <= 0) is marked "(k <= 0)" and is never the row's best.
+    Long n/a reasons become "n/a (note k)"; ``attrs["notes"]`` holds the reasons and the non-physical counts.
 
-    `long` has columns scenario, method, metric, n_train, n_test, mape_pct, ci_lo_pct, ci_hi_pct, p_wilcoxon;
-    `na_reasons` maps "scenario" or "scenario / method" to the reason a cell is empty."""
+    `long` has columns scenario, method, metric, n_train, n_test, mape_pct, ci_lo_pct, ci_hi_pct, p_wilcoxon
+    (and n_nonphysical); `na_reasons` maps "scenario" or "scenario / method" to the reason a cell is empty."""
     na_reasons = dict(na_reasons or {})
     labels = dict(method_labels or {})
+    slabels = dict(SCENARIO_LABELS if scenario_labels is None else scenario_labels)
     t = long[long["metric"] == metric]
     scenarios = list(dict.fromkeys(t["scenario"]))
     methods = list(dict.fromkeys(t["method"]))
+    notes: list[str] = []
+    bad_cells: list[str] = []
     rows = []
     for s in scenarios:
         part = t[t["scenario"] == s].set_index("method")
         first = part.iloc[0]
-        row = {"Scenario": s, "Train / test rows": f"{int(first['n_train'])} / {int(first['n_test'])}"}
-        finite = part["mape_pct"].dropna()
+        n_bad = part["n_nonphysical"] if "n_nonphysical" in part.columns else pd.Series(0, index=part.index)
+        n_bad = n_bad.fillna(0).astype(int)
+        row = {
+            "Scenario": slabels.get(s, s),
+            "Train / test rows": f"{int(first['n_train'])} / {int(first['n_test'])}",
+        }
+        finite = part.loc[n_bad == 0, "mape_pct"].dropna()
         best = finite.idxmin() if len(finite) else None
         for m in methods:
             head = labels.get(m, m)
             r = part.loc[m] if m in part.index else None
             if r is None or not np.isfinite(r["mape_pct"]):
                 reason = na_reasons.get(f"{s} / {m}") or na_reasons.get(s) or f"{m} predicts no {metric}"
-                row[head] = f"n/a ({reason})"
+                row[head] = short_na(reason, notes)
                 continue
             text = (
                 f"{r['mape_pct']:.{decimals}f} [{r['ci_lo_pct']:.{decimals}f}, {r['ci_hi_pct']:.{decimals}f}]"
@@ -366,9 +456,21 @@ def paper_table2(
             if m != reference and np.isfinite(r.get("p_wilcoxon", np.nan)):
                 p = r["p_wilcoxon"]
                 text += ", p<0.001" if p < 0.001 else f", p={p:.3f}"
+            if n_bad[m] > 0:
+                text += f" ({n_bad[m]} <= 0)"
+                bad_cells.append(f"{slabels.get(s, s)} / {head}: {n_bad[m]} of {int(r['n_test'])}")
             row[head] = Bold(text) if m == best else text
         rows.append(row)
-    return pd.DataFrame(rows, dtype=object)
+    if bad_cells:
+        notes.append(
+            f"Non-physical predictions (a predicted {metric} <= 0), counted as failures: "
+            + "; ".join(bad_cells)
+            + ". Each enters the MAPE with an absolute error of at least 100%, so these cells measure a "
+            "broken baseline, not an error level; they are never marked best."
+        )
+    out = pd.DataFrame(rows, dtype=object)
+    out.attrs["notes"] = notes
+    return out
 
 
 def bca_summary_display(summary: pd.DataFrame, labels: Mapping[str, str] | None = None) -> pd.DataFrame:
@@ -391,10 +493,14 @@ def bca_summary_display(summary: pd.DataFrame, labels: Mapping[str, str] | None 
                 ),
                 "SLO violations": str(r.slo_violations),
                 "Efficiency misses": str(r.efficiency_misses),
+                **({"Preempting picks": str(r.preempting_picks)} if hasattr(r, "preempting_picks") else {}),
+                **({"Misses (quality 0)": str(r.misses)} if hasattr(r, "misses") else {}),
                 "p quality vs faithful": ref
                 if not np.isfinite(r.p_quality_vs_ref)
-                else f"{r.p_quality_vs_ref:.3f}",
-                "p MAPE vs faithful": ref if not np.isfinite(r.p_mape_vs_ref) else f"{r.p_mape_vs_ref:.3f}",
+                else format_p_value(r.p_quality_vs_ref),
+                "p MAPE vs faithful": ref
+                if not np.isfinite(r.p_mape_vs_ref)
+                else format_p_value(r.p_mape_vs_ref),
             }
         )
     return pd.DataFrame(rows, dtype=object)

@@ -105,6 +105,13 @@ def _paired_rows(sel: pd.DataFrame, ref: pd.DataFrame, keys: Sequence[str]) -> p
     return sel.merge(ref, on=list(keys), how="inner", suffixes=("", "_ref"), validate="one_to_one")
 
 
+def n_nonphysical(pred) -> int:
+    """How many finite predictions are <= 0 (a throughput or latency that cannot be): each is a failure of the
+    method, counted beside the MAPE it enters (its absolute percentage error is at least 100%)."""
+    p = np.asarray(pred, dtype=float)
+    return int(np.sum(np.isfinite(p) & (p <= 0)))
+
+
 def mape_intervals(
     predictions: pd.DataFrame,
     *,
@@ -117,8 +124,8 @@ def mape_intervals(
     """MAPE with bootstrap interval for every scenario x method x metric of `predictions`
     (`EvaluationResult.predictions`), and the paired comparison of each method with `reference` on the same rows.
 
-    Columns: ``scenario, method, metric, n_test, mape_pct, ci_lo_pct, ci_hi_pct, diff_vs_ref_pct,
-    diff_lo_pct, diff_hi_pct, p_bootstrap, p_wilcoxon`` (differences are method minus reference, in MAPE points;
+    Columns: ``scenario, method, metric, n_test, n_nonphysical, mape_pct, ci_lo_pct, ci_hi_pct, diff_vs_ref_pct,
+    diff_lo_pct, diff_hi_pct, p_bootstrap, p_wilcoxon`` (`n_nonphysical`: predictions <= 0 in the cell; differences are method minus reference, in MAPE points;
     NaN for the reference itself and where a method predicts no such quantity)."""
     missing = [c for c in ("scenario", "method") if c not in predictions.columns]
     if missing:
@@ -134,7 +141,8 @@ def mape_intervals(
                 true_c, pred_c = METRIC_COLUMNS[metric]
                 label = f"{scen} / {method} / {metric}"
                 pred = sel[pred_c].to_numpy(dtype=float)
-                row = {"scenario": scen, "method": method, "metric": metric, "n_test": int(len(sel))}
+                row = {"scenario": scen, "method": method, "metric": metric, "n_test": int(len(sel)),
+                       "n_nonphysical": n_nonphysical(pred)}  # fmt: skip
                 if np.isfinite(pred).all():
                     errs = ape(sel[true_c], pred)
                     m, lo, hi = bootstrap_mean_ci(errs, n_boot=n_boot, level=level, seed=seed, label=label)
@@ -159,6 +167,38 @@ def mape_intervals(
                            diff_hi_pct=cmp["diff_hi"], p_bootstrap=cmp["p_bootstrap"],
                            p_wilcoxon=cmp["p_wilcoxon"])  # fmt: skip
                 rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def group_intervals(
+    predictions: pd.DataFrame,
+    by: Sequence[str],
+    *,
+    metric: str = "throughput",
+    n_boot: int = N_BOOT,
+    level: float = 0.95,
+    seed: int = SEED,
+) -> pd.DataFrame:
+    """MAPE with its bootstrap interval for every group `by` of `predictions` (e.g. scenario, fold, method, or
+    fold, method, input_len): columns `by` + ``n, n_nonphysical, mape_pct, ci_lo_pct, ci_hi_pct``. A group with a
+    missing prediction gets NaN (the method predicts no such quantity there); the streams are seeded per group."""
+    true_c, pred_c = METRIC_COLUMNS[metric]
+    missing = [c for c in [*by, true_c, pred_c] if c not in predictions.columns]
+    if missing:
+        raise DataError(f"group_intervals: predictions lack column(s) {missing}")
+    rows = []
+    for key, g in predictions.groupby(list(by), sort=False):
+        key = key if isinstance(key, tuple) else (key,)
+        pred = g[pred_c].to_numpy(dtype=float)
+        row = {**dict(zip(by, key, strict=True)), "n": int(len(g)), "n_nonphysical": n_nonphysical(pred)}
+        if np.isfinite(pred).all():
+            label = " / ".join(map(str, key)) + f" / {metric}"
+            m, lo, hi = bootstrap_mean_ci(
+                ape(g[true_c], pred), n_boot=n_boot, level=level, seed=seed, label=label
+            )
+        else:
+            m = lo = hi = float("nan")
+        rows.append({**row, "mape_pct": m, "ci_lo_pct": lo, "ci_hi_pct": hi})
     return pd.DataFrame(rows)
 
 

@@ -2,7 +2,8 @@
 
 Peers run uncalibrated, as users run them; SLIM is calibrated on at most 3 points per measured curve (the 3
 pre-knee batch sizes of `slimlib.experiments.accuracy.scenarios.pre_knee_points`, pooled into one fit per dataset).
-Every method is scored on the same rows: all rows of the dataset except SLIM's calibration points.
+Every method is scored on the same rows: the dataset's rows except SLIM's calibration points where every method
+has a prediction (`peer_table`'s ``n_common``), with bootstrap intervals and a paired test against SLIM.
 
 Peers:
 * ``roofline`` (here, no dependency): prefill ``F_pre / F_max`` (Eq. 8 FLOPs at the registry peak), each decode
@@ -26,7 +27,8 @@ import pandas as pd
 
 from slimlib.data.catalog import data_dir
 from slimlib.experiments.accuracy.scenarios import offline_table, pre_knee_points
-from slimlib.experiments.outputs.plotting import HOUSE_COLORS
+from slimlib.experiments.outputs import uncertainty as U
+from slimlib.experiments.outputs.plotting import HOUSE_COLORS, METHOD_STYLES
 from slimlib.experiments.transfer_study.transfer_eval import DEVICES, llmib_table
 from slimlib.metrics import mape
 from slimlib.model import equations as eq
@@ -111,53 +113,76 @@ def load_peer_predictions() -> pd.DataFrame:
                        na_values=[""])  # fmt: skip
 
 
-def peer_table(*, n_starts: int = 8, peers: pd.DataFrame | None = None) -> pd.DataFrame:
-    """MAPE (%), signed bias (%) and calibration points per method and dataset, on each dataset's evaluation rows
-    (``n_rows`` of them where the method ran; ``slim_mape_same_rows_pct`` is SLIM's MAPE on exactly those rows).
+def peer_table(
+    *, n_starts: int = 8, peers: pd.DataFrame | None = None, n_boot: int = U.N_BOOT, seed: int = U.SEED
+) -> pd.DataFrame:
+    """Throughput MAPE of every method on identical rows, with bootstrap 95% intervals, per dataset.
 
-    Methods: SLIM (calibrated), the plain roofline, and every tool in `peers` (default: the committed table)
-    matched to the evaluation rows on (dataset, model, gpu, tensor_parallel, batch_size, input_len, output_len)."""
+    Methods: SLIM (variant `SLIM_METHOD`, calibrated; named by that variant), the plain roofline, and every tool
+    in `peers` (default: the committed table) matched to the evaluation rows on (dataset, model, gpu,
+    tensor_parallel, batch_size, input_len, output_len). ``n_common`` rows are those of the dataset's evaluation
+    rows where every method has a finite prediction; ``throughput_mape_pct`` [``ci_lo_pct``, ``ci_hi_pct``],
+    ``bias_pct`` and the paired comparison with SLIM (``diff_vs_slim_pct`` and its interval, ``p_wilcoxon``) are
+    on exactly those rows, so every method is compared on the same rows. ``n_rows`` and ``own_rows_mape_pct``
+    give each method's coverage and MAPE on all rows it ran on (not comparable across methods)."""
     peers = load_peer_predictions() if peers is None else peers
     keys = ["model", "gpu", "tensor_parallel", "batch_size", "input_len", "output_len"]
     rows = []
     for name, data in datasets().items():
         ev, cal = slim_predictions(name, data, n_starts=n_starts)
-        methods = {
-            f"SLIM ({method_label(SLIM_METHOD)})": (ev, len(cal), ""),
-            "roofline": (ev.assign(**roofline(ev)), 0, ""),
+        base = ev[keys + ["throughput_tok_s"]]
+        methods: dict[str, tuple[pd.Series, int, str]] = {
+            SLIM_METHOD: (ev["pred_throughput_tok_s"], len(cal), ""),
+            "roofline": (roofline(ev)["pred_throughput_tok_s"], 0, ""),
         }
         for tool, g in peers[peers["dataset"] == name].groupby("tool", sort=True):
             g = g.astype({k: float for k in keys[2:]})
-            m = ev[keys + ["throughput_tok_s", "e2e_s"]].merge(g, on=keys, how="inner")
-            ver = str(g["tool_version"].iloc[0])
-            methods[tool] = (m, 0, ver)
-        slim = ev.set_index(keys)["pred_throughput_tok_s"]
-        for method, (p, n_cal, ver) in methods.items():
-            ok = np.isfinite(p["pred_throughput_tok_s"].to_numpy(dtype=float))
-            t, q = (
-                p["throughput_tok_s"].to_numpy(dtype=float)[ok],
-                p["pred_throughput_tok_s"].to_numpy(dtype=float)[ok],
-            )
-            s_q = slim.loc[pd.MultiIndex.from_frame(p.loc[ok, keys])].to_numpy()
-            rows.append({"dataset": name, "method": method, "version": ver, "calibration_points": n_cal,
-                         "n_rows": int(ok.sum()), "n_eval_rows": len(ev),
-                         "throughput_mape_pct": mape(t, q) if ok.any() else np.nan,
-                         "bias_pct": float(100 * np.mean(q / t - 1)) if ok.any() else np.nan,
-                         "slim_mape_same_rows_pct": mape(t, s_q) if ok.any() else np.nan})  # fmt: skip
+            m = base.merge(g[keys + ["pred_throughput_tok_s"]], on=keys, how="left", validate="one_to_one")
+            methods[str(tool)] = (m["pred_throughput_tok_s"], 0, str(g["tool_version"].iloc[0]))
+        preds = pd.DataFrame({k: v[0].to_numpy(dtype=float) for k, v in methods.items()})
+        truth = base["throughput_tok_s"].to_numpy(dtype=float)
+        common = np.isfinite(preds.to_numpy()).all(axis=1)
+        ref = U.ape(truth[common], preds[SLIM_METHOD].to_numpy()[common]) if common.any() else np.array([])
+        for method, (_, n_cal, ver) in methods.items():
+            q = preds[method].to_numpy()
+            own = np.isfinite(q)
+            row = {"dataset": name, "method": method, "version": ver, "calibration_points": n_cal,
+                   "n_eval_rows": len(ev), "n_rows": int(own.sum()), "n_common": int(common.sum()),
+                   "throughput_mape_pct": np.nan, "ci_lo_pct": np.nan, "ci_hi_pct": np.nan, "bias_pct": np.nan,
+                   "diff_vs_slim_pct": np.nan, "diff_lo_pct": np.nan, "diff_hi_pct": np.nan,
+                   "p_wilcoxon": np.nan,
+                   "own_rows_mape_pct": mape(truth[own], q[own]) if own.any() else np.nan}  # fmt: skip
+            if common.any():
+                errs = U.ape(truth[common], q[common])
+                label = f"peers {name} / {method}"
+                point, lo, hi = U.bootstrap_mean_ci(errs, n_boot=n_boot, seed=seed, label=label)
+                row.update(throughput_mape_pct=point, ci_lo_pct=lo, ci_hi_pct=hi,
+                           bias_pct=float(100 * np.mean(q[common] / truth[common] - 1)))  # fmt: skip
+                if method != SLIM_METHOD:
+                    cmp = U.paired_comparison(errs, ref, n_boot=n_boot, seed=seed, label="paired " + label)
+                    row.update(diff_vs_slim_pct=cmp["mean_diff"], diff_lo_pct=cmp["diff_lo"],
+                               diff_hi_pct=cmp["diff_hi"], p_wilcoxon=cmp["p_wilcoxon"])  # fmt: skip
+            rows.append(row)
     return pd.DataFrame(rows)
 
 
 def plot_peers(table: pd.DataFrame, ax) -> None:
-    """Throughput MAPE (log scale) per dataset and method, as grouped bars."""
+    """Throughput MAPE (log scale) per dataset and method on the dataset's common rows, as grouped bars with
+    their bootstrap 95% intervals; each dataset's tick names its number of common rows."""
 
     names = list(dict.fromkeys(table["dataset"]))
     methods = list(dict.fromkeys(table["method"]))
     width = 0.8 / len(methods)
     for j, m in enumerate(methods):
         t = table[table["method"] == m].set_index("dataset").reindex(names)
-        ax.bar(np.arange(len(names)) + j * width, t["throughput_mape_pct"], width, label=m,
-               color=HOUSE_COLORS[j % len(HOUSE_COLORS)])  # fmt: skip
+        y = t["throughput_mape_pct"].to_numpy(dtype=float)
+        err = np.vstack([y - t["ci_lo_pct"].to_numpy(dtype=float), t["ci_hi_pct"].to_numpy(dtype=float) - y])
+        color = METHOD_STYLES.get(m, (HOUSE_COLORS[j % len(HOUSE_COLORS)],))[0]
+        ax.bar(np.arange(len(names)) + j * width, y, width, yerr=err, label=method_label(m), color=color,
+               error_kw={"lw": 0.6, "capsize": 1.5})  # fmt: skip
     ax.set_yscale("log")
-    ax.set_xticks(np.arange(len(names)) + 0.4 - width / 2, names, fontsize="small")
-    ax.set_ylabel("throughput MAPE (%)")
+    n_common = table.drop_duplicates("dataset").set_index("dataset")["n_common"]
+    ax.set_xticks(np.arange(len(names)) + 0.4 - width / 2, [f"{n}\n({n_common[n]} common rows)" for n in names],
+                  fontsize="small")  # fmt: skip
+    ax.set_ylabel("throughput MAPE (%), same rows")
     ax.legend(fontsize="x-small", ncol=2)

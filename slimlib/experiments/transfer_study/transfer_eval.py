@@ -1,6 +1,7 @@
 """Transfer scenarios on LLM-Inference-Bench (AMD MI300X and MI250, vLLM 0.6.1, static batches, IL = OL = L).
 
-* ``context-transfer`` (Table II's input-length row, "IL = OL context transfer (LLM-Inference-Bench)"): per
+* ``context-transfer`` (its own Table II row, "context transfer IL = OL (LLM-Inference-Bench, MI300X/MI250)";
+  not the paper's input-length row): per
   device, fit L <= 256 and validate L >= 512, all models of that device pooled into one fit.
 * ``tp-transfer``: per device, fit the smallest tensor-parallel degree the device has (MI300X: 1 GPU; MI250:
   2 dies = one card) and validate the larger degrees of the same models.
@@ -35,7 +36,7 @@ from slimlib.experiments.accuracy.scenarios import (
     llmib_table,
     pre_knee_points,
 )
-from slimlib.experiments.outputs.plotting import HOUSE_COLORS, method_style
+from slimlib.experiments.outputs.plotting import method_style
 from slimlib.metrics import mape
 from slimlib.model import Estimator, load_params, make_model, method_label
 from slimlib.model.gpu_transfer import transfer_params, untransferred
@@ -173,7 +174,11 @@ def plot_parity(pred: pd.DataFrame, axes, methods: list[str] | None = None) -> N
     methods = methods or list(dict.fromkeys(pred["method"]))
     for ax, s in zip(np.ravel(axes), names, strict=False):
         p = pred[pred["scenario"] == s]
-        lo, hi = p["throughput_tok_s"].min() / 1.5, p["throughput_tok_s"].max() * 1.5
+        both = np.concatenate(
+            [p["throughput_tok_s"].to_numpy(float), p["pred_throughput_tok_s"].to_numpy(float)]
+        )
+        both = both[np.isfinite(both) & (both > 0)]
+        lo, hi = both.min() / 1.3, both.max() * 1.3  # every point inside, the same range on both axes
         for m in methods:
             q = p[p["method"] == m]
             ax.loglog(q["throughput_tok_s"], q["pred_throughput_tok_s"], "o", ms=1.8, alpha=0.7,
@@ -181,6 +186,7 @@ def plot_parity(pred: pd.DataFrame, axes, methods: list[str] | None = None) -> N
         ax.plot([lo, hi], [lo, hi], "k-", lw=0.6)
         ax.set_xlim(lo, hi)
         ax.set_ylim(lo, hi)
+        ax.set_aspect("equal", adjustable="box")
         ax.set_title(s, fontsize="small")
         ax.set_xlabel("measured throughput (tok/s)")
     np.ravel(axes)[0].set_ylabel("predicted throughput (tok/s)")
@@ -203,7 +209,8 @@ def knee_advice(
     One fit of `method` on 3 pre-knee points of each model's curve (`slimlib.experiments.accuracy.scenarios.pre_knee_points`,
     pooled as in the paper's same-curve scenario); per model, predict the measured batch sizes (1..256), and apply Eq. 13 with SLO = `slo_factor` x the
     measured E2E at `reference_batch` and the efficiency floor `epsilon`; ``b_true`` is Eq. 13 on the measured
-    curve; ``b_cap_measured_t1`` is Eq. 13 on the predictions with the measured single-request throughput T(1) in
+    curve, ``best_measured_throughput_tok_s`` the measured throughput there (the same constrained best, never the
+    unconstrained maximum), ``b_cap_is_1`` flags a recommendation of B = 1; ``b_cap_measured_t1`` is Eq. 13 on the predictions with the measured single-request throughput T(1) in
     the efficiency constraint (one extra measurement at B = 1). Returns (advice: one row per model, curves: measured and predicted throughput per model and B)."""
 
     t = llmib_table() if table is None else table
@@ -240,11 +247,12 @@ def knee_advice(
         b_cap = float(cand[i_pred[0]]) if i_pred[0] >= 0 else np.nan
         b_true = float(g["batch_size"].iloc[i_true[0]]) if i_true[0] >= 0 else np.nan
         near = g.iloc[(g["batch_size"] - b_cap).abs().argmin()] if np.isfinite(b_cap) else None
-        best = g["throughput_tok_s"].max()
+        best = (float(g.loc[g["batch_size"] == b_true, "throughput_tok_s"].iloc[0]) if np.isfinite(b_true)
+                else np.nan)  # fmt: skip
         rows.append({"model": model, "length": length, "slo_s": slo, "n_calibration": len(own),
                      "calibration_batches": ",".join(str(int(b)) for b in own["batch_size"]),
                      "b_cap": b_cap, "b_cap_measured_t1": float(cand[i_t1[0]]) if i_t1[0] >= 0 else np.nan,
-                     "b_true": b_true,
+                     "b_true": b_true, "b_cap_is_1": bool(b_cap == 1), "method": method,
                      "measured_throughput_at_b_cap_tok_s": float(near["throughput_tok_s"]) if near is not None
                      else np.nan,
                      "measured_e2e_at_b_cap_s": float(near["e2e_s"]) if near is not None else np.nan,
@@ -256,7 +264,9 @@ def knee_advice(
 
 
 def plot_knee(advice: pd.DataFrame, curves: pd.DataFrame, axes) -> None:
-    """Measured (points) and predicted (line) throughput vs B per model, with B_cap (solid) and B_true (dashed)."""
+    """Measured (points) and predicted (line, named by the SLIM variant of ``advice['method']``) throughput vs B
+    per model, with B_cap (solid) and B_true (dashed); a B_cap of 1 is flagged in the panel title. One legend
+    below the panels, so that none covers data."""
 
     for ax, (_, a) in zip(np.ravel(axes), advice.iterrows(), strict=False):
         c = curves[curves["model"] == a["model"]]
@@ -266,16 +276,19 @@ def plot_knee(advice: pd.DataFrame, curves: pd.DataFrame, axes) -> None:
             pred["throughput_tok_s"] / 1e3,
             "-",
             lw=0.9,
-            color=method_style("slim")[0],
-            label=method_label("slim"),
+            color=method_style(str(a.get("method", "slim")))[0],
+            label=method_label(str(a.get("method", "slim"))),
         )
         ax.plot(meas["batch_size"], meas["throughput_tok_s"] / 1e3, "o", ms=3, color="k", label="measured")
         if np.isfinite(a["b_cap"]):
-            ax.axvline(a["b_cap"], color=HOUSE_COLORS[1], lw=1.0, label="B_cap (SLIM-BCA)")
+            ax.axvline(a["b_cap"], color="#777777", lw=1.2, label="B_cap (SLIM-BCA)")  # not a method colour
         if np.isfinite(a["b_true"]):
-            ax.axvline(a["b_true"], color=HOUSE_COLORS[2], lw=1.0, ls="--", label="B_true (measured)")
+            ax.axvline(a["b_true"], color="#BBBBBB", lw=1.2, ls="--", label="B_true (measured best)")
         ax.set_xscale("log", base=2)
-        ax.set_title(str(a["model"]), fontsize="small")
+        flag = "\nflag: B_cap = 1" if bool(a.get("b_cap_is_1", False)) else "\n"
+        ax.set_title(str(a["model"]) + flag, fontsize=6)
         ax.set_xlabel("batch size B")
     np.ravel(axes)[0].set_ylabel("throughput (k tok/s)")
-    np.ravel(axes)[0].legend(fontsize="x-small")
+    first = np.ravel(axes)[0]
+    first.figure.legend(*first.get_legend_handles_labels(), fontsize="x-small", loc="outside lower center",
+                        ncol=4, frameon=False)  # fmt: skip

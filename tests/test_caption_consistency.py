@@ -1,0 +1,67 @@
+"""Every caption's GPUs and sources match its table (figures/): a caption names exactly the GPUs of its table,
+Table II's captions name the data of every row, and the roofline outputs built on analytic bytes are proxies."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from slimlib.experiments.outputs.captions import CAPTIONS
+
+FIGURES = Path(__file__).resolve().parents[1] / "figures"
+GPU_WORD = re.compile(r"\b(H100|H200|B200|A100|MI300X|MI250)\b")
+
+
+def _gpus_of_table(stem: str) -> set[str] | None:
+    path = FIGURES / f"{stem}.csv"
+    if not path.is_file():
+        return None
+    df = pd.read_csv(path)
+    if "gpu" not in df.columns:
+        return None
+    found = set()
+    for value in df["gpu"].astype(str):
+        m = GPU_WORD.search(value.upper().replace("_", " ").replace("-", " "))
+        assert m, f"{stem}.csv: GPU {value!r} is not one of {GPU_WORD.pattern}"
+        found.add(m.group(1))
+    return found
+
+
+def _with_gpu_tables() -> list[str]:
+    return [s for s in CAPTIONS if _gpus_of_table(s) is not None]
+
+
+def test_some_captioned_tables_have_a_gpu_column():
+    assert len(_with_gpu_tables()) >= 5
+
+
+@pytest.mark.parametrize("stem", _with_gpu_tables())
+def test_caption_names_exactly_the_gpus_of_its_table(stem):
+    c = CAPTIONS[stem]
+    named = set(GPU_WORD.findall(c.text + " " + c.source))
+    assert named == _gpus_of_table(stem), stem
+
+
+def test_table2_captions_name_every_row_source():
+    for stem in ("table02_mape", "table02_mape_throughput", "table02_mape_latency"):
+        src = CAPTIONS[stem].source
+        assert "memgap-online.csv" in src and "memgap-offline.csv" in src and "llmib-runs.csv" in src, stem
+    assert "context transfer IL = OL (LLM-Inference-Bench, MI300X/MI250)" in CAPTIONS["table02_mape"].text
+
+
+def test_derived_kernel_quantities_are_proxies_with_the_built_in_intensity():
+    for stem in ("fig06_attention_roofline_aic", "table01_attention_roofline_aic", "fig05_crossover_aic"):
+        status = CAPTIONS[stem].status
+        assert status.startswith("proxy") and "constant" in status and "counters" in status, stem
+
+
+def test_characterization_captions_say_what_ran():
+    assert "ShareGPT" in CAPTIONS["fig01_plateau"].text + CAPTIONS["fig01_plateau"].source
+    for stem in ("fig01_plateau", "fig03_prefill_decode"):
+        assert "3 of the 4 offline sweeps" in CAPTIONS[stem].text and "Nsight Systems" in CAPTIONS[stem].text
+    assert "IL = 242" in CAPTIONS["fig02_saturation"].text
+    knee = CAPTIONS["transfer_mi300x_knee"].text
+    assert "SLIM-longctx" in knee and "B = 1" in knee and "flagged" in knee
