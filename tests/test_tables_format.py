@@ -131,7 +131,7 @@ def test_p_values_never_print_as_zero_and_headers_carry_units_in_words():
     text, _ = T.format_table(df, {"p_wilcoxon": T.Col(header="p (Wilcoxon)", decimals=3)})
     assert list(text.columns) == ["p (Wilcoxon)", "Kernel time (µs)", "Weight (GiB)", "GPU"]
     assert list(text["p (Wilcoxon)"]) == ["<0.001", "0.041", "n/a (no data)"]
-    assert list(text["GPU"]) == ["h100-sxm-80gb", "h100-sxm-80gb", "b200-sxm"]  # one spelling per GPU
+    assert list(text["GPU"]) == ["h100-sxm-80gb", "h100-sxm-80gb", "b200-sxm-180gb"]  # one spelling per GPU
     assert T.human_header("kv_needed_gib") == "KV needed (GiB)" and T.human_header("step_us") == "Step (µs)"
 
 
