@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,24 +14,59 @@ from typing import IO, Any
 
 from slimlib.errors import DataError
 
-__all__ = ["atomic_open", "check_output_path", "write_bytes", "write_csv", "write_text"]
+__all__ = [
+    "STDOUT",
+    "atomic_open",
+    "check_output_path",
+    "is_stdout",
+    "write_bytes",
+    "write_csv",
+    "write_text",
+]
+
+
+#: the output name that means standard output
+STDOUT = "-"
+
+
+def is_stdout(path: str | Path | None) -> bool:
+    """True when `path` is ``-`` (standard output)."""
+    return path is not None and str(path) == STDOUT
 
 
 def check_output_path(path: str | Path, *, inputs: tuple[str | Path, ...] = ()) -> Path:
-    """`path` as a writable output: its folder exists and is writable, it is not a directory and not one of
-    `inputs` (also through links). Raises DataError saying what to do."""
+    """`path` as a writable output: its folder exists and is writable, it is not a directory, not a device, FIFO
+    or socket (only a regular file is replaced), and it is neither one of `inputs` nor inside an input folder
+    (compared by resolved path, so links and ``..`` do not hide it). ``-`` (standard output) passes unchanged.
+    Raises DataError saying what to do."""
     p = Path(path)
+    if is_stdout(p):
+        return p
     if p.is_dir():
         raise DataError(f"{p}: is a directory; give a file name for the output")
+    if p.exists() and not p.is_file():
+        raise DataError(
+            f"{p}: is not a regular file (a device, FIFO or socket); only regular files are replaced: give a "
+            "file name, or - for standard output"
+        )
     parent = p.parent
     if not parent.is_dir():
         raise DataError(f"{p}: folder {parent} does not exist; create it first")
     if not os.access(parent, os.W_OK | os.X_OK):
         raise DataError(f"{p}: folder {parent} is not writable; choose another output folder")
+    resolved = p.resolve()
     for src in inputs:
-        if p.exists() and Path(src).exists() and os.path.samefile(p, src):
+        if is_stdout(src) or not Path(src).exists():
+            continue
+        s = Path(src).resolve()
+        if resolved == s or (p.exists() and os.path.samefile(p, src)):
             raise DataError(
                 f"{p}: is also an input; choose another output file (inputs are never overwritten)"
+            )
+        if s.is_dir() and resolved.is_relative_to(s):
+            raise DataError(
+                f"{p}: lies inside the input folder {src}; write the output outside it (inputs are never "
+                "overwritten)"
             )
     return p
 
@@ -38,7 +75,8 @@ def check_output_path(path: str | Path, *, inputs: tuple[str | Path, ...] = ()) 
 def atomic_open(
     path: str | Path, mode: str = "w", *, executable: bool = False, **kwargs: Any
 ) -> Iterator[IO[Any]]:
-    """Open a temporary file beside `path` for writing; on success it replaces `path`, on error it is removed.
+    """Open a temporary file beside `path` for writing; on success it replaces `path`, on error or on SIGINT /
+    SIGTERM (raised as exceptions by the `slim` command's handlers) it is removed. ``-`` writes to standard output.
 
     Text mode defaults to UTF-8 with ``\\n`` line endings. The new file gets the permissions of a normal new file
     (``0o666`` less the umask), or of a new program (``0o777`` less the umask) when `executable`."""
@@ -48,8 +86,21 @@ def atomic_open(
     if mode == "w":
         kwargs.setdefault("encoding", "utf-8")
         kwargs.setdefault("newline", "\n")
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    if is_stdout(target):  # `-`: standard output, nothing to replace
+        stream = sys.stdout if mode == "w" else sys.stdout.buffer
+        yield stream
+        stream.flush()
+        return
+    if target.exists() and not target.is_file():  # never rename over a device, FIFO or socket
+        check_output_path(target)
+    # signals are held while the temporary file is created and registered for removal, so an interrupt at any
+    # moment either finds no temporary file or removes it below
+    held = {signal.SIGINT, signal.SIGTERM}
+    old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    tmp: str | None = None
     try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+        signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
         with os.fdopen(fd, mode, **kwargs) as fh:
             yield fh
             fh.flush()
@@ -59,8 +110,13 @@ def atomic_open(
         os.chmod(tmp, (0o777 if executable else 0o666) & ~umask)
         os.replace(tmp, target)
     except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
+        signal.pthread_sigmask(signal.SIG_BLOCK, held)  # a second signal must not skip the removal
+        try:
+            if tmp is not None:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(tmp)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
         raise
 
 

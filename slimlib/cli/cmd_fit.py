@@ -20,11 +20,11 @@ from slimlib.model import (
     PREDICT_COLUMNS,
     IdentifiabilityWarning,
     get_method,
-    load_params,
     make_model,
     variant_names,
 )
-from slimlib.schema import PREDICT_SCHEMA_HELP, TARGET_COLUMN, read_csv_table, validate_table
+from slimlib.model.validity import CANONICAL, check_table, load_checked_params
+from slimlib.schema import PREDICT_SCHEMA_HELP, TARGET_COLUMN, concat_tables, read_csv_table, validate_table
 
 FIT_EXAMPLES = f"""\
 input CSV columns: model, gpu, batch_size, input_len, output_len, throughput_tok_s[, e2e_s]
@@ -120,10 +120,10 @@ def _read_tables(paths: list[str]) -> pd.DataFrame:
         df = read_csv_table(path)
         validate_table(df)
         frames.append(df)
-    if len(frames) == 1:
-        return frames[0]
-    combined = pd.concat(frames, ignore_index=True)
-    combined.attrs["source"] = None
+    combined = concat_tables(frames)
+    validate_table(
+        combined, canonical=CANONICAL
+    )  # conflicts across files and aliases, named by file and line
     return combined
 
 
@@ -137,6 +137,7 @@ def _cmd_fit(args: argparse.Namespace) -> int:
     fixed = _parse_fix(args.fix)
     t0 = time.perf_counter()
     df = _read_tables(args.data)
+    check_table(df, args.gpu)  # physical validity (slimlib.model.validity)
     model = make_model(args.variant, gpu=args.gpu, fixed=fixed, n_starts=args.starts)
     _note(args, f"read {len(df)} rows from {len(args.data)} file(s) in {time.perf_counter() - t0:.1f} s")
     starts = f" from {args.starts + 1} starting points" if get_method(args.variant).calibrated else ""
@@ -174,7 +175,7 @@ def _cmd_fit(args: argparse.Namespace) -> int:
 def _cmd_predict(args: argparse.Namespace) -> int:
     out = output_file(args.out, "--out", inputs=[args.params, args.data]) if args.out else None
     read_text_input(args.params, "parameter file")
-    model = load_params(args.params)
+    model = load_checked_params(args.params)
     df = read_csv_table(args.data, require_target=False)
     missing = [c for c in PREDICT_COLUMNS if c not in df.columns]
     if missing:
@@ -185,6 +186,7 @@ def _cmd_predict(args: argparse.Namespace) -> int:
             f"{args.data}: already has column(s) {', '.join(clash)}; remove them ({PREDICT_SCHEMA_HELP})"
         )
     validate_table(df, require_target=False, require_gpu="gpu" in df.columns)
+    check_table(df, model.gpu_)
     pred = model.predict(df)
     table = pd.concat([df, pred], axis=1)
     if out is None:

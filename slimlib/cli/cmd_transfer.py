@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from slimlib.model.gpu_transfer import read_params_file, transfer_file
+from slimlib.model.validity import check_params_document
 
 EXAMPLES = """\
 rule: efficiencies (eta_*) are kept and the target GPU's registry peak FLOP/s, bandwidth and memory enter through
@@ -34,6 +35,7 @@ def register_cli(sub: argparse._SubParsersAction) -> None:
 
 
 def _cmd_transfer(args: argparse.Namespace) -> int:
+    check_params_document(read_params_file(args.params), args.params)  # variant known, parameters in bounds
     source_gpu = read_params_file(args.params)["gpu"]
     doc = transfer_file(args.params, args.gpu, args.out)
     src = doc.get("transferred_from")

@@ -123,6 +123,10 @@ class CalibratedModel(Estimator):
                     residuals, z0, bounds=(lo, hi), method="trf", x_scale=1.0,
                     ftol=1e-12, xtol=1e-12, gtol=1e-12, max_nfev=self.max_nfev,
                 )  # fmt: skip
+            except (
+                DataError
+            ):  # a data error (e.g. a GPU without link bandwidth for TP rows) reaches the user as itself
+                raise
             except ValueError as exc:  # e.g. residuals not finite at start
                 failures.append(str(exc))
             else:
