@@ -45,6 +45,13 @@ def plain(value: object) -> str:
     return repr(value) if isinstance(value, str) else f"{value}"
 
 
+def _short(value: object) -> str:
+    """A table value for a message: numbers as ``%g`` (1, not 1.0), strings as they are."""
+    if isinstance(value, int | float | np.integer | np.floating) and not isinstance(value, bool):
+        return f"{float(value):g}"
+    return str(value)
+
+
 def physical_line(position: int, blank_lines: list[int]) -> int:
     """File line of the data row at `position` (header on line 1), stepping over the blank lines the reader
     skipped."""
@@ -241,10 +248,11 @@ def _check_conflicting_duplicates(
         if any(g[c].nunique() > 1 for c in measured):
             first = int(rows[0])
             other = next(int(r) for r in rows[1:] if any(g.loc[r, c] != g.loc[first, c] for c in measured))
-            config = ", ".join(f"{k}={plain(by_position.loc[first, k])}" for k in keys)
+            config = ", ".join(f"{k}={_short(by_position.loc[first, k])}" for k in keys)
             diff = "; ".join(
-                f"{c} {plain(by_position.loc[first, c])} vs {plain(by_position.loc[other, c])}"
+                f"{c} {_short(by_position.loc[first, c])} vs {_short(by_position.loc[other, c])}"
                 for c in measured
+                if by_position.loc[first, c] != by_position.loc[other, c]
             )
             raise DataError(
                 f"configuration {config} is measured twice with different results: {row_label(df, first)} and "

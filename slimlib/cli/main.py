@@ -6,6 +6,7 @@ import argparse
 import signal
 import sys
 import threading
+import warnings
 from types import FrameType
 
 from slimlib import __version__
@@ -66,6 +67,12 @@ def _raise_interrupted(signum: int, frame: FrameType | None) -> None:
     raise Interrupted(signum)
 
 
+def _one_line_warning(
+    message: Warning | str, category: type[Warning], filename: str, lineno: int, line: str | None = None
+) -> str:
+    return f"slim: warning: {message}\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point: run one subcommand. A SlimError becomes a one-line message and exit status 2; SIGINT (Ctrl-C)
     and SIGTERM exit with 128 + the signal number and one line, leaving every output being written through
@@ -76,6 +83,8 @@ def main(argv: list[str] | None = None) -> int:
     signals = (signal.SIGINT, signal.SIGTERM) if on_main_thread else ()
     previous = {s: signal.signal(s, _raise_interrupted) for s in signals}
     command = "slim"
+    formatwarning = warnings.formatwarning
+    warnings.formatwarning = _one_line_warning  # a warning is one line, as an error is
     try:
         parser = build_parser()
         args = parser.parse_args(argv)
@@ -95,6 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # e.g. `slim models | head`
         return 0
     finally:
+        warnings.formatwarning = formatwarning
         for s, handler in previous.items():
             signal.signal(s, handler)
     return int(rc or 0)
