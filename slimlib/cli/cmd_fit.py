@@ -149,9 +149,13 @@ def _cmd_fit(args: argparse.Namespace) -> int:
         warnings.simplefilter("always")
         with tqdm(desc="starts", unit="start", file=sys.stderr, disable=True if args.quiet else None) as bar:
 
+            lines = not args.quiet and not sys.stderr.isatty()  # logs get one line per start instead of a bar
+
             def progress(done: int, total: int) -> None:
                 bar.total = total
                 bar.update(done - bar.n)
+                if lines:
+                    _note(args, f"  start {done}/{total} done ({time.perf_counter() - t1:.1f} s)")
 
             model.fit(df, progress=progress)
     _note(args, f"fitted in {time.perf_counter() - t1:.1f} s")
