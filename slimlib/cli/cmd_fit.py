@@ -148,7 +148,6 @@ def _cmd_fit(args: argparse.Namespace) -> int:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         with tqdm(desc="starts", unit="start", file=sys.stderr, disable=True if args.quiet else None) as bar:
-
             lines = not args.quiet and not sys.stderr.isatty()  # logs get one line per start instead of a bar
 
             def progress(done: int, total: int) -> None:

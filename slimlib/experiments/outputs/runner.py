@@ -144,7 +144,9 @@ def _kernel_manager_class():
     except Exception:  # pragma: no cover - pyzmq always comes with jupyter_client
         curve = False
     if not curve or "transport_encryption" not in AsyncKernelManager.class_trait_names():
-        return QuietShutdownKernelManager  # older jupyter_client: plain TCP on localhost, as Jupyter itself does
+        return (
+            QuietShutdownKernelManager  # older jupyter_client: plain TCP on localhost, as Jupyter itself does
+        )
 
     class EncryptedKernelManager(QuietShutdownKernelManager):
         """Provisions CurveZMQ keys for kernels whose spec declares support (ipykernel does)."""
@@ -255,7 +257,11 @@ def run_notebooks(
                 raise NotebookError(_failure_message(nb, out_path, exc), summary) from exc
             summary[i].update(status="ok", wall_s=time.perf_counter() - t0)
             if lines:
-                print(f"notebook {i + 1}/{len(notebooks)}: {nb.name} ok in {summary[i]['wall_s']:.1f} s", file=sys.stderr, flush=True)
+                print(
+                    f"notebook {i + 1}/{len(notebooks)}: {nb.name} ok in {summary[i]['wall_s']:.1f} s",
+                    file=sys.stderr,
+                    flush=True,
+                )
         bar.close()
     write_captions(
         figures
