@@ -217,7 +217,7 @@ def check_table(df: pd.DataFrame, gpu: str | GPU | None = None) -> None:
     else:
         gpus = None
     keys = pd.DataFrame({"m": models, "t": tp, "g": gpus if gpus is not None else ""})
-    for key, rows in keys.groupby(["m", "t", "g"], sort=True).indices.items():
+    for key, rows in keys.groupby(["m", "t", "g"], sort=False).indices.items():
         m, t, g = cast(tuple[Any, Any, Any], key)
         first = int(rows[0])
 
@@ -240,13 +240,22 @@ def check_table(df: pd.DataFrame, gpu: str | GPU | None = None) -> None:
             hw = get_gpu(str(g))
         except UnknownNameError as exc:
             raise UnknownNameError(f"{row_label(df, first)}: field 'gpu': {exc}") from None
+        if t > 1 and not hw.link_bw:
+            raise DataError(
+                f"{row_label(df, first)}: tensor_parallel = {t:g} on {hw.name}, whose registry entry has no "
+                "interconnect bandwidth (link_bw); add it to slimlib.registry.gpus with its source, or use rows "
+                "with tensor_parallel 1"
+            )
         pool = kv_pool(arch, hw, float(t), where=row_label(df, first))
         check_memory(arch, hw, float(t), b[rows], il[rows], ol[rows], labels=label, pool_bytes=pool)
 
 
 def check_params_document(doc: dict[str, Any], where: str) -> None:
     """DataError unless the variant is known and every parameter is a finite number within its bounds."""
-    method = get_method(str(doc["variant"]))
+    try:
+        method = get_method(str(doc["variant"]))
+    except UnknownNameError as exc:
+        raise UnknownNameError(f"{where}: field 'variant': {exc}") from None
     params = doc["params"]
     for k, v in params.items():
         if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
