@@ -3,7 +3,11 @@ into place, so an interrupted write leaves the previous file intact and no parti
 
 from __future__ import annotations
 
+import collections
+import concurrent.futures
 import contextlib
+import csv
+import io
 import os
 import signal
 import sys
@@ -11,6 +15,11 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
 
 from slimlib.errors import DataError
 
@@ -141,3 +150,54 @@ def write_csv(df: Any, path: str | Path, **kwargs: Any) -> Path:
     with atomic_open(path, "w") as fh:
         df.to_csv(fh, **kwargs)
     return Path(path)
+
+
+def write_table(df: Any, path: str | Path) -> Path:
+    """Write a DataFrame with Arrow, atomically: Parquet when `path` ends in ``.parquet`` or ``.pq``, else CSV
+    (header, no index, ``\\n`` line ends); ``-`` writes CSV to standard output. Much faster than `write_csv` on
+    large tables (the `slim predict` output); floats are written in their shortest round-trip form."""
+    table = pa.Table.from_pandas(df, preserve_index=False)
+    parquet = Path(str(path)).suffix.lower() in (".parquet", ".pq") and not is_stdout(path)
+    with atomic_open(path, "wb") as fh:
+        if parquet:
+            pq.write_table(table, fh)
+            return Path(path)
+        # as pandas writes CSV: a field is quoted only when it holds a comma, quote or line break
+        header = io.StringIO()
+        csv.writer(header, lineterminator="\n").writerow(table.column_names)
+        fh.write(header.getvalue().encode("utf-8"))
+        structural = any(
+            pc.any(pc.match_substring_regex(pc.unique(col).cast(pa.large_string()), '[,"\r\n]')).as_py()
+            for col in table.columns
+            if not (
+                pa.types.is_integer(col.type)
+                or pa.types.is_floating(col.type)
+                or pa.types.is_boolean(col.type)
+            )
+        )
+        options = pacsv.WriteOptions(include_header=False, quoting_style="needed" if structural else "none")
+        _write_csv_chunks(table, fh, options)
+    return Path(path)
+
+
+#: rows formatted per chunk by `write_table` (two chunks are formatted at a time, in threads: Arrow releases the GIL)
+CSV_CHUNK_ROWS = 131_072
+
+
+def _write_csv_chunks(table: pa.Table, fh: IO[bytes], options: pacsv.WriteOptions) -> None:
+    """Format `table` as CSV in chunks on two threads and write them in order (at most two chunks in memory)."""
+
+    def render(start: int) -> bytes:
+        sink = pa.BufferOutputStream()
+        pacsv.write_csv(table.slice(start, CSV_CHUNK_ROWS), sink, write_options=options)
+        return sink.getvalue().to_pybytes()
+
+    starts = list(range(0, table.num_rows, CSV_CHUNK_ROWS))
+    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+        pending: collections.deque[concurrent.futures.Future[bytes]] = collections.deque()
+        for start in starts:
+            pending.append(pool.submit(render, start))
+            if len(pending) >= 2:
+                fh.write(pending.popleft().result())
+        while pending:
+            fh.write(pending.popleft().result())

@@ -174,14 +174,17 @@ def validate_table(
     for col in ("model", "gpu"):
         if col not in out.columns:
             continue
-        values = out[col]
-        bad = values.isna() | (values.astype(str).str.strip() == "")
+        # on the distinct values only (a million rows hold a handful of names)
+        codes, uniques = pd.factorize(out[col], use_na_sentinel=True)
+        names = np.array([str(v).strip() for v in uniques], dtype=object)
+        bad = (codes < 0) | np.isin(codes, np.flatnonzero(names == ""))
         if bad.any():
-            pos = int(np.flatnonzero(bad.to_numpy())[0])
+            pos = int(np.flatnonzero(bad)[0])
             raise DataError(
                 f"{row_label(out, pos)}: field '{col}' is empty; give a registry name or config.json path"
             )
-        out[col] = values.astype(str).str.strip()
+        if not all(isinstance(u, str) and u == n for u, n in zip(uniques, names, strict=True)):
+            out[col] = pd.Series(names[codes], index=out.index).astype(str)
     for col in NUMERIC_COLUMNS:
         if col not in out.columns:
             continue
@@ -238,23 +241,47 @@ def _check_conflicting_duplicates(
             values = key_df[col].astype(str)
             names = {v: fn(v) for v in values.unique()}
             key_df[col] = values.map(names)
-    dup = key_df.duplicated(keys, keep=False)
+    dup = key_df.duplicated(keys, keep=False).to_numpy()
     if not dup.any():
         return
     by_position = df.reset_index(drop=True)  # group labels are row positions, even for a repeated index
-    for _, positions in key_df[dup.to_numpy()].groupby(keys, sort=True).indices.items():
-        rows = key_df.index[dup.to_numpy()][positions]
-        g = by_position.loc[rows]
-        if any(g[c].nunique() > 1 for c in measured):
-            first = int(rows[0])
-            other = next(int(r) for r in rows[1:] if any(g.loc[r, c] != g.loc[first, c] for c in measured))
-            config = ", ".join(f"{k}={_short(by_position.loc[first, k])}" for k in keys)
-            diff = "; ".join(
-                f"{c} {_short(by_position.loc[first, c])} vs {_short(by_position.loc[other, c])}"
-                for c in measured
-                if by_position.loc[first, c] != by_position.loc[other, c]
-            )
-            raise DataError(
-                f"configuration {config} is measured twice with different results: {row_label(df, first)} and "
-                f"{row_label(df, other)} ({diff}); average the repeats into one row or remove the wrong one"
-            )
+    # vectorized: a configuration conflicts when one of its measurements takes more than one value
+    group = key_df[dup].groupby(keys, sort=False).ngroup().to_numpy()
+    measured_values = by_position.loc[dup, measured].reset_index(drop=True)
+    measured_values.insert(0, "_group", group)
+    distinct = measured_values.groupby("_group", sort=False)[measured].nunique()
+    conflicting = distinct.index.to_numpy()[distinct.to_numpy().max(axis=1) > 1]
+    if len(conflicting) == 0:
+        return
+    dup_pos = np.flatnonzero(dup)
+    g0 = group[np.flatnonzero(np.isin(group, conflicting))[0]]  # the conflict starting earliest
+    members = dup_pos[group == g0]
+    vals = by_position[measured].to_numpy(dtype=float)
+    first = int(members[0])
+    other = next(int(r) for r in members[1:] if np.any(vals[r] != vals[first]))
+    config = ", ".join(f"{k}={_short(by_position[k].iloc[first])}" for k in keys)
+    diff = "; ".join(
+        f"{c} {_short(vals[first, j])} vs {_short(vals[other, j])}"
+        for j, c in enumerate(measured)
+        if vals[first, j] != vals[other, j]
+    )
+    raise DataError(
+        f"configuration {config} is measured twice with different results: {row_label(df, first)} and "
+        f"{row_label(df, other)} ({diff}); average the repeats into one row or remove the wrong one"
+    )
+
+
+def aggregate_repeats(df: pd.DataFrame) -> tuple[pd.DataFrame, int]:
+    """The distinct configurations of a validated measurement table and the number of rows merged into them.
+
+    Rows that repeat a configuration (``KEY_COLUMNS`` and ``tensor_parallel``) with the same measurements (the
+    only repeats `validate_table` accepts) are one measurement: each is counted once, so a million-row log of a
+    few thousand configurations costs the least squares a few thousand residuals. The first row of each
+    configuration is kept, with its index label."""
+    keys = list(KEY_COLUMNS) + (["tensor_parallel"] if "tensor_parallel" in df.columns else [])
+    keep = ~df.duplicated(keys, keep="first").to_numpy()
+    if keep.all():
+        return df, 0
+    out = df[keep]
+    out.attrs = {}  # row positions changed: messages name rows by their index label (the original position)
+    return out, int((~keep).sum())

@@ -12,7 +12,7 @@ from tqdm import tqdm
 
 from slimlib.cli.common import OUTPUTS_NOTE, nonnegative_int, output_file, read_text_input
 from slimlib.errors import DataError
-from slimlib.io import write_csv, write_text
+from slimlib.io import is_stdout, write_table, write_text
 from slimlib.metrics import mape
 from slimlib.model import (
     DEFAULT_VARIANT,
@@ -24,7 +24,14 @@ from slimlib.model import (
     variant_names,
 )
 from slimlib.model.validity import CANONICAL, check_table, load_checked_params
-from slimlib.schema import PREDICT_SCHEMA_HELP, TARGET_COLUMN, concat_tables, read_csv_table, validate_table
+from slimlib.schema import (
+    PREDICT_SCHEMA_HELP,
+    TARGET_COLUMN,
+    aggregate_repeats,
+    concat_tables,
+    read_csv_table,
+    validate_table,
+)
 
 FIT_EXAMPLES = f"""\
 input CSV columns: model, gpu, batch_size, input_len, output_len, throughput_tok_s[, e2e_s]
@@ -95,8 +102,10 @@ def register_cli(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
         formatter_class=fmt,
     )
     q.add_argument("params", help="parameter file (JSON) from `slim fit`")
-    q.add_argument("data", help="CSV of configurations")
-    q.add_argument("--out", help="CSV to write (default: standard output; replaced atomically)")
+    q.add_argument("data", help="CSV (or .parquet) of configurations")
+    q.add_argument(
+        "--out", help="CSV or .parquet to write (default, or -: CSV on standard output; replaced atomically)"
+    )
     q.set_defaults(func=_cmd_predict)
 
 
@@ -138,6 +147,13 @@ def _cmd_fit(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     df = _read_tables(args.data)
     check_table(df, args.gpu)  # physical validity (slimlib.model.validity)
+    n_rows = len(df)
+    df, merged = aggregate_repeats(df)  # identical repeats of a configuration are one measurement
+    if merged:
+        _note(
+            args,
+            f"aggregated {n_rows} rows into {len(df)} distinct configurations ({merged} repeats counted once)",
+        )
     model = make_model(args.variant, gpu=args.gpu, fixed=fixed, n_starts=args.starts)
     _note(args, f"read {len(df)} rows from {len(args.data)} file(s) in {time.perf_counter() - t0:.1f} s")
     starts = f" from {args.starts + 1} starting points" if get_method(args.variant).calibrated else ""
@@ -165,9 +181,8 @@ def _cmd_fit(args: argparse.Namespace) -> int:
     train_mape = model.fit_info_.get("train_mape_pct")
     if train_mape is None:  # methods that do not record it (the baselines)
         train_mape = mape(df[TARGET_COLUMN], model.predict(df)["pred_throughput_tok_s"])
-    print(
-        f"fitted {args.variant!r} on {len(df)} rows ({model.gpu_}); train throughput MAPE {train_mape:.2f}%"
-    )
+    rows = f"{len(df)} rows" if not merged else f"{len(df)} distinct configurations of {n_rows} rows"
+    print(f"fitted {args.variant!r} on {rows} ({model.gpu_}); train throughput MAPE {train_mape:.2f}%")
     print(table.to_string(float_format=lambda v: f"{v:.4g}"))
     for message in dict.fromkeys(f"{type(w.message).__name__}: {w.message}" for w in caught):
         print(f"warning: {message}", file=sys.stderr)
@@ -192,9 +207,7 @@ def _cmd_predict(args: argparse.Namespace) -> int:
     check_table(df, model.gpu_)
     pred = model.predict(df)
     table = pd.concat([df, pred], axis=1)
-    if out is None:
-        table.to_csv(sys.stdout, index=False, lineterminator="\n")
-        return 0
-    write_csv(table, out)
-    print(f"wrote {len(table)} predictions to {out}")
+    write_table(table, out if out is not None else "-")  # Arrow; Parquet by extension
+    if out is not None and not is_stdout(out):
+        print(f"wrote {len(table)} predictions to {out}")
     return 0

@@ -9,12 +9,10 @@ sample of the box); the best solution wins. Standard errors come from the Jacobi
 from __future__ import annotations
 
 import warnings
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 import numpy as np
 import pandas as pd
-from scipy.optimize import OptimizeResult, least_squares
-from scipy.stats import qmc
 
 from slimlib.errors import DataError, FitError, SlimError
 from slimlib.metrics import mape, relative_error
@@ -25,6 +23,9 @@ from slimlib.model.parallel import tensor_parallel_column
 from slimlib.model.params import ParamSpec
 from slimlib.registry.gpus import GPU, get_gpu
 from slimlib.schema import validate_table
+
+if TYPE_CHECKING:
+    from scipy.optimize import OptimizeResult
 
 Components = tuple[FloatArray, FloatArray, FloatArray]
 #: absolute correlation above which two parameters are reported as not separately identifiable
@@ -114,6 +115,8 @@ class CalibratedModel(Estimator):
             r = relative_error(y, pred)
             return np.where(np.isfinite(r), r, 1e6)
 
+        from scipy.optimize import least_squares  # imported where used (start-up time of `slim`)
+
         best: OptimizeResult | None = None
         failures: list[str] = []
         starts = self._starts(free, lo, hi)
@@ -174,6 +177,8 @@ class CalibratedModel(Estimator):
         z_init = np.clip(np.array([s.init / s.scale for s in free]), lo, hi)
         starts = [z_init]
         if self.n_starts > 0 and free:
+            from scipy.stats import qmc  # imported where used (start-up time of `slim`)
+
             u = qmc.Sobol(d=len(free), scramble=True, seed=self.seed).random(self.n_starts)
             for row in u:
                 z = np.empty(len(free))

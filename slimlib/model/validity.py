@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -209,16 +209,25 @@ def check_table(df: pd.DataFrame, gpu: str | GPU | None = None) -> None:
     il = df["input_len"].to_numpy(dtype=float)
     ol = df["output_len"].to_numpy(dtype=float)
     b = df["batch_size"].to_numpy(dtype=float)
-    models = df["model"].astype(str).to_numpy()
-    if gpu is not None:
-        gpus = np.full(len(df), gpu.name if isinstance(gpu, GPU) else str(gpu), dtype=object)
-    elif "gpu" in df.columns:
-        gpus = df["gpu"].astype(str).to_numpy()
-    else:
-        gpus = None
-    keys = pd.DataFrame({"m": models, "t": tp, "g": gpus if gpus is not None else ""})
-    for key, rows in keys.groupby(["m", "t", "g"], sort=False).indices.items():
-        m, t, g = cast(tuple[Any, Any, Any], key)
+    # groups of (model, TP, GPU) by integer codes: a million rows hold a handful of them
+    m_codes, m_names = pd.factorize(df["model"])
+    t_codes, t_values = pd.factorize(tp)
+    g_names: list[str] = [gpu.name if isinstance(gpu, GPU) else str(gpu)] if gpu is not None else [""]
+    g_codes = np.zeros(len(df), dtype=np.int64)
+    if gpu is None and "gpu" in df.columns:
+        g_codes, g_index = pd.factorize(df["gpu"])
+        g_names = [str(v) for v in g_index]
+    key = (m_codes.astype(np.int64) * len(t_values) + t_codes) * len(g_names) + g_codes
+    uniq, first_rows, inverse = np.unique(key, return_index=True, return_inverse=True)
+    order = np.argsort(first_rows, kind="stable")  # groups in the order of their first row
+    by_group = np.argsort(inverse, kind="stable")
+    bounds = np.searchsorted(inverse[by_group], np.arange(len(uniq) + 1))
+    for j in order:
+        rows = by_group[bounds[j] : bounds[j + 1]]
+        k = int(uniq[j])
+        m = m_names[k // (len(t_values) * len(g_names))]
+        t = float(t_values[(k // len(g_names)) % len(t_values)])
+        g = g_names[k % len(g_names)]
         first = int(rows[0])
 
         def label(i: int, rows: Any = rows) -> str:
