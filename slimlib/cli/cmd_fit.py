@@ -204,7 +204,7 @@ def _cmd_predict(args: argparse.Namespace) -> int:
             f"{args.data}: already has column(s) {', '.join(clash)}; remove them ({PREDICT_SCHEMA_HELP})"
         )
     validate_table(df, require_target=False, require_gpu="gpu" in df.columns)
-    check_table(df, model.gpu_)
+    check_table(df, None if "gpu" in df.columns else model.gpu_)  # the rows' own GPU where they name one
     pred = model.predict(df)
     table = pd.concat([df, pred], axis=1)
     write_table(table, out if out is not None else "-")  # Arrow; Parquet by extension
