@@ -116,6 +116,14 @@ def _two_files(tmp: Path) -> list[Path]:
     return [a, b]
 
 
+def _sidecar_with_blank_line(tmp: Path) -> Path:
+    runs = _runs_folder(tmp)
+    side = runs / "slim-runs.csv"
+    lines = side.read_text().splitlines()
+    side.write_text("\n".join([lines[0], "", lines[1], ",8,100,200,,"]) + "\n")  # empty 'file' on line 4
+    return runs
+
+
 def _alias_rows(tmp: Path, col: str, alias: str) -> Path:
     df = synthesize(
         SlimModel.with_params(TRUE_PARAMS, gpu="h100-sxm-64gb"), grid(gpu="h100-sxm-64gb", batch=(1, 4))
