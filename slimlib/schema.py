@@ -266,7 +266,7 @@ def _check_conflicting_duplicates(
         if vals[first, j] != vals[other, j]
     )
     raise DataError(
-        f"configuration {config} is measured twice with different results: {row_label(df, first)} and "
+        f"configuration {config} has different measurements in {row_label(df, first)} and "
         f"{row_label(df, other)} ({diff}); average the repeats into one row or remove the wrong one"
     )
 

@@ -205,7 +205,7 @@ def test_predict_refuses_a_parameter_file_of_a_newer_format(params_json, tmp_pat
 def test_conflicting_repeats_are_named_by_row_even_with_a_repeated_index():
     base = grid().iloc[:3].assign(throughput_tok_s=[10.0, 20.0, 30.0])
     df = pd.concat([base, base.iloc[[0]].assign(throughput_tok_s=11.0)])  # index 0, 1, 2, 0
-    with pytest.raises(DataError, match=r"measured twice with different results: row 0 and row 0 "):
+    with pytest.raises(DataError, match=r"different measurements in row 0 and row 0 "):
         validate_table(df)
     df.attrs["source"] = "runs.csv"
     with pytest.raises(DataError, match=r"runs.csv line 2 and runs.csv line 5 \(throughput_tok_s 10 vs 11\)"):
