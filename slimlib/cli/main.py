@@ -20,6 +20,7 @@ from slimlib.cli import (
     cmd_registry,
     cmd_reproduce,
     cmd_transfer,
+    exit_while_starting,
 )
 from slimlib.cli.common import OUTPUTS_NOTE
 from slimlib.errors import SlimError
@@ -105,8 +106,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     finally:
         warnings.formatwarning = formatwarning
-        for s, handler in previous.items():
-            signal.signal(s, handler)
+        for s, handler in previous.items():  # the `slim` program is exiting: a late signal changes nothing
+            signal.signal(s, signal.SIG_IGN if handler is exit_while_starting else handler)
     return int(rc or 0)
 
 
