@@ -16,6 +16,7 @@ from slimlib.errors import SlimError
 from slimlib.experiments.accuracy.evaluation import METHODS
 from slimlib.experiments.accuracy.scenarios import build_scenarios
 from slimlib.model import make_model
+from slimlib.registry.gpus import get_gpu
 
 
 def main() -> int:
@@ -40,9 +41,12 @@ def main() -> int:
     print(f"fit time per scenario (s, all folds, n_starts={args.starts}):")
     print(fit.round(3).to_string())
 
-    test = pd.concat([f.test for s in scen for f in s.folds], ignore_index=True)
     base = scen[0].folds[0].train
-    print(f"\npredict throughput on {len(test)} test rows (best of 5):")
+    # parameters belong to one GPU: the test rows of every scenario on the first scenario's GPU
+    gpu = get_gpu(str(base["gpu"].iloc[0])).name
+    test = pd.concat([f.test for s in scen for f in s.folds], ignore_index=True)
+    test = test[[get_gpu(g).name == gpu for g in test["gpu"].astype(str)]].reset_index(drop=True)
+    print(f"\npredict throughput on {len(test)} test rows on {gpu} (best of 5):")
     for name in METHODS:
         model = make_model(name, n_starts=args.starts).fit(base)
         best = min(_timed(model.predict, test) for _ in range(5))
@@ -52,7 +56,7 @@ def main() -> int:
     n = args.rows
     big = pd.DataFrame({
         "model": rng.choice(["opt-1.3b", "opt-2.7b", "llama-2-7b", "llama-2-13b"], n),
-        "gpu": "h100-sxm-64gb",
+        "gpu": gpu,
         "batch_size": rng.integers(1, 513, n).astype(float),
         "input_len": rng.integers(16, 2049, n).astype(float),
         "output_len": rng.integers(16, 1025, n).astype(float),

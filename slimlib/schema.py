@@ -10,10 +10,14 @@ empty where absent: the config's dtype; `slimlib.registry.precision`).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
 
 from slimlib.errors import DataError
 
@@ -46,16 +50,67 @@ def plain(value: object) -> str:
     return repr(value) if isinstance(value, str) else f"{value}"
 
 
+def _short(value: object) -> str:
+    """A table value for a message: numbers as ``%g`` (1, not 1.0), strings as they are."""
+    if isinstance(value, int | float | np.integer | np.floating) and not isinstance(value, bool):
+        return f"{float(value):g}"
+    return str(value)
+
+
+def physical_line(position: int, blank_lines: list[int]) -> int:
+    """File line of the data row at `position` (header on line 1), stepping over the blank lines the reader
+    skipped."""
+    line = position + 2
+    for blank in blank_lines:  # sorted
+        if blank <= line:
+            line += 1
+        else:
+            break
+    return line
+
+
 def row_label(df: pd.DataFrame, position: int) -> str:
-    """Human name of the row at `position`: the CSV line when the table came from a file, else its index label."""
+    """Human name of the row at `position`: ``FILE line N`` when the table came from a file (several files when
+    concatenated by `concat_tables`; blank lines counted), else its index label."""
+    segments = df.attrs.get("segments")
+    if segments:
+        for source, start, blanks in reversed(segments):
+            if position >= start:
+                return f"{source} line {physical_line(position - start, blanks)}"
     source = df.attrs.get("source")
     if source:
-        return f"{source} line {position + 2}"  # header is line 1
+        return f"{source} line {physical_line(position, df.attrs.get('blank_lines', []))}"
     return f"row {plain(df.index[position])}"
 
 
+def concat_tables(frames: list[pd.DataFrame]) -> pd.DataFrame:
+    """Concatenate tables read by `read_csv_table`, keeping for each row its file and line (`row_label`)."""
+    if len(frames) == 1:
+        return frames[0]
+    segments, start = [], 0
+    for f in frames:
+        segments.append((f.attrs.get("source") or "table", start, list(f.attrs.get("blank_lines", []))))
+        start += len(f)
+    combined = pd.concat(frames, ignore_index=True)
+    combined.attrs = {"source": None, "segments": segments}
+    return combined
+
+
+def blank_line_numbers(data: bytes) -> list[int]:
+    """1-based numbers of the empty lines of `data` (CSV readers skip them, so row positions shift)."""
+    arr = np.frombuffer(data, dtype=np.uint8)
+    ends = np.flatnonzero(arr == 10)
+    starts = np.concatenate(([0], ends[:-1] + 1)) if ends.size else np.array([], dtype=int)
+    length = ends - starts
+    cr = np.zeros_like(length, dtype=bool)
+    one = length == 1
+    cr[one] = arr[starts[one]] == 13
+    return [int(i) + 1 for i in np.flatnonzero((length == 0) | cr)]
+
+
 def read_csv_table(path: str | Path, *, require_target: bool = True) -> pd.DataFrame:
-    """Read a CSV in the schema; unreadable or empty files raise DataError naming the file.
+    """Read a CSV (or, by extension, a Parquet file) in the schema with Arrow; unreadable or empty files raise
+    DataError naming the file. Rows keep their file line for messages (blank lines counted).
 
     `require_target=False` (a table to predict) makes the messages list the prediction columns."""
     p = Path(path)
@@ -63,19 +118,42 @@ def read_csv_table(path: str | Path, *, require_target: bool = True) -> pd.DataF
     if not p.is_file():
         raise DataError(f"{p}: no such file; give the path of a CSV table ({help_text})")
     try:
-        df = pd.read_csv(p)
-    except pd.errors.EmptyDataError:
-        raise DataError(f"{p}: the file is empty; {help_text}") from None
-    except (pd.errors.ParserError, UnicodeDecodeError) as exc:
-        raise DataError(f"{p}: not a readable CSV table ({exc}); {help_text}") from None
+        data = p.read_bytes()
     except OSError as exc:
         raise DataError(f"{p}: cannot read the file ({exc.strerror})") from None
+    if p.suffix.lower() in (".parquet", ".pq"):
+        try:
+            df = pq.read_table(pa.BufferReader(data)).to_pandas()
+        except (pa.ArrowInvalid, OSError) as exc:
+            raise DataError(f"{p}: not a readable Parquet table ({exc}); {help_text}") from None
+        df.attrs["source"] = str(p)
+        return df
+    if not data.strip():
+        raise DataError(f"{p}: the file is empty; {help_text}")
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise DataError(
+            f"{p}: not a readable CSV table (not UTF-8 text at byte {exc.start}); {help_text}"
+        ) from None
+    try:
+        table = pacsv.read_csv(
+            pa.BufferReader(data), convert_options=pacsv.ConvertOptions(strings_can_be_null=True)
+        )
+    except pa.ArrowInvalid as exc:
+        raise DataError(f"{p}: not a readable CSV table ({str(exc).splitlines()[0]}); {help_text}") from None
+    df = table.to_pandas()
     df.attrs["source"] = str(p)
+    df.attrs["blank_lines"] = blank_line_numbers(data)
     return df
 
 
 def validate_table(
-    df: pd.DataFrame, *, require_target: bool = True, require_gpu: bool = True
+    df: pd.DataFrame,
+    *,
+    require_target: bool = True,
+    require_gpu: bool = True,
+    canonical: Mapping[str, Callable[[str], str]] | None = None,
 ) -> pd.DataFrame:
     """Check a configuration table and return a copy with numeric columns as float and names as str.
 
@@ -83,6 +161,7 @@ def validate_table(
     non-whole batch sizes, empty model/gpu names, and duplicate configurations with conflicting measurements.
     Nothing is dropped. `require_gpu=False` accepts a table without the ``gpu`` column (prediction with
     parameters of a known GPU); `require_target=False` (prediction) makes messages list the prediction columns.
+    `canonical` (column -> registry-name function) makes aliases of one model or GPU count as duplicates.
     """
     if not isinstance(df, pd.DataFrame):
         raise DataError(f"expected a pandas DataFrame, got {type(df).__name__}")
@@ -100,14 +179,17 @@ def validate_table(
     for col in ("model", "gpu"):
         if col not in out.columns:
             continue
-        values = out[col]
-        bad = values.isna() | (values.astype(str).str.strip() == "")
+        # on the distinct values only (a million rows hold a handful of names)
+        codes, uniques = pd.factorize(out[col], use_na_sentinel=True)
+        names = np.array([str(v).strip() for v in uniques], dtype=object)
+        bad = (codes < 0) | np.isin(codes, np.flatnonzero(names == ""))
         if bad.any():
-            pos = int(np.flatnonzero(bad.to_numpy())[0])
+            pos = int(np.flatnonzero(bad)[0])
             raise DataError(
                 f"{row_label(out, pos)}: field '{col}' is empty; give a registry name or config.json path"
             )
-        out[col] = values.astype(str).str.strip()
+        if not all(isinstance(u, str) and u == n for u, n in zip(uniques, names, strict=True)):
+            out[col] = pd.Series(names[codes], index=out.index).astype(str)
     for col in NUMERIC_COLUMNS:
         if col not in out.columns:
             continue
@@ -145,24 +227,66 @@ def validate_table(
                     f"{what})"
                 )
         out[col] = arr
-    _check_conflicting_duplicates(out, require_target)
+    _check_conflicting_duplicates(out, require_target, canonical)
     return out
 
 
-def _check_conflicting_duplicates(df: pd.DataFrame, require_target: bool) -> None:
+def _check_conflicting_duplicates(
+    df: pd.DataFrame, require_target: bool, canonical: Mapping[str, Callable[[str], str]] | None = None
+) -> None:
+    """DataError for two rows of one configuration with different measurements; `canonical` maps a column
+    (``model``, ``gpu``) to a function giving the registry name of a value, so aliases count as one name."""
     if not require_target:
         return
     measured = [c for c in (TARGET_COLUMN, "e2e_s") if c in df.columns]
     keys = list(KEY_COLUMNS) + [c for c in ("tensor_parallel", *PRECISION_COLUMNS) if c in df.columns]
-    dup = df.duplicated(keys, keep=False)
+    key_df = df[keys].reset_index(drop=True)
+    for col, fn in (canonical or {}).items():
+        if col in key_df.columns:
+            values = key_df[col].astype(str)
+            names = {v: fn(v) for v in values.unique()}
+            key_df[col] = values.map(names)
+    dup = key_df.duplicated(keys, keep=False).to_numpy()
     if not dup.any():
         return
     by_position = df.reset_index(drop=True)  # group labels are row positions, even for a repeated index
-    groups = by_position[dup.to_numpy()].groupby(keys, sort=True)
-    for key, g in groups:
-        if any(g[c].nunique() > 1 for c in measured):
-            rows = ", ".join(row_label(df, int(p)) for p in g.index[:5])
-            raise DataError(
-                f"configuration {dict(zip(keys, key, strict=True))} appears in {len(g)} rows with different "
-                f"measurements ({rows}); average the repeats into one row or remove the wrong ones"
-            )
+    # vectorized: a configuration conflicts when one of its measurements takes more than one value
+    group = key_df[dup].groupby(keys, sort=False).ngroup().to_numpy()
+    measured_values = by_position.loc[dup, measured].reset_index(drop=True)
+    measured_values.insert(0, "_group", group)
+    distinct = measured_values.groupby("_group", sort=False)[measured].nunique()
+    conflicting = distinct.index.to_numpy()[distinct.to_numpy().max(axis=1) > 1]
+    if len(conflicting) == 0:
+        return
+    dup_pos = np.flatnonzero(dup)
+    g0 = group[np.flatnonzero(np.isin(group, conflicting))[0]]  # the conflict starting earliest
+    members = dup_pos[group == g0]
+    vals = by_position[measured].to_numpy(dtype=float)
+    first = int(members[0])
+    other = next(int(r) for r in members[1:] if np.any(vals[r] != vals[first]))
+    config = ", ".join(f"{k}={_short(by_position[k].iloc[first])}" for k in keys)
+    diff = "; ".join(
+        f"{c} {_short(vals[first, j])} vs {_short(vals[other, j])}"
+        for j, c in enumerate(measured)
+        if vals[first, j] != vals[other, j]
+    )
+    raise DataError(
+        f"configuration {config} has different measurements in {row_label(df, first)} and "
+        f"{row_label(df, other)} ({diff}); average the repeats into one row or remove the wrong one"
+    )
+
+
+def aggregate_repeats(df: pd.DataFrame) -> tuple[pd.DataFrame, int]:
+    """The distinct configurations of a validated measurement table and the number of rows merged into them.
+
+    Rows that repeat a configuration (``KEY_COLUMNS`` and ``tensor_parallel``) with the same measurements (the
+    only repeats `validate_table` accepts) are one measurement: each is counted once, so a million-row log of a
+    few thousand configurations costs the least squares a few thousand residuals. The first row of each
+    configuration is kept, with its index label."""
+    keys = list(KEY_COLUMNS) + (["tensor_parallel"] if "tensor_parallel" in df.columns else [])
+    keep = ~df.duplicated(keys, keep="first").to_numpy()
+    if keep.all():
+        return df, 0
+    out = df[keep]
+    out.attrs = {}  # row positions changed: messages name rows by their index label (the original position)
+    return out, int((~keep).sum())

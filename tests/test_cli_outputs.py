@@ -58,13 +58,23 @@ def _interrupting_to_csv(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(pd.DataFrame, "to_csv", to_csv)
 
 
+def _interrupting_arrow_csv(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Arrow CSV writer (`slim predict`'s) writes part of the table, then the user presses Ctrl-C."""
+
+    def write_chunks(table: object, fh: object, options: object) -> None:
+        fh.write(b"opt-125m,h100")  # type: ignore[attr-defined]
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(slimlib.io, "_write_csv_chunks", write_chunks)
+
+
 def test_interrupted_predict_keeps_the_previous_output_and_leaves_no_partial_file(
     params_json, grid_csv, tmp_path, monkeypatch, capsys
 ):
     out = tmp_path / "pred.csv"
     out.write_text("previous predictions\n")
     before = sorted(os.listdir(tmp_path))
-    _interrupting_to_csv(monkeypatch)
+    _interrupting_arrow_csv(monkeypatch)
     assert main(["predict", str(params_json), str(grid_csv), "--out", str(out)]) == 130
     assert out.read_text() == "previous predictions\n"
     assert sorted(os.listdir(tmp_path)) == before  # no temporary or partial file left

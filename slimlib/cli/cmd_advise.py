@@ -28,8 +28,15 @@ from slimlib.cli.common import (
     slo_seconds,
 )
 from slimlib.io import write_csv
-from slimlib.model import load_params
 from slimlib.model.memory import gpu_memory
+from slimlib.model.validity import (
+    check_architecture,
+    check_context,
+    check_memory,
+    check_tensor_parallel,
+    kv_pool,
+    load_checked_params,
+)
 from slimlib.registry.architectures import get_architecture
 from slimlib.registry.gpus import get_gpu
 from slimlib.registry.precision import DTYPES, KV_CACHE_DTYPES, QUANTIZATIONS
@@ -179,7 +186,7 @@ def register_cli(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
 def _cmd_advise(args: argparse.Namespace) -> int:
     curve_path = output_file(args.curve, "--curve", inputs=[args.params]) if args.curve else None
     read_text_input(args.params, "parameter file")
-    model = load_params(args.params)
+    model = load_checked_params(args.params)
     arch = get_architecture(args.model)
     hw = get_gpu(model.gpu_)
     if args.batch_sizes:
@@ -191,10 +198,23 @@ def _cmd_advise(args: argparse.Namespace) -> int:
         "quantization": args.quantization,
         "kv_cache_dtype": args.kv_cache_dtype,
     }
+    check_architecture(arch, f"--model {args.model}")
+    check_tensor_parallel(arch, args.tensor_parallel, "--tensor-parallel")
+    check_context(arch, args.input_len, args.output_len, "--input-len + --output-len")
     available = None
     if args.gpu_blocks is not None:  # vLLM's num_gpu_blocks counts blocks of one GPU's share of the KV heads
         mem = gpu_memory(arch, hw, args.tensor_parallel, block_size=args.block_size, **precision)
         available = args.gpu_blocks * args.block_size * mem.kv_bytes_per_token
+    # one request must fit in the pool; with --no-memory-limit so must the largest candidate batch (or a warning)
+    biggest = candidates.max() if args.no_memory_limit else 1
+    check_memory(
+        arch, hw, args.tensor_parallel, biggest, args.input_len, args.output_len, block_size=args.block_size,
+        pool_bytes=available if available is not None else kv_pool(
+            arch, hw, args.tensor_parallel, gpu_memory_utilization=args.gpu_memory_utilization,
+            reserve_gib=args.reserve_gb, where=f"--model {args.model}", **precision,
+        ),
+        **precision,
+    )  # fmt: skip
     adv = advise(
         model, args.model, args.input_len, args.output_len, args.slo_s,
         args.epsilon, tensor_parallel=args.tensor_parallel, gpu=args.gpu, batch_sizes=candidates, block_size=args.block_size,
@@ -225,10 +245,13 @@ def _cmd_advise(args: argparse.Namespace) -> int:
     print(f"B_cap = {adv.b_cap}  (bound by: {s['reason']})")
     print(f"predicted throughput {s['pred_throughput_tok_s']:.1f} tok/s, E2E {s['pred_e2e_s']:.3g} s, "
           f"batching efficiency {s['efficiency']:.3f}")  # fmt: skip
+    if s["kv_saved_gb"] >= 0:
+        saving = f"saved {s['kv_saved_gb']:.2f} GiB"
+    else:  # only with --no-memory-limit: B_cap needs more than the default pool
+        saving = f"{-s['kv_saved_gb']:.2f} GiB MORE than the default allocation: vLLM would preempt requests"
     per_gpu = f" per GPU (of {args.tensor_parallel})" if args.tensor_parallel > 1 else ""
     print(f"KV cache{per_gpu}: B_cap needs {s['kv_needed_gb']:.2f} GiB ({int(s['blocks_needed'])} blocks of "
-          f"{args.block_size} tokens); default allocation {s['kv_default_gb']:.2f} GiB; "
-          f"saved {s['kv_saved_gb']:.2f} GiB")  # fmt: skip
+          f"{args.block_size} tokens); default allocation {s['kv_default_gb']:.2f} GiB; {saving}")  # fmt: skip
     flags = (f"--max-num-seqs {settings['max_num_seqs']} --gpu-memory-utilization "
              f"{settings['gpu_memory_utilization']:.2f} --max-model-len {settings['max_model_len']}")  # fmt: skip
     if settings["tensor_parallel_size"] > 1:
@@ -246,6 +269,9 @@ def _cmd_advise(args: argparse.Namespace) -> int:
 
 def _cmd_plan(args: argparse.Namespace) -> int:
     output_folder(args.out, "--out")
+    arch = get_architecture(args.model)
+    check_architecture(arch, f"--model {args.model}")
+    check_tensor_parallel(arch, args.tensor_parallel, "--tensor-parallel")
     plan = make_plan(
         args.model, args.gpu, args.input_len, args.output_len, n_batch=args.n_batch,
         batch_sizes=args.batch_sizes, rounds=args.rounds, min_prompts=args.min_prompts,

@@ -12,7 +12,7 @@ from tqdm import tqdm
 
 from slimlib.cli.common import OUTPUTS_NOTE, nonnegative_int, output_file, read_text_input
 from slimlib.errors import DataError
-from slimlib.io import write_csv, write_text
+from slimlib.io import is_stdout, write_table, write_text
 from slimlib.metrics import mape
 from slimlib.model import (
     DEFAULT_VARIANT,
@@ -20,11 +20,18 @@ from slimlib.model import (
     PREDICT_COLUMNS,
     IdentifiabilityWarning,
     get_method,
-    load_params,
     make_model,
     variant_names,
 )
-from slimlib.schema import PREDICT_SCHEMA_HELP, TARGET_COLUMN, read_csv_table, validate_table
+from slimlib.model.validity import CANONICAL, check_table, load_checked_params
+from slimlib.schema import (
+    PREDICT_SCHEMA_HELP,
+    TARGET_COLUMN,
+    aggregate_repeats,
+    concat_tables,
+    read_csv_table,
+    validate_table,
+)
 
 FIT_EXAMPLES = f"""\
 input CSV columns: model, gpu, batch_size, input_len, output_len, throughput_tok_s[, e2e_s]
@@ -95,8 +102,10 @@ def register_cli(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
         formatter_class=fmt,
     )
     q.add_argument("params", help="parameter file (JSON) from `slim fit`")
-    q.add_argument("data", help="CSV of configurations")
-    q.add_argument("--out", help="CSV to write (default: standard output; replaced atomically)")
+    q.add_argument("data", help="CSV (or .parquet) of configurations")
+    q.add_argument(
+        "--out", help="CSV or .parquet to write (default, or -: CSV on standard output; replaced atomically)"
+    )
     q.set_defaults(func=_cmd_predict)
 
 
@@ -120,10 +129,10 @@ def _read_tables(paths: list[str]) -> pd.DataFrame:
         df = read_csv_table(path)
         validate_table(df)
         frames.append(df)
-    if len(frames) == 1:
-        return frames[0]
-    combined = pd.concat(frames, ignore_index=True)
-    combined.attrs["source"] = None
+    combined = concat_tables(frames)
+    validate_table(
+        combined, canonical=CANONICAL
+    )  # conflicts across files and aliases, named by file and line
     return combined
 
 
@@ -137,6 +146,14 @@ def _cmd_fit(args: argparse.Namespace) -> int:
     fixed = _parse_fix(args.fix)
     t0 = time.perf_counter()
     df = _read_tables(args.data)
+    check_table(df, args.gpu)  # physical validity (slimlib.model.validity)
+    n_rows = len(df)
+    df, merged = aggregate_repeats(df)  # identical repeats of a configuration are one measurement
+    if merged:
+        _note(
+            args,
+            f"aggregated {n_rows} rows into {len(df)} distinct configurations ({merged} repeats counted once)",
+        )
     model = make_model(args.variant, gpu=args.gpu, fixed=fixed, n_starts=args.starts)
     _note(args, f"read {len(df)} rows from {len(args.data)} file(s) in {time.perf_counter() - t0:.1f} s")
     starts = f" from {args.starts + 1} starting points" if get_method(args.variant).calibrated else ""
@@ -147,10 +164,13 @@ def _cmd_fit(args: argparse.Namespace) -> int:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         with tqdm(desc="starts", unit="start", file=sys.stderr, disable=True if args.quiet else None) as bar:
+            lines = not args.quiet and not sys.stderr.isatty()  # logs get one line per start instead of a bar
 
             def progress(done: int, total: int) -> None:
                 bar.total = total
                 bar.update(done - bar.n)
+                if lines:
+                    _note(args, f"  start {done}/{total} done ({time.perf_counter() - t1:.1f} s)")
 
             model.fit(df, progress=progress)
     _note(args, f"fitted in {time.perf_counter() - t1:.1f} s")
@@ -161,9 +181,8 @@ def _cmd_fit(args: argparse.Namespace) -> int:
     train_mape = model.fit_info_.get("train_mape_pct")
     if train_mape is None:  # methods that do not record it (the baselines)
         train_mape = mape(df[TARGET_COLUMN], model.predict(df)["pred_throughput_tok_s"])
-    print(
-        f"fitted {args.variant!r} on {len(df)} rows ({model.gpu_}); train throughput MAPE {train_mape:.2f}%"
-    )
+    rows = f"{len(df)} rows" if not merged else f"{len(df)} distinct configurations of {n_rows} rows"
+    print(f"fitted {args.variant!r} on {rows} ({model.gpu_}); train throughput MAPE {train_mape:.2f}%")
     notes = table.pop("note") if "note" in table.columns else pd.Series(dtype=str)
     print(table.to_string(float_format=lambda v: f"{v:.4g}"))
     for name, note in notes.items():
@@ -183,7 +202,7 @@ def _cmd_fit(args: argparse.Namespace) -> int:
 def _cmd_predict(args: argparse.Namespace) -> int:
     out = output_file(args.out, "--out", inputs=[args.params, args.data]) if args.out else None
     read_text_input(args.params, "parameter file")
-    model = load_params(args.params)
+    model = load_checked_params(args.params)
     df = read_csv_table(args.data, require_target=False)
     missing = [c for c in PREDICT_COLUMNS if c not in df.columns]
     if missing:
@@ -194,11 +213,10 @@ def _cmd_predict(args: argparse.Namespace) -> int:
             f"{args.data}: already has column(s) {', '.join(clash)}; remove them ({PREDICT_SCHEMA_HELP})"
         )
     validate_table(df, require_target=False, require_gpu="gpu" in df.columns)
+    check_table(df, None if "gpu" in df.columns else model.gpu_)  # the rows' own GPU where they name one
     pred = model.predict(df)
     table = pd.concat([df, pred], axis=1)
-    if out is None:
-        table.to_csv(sys.stdout, index=False, lineterminator="\n")
-        return 0
-    write_csv(table, out)
-    print(f"wrote {len(table)} predictions to {out}")
+    write_table(table, out if out is not None else "-")  # Arrow; Parquet by extension
+    if out is not None and not is_stdout(out):
+        print(f"wrote {len(table)} predictions to {out}")
     return 0

@@ -27,7 +27,7 @@ from slimlib.kit.kernel_classes import kernel_breakdown
 from slimlib.kit.kit_slurm import write_kit_array
 from slimlib.kit.tidy import build_profiling_tables, write_tables
 
-PROFILE_EXAMPLES = """\
+PROFILE_EXAMPLES = f"""\
 The kit measures a minimal static-batch PyTorch engine with random weights (not vLLM) on your GPU: prefill and
 decode times, per-step times, memory, kernel time shares and Nsight Compute counters.
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from slimlib.model.gpu_transfer import read_params_file, transfer_file
+from slimlib.model.validity import check_params_document
 
 EXAMPLES = """\
 rule: as the method declares it (Estimator.transfer_scaling): efficiencies (eta_*) are kept and the target GPU's
@@ -35,6 +36,7 @@ def register_cli(sub: argparse._SubParsersAction) -> None:
 
 
 def _cmd_transfer(args: argparse.Namespace) -> int:
+    check_params_document(read_params_file(args.params), args.params)  # variant known, parameters in bounds
     source_gpu = read_params_file(args.params)["gpu"]
     doc = transfer_file(args.params, args.gpu, args.out)
     src = doc.get("transferred_from")

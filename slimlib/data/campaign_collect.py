@@ -19,6 +19,7 @@ import pandas as pd
 from slimlib.batchjobs import TASK_COLUMNS, TASKS_NAME, parse_status_line, task_log, task_status
 from slimlib.data.ingest import COLUMNS, ingest, ingest_files
 from slimlib.errors import DataError
+from slimlib.model.validity import CANONICAL
 
 KEYS = ("model", "gpu", "batch_size", "input_len", "output_len")
 #: Measured columns two rows of one configuration must share to count as the same run.
@@ -179,7 +180,10 @@ def _merge_duplicates(table: pd.DataFrame, out: Collected) -> pd.DataFrame:
     if table.empty:
         return table
     keep = []
-    for _, grp in table.groupby(list(KEYS), sort=False, dropna=False):
+    keys = table[list(KEYS)].copy()  # duplicates are found after alias normalization of model and GPU names
+    for col, fn in CANONICAL.items():
+        keys[col] = table[col].astype(str).map({v: fn(v) for v in table[col].astype(str).unique()})
+    for _, grp in table.groupby([keys[k] for k in KEYS], sort=False, dropna=False):
         first = grp.iloc[0]
         for _, other in grp.iloc[1:].iterrows():
             diff = [c for c in MEASURED if c in grp.columns and not _same(first[c], other[c])]

@@ -28,6 +28,7 @@ from slimlib.errors import DataError, SlimError, UnknownNameError
 from slimlib.io import write_text
 from slimlib.registry.architectures import get_architecture
 from slimlib.registry.gpus import get_gpu
+from slimlib.schema import blank_line_numbers, physical_line
 
 SETTINGS = ("batch_size", "input_len", "output_len", "model", "gpu")
 SIDECAR_NAMES = ("slim-runs.csv", "slim-runs.yaml", "slim-runs.yml")
@@ -368,11 +369,13 @@ def _read_csv_sidecar(path: Path) -> list[tuple[str, str, dict]]:
     if "file" not in df.columns:
         raise DataError(f"{path}: missing column 'file' (the result JSON file name of each row)")
     out = []
+    blanks = blank_line_numbers(path.read_bytes())  # the reader skips blank lines: count them in line numbers
     for i, rec in enumerate(df.to_dict("records")):
+        line = physical_line(i, blanks)
         name = str(rec.pop("file")).strip()
         if not name:
-            raise DataError(f"{path} line {i + 2}: field 'file' is empty")
-        out.append((f"line {i + 2}", name, rec))
+            raise DataError(f"{path} line {line}: field 'file' is empty")
+        out.append((f"line {line}", name, rec))
     return out
 
 

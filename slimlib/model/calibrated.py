@@ -19,12 +19,10 @@ single start of several converged ones reached the best cost (another seed may m
 from __future__ import annotations
 
 import warnings
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 import numpy as np
 import pandas as pd
-from scipy.optimize import OptimizeResult, least_squares
-from scipy.stats import qmc
 
 from slimlib.errors import DataError, FitError, SlimError
 from slimlib.metrics import mape, relative_error
@@ -35,6 +33,9 @@ from slimlib.model.params import ParamSpec
 from slimlib.model.priors import HELD_ORDER, PRIORS
 from slimlib.registry.gpus import GPU, get_gpu
 from slimlib.schema import validate_table
+
+if TYPE_CHECKING:
+    from scipy.optimize import OptimizeResult
 
 Components = tuple[FloatArray, FloatArray, FloatArray]
 #: absolute correlation above which two parameters are reported as not separately identifiable
@@ -154,6 +155,8 @@ class CalibratedModel(Estimator):
             r = relative_error(y, pred)
             return np.where(np.isfinite(r), r, 1e6)
 
+        from scipy.optimize import least_squares  # imported where used (start-up time of `slim`)
+
         best: OptimizeResult | None = None
         failures: list[str] = []
         solutions: list[tuple[float, FloatArray]] = []
@@ -164,6 +167,10 @@ class CalibratedModel(Estimator):
                     residuals, z0, bounds=(lo, hi), method="trf", x_scale=1.0,
                     ftol=1e-12, xtol=1e-12, gtol=1e-12, max_nfev=self.max_nfev,
                 )  # fmt: skip
+            except (
+                DataError
+            ):  # a data error (e.g. a GPU without link bandwidth for TP rows) reaches the user as itself
+                raise
             except ValueError as exc:  # e.g. residuals not finite at start
                 failures.append(str(exc))
             else:
@@ -216,6 +223,8 @@ class CalibratedModel(Estimator):
         z_init = np.clip(np.array([s.init / s.scale for s in free]), lo, hi)
         starts = [z_init]
         if self.n_starts > 0 and free:
+            from scipy.stats import qmc  # imported where used (start-up time of `slim`)
+
             u = qmc.Sobol(d=len(free), scramble=True, seed=self.seed).random(self.n_starts)
             for row in u:
                 z = np.empty(len(free))

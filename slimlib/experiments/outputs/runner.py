@@ -122,8 +122,20 @@ def _kernel_of_this_python(kernel_name: str) -> Iterator[str]:
 
 
 def _kernel_manager_class():
-    """The kernel manager papermill should use: with CurveZMQ-encrypted local sockets where supported."""
+    """The kernel manager papermill should use: with CurveZMQ-encrypted local sockets where supported, and no
+    interrupt at shutdown.
+
+    jupyter_client (8.x) sends SIGINT to a kernel before asking it to shut down, and ipykernel then logs
+    "[IPKernelApp] ERROR | KeyboardInterrupt caught in kernel" to the terminal after every notebook, although the
+    notebook finished. A kernel that papermill shuts down has finished its last cell, so the manager skips that
+    interrupt; the shutdown request, then SIGTERM and SIGKILL after `shutdown_wait_time`, still end it."""
     from jupyter_client.manager import AsyncKernelManager
+
+    class QuietShutdownKernelManager(AsyncKernelManager):
+        async def _async_interrupt_kernel(self) -> None:
+            if self.shutting_down:
+                return
+            await super()._async_interrupt_kernel()
 
     try:
         import zmq
@@ -132,9 +144,11 @@ def _kernel_manager_class():
     except Exception:  # pragma: no cover - pyzmq always comes with jupyter_client
         curve = False
     if not curve or "transport_encryption" not in AsyncKernelManager.class_trait_names():
-        return AsyncKernelManager  # older jupyter_client: plain TCP on localhost, as Jupyter itself does
+        return (
+            QuietShutdownKernelManager  # older jupyter_client: plain TCP on localhost, as Jupyter itself does
+        )
 
-    class EncryptedKernelManager(AsyncKernelManager):
+    class EncryptedKernelManager(QuietShutdownKernelManager):
         """Provisions CurveZMQ keys for kernels whose spec declares support (ipykernel does)."""
 
         def __init__(self, **kwargs):
@@ -215,9 +229,13 @@ def run_notebooks(
     manager_class = _kernel_manager_class()
     t_start = time.perf_counter()
     with _kernel_of_this_python(kernel_name) as kernel:
-        bar = tqdm(notebooks, desc="notebooks", unit="nb", disable=not progress, file=sys.stderr)
+        # a bar on a terminal; elsewhere (logs, CI) one plain line per notebook as it starts and ends
+        lines = progress and not sys.stderr.isatty()
+        bar = tqdm(notebooks, desc="notebooks", unit="nb", disable=not progress or lines, file=sys.stderr)
         for i, nb in enumerate(bar):
             bar.set_postfix_str(nb.name)
+            if lines:
+                print(f"notebook {i + 1}/{len(notebooks)}: {nb.name} ...", file=sys.stderr, flush=True)
             injected = {k: v for k, v in parameters.items() if k in declared[nb]}
             injected["figures_dir"] = str(figures)
             out_path = build / nb.name
@@ -238,6 +256,12 @@ def run_notebooks(
                 bar.close()
                 raise NotebookError(_failure_message(nb, out_path, exc), summary) from exc
             summary[i].update(status="ok", wall_s=time.perf_counter() - t0)
+            if lines:
+                print(
+                    f"notebook {i + 1}/{len(notebooks)}: {nb.name} ok in {summary[i]['wall_s']:.1f} s",
+                    file=sys.stderr,
+                    flush=True,
+                )
         bar.close()
     write_captions(
         figures

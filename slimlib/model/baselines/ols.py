@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import statsmodels.api as sm
 
 from slimlib.model.features import FloatArray
 
@@ -27,6 +26,8 @@ def fit_ols(x: FloatArray, y: FloatArray) -> OlsFit:
     (statsmodels' pseudo-inverse) with ``n - rank`` residual degrees of freedom."""
     peak = np.abs(x).max(axis=0)
     s = np.where(peak > 0, peak, 1.0)
+    import statsmodels.api as sm  # imported where used: it takes ~1 s, which `slim --help` should not pay
+
     res = sm.OLS(y, x / s).fit()
     ci = np.asarray(res.conf_int(alpha=0.05), dtype=float)
     return OlsFit(

@@ -1,0 +1,309 @@
+"""Physical validity of a configuration, in one place: what `slim fit`, `predict`, `advise`, `plan` and `transfer`
+accept before any model runs.
+
+* architecture sizes positive (a config.json with ``hidden_size`` 0 is not a model);
+* the context window: ``IL + OL <= max_position_embeddings`` (where the config fixes one);
+* tensor parallelism as vLLM allows it: ``num_attention_heads % TP == 0`` and TP at most the GPUs of one node
+  (`GPUS_PER_NODE`);
+* memory (`slimlib.model.memory.kv_pool_bytes` per GPU of the group): a KV pool <= 0 is an error that shows the
+  arithmetic; one request longer than the pool, or more requests than the pool has blocks (each running request
+  holds at least one), is an error; a batch whose KV cache exceeds the pool is a `PreemptionWarning` (vLLM would
+  preempt and recompute, which the models do not describe);
+* parameters: finite numbers within their `ParamSpec` bounds, on load and on transfer.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from slimlib.errors import DataError, UnknownNameError
+from slimlib.model.calibrated import CalibratedModel
+from slimlib.model.memory import (
+    DEFAULT_BLOCK_SIZE,
+    DEFAULT_GPU_MEMORY_UTILIZATION,
+    DEFAULT_RESERVE_GIB,
+    GIB,
+    gpu_total_bytes,
+    kv_bytes_per_token,
+    kv_pool_bytes,
+    per_gpu_kv_bytes_per_token,
+    per_gpu_weight_bytes,
+    tensor_parallel_problem,
+    weight_bytes,
+)
+from slimlib.model.methods import get_method, model_from_dict, read_params_document
+from slimlib.model.parallel import tensor_parallel_column
+from slimlib.registry.architectures import Architecture, get_architecture
+from slimlib.registry.gpus import GPU, get_gpu
+from slimlib.schema import row_label
+
+#: GPUs in one node (DGX/HGX H100/H200, MI300X platforms): the largest tensor-parallel group vLLM runs in one node
+GPUS_PER_NODE = 8
+
+
+class PreemptionWarning(UserWarning):
+    """A batch whose KV cache exceeds the engine's pool: vLLM would preempt requests (not modelled)."""
+
+
+def canonical_model(name: str) -> str:
+    """Registry name of a model (aliases and case folded); the lower-cased name when the registry lacks it."""
+    try:
+        return get_architecture(name).name
+    except (UnknownNameError, DataError):
+        return name.strip().lower()
+
+
+def canonical_gpu(name: str) -> str:
+    """Registry name of a GPU (aliases and case folded); the lower-cased name when the registry lacks it."""
+    try:
+        return get_gpu(name).name
+    except (UnknownNameError, DataError):
+        return name.strip().lower()
+
+
+#: column -> registry-name function, for `slimlib.schema.validate_table(canonical=...)`: duplicates are found
+#: after alias normalization (``LLAMA-2-7B`` is ``llama-2-7b``, ``h100-64gb`` is ``h100-sxm-64gb``)
+CANONICAL = {"model": canonical_model, "gpu": canonical_gpu}
+
+
+def check_architecture(arch: Architecture, where: str = "") -> None:
+    """DataError unless layers, hidden size, heads, KV heads, head width, FFN width and vocabulary are > 0."""
+    sizes = {
+        "num_hidden_layers": arch.n_layers,
+        "hidden_size": arch.hidden_size,
+        "num_attention_heads": arch.n_heads,
+        "num_key_value_heads": arch.n_kv_heads,
+        "head_dim": arch.head_dim,
+        "intermediate_size": arch.ffn_size,
+        "vocab_size": arch.vocab_size,
+    }
+    bad = [f"{k} = {v}" for k, v in sizes.items() if not v or v <= 0]
+    if bad:
+        at = f"{where}: " if where else ""
+        raise DataError(
+            f"{at}model {arch.name!r} has {', '.join(bad)}; every size of a model must be positive: fix its config.json"
+        )
+
+
+def check_tensor_parallel(arch: Architecture, tp: float, where: str = "") -> None:
+    """DataError unless TP is a whole number in [1, GPUS_PER_NODE] dividing the attention heads (vLLM's rule)."""
+    at = f"{where}: " if where else ""
+    if tp < 1 or tp != round(tp):
+        raise DataError(f"{at}tensor_parallel = {tp:g} must be a whole number >= 1")
+    if tp > GPUS_PER_NODE:
+        raise DataError(
+            f"{at}tensor_parallel = {tp:g} exceeds the {GPUS_PER_NODE} GPUs of one node; tensor parallelism runs "
+            "within a node: use at most 8"
+        )
+    problem = tensor_parallel_problem(arch.n_heads, arch.n_kv_heads, int(tp))
+    if problem:
+        ok = [
+            d
+            for d in range(1, GPUS_PER_NODE + 1)
+            if not tensor_parallel_problem(arch.n_heads, arch.n_kv_heads, d)
+        ]
+        raise DataError(
+            f"{at}tensor_parallel = {tp:g} does not split {arch.name} as vLLM requires ({problem}); use one of "
+            f"{', '.join(map(str, ok))}"
+        )
+
+
+def check_context(arch: Architecture, input_len: float, output_len: float, where: str = "") -> None:
+    """DataError when ``IL + OL`` exceeds the model's context window (``max_position_embeddings``)."""
+    total = float(input_len) + float(output_len)
+    if arch.max_position and total > arch.max_position:
+        at = f"{where}: " if where else ""
+        raise DataError(
+            f"{at}IL + OL = {total:g} tokens exceeds the {arch.max_position}-token context window of {arch.name} "
+            "(max_position_embeddings); shorten the lengths"
+        )
+
+
+def per_gpu_memory(arch: Architecture, tp: float, **precision: Any) -> tuple[float, float]:
+    """(weight bytes, KV bytes per token) one GPU of a tensor-parallel group of `tp` holds: the one per-GPU rule
+    of `slimlib.model.memory` that `gpu_memory` applies (KV heads replicated when TP exceeds them; `precision`: vLLM's
+    ``dtype``, ``quantization``, ``kv_cache_dtype``)."""
+    weights = float(
+        per_gpu_weight_bytes(weight_bytes(arch, precision.get("dtype"), precision.get("quantization")), tp)
+    )
+    kv = kv_bytes_per_token(arch, precision.get("dtype"), precision.get("kv_cache_dtype"))
+    return weights, float(per_gpu_kv_bytes_per_token(kv, arch.n_kv_heads, tp))
+
+
+def kv_pool(
+    arch: Architecture,
+    gpu: GPU,
+    tp: float = 1,
+    *,
+    gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION,
+    reserve_gib: float = DEFAULT_RESERVE_GIB,
+    where: str = "",
+    **precision: Any,
+) -> float:
+    """KV bytes per GPU the engine allocates by default (`kv_pool_bytes`); DataError showing the arithmetic
+    when it is <= 0 (the weights alone do not fit)."""
+    weights, _ = per_gpu_memory(arch, tp, **precision)
+    pool = float(kv_pool_bytes(gpu, weights, gpu_memory_utilization, reserve_gib))
+    if pool <= 0:
+        at = f"{where}: " if where else ""
+        cap = gpu_total_bytes(gpu)
+        raise DataError(
+            f"{at}{arch.name} ({weights * tp / max(arch.n_params, 1):.3g} bytes per weight) does not fit on "
+            f"{gpu.name} at tensor_parallel = {tp:g}: KV pool = {cap / GIB:.1f} GiB x {gpu_memory_utilization:g} - "
+            f"weights {weights / GIB:.1f} GiB - reserve {reserve_gib:g} GiB = {pool / GIB:.1f} GiB <= 0; use more "
+            "GPUs (tensor_parallel), a larger GPU or fewer bytes per weight (--quantization fp8)"
+        )
+    return pool
+
+
+def check_memory(
+    arch: Architecture,
+    gpu: GPU,
+    tp: float,
+    batch_size: Any,
+    input_len: Any,
+    output_len: Any,
+    *,
+    block_size: int = DEFAULT_BLOCK_SIZE,
+    labels: Any = None,
+    pool_bytes: float | None = None,
+    **precision: Any,
+) -> None:
+    """Batch sizes and lengths (arrays) against the KV pool of one GPU: DataError when one request cannot fit or
+    more requests run than the pool has blocks; `PreemptionWarning` when a batch's KV exceeds the pool.
+    `labels(i)` names row i in messages."""
+    pool = kv_pool(arch, gpu, tp, **precision) if pool_bytes is None else float(pool_bytes)
+    _, per_token = per_gpu_memory(arch, tp, **precision)
+    block_bytes = block_size * per_token
+    pool_blocks = math.floor(pool / block_bytes)
+    b = np.atleast_1d(np.asarray(batch_size, dtype=float))
+    tokens = np.atleast_1d(np.asarray(input_len, dtype=float) + np.asarray(output_len, dtype=float))
+    b, tokens = np.broadcast_arrays(b, tokens)
+    blocks = np.ceil(tokens / block_size)
+
+    def name(i: int) -> str:
+        return f"{labels(i)}: " if labels is not None else ""
+
+    one = np.flatnonzero(blocks > pool_blocks)
+    if one.size:
+        i = int(one[0])
+        raise DataError(
+            f"{name(i)}one request of {tokens[i]:g} tokens needs {blocks[i] * block_bytes / GIB:.3g} GiB of KV cache, "
+            f"more than the {pool / GIB:.3g} GiB pool of {arch.name} on {gpu.name} (tensor_parallel {tp:g}); "
+            "shorten the lengths or use more GPUs"
+        )
+    many = np.flatnonzero(b > pool_blocks)
+    if many.size:
+        i = int(many[0])
+        raise DataError(
+            f"{name(i)}batch_size = {b[i]:g} exceeds the {pool_blocks} KV blocks of {arch.name} on {gpu.name} "
+            f"(tensor_parallel {tp:g}); no GPU memory holds that many requests at once: use a batch size <= "
+            f"{pool_blocks}"
+        )
+    over = np.flatnonzero(b * blocks > pool_blocks)
+    if over.size:
+        i = int(over[0])
+        warnings.warn(
+            f"{name(i)}batch_size {b[i]:g} x {tokens[i]:g} tokens needs {b[i] * blocks[i] * block_bytes / GIB:.3g} "
+            f"GiB of KV cache, more than the {pool / GIB:.3g} GiB pool of {arch.name} on {gpu.name} "
+            f"({over.size} row(s) like it): vLLM would preempt requests, which the model does not describe",
+            PreemptionWarning,
+            stacklevel=2,
+        )
+
+
+def check_table(df: pd.DataFrame, gpu: str | GPU | None = None) -> None:
+    """Every physical check on a configuration table (columns ``model``, ``batch_size``, ``input_len``,
+    ``output_len``, optional ``gpu`` and ``tensor_parallel``), per distinct model and TP; errors name the row.
+    `gpu` is the GPU of the parameters (default: the row's ``gpu``)."""
+    tp = tensor_parallel_column(df)
+    il = df["input_len"].to_numpy(dtype=float)
+    ol = df["output_len"].to_numpy(dtype=float)
+    b = df["batch_size"].to_numpy(dtype=float)
+    # groups of (model, TP, GPU) by integer codes: a million rows hold a handful of them
+    m_codes, m_names = pd.factorize(df["model"])
+    t_codes, t_values = pd.factorize(tp)
+    g_names: list[str] = [gpu.name if isinstance(gpu, GPU) else str(gpu)] if gpu is not None else [""]
+    g_codes = np.zeros(len(df), dtype=np.int64)
+    if gpu is None and "gpu" in df.columns:
+        g_codes, g_index = pd.factorize(df["gpu"])
+        g_names = [str(v) for v in g_index]
+    key = (m_codes.astype(np.int64) * len(t_values) + t_codes) * len(g_names) + g_codes
+    uniq, first_rows, inverse = np.unique(key, return_index=True, return_inverse=True)
+    order = np.argsort(first_rows, kind="stable")  # groups in the order of their first row
+    by_group = np.argsort(inverse, kind="stable")
+    bounds = np.searchsorted(inverse[by_group], np.arange(len(uniq) + 1))
+    for j in order:
+        rows = by_group[bounds[j] : bounds[j + 1]]
+        k = int(uniq[j])
+        m = m_names[k // (len(t_values) * len(g_names))]
+        t = float(t_values[(k // len(g_names)) % len(t_values)])
+        g = g_names[k % len(g_names)]
+        first = int(rows[0])
+
+        def label(i: int, rows: Any = rows) -> str:
+            return row_label(df, int(rows[i]))
+
+        try:
+            arch = get_architecture(str(m))
+        except UnknownNameError as exc:
+            raise UnknownNameError(f"{row_label(df, first)}: {exc}") from None
+        check_architecture(arch, row_label(df, first))
+        check_tensor_parallel(arch, float(t), row_label(df, first))
+        if arch.max_position:
+            too = np.flatnonzero(il[rows] + ol[rows] > arch.max_position)
+            if too.size:
+                check_context(arch, il[rows][too[0]], ol[rows][too[0]], label(int(too[0])))
+        if not g:
+            continue
+        try:
+            hw = get_gpu(str(g))
+        except UnknownNameError as exc:
+            raise UnknownNameError(f"{row_label(df, first)}: field 'gpu': {exc}") from None
+        if t > 1 and not hw.link_bw:
+            raise DataError(
+                f"{row_label(df, first)}: tensor_parallel = {t:g} on {hw.name}, whose registry entry has no "
+                "interconnect bandwidth (link_bw); add it to slimlib.registry.gpus with its source, or use rows "
+                "with tensor_parallel 1"
+            )
+        pool = kv_pool(arch, hw, float(t), where=row_label(df, first))
+        check_memory(arch, hw, float(t), b[rows], il[rows], ol[rows], labels=label, pool_bytes=pool)
+
+
+def check_params_document(doc: dict[str, Any], where: str) -> None:
+    """DataError unless the variant is known and every parameter is a finite number within its bounds."""
+    try:
+        method = get_method(str(doc["variant"]))
+    except UnknownNameError as exc:
+        raise UnknownNameError(f"{where}: field 'variant': {exc}") from None
+    params = doc["params"]
+    for k, v in params.items():
+        if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
+            raise DataError(
+                f"{where}: parameter {k!r} is {v!r}, not a finite number; regenerate the file with `slim fit`"
+            )
+    if issubclass(method.cls, CalibratedModel):
+        specs = method.cls(**method.options).param_specs()
+        for s in specs:
+            if s.name not in params:
+                raise DataError(
+                    f"{where}: parameter {s.name!r} of {method.name!r} is missing; regenerate the file"
+                )
+            v = float(params[s.name])
+            if not s.lower <= v <= s.upper:
+                raise DataError(
+                    f"{where}: parameter {s.name} = {v:g} is outside its bounds [{s.lower:g}, {s.upper:g}] "
+                    f"({s.doc}); regenerate the file with `slim fit`"
+                )
+
+
+def load_checked_params(path: str) -> Any:
+    """`load_params` with the parameter checks (`check_params_document`) first."""
+    doc, where = read_params_document(path)
+    check_params_document(doc, where)
+    return model_from_dict(doc, where)

@@ -1,0 +1,438 @@
+"""Issue 20: no input destroys data or passes as physical when it is not. Each case is a bad input given to the
+`slim` command as a user would; each must end with exit status 2 and ONE line on standard error matching the
+expected message, and must leave every file it was given as it was."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from synthetic import TRUE_PARAMS, grid, synthesize
+
+from slimlib.cli.main import main
+from slimlib.model import SlimModel
+
+FIXTURES = Path(__file__).parent / "fixtures"
+GPU = "h100-sxm-80gb"
+
+
+def _params(tmp: Path, **override: object) -> Path:
+    doc = json.loads(SlimModel.with_params(TRUE_PARAMS, gpu=GPU).to_json())
+    for k, v in override.items():
+        if k in doc["params"]:
+            doc["params"][k] = v
+        else:
+            doc[k] = v
+    path = tmp / "params.json"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def _measured(tmp: Path, name: str = "runs.csv", **columns: object) -> Path:
+    df = synthesize(SlimModel.with_params(TRUE_PARAMS, gpu=GPU), grid(batch=(1, 4, 16)))
+    for k, v in columns.items():
+        df[k] = v
+    path = tmp / name
+    df.to_csv(path, index=False)
+    return path
+
+
+def _rows(tmp: Path, text: str, name: str = "rows.csv") -> Path:
+    path = tmp / name
+    path.write_text(text)
+    return path
+
+
+CONFIG_ROWS = "model,batch_size,input_len,output_len{extra_head}\n{model},{b},{il},{ol}{extra}\n"
+
+
+def _config(
+    tmp: Path, model: str = "opt-125m", b: object = 8, il: object = 128, ol: object = 64, tp=None
+) -> Path:
+    extra_head, extra = (",tensor_parallel", f",{tp}") if tp is not None else ("", "")
+    return _rows(tmp, CONFIG_ROWS.format(model=model, b=b, il=il, ol=ol, extra_head=extra_head, extra=extra))
+
+
+def _zero_config(tmp: Path, key: str) -> Path:
+    cfg = json.loads((FIXTURES / "configs" / "opt-125m.json").read_text())
+    cfg[key] = 0
+    path = tmp / "config.json"
+    path.write_text(json.dumps(cfg))
+    return path
+
+
+@dataclass
+class Case:
+    name: str
+    argv: Callable[[Path], list[str]]
+    message: str  # regular expression the one error line must match
+
+
+def _s(*parts: object) -> list[str]:
+    return [str(p) for p in parts]
+
+
+def _fifo(tmp: Path) -> Path:
+    path = tmp / "fifo.csv"
+    os.mkfifo(path)
+    return path
+
+
+def _socket(tmp: Path) -> Path:
+    path = tmp / "sock.csv"
+    s = socket.socket(socket.AF_UNIX)
+    s.bind(str(path))
+    s.close()
+    return path
+
+
+def _device_link(tmp: Path) -> Path:
+    path = tmp / "null.csv"  # a link to a device: replacing the link would be safe, but it is refused anyway
+    path.symlink_to("/dev/null")
+    return path
+
+
+def _runs_folder(tmp: Path) -> Path:
+    runs = tmp / "runs"
+    shutil.copytree(FIXTURES / "ingest" / "runs", runs)
+    return runs
+
+
+def _two_files(tmp: Path) -> list[Path]:
+    a = _measured(tmp, "a.csv")
+    b = _measured(tmp, "b.csv")
+    text = b.read_text().splitlines()
+    head, first = text[0].split(","), text[1].split(",")
+    first[head.index("throughput_tok_s")] = "12345"
+    b.write_text("\n".join([text[0], ",".join(first)]) + "\n")
+    return [a, b]
+
+
+def _sidecar_with_blank_line(tmp: Path) -> Path:
+    runs = _runs_folder(tmp)
+    side = runs / "slim-runs.csv"
+    lines = side.read_text().splitlines()
+    side.write_text("\n".join([lines[0], "", lines[1], ",8,100,200,,"]) + "\n")  # empty 'file' on line 4
+    return runs
+
+
+def _alias_rows(tmp: Path, col: str, alias: str) -> Path:
+    df = synthesize(
+        SlimModel.with_params(TRUE_PARAMS, gpu="h100-sxm-64gb"), grid(gpu="h100-sxm-64gb", batch=(1, 4))
+    )
+    dup = df.iloc[[0]].copy()
+    dup[col] = alias
+    dup["throughput_tok_s"] *= 1.5
+    path = tmp / "alias.csv"
+    pd.concat([df, dup]).to_csv(path, index=False)
+    return path
+
+
+def _blank_line_rows(tmp: Path) -> Path:
+    path = _measured(tmp)
+    lines = path.read_text().splitlines()
+    bad = lines[4].split(",")
+    bad[2] = "-4"  # batch_size of the 4th data row, physical line 6 after the blank line
+    lines[4] = ",".join(bad)
+    path.write_text("\n".join(lines[:3] + [""] + lines[3:]) + "\n")
+    return path
+
+
+CASES = [
+    # -- outputs: nothing but a regular file is replaced, and never an input ------------------------------------
+    Case(
+        "predict --out FIFO",
+        lambda t: _s("predict", _params(t), _config(t), "--out", _fifo(t)),
+        r"fifo.csv: is not a regular file",
+    ),
+    Case(
+        "predict --out socket",
+        lambda t: _s("predict", _params(t), _config(t), "--out", _socket(t)),
+        r"sock.csv: is not a regular file",
+    ),
+    Case(
+        "predict --out link to /dev/null",
+        lambda t: _s("predict", _params(t), _config(t), "--out", _device_link(t)),
+        r"null.csv: is not a regular file",
+    ),
+    Case(
+        "ingest --out a result inside the input folder",
+        lambda t: _s("data", "ingest", _runs_folder(t), "--out", t / "runs" / "bench-serve-c16.json"),
+        r"is also an input|lies inside the input folder",
+    ),
+    Case(
+        "ingest --out a new file inside the input folder",
+        lambda t: _s("data", "ingest", _runs_folder(t), "--out", t / "runs" / "table.csv"),
+        r"lies inside the input folder",
+    ),
+    Case(
+        "fit --out the input", lambda t: _s("fit", _measured(t), "--out", t / "runs.csv"), r"is also an input"
+    ),
+    Case(
+        "fit --out the input through ..",
+        lambda t: _s("fit", _measured(t), "--out", (t / "sub").mkdir() or t / "sub" / ".." / "runs.csv"),
+        r"is also an input",
+    ),
+    # -- physical validity ------------------------------------------------------------------------------------------
+    Case(
+        "predict IL beyond the context window",
+        lambda t: _s("predict", _params(t), _config(t, il=4000)),
+        r"line 2: IL \+ OL = 4064 tokens exceeds the 2048-token context window of opt-125m",
+    ),
+    Case(
+        "predict B = 1e9",
+        lambda t: _s("predict", _params(t), _config(t, b=1_000_000_000)),
+        r"line 2: batch_size = 1e\+09 exceeds the \d+ KV blocks of opt-125m",
+    ),
+    Case(
+        "predict B = 1e12",
+        lambda t: _s("predict", _params(t), _config(t, b=1_000_000_000_000)),
+        r"batch_size = 1e\+12 exceeds the \d+ KV blocks",
+    ),
+    Case(
+        "predict TP = 3 on 32 heads",
+        lambda t: _s("predict", _params(t), _config(t, "llama-2-7b", tp=3)),
+        r"line 2: tensor_parallel = 3 does not divide the 32 attention heads of llama-2-7b",
+    ),
+    Case(
+        "predict TP = 1e6",
+        lambda t: _s("predict", _params(t), _config(t, "llama-2-7b", tp=1_000_000)),
+        r"tensor_parallel = 1e\+06 exceeds the 8 GPUs of one node",
+    ),
+    Case(
+        "predict TP = 2 on a GPU without link bandwidth",
+        lambda t: _s("predict", _params(t), _config(t, "llama-2-7b", tp=2)),
+        r"tensor_parallel = 2 on h100-sxm-80gb, whose registry entry has no interconnect bandwidth",
+    ),
+    Case(
+        "fit TP = 2 on a GPU without link bandwidth (not 'did not converge')",
+        lambda t: _s("fit", _measured(t, tensor_parallel=2), "--out", t / "p.json"),
+        r"runs.csv line 2: tensor_parallel = 2 on h100-sxm-80gb",
+    ),
+    Case(
+        "advise config.json with hidden_size 0",
+        lambda t: _s(
+            "advise",
+            _params(t),
+            "--model",
+            _zero_config(t, "hidden_size"),
+            "--input-len",
+            100,
+            "--output-len",
+            100,
+        ),
+        r"hidden_size",
+    ),
+    Case(
+        "advise config.json with 0 layers",
+        lambda t: _s(
+            "advise",
+            _params(t),
+            "--model",
+            _zero_config(t, "num_hidden_layers"),
+            "--input-len",
+            100,
+            "--output-len",
+            100,
+        ),
+        r"num_hidden_layers",
+    ),
+    Case(
+        "advise config.json with vocabulary 0",
+        lambda t: _s(
+            "advise",
+            _params(t),
+            "--model",
+            _zero_config(t, "vocab_size"),
+            "--input-len",
+            100,
+            "--output-len",
+            100,
+        ),
+        r"vocab_size",
+    ),
+    Case(
+        "advise --no-memory-limit at IL = 1e9",
+        lambda t: _s(
+            "advise",
+            _params(t),
+            "--model",
+            "opt-1.3b",
+            "--input-len",
+            1e9,
+            "--output-len",
+            100,
+            "--no-memory-limit",
+        ),
+        r"exceeds the 2048-token context window of opt-1.3b",
+    ),
+    Case(
+        "advise TP = 3",
+        lambda t: _s(
+            "advise",
+            _params(t),
+            "--model",
+            "llama-2-7b",
+            "--input-len",
+            100,
+            "--output-len",
+            100,
+            "--tensor-parallel",
+            3,
+        ),
+        r"--tensor-parallel: tensor_parallel = 3 does not divide the 32 attention heads",
+    ),
+    Case(
+        "advise a 70B model on one GPU",
+        lambda t: _s("advise", _params(t), "--model", "llama-3-70b", "--input-len", 100, "--output-len", 100),
+        r"does not fit on h100-sxm-80gb at tensor_parallel = 1: KV pool = .* GiB x 0.9 - weights 131.4 GiB - "
+        r"reserve 1.5 GiB = -.* GiB <= 0",
+    ),
+    Case(
+        "plan TP = 3",
+        lambda t: _s(
+            "plan", "--model", "llama-2-7b", "--gpu", GPU, "--tensor-parallel", 3, "--out", t / "plan"
+        ),
+        r"tensor_parallel = 3 does not divide the 32 attention heads",
+    ),
+    Case(
+        "fit Llama-3-70B on one H200 in BF16 (KV pool <= 0)",
+        lambda t: _s(
+            "fit",
+            _rows(
+                t,
+                "model,gpu,batch_size,input_len,output_len,throughput_tok_s\n"
+                + "".join(f"llama-3-70b,h200,{b},128,128,{100 * b}\n" for b in (1, 2, 4, 8, 16, 32, 64)),
+            ),
+            "--out",
+            t / "p.json",
+        ),
+        r"rows.csv line 2: llama-3-70b \(2 bytes per weight\) does not fit on h200-sxm-141gb at tensor_parallel = 1: "
+        r"KV pool = 141.0 GiB x 0.9 - weights 131.4 GiB - reserve 1.5 GiB = -6.0 GiB <= 0",
+    ),
+    # -- parameters within their bounds, on load and on transfer ---------------------------------------------------
+    Case(
+        "predict with eta_c = -0.5",
+        lambda t: _s("predict", _params(t, eta_c=-0.5), _config(t)),
+        r"parameter eta_c = -0.5 is outside its bounds \[0.001, 1\]",
+    ),
+    Case(
+        "advise with eta_c = -0.5",
+        lambda t: _s(
+            "advise", _params(t, eta_c=-0.5), "--model", "opt-125m", "--input-len", 100, "--output-len", 100
+        ),
+        r"parameter eta_c = -0.5 is outside its bounds",
+    ),
+    Case(
+        "transfer with eta_c = -0.5",
+        lambda t: _s("transfer", _params(t, eta_c=-0.5), "--gpu", "mi300x", "--out", t / "o.json"),
+        r"parameter eta_c = -0.5 is outside its bounds",
+    ),
+    Case(
+        "transfer an unknown variant",
+        lambda t: _s("transfer", _params(t, variant="papr"), "--gpu", "mi300x", "--out", t / "o.json"),
+        r"params.json: field 'variant': unknown model variant 'papr'; closest known: paper",
+    ),
+    Case(
+        "transfer a string parameter",
+        lambda t: _s("transfer", _params(t, alpha="fast"), "--gpu", "mi300x", "--out", t / "o.json"),
+        r"parameter 'alpha' is 'fast', not a finite number",
+    ),
+    Case(
+        "transfer a negative parameter",
+        lambda t: _s("transfer", _params(t, gamma=-1e-6), "--gpu", "mi300x", "--out", t / "o.json"),
+        r"parameter gamma = -1e-06 is outside its bounds",
+    ),
+    # -- duplicates: after alias normalization, both sides by file and line; blank lines counted -------------------
+    Case(
+        "conflicting duplicates differing by a model alias (case)",
+        lambda t: _s("fit", _alias_rows(t, "model", "OPT-125M"), "--out", t / "p.json"),
+        r"alias.csv line 2 and \S*alias.csv line \d+ \(throughput_tok_s",
+    ),
+    Case(
+        "conflicting duplicates differing by a GPU alias",
+        lambda t: _s("fit", _alias_rows(t, "gpu", "h100-64gb"), "--out", t / "p.json"),
+        r"alias.csv line 2 and \S*alias.csv line \d+",
+    ),
+    Case(
+        "conflicting duplicates across two files",
+        lambda t: _s("fit", *_two_files(t), "--out", t / "p.json"),
+        r"a.csv line 2 and \S*b.csv line 2",
+    ),
+    Case(
+        "a blank line before a bad row",
+        lambda t: _s("fit", _blank_line_rows(t), "--out", t / "p.json"),
+        r"runs.csv line 6: field 'batch_size' is -4",
+    ),
+    Case(
+        "fit an unknown GPU",
+        lambda t: _s("fit", _measured(t, gpu="h100-sxn"), "--out", t / "p.json"),
+        r"runs.csv line 2: field 'gpu': unknown GPU 'h100-sxn'",
+    ),
+]
+
+
+def _snapshot(tmp: Path) -> dict[str, bytes | str]:
+    out: dict[str, bytes | str] = {}
+    for p in sorted(tmp.rglob("*")):
+        if p.is_symlink():
+            out[str(p)] = "link:" + os.readlink(p)
+        elif p.is_file():
+            out[str(p)] = p.read_bytes()
+        elif not p.is_dir():
+            out[str(p)] = "special:" + oct(p.stat().st_mode)
+    return out
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_bad_input_is_one_clean_line_and_destroys_nothing(case, tmp_path, capsys):
+    argv = case.argv(tmp_path)
+    before = _snapshot(tmp_path)
+    rc = main(argv)
+    err = capsys.readouterr().err
+    lines = [ln for ln in err.splitlines() if ln.strip() and "warning:" not in ln]
+    assert rc == 2, f"{case.name}: exit status {rc}, stderr {err!r}"
+    assert len(lines) == 1, f"{case.name}: not one line: {err!r}"
+    assert "Traceback" not in err
+    assert re.search(case.message, lines[0]), (case.name, lines[0])
+    assert _snapshot(tmp_path) == before, f"{case.name}: a file changed"
+    assert not list(tmp_path.rglob(".*.tmp")), f"{case.name}: a temporary file was left"
+
+
+def test_every_issue_case_is_covered():
+    """The closing note counts these: every bad input of issue 20 is one case above."""
+    assert len(CASES) >= 30
+    assert len({c.name for c in CASES}) == len(CASES)
+
+
+def test_dash_writes_to_standard_output(tmp_path, capsys):
+    assert main(_s("predict", _params(tmp_path), _config(tmp_path), "--out", "-")) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0].startswith("model,batch_size,input_len,output_len,pred_throughput_tok_s")
+    assert not (tmp_path / "-").exists()
+
+
+def test_no_memory_limit_never_prints_a_negative_saving(tmp_path, capsys):
+    rc = main(_s("advise", _params(tmp_path), "--model", "opt-6.7b", "--input-len", 1000, "--output-len", 1000,
+                 "--batch-sizes", 8, 64, 512, "--no-memory-limit"))  # fmt: skip
+    out = capsys.readouterr().out
+    assert rc == 0
+    kv = next(ln for ln in out.splitlines() if ln.startswith("KV cache"))
+    assert "saved -" not in kv
+    if "B_cap = 512" in out:  # 512 requests of 2,000 tokens need more than an 80 GB GPU's pool
+        assert "MORE than the default allocation" in kv
+
+
+def test_profile_help_has_no_placeholder(capsys):
+    with pytest.raises(SystemExit):
+        main(["profile", "--help"])
+    out = capsys.readouterr().out
+    assert "{OUTPUTS_NOTE}" not in out and "replaced atomically" in out
