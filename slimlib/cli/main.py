@@ -8,6 +8,7 @@ import sys
 from slimlib import __version__
 from slimlib.cli import (
     cmd_advise,
+    cmd_bench,
     cmd_data,
     cmd_evaluate,
     cmd_fit,
@@ -31,6 +32,7 @@ COMMAND_MODULES = (
     cmd_peers,
     cmd_reproduce,
     cmd_profile,
+    cmd_bench,
 )
 
 
