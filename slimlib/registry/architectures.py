@@ -615,9 +615,13 @@ def _registry_entry(name: str, hf_id: str, aliases: tuple[str, ...], config: dic
 
 
 _REGISTRY: tuple[Architecture, ...] = tuple(_registry_entry(*spec) for spec in _REGISTRY_SPECS)
-_REGISTRY += tuple(  # the CPU-engine campaign's scaled OPT family (no hub entry; slimlib.registry.engine_models)
-    replace(_registry_entry(*spec), source="OPT shapes / 8, slimlib.registry.engine_models (random weights)")
-    for spec in ENGINE_MODEL_SPECS
+_REGISTRY += (
+    tuple(  # the CPU-engine campaign's scaled OPT family (no hub entry; slimlib.registry.engine_models)
+        replace(
+            _registry_entry(*spec), source="OPT shapes / 8, slimlib.registry.engine_models (random weights)"
+        )
+        for spec in ENGINE_MODEL_SPECS
+    )
 )
 
 

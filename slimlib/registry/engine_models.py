@@ -37,5 +37,6 @@ def _scaled(d: int, layers: int, heads: int, k: int = _DIVIDE) -> dict[str, Any]
 ENGINE_MODELS = tuple(f"{m}-s{_DIVIDE}" for m in _OPT_SHAPES)
 #: registry specs (name, id, aliases, config subset), in the layout of `slimlib.registry.architectures`
 ENGINE_MODEL_SPECS: tuple[tuple[str, str, tuple[str, ...], dict[str, Any]], ...] = tuple(
-    (f"{m}-s{_DIVIDE}", f"slim-engine/{m}-s{_DIVIDE}", (), _scaled(*shape)) for m, shape in _OPT_SHAPES.items()
+    (f"{m}-s{_DIVIDE}", f"slim-engine/{m}-s{_DIVIDE}", (), _scaled(*shape))
+    for m, shape in _OPT_SHAPES.items()
 )

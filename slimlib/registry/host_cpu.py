@@ -10,13 +10,15 @@ so the advisor's KV capacity matches the engine's. A test checks these values ag
 
 from __future__ import annotations
 
+from typing import Any
+
 __all__ = ["HOST_CPU", "HOST_CPU_KV_SPACE_GIB"]
 
 #: VLLM_CPU_KVCACHE_SPACE of the committed campaign, GiB
 HOST_CPU_KV_SPACE_GIB = 4
 
 #: keyword arguments of the registry's `GPU` entry for the host CPU
-HOST_CPU: dict = {
+HOST_CPU: dict[str, Any] = {
     "name": "cpu",
     "peak_flops": 132.6e9,
     "mem_bw": 17.62e9,

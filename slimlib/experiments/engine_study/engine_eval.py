@@ -84,7 +84,9 @@ def engine_scenarios(runs: pd.DataFrame | None = None) -> list[Scenario]:
     il = engine_input_length_scenario(t, name="input-length-transfer")
     out.append(il)
     small = t[t["model"].isin(SMALLER)]
-    train = pd.concat([_at(small, BASE_IL, [MODEL_TRANSFER_OL]), _at(small, BASE_IL, OL_TRAIN)]).drop_duplicates()
+    train = pd.concat(
+        [_at(small, BASE_IL, [MODEL_TRANSFER_OL]), _at(small, BASE_IL, OL_TRAIN)]
+    ).drop_duplicates()
     test = _at(t[t["model"] == LARGEST], BASE_IL, [OL_TEST])
     out.append(Scenario(
         "combined", f"union of the model- and output-length-transfer training sets without {LARGEST}; validate "
@@ -94,7 +96,9 @@ def engine_scenarios(runs: pd.DataFrame | None = None) -> list[Scenario]:
     return out
 
 
-def noise_floor(runs: pd.DataFrame | None = None, n_boot: int = 10_000, seed: int = 20_240_613) -> pd.DataFrame:
+def noise_floor(
+    runs: pd.DataFrame | None = None, n_boot: int = 10_000, seed: int = 20_240_613
+) -> pd.DataFrame:
     """MAPE (%) between repeat >= 1 and repeat 0 of the same configuration, per metric, with a bootstrap 95%
     interval over configurations. Columns: metric, n_pairs, mape_pct, ci_lo_pct, ci_hi_pct, max_ape_pct."""
     runs = load(ENGINE_TABLE) if runs is None else runs
@@ -103,7 +107,9 @@ def noise_floor(runs: pd.DataFrame | None = None, n_boot: int = 10_000, seed: in
     rep = runs[runs["repeat"].astype(int) >= 1]
     pairs = rep.merge(base, on=keys, suffixes=("", "_0"), validate="many_to_one")
     if pairs.empty:
-        raise DataError(f"{ENGINE_TABLE}: no repeated configuration; the noise floor needs repeats (--repeats)")
+        raise DataError(
+            f"{ENGINE_TABLE}: no repeated configuration; the noise floor needs repeats (--repeats)"
+        )
     rows = []
     for metric, col in (("throughput", "throughput_tok_s"), ("latency", "e2e_s")):
         errs = U.ape(pairs[col + "_0"].to_numpy(float), pairs[col].to_numpy(float))
@@ -123,9 +129,13 @@ def bca_curves(runs: pd.DataFrame | None = None, il: int = BASE_IL) -> pd.DataFr
     for c in ("batch_size", "input_len", "output_len"):
         df[c] = df[c].astype(int)
     df["measured_e2e_s"] = df["e2e_s"].astype(float)
-    first = df.groupby(["model", "output_len"], sort=True)[["batch_size", "throughput_tok_s"]].transform("first")
+    first = df.groupby(["model", "output_len"], sort=True)[["batch_size", "throughput_tok_s"]].transform(
+        "first"
+    )
     df["t1_from_batch"] = first["batch_size"].astype(int)
-    df["efficiency"] = df["throughput_tok_s"] / (df["batch_size"] * first["throughput_tok_s"] / first["batch_size"])
+    df["efficiency"] = df["throughput_tok_s"] / (
+        df["batch_size"] * first["throughput_tok_s"] / first["batch_size"]
+    )
     df["kv_default_gb"] = float(HOST_CPU_KV_SPACE_GIB)
     df["block_size"] = 16
     df["preempted"] = False

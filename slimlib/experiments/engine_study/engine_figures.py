@@ -7,8 +7,14 @@ from __future__ import annotations
 
 import pandas as pd
 
-from slimlib.experiments.outputs.plotting import HOUSE_COLORS, batch_axis, model_style, new_figure, ol_style
-from slimlib.experiments.outputs.plotting import plain_log_axis
+from slimlib.experiments.outputs.plotting import (
+    HOUSE_COLORS,
+    batch_axis,
+    model_style,
+    new_figure,
+    ol_style,
+    plain_log_axis,
+)
 from slimlib.registry.engine_models import ENGINE_MODELS
 
 __all__ = ["engine_plateau", "engine_saturation", "engine_phases"]
@@ -57,11 +63,15 @@ def engine_saturation(runs: pd.DataFrame, models: list[str], il: int = 128, ol: 
         for o in sorted(g.loc[g["input_len"] == il, "output_len"].unique()):
             color, marker = ol_style(o)
             c = g[(g["input_len"] == il) & (g["output_len"] == o)]
-            axes[0, j].plot(c["batch_size"], c["throughput_tok_s"], marker=marker, color=color, label=f"OL={o}")
+            axes[0, j].plot(
+                c["batch_size"], c["throughput_tok_s"], marker=marker, color=color, label=f"OL={o}"
+            )
         for i in sorted(g.loc[g["output_len"] == ol, "input_len"].unique()):
             color, marker = _IL_STYLES.get(int(i), ("#000000", "D"))
             c = g[(g["input_len"] == i) & (g["output_len"] == ol)]
-            axes[1, j].plot(c["batch_size"], c["throughput_tok_s"], marker=marker, color=color, label=f"IL={i}")
+            axes[1, j].plot(
+                c["batch_size"], c["throughput_tok_s"], marker=marker, color=color, label=f"IL={i}"
+            )
         axes[0, j].set_title(m, fontsize="small")
         for row in (0, 1):
             batch_axis(axes[row, j])
@@ -86,7 +96,9 @@ def engine_phases(runs: pd.DataFrame, model: str, ol: int = 256):
         decode = c["e2e_s"] - ttft
         axes[0].plot(c["batch_size"], 100 * decode / c["e2e_s"], marker=marker, color=color, label=f"IL={i}")
         axes[1].plot(c["batch_size"], decode, marker=marker, color=color, label=f"IL={i} decode")
-        axes[1].plot(c["batch_size"], ttft, marker=marker, mfc="none", ls="--", color=color, label=f"IL={i} TTFT")
+        axes[1].plot(
+            c["batch_size"], ttft, marker=marker, mfc="none", ls="--", color=color, label=f"IL={i} TTFT"
+        )
     for ax in axes:
         batch_axis(ax)
         ax.set_xlabel(f"batch cap B ({model}, OL={ol})")
