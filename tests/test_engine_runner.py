@@ -113,19 +113,23 @@ def test_busy_port_is_replaced_by_a_free_one(env):
 
 def test_window_and_kv_cache_overflows_are_reported_skips(env):
     tmp, log, models = env
-    plan = _plan(curves=((64, 32), (2000, 100)), batches=(1, 4))
-    m = run_plan(plan, tmp / "camp", _spec(kv=0.01), ARGVS, models_dir=models, port=18436, say=lambda s: None)
+    plan = _plan(batches=(1, 4))
+    long = plan.assign(input_len=2000, output_len=100)  # a hand-edited plan.csv (`slim plan` refuses it)
+    long["file"] = long["file"].str.replace("il64_ol32", "il2000_ol100")
+    plan = pd.concat([plan, long], ignore_index=True)
+    m = run_plan(plan, tmp / "camp", _spec(kv=4.0), ARGVS, models_dir=models, port=18436, say=lambda s: None)
     skipped = m["sessions"][-1]["skipped"]
     window = [f for f, why in skipped.items() if "exceeds the model window of 2048" in why]
     assert sorted(window) == sorted(plan.loc[plan["input_len"] == 2000, "file"])
-    # 0.01 GiB holds 4 requests of 96 tokens of opt-1.3b-s8 (96 x 3072 B), so B = 4 fits and nothing else skips
     assert len(skipped) == 2 and len(m["sessions"][-1]["measured"]) == 2
     ex = exclusions(tmp / "camp")
     assert sorted(ex["file"]) == sorted(window) and (ex["status"] == "skipped").all()
-    m = run_plan(_plan(batches=(1, 8)), tmp / "camp2", _spec(kv=0.01), ARGVS, models_dir=models, port=18436,
+    # 0.001 GiB holds 3 requests of 96 tokens of opt-1.3b-s8 (96 x 3072 B): B = 1 runs, B = 8 is skipped
+    m = run_plan(_plan(batches=(1, 8)), tmp / "camp2", _spec(kv=0.001), ARGVS, models_dir=models, port=18436,
                  say=lambda s: None)  # fmt: skip
     (why,) = m["sessions"][-1]["skipped"].values()
-    assert "batch 8 exceeds the 4 requests of 96 tokens the 0.01 GiB KV cache holds" in why
+    assert "batch 8 exceeds the 3 requests of 96 tokens the 0.001 GiB KV cache holds" in why
+    assert m["sessions"][-1]["measured"] == [_plan(batches=(1, 8))["file"].iloc[0]]
 
 
 def test_time_budget_stops_resumably(env):

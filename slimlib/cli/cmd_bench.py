@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import io
 import sys
 from pathlib import Path
 
 import pandas as pd
 
 from slimlib.advisor.commands import client_args, server_args
-from slimlib.data.engine_runs import engine_table, exclusions
-from slimlib.data.ingest import write_table
+from slimlib.data.build import write_csv
+from slimlib.data.catalog import coerce
+from slimlib.data.engine_runs import EXCLUSIONS_TABLE, RUNS_TABLE, engine_table, exclusions
 from slimlib.errors import DataError
 from slimlib.experiments.engine_study.campaign_grid import campaign_plan
 from slimlib.io import write_text
@@ -144,10 +146,13 @@ def _cmd_campaign(args: argparse.Namespace) -> int:
 
 
 def _write_tables(campaign: str | Path, out: str | Path) -> None:
-    table = engine_table(campaign)
-    write_table(table, out)
-    ex = exclusions(campaign)
-    write_table(ex, Path(out).with_name(Path(out).stem + "-exclusions.csv"))
+    """The runs table at `out` and its exclusions beside it, in `slim data build`'s format (schema dtypes, fixed
+    float format), each written atomically."""
+    for name, df, path in ((RUNS_TABLE, engine_table(campaign), Path(out)),
+                           (EXCLUSIONS_TABLE, exclusions(campaign), Path(out).with_name(Path(out).stem + "-exclusions.csv"))):  # fmt: skip
+        buf = io.StringIO()
+        write_csv(coerce(name, df), buf)
+        write_text(path, buf.getvalue())
 
 
 def _cmd_table(args: argparse.Namespace) -> int:

@@ -139,7 +139,7 @@ def readme_lines(tables: dict[str, pd.DataFrame], campaign_dir: str | Path) -> l
         "## CPU-engine campaign (engine-cpu-* tables)",
         "",
         f"Measured by the project on vLLM's CPU build ({runs['engine'].iloc[0]}) serving the scaled OPT family "
-        f"with **random weights** ({runs['weights'].iloc[0]}), on {host.get('cpu_model', '?')} with "
+        f"with **random weights** (`--load-format dummy`), on {host.get('cpu_model', '?')} with "
         f"{host.get('usable_cores', '?')} cores, started {s.get('started_utc', '?')}. Raw result JSONs, the plan "
         "and the manifest (engine, host, server flags, load average every minute, micro-benchmark, sha256 of "
         "every result) are in `data/engine-cpu/`.",
@@ -147,7 +147,8 @@ def readme_lines(tables: dict[str, pd.DataFrame], campaign_dir: str | Path) -> l
         f"{micro.get('gemm', {}).get('peak_flops', float('nan')) / 1e9:.1f} GFLOP/s, fp32 triad "
         f"{micro.get('triad', {}).get('peak_bytes_s', float('nan')) / 1e9:.2f} GB/s.",
         "Rerun: `scripts/engine_env.sh && slim bench campaign --out CAMP --engine-python .venv-engine/bin/python`;",
-        "rebuild the table from the committed results: `slim bench table data/engine-cpu --out data/engine-cpu-runs.csv`.",
+        "the tables are rebuilt from the committed results by `slim data build` (or, alone, by",
+        "`slim bench table data/engine-cpu --out data/engine-cpu-runs.csv`, byte-identical).",
         "",
         count_table(runs, ["model", "repeat"]),
     ]

@@ -20,8 +20,8 @@ HOST_CPU_KV_SPACE_GIB = 4
 #: keyword arguments of the registry's `GPU` entry for the host CPU
 HOST_CPU: dict[str, Any] = {
     "name": "cpu",
-    "peak_flops": 132.6e9,
-    "mem_bw": 17.62e9,
+    "peak_flops": 417.01e9,
+    "mem_bw": 30.621e9,
     "mem_bytes": round((HOST_CPU_KV_SPACE_GIB + 1.5) / 0.9 * 2**30),
     "aliases": ("host-cpu", "vllm-cpu"),
     "source": (
