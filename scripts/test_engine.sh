@@ -18,7 +18,8 @@ $SLIM plan --model "$MODEL" --gpu cpu --input-len 64 --output-len 32 --batch-siz
 $SLIM bench run "$WORK/plan/plan.csv" --out "$WORK/camp" --engine-python .venv-engine/bin/python \
   --models-dir "$WORK/models" --port 8765 --no-microbenchmark
 $SLIM data ingest "$WORK/camp/results" --out "$WORK/ingested.csv"
-$SLIM fit "$WORK/camp/runs.csv" --out "$WORK/params.json" --quiet
+# three runs at one (IL, OL) cannot separate prefill from decode: hold two of the five parameters
+$SLIM fit "$WORK/camp/runs.csv" --out "$WORK/params.json" --fix eta_c=0.5 --fix alpha=0 --quiet
 $SLIM predict "$WORK/params.json" "$WORK/camp/runs.csv" --out "$WORK/pred.csv"
 SLO=$(python -c "import pandas as pd; print(2 * pd.read_csv('$WORK/camp/runs.csv')['e2e_s'].max())")
 $SLIM advise "$WORK/params.json" --model "$MODEL" --input-len 64 --output-len 32 --slo-s "$SLO" --epsilon 0.3 \

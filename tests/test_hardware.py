@@ -30,7 +30,7 @@ REQUIRED = [
 
 
 def test_registry_holds_the_required_gpus():
-    assert sorted(REQUIRED) == gpu_names()
+    assert sorted([*REQUIRED, "cpu"]) == gpu_names()  # + the host CPU (slimlib.registry.host_cpu)
 
 
 @pytest.mark.parametrize(
@@ -152,7 +152,7 @@ def test_unknown_gpu_lists_closest_names():
 def test_list_gpus_table():
     df = list_gpus()
     assert list(df.columns) == ["name", "peak_tflops", "mem_bw_tb_s", "mem_gb", "aliases", "source", "notes"]
-    assert list(df["name"]) == sorted(REQUIRED)
+    assert list(df["name"]) == sorted([*REQUIRED, "cpu"])
     row = df.set_index("name").loc["h100-sxm-80gb"]
     assert row["peak_tflops"] == pytest.approx(989.4)
     assert row["mem_bw_tb_s"] == pytest.approx(3.35)

@@ -151,7 +151,7 @@ def _write_tables(campaign: str | Path, out: str | Path) -> None:
     for name, df, path in ((RUNS_TABLE, engine_table(campaign), Path(out)),
                            (EXCLUSIONS_TABLE, exclusions(campaign), Path(out).with_name(Path(out).stem + "-exclusions.csv"))):  # fmt: skip
         buf = io.StringIO()
-        write_csv(coerce(name, df), buf)
+        write_csv(coerce(name, df), buf)  # type: ignore[arg-type]  # pandas writes to any text buffer
         write_text(path, buf.getvalue())
 
 

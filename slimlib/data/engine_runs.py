@@ -114,13 +114,13 @@ def exclusions(campaign_dir: str | Path) -> pd.DataFrame:
     """Planned configurations without a result: file, status (skipped or failed) and reason, from the manifest."""
     manifest = _manifest(Path(campaign_dir))
     have = {r["file"] for r in manifest.get("results", [])}
-    rows = {}
+    rows: dict[str, dict[str, str]] = {}
     for s in manifest.get("sessions", []):
         for status in ("skipped", "failed"):
             for f, why in s.get(status, {}).items():
                 if f not in have:
                     rows[f] = {"file": f, "status": status, "reason": why}
-    return pd.DataFrame(sorted(rows.values(), key=lambda r: r["file"]), columns=["file", "status", "reason"])
+    return pd.DataFrame([rows[f] for f in sorted(rows)], columns=["file", "status", "reason"])
 
 
 def build_engine_tables(campaign_dir: str | Path) -> dict[str, pd.DataFrame]:

@@ -58,7 +58,7 @@ def _bench_many(path: str) -> int:
 
 if __name__ == "__main__":
     os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
-    _md.version = _patched_version
+    _md.version = _patched_version  # type: ignore[assignment]
     if sys.argv[1:2] == ["bench-serve-many"]:
         sys.exit(_bench_many(sys.argv[2]))
     from vllm.entrypoints.cli.main import main as cli_main

@@ -362,12 +362,12 @@ def _run_clients(spec: EngineSpec, todo: list[tuple[dict, list[str]]], log: Path
             raise TimeoutError
         t0 = time.monotonic()
         with open(log, "a", encoding="utf-8") as fh:
-            proc = subprocess.Popen([*spec.command, "bench", "serve", *args], stdout=fh, stderr=subprocess.STDOUT,
+            one = subprocess.Popen([*spec.command, "bench", "serve", *args], stdout=fh, stderr=subprocess.STDOUT,
                                     env=full_env, start_new_session=True)  # fmt: skip
             try:
-                rc = proc.wait()
+                rc = one.wait()
             finally:
-                stop_group(proc, grace_s=5)
+                stop_group(one, grace_s=5)
         if rc != 0:
             failures[row["file"]] = f"vllm bench serve exited with status {rc}: {last_line(log)}"
         else:

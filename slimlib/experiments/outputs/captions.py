@@ -422,30 +422,30 @@ CAPTIONS: dict[str, Caption] = {
         "and mean request E2E) with a bootstrap 95% interval.",
         ENGINE_CPU,
     ),
-    "engine_plateau": Caption(
+    "fig01_engine_plateau": Caption(
         "Fig. 1",
-        "proxy (Fig. 1 reproduced on the CPU engine, random weights)",
+        "reproduced on the CPU engine (random weights)",
         "Throughput and mean request E2E against the batch cap for the four scaled OPT models (IL = 128, OL = "
         "256): throughput plateaus while latency keeps growing.",
         ENGINE_CPU,
     ),
-    "engine_saturation": Caption(
+    "fig02_engine_saturation": Caption(
         "Fig. 2",
-        "proxy (Fig. 2 reproduced on the CPU engine, random weights, including its input-length panels)",
+        "reproduced on the CPU engine (random weights), including the input-length panels",
         "Throughput against the batch cap by output length (IL = 128, top) and by input length (OL = 256, "
         "bottom), one column per model.",
         ENGINE_CPU,
     ),
-    "engine_phases": Caption(
+    "fig03_engine_phases": Caption(
         "Fig. 3",
-        "proxy (Fig. 3 reproduced on the CPU engine, random weights; client-side TTFT stands in for prefill time)",
+        "reproduced on the CPU engine (random weights); client-side TTFT stands in for the prefill time",
         "Decode share of the request E2E and absolute TTFT and decode time against the batch cap, by input "
         "length, for the largest scaled model at OL = 256.",
         ENGINE_CPU,
     ),
-    "engine_mape": Caption(
+    "table02_engine_mape": Caption(
         "Table II",
-        "proxy (Table II's five scenarios reproduced on the CPU engine, random weights)",
+        "reproduced on the CPU engine (random weights): the paper's five scenarios",
         "Throughput and latency MAPE of every registered method in the paper's five scenarios (same curve, model "
         "transfer, output-length transfer, input-length transfer, combined) with bootstrap 95% intervals, the "
         "paired comparison with faithful SLIM, and the measured noise floor in the notes.",
