@@ -27,10 +27,10 @@ from slimlib.registry.architectures import (
     get_architecture,
     list_architectures,
 )
+from slimlib.registry.engine_models import ENGINE_MODELS
 
 CONFIGS = Path(__file__).resolve().parent / "fixtures" / "configs"
 
-from slimlib.registry.engine_models import ENGINE_MODELS
 
 REQUIRED = [
     "opt-125m",
