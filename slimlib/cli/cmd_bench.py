@@ -32,6 +32,27 @@ examples:
 A run skips configurations whose result file exists: rerun the same command to resume an interrupted campaign.
 """
 
+_MODEL_EXAMPLES = """\
+examples:
+  slim bench model opt-13b --divide 8 --out models/opt-13b-s8
+  slim bench model llama-2-7b --divide 8 --layers 2 --out models/tiny-llama
+  slim bench model path/to/config.json --hidden 256 --out models/mine
+"""
+_RUN_EXAMPLES = """\
+examples:
+  slim bench run plan/plan.csv --out camp --engine-python .venv-engine/bin/python --models-dir models
+  slim bench run plan/plan.csv --out camp --vllm vllm --budget-s 3600
+rerun the same command to resume: configurations with a result are skipped.
+"""
+_CAMPAIGN_EXAMPLES = """\
+examples:
+  slim bench campaign --out camp --engine-python .venv-engine/bin/python
+  slim bench campaign --out camp --engine-python .venv-engine/bin/python --models opt-1.3b-s8 --repeats 0
+"""
+_TABLE_EXAMPLES = """\
+examples:
+  slim bench table data/engine-cpu --out engine-cpu-runs.csv
+"""
 ARGVS = ArgvBuilders(server=server_args, client=client_args)
 
 
@@ -44,7 +65,10 @@ def register_cli(sub: argparse._SubParsersAction) -> None:
     s = p.add_subparsers(dest="bench_command", metavar="SUBCOMMAND")
     s.required = True
 
-    m = s.add_parser("model", help="write a servable model folder without weights (config + local tokenizer)")
+    fmt = argparse.RawDescriptionHelpFormatter
+    m = s.add_parser("model", help="write a servable model folder without weights (config + local tokenizer)",
+                     description="Write config.json, a locally trained tokenizer and a no-weights note.",
+                     epilog=_MODEL_EXAMPLES, formatter_class=fmt)  # fmt: skip
     m.add_argument("source", help="registry model name, or a config.json / folder holding one")
     m.add_argument("--out", required=True, help="folder to write")
     m.add_argument(
@@ -58,7 +82,8 @@ def register_cli(sub: argparse._SubParsersAction) -> None:
 
     for name, helptext in (("run", "run a plan.csv on a vLLM engine, then write the tidy table"),
                            ("campaign", "the CPU-engine campaign: model folders, plan, runs, tidy table")):  # fmt: skip
-        r = s.add_parser(name, help=helptext)
+        r = s.add_parser(name, help=helptext, description=helptext[:1].upper() + helptext[1:] + ".",
+                         epilog=_RUN_EXAMPLES if name == "run" else _CAMPAIGN_EXAMPLES, formatter_class=fmt)  # fmt: skip
         if name == "run":
             r.add_argument("plan", help="plan.csv written by `slim plan`")
             r.add_argument("--models-dir", help="folder with one served model folder per model name")
@@ -86,7 +111,9 @@ def register_cli(sub: argparse._SubParsersAction) -> None:
         r.add_argument("--no-microbenchmark", action="store_true", help="skip the host micro-benchmark")
         r.set_defaults(func=_cmd_run if name == "run" else _cmd_campaign)
 
-    t = s.add_parser("table", help="tidy table of a campaign folder (and its exclusions)")
+    t = s.add_parser("table", help="tidy table of a campaign folder (and its exclusions)",
+                     description="Write the tidy runs table and its exclusions from a campaign folder.",
+                     epilog=_TABLE_EXAMPLES, formatter_class=fmt)  # fmt: skip
     t.add_argument("campaign", help="campaign folder of `slim bench run`")
     t.add_argument("--out", required=True, help="CSV to write (exclusions beside it: *-exclusions.csv)")
     t.set_defaults(func=_cmd_table)
