@@ -17,9 +17,10 @@ from slimlib.experiments.outputs.plotting import (
 )
 from slimlib.registry.engine_models import ENGINE_MODELS
 
-__all__ = ["engine_plateau", "engine_saturation", "engine_phases"]
+__all__ = ["fig01_engine_plateau", "fig02_engine_saturation", "fig03_engine_phases"]
 
 _IL_STYLES = {128: ("#0072B2", "o"), 512: ("#D55E00", "s"), 1024: ("#009E73", "^")}
+_OL_STYLES = {32: ("#E69F00", "v"), 128: ("#56B4E9", "P"), 256: ("#0072B2", "X"), 512: ("#D55E00", "*")}
 _MODEL_STYLES = {m: (HOUSE_COLORS[i], "osD^"[i % 4]) for i, m in enumerate(ENGINE_MODELS)}
 
 
@@ -32,7 +33,7 @@ def _first(runs: pd.DataFrame) -> pd.DataFrame:
     return runs[runs["repeat"].astype(int) == 0].sort_values("batch_size")
 
 
-def engine_plateau(runs: pd.DataFrame, models: list[str], il: int = 128, ol: int = 256):
+def fig01_engine_plateau(runs: pd.DataFrame, models: list[str], il: int = 128, ol: int = 256):
     """Fig. 1 analog: throughput and mean request E2E against the batch cap, one line per model."""
     fig, axes = new_figure(1, 2, double=True, height=2.5)
     r = _first(runs)
@@ -53,7 +54,7 @@ def engine_plateau(runs: pd.DataFrame, models: list[str], il: int = 128, ol: int
     return fig
 
 
-def engine_saturation(runs: pd.DataFrame, models: list[str], il: int = 128, ol: int = 256):
+def fig02_engine_saturation(runs: pd.DataFrame, models: list[str], il: int = 128, ol: int = 256):
     """Fig. 2 analog: throughput against B by output length (IL fixed, top) and by input length (OL fixed,
     bottom), one column per model; the bottom row is the input-length panel the public data lack."""
     fig, axes = new_figure(2, len(models), double=True, height=4.6, squeeze=False)
@@ -61,7 +62,7 @@ def engine_saturation(runs: pd.DataFrame, models: list[str], il: int = 128, ol: 
     for j, m in enumerate(models):
         g = r[r["model"] == m]
         for o in sorted(g.loc[g["input_len"] == il, "output_len"].unique()):
-            color, marker = ol_style(o)
+            color, marker = _OL_STYLES.get(int(o)) or ol_style(o)
             c = g[(g["input_len"] == il) & (g["output_len"] == o)]
             axes[0, j].plot(
                 c["batch_size"], c["throughput_tok_s"], marker=marker, color=color, label=f"OL={o}"
@@ -83,7 +84,7 @@ def engine_saturation(runs: pd.DataFrame, models: list[str], il: int = 128, ol: 
     return fig
 
 
-def engine_phases(runs: pd.DataFrame, model: str, ol: int = 256):
+def fig03_engine_phases(runs: pd.DataFrame, model: str, ol: int = 256):
     """Fig. 3 analog: time to first token and the decode time after it (E2E - TTFT) against B, by input length,
     for one model (client-side times: TTFT includes the wait for a prefill slot)."""
     fig, axes = new_figure(1, 2, double=True, height=2.5)
