@@ -64,4 +64,4 @@ def test_characterization_captions_say_what_ran():
         assert "3 of the 4 offline sweeps" in CAPTIONS[stem].text and "Nsight Systems" in CAPTIONS[stem].text
     assert "IL = 242" in CAPTIONS["fig02_saturation"].text
     knee = CAPTIONS["transfer_mi300x_knee"].text
-    assert "SLIM-longctx" in knee and "B = 1" in knee and "flagged" in knee
+    assert "SLIM-extended" in knee and "B = 1" in knee and "flagged" in knee

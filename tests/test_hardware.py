@@ -31,7 +31,7 @@ REQUIRED = [
 
 
 def test_registry_holds_the_required_gpus():
-    assert sorted(REQUIRED) == gpu_names()
+    assert sorted([*REQUIRED, "cpu"]) == gpu_names()  # + the host CPU (slimlib.registry.host_cpu)
 
 
 @pytest.mark.parametrize(
@@ -159,7 +159,7 @@ def test_list_gpus_table():
         "name", "label", "peak_tflops", "peak_fp8_tflops", "peak_fp4_tflops", "mem_bw_tb_s", "mem_gb", "link_gb_s",
         "link_kind", "aliases", "source", "notes",
     ]  # fmt: skip
-    assert list(df["name"]) == sorted(REQUIRED)
+    assert list(df["name"]) == sorted([*REQUIRED, "cpu"])
     row = df.set_index("name").loc["h100-sxm-80gb"]
     assert row["peak_tflops"] == pytest.approx(989.4)
     assert row["mem_bw_tb_s"] == pytest.approx(3.35)

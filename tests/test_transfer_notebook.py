@@ -53,9 +53,9 @@ def test_notebook_10_runs_and_writes_its_outputs(tmp_path):
     by_len = (figures / "transfer_context_by_length.md").read_text()
     assert by_len.count(" [") >= 9  # "MAPE [lo, hi]" cells
     peers = pd.read_csv(figures / "peers_mape.csv")
-    assert "SLIM-longctx" in set(peers["method"]) and not peers["method"].str.startswith("SLIM (").any()
+    assert "slim" in set(peers["method"]) and not peers["method"].str.startswith("SLIM (").any()
     for _, d in peers.groupby("dataset"):
         assert d["n_common"].nunique() == 1 and (d["n_common"] <= d["n_rows"]).all()
         assert (d["ci_lo_pct"] <= d["throughput_mape_pct"] + 1e-9).all()
     knee = pd.read_csv(figures / "transfer_mi300x_knee.csv")
-    assert (knee["b_cap_is_1"] == (knee["b_cap"] == 1)).all() and set(knee["method"]) == {"SLIM-longctx"}
+    assert (knee["b_cap_is_1"] == (knee["b_cap"] == 1)).all() and set(knee["method"]) == {"slim"}

@@ -60,11 +60,13 @@ def make_plan(
     gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION,
     reserve_gib: float = DEFAULT_RESERVE_GIB,
     tensor_parallel: int = 1,
+    min_runs: int = 6,
 ) -> pd.DataFrame:
     """Configurations to profile: one row per (batch size, IL, OL) with ``num_prompts`` and the result file name.
 
     Batch sizes: `batch_sizes` if given, else the first `n_batch` of the calibration order that the default KV
-    cache holds for the longest request. Fewer than 6 runs cannot calibrate SLIM's six parameters: DataError.
+    cache holds for the longest request. Fewer than `min_runs` runs (default 6: SLIM's six parameters) is a
+    DataError; a campaign assembled from several plans (one per curve) lowers it per part.
     With `tensor_parallel` T > 1 the server spans T GPUs: each holds ``1/T`` of the weights and its share of the KV
     heads (`slimlib.model.memory.gpu_memory`, KV heads replicated when T exceeds them).
     """
@@ -130,7 +132,7 @@ def make_plan(
                     }
                 )
     plan = pd.DataFrame(rows)
-    if len(plan) < 6:
+    if len(plan) < min_runs:
         raise DataError(
             f"the plan has {len(plan)} runs; SLIM has 6 parameters: add batch sizes (--n-batch) or lengths"
         )

@@ -174,6 +174,12 @@ def register_cli(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     q.add_argument(
         "--min-prompts", type=positive_int, default=200, help="fewest prompts per run (default 200)"
     )
+    q.add_argument(
+        "--min-runs",
+        type=positive_int,
+        default=6,
+        help="fewest runs the plan may have (default 6, SLIM's parameters; lower for a smoke test)",
+    )
     q.add_argument("--result-dir", default="results", help="client --result-dir (default results)")
     q.add_argument("--legacy-client", action="store_true", help="use benchmarks/benchmark_serving.py")
     q.add_argument("--port", type=positive_int, default=8000, help="server port (default 8000)")
@@ -275,7 +281,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     plan = make_plan(
         args.model, args.gpu, args.input_len, args.output_len, n_batch=args.n_batch,
         batch_sizes=args.batch_sizes, rounds=args.rounds, min_prompts=args.min_prompts,
-        tensor_parallel=args.tensor_parallel,
+        tensor_parallel=args.tensor_parallel, min_runs=args.min_runs,
     )  # fmt: skip
     paths = write_plan(plan, args.out, result_dir=args.result_dir, legacy=args.legacy_client, port=args.port,
                        scheduler=args.scheduler, slurm=options_from_args(args), env_file=args.env_file)  # fmt: skip

@@ -12,6 +12,7 @@ from types import FrameType
 from slimlib import __version__
 from slimlib.cli import (
     cmd_advise,
+    cmd_bench,
     cmd_data,
     cmd_evaluate,
     cmd_fit,
@@ -36,6 +37,7 @@ COMMAND_MODULES = (
     cmd_peers,
     cmd_reproduce,
     cmd_profile,
+    cmd_bench,
 )
 
 

@@ -14,13 +14,16 @@ import pandas as pd
 
 from slimlib.data.aiconfigurator import AIC_NAME, build_aic_tables, readme_section
 from slimlib.data.aiconfigurator import SOURCE as AIC_SOURCE
-from slimlib.data.catalog import SCHEMA, _file_name, coerce
+from slimlib.data.catalog import SCHEMA, _file_name, coerce, data_dir
+from slimlib.data.engine_runs import ENGINE_DIR, RUNS_TABLE, build_engine_tables
+from slimlib.data.engine_runs import readme_lines as engine_readme
 from slimlib.data.llmib import LLMIB_NAME, build_llmib_tables
 from slimlib.data.markdown import count_table
 from slimlib.data.memgap import MIRROR_NAME, build_memgap_tables, find_mirror, sha256_file
 from slimlib.data.vidur import build_vidur_tables
 from slimlib.errors import DataError
 from slimlib.kit.tidy import KEYS, build_profiling_tables
+from slimlib.kit.vllm_runner import MANIFEST
 
 FLOAT_FORMAT = "%.10g"
 VIDUR_NAME = "vidur-profiling"
@@ -141,6 +144,9 @@ def build_all(raw: str | Path, out: str | Path, kit: list[str | Path] | None = N
         lt, lfiles = build_llmib_tables(llmib_root)
         tables.update(lt)
         files = files + list(lfiles)
+    engine_root = data_dir() / ENGINE_DIR  # the project's own CPU-engine campaign, committed in data/
+    if (engine_root / MANIFEST).is_file():
+        tables.update(build_engine_tables(engine_root))
     rows = []
     for f in sorted(set(files), key=lambda p: p.as_posix()):
         try:
@@ -220,6 +226,8 @@ def render_readme(tables: dict[str, pd.DataFrame], written: dict[str, Path]) -> 
         lines += _kit_readme(tables)
     if "aic-systems" in tables:
         lines += readme_section(tables)
+    if RUNS_TABLE in tables:
+        lines += [*engine_readme(tables, data_dir() / ENGINE_DIR), ""]
     lines += [
         "## Notes",
         "",

@@ -13,6 +13,7 @@ import pandas as pd
 
 from slimlib.data import aiconfigurator as aic
 from slimlib.data import vidur
+from slimlib.data.engine_runs import EXCLUSION_SCHEMA, EXCLUSIONS_TABLE, RUN_SCHEMA, RUNS_TABLE
 from slimlib.errors import DataError, DataUnavailableError, UnknownNameError, close_matches_message
 from slimlib.kit.ncu import HOPPER_METRICS, METRICS
 
@@ -371,6 +372,17 @@ def _aic_schema() -> None:
 
 
 _aic_schema()
+
+
+SCHEMA[RUNS_TABLE] = (
+    "The project's CPU-engine campaign: vllm bench serve on vLLM's CPU build, scaled OPT models with random "
+    "weights, one row per result file (slimlib.data.engine_runs).",
+    RUN_SCHEMA,
+)
+SCHEMA[EXCLUSIONS_TABLE] = (
+    "Planned CPU-engine configurations without a result, with the reason.",
+    EXCLUSION_SCHEMA,
+)
 
 
 def data_dir() -> Path:

@@ -19,13 +19,14 @@ import os
 import re
 import warnings
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from slimlib.errors import DataError, UnknownNameError, close_matches_message
+from slimlib.registry.engine_models import ENGINE_MODEL_SPECS
 
 __all__ = [
     "Architecture",
@@ -697,6 +698,14 @@ def _registry_entry(name: str, hf_id: str, aliases: tuple[str, ...], config: dic
 
 
 _REGISTRY: tuple[Architecture, ...] = tuple(_registry_entry(*spec) for spec in _REGISTRY_SPECS)
+_REGISTRY += (
+    tuple(  # the CPU-engine campaign's scaled OPT family (no hub entry; slimlib.registry.engine_models)
+        replace(
+            _registry_entry(*spec), source="OPT shapes / 8, slimlib.registry.engine_models (random weights)"
+        )
+        for spec in ENGINE_MODEL_SPECS
+    )
+)
 
 
 def _normalize(name: str) -> str:

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from slimlib.errors import DataError, UnknownNameError, close_matches_message
+from slimlib.registry.host_cpu import HOST_CPU
 
 __all__ = ["GPU", "get_gpu", "gpu_label", "list_gpus", "gpu_names", "PRECISIONS"]
 
@@ -395,6 +396,8 @@ _GPUS: tuple[GPU, ...] = (
         link_source="4 Infinity Fabric links of 50 GB/s per direction join the two dies (AMD CDNA 2 white paper)",
     ),
 )
+
+_GPUS += (GPU(**HOST_CPU),)  # the host CPU as a device (measured; slimlib.registry.host_cpu)
 
 
 def _normalize(name: str) -> str:

@@ -32,6 +32,8 @@ from slimlib.data import available, load
 from slimlib.errors import DataError, UnknownNameError, close_matches_message
 from slimlib.experiments.characterization.knees import LINEAR_GAIN, linear_regime
 from slimlib.model import equations as eq
+from slimlib.registry.architectures import get_architecture
+from slimlib.registry.host_cpu import HOST_CPU_KV_SPACE_GIB
 
 #: columns of every scenario table
 COLUMNS = (
@@ -279,8 +281,13 @@ def build_scenarios(
               combo_test.reset_index(drop=True))],
     ))  # fmt: skip
 
-    # The paper's input-length row: an input-length sweep of our own (kit-runs); "no data" until one exists.
-    out.append(input_length_scenario(kit))
+    # The paper's input-length row (fit IL in {128, 512}, validate 1024 at OL = 256): a kit sweep of our own where
+    # one exists, and the CPU-engine campaign's sweep under its own label; "no data" when neither exists.
+    kit_scenario = input_length_scenario(kit)
+    if kit_scenario.available or not available(ENGINE_TABLE):
+        out.append(kit_scenario)
+    if available(ENGINE_TABLE):
+        out.append(engine_input_length_scenario())
     # A different experiment under its own name (never the paper's row): IL = OL static batches on AMD GPUs.
     if available("llmib-runs"):
         out.append(context_scenario())
@@ -371,10 +378,56 @@ def context_scenario(table: pd.DataFrame | None = None, name: str = "context-tra
     )  # fmt: skip
 
 
+# ---------------------------------------------------------------------------------------------------------------
+# The project's CPU-engine campaign (vLLM's CPU build, random weights): the paper's input-length design
+# ---------------------------------------------------------------------------------------------------------------
+ENGINE_TABLE = "engine-cpu-runs"
+ENGINE_IL_ROW = "input-length-transfer (vLLM CPU engine)"
+ENGINE_IL_TRAIN = (128, 512)
+ENGINE_IL_TEST = 1024
+ENGINE_IL_OL = 256
+ENGINE_TRUTH_T = "measured total-token throughput (vllm bench serve on vLLM's CPU build, random weights)"
+ENGINE_TRUTH_L = "measured mean request E2E latency (all B requests sent at once, concurrency cap B)"
+
+
+def engine_table(runs: pd.DataFrame | None = None, repeat: int = 0) -> pd.DataFrame:
+    """``engine-cpu-runs`` (one `repeat` pass) in the scenario layout: E2E is the client's mean request E2E, the
+    KV blocks follow from the campaign's KV space (`slimlib.registry.host_cpu`), chunked prefill is on (vLLM V1)."""
+    df = load(ENGINE_TABLE) if runs is None else runs
+    df = df[df["repeat"].astype(int) == repeat]
+    out = pd.DataFrame({
+        "model": df["model"].astype(str), "gpu": df["gpu"].astype(str),
+        **{c: df[c].astype(float) for c in ("batch_size", "input_len", "output_len", "throughput_tok_s", "e2e_s",
+                                            "mean_ttft_ms", "mean_itl_ms")},
+    })  # fmt: skip
+    kv_per_token = np.array([get_architecture(m).kv_bytes_per_token for m in out["model"]], dtype=float)
+    out["gpu_blocks"] = np.floor(HOST_CPU_KV_SPACE_GIB * 2**30 / (16.0 * kv_per_token))
+    out["block_size"] = 16.0
+    out["chunked_prefill"] = True
+    out["source"] = "engine-cpu"
+    return _finish(out)
+
+
+def engine_input_length_scenario(table: pd.DataFrame | None = None, name: str = ENGINE_IL_ROW) -> Scenario:
+    """Per model at OL = 256: fit IL in {128, 512}, validate IL = 1024 (the paper's design), on the CPU engine."""
+    t = engine_table() if table is None else table
+    at = t[t["output_len"].round() == ENGINE_IL_OL]
+    folds = []
+    for model, g in at.groupby("model", sort=True):
+        tr, te = g[g["input_len"].round().isin(ENGINE_IL_TRAIN)], g[g["input_len"].round() == ENGINE_IL_TEST]
+        if len(tr) and len(te):
+            folds.append(Fold(str(model), tr.reset_index(drop=True), te.reset_index(drop=True)))
+    return Scenario(
+        name, f"vLLM CPU engine (random weights) on the host CPU: per model at OL={ENGINE_IL_OL}, fit IL in "
+        f"{list(ENGINE_IL_TRAIN)}, validate IL={ENGINE_IL_TEST}", ENGINE_TRUTH_T, ENGINE_TRUTH_L, folds,
+        "" if folds else f"no data: {ENGINE_TABLE} has no model with IL {ENGINE_IL_TRAIN} and {ENGINE_IL_TEST}",
+    )  # fmt: skip
+
+
 def scenario_names() -> list[str]:
     return [
         "same-curve", "same-curve-offline", "output-length-transfer", "model-transfer", "model-transfer-opt",
-        "combined", "input-length-transfer", "context-transfer",
+        "combined", "input-length-transfer", ENGINE_IL_ROW, "context-transfer",
     ]  # fmt: skip
 
 

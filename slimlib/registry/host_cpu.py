@@ -1,0 +1,36 @@
+"""The host CPU as a device, ``cpu``: peaks measured on this project's CPU-engine campaign, not from a data sheet.
+
+The numbers are the micro-benchmark of `slimlib.kit.cpu_microbench` (best of 5: a bfloat16 GEMM with torch for
+``peak_flops``, a STREAM-style float32 triad for ``mem_bw``) recorded in ``data/engine-cpu/manifest.json`` at the
+start of the committed campaign. The CPU backend sizes its KV pool directly (``VLLM_CPU_KVCACHE_SPACE``), not as a
+fraction of device memory: ``mem_bytes`` is the memory for which the package's default accounting
+(`slimlib.model.memory.kv_pool_bytes`: memory x 0.9 - 1.5 GiB reserve - weights) gives that pool plus the weights,
+so the advisor's KV capacity matches the engine's. A test checks these values against the manifest.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["HOST_CPU", "HOST_CPU_KV_SPACE_GIB"]
+
+#: VLLM_CPU_KVCACHE_SPACE of the committed campaign, GiB
+HOST_CPU_KV_SPACE_GIB = 4
+
+#: keyword arguments of the registry's `GPU` entry for the host CPU
+HOST_CPU: dict[str, Any] = {
+    "name": "cpu",
+    "label": "host CPU",
+    "peak_flops": 417.01e9,
+    "mem_bw": 30.621e9,
+    "mem_bytes": round((HOST_CPU_KV_SPACE_GIB + 1.5) / 0.9 * 2**30),
+    "aliases": ("host-cpu", "vllm-cpu"),
+    "source": (
+        "measured on the campaign host (data/engine-cpu/manifest.json, 'microbenchmark'): bfloat16 GEMM 2048^3 "
+        "and float32 triad of 256 MiB arrays with torch on all cores, best of 5 (slimlib.kit.cpu_microbench)"
+    ),
+    "notes": (
+        "A 2-core AMD EPYC virtual machine. mem_bytes is not the host's RAM: it is sized so that the default KV "
+        "accounting gives the pool set by VLLM_CPU_KVCACHE_SPACE (4 GiB)."
+    ),
+}
