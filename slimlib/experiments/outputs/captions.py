@@ -201,7 +201,7 @@ CAPTIONS: dict[str, Caption] = {
         "intervals over test configurations and the paired comparison with faithful SLIM on the same rows "
         "(mean difference, paired-bootstrap and Wilcoxon signed-rank p-values), and per cell the number of "
         "non-physical predictions (<= 0), counted as failures. The input-length row is the paper's experiment "
-        '(n/a until an input-length sweep exists); the row "context transfer IL = OL (LLM-Inference-Bench, '
+        '(its row measured on the project vLLM CPU engine, labelled so); the row "context transfer IL = OL (LLM-Inference-Bench, '
         'MI300X/MI250)" is a different experiment on AMD GPUs, on which the decode-attention rule of the recommended model (from the earlier SLIM-longctx) was developed.',
         EVAL_TABLE2,
     ),
