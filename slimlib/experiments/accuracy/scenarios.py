@@ -404,6 +404,7 @@ def engine_table(runs: pd.DataFrame | None = None, repeat: int = 0) -> pd.DataFr
     out["gpu_blocks"] = np.floor(HOST_CPU_KV_SPACE_GIB * 2**30 / (16.0 * kv_per_token))
     out["block_size"] = 16.0
     out["chunked_prefill"] = True
+    out["static_batch"] = True  # B equal requests sent together at --max-concurrency B: they grow to IL + OL together
     out["source"] = "engine-cpu"
     return _finish(out)
 
