@@ -65,6 +65,7 @@ def _ci_sandbox(tmp_path: Path, reproduce_body: str) -> Path:
     (repo / ".ci" / "run").write_text((ROOT / ".ci" / "run").read_text())
     (repo / "scripts" / "test_peers.sh").write_text("true\n")
     (repo / "scripts" / "test.sh").write_text("echo TESTS-RAN\n")
+    (repo / "scripts" / "test_engine.sh").write_text("true\n")
     (repo / "scripts" / "reproduce.sh").write_text(reproduce_body)
     (repo / "figures" / "t.csv").write_text("a\n1\n")
     git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]

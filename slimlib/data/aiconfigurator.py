@@ -26,6 +26,7 @@ import pandas as pd
 from slimlib.data.markdown import count_table
 from slimlib.errors import DataError
 from slimlib.registry.architectures import architecture_names, get_architecture
+from slimlib.registry.engine_models import ENGINE_MODELS
 from slimlib.registry.gpus import get_gpu
 
 AIC_NAME = "aiconfigurator-kernels"
@@ -196,9 +197,12 @@ def _check_version(table_dir: Path, version: str) -> Path:
 
 
 def registry_head_shapes() -> list[tuple[int, int, int]]:
-    """(query heads, KV heads, head size) of every registry architecture, at tensor parallelism 1."""
+    """(query heads, KV heads, head size) of every registry architecture, at tensor parallelism 1, except the CPU
+    engine's scaled family (`slimlib.registry.engine_models`: served on the host CPU, never on these GPUs)."""
     shapes = set()
     for name in architecture_names():
+        if name in ENGINE_MODELS:
+            continue
         a = get_architecture(name)
         shapes.add((a.n_heads, a.n_kv_heads, a.head_dim))
     return sorted(shapes)
