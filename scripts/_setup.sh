@@ -24,7 +24,7 @@ STAMP="$VENV/.slim-installed"
 WANT=$("$VPY" -c 'import hashlib; print(hashlib.sha256(open("pyproject.toml", "rb").read() + open("requirements/constraints.txt", "rb").read()).hexdigest())')
 if [ "$(cat "$STAMP" 2>/dev/null)" != "$WANT" ] || ! "$VPY" -c "import slimlib" 2>/dev/null; then
   echo "setup: installing slimlib and its dependencies into $VENV" >&2
-  "$VPY" -m pip install -q -c "$CONSTRAINTS" -e ".[dev,notebooks]" > "$SLIM_TMP/pip.log" 2>&1 || { cat "$SLIM_TMP/pip.log" >&2; exit 1; }
+  "$VPY" -m pip install -q -c "$CONSTRAINTS" -e ".[dev,notebooks,engine]" > "$SLIM_TMP/pip.log" 2>&1 || { cat "$SLIM_TMP/pip.log" >&2; exit 1; }
   echo "$WANT" > "$STAMP"
 fi
 export PATH="$VENV/bin:$PATH"

@@ -24,7 +24,7 @@ def _pins() -> dict[str, str]:
 def test_constraints_pin_every_dependency_inside_the_pyproject_ranges():
     proj = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     specs = list(proj["dependencies"])
-    for extra in ("notebooks", "dev", "profiling"):
+    for extra in ("notebooks", "dev", "profiling", "engine"):
         specs += proj["optional-dependencies"][extra]
     pins = _pins()
     assert "slimlib" not in pins
@@ -38,7 +38,7 @@ def test_constraints_pin_every_dependency_inside_the_pyproject_ranges():
 def test_the_scripts_install_with_the_constraints():
     setup = (ROOT / "scripts" / "_setup.sh").read_text()
     assert 'CONSTRAINTS="$PWD/requirements/constraints.txt"' in setup
-    assert re.search(r'pip install -q -c "\$CONSTRAINTS" -e "\.\[dev,notebooks\]"', setup)
+    assert re.search(r'pip install -q -c "\$CONSTRAINTS" -e "\.\[dev,notebooks,engine\]"', setup)
     assert 'pip install -q -c "$CONSTRAINTS" "torch==' in (ROOT / "scripts" / "test.sh").read_text()
     assert "source" in (ROOT / "scripts" / "reproduce.sh").read_text()
 
