@@ -7,6 +7,8 @@ import argparse
 import ast
 import re
 import shlex
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,9 +16,10 @@ import pytest
 
 from slimlib.cli import main as main_module
 from slimlib.cli.main import build_parser
+from slimlib.cli.table import COMMANDS
 
 CLI_DIR = Path(main_module.__file__).parent
-SUPPORT_MODULES = {"__init__", "main", "common"}
+SUPPORT_MODULES = {"__init__", "main", "common", "table"}
 #: The only function-local imports allowed: optional heavy packages whose import is the feature check.
 OPTIONAL_IMPORTS = {("cmd_profile", "torch")}
 
@@ -37,6 +40,11 @@ def _parsers(
                 yield from _parsers(sub, (*path, name))
 
 
+def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    actions = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return dict(actions[0].choices) if actions else {}
+
+
 def _example_commands() -> Iterator[tuple[tuple[str, ...], list[str]]]:
     for path, sub, _ in _parsers(build_parser()):
         for line in (sub.epilog or "").splitlines():
@@ -50,17 +58,48 @@ def _example_commands() -> Iterator[tuple[tuple[str, ...], list[str]]]:
                     yield path, shlex.split(command)[1:]
 
 
-def test_every_command_module_registers_and_main_imports_it():
+def test_the_command_table_lists_every_module_with_the_commands_it_registers():
     modules = _command_modules()
     assert {
         f"cmd_{n}" for n in ("fit", "data", "reproduce", "registry", "profile", "advise", "evaluate")
     } <= set(modules)
-    imported = {m.__name__.rsplit(".", 1)[1] for m in main_module.COMMAND_MODULES}
-    assert imported == set(modules), "add each cli module to COMMAND_MODULES in slimlib/cli/main.py"
-    for module in main_module.COMMAND_MODULES:
-        assert callable(module.register_cli), module.__name__
-    source = (CLI_DIR / "main.py").read_text()
-    assert "importlib" not in source  # explicit imports, no list of module-name strings
+    assert {module for _, module, _ in COMMANDS} == set(modules), (
+        "add each cli module to slimlib/cli/table.py"
+    )
+    for module in modules:
+        sub = argparse.ArgumentParser().add_subparsers()
+        main_module.command_module(module).register_cli(sub)
+        table = [(command, help_line) for command, owner, help_line in COMMANDS if owner == module]
+        registered = [(a.dest, a.help) for a in sub._choices_actions]
+        assert registered == table, f"{module}: commands and help lines differ from slimlib/cli/table.py"
+
+
+def test_a_named_command_imports_only_its_module_and_help_lists_all_commands():
+    full = build_parser()
+    assert build_parser(["--help"]).format_help() == full.format_help()
+    for command, module, _ in COMMANDS:
+        parser = build_parser(["-h", command, "--flag"])
+        choices = _subcommands(parser)
+        assert list(choices) == [c for c, _, _ in COMMANDS]
+        for other, owner, _ in COMMANDS:  # the module's own commands are whole, the others are listed only
+            whole = owner == module
+            assert (
+                choices[other].get_default("func") is not None or bool(_subcommands(choices[other]))
+            ) == whole
+        assert choices[command].format_help() == _subcommands(full)[command].format_help()
+
+
+def test_slim_help_imports_no_command_module_nor_numerical_library():
+    code = (
+        "import sys\n"
+        "from slimlib.cli.main import main\n"
+        "try:\n    main(['--help'])\nexcept SystemExit as exc:\n    assert exc.code == 0\n"
+        "heavy = sorted(m for m in sys.modules if m.split('.')[0] in {'pandas', 'numpy', 'pyarrow', 'scipy',"
+        " 'matplotlib', 'statsmodels'} or m.startswith('slimlib.cli.cmd_'))\n"
+        "print('IMPORTED', heavy)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert "usage: slim" in out and "IMPORTED []" in out, out[-500:]
 
 
 def test_every_command_has_help_an_epilog_with_examples_and_a_cmd_handler():

@@ -18,7 +18,6 @@ from slimlib.advisor.capacity import (
 from slimlib.advisor.plan import make_plan, next_steps, write_plan
 from slimlib.batchjobs import add_scheduler_arguments, options_from_args
 from slimlib.cli.common import (
-    OUTPUTS_NOTE,
     nonnegative_float,
     output_file,
     output_folder,
@@ -27,6 +26,7 @@ from slimlib.cli.common import (
     read_text_input,
     slo_seconds,
 )
+from slimlib.cli.table import OUTPUTS_NOTE, command_help
 from slimlib.io import write_csv
 from slimlib.model.memory import gpu_memory
 from slimlib.model.validity import (
@@ -91,7 +91,7 @@ def register_cli(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     fmt = argparse.RawDescriptionHelpFormatter
     p = sub.add_parser(
         "advise",
-        help="recommend a batch-size cap (B_cap) and vLLM settings for a workload",
+        help=command_help("advise"),
         description="SLIM-BCA (paper Eq. 13): search batch sizes with a fitted parameter file.",
         epilog=ADVISE_EXAMPLES,
         formatter_class=fmt,
@@ -151,7 +151,7 @@ def register_cli(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
 
     q = sub.add_parser(
         "plan",
-        help="propose the vLLM benchmark runs that calibrate SLIM for a model and GPU",
+        help=command_help("plan"),
         description="Few configurations spanning the pre-knee region and your lengths, as runnable commands.",
         epilog=PLAN_EXAMPLES,
         formatter_class=fmt,

@@ -10,6 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from slimlib.advisor.commands import client_args, server_args
+from slimlib.cli.table import command_help
 from slimlib.data.build import write_csv
 from slimlib.data.catalog import coerce
 from slimlib.data.engine_runs import EXCLUSIONS_TABLE, RUNS_TABLE, engine_table, exclusions
@@ -58,7 +59,7 @@ ARGVS = ArgvBuilders(server=server_args, client=client_args)
 
 def register_cli(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
-        "bench", help="measure on a real vLLM engine (CPU build here, GPU build on a cluster)",
+        "bench", help=command_help("bench"),
         description="Serve models with vLLM and run calibration plans through `vllm bench serve`.",
         epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter,
     )  # fmt: skip

@@ -6,7 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from slimlib.cli.common import OUTPUTS_NOTE, output_file, output_folder, positive_float, positive_int
+from slimlib.cli.common import output_file, output_folder, positive_float, positive_int
+from slimlib.cli.table import OUTPUTS_NOTE, command_help
 from slimlib.data.build import build_all
 from slimlib.data.campaign_collect import collect
 from slimlib.data.catalog import load_csv_rows
@@ -67,7 +68,7 @@ def register_cli(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     fmt = argparse.RawDescriptionHelpFormatter
     parser = sub.add_parser(
         "data",
-        help="build, fetch or ingest measurement tables",
+        help=command_help("data"),
         description="Measurement data: rebuild the tidy tables in data/ from raw mirrors, fetch raw files, "
         "or ingest your own vLLM results.",
         epilog=DATA_EXAMPLES,

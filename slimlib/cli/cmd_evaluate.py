@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from slimlib.cli.common import OUTPUTS_NOTE, nonnegative_int, output_file
+from slimlib.cli.common import nonnegative_int, output_file
+from slimlib.cli.table import OUTPUTS_NOTE, command_help
 from slimlib.experiments.accuracy.evaluation import METHODS, evaluate, wide_table
 from slimlib.experiments.accuracy.scenarios import scenario_names
 from slimlib.io import write_csv
@@ -26,7 +27,7 @@ def register_cli(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     """Add `slim evaluate`."""
     p = sub.add_parser(
         "evaluate",
-        help="compute the evaluation's MAPE table (scenarios x methods) from the committed data",
+        help=command_help("evaluate"),
         description="Reproduce the SLIM evaluation (paper Table II scenarios) and print the MAPE table.",
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,

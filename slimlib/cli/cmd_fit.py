@@ -10,7 +10,8 @@ import warnings
 import pandas as pd
 from tqdm import tqdm
 
-from slimlib.cli.common import OUTPUTS_NOTE, nonnegative_int, output_file, read_text_input
+from slimlib.cli.common import nonnegative_int, output_file, read_text_input
+from slimlib.cli.table import OUTPUTS_NOTE, command_help
 from slimlib.errors import DataError
 from slimlib.io import is_stdout, write_table, write_text
 from slimlib.metrics import mape
@@ -68,7 +69,7 @@ def register_cli(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     fmt = argparse.RawDescriptionHelpFormatter
     p = sub.add_parser(
         "fit",
-        help="calibrate SLIM on measured configurations (CSV) and write a parameter file",
+        help=command_help("fit"),
         description="Calibrate the SLIM parameters by nonlinear least squares on relative throughput error.",
         epilog=FIT_EXAMPLES,
         formatter_class=fmt,
@@ -96,7 +97,7 @@ def register_cli(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
 
     q = sub.add_parser(
         "predict",
-        help="predict throughput, E2E, prefill and decode time for configurations (CSV)",
+        help=command_help("predict"),
         description="Predict with a parameter file written by `slim fit`.",
         epilog=PREDICT_EXAMPLES,
         formatter_class=fmt,

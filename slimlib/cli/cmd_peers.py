@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from slimlib.cli.table import command_help
 from slimlib.errors import SlimError
 from slimlib.experiments.transfer_study import peer_comparison as P
 from slimlib.experiments.transfer_study.peer_adapters import ADAPTERS, run_peers
@@ -23,7 +24,7 @@ examples:
 def register_cli(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "peers",
-        help="run peer estimators on the evaluation rows, or score them against SLIM",
+        help=command_help("peers"),
         description="Regenerate the peer predictions table, or print the peer comparison (MAPE, bias).",
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,

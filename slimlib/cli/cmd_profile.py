@@ -14,12 +14,12 @@ import pandas as pd
 
 from slimlib.batchjobs import add_scheduler_arguments, options_from_args
 from slimlib.cli.common import (
-    OUTPUTS_NOTE,
     nonnegative_int,
     output_folder,
     positive_float,
     positive_int,
 )
+from slimlib.cli.table import OUTPUTS_NOTE, command_help
 from slimlib.errors import SlimError
 from slimlib.kit import counter_campaign as cp
 from slimlib.kit.harness import run_point
@@ -76,7 +76,7 @@ def register_cli(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     fmt = argparse.RawDescriptionHelpFormatter
     top = sub.add_parser(
         "profile",
-        help="measure prefill/decode times, kernel shares and GPU counters with a minimal PyTorch engine",
+        help=command_help("profile"),
         description="GPU characterization kit (a minimal PyTorch engine with random weights, not vLLM).",
         epilog=PROFILE_EXAMPLES,
         formatter_class=fmt,

@@ -9,6 +9,7 @@ import textwrap
 
 import pandas as pd
 
+from slimlib.cli.table import command_help
 from slimlib.registry.architectures import list_architectures
 from slimlib.registry.gpus import get_gpu, list_gpus
 
@@ -58,7 +59,7 @@ def register_cli(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     fmt = argparse.RawDescriptionHelpFormatter
     p = sub.add_parser(
         "models",
-        help="list the model-architecture registry (or describe a config.json)",
+        help=command_help("models"),
         description="List model architectures: layers, widths, heads, KV width, FFN, parameters, KV bytes/token.",
         epilog=MODELS_EXAMPLES,
         formatter_class=fmt,
@@ -71,7 +72,7 @@ def register_cli(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
 
     q = sub.add_parser(
         "gpus",
-        help="list the GPU registry with peak FLOP/s, bandwidth, memory and sources",
+        help=command_help("gpus"),
         description="List GPUs: dense fp16/bf16 tensor peak, peak memory bandwidth, capacity, data-sheet source.",
         epilog=GPUS_EXAMPLES,
         formatter_class=fmt,

@@ -11,6 +11,7 @@ from typing import Any
 
 import yaml
 
+from slimlib.cli.table import command_help
 from slimlib.errors import DataError
 from slimlib.experiments.outputs.runner import run_notebooks, strip_or_check
 
@@ -132,7 +133,7 @@ def register_cli(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     """Add `slim reproduce` and `slim nbstrip`."""
     p = sub.add_parser(
         "reproduce",
-        help="run every notebook (papermill) to regenerate all figures and tables",
+        help=command_help("reproduce"),
         description="Reproduce every figure and table of the paper by running the notebooks.",
         epilog=REPRODUCE_EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -167,7 +168,7 @@ def register_cli(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
 
     s = sub.add_parser(
         "nbstrip",
-        help="strip outputs and metadata noise from notebooks (or --check them)",
+        help=command_help("nbstrip"),
         description="Clean notebooks before a commit.",
         epilog=NBSTRIP_EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from slimlib.cli.table import command_help
 from slimlib.model.gpu_transfer import read_params_file, transfer_file
 from slimlib.model.validity import check_params_document
 
@@ -24,7 +25,7 @@ examples:
 def register_cli(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "transfer",
-        help="re-target a calibrated parameter file to another GPU",
+        help=command_help("transfer"),
         description="Write a parameter file for another GPU from a calibrated one (see the rule below).",
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,

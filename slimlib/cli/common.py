@@ -14,12 +14,6 @@ from pathlib import Path
 from slimlib.errors import DataError
 from slimlib.io import check_output_path
 
-#: Appended to every epilog of a command that writes files.
-OUTPUTS_NOTE = (
-    "Outputs: an existing output file is replaced atomically (written to a temporary file in the same folder,\n"
-    "then renamed; an interrupted run leaves the previous file intact); an input file is never overwritten."
-)
-
 
 def _number(text: str, kind: type) -> float:
     try:

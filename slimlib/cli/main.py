@@ -1,48 +1,32 @@
-"""The `slim` command. Each command group is one module of this package with a `register_cli(subparsers)`."""
+"""The `slim` command. Each command group is one module of this package with a `register_cli(subparsers)`,
+listed with its commands in `slimlib.cli.table.COMMANDS`; only the named command's module is imported."""
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import signal
 import sys
 import threading
 import warnings
-from types import FrameType
+from collections.abc import Sequence
+from types import FrameType, ModuleType
 
 from slimlib import __version__
-from slimlib.cli import (
-    cmd_advise,
-    cmd_bench,
-    cmd_data,
-    cmd_evaluate,
-    cmd_fit,
-    cmd_peers,
-    cmd_profile,
-    cmd_registry,
-    cmd_reproduce,
-    cmd_transfer,
-    exit_while_starting,
-)
-from slimlib.cli.common import OUTPUTS_NOTE
+from slimlib.cli import exit_while_starting
+from slimlib.cli.table import COMMANDS, OUTPUTS_NOTE
 from slimlib.errors import SlimError
 
-#: The command modules, in the order their commands appear in `slim --help`.
-COMMAND_MODULES = (
-    cmd_fit,
-    cmd_advise,
-    cmd_transfer,
-    cmd_registry,
-    cmd_data,
-    cmd_evaluate,
-    cmd_peers,
-    cmd_reproduce,
-    cmd_profile,
-    cmd_bench,
-)
+
+def command_module(name: str) -> ModuleType:
+    """The module of `slimlib.cli` named `name` in the command table (imported on first use)."""
+    return importlib.import_module(f"slimlib.cli.{name}")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The `slim` parser with every command module's subcommands."""
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The `slim` parser. With `argv`, only the module of the command `argv` names is imported, and every other
+    command is listed by its help line alone (so `slim --help` imports no command module); without, every command
+    module registers its commands (tests, documentation)."""
     parser = argparse.ArgumentParser(
         prog="slim",
         description="SLIM: predict LLM serving throughput/latency saturation and advise a batch-size cap.",
@@ -52,8 +36,17 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"slim {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
-    for module in COMMAND_MODULES:
-        module.register_cli(sub)
+    if argv is None:
+        wanted = {module for _, module, _ in COMMANDS}
+    else:  # the top level has flags only, so the first other word is the command
+        named = next((word for word in argv if not word.startswith("-")), None)
+        wanted = {module for command, module, _ in COMMANDS if command == named}
+    for command, module, help_line in COMMANDS:
+        if module in wanted:
+            command_module(module).register_cli(sub)  # adds all of the module's commands
+            wanted.discard(module)
+        elif command not in sub.choices:
+            sub.add_parser(command, help=help_line)
     return parser
 
 
@@ -89,8 +82,8 @@ def main(argv: list[str] | None = None) -> int:
     formatwarning = warnings.formatwarning
     warnings.formatwarning = _one_line_warning  # a warning is one line, as an error is
     try:
-        parser = build_parser()
-        args = parser.parse_args(argv)
+        words = sys.argv[1:] if argv is None else argv
+        args = build_parser(words).parse_args(words)
         command = f"slim {args.command}"
         rc = args.func(args)
     except SlimError as exc:
