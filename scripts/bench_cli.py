@@ -45,23 +45,34 @@ def _configurations(n: int, seed: int = 0) -> pd.DataFrame:
     )
 
 
+#: the child reports its own peak: `ru_maxrss` of a child counts the forking parent's memory (Linux copies it at fork)
+_CHILD = """
+import sys
+sys.argv[0] = 'slim'
+peak = sys.argv.pop()
+from slimlib.cli.main import main
+try:
+    rc = main()
+finally:
+    with open('/proc/self/status') as status, open(peak, 'w') as out:
+        out.write(next(line for line in status if line.startswith('VmHWM:')).split()[1])
+sys.exit(rc)
+"""
+
+
 def _run(argv: list[str]) -> tuple[float, float]:
-    """Wall seconds and peak RSS (MiB, of this process alone: `os.wait4`) of one `slim` process."""
-    slim = [
-        sys.executable,
-        "-c",
-        "import sys; sys.argv[0] = 'slim'; from slimlib.cli.main import main; sys.exit(main())",
-    ]
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(slim + argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    assert proc.stderr is not None
-    err = proc.stderr.read().decode()
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - t0
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    if proc.returncode != 0:
-        raise SystemExit(f"slim {' '.join(argv)} failed: {err.strip()}")
-    return wall, usage.ru_maxrss / 1024
+    """Wall seconds and peak RSS (MiB, `VmHWM` of the `slim` process itself) of one `slim` process."""
+    with tempfile.NamedTemporaryFile(prefix="slim-bench-peak-", suffix=".txt") as peak:
+        t0 = time.perf_counter()
+        proc = subprocess.run(
+            [sys.executable, "-c", _CHILD, *argv, peak.name],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        wall = time.perf_counter() - t0
+        if proc.returncode != 0:
+            raise SystemExit(f"slim {' '.join(argv)} failed: {proc.stderr.decode().strip()}")
+        return wall, int(Path(peak.name).read_text()) / 1024
 
 
 def main() -> int:

@@ -3,25 +3,27 @@ into place, so an interrupted write leaves the previous file intact and no parti
 
 from __future__ import annotations
 
-import collections
 import concurrent.futures
 import contextlib
 import csv
+import ctypes
 import io
 import os
 import signal
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
+import numpy as np
+import pandas as pd
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from slimlib.errors import DataError
+from slimlib.schema import row_chunks
 
 __all__ = [
     "STDOUT",
@@ -152,52 +154,91 @@ def write_csv(df: Any, path: str | Path, **kwargs: Any) -> Path:
     return Path(path)
 
 
-def write_table(df: Any, path: str | Path) -> Path:
+@contextlib.contextmanager
+def returning_freed_memory() -> Iterator[None]:
+    """Within the block, freed memory goes straight back to the operating system, so reading a large table peaks
+    near the table's own size: Arrow allocates from the C library instead of its mimalloc pool (which keeps freed
+    pages), and glibc's mmap threshold is held at 64 KiB (it otherwise rises after the first large free and keeps
+    later blocks of that size in the heap). After the block the threshold is 32 MiB, glibc's own ceiling, so the
+    chunked work that follows reuses heap blocks rather than mapping fresh pages for every array. Process-wide: for
+    the `slim` commands that read large tables (`scripts/bench_cli.py` measures the effect)."""
+    pa.set_memory_pool(pa.system_memory_pool())
+    mallopt = (
+        getattr(ctypes.CDLL(None), "mallopt", None) if sys.platform.startswith("linux") else None
+    )  # glibc
+    if mallopt is not None:
+        mallopt(_M_MMAP_THRESHOLD, 64 * 1024)
+    try:
+        yield
+    finally:
+        if mallopt is not None:
+            mallopt(_M_MMAP_THRESHOLD, 32 * 1024 * 1024)
+
+
+_M_MMAP_THRESHOLD = -3  # glibc's malloc.h
+
+
+def write_table(df: Any, path: str | Path, *, extend: Callable[[Any], Any] | None = None) -> Path:
     """Write a DataFrame with Arrow, atomically: Parquet when `path` ends in ``.parquet`` or ``.pq``, else CSV
     (header, no index, ``\\n`` line ends); ``-`` writes CSV to standard output. Much faster than `write_csv` on
-    large tables (the `slim predict` output); floats are written in their shortest round-trip form."""
-    table = pa.Table.from_pandas(df, preserve_index=False)
+    large tables (the `slim predict` output); floats are written in their shortest round-trip form.
+
+    The rows go out in chunks of `CHUNK_ROWS`. With `extend`, each chunk is followed on its right by the numeric
+    columns `extend(chunk)` returns for it (`slim predict`: the predictions), so the extended table is never whole
+    in memory. CSV chunks are formatted on a second thread (Arrow releases the GIL) while the next is computed."""
     parquet = Path(str(path)).suffix.lower() in (".parquet", ".pq") and not is_stdout(path)
-    with atomic_open(path, "wb") as fh:
-        if parquet:
-            pq.write_table(table, fh)
-            return Path(path)
-        # as pandas writes CSV: a field is quoted only when it holds a comma, quote or line break
-        header = io.StringIO()
-        csv.writer(header, lineterminator="\n").writerow(table.column_names)
-        fh.write(header.getvalue().encode("utf-8"))
-        structural = any(
-            pc.any(pc.match_substring_regex(pc.unique(col).cast(pa.large_string()), '[,"\r\n]')).as_py()
-            for col in table.columns
-            if not (
-                pa.types.is_integer(col.type)
-                or pa.types.is_floating(col.type)
-                or pa.types.is_boolean(col.type)
-            )
-        )
-        options = pacsv.WriteOptions(include_header=False, quoting_style="needed" if structural else "none")
-        _write_csv_chunks(table, fh, options)
+    # as pandas writes CSV: a field is quoted only when it holds a comma, quote or line break (`extend` adds numbers)
+    structural = not parquet and any(  # on the distinct values (a million rows hold a handful of names)
+        df[c].drop_duplicates().astype(str).str.contains('[,"\r\n]', regex=True).any()
+        for c in df.columns
+        if not (pd.api.types.is_numeric_dtype(df[c]) or pd.api.types.is_bool_dtype(df[c]))
+    )
+    options = pacsv.WriteOptions(include_header=False, quoting_style="needed" if structural else "none")
+    schema: pa.Schema | None = None
+    with atomic_open(path, "wb") as fh, concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        writer: pq.ParquetWriter | None = None
+        pending: concurrent.futures.Future[bytes] | None = None
+        try:
+            for part in row_chunks(df):
+                table = _arrow_chunk(part, extend, schema)
+                if schema is None:
+                    schema = table.schema
+                    if parquet:
+                        writer = pq.ParquetWriter(fh, schema)
+                    else:
+                        header = io.StringIO()
+                        csv.writer(header, lineterminator="\n").writerow(schema.names)
+                        fh.write(header.getvalue().encode("utf-8"))
+                if writer is not None:
+                    writer.write_table(table)
+                    continue
+                if pending is not None:
+                    fh.write(pending.result())
+                pending = pool.submit(_csv_bytes, table, options)
+            if pending is not None:
+                fh.write(pending.result())
+        finally:
+            if writer is not None:
+                writer.close()
     return Path(path)
 
 
-#: rows formatted per chunk by `write_table` (two chunks are formatted at a time, in threads: Arrow releases the GIL)
-CSV_CHUNK_ROWS = 131_072
+def _arrow_chunk(part: Any, extend: Callable[[Any], Any] | None, schema: pa.Schema | None) -> pa.Table:
+    """One chunk of `write_table` as Arrow, with `extend`'s columns appended, in the first chunk's schema."""
+    table = pa.Table.from_pandas(part, preserve_index=False, nthreads=1)  # a chunk: no thread pool per call
+    if extend is not None:
+        extra = extend(part)
+        if len(extra) != len(part):
+            raise ValueError(f"extend returned {len(extra)} rows for a chunk of {len(part)}")
+        for name in extra.columns:
+            column = extra[name].to_numpy()
+            if not (np.issubdtype(column.dtype, np.number) or column.dtype == bool):
+                raise ValueError(f"extend's column {name!r} is not numeric ({column.dtype})")
+            table = table.append_column(str(name), pa.array(column))
+    return table if schema is None else table.cast(schema)
 
 
-def _write_csv_chunks(table: pa.Table, fh: IO[bytes], options: pacsv.WriteOptions) -> None:
-    """Format `table` as CSV in chunks on two threads and write them in order (at most two chunks in memory)."""
-
-    def render(start: int) -> bytes:
-        sink = pa.BufferOutputStream()
-        pacsv.write_csv(table.slice(start, CSV_CHUNK_ROWS), sink, write_options=options)
-        return sink.getvalue().to_pybytes()
-
-    starts = list(range(0, table.num_rows, CSV_CHUNK_ROWS))
-    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
-        pending: collections.deque[concurrent.futures.Future[bytes]] = collections.deque()
-        for start in starts:
-            pending.append(pool.submit(render, start))
-            if len(pending) >= 2:
-                fh.write(pending.popleft().result())
-        while pending:
-            fh.write(pending.popleft().result())
+def _csv_bytes(table: pa.Table, options: pacsv.WriteOptions) -> bytes:
+    sink = pa.BufferOutputStream()
+    pacsv.write_csv(table, sink, write_options=options)
+    return sink.getvalue().to_pybytes()

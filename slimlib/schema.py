@@ -10,8 +10,10 @@ empty where absent: the config's dtype; `slimlib.registry.precision`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import codecs
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
+from typing import NoReturn
 
 import numpy as np
 import pandas as pd
@@ -72,15 +74,31 @@ def physical_line(position: int, blank_lines: list[int]) -> int:
 def row_label(df: pd.DataFrame, position: int) -> str:
     """Human name of the row at `position`: ``FILE line N`` when the table came from a file (several files when
     concatenated by `concat_tables`; blank lines counted), else its index label."""
+    whole = position + int(df.attrs.get("row_offset", 0))  # position in the whole table (`row_chunks`)
     segments = df.attrs.get("segments")
     if segments:
         for source, start, blanks in reversed(segments):
-            if position >= start:
-                return f"{source} line {physical_line(position - start, blanks)}"
+            if whole >= start:
+                return f"{source} line {physical_line(whole - start, blanks)}"
     source = df.attrs.get("source")
     if source:
-        return f"{source} line {physical_line(position, df.attrs.get('blank_lines', []))}"
+        return f"{source} line {physical_line(whole, df.attrs.get('blank_lines', []))}"
     return f"row {plain(df.index[position])}"
+
+
+#: rows per chunk where a whole table is checked, predicted or written piece by piece (memory of one chunk)
+CHUNK_ROWS = 16_384
+
+
+def row_chunks(df: pd.DataFrame, rows: int = CHUNK_ROWS) -> Iterator[pd.DataFrame]:
+    """Consecutive slices of at most `rows` rows (views, no copy); each keeps the table's attrs and records its
+    first row's position, so `row_label` names its rows by their file line as in the whole table."""
+    if rows < 1:
+        raise ValueError("rows must be >= 1")
+    for start in range(0, max(len(df), 1), rows):
+        part = df.iloc[start : start + rows]
+        part.attrs = {**df.attrs, "row_offset": int(df.attrs.get("row_offset", 0)) + start}
+        yield part
 
 
 def concat_tables(frames: list[pd.DataFrame]) -> pd.DataFrame:
@@ -108,44 +126,82 @@ def blank_line_numbers(data: bytes) -> list[int]:
     return [int(i) + 1 for i in np.flatnonzero((length == 0) | cr)]
 
 
+#: bytes read at a time by the text check of `read_csv_table` (the file is never whole in memory)
+TEXT_BLOCK_BYTES = 1 << 22
+
+
+def _scan_text(p: Path, help_text: str) -> list[int]:
+    """The blank lines of a CSV file (`blank_line_numbers`), read a block of whole lines at a time; DataError when
+    it is empty or not UTF-8 text."""
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    blanks: list[int] = []
+    lines = 0  # complete lines before `rest`
+    rest = b""  # the unfinished last line of the blocks read so far
+    content = False
+    try:
+        with p.open("rb") as fh:
+            while block := fh.read(TEXT_BLOCK_BYTES):
+                decoder.decode(block)
+                content = content or bool(block.strip())
+                text = rest + block
+                cut = text.rfind(b"\n") + 1
+                blanks.extend(lines + n for n in blank_line_numbers(text[:cut]))
+                lines += text.count(b"\n", 0, cut)
+                rest = text[cut:]
+            decoder.decode(b"", final=True)
+    except UnicodeDecodeError:
+        _raise_not_utf8(p, help_text)
+    except OSError as exc:
+        raise DataError(f"{p}: cannot read the file ({exc.strerror})") from None
+    if not content:
+        raise DataError(f"{p}: the file is empty; {help_text}")
+    return blanks
+
+
+def _raise_not_utf8(p: Path, help_text: str) -> NoReturn:
+    """DataError naming the first byte of `p` that is not UTF-8 (the file is read whole: this is the error path)."""
+    try:
+        p.read_bytes().decode("utf-8")
+        at = ""
+    except UnicodeDecodeError as exc:
+        at = f" at byte {exc.start}"
+    raise DataError(f"{p}: not a readable CSV table (not UTF-8 text{at}); {help_text}")
+
+
 def read_csv_table(path: str | Path, *, require_target: bool = True) -> pd.DataFrame:
     """Read a CSV (or, by extension, a Parquet file) in the schema with Arrow; unreadable or empty files raise
     DataError naming the file. Rows keep their file line for messages (blank lines counted).
 
-    `require_target=False` (a table to predict) makes the messages list the prediction columns."""
+    `require_target=False` (a table to predict) makes the messages list the prediction columns. Memory: the
+    table once, as Arrow buffers that pandas uses in place (no second copy, no copy of the file)."""
     p = Path(path)
     help_text = SCHEMA_HELP if require_target else PREDICT_SCHEMA_HELP
     if not p.is_file():
         raise DataError(f"{p}: no such file; give the path of a CSV table ({help_text})")
-    try:
-        data = p.read_bytes()
-    except OSError as exc:
-        raise DataError(f"{p}: cannot read the file ({exc.strerror})") from None
     if p.suffix.lower() in (".parquet", ".pq"):
         try:
-            df = pq.read_table(pa.BufferReader(data)).to_pandas()
+            table = pq.read_table(p)
         except (pa.ArrowInvalid, OSError) as exc:
             raise DataError(f"{p}: not a readable Parquet table ({exc}); {help_text}") from None
+        df = _to_pandas(table)
         df.attrs["source"] = str(p)
         return df
-    if not data.strip():
-        raise DataError(f"{p}: the file is empty; {help_text}")
+    blanks = _scan_text(p, help_text)
     try:
-        data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise DataError(
-            f"{p}: not a readable CSV table (not UTF-8 text at byte {exc.start}); {help_text}"
-        ) from None
-    try:
-        table = pacsv.read_csv(
-            pa.BufferReader(data), convert_options=pacsv.ConvertOptions(strings_can_be_null=True)
-        )
+        table = pacsv.read_csv(p, convert_options=pacsv.ConvertOptions(strings_can_be_null=True))
     except pa.ArrowInvalid as exc:
         raise DataError(f"{p}: not a readable CSV table ({str(exc).splitlines()[0]}); {help_text}") from None
-    df = table.to_pandas()
+    except OSError as exc:
+        raise DataError(f"{p}: cannot read the file ({exc.strerror or exc})") from None
+    df = _to_pandas(table)
     df.attrs["source"] = str(p)
-    df.attrs["blank_lines"] = blank_line_numbers(data)
+    df.attrs["blank_lines"] = blanks
     return df
+
+
+def _to_pandas(table: pa.Table) -> pd.DataFrame:
+    """`table` as a DataFrame, each column converted and released in turn (no second copy of the table)."""
+    return table.to_pandas(split_blocks=True, self_destruct=True)
 
 
 def validate_table(

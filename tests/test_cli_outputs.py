@@ -59,13 +59,20 @@ def _interrupting_to_csv(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _interrupting_arrow_csv(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The Arrow CSV writer (`slim predict`'s) writes part of the table, then the user presses Ctrl-C."""
+    """The Arrow CSV writer (`slim predict`'s) writes the first chunk of the table (one row each), then the user
+    presses Ctrl-C while the second is formatted."""
+    chunks = slimlib.io.row_chunks
+    csv_bytes = slimlib.io._csv_bytes
+    calls = []
 
-    def write_chunks(table: object, fh: object, options: object) -> None:
-        fh.write(b"opt-125m,h100")  # type: ignore[attr-defined]
-        raise KeyboardInterrupt
+    def interrupting(table: object, options: object) -> bytes:
+        calls.append(table)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return csv_bytes(table, options)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(slimlib.io, "_write_csv_chunks", write_chunks)
+    monkeypatch.setattr(slimlib.io, "row_chunks", lambda df: chunks(df, 1))
+    monkeypatch.setattr(slimlib.io, "_csv_bytes", interrupting)
 
 
 def test_interrupted_predict_keeps_the_previous_output_and_leaves_no_partial_file(

@@ -13,7 +13,7 @@ from tqdm import tqdm
 from slimlib.cli.common import nonnegative_int, output_file, read_text_input
 from slimlib.cli.table import OUTPUTS_NOTE, command_help
 from slimlib.errors import DataError
-from slimlib.io import is_stdout, write_table, write_text
+from slimlib.io import is_stdout, returning_freed_memory, write_table, write_text
 from slimlib.metrics import mape
 from slimlib.model import (
     DEFAULT_VARIANT,
@@ -31,6 +31,7 @@ from slimlib.schema import (
     aggregate_repeats,
     concat_tables,
     read_csv_table,
+    row_chunks,
     validate_table,
 )
 
@@ -146,7 +147,8 @@ def _cmd_fit(args: argparse.Namespace) -> int:
     out = output_file(args.out, "--out", inputs=args.data)
     fixed = _parse_fix(args.fix)
     t0 = time.perf_counter()
-    df = _read_tables(args.data)
+    with returning_freed_memory():  # a large table: the reading's peak stays near the table's size
+        df = _read_tables(args.data)
     check_table(df, args.gpu)  # physical validity (slimlib.model.validity)
     n_rows = len(df)
     df, merged = aggregate_repeats(df)  # identical repeats of a configuration are one measurement
@@ -204,7 +206,8 @@ def _cmd_predict(args: argparse.Namespace) -> int:
     out = output_file(args.out, "--out", inputs=[args.params, args.data]) if args.out else None
     read_text_input(args.params, "parameter file")
     model = load_checked_params(args.params)
-    df = read_csv_table(args.data, require_target=False)
+    with returning_freed_memory():  # a large table: the reading's peak stays near the table's size
+        df = read_csv_table(args.data, require_target=False)
     missing = [c for c in PREDICT_COLUMNS if c not in df.columns]
     if missing:
         raise DataError(f"{args.data} lacks column(s) {', '.join(missing)}; {PREDICT_SCHEMA_HELP}")
@@ -213,11 +216,12 @@ def _cmd_predict(args: argparse.Namespace) -> int:
         raise DataError(
             f"{args.data}: already has column(s) {', '.join(clash)}; remove them ({PREDICT_SCHEMA_HELP})"
         )
-    validate_table(df, require_target=False, require_gpu="gpu" in df.columns)
+    # a chunk at a time (memory of one chunk beside the input table): the rows are checked, then predicted as
+    # they are written (Arrow; Parquet by extension)
+    for part in row_chunks(df):
+        validate_table(part, require_target=False, require_gpu="gpu" in df.columns)
     check_table(df, None if "gpu" in df.columns else model.gpu_)  # the rows' own GPU where they name one
-    pred = model.predict(df)
-    table = pd.concat([df, pred], axis=1)
-    write_table(table, out if out is not None else "-")  # Arrow; Parquet by extension
+    write_table(df, out if out is not None else "-", extend=model.predict)
     if out is not None and not is_stdout(out):
-        print(f"wrote {len(table)} predictions to {out}")
+        print(f"wrote {len(df)} predictions to {out}")
     return 0

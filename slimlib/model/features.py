@@ -9,6 +9,7 @@ absent or empty, a row is served as today: the config's dtype (2 bytes) and the 
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -94,7 +95,7 @@ def _precision_cells(df: pd.DataFrame, col: str) -> list[str]:
     """Column `col` as stripped lower-case strings ('' where absent or empty)."""
     if col not in df.columns:
         return [""] * len(df)
-    return ["" if pd.isna(v) else str(v).strip().lower() for v in df[col]]
+    return [_cell(v) for v in df[col]]
 
 
 def precision_columns(df: pd.DataFrame) -> dict[str, list[str]]:
@@ -102,22 +103,50 @@ def precision_columns(df: pd.DataFrame) -> dict[str, list[str]]:
     return {c: _precision_cells(df, c) for c in PRECISION_COLUMNS if c in df.columns}
 
 
+def _distinct_rows(
+    df: pd.DataFrame,
+) -> tuple[npt.NDArray[np.int64], list[tuple[str, ...]], npt.NDArray[np.intp]]:
+    """Per row, the index of its (model, *precision cells) in the sorted list of the distinct ones; that list; and
+    the first row of each. Each column is factorized on its own (a million rows hold a handful of values); precision
+    cells as `_precision_cells`."""
+    columns = ["model", *(c for c in PRECISION_COLUMNS if c in df.columns)]
+    key = np.zeros(len(df), dtype=np.int64)
+    coded: dict[str, tuple[npt.NDArray[np.intp], list[str]]] = {}
+    for col in columns:
+        raw, values = pd.factorize(df[col], use_na_sentinel=True)
+        cells = [str(v) if col == "model" else _cell(v) for v in values] + [
+            ""
+        ]  # code -1 (missing) is the last
+        norm, distinct = pd.factorize(np.array(cells, dtype=object))
+        coded[col] = (norm[raw], [str(v) for v in distinct])
+        key = key * len(distinct) + coded[col][0]
+    _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    found = [{col: names[codes[row]] for col, (codes, names) in coded.items()} for row in first]
+    rows = [(cells["model"], *(cells.get(c, "") for c in PRECISION_COLUMNS)) for cells in found]
+    order = sorted(range(len(rows)), key=lambda i: "\x1f".join(rows[i]))  # as the joined names sort
+    rank = np.empty(len(order), dtype=np.int64)
+    rank[order] = np.arange(len(order))
+    return rank[inverse.ravel()], [rows[i] for i in order], first[order]
+
+
+def _cell(v: Any) -> str:
+    return "" if pd.isna(v) else str(v).strip().lower()
+
+
 def model_features(df: pd.DataFrame) -> Features:
     """Architecture features per row of `df` (column ``model``, looked up once per distinct model and precision)
     plus ``batch_size``, ``input_len`` and ``output_len`` as float arrays, per GPU of the row's ``tensor_parallel``
     degree (column optional, default 1: `slimlib.model.parallel.split_features`; with 1 the features are the model's
     own). Optional precision columns (`PRECISION_COLUMNS`) set the weight and KV bytes (module docstring)."""
-    cells = [df["model"].astype(str).tolist(), *(_precision_cells(df, c) for c in PRECISION_COLUMNS)]
-    keys = pd.Series(["\x1f".join(t) for t in zip(*cells, strict=True)], index=df.index)
-    codes, uniques = pd.factorize(keys, sort=True)
+    codes, uniques, first_rows = _distinct_rows(df)
     table = np.empty((len(uniques), len(FEATURE_NAMES)))
-    for i, key in enumerate(uniques):
-        name, dtype, quant, kvd = str(key).split("\x1f")
+    for i in np.argsort(first_rows, kind="stable"):  # in row order: an error names the first bad row
+        name, dtype, quant, kvd = uniques[i]
         try:
             a = _arch(name)
             table[i] = _arch_row(a, dtype, quant, kvd)
         except (UnknownNameError, DataError) as exc:
-            pos = int(np.flatnonzero(codes == i)[0])
+            pos = int(first_rows[i])
             raise type(exc)(f"{row_label(df, pos)}: {exc}") from None
     feats: Features = {f: table[codes, j] for j, f in enumerate(FEATURE_NAMES)}
     for col in ("batch_size", "input_len", "output_len"):

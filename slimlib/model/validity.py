@@ -40,7 +40,7 @@ from slimlib.model.methods import get_method, model_from_dict, read_params_docum
 from slimlib.model.parallel import tensor_parallel_column
 from slimlib.registry.architectures import Architecture, get_architecture
 from slimlib.registry.gpus import GPU, get_gpu
-from slimlib.schema import row_label
+from slimlib.schema import row_chunks, row_label
 
 #: GPUs in one node (DGX/HGX H100/H200, MI300X platforms): the largest tensor-parallel group vLLM runs in one node
 GPUS_PER_NODE = 8
@@ -172,11 +172,13 @@ def check_memory(
     block_size: int = DEFAULT_BLOCK_SIZE,
     labels: Any = None,
     pool_bytes: float | None = None,
+    preempted: dict[tuple[str, str, float], list[Any]] | None = None,
     **precision: Any,
 ) -> None:
     """Batch sizes and lengths (arrays) against the KV pool of one GPU: DataError when one request cannot fit or
     more requests run than the pool has blocks; `PreemptionWarning` when a batch's KV exceeds the pool.
-    `labels(i)` names row i in messages."""
+    `labels(i)` names row i in messages. With `preempted`, the warning is not given but counted there, by
+    (model, GPU, TP): [the first such row's text, its row count] (`check_table` warns once for all chunks)."""
     pool = kv_pool(arch, gpu, tp, **precision) if pool_bytes is None else float(pool_bytes)
     _, per_token = per_gpu_memory(arch, tp, **precision)
     block_bytes = block_size * per_token
@@ -208,19 +210,35 @@ def check_memory(
     over = np.flatnonzero(b * blocks > pool_blocks)
     if over.size:
         i = int(over[0])
-        warnings.warn(
+        first = (
             f"{name(i)}batch_size {b[i]:g} x {tokens[i]:g} tokens needs {b[i] * blocks[i] * block_bytes / GIB:.3g} "
-            f"GiB of KV cache, more than the {pool / GIB:.3g} GiB pool of {arch.name} on {gpu.name} "
-            f"({over.size} row(s) like it): vLLM would preempt requests, which the model does not describe",
-            PreemptionWarning,
-            stacklevel=2,
+            f"GiB of KV cache, more than the {pool / GIB:.3g} GiB pool of {arch.name} on {gpu.name}"
         )
+        if preempted is None:
+            warnings.warn(_preemption_message(first, over.size), PreemptionWarning, stacklevel=2)
+        else:
+            preempted.setdefault((arch.name, gpu.name, tp), [first, 0])[1] += int(over.size)
+
+
+def _preemption_message(first: str, rows: int) -> str:
+    return f"{first} ({rows} row(s) like it): vLLM would preempt requests, which the model does not describe"
 
 
 def check_table(df: pd.DataFrame, gpu: str | GPU | None = None) -> None:
     """Every physical check on a configuration table (columns ``model``, ``batch_size``, ``input_len``,
     ``output_len``, optional ``gpu`` and ``tensor_parallel``), per distinct model and TP; errors name the row.
-    `gpu` is the GPU of the parameters (default: the row's ``gpu``)."""
+    `gpu` is the GPU of the parameters (default: the row's ``gpu``). The rows are checked a chunk at a time
+    (`row_chunks`: memory of one chunk), with one `PreemptionWarning` per model, GPU and TP for the whole table."""
+    preempted: dict[tuple[str, str, float], list[Any]] = {}
+    for part in row_chunks(df):
+        _check_rows(part, gpu, preempted)
+    for first, rows in preempted.values():
+        warnings.warn(_preemption_message(first, rows), PreemptionWarning, stacklevel=2)
+
+
+def _check_rows(
+    df: pd.DataFrame, gpu: str | GPU | None, preempted: dict[tuple[str, str, float], list[Any]]
+) -> None:
     tp = tensor_parallel_column(df)
     il = df["input_len"].to_numpy(dtype=float)
     ol = df["output_len"].to_numpy(dtype=float)
@@ -272,7 +290,17 @@ def check_table(df: pd.DataFrame, gpu: str | GPU | None = None) -> None:
                 "with tensor_parallel 1"
             )
         pool = kv_pool(arch, hw, float(t), where=row_label(df, first))
-        check_memory(arch, hw, float(t), b[rows], il[rows], ol[rows], labels=label, pool_bytes=pool)
+        check_memory(
+            arch,
+            hw,
+            float(t),
+            b[rows],
+            il[rows],
+            ol[rows],
+            labels=label,
+            pool_bytes=pool,
+            preempted=preempted,
+        )
 
 
 def check_params_document(doc: dict[str, Any], where: str) -> None:
