@@ -163,9 +163,9 @@ def returning_freed_memory() -> Iterator[None]:
     chunked work that follows reuses heap blocks rather than mapping fresh pages for every array. Process-wide: for
     the `slim` commands that read large tables (`scripts/bench_cli.py` measures the effect)."""
     pa.set_memory_pool(pa.system_memory_pool())
-    mallopt = (
-        getattr(ctypes.CDLL(None), "mallopt", None) if sys.platform.startswith("linux") else None
-    )  # glibc
+    mallopt = None  # glibc's; other C libraries keep their own policy
+    if sys.platform.startswith("linux"):
+        mallopt = getattr(ctypes.CDLL(None), "mallopt", None)
     if mallopt is not None:
         mallopt(_M_MMAP_THRESHOLD, 64 * 1024)
     try:

@@ -105,28 +105,25 @@ def precision_columns(df: pd.DataFrame) -> dict[str, list[str]]:
 
 def _distinct_rows(
     df: pd.DataFrame,
-) -> tuple[npt.NDArray[np.int64], list[tuple[str, ...]], npt.NDArray[np.intp]]:
-    """Per row, the index of its (model, *precision cells) in the sorted list of the distinct ones; that list; and
-    the first row of each. Each column is factorized on its own (a million rows hold a handful of values); precision
-    cells as `_precision_cells`."""
-    columns = ["model", *(c for c in PRECISION_COLUMNS if c in df.columns)]
+) -> tuple[npt.NDArray[np.intp], list[tuple[str, ...]], npt.NDArray[np.intp]]:
+    """The distinct (model, *precision cells) of `df` in the order they first appear, each row's index into them,
+    and each one's first row. Each column is factorized on its own (a million rows hold a handful of values);
+    precision cells as `_precision_cells`."""
     key = np.zeros(len(df), dtype=np.int64)
     coded: dict[str, tuple[npt.NDArray[np.intp], list[str]]] = {}
-    for col in columns:
+    for col in ["model", *(c for c in PRECISION_COLUMNS if c in df.columns)]:
         raw, values = pd.factorize(df[col], use_na_sentinel=True)
-        cells = [str(v) if col == "model" else _cell(v) for v in values] + [
-            ""
-        ]  # code -1 (missing) is the last
+        cells = [str(v) if col == "model" else _cell(v) for v in values] + [""]  # code -1 (missing): the last
         norm, distinct = pd.factorize(np.array(cells, dtype=object))
         coded[col] = (norm[raw], [str(v) for v in distinct])
         key = key * len(distinct) + coded[col][0]
     _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
-    found = [{col: names[codes[row]] for col, (codes, names) in coded.items()} for row in first]
-    rows = [(cells["model"], *(cells.get(c, "") for c in PRECISION_COLUMNS)) for cells in found]
-    order = sorted(range(len(rows)), key=lambda i: "\x1f".join(rows[i]))  # as the joined names sort
-    rank = np.empty(len(order), dtype=np.int64)
+    order = np.argsort(first, kind="stable")  # by first appearance: an error names the first bad row
+    rank = np.empty(len(order), dtype=np.intp)
     rank[order] = np.arange(len(order))
-    return rank[inverse.ravel()], [rows[i] for i in order], first[order]
+    found = [{col: names[codes[row]] for col, (codes, names) in coded.items()} for row in first[order]]
+    rows = [(cells["model"], *(cells.get(c, "") for c in PRECISION_COLUMNS)) for cells in found]
+    return rank[inverse.ravel()], rows, first[order]
 
 
 def _cell(v: Any) -> str:
@@ -140,8 +137,7 @@ def model_features(df: pd.DataFrame) -> Features:
     own). Optional precision columns (`PRECISION_COLUMNS`) set the weight and KV bytes (module docstring)."""
     codes, uniques, first_rows = _distinct_rows(df)
     table = np.empty((len(uniques), len(FEATURE_NAMES)))
-    for i in np.argsort(first_rows, kind="stable"):  # in row order: an error names the first bad row
-        name, dtype, quant, kvd = uniques[i]
+    for i, (name, dtype, quant, kvd) in enumerate(uniques):
         try:
             a = _arch(name)
             table[i] = _arch_row(a, dtype, quant, kvd)
