@@ -168,3 +168,37 @@ def test_predict_over_many_chunks_names_the_bad_row_and_keeps_the_previous_outpu
 def test_reading_returns_freed_memory_to_the_system():
     with returning_freed_memory():
         assert pa.default_memory_pool().backend_name == "system"
+
+
+def test_predict_runs_its_check_on_the_validated_table_first():
+    model = SlimModel.with_params(PARAMS, gpu=GPU)
+    seen = []
+    pred = model.predict(_grid(5), check=lambda data: seen.append(data["batch_size"].dtype))
+    assert seen == [np.dtype(float)] and len(pred) == 5
+
+    def refuse(data: pd.DataFrame) -> None:
+        raise DataError("refused")
+
+    with pytest.raises(DataError, match="refused"):
+        model.predict(_grid(5), check=refuse)
+
+
+def test_slim_predict_warns_once_for_preemption_over_all_chunks(tmp_path: Path, tiny_chunks: int):
+    params = tmp_path / "params.json"
+    SlimModel.with_params(PARAMS, gpu=GPU).to_json(params)
+    rows = tmp_path / "grid.csv"
+    pd.DataFrame(
+        {
+            "model": ["opt-125m", "llama-2-7b"] * 5,
+            "batch_size": [1, 512] * 5,
+            "input_len": [64, 2048] * 5,
+            "output_len": [64, 2048] * 5,
+        }
+    ).to_csv(rows, index=False)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert main(["predict", str(params), str(rows), "--out", str(tmp_path / "pred.csv")]) == 0
+    messages = [str(w.message) for w in caught]
+    assert len(messages) == 1, messages
+    assert "grid.csv line 3: batch_size 512" in messages[0] and "(5 row(s) like it)" in messages[0]
+    assert len(pd.read_csv(tmp_path / "pred.csv")) == 10

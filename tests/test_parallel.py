@@ -59,7 +59,8 @@ def test_tensor_parallel_sizes_vllm_refuses_are_errors():
     df = _table(models=("qwen2-7b",), tp=8)
     df.attrs["source"] = "runs.csv"
     with pytest.raises(
-        DataError, match=r"runs.csv line 2: vLLM cannot split model qwen2-7b over tensor_parallel = 8"
+        DataError,
+        match=r"runs.csv line 2: tensor_parallel = 8 does not split qwen2-7b as vLLM requires \(its 28 attention",
     ):
         model_features(df)
     assert np.isfinite(model_features(_table(models=("qwen2-7b",), tp=4))["n_layers"]).all()

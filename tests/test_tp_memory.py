@@ -83,7 +83,10 @@ def test_kv_heads_are_replicated_beyond_tp():
     assert at16.num_gpu_blocks == _vllm_num_gpu_blocks(arch, get_gpu("h100"), 16)
     gemma = architecture_from_config(CONFIGS / "gemma-3-1b.json")
     assert M.gpu_memory(gemma, "h100", 4).kv_bytes_per_token == gemma.kv_bytes_per_token
-    with pytest.raises(DataError, match="vLLM cannot split qwen2-7b over 8 GPUs: its 28 attention heads"):
+    with pytest.raises(
+        DataError,
+        match=r"tensor_parallel = 8 does not split qwen2-7b as vLLM requires \(its 28 attention heads",
+    ):
         M.gpu_memory(get_architecture("qwen2-7b"), "mi300x", 8)
 
 
@@ -132,7 +135,7 @@ def test_plan_capacity_uses_the_per_gpu_rule():
     assert list(plan["batch_size"].unique()) == [1, 2, cap]
     with pytest.raises(DataError, match=f"exceed the {cap} requests"):
         make_plan("llama-2-70b", "h100", *lens, batch_sizes=[1, 2, cap + 1], tensor_parallel=16)
-    with pytest.raises(DataError, match="vLLM cannot split"):
+    with pytest.raises(DataError, match="does not split qwen2-7b as vLLM requires"):
         make_plan("qwen2-7b", "mi300x", *lens, tensor_parallel=8)
 
 

@@ -24,14 +24,13 @@ from slimlib.model import (
     make_model,
     variant_names,
 )
-from slimlib.model.validity import CANONICAL, check_table, load_checked_params
+from slimlib.model.validity import CANONICAL, check_table, checking_rows, load_checked_params
 from slimlib.schema import (
     PREDICT_SCHEMA_HELP,
     TARGET_COLUMN,
     aggregate_repeats,
     concat_tables,
     read_csv_table,
-    row_chunks,
     validate_table,
 )
 
@@ -216,12 +215,11 @@ def _cmd_predict(args: argparse.Namespace) -> int:
         raise DataError(
             f"{args.data}: already has column(s) {', '.join(clash)}; remove them ({PREDICT_SCHEMA_HELP})"
         )
-    # a chunk at a time (memory of one chunk beside the input table): the rows are checked, then predicted as
-    # they are written (Arrow; Parquet by extension)
-    for part in row_chunks(df):
-        validate_table(part, require_target=False, require_gpu="gpu" in df.columns)
-    check_table(df, None if "gpu" in df.columns else model.gpu_)  # the rows' own GPU where they name one
-    write_table(df, out if out is not None else "-", extend=model.predict)
+    # a chunk at a time as it is written (memory of one chunk beside the input table; Arrow, Parquet by
+    # extension): `predict` validates each chunk and checks its physical validity before predicting it; an error
+    # in any chunk leaves the previous output intact. The rows' own GPU where they name one.
+    with checking_rows(None if "gpu" in df.columns else model.gpu_) as check:
+        write_table(df, out if out is not None else "-", extend=lambda part: model.predict(part, check=check))
     if out is not None and not is_stdout(out):
         print(f"wrote {len(df)} predictions to {out}")
     return 0

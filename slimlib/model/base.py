@@ -92,10 +92,16 @@ class Estimator(ABC):
                 f"this {type(self).__name__} is not fitted: call fit(df) or load a parameter file with load_params"
             )
 
-    def predict(self, df: pd.DataFrame) -> pd.DataFrame:
-        """Predicted throughput (tok/s), E2E, prefill and decode time (s) per row, indexed like `df`."""
+    def predict(
+        self, df: pd.DataFrame, *, check: Callable[[pd.DataFrame], None] | None = None
+    ) -> pd.DataFrame:
+        """Predicted throughput (tok/s), E2E, prefill and decode time (s) per row, indexed like `df`. `check`, when
+        given, is called on the validated table before anything is computed (e.g. the physical checks of
+        `slimlib.model.validity.checking_rows`, whose messages then come before the model's own)."""
         self.check_fitted()
         data = validate_table(df, require_target=False, require_gpu="gpu" in df.columns)
+        if check is not None:
+            check(data)
         hw = resolve_gpu(data, self.gpu_)
         arrays = self._predict_rows(data, hw)
         return pd.DataFrame(dict(zip(PRED_COLUMNS, arrays, strict=True)), index=df.index)

@@ -16,7 +16,11 @@ import numpy.typing as npt
 import pandas as pd
 
 from slimlib.errors import DataError, UnknownNameError
-from slimlib.model.memory import kv_bytes_per_token, tensor_parallel_problem, weight_bytes
+from slimlib.model.memory import (
+    kv_bytes_per_token,
+    tensor_parallel_refusal,
+    weight_bytes,
+)
 from slimlib.model.parallel import split_features, tensor_parallel_column
 from slimlib.registry.architectures import Architecture, get_architecture
 from slimlib.registry.gpus import GPU, get_gpu
@@ -156,20 +160,20 @@ def model_features(df: pd.DataFrame) -> Features:
 
 
 def _check_tensor_parallel(df: pd.DataFrame, feats: Features, tp: FloatArray) -> None:
-    """DataError naming the first row whose model vLLM cannot split over its ``tensor_parallel`` GPUs."""
+    """DataError naming the first row whose model vLLM cannot split over its ``tensor_parallel`` GPUs (the heads
+    rule of `tensor_parallel_refusal`; the one-node limit is `slimlib.model.validity`'s)."""
     if not np.any(tp > 1):
         return
-    combos = {
-        (int(h), int(kv), int(p)) for h, kv, p in zip(feats["n_heads"], feats["n_kv_heads"], tp, strict=True)
-    }
-    for h, kv, p in sorted(combos):
-        problem = tensor_parallel_problem(h, kv, p)
-        if problem:
-            pos = int(np.flatnonzero((feats["n_heads"] == h) & (feats["n_kv_heads"] == kv) & (tp == p))[0])
-            raise DataError(
-                f"{row_label(df, pos)}: vLLM cannot split model {df['model'].iloc[pos]!s} over tensor_parallel = "
-                f"{p} GPUs: {problem}; fix the row's tensor_parallel"
-            )
+    heads, kv_heads = feats["n_heads"], feats["n_kv_heads"]
+    bad = np.zeros(len(tp), dtype=bool)
+    for h, kv, p in {(int(h), int(kv), float(p)) for h, kv, p in zip(heads, kv_heads, tp, strict=True)}:
+        if tensor_parallel_refusal("", h, kv, p, within_node=False):
+            bad |= (heads == h) & (kv_heads == kv) & (tp == p)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])  # the first bad row
+        name = str(df["model"].iloc[i])
+        why = tensor_parallel_refusal(name, int(heads[i]), int(kv_heads[i]), float(tp[i]), within_node=False)
+        raise DataError(f"{row_label(df, i)}: {why}")
 
 
 def prefill_peak_flops(f: Features, hw: GPU) -> FloatArray:

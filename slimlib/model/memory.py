@@ -70,6 +70,31 @@ def tensor_parallel_problem(n_heads: int, n_kv_heads: int, tensor_parallel: int)
     return ""
 
 
+#: GPUs in one node (DGX/HGX H100/H200, MI300X platforms): the largest tensor-parallel group vLLM runs in one node
+GPUS_PER_NODE = 8
+
+
+def tensor_parallel_refusal(
+    name: str, n_heads: int, n_kv_heads: int, tensor_parallel: float, *, within_node: bool = True
+) -> str:
+    """Why model `name` cannot run over `tensor_parallel` GPUs, as one message ('' when it can): the degree must be
+    a whole number >= 1, at most the `GPUS_PER_NODE` of one node (unless not `within_node`: memory arithmetic of a
+    multi-node group), and split the heads (`tensor_parallel_problem`; the message lists degrees that do)."""
+    tp = float(tensor_parallel)
+    if tp < 1 or tp != round(tp):
+        return f"tensor_parallel = {tp:g} must be a whole number >= 1"
+    if within_node and tp > GPUS_PER_NODE:
+        return (
+            f"tensor_parallel = {tp:g} exceeds the {GPUS_PER_NODE} GPUs of one node; tensor parallelism runs "
+            f"within a node: use at most {GPUS_PER_NODE}"
+        )
+    problem = tensor_parallel_problem(n_heads, n_kv_heads, int(tp))
+    if not problem:
+        return ""
+    ok = [d for d in range(1, GPUS_PER_NODE + 1) if not tensor_parallel_problem(n_heads, n_kv_heads, d)]
+    return f"tensor_parallel = {tp:g} does not split {name} as vLLM requires ({problem}); use one of {', '.join(map(str, ok))}"
+
+
 def kv_replication(n_kv_heads: ArrayLike, tensor_parallel: ArrayLike) -> FloatArray:
     """Factor by which one GPU's KV exceeds ``1/p`` of the model's: ``max(p / H_kv, 1)`` (KV heads replicated)."""
     tp = np.asarray(tensor_parallel, dtype=float)
@@ -222,11 +247,11 @@ def gpu_memory(
     """
     hw = get_gpu(gpu)
     tp = int(tensor_parallel)
-    problem = tensor_parallel_problem(arch.n_heads, arch.n_kv_heads, tp)
-    if problem:
-        raise DataError(
-            f"vLLM cannot split {arch.name} over {tp} GPUs: {problem}; choose a tensor parallel size it allows"
-        )
+    refusal = tensor_parallel_refusal(
+        arch.name, arch.n_heads, arch.n_kv_heads, tensor_parallel, within_node=False
+    )
+    if refusal:
+        raise DataError(refusal)
     w = float(per_gpu_weight_bytes(weight_bytes(arch, dtype, quantization), tp))
     kv = float(
         per_gpu_kv_bytes_per_token(kv_bytes_per_token(arch, dtype, kv_cache_dtype), arch.n_kv_heads, tp)

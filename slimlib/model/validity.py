@@ -14,8 +14,10 @@ accept before any model runs.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import warnings
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -33,7 +35,7 @@ from slimlib.model.memory import (
     kv_pool_bytes,
     per_gpu_kv_bytes_per_token,
     per_gpu_weight_bytes,
-    tensor_parallel_problem,
+    tensor_parallel_refusal,
     weight_bytes,
 )
 from slimlib.model.methods import get_method, model_from_dict, read_params_document
@@ -41,9 +43,6 @@ from slimlib.model.parallel import tensor_parallel_column
 from slimlib.registry.architectures import Architecture, get_architecture
 from slimlib.registry.gpus import GPU, get_gpu
 from slimlib.schema import row_chunks, row_label
-
-#: GPUs in one node (DGX/HGX H100/H200, MI300X platforms): the largest tensor-parallel group vLLM runs in one node
-GPUS_PER_NODE = 8
 
 
 class PreemptionWarning(UserWarning):
@@ -91,26 +90,11 @@ def check_architecture(arch: Architecture, where: str = "") -> None:
 
 
 def check_tensor_parallel(arch: Architecture, tp: float, where: str = "") -> None:
-    """DataError unless TP is a whole number in [1, GPUS_PER_NODE] dividing the attention heads (vLLM's rule)."""
-    at = f"{where}: " if where else ""
-    if tp < 1 or tp != round(tp):
-        raise DataError(f"{at}tensor_parallel = {tp:g} must be a whole number >= 1")
-    if tp > GPUS_PER_NODE:
-        raise DataError(
-            f"{at}tensor_parallel = {tp:g} exceeds the {GPUS_PER_NODE} GPUs of one node; tensor parallelism runs "
-            "within a node: use at most 8"
-        )
-    problem = tensor_parallel_problem(arch.n_heads, arch.n_kv_heads, int(tp))
-    if problem:
-        ok = [
-            d
-            for d in range(1, GPUS_PER_NODE + 1)
-            if not tensor_parallel_problem(arch.n_heads, arch.n_kv_heads, d)
-        ]
-        raise DataError(
-            f"{at}tensor_parallel = {tp:g} does not split {arch.name} as vLLM requires ({problem}); use one of "
-            f"{', '.join(map(str, ok))}"
-        )
+    """DataError unless TP is a whole number in [1, GPUS_PER_NODE] dividing the attention heads (vLLM's rule,
+    `tensor_parallel_refusal`)."""
+    refusal = tensor_parallel_refusal(arch.name, arch.n_heads, arch.n_kv_heads, tp)
+    if refusal:
+        raise DataError(f"{where}: {refusal}" if where else refusal)
 
 
 def check_context(arch: Architecture, input_len: float, output_len: float, where: str = "") -> None:
@@ -228,12 +212,21 @@ def check_table(df: pd.DataFrame, gpu: str | GPU | None = None) -> None:
     """Every physical check on a configuration table (columns ``model``, ``batch_size``, ``input_len``,
     ``output_len``, optional ``gpu`` and ``tensor_parallel``), per distinct model and TP; errors name the row.
     `gpu` is the GPU of the parameters (default: the row's ``gpu``). The rows are checked a chunk at a time
-    (`row_chunks`: memory of one chunk), with one `PreemptionWarning` per model, GPU and TP for the whole table."""
+    (`checking_rows`: memory of one chunk), with one `PreemptionWarning` per model, GPU and TP for the whole table."""
+    with checking_rows(gpu) as check:
+        for part in row_chunks(df):
+            check(part)
+
+
+@contextlib.contextmanager
+def checking_rows(gpu: str | GPU | None = None) -> Iterator[Callable[[pd.DataFrame], None]]:
+    """`check_table` for a table that arrives in chunks (`row_chunks`, e.g. as `slim predict` writes them): call
+    the yielded function on each chunk; the `PreemptionWarning`s, one per model, GPU and TP for all the chunks,
+    are given when the block ends without an error."""
     preempted: dict[tuple[str, str, float], list[Any]] = {}
-    for part in row_chunks(df):
-        _check_rows(part, gpu, preempted)
+    yield lambda part: _check_rows(part, gpu, preempted)
     for first, rows in preempted.values():
-        warnings.warn(_preemption_message(first, rows), PreemptionWarning, stacklevel=2)
+        warnings.warn(_preemption_message(first, rows), PreemptionWarning, stacklevel=3)
 
 
 def _check_rows(
