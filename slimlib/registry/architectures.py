@@ -75,6 +75,33 @@ class Architecture:
     experts_per_token: int = 1
     n_active_params: int = 0
     embedding_params: int = 0
+    # mixture of experts beyond Mixtral (DeepSeek-V3, Qwen3-MoE, gpt-oss, ...): `n_experts` routed experts of width
+    # `moe_ffn_size` (0: `ffn_size`) in `n_layers - n_dense_layers` layers, `n_shared_experts` always-active experts
+    # of width `shared_ffn_size` (0: `moe_ffn_size`) beside them; `ffn_size` is the dense layers' FFN width;
+    # `expert_params` counts all routed-expert parameters (the part expert parallelism splits)
+    moe_ffn_size: int = 0
+    n_shared_experts: int = 0
+    shared_ffn_size: int = 0
+    n_dense_layers: int = 0
+    expert_params: int = 0
+    # multi-head latent attention (DeepSeek-V2/V3): a token caches `kv_lora_rank + qk_rope_head_dim` values per
+    # layer (the latent and the decoupled RoPE key), not `2 D_kv`; 0: not MLA
+    kv_lora_rank: int = 0
+    qk_rope_head_dim: int = 0
+    qk_nope_head_dim: int = 0
+    v_head_dim: int = 0
+    q_lora_rank: int = 0
+    # sliding-window attention: `n_sliding_layers` of the layers attend to the last `sliding_window` tokens only;
+    # `attention_sinks`: learned per-head sink logits (gpt-oss)
+    sliding_window: int = 0
+    n_sliding_layers: int = 0
+    attention_sinks: bool = False
+    #: the checkpoint's own quantization (``quantization_config.quant_method`` normalized to a vLLM
+    #: ``--quantization`` value, e.g. "fp8", "mxfp4", "modelopt_fp4"); '' for an unquantized checkpoint
+    quantization: str = ""
+    #: identity of the shapes: a digest of every field but name/hf_id/source/aliases (two configs with the same
+    #: content are one model whatever their folders are called; two different ones never are)
+    identity: str = ""
 
     @property
     def d_kv(self) -> int:
@@ -110,6 +137,22 @@ class Architecture:
     def ffn_size_active(self) -> int:
         """FFN width one token passes through: ``experts_per_token * ffn_size`` (``ffn_size`` for a dense model)."""
         return self.experts_per_token * self.ffn_size
+
+    @property
+    def is_mla(self) -> bool:
+        """True for multi-head latent attention (a compressed KV latent per token and layer)."""
+        return self.kv_lora_rank > 0
+
+    @property
+    def kv_values_per_token_layer(self) -> int:
+        """Values one token caches per attention layer: ``2 D_kv`` (keys and values), or ``kv_lora_rank +
+        qk_rope_head_dim`` for MLA (precision-free; bytes are the serving configuration's)."""
+        return self.kv_lora_rank + self.qk_rope_head_dim if self.is_mla else 2 * self.d_kv
+
+    @property
+    def n_moe_layers(self) -> int:
+        """Layers whose FFN is a mixture of experts (0 for a dense model)."""
+        return self.n_layers - self.n_dense_layers if self.is_moe else 0
 
     @property
     def active_params(self) -> int:
