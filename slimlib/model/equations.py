@@ -163,3 +163,13 @@ def throughput(
         * (np.asarray(input_len, dtype=float) + np.asarray(output_len, dtype=float))
         / np.asarray(e2e_s, dtype=float),
     )
+
+
+def experts_touched(tokens: ArrayLike, n_experts: ArrayLike, top_k: ArrayLike) -> FloatArray:
+    """Expected number of distinct experts that `tokens` tokens, each routed to `top_k` of `n_experts` experts
+    uniformly (a balanced router), touch in one MoE layer: ``X (1 - (1 - k / X)^T)`` (beyond the paper; the
+    expert-touch plateau of a step's MoE weight read: ``k T`` for few tokens, all ``X`` experts for many)."""
+    x = np.asarray(n_experts, dtype=float)
+    k = np.asarray(top_k, dtype=float)
+    t = np.asarray(tokens, dtype=float)
+    return np.asarray(x * (1.0 - (1.0 - k / np.maximum(x, 1.0)) ** t), dtype=float)
