@@ -14,6 +14,8 @@ import pandas as pd
 
 from slimlib.data.aiconfigurator import AIC_NAME, build_aic_tables, readme_section
 from slimlib.data.aiconfigurator import SOURCE as AIC_SOURCE
+from slimlib.data.aiconfigurator_moe import build_moe_mla_tables
+from slimlib.data.aiconfigurator_moe import readme_section as moe_readme_section
 from slimlib.data.catalog import SCHEMA, _file_name, coerce, data_dir
 from slimlib.data.engine_runs import ENGINE_DIR, RUNS_TABLE, build_engine_tables
 from slimlib.data.engine_runs import readme_lines as engine_readme
@@ -138,7 +140,9 @@ def build_all(raw: str | Path, out: str | Path, kit: list[str | Path] | None = N
     if aic_root.is_dir():
         at, afiles = build_aic_tables(aic_root)
         tables.update(at)
-        files = files + list(afiles)
+        mt, mfiles = build_moe_mla_tables(aic_root)
+        tables.update(mt)
+        files = files + list(afiles) + list(mfiles)
     llmib_root = data_root / LLMIB_NAME
     if llmib_root.is_dir():
         lt, lfiles = build_llmib_tables(llmib_root)
@@ -226,6 +230,8 @@ def render_readme(tables: dict[str, pd.DataFrame], written: dict[str, Path]) -> 
         lines += _kit_readme(tables)
     if "aic-systems" in tables:
         lines += readme_section(tables)
+    if "aic-moe" in tables:
+        lines += moe_readme_section(tables)
     if RUNS_TABLE in tables:
         lines += [*engine_readme(tables, data_dir() / ENGINE_DIR), ""]
     lines += [

@@ -12,6 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from slimlib.data import aiconfigurator as aic
+from slimlib.data import aiconfigurator_moe as aic_moe
 from slimlib.data import vidur
 from slimlib.data.engine_runs import EXCLUSION_SCHEMA, EXCLUSIONS_TABLE, RUN_SCHEMA, RUNS_TABLE
 from slimlib.errors import DataError, DataUnavailableError, UnknownNameError, close_matches_message
@@ -366,9 +367,10 @@ _kit_schema()
 
 
 def _aic_schema() -> None:
-    """Add the NVIDIA AIConfigurator kernel tables (aic-*), whose columns the parser defines."""
-    for name, cols in aic.COLUMN_DOCS.items():
-        SCHEMA[name] = (aic.TABLE_DOCS[name], dict(cols))
+    """Add the NVIDIA AIConfigurator kernel tables (aic-*), whose columns the parsers define."""
+    for mod in (aic, aic_moe):
+        for name, cols in mod.COLUMN_DOCS.items():
+            SCHEMA[name] = (mod.TABLE_DOCS[name], dict(cols))
 
 
 _aic_schema()
