@@ -10,6 +10,7 @@ import threading
 import zipfile
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from shared_paths import RAW, needs
 
@@ -382,3 +383,33 @@ def test_real_wheel_members_and_results_cut_match_the_packaged_registry(tmp_path
     assert (dest / "llm-inference-bench/Plots/All_results.csv").read_bytes() == ours
     for n in names:
         assert (dest / n).read_bytes() == (RAW / n).read_bytes()
+
+
+@needs_mirror
+def test_moe_mla_members_are_fetched_from_the_wheel_and_rebuild_the_same_tables(tmp_path, monkeypatch):
+    """Every raw file the MoE/MLA/all-to-all builder reads is in the packaged registry; served as members of a
+    loopback wheel, `fetch` extracts them (sha256-checked) and the tables built from the cache equal the mirror's."""
+    from slimlib.data.aiconfigurator_moe import build_moe_mla_tables
+
+    registry = load_registry()
+    aic = RAW / "aiconfigurator-kernels"
+    mirror_tables, used = build_moe_mla_tables(aic)
+    names = sorted({"aiconfigurator-kernels/" + f.relative_to(aic).as_posix() for f in used})
+    assert [n for n in names if n not in registry] == []
+    kinds = {n.split("/")[5] for n in names}
+    assert kinds == {"moe", "mla", "mla_bmm", "comm"}
+    root = tmp_path / "up"
+    root.mkdir()
+    members = {n.split("/", 1)[1]: (RAW / n).read_bytes() for n in names}
+    members["aiconfigurator_core/not_listed.py"] = b"x = 1\n"
+    wheel = _wheel(root / "w.whl", members)
+    with _Server(root) as server:
+        up = fetch_mod.Upstream(server.url + "/w.whl", hashlib.sha256(wheel).hexdigest())
+        monkeypatch.setattr(fetch_mod, "BUNDLES", {"aiconfigurator-kernels/": up})
+        dest = fetch(tmp_path / "cache", files=names)
+        assert server.requests == ["/w.whl"]  # one download for all members
+    got = sorted(p.relative_to(dest).as_posix() for p in dest.rglob("*") if p.is_file())
+    assert got == names
+    fetched_tables, _ = build_moe_mla_tables(dest / "aiconfigurator-kernels")
+    for name, table in mirror_tables.items():
+        pd.testing.assert_frame_equal(fetched_tables[name], table, obj=name)
