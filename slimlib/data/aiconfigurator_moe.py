@@ -98,9 +98,12 @@ _SRC = {
 COLUMN_DOCS: dict[str, dict[str, tuple[str, str]]] = {
     "aic-moe": {
         **_SRC,
-        "moe_dtype": (_S, "weight/activation format: bfloat16, fp8 (per-tensor), fp8_block (128x128 block "
-                          "scales), int4_wo, w4a16_mxfp4 (4-bit weights, 16-bit compute), nvfp4, "
-                          "w4a8_mxfp4_mxfp8"),  # fmt: skip
+        "moe_dtype": (
+            _S,
+            "weight/activation format: bfloat16, fp8 (per-tensor), fp8_block (128x128 block "
+            "scales), int4_wo, w4a16_mxfp4 (4-bit weights, 16-bit compute), nvfp4, "
+            "w4a8_mxfp4_mxfp8",
+        ),  # fmt: skip
         "num_tokens": (_I, "tokens in the step (all GPUs of the layout together)"),
         "hidden_size": (_I, "model hidden size"),
         "inter_size": (_I, "expert FFN width (whole expert, before moe_tp splits it)"),
@@ -110,8 +113,11 @@ COLUMN_DOCS: dict[str, dict[str, tuple[str, str]]] = {
         "moe_ep": (_I, "expert-parallel degree (experts spread over moe_ep GPUs)"),
         "distribution": (_S, "router load: balanced, power_law_1.01 or power_law_1.2 (skewed)"),
         "latency_ms": (_F, "measured latency of one fused-MoE layer on one GPU, ms"),
-        "latency_stat": (_S, "one_run, or min_of_two_runs (rows appended with the per-key minimum of two runs; "
-                             "see data/README.md)"),  # fmt: skip
+        "latency_stat": (
+            _S,
+            "one_run, or min_of_two_runs (rows appended with the per-key minimum of two runs; "
+            "see data/README.md)",
+        ),  # fmt: skip
     },
     "aic-mla": {
         **_SRC,
@@ -121,16 +127,27 @@ COLUMN_DOCS: dict[str, dict[str, tuple[str, str]]] = {
         "gemm_type": (_S, "dtype of the module's projection GEMMs (bfloat16, fp8_block, nvfp4)"),
         "n_heads": (_I, "attention heads on the GPU (DeepSeek-V3 has 128; 128 / tensor parallel)"),
         "batch_size": (_I, "requests in the batch"),
-        "input_len": (_I, "context phase: prompt tokens per request (AIConfigurator 'isl'); empty in generation"),
-        "context": (_I, "generation phase: tokens in each request's KV cache (AIConfigurator 'step'); empty in "
-                        "context"),  # fmt: skip
-        "norm_dispatch": (_S, "RMSNorm dispatch of the collection: default, or vllm_c_eager_surrogate (B200: eager "
-                              "kernels standing in for the engine's fused ones; collection_meta.yaml)"),  # fmt: skip
+        "input_len": (
+            _I,
+            "context phase: prompt tokens per request (AIConfigurator 'isl'); empty in generation",
+        ),
+        "context": (
+            _I,
+            "generation phase: tokens in each request's KV cache (AIConfigurator 'step'); empty in context",
+        ),  # fmt: skip
+        "norm_dispatch": (
+            _S,
+            "RMSNorm dispatch of the collection: default, or vllm_c_eager_surrogate (B200: eager "
+            "kernels standing in for the engine's fused ones; collection_meta.yaml)",
+        ),  # fmt: skip
         "latency_ms": (_F, "measured latency of one layer's MLA module (projections, norms, attention), ms"),
     },
     "aic-mla-bmm": {
         **_SRC,
-        "op_name": (_S, "mla_gen_pre (query absorption into the latent) or mla_gen_post (latent to value heads)"),
+        "op_name": (
+            _S,
+            "mla_gen_pre (query absorption into the latent) or mla_gen_post (latent to value heads)",
+        ),
         "bmm_dtype": (_S, "dtype of the batched matmul"),
         "num_tokens": (_I, "tokens (decode requests) in the step"),
         "n_heads": (_I, "attention heads on the GPU"),
@@ -138,7 +155,10 @@ COLUMN_DOCS: dict[str, dict[str, tuple[str, str]]] = {
     },
     "aic-moe-a2a": {
         **_SRC,
-        "comm_backend": (_S, "DeepEP mode: deepep_ht (high throughput), deepep_ll (low latency), deepep_v2_*"),
+        "comm_backend": (
+            _S,
+            "DeepEP mode: deepep_ht (high throughput), deepep_ll (low latency), deepep_v2_*",
+        ),
         "phase": (_S, "dispatch (tokens to their experts' GPUs) or combine (results back)"),
         "comm_dtype": (_S, "payload dtype as AIConfigurator names it (default: the activations' dtype)"),
         "ep_size": (_I, "expert-parallel GPUs"),
@@ -151,8 +171,11 @@ COLUMN_DOCS: dict[str, dict[str, tuple[str, str]]] = {
         "latency_us": (_F, "measured latency of the dispatch or combine, microseconds"),
     },
     "aic-moe-mla-exclusions": {
-        "source": (_S, "raw table: moe_perf, mla_context_module_perf, mla_generation_module_perf, mla_bmm_perf, "
-                       "moe_a2a_perf"),  # fmt: skip
+        "source": (
+            _S,
+            "raw table: moe_perf, mla_context_module_perf, mla_generation_module_perf, mla_bmm_perf, "
+            "moe_a2a_perf",
+        ),  # fmt: skip
         "system": _SRC["system"],
         "vllm_version": (_S, "vLLM version of the raw table (its folder)"),
         "moe_dtype": (_S, "moe_dtype of the rows (MoE tables; empty otherwise)"),
@@ -260,7 +283,9 @@ def _moe(sysdir: Path, files: list[Path]) -> tuple[pd.DataFrame, list[pd.DataFra
         other = ~drop & (raw["version"] != ver)
         if other.any():
             i = raw.index[other][0]
-            raise DataError(f"{path}: row {i}: version {raw.loc[i, 'version']!r} differs from the folder's {ver}")
+            raise DataError(
+                f"{path}: row {i}: version {raw.loc[i, 'version']!r} differs from the folder's {ver}"
+            )
         layout = list(zip(raw["moe_tp_size"], raw["moe_ep_size"], strict=True))
         keep = pd.Series(
             [lay in KEEP_LAYOUTS and (KEEP_LAYOUTS[lay] is None or dist in KEEP_LAYOUTS[lay])  # type: ignore[operator]
@@ -291,7 +316,10 @@ def _mla(sysdir: Path, files: list[Path]) -> tuple[pd.DataFrame, pd.DataFrame, p
         meta = _check_version(d, MLA_VERSION)
         files.append(meta)
         tables = (_yaml(meta) or {}).get("tables") or {}
-        for phase, name in (("context", "mla_context_module_perf"), ("generation", "mla_generation_module_perf")):
+        for phase, name in (
+            ("context", "mla_context_module_perf"),
+            ("generation", "mla_generation_module_perf"),
+        ):
             path = d / f"{name}.parquet"
             raw = _read_parquet(path)
             files.append(path)
@@ -303,7 +331,9 @@ def _mla(sysdir: Path, files: list[Path]) -> tuple[pd.DataFrame, pd.DataFrame, p
                 bad = raw[col] != want
                 if bad.any():
                     i = raw.index[bad][0]
-                    raise DataError(f"{path}: row {i}: {col} {raw.loc[i, col]!r}, expected {want!r} in every row")
+                    raise DataError(
+                        f"{path}: row {i}: {col} {raw.loc[i, col]!r}, expected {want!r} in every row"
+                    )
             _positive(raw, "latency", path)
             norm = str((tables.get(name) or {}).get("norm_dispatch") or "default")
             t = pd.DataFrame({
@@ -324,7 +354,11 @@ def _mla(sysdir: Path, files: list[Path]) -> tuple[pd.DataFrame, pd.DataFrame, p
         path = d / "mla_bmm_perf.parquet"
         raw = _read_parquet(path)
         files.append(path)
-        _require(raw, ["version", "kernel_source", "op_name", "bmm_dtype", "num_tokens", "num_heads", "latency"], path)
+        _require(
+            raw,
+            ["version", "kernel_source", "op_name", "bmm_dtype", "num_tokens", "num_heads", "latency"],
+            path,
+        )
         _positive(raw, "latency", path)
         t = pd.DataFrame({
             "system": system, "gpu": gpu, "vllm_version": raw["version"].astype(str),
@@ -361,7 +395,9 @@ def build_moe_mla_tables(root: str | Path) -> tuple[dict[str, pd.DataFrame], lis
     `root` (aiconfigurator-kernels/), and the raw files read."""
     sysdir = Path(root) / _SYS_DIR
     if not sysdir.is_dir():
-        raise DataError(f"{root}: no {_SYS_DIR}/ here; expected the {AIC_NAME} mirror (see its PROVENANCE.md)")
+        raise DataError(
+            f"{root}: no {_SYS_DIR}/ here; expected the {AIC_NAME} mirror (see its PROVENANCE.md)"
+        )
     files: list[Path] = []
     moe, excl = _moe(sysdir, files)
     mla, bmm, a2a = _mla(sysdir, files)
@@ -404,6 +440,8 @@ def readme_section(tables: dict[str, pd.DataFrame]) -> list[str]:
     lines += ["aic-moe-mla-exclusions, raw rows by source, system and reason:", ""]
     g = ex.groupby(["source", "system", "vllm_version", "reason"], sort=True)["n_rows"].sum().reset_index()
     lines += ["| source | system | vLLM | reason | rows |", "|---|---|---|---|---|"]
-    lines += [f"| {r.source} | {r.system} | {r.vllm_version} | {r.reason} | {r.n_rows} |" for r in g.itertuples()]
+    lines += [
+        f"| {r.source} | {r.system} | {r.vllm_version} | {r.reason} | {r.n_rows} |" for r in g.itertuples()
+    ]
     lines.append("")
     return lines

@@ -1,0 +1,175 @@
+"""Arithmetic of the MoE and MLA model terms, as pure functions of arrays (beyond the paper; checked against
+measured vLLM kernels by `slimlib.experiments.kernel_timing.moe_mla_check`).
+
+Held here for now; these belong to the model's terms (`slimlib.model`) and move there at merge:
+
+- MoE experts (one layer, one GPU): weight bytes of the experts a step touches (balanced router,
+  `slimlib.model.equations.experts_touched`), each expert ``3 x hidden x inter`` weights (gated FFN: gate, up,
+  down), and FLOPs ``2 x tokens x top_k x 3 x hidden x inter``, both split over the expert-tensor (``tp``) and
+  expert-parallel (``ep``) GPUs; time = max(bytes / bandwidth, FLOPs / peak) / efficiency.
+- MLA decode attention (one layer, one GPU): the latent KV read ``(kv_lora_rank + qk_rope_head_dim) x context``
+  elements per request, and the absorbed attention's FLOPs ``2 x context x heads x (2 kv_lora_rank +
+  qk_rope_head_dim)`` per request (scores over the latent and rope part, values over the latent).
+- MLA prefill (one layer, one GPU): the module's projection FLOPs (`mla_projection_params` per token) and the
+  causal attention FLOPs of the uncompressed heads.
+
+Units: elements, bytes, FLOPs, bytes/s, FLOP/s, seconds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from slimlib.errors import UnknownNameError, close_matches_message
+from slimlib.model.equations import FloatArray, experts_touched
+from slimlib.registry.gpus import GPU
+from slimlib.registry.precision import dtype_bytes, weight_bytes_per_element
+
+#: gated FFN: gate, up and down projections per expert
+EXPERT_MATRICES = 3
+
+#: AIConfigurator MoE / GEMM dtype -> (vLLM --quantization of the weights, precision of the tensor peak the
+#: GEMMs run at, `GPU.peak_for`). Block scales (e.g. 1 byte per 16 or 32 fp4 weights) are not counted.
+KERNEL_DTYPES: dict[str, tuple[str, str]] = {
+    "bfloat16": ("none", "fp16"),
+    "fp8": ("fp8", "fp8"),  # W8A8, per-tensor scales
+    "fp8_block": ("fp8", "fp8"),  # W8A8, 128x128 block scales
+    "int4_wo": ("fp4", "fp16"),  # 4-bit integer weights (0.5 byte, as fp4), 16-bit compute (Marlin)
+    "w4a16_mxfp4": ("fp4", "fp16"),  # MXFP4 weights, 16-bit compute
+    "w4a8_mxfp4_mxfp8": ("fp4", "fp8"),  # MXFP4 weights, MXFP8 activations
+    "nvfp4": ("fp4", "fp4"),  # W4A4
+}
+
+
+def _kernel_dtype(dtype: str) -> tuple[str, str]:
+    if dtype not in KERNEL_DTYPES:
+        raise UnknownNameError(close_matches_message("kernel dtype", dtype, list(KERNEL_DTYPES)))
+    return KERNEL_DTYPES[dtype]
+
+
+def weight_bytes(dtype: str) -> float:
+    """Bytes per weight of a kernel table's dtype (`KERNEL_DTYPES`; 16-bit weights: 2)."""
+    return weight_bytes_per_element(_kernel_dtype(dtype)[0], dtype_bytes("bfloat16", 2))
+
+
+def kernel_peak(gpu: GPU, dtype: str) -> float:
+    """Dense tensor peak FLOP/s the GEMMs of a kernel table's dtype run at on `gpu` (fp8 peak for fp8 ...)."""
+    return gpu.peak_for(_kernel_dtype(dtype)[1])
+
+
+def moe_weight_bytes_touched(
+    tokens: ArrayLike,
+    n_experts: ArrayLike,
+    top_k: ArrayLike,
+    hidden: ArrayLike,
+    inter: ArrayLike,
+    bytes_per_weight: ArrayLike,
+    tp: ArrayLike = 1,
+    ep: ArrayLike = 1,
+) -> FloatArray:
+    """Expert weight bytes one GPU reads in a step of `tokens` tokens: the expected distinct experts touched
+    (balanced router) over the `ep` GPUs, each ``3 x hidden x inter / tp`` weights of `bytes_per_weight`."""
+    touched = experts_touched(tokens, n_experts, top_k) / np.asarray(ep, dtype=float)
+    per_expert = EXPERT_MATRICES * np.asarray(hidden, dtype=float) * np.asarray(inter, dtype=float)
+    return np.asarray(
+        touched * per_expert / np.asarray(tp, dtype=float) * np.asarray(bytes_per_weight, float)
+    )
+
+
+def moe_flops(
+    tokens: ArrayLike,
+    top_k: ArrayLike,
+    hidden: ArrayLike,
+    inter: ArrayLike,
+    tp: ArrayLike = 1,
+    ep: ArrayLike = 1,
+) -> FloatArray:
+    """FLOPs of one GPU's experts in a step: ``2 x tokens x top_k x 3 x hidden x inter / (tp x ep)``."""
+    t = np.asarray(tokens, dtype=float) * np.asarray(top_k, dtype=float)
+    per = 2.0 * EXPERT_MATRICES * np.asarray(hidden, dtype=float) * np.asarray(inter, dtype=float)
+    return np.asarray(t * per / (np.asarray(tp, dtype=float) * np.asarray(ep, dtype=float)))
+
+
+def expert_touch_knee(n_experts: ArrayLike, top_k: ArrayLike) -> FloatArray:
+    """Tokens per step at which ``top_k x tokens`` routings equal the experts (``n_experts / top_k``): below it
+    the weight read grows with the tokens, above it every expert is read (the plateau)."""
+    return np.asarray(np.asarray(n_experts, dtype=float) / np.asarray(top_k, dtype=float))
+
+
+def roofline_time(
+    bytes_moved: ArrayLike, flops: ArrayLike, mem_bw: ArrayLike, peak_flops: ArrayLike
+) -> FloatArray:
+    """``max(bytes / bandwidth, FLOPs / peak)`` in seconds (efficiency 1)."""
+    b = np.asarray(bytes_moved, dtype=float) / np.asarray(mem_bw, dtype=float)
+    f = np.asarray(flops, dtype=float) / np.asarray(peak_flops, dtype=float)
+    return np.asarray(np.maximum(b, f))
+
+
+@dataclass(frozen=True)
+class MLAShape:
+    """Multi-head latent attention dimensions; defaults are DeepSeek-V3's (its Hugging Face config.json:
+    hidden_size 7168, q_lora_rank 1536, kv_lora_rank 512, qk_nope_head_dim 128, qk_rope_head_dim 64,
+    v_head_dim 128, 128 attention heads)."""
+
+    hidden_size: int = 7168
+    q_lora_rank: int = 1536
+    kv_lora_rank: int = 512
+    qk_nope_head_dim: int = 128
+    qk_rope_head_dim: int = 64
+    v_head_dim: int = 128
+
+    @property
+    def latent_dim(self) -> int:
+        """KV-cache elements per token and layer: the latent plus the shared RoPE key."""
+        return self.kv_lora_rank + self.qk_rope_head_dim
+
+
+DEEPSEEK_V3 = MLAShape()
+
+
+def mla_latent_bytes(
+    batch: ArrayLike, context: ArrayLike, kv_bytes: ArrayLike, shape: MLAShape = DEEPSEEK_V3
+) -> FloatArray:
+    """Latent KV bytes a decode step reads in one layer: ``batch x context x (kv_lora_rank + qk_rope_head_dim)
+    x kv_bytes`` (heads share the latent, so the read does not depend on the heads)."""
+    tokens = np.asarray(batch, dtype=float) * np.asarray(context, dtype=float)
+    return np.asarray(tokens * shape.latent_dim * np.asarray(kv_bytes, dtype=float))
+
+
+def mla_decode_flops(
+    batch: ArrayLike, context: ArrayLike, heads: ArrayLike, shape: MLAShape = DEEPSEEK_V3
+) -> FloatArray:
+    """FLOPs of the absorbed latent attention in one decode step and layer: per cached token and head, scores
+    over ``kv_lora_rank + qk_rope_head_dim`` and values over ``kv_lora_rank`` (2 FLOPs per multiply-add)."""
+    tokens = np.asarray(batch, dtype=float) * np.asarray(context, dtype=float)
+    per = 2.0 * (shape.latent_dim + shape.kv_lora_rank)
+    return np.asarray(tokens * np.asarray(heads, dtype=float) * per)
+
+
+def mla_projection_params(heads: ArrayLike, shape: MLAShape = DEEPSEEK_V3) -> FloatArray:
+    """Weights of one MLA layer's projections on a GPU with `heads` heads: q down (hidden x q_lora), q up
+    (q_lora x heads x (nope + rope)), kv down (hidden x (kv_lora + rope)), kv up (kv_lora x heads x (nope + v))
+    and output (heads x v x hidden)."""
+    h = np.asarray(heads, dtype=float)
+    s = shape
+    return np.asarray(
+        s.hidden_size * s.q_lora_rank
+        + s.q_lora_rank * h * (s.qk_nope_head_dim + s.qk_rope_head_dim)
+        + s.hidden_size * s.latent_dim
+        + s.kv_lora_rank * h * (s.qk_nope_head_dim + s.v_head_dim)
+        + h * s.v_head_dim * s.hidden_size
+    )
+
+
+def mla_prefill_attention_flops(
+    batch: ArrayLike, input_len: ArrayLike, heads: ArrayLike, shape: MLAShape = DEEPSEEK_V3
+) -> FloatArray:
+    """Causal attention FLOPs of a prefill of `input_len` tokens per request (heads uncompressed: scores over
+    ``qk_nope + qk_rope``, values over ``v_head_dim``; ``L (L + 1) / 2`` query-key pairs)."""
+    n = np.asarray(input_len, dtype=float)
+    pairs = np.asarray(batch, dtype=float) * n * (n + 1) / 2
+    per = 2.0 * (shape.qk_nope_head_dim + shape.qk_rope_head_dim + shape.v_head_dim)
+    return np.asarray(pairs * np.asarray(heads, dtype=float) * per)
