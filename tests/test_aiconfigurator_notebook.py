@@ -22,6 +22,11 @@ OUTPUTS = [
     "table01_attention_roofline_aic.csv",
     "kernels_eta_m_check.csv",
     "kernels_plateau_by_gpu.pdf",
+    "kernels_moe_check.png",
+    "kernels_moe_check.csv",
+    "kernels_mla_check.pdf",
+    "kernels_mla_check.csv",
+    "kernels_moe_a2a.csv",
 ]
 
 

@@ -284,8 +284,8 @@ def plot_mla_check(ax, points: pd.DataFrame, gpu: str, kv_dtype: str, heads: lis
     ax.set_yscale("log")
     ax.set_xlabel("cached context per request (tokens)")
     ax.set_ylabel("MLA decode module time (ms)")
-    ax.set_title(f"{gpu_label(gpu)}, KV {kv_dtype}, B = {batch} (efficiency "
-                 f"{float(sel['efficiency'].iloc[0]):.2f})", fontsize=7)  # fmt: skip
+    eff = float(sel["efficiency"].iloc[0])
+    ax.set_title(f"{gpu_label(gpu)}, KV {kv_dtype} (efficiency {eff:.2f})", fontsize=7)
 
 
 def plot_a2a(ax, a2a: pd.DataFrame, hidden: int, top_k: int, n_experts: int, phase: str) -> None:
@@ -304,4 +304,5 @@ def plot_a2a(ax, a2a: pd.DataFrame, hidden: int, top_k: int, n_experts: int, pha
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xlabel("tokens per GPU")
-    ax.set_ylabel(f"{phase} latency (us)")
+    ax.set_ylabel("latency (us)")
+    ax.set_title(phase, fontsize=7)

