@@ -247,6 +247,14 @@ def _appended_mask(raw: pd.DataFrame, a: Appended, where: Path) -> pd.Series:
     return mask
 
 
+def _kept(tp: int, ep: int, distribution: str) -> bool:
+    """Whether the subsampling rule (`KEEP_LAYOUTS`) keeps a MoE row of layout (tp, ep) and `distribution`."""
+    if (tp, ep) not in KEEP_LAYOUTS:
+        return False
+    dists = KEEP_LAYOUTS[(tp, ep)]
+    return dists is None or distribution in dists
+
+
 def _moe(sysdir: Path, files: list[Path]) -> tuple[pd.DataFrame, list[pd.DataFrame]]:
     parts, excl = [], []
     cols = ["version", "kernel_source", "moe_dtype", "num_tokens", "hidden_size", "inter_size", "topk",
@@ -286,11 +294,11 @@ def _moe(sysdir: Path, files: list[Path]) -> tuple[pd.DataFrame, list[pd.DataFra
             raise DataError(
                 f"{path}: row {i}: version {raw.loc[i, 'version']!r} differs from the folder's {ver}"
             )
-        layout = list(zip(raw["moe_tp_size"], raw["moe_ep_size"], strict=True))
         keep = pd.Series(
-            [lay in KEEP_LAYOUTS and (KEEP_LAYOUTS[lay] is None or dist in KEEP_LAYOUTS[lay])  # type: ignore[operator]
-             for lay, dist in zip(layout, raw["distribution"], strict=True)],
+            [_kept(int(tp), int(ep), str(dist))
+             for tp, ep, dist in zip(raw["moe_tp_size"], raw["moe_ep_size"], raw["distribution"], strict=True)],
             index=raw.index,
+            dtype=bool,
         )  # fmt: skip
         excl.append(_excluded(raw[~drop & ~keep], "moe_perf", system, ver,
                               "subsampled: layout/distribution outside the kept set (data/README.md)"))  # fmt: skip
