@@ -39,7 +39,7 @@ SOURCE = (
     "NVIDIA AIConfigurator: measured per-kernel latencies of vLLM's attention and GEMM kernels (H100/H200 SXM "
     "vLLM 0.24.0, A100 SXM vLLM 0.14.0, B200 vLLM 0.24.0)",
 )
-_SYS_DIR = "aiconfigurator_core/systems"
+SYS_DIR = "aiconfigurator_core/systems"
 
 
 #: system -> (gpu name, vLLM version of the attention and GEMM tables, decode kernels, prefill kernels, GEMM
@@ -162,7 +162,8 @@ TABLE_DOCS = {
 }
 
 
-def _read_parquet(path: Path) -> pd.DataFrame:
+def read_parquet(path: Path) -> pd.DataFrame:
+    """A Parquet table of the mirror; DataError naming the file when it is missing or pyarrow is absent."""
     try:
         import pyarrow  # noqa: F401
     except ImportError as exc:  # pragma: no cover - pyarrow is a dependency
@@ -172,7 +173,8 @@ def _read_parquet(path: Path) -> pd.DataFrame:
     return pd.read_parquet(path)
 
 
-def _yaml(path: Path) -> dict:
+def read_yaml(path: Path) -> dict:
+    """A YAML file of the mirror (system spec, collection_meta.yaml); DataError naming it when missing."""
     import yaml
 
     if not path.is_file():
@@ -180,14 +182,16 @@ def _yaml(path: Path) -> dict:
     return yaml.safe_load(path.read_text(encoding="utf-8"))
 
 
-def _require(df: pd.DataFrame, cols: list[str], where: Path) -> None:
+def require_columns(df: pd.DataFrame, cols: list[str], where: Path) -> None:
+    """DataError naming `where` and the columns of `cols` that `df` lacks."""
     missing = [c for c in cols if c not in df.columns]
     if missing:
         raise DataError(f"{where}: columns {missing} missing; expected AIConfigurator's kernel-table layout")
 
 
-def _check_version(table_dir: Path, version: str) -> Path:
-    meta = _yaml(table_dir / "collection_meta.yaml")
+def check_version(table_dir: Path, version: str) -> Path:
+    """The collection_meta.yaml of `table_dir`, after checking its runtime.version is `version` (DataError)."""
+    meta = read_yaml(table_dir / "collection_meta.yaml")
     got = str((meta.get("runtime") or {}).get("version"))
     if got != version:
         raise DataError(
@@ -239,7 +243,7 @@ def _bracket(grid: list[int], v: int) -> list[int]:
 def _keep_attention(
     df: pd.DataFrame, kernels: tuple[str, ...], shapes: list[tuple[int, int, int]], where: Path
 ):
-    _require(df, ["kernel_source", "num_heads", "num_key_value_heads", "head_dim", "attn_dtype", "kv_cache_dtype",
+    require_columns(df, ["kernel_source", "num_heads", "num_key_value_heads", "head_dim", "attn_dtype", "kv_cache_dtype",
                   "beam_width", "batch_size", "isl", "step", "latency"], where)  # fmt: skip
     keep = df["kernel_source"].isin(kernels) & (df["attn_dtype"] == "bfloat16") & (df["beam_width"] == 1)
     keep &= df["kv_cache_dtype"].isin(["bfloat16", "fp8"])
@@ -267,11 +271,9 @@ def _dedupe(df: pd.DataFrame, keys: list[str], where: Path) -> pd.DataFrame:
 def build_aic_tables(root: str | Path) -> tuple[dict[str, pd.DataFrame], list[Path]]:
     """The aic-* tables from the raw folder `root` (aiconfigurator-kernels/), and the raw files read."""
     root = Path(root)
-    sysdir = root / _SYS_DIR
+    sysdir = root / SYS_DIR
     if not sysdir.is_dir():
-        raise DataError(
-            f"{root}: no {_SYS_DIR}/ here; expected the {AIC_NAME} mirror (see its PROVENANCE.md)"
-        )
+        raise DataError(f"{root}: no {SYS_DIR}/ here; expected the {AIC_NAME} mirror (see its PROVENANCE.md)")
     files: list[Path] = [root / "PROVENANCE.md", root / "aiconfigurator_core-0.12.0.dist-info" / "METADATA"]
     for f in files:
         if not f.is_file():
@@ -286,20 +288,20 @@ def build_aic_tables(root: str | Path) -> tuple[dict[str, pd.DataFrame], list[Pa
         spec = SYSTEMS[system]
         ver = spec["version"]
         yml = sysdir / f"{system}.yaml"
-        gpu_spec = (_yaml(yml) or {}).get("gpu") or {}
+        gpu_spec = (read_yaml(yml) or {}).get("gpu") or {}
         for key in ("mem_bw", "bfloat16_tc_flops", "mem_capacity"):
             if key not in gpu_spec:
                 raise DataError(f"{yml}: gpu.{key} missing")
         files.append(yml)
         att_dir = sysdir / "data" / system / "attention" / "vllm" / ver
-        files.append(_check_version(att_dir, ver))
+        files.append(check_version(att_dir, ver))
         device = None
         for fname, kernels, parts, length in (
             ("generation_attention_perf.parquet", spec["decode"], dec_parts, "context"),
             ("context_attention_perf.parquet", spec["prefill"], pre_parts, "input_len"),
         ):
             path = att_dir / fname
-            raw = _read_parquet(path)
+            raw = read_parquet(path)
             files.append(path)
             sel = _keep_attention(raw, kernels, shapes, path)
             if len(sel) == 0:
@@ -333,11 +335,13 @@ def build_aic_tables(root: str | Path) -> tuple[dict[str, pd.DataFrame], list[Pa
     for system in sorted(SYSTEMS):
         spec = SYSTEMS[system]
         gdir = sysdir / "data" / system / "gemm" / "vllm" / spec["version"]
-        files.append(_check_version(gdir, spec["version"]))
+        files.append(check_version(gdir, spec["version"]))
         path = gdir / "gemm_perf.parquet"
-        raw = _read_parquet(path)
+        raw = read_parquet(path)
         files.append(path)
-        _require(raw, ["kernel_source", "gemm_dtype", "m", "n", "k", "latency", "device", "version"], path)
+        require_columns(
+            raw, ["kernel_source", "gemm_dtype", "m", "n", "k", "latency", "device", "version"], path
+        )
         for dtype, kernel in sorted(spec["gemm"].items()):
             g = raw[(raw["gemm_dtype"] == dtype) & (raw["kernel_source"] == kernel)]
             if len(g) == 0:

@@ -25,13 +25,13 @@ from pathlib import Path
 import pandas as pd
 
 from slimlib.data.aiconfigurator import (
-    _SYS_DIR,
     AIC_NAME,
+    SYS_DIR,
     SYSTEMS,
-    _check_version,
-    _read_parquet,
-    _require,
-    _yaml,
+    check_version,
+    read_parquet,
+    read_yaml,
+    require_columns,
 )
 from slimlib.data.markdown import count_table
 from slimlib.errors import DataError
@@ -262,9 +262,9 @@ def _moe(sysdir: Path, files: list[Path]) -> tuple[pd.DataFrame, list[pd.DataFra
     for system in sorted(MOE_VERSIONS):
         for ver in MOE_OLDER.get(system, ()):
             d = _dir(sysdir, system, "moe", ver)
-            files.append(_check_version(d, ver))
+            files.append(check_version(d, ver))
             path = d / "moe_perf.parquet"
-            raw = _read_parquet(path)
+            raw = read_parquet(path)
             files.append(path)
             if (d / "reuse.yaml").is_file():
                 files.append(d / "reuse.yaml")
@@ -272,11 +272,11 @@ def _moe(sysdir: Path, files: list[Path]) -> tuple[pd.DataFrame, list[pd.DataFra
             excl.append(_excluded(raw, "moe_perf", system, ver, reason))
         ver = MOE_VERSIONS[system]
         d = _dir(sysdir, system, "moe", ver)
-        files.append(_check_version(d, ver))
+        files.append(check_version(d, ver))
         path = d / "moe_perf.parquet"
-        raw = _read_parquet(path)
+        raw = read_parquet(path)
         files.append(path)
-        _require(raw, cols, path)
+        require_columns(raw, cols, path)
         stat = pd.Series("one_run", index=raw.index, dtype=object)
         drop = pd.Series(False, index=raw.index)
         for a in APPENDED:
@@ -321,17 +321,17 @@ def _mla(sysdir: Path, files: list[Path]) -> tuple[pd.DataFrame, pd.DataFrame, p
     for system in MLA_SYSTEMS:
         gpu = SYSTEMS[system]["gpu"]
         d = _dir(sysdir, system, "mla", MLA_VERSION)
-        meta = _check_version(d, MLA_VERSION)
+        meta = check_version(d, MLA_VERSION)
         files.append(meta)
-        tables = (_yaml(meta) or {}).get("tables") or {}
+        tables = (read_yaml(meta) or {}).get("tables") or {}
         for phase, name in (
             ("context", "mla_context_module_perf"),
             ("generation", "mla_generation_module_perf"),
         ):
             path = d / f"{name}.parquet"
-            raw = _read_parquet(path)
+            raw = read_parquet(path)
             files.append(path)
-            _require(raw, ["version", "kernel_source", "model", "mla_dtype", "kv_cache_dtype", "gemm_type",
+            require_columns(raw, ["version", "kernel_source", "model", "mla_dtype", "kv_cache_dtype", "gemm_type",
                            "num_heads", "batch_size", "isl", "tp_size", "step", "latency"], path)  # fmt: skip
             for col, want in (("model", MLA_MODEL), ("tp_size", 1), ("version", MLA_VERSION)) + (
                 (("step", 0),) if phase == "context" else (("isl", 1),)
@@ -358,11 +358,11 @@ def _mla(sysdir: Path, files: list[Path]) -> tuple[pd.DataFrame, pd.DataFrame, p
                     "input_len" if phase == "context" else "context"]  # fmt: skip
             mla.append(_unique(t, keys, path))
         d = _dir(sysdir, system, "mla_bmm", MLA_VERSION)
-        files.append(_check_version(d, MLA_VERSION))
+        files.append(check_version(d, MLA_VERSION))
         path = d / "mla_bmm_perf.parquet"
-        raw = _read_parquet(path)
+        raw = read_parquet(path)
         files.append(path)
-        _require(
+        require_columns(
             raw,
             ["version", "kernel_source", "op_name", "bmm_dtype", "num_tokens", "num_heads", "latency"],
             path,
@@ -376,11 +376,11 @@ def _mla(sysdir: Path, files: list[Path]) -> tuple[pd.DataFrame, pd.DataFrame, p
         })  # fmt: skip
         bmm.append(_unique(t, ["op_name", "bmm_dtype", "num_tokens", "n_heads"], path))
         d = _dir(sysdir, system, "comm", MLA_VERSION)
-        files.append(_check_version(d, MLA_VERSION))
+        files.append(check_version(d, MLA_VERSION))
         path = d / "moe_a2a_perf.parquet"
-        raw = _read_parquet(path)
+        raw = read_parquet(path)
         files.append(path)
-        _require(raw, ["version", "kernel_source", "comm_backend", "phase", "comm_dtype", "ep_size", "node_num",
+        require_columns(raw, ["version", "kernel_source", "comm_backend", "phase", "comm_dtype", "ep_size", "node_num",
                        "hidden_size", "topk", "num_experts", "num_tokens", "sms", "latency"], path)  # fmt: skip
         _positive(raw, "latency", path)
         t = pd.DataFrame({
@@ -401,11 +401,9 @@ def _mla(sysdir: Path, files: list[Path]) -> tuple[pd.DataFrame, pd.DataFrame, p
 def build_moe_mla_tables(root: str | Path) -> tuple[dict[str, pd.DataFrame], list[Path]]:
     """The aic-moe, aic-mla, aic-mla-bmm, aic-moe-a2a and aic-moe-mla-exclusions tables from the raw folder
     `root` (aiconfigurator-kernels/), and the raw files read."""
-    sysdir = Path(root) / _SYS_DIR
+    sysdir = Path(root) / SYS_DIR
     if not sysdir.is_dir():
-        raise DataError(
-            f"{root}: no {_SYS_DIR}/ here; expected the {AIC_NAME} mirror (see its PROVENANCE.md)"
-        )
+        raise DataError(f"{root}: no {SYS_DIR}/ here; expected the {AIC_NAME} mirror (see its PROVENANCE.md)")
     files: list[Path] = []
     moe, excl = _moe(sysdir, files)
     mla, bmm, a2a = _mla(sysdir, files)
