@@ -427,8 +427,9 @@ def readme_section(tables: dict[str, pd.DataFrame]) -> list[str]:
     lines = [
         "## AIConfigurator MoE, MLA and expert all-to-all timings (aic-moe, aic-mla, aic-mla-bmm, aic-moe-a2a)",
         "",
-        f"Same wheel and licence as the aic-* kernel tables above. MoE tables kept: {kept} (older vLLM tables are",
-        "counted in aic-moe-mla-exclusions). Subsampling rule (to keep the CSV small): every MoE row at moe_tp =",
+        "Same wheel and licence as the aic-* kernel tables above. MoE tables kept (older vLLM tables are",
+        f"counted in aic-moe-mla-exclusions): {kept}. A100 has only power-law router rows at vLLM 0.14.0.",
+        "Subsampling rule (to keep the CSV small): every MoE row at moe_tp =",
         "moe_ep = 1, all router distributions; plus the balanced rows of the single-node layouts moe_tp = 8 and",
         "moe_ep = 8; every other layout is counted in the exclusions with the reason `subsampled`. Rows appended",
         "with an approximation that collection_meta.yaml names are excluded (Kimi-K3 SITU-as-SiLU rows on",
