@@ -27,6 +27,7 @@ OUTPUTS = [
     "kernels_mla_check.pdf",
     "kernels_mla_check.csv",
     "kernels_moe_a2a.csv",
+    "kernels_moe_layouts.csv",
 ]
 
 

@@ -137,6 +137,18 @@ def test_moe_points_with_expert_parallel_layouts_and_floor():
 
 
 @needs_tables
+def test_moe_layout_check_splits_experts_and_adds_a_floor():
+    t = mc.moe_layout_check(layouts=((1, 1), (1, 8)), n_boot=N_BOOT)
+    assert list(zip(t["moe_tp"], t["moe_ep"], t["floor"], strict=True)) == [
+        (1, 1, False), (1, 1, True), (1, 8, False), (1, 8, True)
+    ]  # fmt: skip
+    assert t.loc[0, "mape_pct"] == pytest.approx(27.83, abs=0.1)
+    assert t.loc[0, "median_floor_ms"] == 0 and t.loc[1, "median_floor_ms"] > 0
+    # a per-step floor matters most where each GPU holds an eighth of the experts
+    assert t.loc[2, "mape_pct"] - t.loc[3, "mape_pct"] > t.loc[0, "mape_pct"] - t.loc[1, "mape_pct"]
+
+
+@needs_tables
 def test_mla_checks():
     gen, ctx = mc.mla_generation_points(), mc.mla_context_points()
     base = gen[gen["role"] == "base"]

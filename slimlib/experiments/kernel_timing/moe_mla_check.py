@@ -149,6 +149,27 @@ def moe_check(points: pd.DataFrame, *, n_boot: int = N_BOOT) -> pd.DataFrame:
     return _summary("moe", points, "moe_dtype", "shape", n_boot)
 
 
+def moe_layout_check(
+    moe: pd.DataFrame | None = None,
+    layouts: tuple[tuple[int, int], ...] = ((1, 1), (1, 8), (8, 1)),
+    *,
+    n_boot: int = N_BOOT,
+) -> pd.DataFrame:
+    """Overall MAPE of the MoE term per (moe_tp, moe_ep) layout of the balanced rows, without and with a fitted
+    per-step floor (`moe_points`), with bootstrap 95% intervals: how far splitting the experts over GPUs keeps
+    the per-GPU term (weights and FLOPs divided by tp x ep) right."""
+    rows = []
+    for tp, ep in layouts:
+        for floor in (False, True):
+            pts = moe_points(moe, layouts=((tp, ep),), floor=floor)
+            scored = pts.loc[pts["role"] == "score", "ape_pct"].to_numpy()
+            mean, lo, hi = bootstrap_mean_ci(scored, n_boot=n_boot, label=f"moe layout {tp} {ep} {floor}")
+            rows.append({"moe_tp": tp, "moe_ep": ep, "floor": floor, "n_scored": scored.size,
+                         "median_floor_ms": float(pts.groupby(["gpu", "moe_dtype"])["floor_ms"].first().median()),
+                         "mape_pct": mean, "mape_lo_pct": lo, "mape_hi_pct": hi})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
 def mla_generation_points(
     mla: pd.DataFrame | None = None, *, fit_max_context: int = MLA_GEN_FIT_MAX_CONTEXT
 ) -> pd.DataFrame:

@@ -403,6 +403,14 @@ CAPTIONS: dict[str, Caption] = {
         "intervals.",
         AIC_MOE_MLA,
     ),
+    "kernels_moe_layouts": Caption(
+        "",
+        "extension (not in the paper)",
+        "MoE term error per expert layout (experts unsplit, split by expert parallelism 8, or by tensor "
+        "parallelism 8; balanced router): MAPE beyond the fit range without and with a fitted per-step floor, "
+        "bootstrap 95% intervals.",
+        AIC_MOE_MLA,
+    ),
     "kernels_mla_check": Caption(
         "",
         "extension (not in the paper)",
