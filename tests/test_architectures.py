@@ -382,12 +382,14 @@ def test_style_from_architectures_when_model_type_missing(tmp_path):
     data = _load("mistral-7b.json")
     del data["model_type"]
     a = architecture_from_config(_write(tmp_path, data))
-    assert a.family == "llama" and a.ffn_kind == "gated" and a.n_kv_heads == 8
+    assert a.family == "mistral" and a.ffn_kind == "gated" and a.n_kv_heads == 8  # MistralForCausalLM
 
 
 def test_bad_configs(tmp_path):
-    with pytest.raises(DataError, match="not a supported style"):
+    with pytest.raises(DataError, match="a.json': model_type 'mamba' is a state-space"):
         architecture_from_config(_write(tmp_path, {"model_type": "mamba", "hidden_size": 768}, "a.json"))
+    with pytest.raises(DataError, match="not a supported style"):
+        architecture_from_config(_write(tmp_path, {"model_type": "t5", "hidden_size": 768}, "a2.json"))
     bad = tmp_path / "b.json"
     bad.write_text("{not json", encoding="utf-8")
     with pytest.raises(DataError, match="not a readable JSON"):

@@ -132,6 +132,7 @@ UNSUPPORTED = (
         "DeepSeek sparse attention with a lightning indexer (its KV cache and decode traffic differ)",
     ),
     ("hybrid_override_pattern", "hybrid Mamba (state-space) layers"),
+    ("layers_block_type", "hybrid Mamba (state-space) layers"),
     ("block_configs", "per-layer heterogeneous blocks (DeciLM / Nemotron-NAS)"),
     ("linear_attn_config", "hybrid linear attention (Kimi delta attention)"),
     ("sparse_attention_config", "block-sparse attention with an indexer"),
@@ -222,6 +223,11 @@ def _refuse_unsupported(data: dict[str, Any], where: str) -> None:
             f"{where}: model_type {data.get('model_type')!r} is a state-space (Mamba) model; SLIM models "
             "attention decoders only"
         )
+    for key, feature in UNSUPPORTED:
+        if _present(data.get(key)):
+            raise DataError(
+                f"{where}: key {key!r}: {feature}, which SLIM cannot represent; this model is refused"
+            )
     layer_types = data.get("layer_types")
     if isinstance(layer_types, list):
         other = sorted({str(t) for t in layer_types} - set(_LAYER_TYPES))
@@ -230,11 +236,6 @@ def _refuse_unsupported(data: dict[str, Any], where: str) -> None:
                 f"{where}: key 'layer_types' has {', '.join(repr(t) for t in other)} layers (hybrid "
                 f"{'linear attention' if any('linear' in t for t in other) else 'layers'}), which SLIM cannot "
                 "represent: it models full and sliding-window attention layers only"
-            )
-    for key, feature in UNSUPPORTED:
-        if _present(data.get(key)):
-            raise DataError(
-                f"{where}: key {key!r}: {feature}, which SLIM cannot represent; this model is refused"
             )
     for key in data:
         if key.startswith(("mamba_", "ssm_")) and _present(data[key]):
@@ -378,7 +379,12 @@ def _sliding_layers(c: _Keys, window_rule: str, layers: int) -> tuple[int, int]:
         n = sum(t == "sliding_attention" for t in layer_types)
     elif window_rule == "chunked":  # Llama 4: RoPE layers attend within chunks of attention_chunk_size tokens
         window = c.integer("attention_chunk_size", default=0)
-        rope = c.int_list("no_rope_layers", layers) or [int((i + 1) % 4 != 0) for i in range(layers)]
+        given = c.get(
+            "no_rope_layers"
+        )  # 1: a RoPE (chunked) layer; default: every 4th layer is global (NoPE)
+        rope = (
+            c.int_list("no_rope_layers", layers) if given else [int((i + 1) % 4 != 0) for i in range(layers)]
+        )
         n = sum(rope) if window else 0
     elif window_rule == "qwen":  # transformers' Qwen2/Qwen3 configs: sliding from max_window_layers on
         use = bool(c.get("use_sliding_window", default=False))
