@@ -3,13 +3,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
 import pytest
 
 from slimlib.errors import DataError
-from slimlib.registry.architectures import architecture_from_config
+from slimlib.registry.architectures import Architecture, architecture_from_config, get_architecture
 from slimlib.registry.param_table import NOMINAL, parameter_table, stated_size
 from tests.shared_paths import RAW, needs
 
@@ -71,7 +72,10 @@ def test_each_config_is_read_at_its_stated_size_or_refused_by_name(fname):
         got = a.active_params - (a.vocab_size * a.hidden_size if no_embed else 0)
         assert got == pytest.approx(active, rel=0.03), source
     if a.is_moe:
-        assert a.n_params - a.expert_params + a.expert_params * a.experts_per_token // a.n_experts == a.active_params
+        assert (
+            a.n_params - a.expert_params + a.expert_params * a.experts_per_token // a.n_experts
+            == a.active_params
+        )
 
 
 def test_exact_counts_by_hand():
@@ -110,7 +114,9 @@ def test_hf_quant_config_sets_the_siblings_quantization(fname):
 
 def test_families_and_layouts():
     scout = architecture_from_config(CONFIGS / "meta-llama--Llama-4-Scout-17B-16E-Instruct_config.json")
-    maverick = architecture_from_config(CONFIGS / "meta-llama--Llama-4-Maverick-17B-128E-Instruct_config.json")
+    maverick = architecture_from_config(
+        CONFIGS / "meta-llama--Llama-4-Maverick-17B-128E-Instruct_config.json"
+    )
     assert (scout.n_dense_layers, maverick.n_dense_layers, maverick.ffn_size) == (0, 24, 16384)
     assert (scout.n_shared_experts, scout.shared_ffn_size, scout.sliding_window, scout.n_sliding_layers) == (
         1, 8192, 8192, 36)  # fmt: skip
@@ -139,3 +145,24 @@ def test_identical_content_in_two_folders_is_one_model(tmp_path: Path):
     assert a.name != b.name and a.identity == b.identity
     other = architecture_from_config(CONFIGS / "Qwen--Qwen3-32B_config.json")
     assert other.identity != a.identity
+
+
+@pytest.mark.parametrize(
+    "name, fname",
+    [
+        ("llama-3.1-8b", "meta-llama--Meta-Llama-3.1-8B_config.json"),
+        ("llama-3.1-70b", "meta-llama--Meta-Llama-3.1-70B_config.json"),
+        ("qwen3-32b", "Qwen--Qwen3-32B_config.json"),
+        ("qwen3-235b-a22b", "Qwen--Qwen3-235B-A22B_config.json"),
+        ("deepseek-v3", "deepseek-ai--DeepSeek-V3_config.json"),
+        ("gpt-oss-120b", "openai--gpt-oss-120b_config.json"),
+        ("mixtral-8x7b", "mistralai--Mixtral-8x7B-v0.1_config.json"),
+    ],
+)
+def test_registry_entry_equals_the_mirrored_config(name, fname):
+    reg, read = get_architecture(name), architecture_from_config(CONFIGS / fname)
+    skip = {"name", "hf_id", "source", "aliases"}
+    for f in dataclasses.fields(Architecture):
+        if f.name not in skip:
+            assert getattr(reg, f.name) == getattr(read, f.name), f.name
+    assert reg.identity == read.identity

@@ -360,6 +360,92 @@ _REGISTRY_SPECS: tuple[tuple[str, str, tuple[str, ...], dict[str, Any]], ...] = 
             "num_experts_per_tok": 2,
         },
     ),
+    (
+        "llama-3.1-8b",
+        "meta-llama/Llama-3.1-8B",
+        (
+            "llama3.1-8b",
+            "llama-3.1-8b-instruct",
+            "meta-llama/Llama-3.1-8B-Instruct",
+            "Meta-Llama-3.1-8B",
+            "meta-llama-3.1-8b-instruct",
+            "meta-llama/Meta-Llama-3.1-8B-Instruct",
+        ),  # fmt: skip
+        _llama_like("llama", 4096, 32, 32, 8, 14336, 128256, 131072, "bfloat16"),
+    ),
+    (
+        "llama-3.1-70b",
+        "meta-llama/Llama-3.1-70B",
+        (
+            "llama3.1-70b",
+            "llama-3.1-70b-instruct",
+            "meta-llama/Llama-3.1-70B-Instruct",
+            "Meta-Llama-3.1-70B",
+            "meta-llama-3.1-70b-instruct",
+            "meta-llama/Meta-Llama-3.1-70B-Instruct",
+        ),  # fmt: skip
+        _llama_like("llama", 8192, 80, 64, 8, 28672, 128256, 131072, "bfloat16"),
+    ),
+    (
+        "qwen3-32b",
+        "Qwen/Qwen3-32B",
+        (),
+        {**_llama_like("qwen3", 5120, 64, 64, 8, 25600, 151936, 40960, "bfloat16"), "head_dim": 128},
+    ),
+    (
+        "qwen3-235b-a22b",
+        "Qwen/Qwen3-235B-A22B",
+        ("qwen3-235b-a22b-instruct-2507", "Qwen/Qwen3-235B-A22B-Instruct-2507"),
+        {
+            **_llama_like("qwen3_moe", 4096, 94, 64, 4, 12288, 151936, 40960, "bfloat16"),
+            "head_dim": 128,
+            "num_experts": 128,
+            "num_experts_per_tok": 8,
+            "moe_intermediate_size": 1536,
+            "decoder_sparse_step": 1,
+            "mlp_only_layers": [],
+        },
+    ),
+    (
+        "deepseek-v3",
+        "deepseek-ai/DeepSeek-V3",
+        ("deepseek-v3-0324", "deepseek-ai/DeepSeek-V3-0324"),
+        {
+            **_llama_like("deepseek_v3", 7168, 61, 128, 128, 18432, 129280, 163840, "bfloat16"),
+            "first_k_dense_replace": 3,
+            "moe_layer_freq": 1,
+            "n_routed_experts": 256,
+            "n_shared_experts": 1,
+            "num_experts_per_tok": 8,
+            "moe_intermediate_size": 2048,
+            "topk_method": "noaux_tc",
+            "q_lora_rank": 1536,
+            "kv_lora_rank": 512,
+            "qk_nope_head_dim": 128,
+            "qk_rope_head_dim": 64,
+            "v_head_dim": 128,
+            "quantization_config": {"quant_method": "fp8"},  # published in fp8 (128x128 blocks)
+        },
+    ),
+    (
+        "gpt-oss-120b",
+        "openai/gpt-oss-120b",
+        (),
+        {
+            **{
+                k: v
+                for k, v in _llama_like("gpt_oss", 2880, 36, 64, 8, 2880, 201088, 131072, "").items()
+                if k != "torch_dtype"
+            },  # its config.json names no torch_dtype
+            "head_dim": 64,
+            "attention_bias": True,
+            "num_local_experts": 128,
+            "num_experts_per_tok": 4,
+            "layer_types": ["sliding_attention", "full_attention"] * 18,
+            "sliding_window": 128,
+            "quantization_config": {"quant_method": "mxfp4"},  # MoE weights in MXFP4
+        },
+    ),
 )
 
 
