@@ -12,7 +12,7 @@ import pytest
 from slimlib.errors import DataError
 from slimlib.registry.architectures import Architecture, architecture_from_config, get_architecture
 from slimlib.registry.param_table import NOMINAL, parameter_table, stated_size
-from tests.shared_paths import RAW, needs
+from shared_paths import RAW, needs
 
 CONFIGS = RAW / "aiconfigurator-kernels" / "aiconfigurator_core" / "model_configs"
 FILES = sorted(p.name for p in CONFIGS.glob("*_config.json") if not p.name.endswith("_hf_quant_config.json"))

@@ -538,7 +538,9 @@ def get_architecture(name_or_path: str | os.PathLike[str] | Architecture) -> Arc
 
 
 def list_architectures(names: Iterable[str | os.PathLike[str]] | None = None) -> pd.DataFrame:
-    """The registry as a table, one row per model in registry order, with d_kv and KV bytes per token.
+    """The registry as a table, one row per model in registry order, with d_kv, KV bytes per token, the values a
+    token caches over all layers (``kv_values_per_token``: ``2 D_kv`` per layer, MLA's latent), the MoE, MLA and
+    sliding-window shapes, the checkpoint's quantization and the content identity.
 
     `names` (optional): only these models, in the given order; each may be a name, an HF id or a config.json path.
     """
@@ -565,6 +567,19 @@ def list_architectures(names: Iterable[str | os.PathLike[str]] | None = None) ->
             "n_experts": a.n_experts,
             "experts_per_token": a.experts_per_token,
             "n_active_params": a.active_params,
+            "expert_params": a.expert_params,
+            "n_dense_layers": a.n_dense_layers,
+            "moe_ffn_size": a.moe_ffn_size,
+            "n_shared_experts": a.n_shared_experts,
+            "shared_ffn_size": a.shared_ffn_size,
+            "kv_lora_rank": a.kv_lora_rank,
+            "qk_rope_head_dim": a.qk_rope_head_dim,
+            "kv_values_per_token": a.n_layers * a.kv_values_per_token_layer,
+            "sliding_window": a.sliding_window,
+            "n_sliding_layers": a.n_sliding_layers,
+            "attention_sinks": a.attention_sinks,
+            "quantization": a.quantization,
+            "identity": a.identity,
             "aliases": ", ".join(a.aliases),
             "source": a.source,
         }
