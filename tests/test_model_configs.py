@@ -8,11 +8,11 @@ import json
 from pathlib import Path
 
 import pytest
+from shared_paths import RAW, needs
 
 from slimlib.errors import DataError
 from slimlib.registry.architectures import Architecture, architecture_from_config, get_architecture
 from slimlib.registry.param_table import NOMINAL, parameter_table, stated_size
-from shared_paths import RAW, needs
 
 CONFIGS = RAW / "aiconfigurator-kernels" / "aiconfigurator_core" / "model_configs"
 FILES = sorted(p.name for p in CONFIGS.glob("*_config.json") if not p.name.endswith("_hf_quant_config.json"))
