@@ -145,8 +145,12 @@ class Architecture:
 
     @property
     def ffn_size_active(self) -> int:
-        """FFN width one token passes through: ``experts_per_token * ffn_size`` (``ffn_size`` for a dense model)."""
-        return self.experts_per_token * self.ffn_size
+        """FFN width one token passes through in an MoE layer: ``experts_per_token`` routed experts of
+        ``moe_ffn_size`` (0: ``ffn_size``) and the shared experts (``ffn_size`` for a dense model)."""
+        if not self.is_moe:
+            return self.ffn_size
+        routed = self.experts_per_token * (self.moe_ffn_size or self.ffn_size)
+        return routed + self.n_shared_experts * (self.shared_ffn_size or self.moe_ffn_size or self.ffn_size)
 
     @property
     def is_mla(self) -> bool:
