@@ -52,11 +52,12 @@ class Architecture:
     `n_heads` query heads and `n_kv_heads` key/value heads of width `head_dim`; `ffn_kind` is "mlp" (two matrices,
     e.g. OPT) or "gated" (three, SwiGLU); `n_params` is the exact parameter count (see `count_parameters`);
     `kv_bytes`/`weight_bytes` are bytes per element; `max_position` is the context the config allows (0: not fixed,
-    e.g. ALiBi); `source` says where the shapes come from. Mixture-of-experts models (Mixtral) have `n_experts`
-    FFN experts per layer of width `ffn_size`, `experts_per_token` of which process each token;
-    `n_active_params` counts the parameters one token uses (0 in a hand-built entry: the same as `n_params`).
-    `embedding_params` counts the token (and learned position) embeddings and the untied LM head: the weights
-    vLLM's fp8 quantization leaves in the serving dtype (`slimlib.registry.precision`).
+    e.g. ALiBi); `source` says where the shapes come from. Mixture-of-experts models have `n_experts` routed
+    experts per MoE layer of width `moe_ffn_size`, `experts_per_token` of which process each token (the fields
+    below say more); `n_active_params` counts the parameters one token uses, the token embedding included (0 in a
+    hand-built entry: the same as `n_params`); multi-token-prediction layers are not counted (vLLM serves them only
+    for speculative decoding). `embedding_params` counts the token (and learned position) embeddings and the
+    untied LM head: the weights vLLM's fp8 quantization leaves in the serving dtype (`slimlib.registry.precision`).
     """
 
     name: str
