@@ -144,7 +144,9 @@ def test_current_moe_and_mla_registry_entries():
         2048,
         18432,
     )
-    assert d.ffn_size_active == 8 * 2048 + 2048  # 8 routed experts and the shared one, not 8 x the dense 18432
+    assert (
+        d.ffn_size_active == 8 * 2048 + 2048
+    )  # 8 routed experts and the shared one, not 8 x the dense 18432
     # 576 latent values x 61 layers x 2 bytes: MLA's 70 KB per token, not the 1.75 MB of a dense reading
     assert d.kv_values_per_token_layer * d.n_layers * 2 == 70_272
     q = get_architecture("Qwen/Qwen3-235B-A22B")

@@ -467,6 +467,7 @@ def _read_decoder(c: _Keys, family: str) -> dict[str, Any]:
 
 def _read_classic(c: _Keys, style: str) -> dict[str, Any]:
     """Fields of an OPT, Phi-1/2, GPT-J, BLOOM or Falcon config and its parameter count (`count_parameters`)."""
+    kw: dict[str, Any]
     count: dict[str, Any]
     if style == "opt":
         d = c.integer("hidden_size")
