@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -166,3 +169,12 @@ def test_registry_entry_equals_the_mirrored_config(name, fname):
         if f.name not in skip:
             assert getattr(reg, f.name) == getattr(read, f.name), f.name
     assert reg.identity == read.identity
+
+
+def test_table_script_prints_read_and_refused_rows():
+    script = Path(__file__).resolve().parents[1] / "scripts" / "model_config_table.py"
+    env = {**os.environ, "PYTHONPATH": str(script.parents[1])}
+    out = subprocess.run([sys.executable, str(script), str(CONFIGS), "--grouped"], capture_output=True, text=True,
+                         env=env, check=True).stdout  # fmt: skip
+    assert "| DeepSeek-R1 = DeepSeek-V3 = DeepSeek-V3.1-NVFP4 | deepseek_v3 | 671.03 | 37.55 |" in out
+    assert "key 'index_topk'" in out and "| nemotron_h |" in out
