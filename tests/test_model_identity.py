@@ -8,11 +8,12 @@ import shutil
 from dataclasses import replace
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from synthetic import TRUE_PARAMS, grid, synthesize
 
 from slimlib.cli.main import main
-from slimlib.model import SlimModel
+from slimlib.model import SlimModel, model_features
 from slimlib.model.validity import canonical_model
 from slimlib.registry.architectures import Architecture, architecture_from_config, get_architecture
 
@@ -85,3 +86,15 @@ def test_file_reads_are_cached_on_the_resolved_path_and_follow_edits(tmp_path, m
 def test_registry_and_reader_share_identity(fixture):
     a = architecture_from_config(CONFIGS / fixture)
     assert a.identity == Architecture(**{**a.__dict__, "name": "other"}).identity
+
+
+def test_model_features_follow_the_file_a_relative_path_names(tmp_path, monkeypatch):
+    """`model_features` looks architectures up by the resolved file, never by the name string alone."""
+    rows = {"batch_size": [1], "input_len": [8], "output_len": [8]}
+    a = _model_folder(tmp_path, "a", "opt-125m.json")
+    b = _model_folder(tmp_path, "b", "opt-350m.json")
+    monkeypatch.chdir(a.parent)
+    first = model_features(pd.DataFrame({"model": ["model"], **rows}))
+    monkeypatch.chdir(b.parent)
+    second = model_features(pd.DataFrame({"model": ["model"], **rows}))
+    assert first["n_layers"][0] == 12 and second["n_layers"][0] == 24
