@@ -291,7 +291,8 @@ def _check_conflicting_duplicates(
     df: pd.DataFrame, require_target: bool, canonical: Mapping[str, Callable[[str], str]] | None = None
 ) -> None:
     """DataError for two rows of one configuration with different measurements; `canonical` maps a column
-    (``model``, ``gpu``) to a function giving the registry name of a value, so aliases count as one name."""
+    (``model``, ``gpu``) to a function giving the canonical key of a value (a registry name; a model's content
+    identity), so aliases count as one name."""
     if not require_target:
         return
     measured = [c for c in (TARGET_COLUMN, "e2e_s") if c in df.columns]

@@ -55,6 +55,12 @@ REQUIRED = [
     "qwen2-7b",
     "qwen2-72b",
     "mixtral-8x7b",
+    "llama-3.1-8b",
+    "llama-3.1-70b",
+    "qwen3-32b",
+    "qwen3-235b-a22b",
+    "deepseek-v3",
+    "gpt-oss-120b",
 ]
 
 # Published sizes: OPT paper (Zhang et al. 2022, Table 1: 125M ... 66B; 350M is 331M on its model card's
@@ -80,7 +86,20 @@ PUBLISHED = {
     "qwen2-7b": 7.62e9,
     "qwen2-72b": 72.7e9,
     "mixtral-8x7b": 46.7e9,
+    # Llama 3.1 model card (8B, 70B; HF 8.03B, 70.6B), Qwen3 model cards (Qwen3-32B: 32.8B; Qwen3-235B-A22B: 235B
+    # total, 22B activated), DeepSeek-V3 model card (671B total, 37B activated), OpenAI gpt-oss model card Table 1
+    # (gpt-oss-120b: 116.83B total, 5.13B active without the input embedding)
+    "llama-3.1-8b": 8.03e9,
+    "llama-3.1-70b": 70.6e9,
+    "qwen3-32b": 32.8e9,
+    "qwen3-235b-a22b": 235e9,
+    "deepseek-v3": 671e9,
+    "gpt-oss-120b": 116.83e9,
 }
+#: entries whose head width is the config's head_dim, not hidden / heads
+CURRENT = ("qwen3-32b", "qwen3-235b-a22b", "deepseek-v3", "gpt-oss-120b")
+#: active parameters one token uses (same sources); gpt-oss's card leaves the input embedding out
+PUBLISHED_ACTIVE = {"qwen3-235b-a22b": 22e9, "deepseek-v3": 37e9, "mixtral-8x7b": 12.9e9}
 
 
 def test_mixtral_is_a_mixture_of_experts_with_active_and_total_parameters():
@@ -101,7 +120,38 @@ def test_registry_holds_the_required_models():
 
 @pytest.mark.parametrize("name", REQUIRED)
 def test_parameter_count_within_3_percent_of_published(name):
-    assert get_architecture(name).n_params == pytest.approx(PUBLISHED[name], rel=0.03)
+    a = get_architecture(name)
+    assert a.n_params == pytest.approx(PUBLISHED[name], rel=0.03)
+    if name in PUBLISHED_ACTIVE:
+        assert a.active_params == pytest.approx(PUBLISHED_ACTIVE[name], rel=0.03)
+
+
+def test_current_moe_and_mla_registry_entries():
+    g = get_architecture("gpt-oss-120b")
+    assert g.active_params - g.vocab_size * g.hidden_size == pytest.approx(5.13e9, rel=0.01)
+    assert (g.quantization, g.attention_sinks, g.sliding_window, g.n_sliding_layers) == (
+        "mxfp4",
+        True,
+        128,
+        18,
+    )
+    d = get_architecture("deepseek-v3")
+    assert d.is_mla and d.kv_values_per_token_layer == 512 + 64 and d.quantization == "fp8"
+    assert (d.n_dense_layers, d.n_moe_layers, d.n_shared_experts, d.moe_ffn_size, d.ffn_size) == (
+        3,
+        58,
+        1,
+        2048,
+        18432,
+    )
+    assert (
+        d.ffn_size_active == 8 * 2048 + 2048
+    )  # 8 routed experts and the shared one, not 8 x the dense 18432
+    # 576 latent values x 61 layers x 2 bytes: MLA's 70 KB per token, not the 1.75 MB of a dense reading
+    assert d.kv_values_per_token_layer * d.n_layers * 2 == 70_272
+    q = get_architecture("Qwen/Qwen3-235B-A22B")
+    assert (q.n_experts, q.experts_per_token, q.moe_ffn_size, q.n_moe_layers) == (128, 8, 1536, 94)
+    assert q.expert_params == 94 * 128 * 3 * 4096 * 1536
 
 
 def test_registry_spot_checks():
@@ -126,7 +176,8 @@ def test_registry_spot_checks():
     assert get_architecture("granite-8b").hf_id == "ibm-granite/granite-3.0-8b-instruct"
     for name in REQUIRED:
         a = get_architecture(name)
-        assert a.n_heads * a.head_dim == a.hidden_size
+        if name not in CURRENT:  # their own head widths
+            assert a.n_heads * a.head_dim == a.hidden_size
         assert a.source == f"https://huggingface.co/{a.hf_id}/blob/main/config.json"
         assert a.weight_bytes_total == 2 * a.n_params
         assert a.ffn_kind == ("mlp" if name.startswith("opt") else "gated")
@@ -382,12 +433,14 @@ def test_style_from_architectures_when_model_type_missing(tmp_path):
     data = _load("mistral-7b.json")
     del data["model_type"]
     a = architecture_from_config(_write(tmp_path, data))
-    assert a.family == "llama" and a.ffn_kind == "gated" and a.n_kv_heads == 8
+    assert a.family == "mistral" and a.ffn_kind == "gated" and a.n_kv_heads == 8  # MistralForCausalLM
 
 
 def test_bad_configs(tmp_path):
-    with pytest.raises(DataError, match="not a supported style"):
+    with pytest.raises(DataError, match="a.json': model_type 'mamba' is a state-space"):
         architecture_from_config(_write(tmp_path, {"model_type": "mamba", "hidden_size": 768}, "a.json"))
+    with pytest.raises(DataError, match="not a supported style"):
+        architecture_from_config(_write(tmp_path, {"model_type": "t5", "hidden_size": 768}, "a2.json"))
     bad = tmp_path / "b.json"
     bad.write_text("{not json", encoding="utf-8")
     with pytest.raises(DataError, match="not a readable JSON"):

@@ -14,7 +14,9 @@ from slimlib.registry.architectures import list_architectures
 from slimlib.registry.gpus import get_gpu, list_gpus
 
 MODELS_EXAMPLES = """\
-columns: params_b (parameters / 1e9), d_kv = n_kv_heads * head_dim (Eq. 4), kv_kib_per_token = 2 L d_kv bytes / 1024.
+columns: params_b / active_b (all parameters / those one token uses, 1e9), experts (routed / per token), d_kv =
+n_kv_heads * head_dim (Eq. 4), kv_kib_per_token = L x (2 d_kv, or MLA's latent + RoPE key) x config dtype bytes / 1024,
+window (sliding-window tokens x layers), quant (the checkpoint's own --quantization).
 Shapes come from each model's Hugging Face config.json (csv/json output carry the URL in `source`).
 
 examples:
@@ -39,6 +41,8 @@ examples:
 _MODEL_TABLE_COLUMNS = [
     "name",
     "params_b",
+    "active_b",
+    "experts",
     "n_layers",
     "hidden_size",
     "n_heads",
@@ -49,7 +53,9 @@ _MODEL_TABLE_COLUMNS = [
     "ffn_kind",
     "vocab_size",
     "kv_kib_per_token",
+    "window",
     "max_position",
+    "quant",
     "hf_id",
 ]
 
@@ -95,9 +101,16 @@ def _cmd_models(args: argparse.Namespace) -> int:
     if args.format != "table":
         _write_records(df, args.format)
         return 0
+    moe = df["n_experts"] > 1
     table = df.assign(
         params_b=(df["n_params"] / 1e9).round(3),
-        kv_kib_per_token=(df["kv_bytes_per_token"] / 1024).round(1),
+        active_b=(df["n_active_params"] / 1e9).round(3),
+        experts=(df["n_experts"].astype(str) + "/" + df["experts_per_token"].astype(str)).where(moe, "-"),
+        kv_kib_per_token=(df["kv_values_per_token"] * df["kv_bytes"] / 1024).round(1),
+        window=(df["sliding_window"].astype(str) + "x" + df["n_sliding_layers"].astype(str)).where(
+            df["n_sliding_layers"] > 0, "-"
+        ),
+        quant=df["quantization"].replace("", "-"),
     )[_MODEL_TABLE_COLUMNS]
     print(table.to_string(index=False))
     print(

@@ -8,7 +8,6 @@ absent or empty, a row is served as today: the config's dtype (2 bytes) and the 
 
 from __future__ import annotations
 
-from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -90,11 +89,6 @@ def _arch_row(
     return [float(values[f]) for f in FEATURE_NAMES]
 
 
-@lru_cache(maxsize=512)
-def _arch(name: str) -> Architecture:
-    return get_architecture(name)
-
-
 def _precision_cells(df: pd.DataFrame, col: str) -> list[str]:
     """Column `col` as stripped lower-case strings ('' where absent or empty)."""
     if col not in df.columns:
@@ -143,7 +137,7 @@ def model_features(df: pd.DataFrame) -> Features:
     table = np.empty((len(uniques), len(FEATURE_NAMES)))
     for i, (name, dtype, quant, kvd) in enumerate(uniques):
         try:
-            a = _arch(name)
+            a = get_architecture(name)  # file reads are cached on the resolved path and file state
             table[i] = _arch_row(a, dtype, quant, kvd)
         except (UnknownNameError, DataError) as exc:
             pos = int(first_rows[i])

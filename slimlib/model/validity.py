@@ -50,9 +50,10 @@ class PreemptionWarning(UserWarning):
 
 
 def canonical_model(name: str) -> str:
-    """Registry name of a model (aliases and case folded); the lower-cased name when the registry lacks it."""
+    """Identity of a model: its content (`Architecture.identity`), so aliases and copies of one config.json are one
+    model and two different configs in folders of one name are two; the lower-cased name when it is unknown."""
     try:
-        return get_architecture(name).name
+        return get_architecture(name).identity
     except (UnknownNameError, DataError):
         return name.strip().lower()
 
@@ -65,8 +66,9 @@ def canonical_gpu(name: str) -> str:
         return name.strip().lower()
 
 
-#: column -> registry-name function, for `slimlib.schema.validate_table(canonical=...)`: duplicates are found
-#: after alias normalization (``LLAMA-2-7B`` is ``llama-2-7b``, ``h100-64gb`` is ``h100-sxm-64gb``)
+#: column -> canonical-key function, for `slimlib.schema.validate_table(canonical=...)`: duplicates are found
+#: after alias normalization (``LLAMA-2-7B`` is ``llama-2-7b``, ``h100-64gb`` is ``h100-sxm-64gb``) and by a
+#: model's content (two config.json files in folders both named ``model`` are two models)
 CANONICAL = {"model": canonical_model, "gpu": canonical_gpu}
 
 

@@ -1,32 +1,34 @@
-"""Model-architecture registry, exact parameter counts, and a reader of Hugging Face ``config.json`` files.
+"""Model-architecture registry, and the `Architecture` of a Hugging Face ``config.json`` file (no network).
 
 Each registry entry is the subset of its model's Hugging Face ``config.json`` (same key names and values) that fixes
-the shapes; the registry and `architecture_from_config` share one parser, so a model described by a file and the
-same model taken from the registry agree. No network and no `transformers` dependency.
-
-Supported config styles (inferred from ``model_type``, else ``architectures``): OPT, Llama (Llama 2/3.x, Mistral,
-Qwen2/2.5, Qwen3, Granite, Gemma 1/2/3, Phi-3), Phi-1/2, GPT-J, BLOOM, Falcon (including the older
-``RefinedWebModel`` configs), Mixtral (mixture of experts). Each family's conventions: ``head_dim`` where the config
-gives it (Gemma, Qwen3: not ``hidden / heads``), the tied-embedding default of its `transformers` config class
-(Gemma: tied), its norms per layer and biases. An unknown ``model_type`` whose config has the standard keys
-(`STANDARD_KEYS`) is read as Llama-style with an `UnknownStyleWarning`.
+the shapes; the registry and `architecture_from_config` share one parser (`slimlib.registry.config_reader`, which
+lists the supported families and what it refuses), so a model described by a file and the same model taken from the
+registry agree. Parameter counts come from `slimlib.registry.param_count`. An architecture's `identity` is a digest
+of its content: two files with the same shapes are one model whatever their folders are called.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
-import warnings
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from slimlib.errors import DataError, UnknownNameError, close_matches_message
+from slimlib.registry.config_reader import (
+    STANDARD_KEYS,
+    UnknownStyleWarning,
+    quantization_from_hf_quant_config,
+    shapes_from_config,
+)
 from slimlib.registry.engine_models import ENGINE_MODEL_SPECS
+from slimlib.registry.param_count import count_parameters
 
 __all__ = [
     "Architecture",
@@ -35,9 +37,12 @@ __all__ = [
     "get_architecture",
     "list_architectures",
     "architecture_names",
+    "STANDARD_KEYS",
+    "UnknownStyleWarning",
 ]
 
-FFN_KINDS = ("mlp", "gated")
+#: fields that name or locate a model rather than shape it (left out of `Architecture.identity`)
+_NAMING_FIELDS = ("name", "hf_id", "source", "aliases", "identity")
 
 
 @dataclass(frozen=True)
@@ -47,11 +52,12 @@ class Architecture:
     `n_heads` query heads and `n_kv_heads` key/value heads of width `head_dim`; `ffn_kind` is "mlp" (two matrices,
     e.g. OPT) or "gated" (three, SwiGLU); `n_params` is the exact parameter count (see `count_parameters`);
     `kv_bytes`/`weight_bytes` are bytes per element; `max_position` is the context the config allows (0: not fixed,
-    e.g. ALiBi); `source` says where the shapes come from. Mixture-of-experts models (Mixtral) have `n_experts`
-    FFN experts per layer of width `ffn_size`, `experts_per_token` of which process each token;
-    `n_active_params` counts the parameters one token uses (0 in a hand-built entry: the same as `n_params`).
-    `embedding_params` counts the token (and learned position) embeddings and the untied LM head: the weights
-    vLLM's fp8 quantization leaves in the serving dtype (`slimlib.registry.precision`).
+    e.g. ALiBi); `source` says where the shapes come from. Mixture-of-experts models have `n_experts` routed
+    experts per MoE layer of width `moe_ffn_size`, `experts_per_token` of which process each token (the fields
+    below say more); `n_active_params` counts the parameters one token uses, the token embedding included (0 in a
+    hand-built entry: the same as `n_params`); multi-token-prediction layers are not counted (vLLM serves them only
+    for speculative decoding). `embedding_params` counts the token (and learned position) embeddings and the
+    untied LM head: the weights vLLM's fp8 quantization leaves in the serving dtype (`slimlib.registry.precision`).
     """
 
     name: str
@@ -91,8 +97,9 @@ class Architecture:
     qk_nope_head_dim: int = 0
     v_head_dim: int = 0
     q_lora_rank: int = 0
-    # sliding-window attention: `n_sliding_layers` of the layers attend to the last `sliding_window` tokens only;
-    # `attention_sinks`: learned per-head sink logits (gpt-oss)
+    # sliding-window attention: `n_sliding_layers` of the layers attend to the last `sliding_window` tokens only
+    # (Llama 4's chunked local attention is recorded as a window of its chunk: the most a token attends to and a
+    # layer caches); `attention_sinks`: learned per-head sink logits (gpt-oss)
     sliding_window: int = 0
     n_sliding_layers: int = 0
     attention_sinks: bool = False
@@ -100,8 +107,12 @@ class Architecture:
     #: ``--quantization`` value, e.g. "fp8", "mxfp4", "modelopt_fp4"); '' for an unquantized checkpoint
     quantization: str = ""
     #: identity of the shapes: a digest of every field but name/hf_id/source/aliases (two configs with the same
-    #: content are one model whatever their folders are called; two different ones never are)
+    #: content are one model whatever their folders are called; two different ones never are); computed from the
+    #: fields on construction (a value passed in is replaced), see `content_identity`
     identity: str = ""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "identity", content_identity(self))
 
     @property
     def d_kv(self) -> int:
@@ -135,8 +146,12 @@ class Architecture:
 
     @property
     def ffn_size_active(self) -> int:
-        """FFN width one token passes through: ``experts_per_token * ffn_size`` (``ffn_size`` for a dense model)."""
-        return self.experts_per_token * self.ffn_size
+        """FFN width one token passes through in an MoE layer: ``experts_per_token`` routed experts of
+        ``moe_ffn_size`` (0: ``ffn_size``) and the shared experts (``ffn_size`` for a dense model)."""
+        if not self.is_moe:
+            return self.ffn_size
+        routed = self.experts_per_token * (self.moe_ffn_size or self.ffn_size)
+        return routed + self.n_shared_experts * (self.shared_ffn_size or self.moe_ffn_size or self.ffn_size)
 
     @property
     def is_mla(self) -> bool:
@@ -160,415 +175,30 @@ class Architecture:
         return self.n_active_params or self.n_params
 
 
-# ---------------------------------------------------------------------------------------------------------------
-# Parameter count
-# ---------------------------------------------------------------------------------------------------------------
-def count_parameters(
-    *,
-    n_layers: int,
-    hidden_size: int,
-    n_heads: int,
-    n_kv_heads: int,
-    head_dim: int,
-    ffn_size: int,
-    ffn_kind: str,
-    vocab_size: int,
-    tied_embeddings: bool,
-    embed_dim: int | None = None,
-    learned_positions: int = 0,
-    qkv_bias: bool = False,
-    out_bias: bool = False,
-    ffn_bias: bool = False,
-    norm: str = "rms",
-    norms_per_layer: int = 2,
-    final_norm: bool = True,
-    embed_norm: bool = False,
-    lm_head_bias: bool = False,
-    n_experts: int = 1,
-    qk_norm: bool = False,
-) -> int:
-    """Exact parameter count of a decoder-only transformer from its shapes.
-
-    With ``D`` hidden size, ``E`` token-embedding width (``embed_dim``, default ``D``; OPT-350M has E=512 and
-    projections E<->D), ``V`` vocabulary, ``P`` learned position rows, ``L`` layers, ``H``/``H_kv`` query/KV heads
-    of width ``d_h``, FFN width ``F`` with ``m`` = 2 ("mlp") or 3 ("gated") matrices, and ``n`` = ``D`` parameters
-    per norm for "rms" or ``2D`` for "layer" (weight and bias), and ``X`` = `n_experts` FFN experts per layer (a
-    mixture of experts adds a bias-free router of ``D X`` parameters per layer; `qk_norm` (Qwen3, Gemma 3) adds
-    RMS norms of width ``d_h`` on the queries and keys, ``2 d_h`` per layer)::
-
-        N = V E + P D + [E != D] 2 E D + [embed_norm] n
-            + L (A + X M + [X > 1] D X + norms_per_layer n) + [final_norm] n + [not tied] V E + [lm_head_bias] V
-        A = 2 D H d_h + 2 D H_kv d_h + [qkv_bias] (H + 2 H_kv) d_h + [out_bias] D + [qk_norm] 2 d_h
-        M = m D F + [ffn_bias] ((m - 1) F + D)
-    """
-    if ffn_kind not in FFN_KINDS:
-        raise ValueError(f"ffn_kind must be one of {FFN_KINDS}, got {ffn_kind!r}")
-    if norm not in ("rms", "layer"):
-        raise ValueError(f"norm must be 'rms' or 'layer', got {norm!r}")
-    d = hidden_size
-    e = d if embed_dim is None else embed_dim
-    q_width = n_heads * head_dim
-    kv_width = n_kv_heads * head_dim
-    m = 3 if ffn_kind == "gated" else 2
-    n = d if norm == "rms" else 2 * d
-
-    attention = 2 * d * q_width + 2 * d * kv_width
-    attention += (q_width + 2 * kv_width) if qkv_bias else 0
-    attention += d if out_bias else 0
-    attention += 2 * head_dim if qk_norm else 0
-    ffn = m * d * ffn_size + (((m - 1) * ffn_size + d) if ffn_bias else 0)
-    layer = attention + n_experts * ffn + norms_per_layer * n
-    layer += d * n_experts if n_experts > 1 else 0
-
-    total = vocab_size * e + learned_positions * d
-    total += 2 * e * d if e != d else 0
-    total += n if embed_norm else 0
-    total += n_layers * layer
-    total += n if final_norm else 0
-    total += 0 if tied_embeddings else vocab_size * e
-    total += vocab_size if lm_head_bias else 0
-    return int(total)
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# config.json parsing
-# ---------------------------------------------------------------------------------------------------------------
-_DTYPE_BYTES = {
-    "float16": 2,
-    "fp16": 2,
-    "half": 2,
-    "bfloat16": 2,
-    "bf16": 2,
-    "float32": 4,
-    "fp32": 4,
-    "float": 4,
-}
-
-_STYLE_BY_MODEL_TYPE = {
-    "opt": "opt",
-    "llama": "llama",
-    "mistral": "llama",
-    "qwen2": "llama",
-    "granite": "llama",
-    "mixtral": "llama",
-    "qwen3": "llama",
-    "gemma": "llama",
-    "gemma2": "llama",
-    "gemma3_text": "llama",
-    "phi3": "llama",
-    "phi": "phi",
-    "gptj": "gptj",
-    "bloom": "bloom",
-    "falcon": "falcon",
-    "refinedwebmodel": "falcon",
-    "refinedweb": "falcon",
-}
-
-_STYLE_BY_ARCHITECTURE = {
-    "OPTForCausalLM": "opt",
-    "LlamaForCausalLM": "llama",
-    "MistralForCausalLM": "llama",
-    "Qwen2ForCausalLM": "llama",
-    "GraniteForCausalLM": "llama",
-    "MixtralForCausalLM": "llama",
-    "Qwen3ForCausalLM": "llama",
-    "GemmaForCausalLM": "llama",
-    "Gemma2ForCausalLM": "llama",
-    "Gemma3ForCausalLM": "llama",
-    "Phi3ForCausalLM": "llama",
-    "PhiForCausalLM": "phi",
-    "GPTJForCausalLM": "gptj",
-    "BloomForCausalLM": "bloom",
-    "FalconForCausalLM": "falcon",
-    "RWForCausalLM": "falcon",
-}
-
-
-class _Keys:
-    """Keyed access to a config dict whose errors name the file and the key."""
-
-    def __init__(self, data: dict[str, Any], where: str, style: str) -> None:
-        self.data = data
-        self.where = where
-        self.style = style
-
-    def get(self, *keys: str, default: Any = None) -> Any:
-        for k in keys:
-            if self.data.get(k) is not None:
-                return self.data[k]
-        return default
-
-    def require(self, *keys: str) -> Any:
-        value = self.get(*keys)
-        if value is None:
-            alt = f" (or {', '.join(repr(k) for k in keys[1:])})" if len(keys) > 1 else ""
-            raise DataError(
-                f"{self.where}: missing key {keys[0]!r}{alt}, needed for a {self.style}-style config; "
-                "add it with the value of the model's Hugging Face config.json"
-            )
-        return value
-
-    def integer(self, *keys: str, default: int | None = None) -> int:
-        value = self.require(*keys) if default is None else self.get(*keys, default=default)
-        if isinstance(value, bool) or not isinstance(value, int | float) or int(value) != value or value < 0:
-            raise DataError(f"{self.where}: key {keys[0]!r} must be a non-negative integer, got {value!r}")
-        return int(value)
-
-
-#: keys every dense decoder config of the Llama lineage has; an unknown model_type with all of them is read as
-#: Llama-style, with a warning
-STANDARD_KEYS = ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "vocab_size")
-
-#: per model_type conventions of the Llama-style reader: tied-embedding default (the transformers config class's),
-#: RMS norms per layer, q/k norms, q/k/v biases always on
-_LLAMA_CONVENTIONS: dict[str, dict[str, Any]] = {
-    "qwen2": {"qkv_bias": True},
-    "qwen3": {"qk_norm": True},
-    "gemma": {"tied": True},
-    "gemma2": {"tied": True, "norms": 4},  # input, post-attention, pre- and post-feedforward
-    "gemma3_text": {"tied": True, "norms": 4, "qk_norm": True},
-}
-
-
-class UnknownStyleWarning(UserWarning):
-    """A config.json of an unknown model_type read as a Llama-style decoder from its standard keys."""
-
-
-def _detect_style(data: dict[str, Any], where: str) -> str:
-    model_type = str(data.get("model_type") or "").lower()
-    if model_type in _STYLE_BY_MODEL_TYPE:
-        return _STYLE_BY_MODEL_TYPE[model_type]
-    for arch in data.get("architectures") or []:
-        if arch in _STYLE_BY_ARCHITECTURE:
-            return _STYLE_BY_ARCHITECTURE[arch]
-    what = f"model_type {data.get('model_type')!r}" if data.get("model_type") else "no 'model_type'"
-    missing = [k for k in STANDARD_KEYS if data.get(k) is None]
-    if not missing:
-        warnings.warn(
-            f"{where}: {what} is not a known style; read as a Llama-style decoder (gated FFN, RMSNorm, no biases "
-            "unless attention_bias/mlp_bias say so) from its standard keys: check n_params in `slim models`",
-            UnknownStyleWarning,
-            stacklevel=4,
-        )
-        return "llama"
-    known = ", ".join(sorted(_STYLE_BY_MODEL_TYPE))
-    raise DataError(
-        f"{where}: {what} and architectures {data.get('architectures')!r} are not a supported style, and the "
-        f"config lacks the standard key(s) {', '.join(missing)} a dense decoder is read from; supported "
-        f"model_type values: {known}"
-    )
-
-
-def _dtype_bytes(c: _Keys) -> int:
-    dtype = c.get("torch_dtype", "dtype", default="float16")
-    key = str(dtype).lower().removeprefix("torch.")
-    if key not in _DTYPE_BYTES:
-        raise DataError(
-            f"{c.where}: torch_dtype {dtype!r} is not one of {', '.join(sorted(_DTYPE_BYTES))}; "
-            "set it to the dtype the model is served in"
-        )
-    return _DTYPE_BYTES[key]
-
-
-def _head_dim(c: _Keys, hidden: int, heads: int, explicit: int | None = None) -> int:
-    if explicit is not None:
-        return explicit
-    if heads == 0 or hidden % heads:
-        raise DataError(f"{c.where}: hidden size {hidden} is not divisible by {heads} heads; add 'head_dim'")
-    return hidden // heads
-
-
-def _shapes_from_config(data: dict[str, Any], where: str) -> dict[str, Any]:
-    """Architecture fields (all but name/hf_id/source/aliases) from a config dict."""
-    style = _detect_style(data, where)
-    c = _Keys(data, where, style)
-    model_type = str(data.get("model_type") or "").lower()
-    kw: dict[str, Any] = {}
-
-    if style == "opt":
-        d = c.integer("hidden_size")
-        layers = c.integer("num_hidden_layers")
-        heads = c.integer("num_attention_heads")
-        ffn = c.integer("ffn_dim")
-        vocab = c.integer("vocab_size")
-        max_pos = c.integer("max_position_embeddings", default=2048)
-        embed = c.integer("word_embed_proj_dim", default=d)
-        bias = bool(c.get("enable_bias", default=True))
-        pre_norm = bool(c.get("do_layer_norm_before", default=True))
-        final = pre_norm and not bool(c.get("_remove_final_layer_norm", default=False))
-        hd = _head_dim(c, d, heads)
-        kw = dict(n_layers=layers, hidden_size=d, n_heads=heads, n_kv_heads=heads, head_dim=hd, ffn_size=ffn)
-        kw.update(ffn_kind="mlp", vocab_size=vocab, max_position=max_pos)
-        count: dict[str, Any] = dict(
-            tied_embeddings=bool(c.get("tie_word_embeddings", default=True)),
-            embed_dim=embed,
-            learned_positions=max_pos + 2,  # OPT's learned positions carry an offset of 2 rows
-            qkv_bias=bias,
-            out_bias=bias,
-            ffn_bias=bias,
-            norm="layer",
-            norms_per_layer=2,
-            final_norm=final,
-        )
-    elif style == "llama":
-        d = c.integer("hidden_size")
-        layers = c.integer("num_hidden_layers")
-        heads = c.integer("num_attention_heads")
-        kv = c.integer("num_key_value_heads", default=heads)
-        ffn = c.integer("intermediate_size")
-        vocab = c.integer("vocab_size")
-        hd = _head_dim(c, d, heads, c.integer("head_dim") if c.get("head_dim") is not None else None)
-        conv = _LLAMA_CONVENTIONS.get(model_type, {})
-        attn_bias = bool(c.get("attention_bias", default=False))
-        qkv_bias = True if conv.get("qkv_bias") else attn_bias  # Qwen2 always has q/k/v biases, no o bias
-        kw = dict(n_layers=layers, hidden_size=d, n_heads=heads, n_kv_heads=kv, head_dim=hd, ffn_size=ffn)
-        kw.update(
-            ffn_kind="gated", vocab_size=vocab, max_position=c.integer("max_position_embeddings", default=0)
-        )
-        experts = c.integer("num_local_experts", default=1)
-        kw.update(n_experts=experts, experts_per_token=c.integer("num_experts_per_tok", default=1))
-        count = dict(
-            n_experts=experts,
-            tied_embeddings=bool(c.get("tie_word_embeddings", default=conv.get("tied", False))),
-            qkv_bias=qkv_bias,
-            out_bias=attn_bias and not conv.get("qkv_bias"),
-            ffn_bias=bool(c.get("mlp_bias", default=False)),
-            norm="rms",
-            norms_per_layer=conv.get("norms", 2),
-            final_norm=True,
-            qk_norm=bool(conv.get("qk_norm", False)),
-        )
-    elif style == "phi":  # Phi-1/1.5/2: parallel attention and MLP off one LayerNorm, biases everywhere
-        d = c.integer("hidden_size")
-        layers = c.integer("num_hidden_layers")
-        heads = c.integer("num_attention_heads")
-        kv = c.integer("num_key_value_heads", default=heads)
-        ffn = c.integer("intermediate_size")
-        vocab = c.integer("vocab_size")
-        hd = _head_dim(c, d, heads)
-        kw = dict(n_layers=layers, hidden_size=d, n_heads=heads, n_kv_heads=kv, head_dim=hd, ffn_size=ffn)
-        kw.update(
-            ffn_kind="mlp", vocab_size=vocab, max_position=c.integer("max_position_embeddings", default=2048)
-        )
-        count = dict(
-            tied_embeddings=bool(c.get("tie_word_embeddings", default=False)),
-            qkv_bias=True,
-            out_bias=True,
-            ffn_bias=True,
-            norm="layer",
-            norms_per_layer=1,
-            final_norm=True,
-            lm_head_bias=True,
-        )
-    elif style == "gptj":
-        d = c.integer("n_embd")
-        layers = c.integer("n_layer")
-        heads = c.integer("n_head")
-        ffn = c.integer("n_inner", default=4 * d)
-        vocab = c.integer("vocab_size")
-        hd = _head_dim(c, d, heads)
-        kw = dict(n_layers=layers, hidden_size=d, n_heads=heads, n_kv_heads=heads, head_dim=hd, ffn_size=ffn)
-        kw.update(ffn_kind="mlp", vocab_size=vocab, max_position=c.integer("n_positions", default=2048))
-        count = dict(
-            tied_embeddings=bool(c.get("tie_word_embeddings", default=False)),
-            ffn_bias=True,
-            norm="layer",
-            norms_per_layer=1,  # attention and MLP run in parallel off one LayerNorm
-            final_norm=True,
-            lm_head_bias=True,
-        )
-    elif style == "bloom":
-        d = c.integer("hidden_size", "n_embed")
-        layers = c.integer("n_layer", "num_hidden_layers")
-        heads = c.integer("n_head", "num_attention_heads")
-        vocab = c.integer("vocab_size")
-        hd = _head_dim(c, d, heads)
-        kw = dict(
-            n_layers=layers, hidden_size=d, n_heads=heads, n_kv_heads=heads, head_dim=hd, ffn_size=4 * d
-        )
-        max_pos = c.integer("max_position_embeddings", "seq_length", default=0)  # ALiBi: no fixed limit
-        kw.update(ffn_kind="mlp", vocab_size=vocab, max_position=max_pos)
-        count = dict(
-            tied_embeddings=bool(c.get("tie_word_embeddings", default=True)),
-            qkv_bias=True,
-            out_bias=True,
-            ffn_bias=True,
-            norm="layer",
-            norms_per_layer=2,
-            final_norm=True,
-            embed_norm=True,
-        )
-    else:  # falcon
-        d = c.integer("hidden_size")
-        layers = c.integer("num_hidden_layers", "n_layer")
-        heads = c.integer("num_attention_heads", "n_head")
-        new_arch = bool(c.get("new_decoder_architecture", default=False))
-        if new_arch:
-            kv = c.integer("num_kv_heads", "n_head_kv", default=heads)
-        elif bool(c.get("multi_query", default=True)):
-            kv = 1
-        else:
-            kv = heads
-        ffn = c.integer("ffn_hidden_size", default=4 * d)
-        vocab = c.integer("vocab_size")
-        hd = _head_dim(c, d, heads)
-        bias = bool(c.get("bias", default=False))
-        if new_arch and c.get("num_ln_in_parallel_attn", default=2) == 2:
-            norms = 2  # ln_attn and ln_mlp
-        else:
-            norms = 1 if bool(c.get("parallel_attn", default=True)) else 2
-        kw = dict(n_layers=layers, hidden_size=d, n_heads=heads, n_kv_heads=kv, head_dim=hd, ffn_size=ffn)
-        kw.update(
-            ffn_kind="mlp", vocab_size=vocab, max_position=c.integer("max_position_embeddings", default=2048)
-        )
-        count = dict(
-            tied_embeddings=bool(c.get("tie_word_embeddings", default=True)),
-            qkv_bias=bias,
-            out_bias=bias,
-            ffn_bias=bias,
-            norm="layer",
-            norms_per_layer=norms,
-            final_norm=True,
-        )
-
-    nbytes = _dtype_bytes(c)
-    shape_keys = (
-        "n_layers",
-        "hidden_size",
-        "n_heads",
-        "n_kv_heads",
-        "head_dim",
-        "ffn_size",
-        "ffn_kind",
-        "vocab_size",
-    )
-    kw["n_params"] = count_parameters(**{k: kw[k] for k in shape_keys}, **count)
-    if kw.get("n_experts", 1) > 1:  # a token passes through experts_per_token of the experts
-        kw["n_active_params"] = (
-            count_parameters(
-                **{k: kw[k] for k in shape_keys}, **{**count, "n_experts": kw["experts_per_token"]}
-            )
-            + (kw["n_experts"] - kw["experts_per_token"]) * kw["hidden_size"] * kw["n_layers"]
-        )  # full router
-    else:
-        kw["n_active_params"] = kw["n_params"]
-    e = count.get("embed_dim") or kw["hidden_size"]
-    tables = 1 if count.get("tied_embeddings") else 2
-    kw["embedding_params"] = (
-        tables * kw["vocab_size"] * e + count.get("learned_positions", 0) * kw["hidden_size"]
-    )
-    family = (
-        model_type if style == "llama" and model_type else style
-    )  # llama, mistral, qwen2, qwen3, gemma, ...
-    kw.update(kv_bytes=nbytes, weight_bytes=nbytes, family=family)
-    if kw["n_kv_heads"] == 0 or kw["n_heads"] % kw["n_kv_heads"]:
-        raise DataError(
-            f"{where}: {kw['n_heads']} query heads are not a multiple of {kw['n_kv_heads']} KV heads"
-        )
-    return kw
+def content_identity(arch: Architecture) -> str:
+    """A 16-hex-digit digest (sha256) of every field of `arch` but its name, HF id, source, aliases and identity."""
+    content = {k: v for k, v in asdict(arch).items() if k not in _NAMING_FIELDS}
+    return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:16]
 
 
 _HF_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+
+
+def _read_json(p: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise DataError(f"{p}: not a readable JSON file ({exc})") from None
+    if not isinstance(data, dict):
+        raise DataError(f"{p}: expected a JSON object at the top level")
+    return data
+
+
+def hf_quant_config_path(config: Path) -> Path:
+    """The ``hf_quant_config.json`` beside a config file: ``hf_quant_config.json`` for ``config.json``,
+    ``X_hf_quant_config.json`` for ``X_config.json`` (the layout of a model folder, and of a mirror of many)."""
+    stem = config.name.removesuffix("config.json")
+    return config.with_name(f"{stem}hf_quant_config.json")
 
 
 def architecture_from_config(path: str | os.PathLike[str]) -> Architecture:
@@ -577,7 +207,9 @@ def architecture_from_config(path: str | os.PathLike[str]) -> Architecture:
     ``torch_dtype`` (or ``dtype``) sets the KV and weight bytes: float16/bfloat16 -> 2, float32 -> 4, absent -> 2.
     Keys the style does not need (rope, dropout, ...) are ignored; missing optional keys take the defaults of the
     model's `transformers` config class (e.g. ``num_key_value_heads`` = heads, GPT-J ``n_inner`` = 4 ``n_embd``).
-    Raises DataError naming the file for a missing file, bad JSON, an unsupported style or a missing key.
+    The checkpoint's quantization comes from its ``quantization_config``, else from an ``hf_quant_config.json``
+    beside it (`hf_quant_config_path`). Raises DataError naming the file and the key for a missing file, bad JSON,
+    an unsupported style or feature, or a missing key.
     """
     p = Path(path)
     if p.is_dir():
@@ -586,20 +218,22 @@ def architecture_from_config(path: str | os.PathLike[str]) -> Architecture:
         raise DataError(
             f"no config file at {str(p)!r}; pass a Hugging Face config.json or the folder holding it"
         )
-    try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise DataError(f"{p}: not a readable JSON file ({exc})") from None
-    if not isinstance(data, dict):
-        raise DataError(f"{p}: expected a JSON object at the top level")
-    where = f"config file {str(p)!r}"
-    fields = _shapes_from_config(data, where)
+    data = _read_json(p)
+    quant = hf_quant_config_path(p)
+    quantization = (
+        quantization_from_hf_quant_config(_read_json(quant), f"file {str(quant)!r}")
+        if quant.is_file()
+        else ""
+    )
+    fields = shapes_from_config(data, f"config file {str(p)!r}", quantization)
     name_or_path = str(data.get("_name_or_path") or "")
     hf_id = name_or_path if _HF_ID.match(name_or_path) else ""
     if name_or_path:
         name = Path(name_or_path).name.lower()
+    elif p.name == "config.json" and p.parent.name:
+        name = p.parent.name.lower()
     else:
-        name = (p.parent.name if p.name == "config.json" and p.parent.name else p.stem).lower()
+        name = p.stem.lower().removesuffix("_config") or p.stem.lower()
     return Architecture(name=name, hf_id=hf_id, source=f"config.json file {p}", **fields)
 
 
@@ -701,7 +335,7 @@ _REGISTRY_SPECS: tuple[tuple[str, str, tuple[str, ...], dict[str, Any]], ...] = 
         "mistral-7b",
         "mistralai/Mistral-7B-v0.1",
         ("mistral-7b-v0.1",),
-        _llama_like("mistral", 4096, 32, 32, 8, 14336, 32000, 32768, "bfloat16"),
+        {**_llama_like("mistral", 4096, 32, 32, 8, 14336, 32000, 32768, "bfloat16"), "sliding_window": 4096},
     ),
     (
         "granite-8b",
@@ -731,12 +365,98 @@ _REGISTRY_SPECS: tuple[tuple[str, str, tuple[str, ...], dict[str, Any]], ...] = 
             "num_experts_per_tok": 2,
         },
     ),
+    (
+        "llama-3.1-8b",
+        "meta-llama/Llama-3.1-8B",
+        (
+            "llama3.1-8b",
+            "llama-3.1-8b-instruct",
+            "meta-llama/Llama-3.1-8B-Instruct",
+            "Meta-Llama-3.1-8B",
+            "meta-llama-3.1-8b-instruct",
+            "meta-llama/Meta-Llama-3.1-8B-Instruct",
+        ),  # fmt: skip
+        _llama_like("llama", 4096, 32, 32, 8, 14336, 128256, 131072, "bfloat16"),
+    ),
+    (
+        "llama-3.1-70b",
+        "meta-llama/Llama-3.1-70B",
+        (
+            "llama3.1-70b",
+            "llama-3.1-70b-instruct",
+            "meta-llama/Llama-3.1-70B-Instruct",
+            "Meta-Llama-3.1-70B",
+            "meta-llama-3.1-70b-instruct",
+            "meta-llama/Meta-Llama-3.1-70B-Instruct",
+        ),  # fmt: skip
+        _llama_like("llama", 8192, 80, 64, 8, 28672, 128256, 131072, "bfloat16"),
+    ),
+    (
+        "qwen3-32b",
+        "Qwen/Qwen3-32B",
+        (),
+        {**_llama_like("qwen3", 5120, 64, 64, 8, 25600, 151936, 40960, "bfloat16"), "head_dim": 128},
+    ),
+    (
+        "qwen3-235b-a22b",
+        "Qwen/Qwen3-235B-A22B",
+        ("qwen3-235b-a22b-instruct-2507", "Qwen/Qwen3-235B-A22B-Instruct-2507"),
+        {
+            **_llama_like("qwen3_moe", 4096, 94, 64, 4, 12288, 151936, 40960, "bfloat16"),
+            "head_dim": 128,
+            "num_experts": 128,
+            "num_experts_per_tok": 8,
+            "moe_intermediate_size": 1536,
+            "decoder_sparse_step": 1,
+            "mlp_only_layers": [],
+        },
+    ),
+    (
+        "deepseek-v3",
+        "deepseek-ai/DeepSeek-V3",
+        ("deepseek-v3-0324", "deepseek-ai/DeepSeek-V3-0324"),
+        {
+            **_llama_like("deepseek_v3", 7168, 61, 128, 128, 18432, 129280, 163840, "bfloat16"),
+            "first_k_dense_replace": 3,
+            "moe_layer_freq": 1,
+            "n_routed_experts": 256,
+            "n_shared_experts": 1,
+            "num_experts_per_tok": 8,
+            "moe_intermediate_size": 2048,
+            "topk_method": "noaux_tc",
+            "q_lora_rank": 1536,
+            "kv_lora_rank": 512,
+            "qk_nope_head_dim": 128,
+            "qk_rope_head_dim": 64,
+            "v_head_dim": 128,
+            "quantization_config": {"quant_method": "fp8"},  # published in fp8 (128x128 blocks)
+        },
+    ),
+    (
+        "gpt-oss-120b",
+        "openai/gpt-oss-120b",
+        (),
+        {
+            **{
+                k: v
+                for k, v in _llama_like("gpt_oss", 2880, 36, 64, 8, 2880, 201088, 131072, "").items()
+                if k != "torch_dtype"
+            },  # its config.json names no torch_dtype
+            "head_dim": 64,
+            "attention_bias": True,
+            "num_local_experts": 128,
+            "num_experts_per_tok": 4,
+            "layer_types": ["sliding_attention", "full_attention"] * 18,
+            "sliding_window": 128,
+            "quantization_config": {"quant_method": "mxfp4"},  # MoE weights in MXFP4
+        },
+    ),
 )
 
 
 def _registry_entry(name: str, hf_id: str, aliases: tuple[str, ...], config: dict[str, Any]) -> Architecture:
     source = f"https://huggingface.co/{hf_id}/blob/main/config.json"
-    fields = _shapes_from_config(config, f"registry entry {name!r}")
+    fields = shapes_from_config(config, f"registry entry {name!r}")
     return Architecture(name=name, hf_id=hf_id, source=source, aliases=aliases, **fields)
 
 
@@ -775,6 +495,28 @@ def architecture_names() -> list[str]:
     return [a.name for a in _REGISTRY]
 
 
+#: architectures read from files, keyed on the resolved path and the file's (and its quantization file's) state
+_FROM_FILES: dict[tuple[str, ...], Architecture] = {}
+
+
+def _config_architecture(p: Path) -> Architecture:
+    """`architecture_from_config` of a file or folder, cached on its resolved path, modification time and size
+    (never on its folder's name: two folders named ``model`` are two entries)."""
+    f = (p / "config.json" if p.is_dir() else p).resolve()
+    q = hf_quant_config_path(f)
+    key = tuple(str(x) for x in (f, *_state(f), *(_state(q) if q.is_file() else ())))
+    if key not in _FROM_FILES:
+        if len(_FROM_FILES) >= 512:
+            _FROM_FILES.clear()
+        _FROM_FILES[key] = architecture_from_config(p)
+    return _FROM_FILES[key]
+
+
+def _state(p: Path) -> tuple[int, int]:
+    st = p.stat()
+    return st.st_mtime_ns, st.st_size
+
+
 def get_architecture(name_or_path: str | os.PathLike[str] | Architecture) -> Architecture:
     """An architecture by short name or Hugging Face id (case-insensitive), or from a config.json path.
 
@@ -786,7 +528,7 @@ def get_architecture(name_or_path: str | os.PathLike[str] | Architecture) -> Arc
     text = os.fspath(name_or_path)
     p = Path(text)
     if p.is_file() or (p.is_dir() and (p / "config.json").is_file()):
-        return architecture_from_config(p)
+        return _config_architecture(p)
     arch = _INDEX.get(_normalize(text))
     if arch is not None:
         return arch
@@ -801,7 +543,9 @@ def get_architecture(name_or_path: str | os.PathLike[str] | Architecture) -> Arc
 
 
 def list_architectures(names: Iterable[str | os.PathLike[str]] | None = None) -> pd.DataFrame:
-    """The registry as a table, one row per model in registry order, with d_kv and KV bytes per token.
+    """The registry as a table, one row per model in registry order, with d_kv, KV bytes per token, the values a
+    token caches over all layers (``kv_values_per_token``: ``2 D_kv`` per layer, MLA's latent), the MoE, MLA and
+    sliding-window shapes, the checkpoint's quantization and the content identity.
 
     `names` (optional): only these models, in the given order; each may be a name, an HF id or a config.json path.
     """
@@ -828,6 +572,19 @@ def list_architectures(names: Iterable[str | os.PathLike[str]] | None = None) ->
             "n_experts": a.n_experts,
             "experts_per_token": a.experts_per_token,
             "n_active_params": a.active_params,
+            "expert_params": a.expert_params,
+            "n_dense_layers": a.n_dense_layers,
+            "moe_ffn_size": a.moe_ffn_size,
+            "n_shared_experts": a.n_shared_experts,
+            "shared_ffn_size": a.shared_ffn_size,
+            "kv_lora_rank": a.kv_lora_rank,
+            "qk_rope_head_dim": a.qk_rope_head_dim,
+            "kv_values_per_token": a.n_layers * a.kv_values_per_token_layer,
+            "sliding_window": a.sliding_window,
+            "n_sliding_layers": a.n_sliding_layers,
+            "attention_sinks": a.attention_sinks,
+            "quantization": a.quantization,
+            "identity": a.identity,
             "aliases": ", ".join(a.aliases),
             "source": a.source,
         }

@@ -1,0 +1,692 @@
+"""Reads a Hugging Face ``config.json`` (as a dict) into the fields of an `Architecture` (no network).
+
+Styles (from ``model_type``, else ``architectures``): OPT, Phi-1/2, GPT-J, BLOOM, Falcon (`_read_classic`), and the
+Llama lineage with its mixture-of-experts and latent-attention descendants (`_read_decoder`): Llama 2/3.x, Mistral,
+Qwen2/2.5/3, MiMo, Granite, Gemma 1/2/3, Phi-3, Mixtral, Llama 4, Qwen3-MoE, DeepSeek-V2/V3/R1, Kimi-K2, gpt-oss,
+MiniMax-M2 and Step-3.x-Flash. Multimodal wrappers (Llama 4, Qwen3-VL, Kimi-K2.5, ...) are read from their
+``text_config``: the language model that serves the tokens, as vLLM serves it text-only (``--language-model-only``,
+or every ``--limit-mm-per-prompt`` modality 0, does not load the multimodal modules); the vision tower
+(``vision_config``, a few hundred million parameters, loaded when images are served) is not read and not counted. Multi-token-prediction layers (``num_nextn_predict_layers``, ``num_mtp_modules``) are not counted:
+vLLM serves them only with speculative decoding, which is off by default.
+
+A feature the model cannot represent (`UNSUPPORTED`: Mamba / state-space layers, hybrid linear attention, DeepSeek
+sparse attention with an indexer, per-layer heterogeneous blocks, ...) is refused in one line naming the file, the
+key and the feature, as is a shape key (`STRUCTURE_KEYS`) that the config's style does not read: nothing is read as
+a dense model it is not. An unknown ``model_type`` with the standard keys of a dense decoder (`STANDARD_KEYS`) and
+no structure key is read as Llama-style with an `UnknownStyleWarning`.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+from slimlib.errors import DataError
+from slimlib.registry.param_count import (
+    attention_params,
+    count_decoder,
+    count_parameters,
+    ffn_params,
+    mla_params,
+    router_params,
+)
+
+__all__ = [
+    "STANDARD_KEYS",
+    "STRUCTURE_KEYS",
+    "UNSUPPORTED",
+    "UnknownStyleWarning",
+    "quantization_from_hf_quant_config",
+    "shapes_from_config",
+]
+
+_DTYPE_BYTES = {
+    "float16": 2,
+    "fp16": 2,
+    "half": 2,
+    "bfloat16": 2,
+    "bf16": 2,
+    "float32": 4,
+    "fp32": 4,
+    "float": 4,
+}
+
+#: Llama-lineage model_type -> family conventions (see `_read_decoder`); "style" of the classic ones
+_DECODER_FAMILIES = (
+    "llama", "mistral", "qwen2", "granite", "mixtral", "qwen3", "gemma", "gemma2", "gemma3_text", "phi3", "mimo",
+    "llama4_text", "qwen3_moe", "deepseek_v2", "deepseek_v3", "kimi_k2", "gpt_oss", "minimax_m2", "step3p7",
+    "qwen3_vl_text", "qwen3_vl_moe_text",
+)  # fmt: skip
+_STYLE_BY_MODEL_TYPE = {
+    **{t: "decoder" for t in _DECODER_FAMILIES},
+    "opt": "opt",
+    "phi": "phi",
+    "gptj": "gptj",
+    "bloom": "bloom",
+    "falcon": "falcon",
+    "refinedwebmodel": "falcon",
+    "refinedweb": "falcon",
+}
+#: the language model's model_type where the wrapper's text_config does not name one
+_TEXT_MODEL_TYPE = {"llama4": "llama4_text", "qwen3_vl": "qwen3_vl_text", "qwen3_vl_moe": "qwen3_vl_moe_text",
+                    "kimi_k25": "kimi_k2", "minimax_m3_vl": "minimax_m3"}  # fmt: skip
+
+_STYLE_BY_ARCHITECTURE = {
+    "OPTForCausalLM": "opt",
+    "LlamaForCausalLM": "llama",
+    "MistralForCausalLM": "mistral",
+    "Qwen2ForCausalLM": "qwen2",
+    "GraniteForCausalLM": "granite",
+    "MixtralForCausalLM": "mixtral",
+    "Qwen3ForCausalLM": "qwen3",
+    "GemmaForCausalLM": "gemma",
+    "Gemma2ForCausalLM": "gemma2",
+    "Gemma3ForCausalLM": "gemma3_text",
+    "Phi3ForCausalLM": "phi3",
+    "PhiForCausalLM": "phi",
+    "GPTJForCausalLM": "gptj",
+    "BloomForCausalLM": "bloom",
+    "FalconForCausalLM": "falcon",
+    "RWForCausalLM": "falcon",
+}
+
+#: keys every dense decoder config of the Llama lineage has; an unknown model_type with all of them (and no
+#: `STRUCTURE_KEYS`) is read as Llama-style, with a warning
+STANDARD_KEYS = ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "vocab_size")
+
+#: keys that change the shapes, with what they mean: a config holding one its style does not read is refused
+STRUCTURE_KEYS = {
+    "num_local_experts": "mixture-of-experts expert count",
+    "num_experts": "mixture-of-experts expert count",
+    "n_routed_experts": "mixture-of-experts expert count",
+    "num_experts_per_tok": "mixture-of-experts routing (top-k)",
+    "moe_intermediate_size": "mixture-of-experts expert width",
+    "n_shared_experts": "shared experts",
+    "shared_expert_intermediate_size": "shared experts",
+    "shared_intermediate_size": "shared experts",
+    "share_expert_dim": "shared experts",
+    "first_k_dense_replace": "dense-then-MoE layer layout",
+    "moe_layer_freq": "MoE layer layout",
+    "decoder_sparse_step": "MoE layer layout",
+    "mlp_only_layers": "MoE layer layout",
+    "interleave_moe_layer_step": "interleaved MoE layer layout",
+    "intermediate_size_mlp": "interleaved MoE layer layout",
+    "kv_lora_rank": "multi-head latent attention (latent rank)",
+    "q_lora_rank": "multi-head latent attention (query rank)",
+    "qk_rope_head_dim": "multi-head latent attention (RoPE head width)",
+    "qk_nope_head_dim": "multi-head latent attention",
+    "v_head_dim": "value heads of their own width",
+    "sliding_window": "sliding-window attention",
+    "use_sliding_window": "sliding-window attention",
+    "sliding_window_pattern": "sliding-window layer layout",
+    "layer_types": "per-layer attention types",
+    "attention_chunk_size": "chunked local attention",
+    "no_rope_layers": "chunked local attention layout",
+}
+
+#: features no style represents, refused wherever they appear: (key, feature), checked in this order
+UNSUPPORTED = (
+    ("compress_ratios", "DeepSeek-V4 compressed sparse attention"),
+    ("hc_mult", "hyper-connections (DeepSeek-V4)"),
+    (
+        "index_topk",
+        "DeepSeek sparse attention with a lightning indexer (its KV cache and decode traffic differ)",
+    ),
+    ("hybrid_override_pattern", "hybrid Mamba (state-space) layers"),
+    ("layers_block_type", "hybrid Mamba (state-space) layers"),
+    ("block_configs", "per-layer heterogeneous blocks (DeciLM / Nemotron-NAS)"),
+    ("linear_attn_config", "hybrid linear attention (Kimi delta attention)"),
+    ("sparse_attention_config", "block-sparse attention with an indexer"),
+    ("hybrid_layer_pattern", "hybrid sliding/full layers with their own head counts"),
+    ("global_head_dim", "full-attention layers with their own head width and KV heads"),
+    ("hidden_size_per_layer_input", "per-layer input embeddings"),
+    ("linear_num_value_heads", "hybrid linear attention (Gated DeltaNet)"),
+    ("ssm_state_size", "state-space (Mamba) layers"),
+    ("state_size", "state-space (Mamba) layers"),
+    ("ssm_cfg", "state-space (Mamba) layers"),
+    ("mamba_num_heads", "state-space (Mamba) layers"),
+    ("mamba_d_ssm", "state-space (Mamba) layers"),
+)
+#: model_type values of state-space models (refused even without their keys)
+_SSM_TYPES = ("mamba", "mamba2", "falcon_mamba", "rwkv", "rwkv5", "rwkv6", "xlstm")
+_LAYER_TYPES = ("full_attention", "sliding_attention")
+
+
+def _present(value: Any) -> bool:
+    """A key's value that says something: not null, false, 0 or empty."""
+    return value is not None and value is not False and value != 0 and value != [] and value != {}
+
+
+class _Keys:
+    """Keyed access to a config dict whose errors name the file and the key; records the keys read."""
+
+    def __init__(self, data: dict[str, Any], where: str, style: str) -> None:
+        self.data = data
+        self.where = where
+        self.style = style
+        self.read: set[str] = set()
+
+    def get(self, *keys: str, default: Any = None) -> Any:
+        self.read.update(keys)
+        for k in keys:
+            if self.data.get(k) is not None:
+                return self.data[k]
+        return default
+
+    def require(self, *keys: str) -> Any:
+        value = self.get(*keys)
+        if value is None:
+            alt = f" (or {', '.join(repr(k) for k in keys[1:])})" if len(keys) > 1 else ""
+            raise DataError(
+                f"{self.where}: missing key {keys[0]!r}{alt}, needed for a {self.style}-style config; "
+                "add it with the value of the model's Hugging Face config.json"
+            )
+        return value
+
+    def integer(self, *keys: str, default: int | None = None) -> int:
+        value = self.require(*keys) if default is None else self.get(*keys, default=default)
+        if isinstance(value, bool) or not isinstance(value, int | float) or int(value) != value or value < 0:
+            raise DataError(f"{self.where}: key {keys[0]!r} must be a non-negative integer, got {value!r}")
+        return int(value)
+
+    def int_list(self, key: str, length: int) -> list[int]:
+        """A per-layer list of integers (0/1 flags, indices) of `length` entries, or a DataError naming the key."""
+        value = self.get(key, default=[])
+        if not isinstance(value, list) or not all(
+            isinstance(v, int) and not isinstance(v, bool) for v in value
+        ):
+            raise DataError(f"{self.where}: key {key!r} must be a list of integers, got {value!r}")
+        if length and len(value) != length:
+            raise DataError(f"{self.where}: key {key!r} has {len(value)} entries for {length} layers")
+        return list(value)
+
+    def unread_structure(self) -> None:
+        """DataError for a shape key (`STRUCTURE_KEYS`) present in the config that the reading did not use."""
+        for key, what in STRUCTURE_KEYS.items():
+            if key not in self.read and _present(self.data.get(key)):
+                raise DataError(
+                    f"{self.where}: key {key!r} ({what}) is not part of a {self.style}-style config and SLIM "
+                    "does not read it; this model cannot be read (remove the key only if the model does not have "
+                    "that feature)"
+                )
+
+
+class UnknownStyleWarning(UserWarning):
+    """A config.json of an unknown model_type read as a Llama-style decoder from its standard keys."""
+
+
+def _refuse_unsupported(data: dict[str, Any], where: str) -> None:
+    """DataError naming the first key of a feature no style represents (`UNSUPPORTED`, SSM model types, layer
+    types other than full and sliding attention)."""
+    model_type = str(data.get("model_type") or "").lower()
+    if model_type in _SSM_TYPES or "mamba" in model_type:
+        raise DataError(
+            f"{where}: model_type {data.get('model_type')!r} is a state-space (Mamba) model; SLIM models "
+            "attention decoders only"
+        )
+    for key, feature in UNSUPPORTED:
+        if _present(data.get(key)):
+            raise DataError(
+                f"{where}: key {key!r}: {feature}, which SLIM cannot represent; this model is refused"
+            )
+    layer_types = data.get("layer_types")
+    if isinstance(layer_types, list):
+        other = sorted({str(t) for t in layer_types} - set(_LAYER_TYPES))
+        if other:
+            raise DataError(
+                f"{where}: key 'layer_types' has {', '.join(repr(t) for t in other)} layers (hybrid "
+                f"{'linear attention' if any('linear' in t for t in other) else 'layers'}), which SLIM cannot "
+                "represent: it models full and sliding-window attention layers only"
+            )
+    for key in data:
+        if key.startswith(("mamba_", "ssm_")) and _present(data[key]):
+            raise DataError(
+                f"{where}: key {key!r}: state-space (Mamba) layers, which SLIM cannot represent; this model is "
+                "refused"
+            )
+
+
+def _detect_style(data: dict[str, Any], where: str) -> tuple[str, str]:
+    """(style, model_type); an unknown model_type with `STANDARD_KEYS` and no structure key is read as Llama."""
+    model_type = str(data.get("model_type") or "").lower()
+    if model_type in _STYLE_BY_MODEL_TYPE:
+        style = _STYLE_BY_MODEL_TYPE[model_type]
+        return style, model_type if style == "decoder" else style
+    for arch in data.get("architectures") or []:
+        if arch in _STYLE_BY_ARCHITECTURE:
+            family = _STYLE_BY_ARCHITECTURE[arch]
+            style = _STYLE_BY_MODEL_TYPE[family]
+            return style, family if style == "decoder" else style
+    what = f"model_type {data.get('model_type')!r}" if data.get("model_type") else "no 'model_type'"
+    missing = [k for k in STANDARD_KEYS if data.get(k) is None]
+    if not missing:
+        odd = [k for k in STRUCTURE_KEYS if _present(data.get(k))]
+        if odd:
+            raise DataError(
+                f"{where}: {what} is not a known style and its key {odd[0]!r} ({STRUCTURE_KEYS[odd[0]]}) is "
+                "not understood for it; SLIM refuses it rather than read it as a dense Llama-style decoder"
+            )
+        warnings.warn(
+            f"{where}: {what} is not a known style; read as a Llama-style decoder (gated FFN, RMSNorm, no biases "
+            "unless attention_bias/mlp_bias say so) from its standard keys: check n_params in `slim models`",
+            UnknownStyleWarning,
+            stacklevel=5,
+        )
+        return "decoder", model_type or "llama"
+    known = ", ".join(sorted(_STYLE_BY_MODEL_TYPE))
+    raise DataError(
+        f"{where}: {what} and architectures {data.get('architectures')!r} are not a supported style, and the "
+        f"config lacks the standard key(s) {', '.join(missing)} a dense decoder is read from; supported "
+        f"model_type values: {known}"
+    )
+
+
+def _dtype_bytes(c: _Keys) -> int:
+    dtype = c.get("torch_dtype", "dtype", default="float16")
+    key = str(dtype).lower().removeprefix("torch.")
+    if key not in _DTYPE_BYTES:
+        raise DataError(
+            f"{c.where}: torch_dtype {dtype!r} is not one of {', '.join(sorted(_DTYPE_BYTES))}; "
+            "set it to the dtype the model is served in"
+        )
+    return _DTYPE_BYTES[key]
+
+
+def _head_dim(c: _Keys, hidden: int, heads: int, explicit: int | None = None) -> int:
+    if explicit is not None:
+        return explicit
+    if heads == 0 or hidden % heads:
+        raise DataError(f"{c.where}: hidden size {hidden} is not divisible by {heads} heads; add 'head_dim'")
+    return hidden // heads
+
+
+#: per-family conventions of `_read_decoder`: tied-embedding default (the transformers config class's), norms per
+#: layer, q/k/v biases always on, q/k norms ("head": width d_h each; "minimax": per_layer / per_head by the config),
+#: sliding-window layout ("qwen": ``use_sliding_window`` from ``max_window_layers`` on; "gemma2": every other layer;
+#: "gemma3": all but every ``sliding_window_pattern``-th; "chunked": Llama 4's chunked local attention), the MoE
+#: layout (see `_moe_layers`), latent attention, attention sinks
+_CONVENTIONS: dict[str, dict[str, Any]] = {
+    "qwen2": {"qkv_bias": True, "window": "qwen"},
+    "mimo": {"qkv_bias": True, "window": "qwen"},
+    "qwen3": {"qk_norm": "head", "window": "qwen"},
+    "qwen3_vl_text": {"qk_norm": "head"},
+    "qwen3_moe": {"qk_norm": "head", "window": "qwen", "moe": "qwen"},
+    "qwen3_vl_moe_text": {"qk_norm": "head", "moe": "qwen"},
+    "gemma": {"tied": True},
+    "gemma2": {"tied": True, "norms": 4, "window": "gemma2"},  # input, post-attention, pre-/post-feedforward
+    "gemma3_text": {"tied": True, "norms": 4, "qk_norm": "head", "window": "gemma3"},
+    "mixtral": {"moe": "all"},
+    "minimax_m2": {"moe": "all", "qk_norm": "minimax", "router_bias": "use_routing_bias"},
+    "gpt_oss": {"moe": "all", "sinks": True, "expert_bias": True, "router_bias": True},
+    "llama4_text": {"moe": "llama4", "window": "chunked"},
+    "deepseek_v2": {"moe": "deepseek", "mla": True, "router_bias": "noaux_tc"},
+    "deepseek_v3": {"moe": "deepseek", "mla": True, "router_bias": "noaux_tc"},
+    "kimi_k2": {"moe": "deepseek", "mla": True, "router_bias": "noaux_tc"},
+    "step3p7": {"moe": "step", "router_bias": "use_moe_router_bias"},
+}
+
+
+def _moe_layers(c: _Keys, layout: str, layers: int) -> tuple[list[bool], dict[str, Any]]:
+    """Which layers are MoE, and the expert shapes: (flags, {n_experts, top_k, width, dense_width, n_shared,
+    shared_width}): routed experts of `width`, dense layers of `dense_width`, `n_shared` shared experts of
+    `shared_width`."""
+    if layout == "all":  # Mixtral, MiniMax-M2, gpt-oss: every layer, experts of width intermediate_size
+        n_exp, width = c.integer("num_local_experts"), c.integer("intermediate_size")
+        flags, dense_width, n_shared, shared = [True] * layers, width, 0, width
+        if c.integer("shared_intermediate_size", default=0):
+            raise DataError(f"{c.where}: key 'shared_intermediate_size' > 0 (shared experts) is not read for a "
+                            f"{c.style} config; this model is refused")  # fmt: skip
+    elif (
+        layout == "qwen"
+    ):  # Qwen3-MoE: layer i is MoE unless in mlp_only_layers, every decoder_sparse_step-th
+        n_exp, width = c.integer("num_experts"), c.integer("moe_intermediate_size")
+        step, only = c.integer("decoder_sparse_step", default=1), set(c.int_list("mlp_only_layers", 0))
+        flags = [i not in only and n_exp > 0 and step > 0 and (i + 1) % step == 0 for i in range(layers)]
+        dense_width, n_shared, shared = c.integer("intermediate_size"), 0, width
+        if c.integer("shared_expert_intermediate_size", default=0):
+            raise DataError(f"{c.where}: key 'shared_expert_intermediate_size' > 0 (a gated shared expert) is not "
+                            "read for a qwen3_moe config; this model is refused")  # fmt: skip
+    elif layout == "llama4":  # Llama 4: every interleave_moe_layer_step-th layer, one shared expert beside
+        n_exp, width = c.integer("num_local_experts"), c.integer("intermediate_size")
+        step = c.integer("interleave_moe_layer_step", default=1)
+        flags = [step > 0 and (i + 1) % step == 0 for i in range(layers)]
+        dense_width, n_shared, shared = c.integer("intermediate_size_mlp"), 1, width
+    elif layout == "deepseek":  # DeepSeek-V2/V3, Kimi-K2: dense first_k_dense_replace layers, then MoE
+        n_exp, width = c.integer("n_routed_experts"), c.integer("moe_intermediate_size")
+        first, freq = c.integer("first_k_dense_replace", default=0), c.integer("moe_layer_freq", default=1)
+        flags = [i >= first and freq > 0 and i % freq == 0 for i in range(layers)]
+        dense_width, shared = c.integer("intermediate_size"), width
+        n_shared = c.integer("n_shared_experts", default=0)
+    else:  # step: Step-3.x-Flash: dense first_k_dense_replace layers, shared experts of share_expert_dim
+        n_exp, width = c.integer("num_experts"), c.integer("moe_intermediate_size")
+        first = c.integer("first_k_dense_replace", default=0)
+        flags = [i >= first for i in range(layers)]
+        n_shared = c.integer("n_shared_experts", default=0)
+        dense_width, shared = c.integer("intermediate_size"), c.integer("share_expert_dim", default=width)
+    shapes = dict(n_experts=n_exp, top_k=c.integer("num_experts_per_tok"), width=width, dense_width=dense_width,
+                  n_shared=n_shared, shared_width=shared)  # fmt: skip
+    return flags, shapes
+
+
+def _sliding_layers(c: _Keys, window_rule: str, layers: int) -> tuple[int, int]:
+    """(window, layers attending to the last `window` tokens only); (0, 0) for full attention everywhere."""
+    window = c.integer("sliding_window", default=0)
+    layer_types = c.get("layer_types")
+    if layer_types is not None:
+        if not isinstance(layer_types, list) or len(layer_types) != layers:
+            raise DataError(
+                f"{c.where}: key 'layer_types' must list one type for each of the {layers} layers"
+            )
+        n = sum(t == "sliding_attention" for t in layer_types)
+    elif window_rule == "chunked":  # Llama 4: RoPE layers attend within chunks of attention_chunk_size tokens
+        window = c.integer("attention_chunk_size", default=0)
+        given = c.get(
+            "no_rope_layers"
+        )  # 1: a RoPE (chunked) layer; default: every 4th layer is global (NoPE)
+        rope = (
+            c.int_list("no_rope_layers", layers) if given else [int((i + 1) % 4 != 0) for i in range(layers)]
+        )
+        n = sum(rope) if window else 0
+    elif window_rule == "qwen":  # transformers' Qwen2/Qwen3 configs: sliding from max_window_layers on
+        use = bool(c.get("use_sliding_window", default=False))
+        n = layers - min(c.integer("max_window_layers", default=layers), layers) if use else 0
+    elif window_rule == "gemma2":
+        n = layers // 2 if window else 0  # layers 0, 2, 4, ...
+    elif window_rule == "gemma3":
+        pattern = c.integer("sliding_window_pattern", default=6)
+        n = sum(1 for i in range(layers) if pattern and (i + 1) % pattern) if window else 0
+    else:  # one window for every layer (Mistral, Phi-3), as vLLM applies a config's sliding_window
+        n = layers if window else 0
+    if n and not window:
+        raise DataError(f"{c.where}: {n} sliding-window layers but no positive 'sliding_window'")
+    return (window, n) if n and window else (0, 0)
+
+
+def _read_decoder(c: _Keys, family: str) -> dict[str, Any]:
+    """Fields of a Llama-lineage decoder (dense, MoE, MLA) and its exact parameter counts (`count_decoder`)."""
+    conv = _CONVENTIONS.get(family, {})
+    d, layers = c.integer("hidden_size"), c.integer("num_hidden_layers")
+    heads, vocab = c.integer("num_attention_heads"), c.integer("vocab_size")
+    kv = c.integer("num_key_value_heads", default=heads)
+    kw: dict[str, Any] = dict(n_layers=layers, hidden_size=d, n_heads=heads, n_kv_heads=kv, ffn_kind="gated",
+                              vocab_size=vocab, max_position=c.integer("max_position_embeddings", default=0))  # fmt: skip
+    if conv.get("mla"):  # multi-head latent attention: the KV heads are the query heads, over the latent
+        mla = dict(q_lora_rank=c.integer("q_lora_rank", default=0), kv_lora_rank=c.integer("kv_lora_rank"),
+                   qk_nope_head_dim=c.integer("qk_nope_head_dim"), qk_rope_head_dim=c.integer("qk_rope_head_dim"),
+                   v_head_dim=c.integer("v_head_dim"))  # fmt: skip
+        attention = mla_params(d, heads, **mla)
+        kw.update(mla, n_kv_heads=heads, head_dim=mla["qk_nope_head_dim"] + mla["qk_rope_head_dim"])
+        if bool(c.get("attention_bias", default=False)):
+            raise DataError(f"{c.where}: key 'attention_bias' true is not read for latent attention; refused")
+    else:
+        hd = _head_dim(c, d, heads, c.integer("head_dim") if c.get("head_dim") is not None else None)
+        attn_bias = bool(c.get("attention_bias", default=False))
+        qk = conv.get("qk_norm")
+        if qk == "minimax":
+            on, kind = bool(c.get("use_qk_norm", default=False)), c.get("qk_norm_type", default="per_layer")
+            qk_norm = ((heads + kv) * hd if kind == "per_layer" else 2 * hd) if on else 0
+        else:
+            c.get("use_qk_norm")  # Llama 4: an L2 norm without weights
+            qk_norm = 2 * hd if qk == "head" else 0
+        attention = attention_params(d, heads, kv, hd, qkv_bias=attn_bias or bool(conv.get("qkv_bias")),
+                                     out_bias=attn_bias and not conv.get("qkv_bias"), qk_norm=qk_norm,
+                                     sinks=bool(conv.get("sinks")))  # fmt: skip
+        kw.update(head_dim=hd, attention_sinks=bool(conv.get("sinks")))
+    window, n_sliding = _sliding_layers(c, conv.get("window", ""), layers)
+    kw.update(sliding_window=window, n_sliding_layers=n_sliding)
+
+    mlp_bias = bool(c.get("mlp_bias", default=False))
+    tied = bool(c.get("tie_word_embeddings", default=conv.get("tied", False)))
+    common = dict(n_layers=layers, hidden_size=d, vocab_size=vocab, tied_embeddings=tied, attention=attention,
+                  norms_per_layer=conv.get("norms", 2))  # fmt: skip
+    if conv.get("moe"):
+        flags, m = _moe_layers(c, conv["moe"], layers)
+        rb = conv.get(
+            "router_bias"
+        )  # a learned router bias, or the e_score_correction_bias of noaux_tc routing
+        if rb == "noaux_tc":
+            router_bias = c.get("topk_method") == "noaux_tc"
+        else:
+            router_bias = bool(c.get(rb, default=False)) if isinstance(rb, str) else bool(rb)
+        expert = ffn_params(d, m["width"], "gated", bool(conv.get("expert_bias")))
+        counts = count_decoder(**common, dense_ffn=ffn_params(d, m["dense_width"], "gated", mlp_bias),
+                               n_dense_layers=flags.count(False), expert=expert, n_experts=m["n_experts"],
+                               experts_per_token=m["top_k"], router=router_params(d, m["n_experts"], router_bias),
+                               shared=m["n_shared"] * ffn_params(d, m["shared_width"]))  # fmt: skip
+        n_dense = flags.count(False)
+        kw.update(ffn_size=m["dense_width"] if n_dense else m["width"], moe_ffn_size=m["width"],
+                  n_experts=m["n_experts"], experts_per_token=m["top_k"], n_dense_layers=n_dense,
+                  n_shared_experts=m["n_shared"], shared_ffn_size=m["shared_width"] if m["n_shared"] else 0)  # fmt: skip
+    else:
+        ffn = c.integer("intermediate_size")
+        counts = count_decoder(**common, dense_ffn=ffn_params(d, ffn, "gated", mlp_bias))
+        kw.update(ffn_size=ffn)
+    kw.update(n_params=counts.total, n_active_params=counts.active, expert_params=counts.experts,
+              embedding_params=counts.embedding)  # fmt: skip
+    return kw
+
+
+def _read_classic(c: _Keys, style: str) -> dict[str, Any]:
+    """Fields of an OPT, Phi-1/2, GPT-J, BLOOM or Falcon config and its parameter count (`count_parameters`)."""
+    kw: dict[str, Any]
+    count: dict[str, Any]
+    if style == "opt":
+        d = c.integer("hidden_size")
+        layers = c.integer("num_hidden_layers")
+        heads = c.integer("num_attention_heads")
+        ffn = c.integer("ffn_dim")
+        vocab = c.integer("vocab_size")
+        max_pos = c.integer("max_position_embeddings", default=2048)
+        embed = c.integer("word_embed_proj_dim", default=d)
+        bias = bool(c.get("enable_bias", default=True))
+        pre_norm = bool(c.get("do_layer_norm_before", default=True))
+        final = pre_norm and not bool(c.get("_remove_final_layer_norm", default=False))
+        hd = _head_dim(c, d, heads)
+        kw = dict(n_layers=layers, hidden_size=d, n_heads=heads, n_kv_heads=heads, head_dim=hd, ffn_size=ffn)
+        kw.update(ffn_kind="mlp", vocab_size=vocab, max_position=max_pos)
+        count = dict(
+            tied_embeddings=bool(c.get("tie_word_embeddings", default=True)),
+            embed_dim=embed,
+            learned_positions=max_pos + 2,  # OPT's learned positions carry an offset of 2 rows
+            qkv_bias=bias,
+            out_bias=bias,
+            ffn_bias=bias,
+            norm="layer",
+            norms_per_layer=2,
+            final_norm=final,
+        )
+    elif style == "phi":  # Phi-1/1.5/2: parallel attention and MLP off one LayerNorm, biases everywhere
+        d = c.integer("hidden_size")
+        layers = c.integer("num_hidden_layers")
+        heads = c.integer("num_attention_heads")
+        kv = c.integer("num_key_value_heads", default=heads)
+        ffn = c.integer("intermediate_size")
+        vocab = c.integer("vocab_size")
+        hd = _head_dim(c, d, heads)
+        kw = dict(n_layers=layers, hidden_size=d, n_heads=heads, n_kv_heads=kv, head_dim=hd, ffn_size=ffn)
+        kw.update(
+            ffn_kind="mlp", vocab_size=vocab, max_position=c.integer("max_position_embeddings", default=2048)
+        )
+        count = dict(
+            tied_embeddings=bool(c.get("tie_word_embeddings", default=False)),
+            qkv_bias=True,
+            out_bias=True,
+            ffn_bias=True,
+            norm="layer",
+            norms_per_layer=1,
+            final_norm=True,
+            lm_head_bias=True,
+        )
+    elif style == "gptj":
+        d = c.integer("n_embd")
+        layers = c.integer("n_layer")
+        heads = c.integer("n_head")
+        ffn = c.integer("n_inner", default=4 * d)
+        vocab = c.integer("vocab_size")
+        hd = _head_dim(c, d, heads)
+        kw = dict(n_layers=layers, hidden_size=d, n_heads=heads, n_kv_heads=heads, head_dim=hd, ffn_size=ffn)
+        kw.update(ffn_kind="mlp", vocab_size=vocab, max_position=c.integer("n_positions", default=2048))
+        count = dict(
+            tied_embeddings=bool(c.get("tie_word_embeddings", default=False)),
+            ffn_bias=True,
+            norm="layer",
+            norms_per_layer=1,  # attention and MLP run in parallel off one LayerNorm
+            final_norm=True,
+            lm_head_bias=True,
+        )
+    elif style == "bloom":
+        d = c.integer("hidden_size", "n_embed")
+        layers = c.integer("n_layer", "num_hidden_layers")
+        heads = c.integer("n_head", "num_attention_heads")
+        vocab = c.integer("vocab_size")
+        hd = _head_dim(c, d, heads)
+        kw = dict(
+            n_layers=layers, hidden_size=d, n_heads=heads, n_kv_heads=heads, head_dim=hd, ffn_size=4 * d
+        )
+        max_pos = c.integer("max_position_embeddings", "seq_length", default=0)  # ALiBi: no fixed limit
+        kw.update(ffn_kind="mlp", vocab_size=vocab, max_position=max_pos)
+        count = dict(
+            tied_embeddings=bool(c.get("tie_word_embeddings", default=True)),
+            qkv_bias=True,
+            out_bias=True,
+            ffn_bias=True,
+            norm="layer",
+            norms_per_layer=2,
+            final_norm=True,
+            embed_norm=True,
+        )
+    else:  # falcon
+        d = c.integer("hidden_size")
+        layers = c.integer("num_hidden_layers", "n_layer")
+        heads = c.integer("num_attention_heads", "n_head")
+        new_arch = bool(c.get("new_decoder_architecture", default=False))
+        if new_arch:
+            kv = c.integer("num_kv_heads", "n_head_kv", default=heads)
+        elif bool(c.get("multi_query", default=True)):
+            kv = 1
+        else:
+            kv = heads
+        ffn = c.integer("ffn_hidden_size", default=4 * d)
+        vocab = c.integer("vocab_size")
+        hd = _head_dim(c, d, heads)
+        bias = bool(c.get("bias", default=False))
+        if new_arch and c.get("num_ln_in_parallel_attn", default=2) == 2:
+            norms = 2  # ln_attn and ln_mlp
+        else:
+            norms = 1 if bool(c.get("parallel_attn", default=True)) else 2
+        kw = dict(n_layers=layers, hidden_size=d, n_heads=heads, n_kv_heads=kv, head_dim=hd, ffn_size=ffn)
+        kw.update(
+            ffn_kind="mlp", vocab_size=vocab, max_position=c.integer("max_position_embeddings", default=2048)
+        )
+        count = dict(
+            tied_embeddings=bool(c.get("tie_word_embeddings", default=True)),
+            qkv_bias=bias,
+            out_bias=bias,
+            ffn_bias=bias,
+            norm="layer",
+            norms_per_layer=norms,
+            final_norm=True,
+        )
+
+    shape_keys = (
+        "n_layers",
+        "hidden_size",
+        "n_heads",
+        "n_kv_heads",
+        "head_dim",
+        "ffn_size",
+        "ffn_kind",
+        "vocab_size",
+    )
+    kw["n_params"] = kw["n_active_params"] = count_parameters(**{k: kw[k] for k in shape_keys}, **count)
+    e = count.get("embed_dim") or kw["hidden_size"]
+    tables = 1 if count.get("tied_embeddings") else 2
+    kw["embedding_params"] = (
+        tables * kw["vocab_size"] * e + count.get("learned_positions", 0) * kw["hidden_size"]
+    )
+    return kw
+
+
+#: ``quantization_config.quant_method`` -> vLLM ``--quantization`` value
+_QUANT_METHODS = {"fp8": "fp8", "mxfp4": "mxfp4", "compressed-tensors": "compressed-tensors", "awq": "awq",
+                  "gptq": "gptq", "bitsandbytes": "bitsandbytes"}  # fmt: skip
+#: NVIDIA ModelOpt ``quant_algo`` -> vLLM ``--quantization`` value (MIXED_PRECISION: per-layer precisions, vLLM's
+#: "modelopt" method; FP8 weights are named by their precision, "fp8")
+_MODELOPT_ALGOS = {"FP8": "fp8", "NVFP4": "modelopt_fp4", "MIXED_PRECISION": "modelopt"}
+
+
+def _quantization(qc: Any, where: str, key: str) -> str:
+    """The vLLM ``--quantization`` value of a quantization block (`key` names it in errors); '' for None."""
+    if qc is None:
+        return ""
+    if not isinstance(qc, dict):
+        raise DataError(f"{where}: key {key!r} must be an object, got {qc!r}")
+    method = str(qc.get("quant_method") or "").lower()
+    if method == "modelopt" or (not method and qc.get("quant_algo") is not None):
+        algo = str(qc.get("quant_algo"))
+        if algo not in _MODELOPT_ALGOS:
+            raise DataError(
+                f"{where}: key '{key}.quant_algo' is {algo!r}, not one of {', '.join(_MODELOPT_ALGOS)}; SLIM "
+                "cannot name its vLLM quantization"
+            )
+        return _MODELOPT_ALGOS[algo]
+    if method not in _QUANT_METHODS:
+        raise DataError(
+            f"{where}: key '{key}.quant_method' is {method!r}, not one of {', '.join(_QUANT_METHODS)} or "
+            "modelopt; SLIM cannot name its vLLM quantization"
+        )
+    return _QUANT_METHODS[method]
+
+
+def quantization_from_hf_quant_config(data: dict[str, Any], where: str) -> str:
+    """The vLLM ``--quantization`` value an NVIDIA ModelOpt ``hf_quant_config.json`` (its ``quantization``
+    object) declares: ``quant_algo`` NVFP4 -> "modelopt_fp4", FP8 -> "fp8", MIXED_PRECISION -> "modelopt"."""
+    if not isinstance(data.get("quantization"), dict):
+        raise DataError(f"{where}: missing object 'quantization' of an hf_quant_config.json")
+    return _quantization(data["quantization"], where, "quantization")
+
+
+def _language_model(data: dict[str, Any], where: str) -> tuple[dict[str, Any], str]:
+    """The config of the language model: a multimodal wrapper's ``text_config`` (with the wrapper's dtype, tied
+    embeddings and quantization where the text config lacks them), else the config itself."""
+    text = data.get("text_config")
+    if not isinstance(text, dict):
+        return data, where
+    text = dict(text)
+    for key in ("torch_dtype", "dtype", "tie_word_embeddings", "quantization_config"):
+        if text.get(key) is None and data.get(key) is not None:
+            text[key] = data[key]
+    wrapper = str(data.get("model_type") or "").lower()
+    if not text.get("model_type") and wrapper in _TEXT_MODEL_TYPE:
+        text["model_type"] = _TEXT_MODEL_TYPE[wrapper]
+    return text, f"{where}, text_config"
+
+
+def shapes_from_config(data: dict[str, Any], where: str, quantization: str = "") -> dict[str, Any]:
+    """Architecture fields (all but name/hf_id/source/aliases/identity) from a config dict.
+
+    `quantization`: the vLLM ``--quantization`` value of a sibling ``hf_quant_config.json``
+    (`quantization_from_hf_quant_config`), used where the config has no ``quantization_config`` of its own.
+    Raises DataError naming `where` and the key for an unsupported feature, a shape key its style does not read,
+    a missing or malformed key.
+    """
+    _refuse_unsupported(data, where)
+    text, where = _language_model(data, where)
+    if text is not data:
+        _refuse_unsupported(text, where)
+    style, family = _detect_style(text, where)
+    c = _Keys(text, where, family)
+    kw = _read_decoder(c, family) if style == "decoder" else _read_classic(c, style)
+    c.unread_structure()
+    own = _quantization(text.get("quantization_config"), where, "quantization_config")
+    if own and quantization and own != quantization:
+        raise DataError(
+            f"{where}: key 'quantization_config' says {own!r} but its hf_quant_config.json says {quantization!r}"
+        )
+    nbytes = _dtype_bytes(c)
+    kw.update(kv_bytes=nbytes, weight_bytes=nbytes, family=family, quantization=own or quantization)
+    if kw["n_kv_heads"] == 0 or kw["n_heads"] % kw["n_kv_heads"]:
+        raise DataError(
+            f"{where}: {kw['n_heads']} query heads are not a multiple of {kw['n_kv_heads']} KV heads"
+        )
+    return kw

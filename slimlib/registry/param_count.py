@@ -1,0 +1,195 @@
+"""Exact parameter counts of decoder-only transformers, from per-block helpers.
+
+One block, one helper: `attention_params` (multi-head / grouped-query attention), `mla_params` (DeepSeek's
+multi-head latent attention), `ffn_params` (one dense FFN or one expert), `router_params`. `count_parameters`
+composes them for a dense (or Mixtral-style) decoder; `count_decoder` composes them for a decoder with dense and
+mixture-of-experts layers and returns the total, the parameters one token uses, the routed-expert parameters and
+the embedding parameters (`ParamCounts`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = [
+    "FFN_KINDS",
+    "ParamCounts",
+    "attention_params",
+    "mla_params",
+    "ffn_params",
+    "router_params",
+    "count_parameters",
+    "count_decoder",
+]
+
+FFN_KINDS = ("mlp", "gated")
+
+
+def attention_params(
+    d: int,
+    n_heads: int,
+    n_kv_heads: int,
+    head_dim: int,
+    *,
+    qkv_bias: bool = False,
+    out_bias: bool = False,
+    qk_norm: int = 0,
+    sinks: bool = False,
+) -> int:
+    """Parameters of one attention block: ``2 D H d_h + 2 D H_kv d_h`` (q, k, v, o), ``[qkv_bias] (H + 2 H_kv) d_h``,
+    ``[out_bias] D``, `qk_norm` weights of the query/key norms, and ``[sinks] H`` learned sink logits (gpt-oss)."""
+    q, kv = n_heads * head_dim, n_kv_heads * head_dim
+    n = 2 * d * q + 2 * d * kv
+    n += (q + 2 * kv) if qkv_bias else 0
+    n += d if out_bias else 0
+    return n + qk_norm + (n_heads if sinks else 0)
+
+
+def mla_params(
+    d: int,
+    n_heads: int,
+    *,
+    q_lora_rank: int,
+    kv_lora_rank: int,
+    qk_nope_head_dim: int,
+    qk_rope_head_dim: int,
+    v_head_dim: int,
+) -> int:
+    """Parameters of one multi-head latent attention block (DeepSeek-V2/V3), bias-free:
+
+    queries ``D r_q + r_q + r_q H (d_nope + d_rope)`` (low rank, with the q_a norm) or ``D H (d_nope + d_rope)``
+    (`q_lora_rank` 0); the joint KV down-projection with the RoPE key ``D (r_kv + d_rope)``, its norm ``r_kv``, the
+    up-projection ``r_kv H (d_nope + d_v)``; the output ``H d_v D``."""
+    qk = qk_nope_head_dim + qk_rope_head_dim
+    q = d * q_lora_rank + q_lora_rank + q_lora_rank * n_heads * qk if q_lora_rank else d * n_heads * qk
+    kv = (
+        d * (kv_lora_rank + qk_rope_head_dim)
+        + kv_lora_rank
+        + kv_lora_rank * n_heads * (qk_nope_head_dim + v_head_dim)
+    )
+    return q + kv + n_heads * v_head_dim * d
+
+
+def ffn_params(d: int, width: int, ffn_kind: str = "gated", bias: bool = False) -> int:
+    """Parameters of one FFN (or one expert) of width `width`: ``m D F`` (m = 3 gated, 2 mlp) and
+    ``[bias] ((m - 1) F + D)``."""
+    if ffn_kind not in FFN_KINDS:
+        raise ValueError(f"ffn_kind must be one of {FFN_KINDS}, got {ffn_kind!r}")
+    m = 3 if ffn_kind == "gated" else 2
+    return m * d * width + (((m - 1) * width + d) if bias else 0)
+
+
+def router_params(d: int, n_experts: int, bias: bool = False) -> int:
+    """Parameters of one MoE router: ``D X`` and ``[bias] X`` (a learned bias, or DeepSeek's
+    ``e_score_correction_bias``)."""
+    return d * n_experts + (n_experts if bias else 0)
+
+
+def count_parameters(
+    *,
+    n_layers: int,
+    hidden_size: int,
+    n_heads: int,
+    n_kv_heads: int,
+    head_dim: int,
+    ffn_size: int,
+    ffn_kind: str,
+    vocab_size: int,
+    tied_embeddings: bool,
+    embed_dim: int | None = None,
+    learned_positions: int = 0,
+    qkv_bias: bool = False,
+    out_bias: bool = False,
+    ffn_bias: bool = False,
+    norm: str = "rms",
+    norms_per_layer: int = 2,
+    final_norm: bool = True,
+    embed_norm: bool = False,
+    lm_head_bias: bool = False,
+    n_experts: int = 1,
+    qk_norm: bool = False,
+) -> int:
+    """Exact parameter count of a dense (or Mixtral-style) decoder-only transformer from its shapes.
+
+    With ``D`` hidden size, ``E`` token-embedding width (``embed_dim``, default ``D``; OPT-350M has E=512 and
+    projections E<->D), ``V`` vocabulary, ``P`` learned position rows, ``L`` layers, ``A`` `attention_params`
+    (`qk_norm`: RMS norms of width ``d_h`` on queries and keys, ``2 d_h``), ``M`` `ffn_params`, ``X`` = `n_experts`
+    FFN experts per layer with a bias-free router (`router_params`), and ``n`` = ``D`` parameters per norm for "rms"
+    or ``2D`` for "layer"::
+
+        N = V E + P D + [E != D] 2 E D + [embed_norm] n
+            + L (A + X M + [X > 1] D X + norms_per_layer n) + [final_norm] n + [not tied] V E + [lm_head_bias] V
+    """
+    if norm not in ("rms", "layer"):
+        raise ValueError(f"norm must be 'rms' or 'layer', got {norm!r}")
+    d = hidden_size
+    e = d if embed_dim is None else embed_dim
+    n = d if norm == "rms" else 2 * d
+    attention = attention_params(
+        d,
+        n_heads,
+        n_kv_heads,
+        head_dim,
+        qkv_bias=qkv_bias,
+        out_bias=out_bias,
+        qk_norm=2 * head_dim if qk_norm else 0,
+    )
+    layer = attention + n_experts * ffn_params(d, ffn_size, ffn_kind, ffn_bias) + norms_per_layer * n
+    layer += router_params(d, n_experts) if n_experts > 1 else 0
+
+    total = vocab_size * e + learned_positions * d
+    total += 2 * e * d if e != d else 0
+    total += n if embed_norm else 0
+    total += n_layers * layer
+    total += n if final_norm else 0
+    total += 0 if tied_embeddings else vocab_size * e
+    total += vocab_size if lm_head_bias else 0
+    return int(total)
+
+
+@dataclass(frozen=True)
+class ParamCounts:
+    """Parameters of a model: `total`; `active`, those one token uses (every dense part, the full router, the
+    shared experts and `experts_per_token` routed experts per MoE layer); `experts`, all routed-expert
+    parameters; `embedding`, the token embedding and the untied LM head."""
+
+    total: int
+    active: int
+    experts: int
+    embedding: int
+
+
+def count_decoder(
+    *,
+    n_layers: int,
+    hidden_size: int,
+    vocab_size: int,
+    tied_embeddings: bool,
+    attention: int,
+    norms_per_layer: int = 2,
+    dense_ffn: int = 0,
+    n_dense_layers: int = 0,
+    expert: int = 0,
+    n_experts: int = 0,
+    experts_per_token: int = 0,
+    router: int = 0,
+    shared: int = 0,
+) -> ParamCounts:
+    """Parameters of an RMS-norm decoder with `n_dense_layers` dense layers and ``L - n_dense_layers`` MoE layers.
+
+    Per layer: `attention` (`attention_params` or `mla_params`) and `norms_per_layer` norms of ``D``; a dense layer
+    adds `dense_ffn` (`ffn_params`), an MoE layer `router`, ``X`` = `n_experts` routed experts of `expert`
+    parameters each and `shared` parameters of shared experts; plus the embedding ``V D``, the final norm ``D`` and
+    an untied LM head ``V D``::
+
+        N = V D (1 + [not tied]) + D + L (A + norms D) + L_dense F_dense + L_moe (R + X F_e + S)
+        N_active = N - L_moe (X - k) F_e                    (k = `experts_per_token`)
+    """
+    d = hidden_size
+    n_moe = n_layers - n_dense_layers if n_experts else 0
+    embedding = vocab_size * d * (1 if tied_embeddings else 2)
+    experts = n_moe * n_experts * expert
+    total = embedding + d + n_layers * (attention + norms_per_layer * d)
+    total += (n_layers - n_moe) * dense_ffn + n_moe * (router + shared) + experts
+    active = total - n_moe * (n_experts - experts_per_token) * expert
+    return ParamCounts(total=int(total), active=int(active), experts=int(experts), embedding=int(embedding))
