@@ -200,16 +200,17 @@ def check_version(table_dir: Path, version: str) -> Path:
     return table_dir / "collection_meta.yaml"
 
 
+def dense_gpu_architectures() -> list:
+    """Registry architectures the dense attention and GEMM tables cover: every one served on these GPUs (not the
+    CPU engine's scaled family, `slimlib.registry.engine_models`) except mixtures of experts and latent attention,
+    whose kernels are the MoE and MLA tables' (`slimlib.data.aiconfigurator_moe`)."""
+    archs = [get_architecture(n) for n in architecture_names() if n not in ENGINE_MODELS]
+    return [a for a in archs if not a.is_moe and not a.is_mla]
+
+
 def registry_head_shapes() -> list[tuple[int, int, int]]:
-    """(query heads, KV heads, head size) of every registry architecture, at tensor parallelism 1, except the CPU
-    engine's scaled family (`slimlib.registry.engine_models`: served on the host CPU, never on these GPUs)."""
-    shapes = set()
-    for name in architecture_names():
-        if name in ENGINE_MODELS:
-            continue
-        a = get_architecture(name)
-        shapes.add((a.n_heads, a.n_kv_heads, a.head_dim))
-    return sorted(shapes)
+    """(query heads, KV heads, head size) of every `dense_gpu_architectures` entry, at tensor parallelism 1."""
+    return sorted({(a.n_heads, a.n_kv_heads, a.head_dim) for a in dense_gpu_architectures()})
 
 
 def model_gemm_shapes(arch) -> dict[str, tuple[int, int]]:
@@ -329,7 +330,7 @@ def build_aic_tables(root: str | Path) -> tuple[dict[str, pd.DataFrame], list[Pa
             "gemm_kernels": ";".join(f"{k}={v}" for k, v in sorted(spec["gemm"].items())),
         })  # fmt: skip
     # GEMM (n, k) needed by the models whose decode attention is measured on some GPU
-    archs = [get_architecture(n) for n in architecture_names()]
+    archs = dense_gpu_architectures()
     archs = [a for a in archs if (a.n_heads, a.n_kv_heads, a.head_dim) in measured_shapes]
     needed = sorted({nk for a in archs for nk in model_gemm_shapes(a).values()})
     for system in sorted(SYSTEMS):
