@@ -160,7 +160,11 @@ class CalibratedModel(Estimator):
             priors = [k for k in held if k in with_prior]
             raise FitError(
                 f"{len(data)} rows cannot determine {len(free)} free parameters ({', '.join(s.name for s in free)})"
-                + (f", even with {', '.join(priors)} held at their priors" if priors else "")
+                + (
+                    f", even with {', '.join(priors)} held at {'its prior' if len(priors) == 1 else 'their priors'}"
+                    if priors
+                    else ""
+                )
                 + "; profile more configurations or fix some parameters"
             )
         scale = np.array([s.scale for s in free])

@@ -7,9 +7,9 @@ import numpy as np
 
 from slimlib.model import equations as eq
 from slimlib.model.features import Features, prefill_peak_flops
-from slimlib.registry.gpus import GPU
 from slimlib.model.terms import specs as ps
 from slimlib.model.terms.base import Params, Term, Times
+from slimlib.registry.gpus import GPU
 
 
 def _prefill_compute(p: Params, f: Features, hw: GPU) -> Times:
