@@ -33,7 +33,16 @@ from slimlib.model import equations as eq
 from slimlib.model.base import Arrays4, Estimator, IdentifiabilityWarning, Progress
 from slimlib.model.features import Features, FloatArray, model_features, resolve_gpu
 from slimlib.model.params import ParamSpec
-from slimlib.model.terms import Contribution, Term, adjust_features, compose, contributions, model_specs
+from slimlib.model.terms import (
+    STEP_OVERHEAD,
+    STEP_WEIGHT_READ,
+    Contribution,
+    Term,
+    adjust_features,
+    compose,
+    contributions,
+    model_specs,
+)
 from slimlib.model.terms.batch import static_batch_column
 from slimlib.model.terms.serving_fallback import fill_serving_features
 from slimlib.registry.gpus import GPU, get_gpu
@@ -116,9 +125,18 @@ class CalibratedModel(Estimator):
         return contributions(self.terms(), self.params_, self._features(data, hw), hw)
 
     def _held(self, data: pd.DataFrame) -> dict[str, tuple[float, str]]:
-        """Parameters held in a fit on `data` -> (value, reason): the constructor's `fixed` (subclasses add to
-        it)."""
-        return {k: (float(v), "fixed by the caller") for k, v in (self.fixed or {}).items()}
+        """Parameters held in a fit on `data` -> (value, reason): the constructor's `fixed`, plus ``t_step`` = 0
+        when `data` holds one architecture and the model has both a per-step weight read and ``t_step`` (on one
+        architecture the weight read ``P b_w / (eta_w BW)`` is a constant per step: the two are one constant)."""
+        held = {k: (float(v), "fixed by the caller") for k, v in (self.fixed or {}).items()}
+        names = {t.name for t in self.terms()}
+        pair = {STEP_WEIGHT_READ.name, STEP_OVERHEAD.name} <= names
+        if pair and data["model"].nunique() == 1 and "t_step" not in held:
+            held["t_step"] = (
+                0.0,
+                "held at 0: one architecture, so the per-step weight read and t_step are one constant",
+            )
+        return held
 
     def _hold_at_priors(
         self, n_rows: int, held: dict[str, tuple[float, str]]
@@ -432,3 +450,33 @@ def _stability(
         "unstable": bool(reasons),
         "reasons": reasons,
     }
+
+
+class TermModel(CalibratedModel):
+    """A calibrated model of any term list (`slimlib.model.terms`): the candidates of
+    `scripts/choose_components.py` and term studies. Not a registered method: its fits are not saved to a
+    parameter file (the registered models, `slimlib.model.methods.METHODS`, are)."""
+
+    variant = "terms"
+
+    def __init__(
+        self,
+        term_list: tuple[Term, ...],
+        gpu: str | None = None,
+        *,
+        fixed: dict[str, float] | None = None,
+        n_starts: int = 8,
+        max_nfev: int = 4000,
+        seed: int = 0,
+    ) -> None:
+        self.term_list = term_list
+        super().__init__(gpu, fixed=fixed, n_starts=n_starts, max_nfev=max_nfev, seed=seed)
+
+    def terms(self) -> tuple[Term, ...]:
+        return tuple(self.term_list)
+
+    def to_dict(self) -> dict[str, Any]:
+        raise SlimError(
+            "a TermModel (a custom term list) has no parameter-file format; save a registered method "
+            "(slimlib.model.methods.METHODS) instead"
+        )

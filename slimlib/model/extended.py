@@ -102,16 +102,6 @@ class ExtendedSlimModel(CalibratedModel):
     def terms(self) -> tuple[Term, ...]:
         return slim_terms(float(self.kv_context_frac))
 
-    def _held(self, data: pd.DataFrame) -> dict[str, tuple[float, str]]:
-        """The constructor's `fixed`, plus t_step = 0 when `data` holds one architecture (see the module doc)."""
-        held = super()._held(data)
-        if data["model"].nunique() == 1 and "t_step" not in held:
-            held["t_step"] = (
-                0.0,
-                "held at 0: one architecture, so the per-step weight read and t_step are one constant",
-            )
-        return held
-
     def effective_batch(self, df: pd.DataFrame, hw: GPU) -> FloatArray:
         """``B_eff`` per row of `df` (`slimlib.model.terms.batch`), the batch the model predicts with."""
         f: Features = self._features(df, hw)
