@@ -8,7 +8,7 @@ the kernels differ from Eqs. 5-12:
 2. **Per-step weight read instead of B0**: every decode step reads the weights every token uses once, whatever
    the batch, at efficiency ``eta_w``, plus a fixed ``t_step`` (scheduling, launches, sampling); a mixture of
    experts adds the routed experts the step's tokens touch (`slimlib.model.terms.MOE_EXPERTS`).
-3. **Decode attention traffic by kernel regime** (`slimlib.model.terms.engine`): Eq. 11 on the attention bytes per
+3. **Decode attention traffic by kernel regime** (`slimlib.model.terms.recommended`): Eq. 11 on the attention bytes per
    context token (the latent for MLA, the window for sliding-window layers), widened to the query width above
    vLLM's paged-attention switch, at bandwidth efficiency ``eta_attn``: Eq. 9's ``B / eta_attn [T_d + M_dec / BW]``.
 4. **Dense decode**: ``T_d = alpha OL`` per request (Eq. 10 without ``gamma``), inside Eq. 9. At decode batch

@@ -23,6 +23,12 @@ connected mesh of per-pair links (AMD Infinity Fabric: one 64 GB/s-per-direction
 measured vLLM custom all-reduce, CUDA-graph backend, 128 bf16 elements; H100 SXM 4.29, 4.59, 4.71 us for
 p = 2, 4, 8, the proxy for GPUs without a table, AMD included), interpolated in ``log2 p``. A decode step
 all-reduces ``B D b`` bytes per call, a prefill ``B IL D b`` bytes (in total over its steps), 2 calls per layer.
+
+Mixtures of experts (`touched_expert_bytes`, `step_weight_bytes`): a pass over ``T`` tokens reads the routed
+experts they touch, the expected share ``experts_touched(T, X, k) / X`` of each GPU's own experts (vLLM's fused
+MoE kernel runs only experts that received tokens). Expert parallelism ``ep`` (`expert_alltoall_times`): each MoE
+layer dispatches every token's hidden state to its ``k`` experts and combines the results, two all-to-alls of
+``B k D b`` bytes per decode step, of which the ``(ep - 1) / ep`` share bound for other GPUs crosses the link.
 """
 
 from __future__ import annotations

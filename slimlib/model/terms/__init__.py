@@ -1,26 +1,18 @@
-"""Model terms: each cost of a SLIM model as one object with its parameters (`slimlib.model.terms.base.Term`).
+"""Model terms: each cost of a SLIM model as one object with its parameters (`slimlib.model.terms.term.Term`).
 
 A model is a list of terms (`slimlib.model.slim.PAPER_TERMS`, `slimlib.model.extended.slim_terms`); an ablation is
 the list without a term (`without`); `scripts/choose_components.py` builds its candidates from the same objects.
 
 Paper (Eqs. 5-12, `paper`): `PREFILL_COMPUTE`, `BATCH_FIXED`, `PAPER_DECODE_FACTOR`, `DENSE_DECODE`, `KV_SCAN`.
-Engine (`engine`, `batch`): `effective_batch_term`, `PREFILL_SERVED`, `ATTENTION_FACTOR`, `decode_attention`,
+Recommended model (`recommended`, `batch`): `effective_batch_term`, `PREFILL_SERVED`, `ATTENTION_FACTOR`, `decode_attention`,
 `STEP_WEIGHT_READ`, `PER_TOKEN_DECODE`, `STEP_OVERHEAD`, `SEQUENCE_OVERHEAD`, `DECODE_GEMM_COMPUTE`.
 Experts and collectives (`experts`): `MOE_EXPERTS`, `ALLREDUCE`, `EXPERT_ALLTOALL`.
 """
 
-from slimlib.model.terms.base import (
-    Contribution,
-    Term,
-    Times,
-    adjust_features,
-    compose,
-    contributions,
-    model_specs,
-    without,
-)
 from slimlib.model.terms.batch import effective_batch, effective_batch_term, static_batch_column
-from slimlib.model.terms.engine import (
+from slimlib.model.terms.experts import ALLREDUCE, EXPERT_ALLTOALL, MOE_EXPERTS
+from slimlib.model.terms.paper import BATCH_FIXED, DENSE_DECODE, KV_SCAN, PAPER_DECODE_FACTOR, PREFILL_COMPUTE
+from slimlib.model.terms.recommended import (
     ATTENTION_FACTOR,
     DECODE_ATTENTION,
     DECODE_GEMM_COMPUTE,
@@ -32,8 +24,16 @@ from slimlib.model.terms.engine import (
     attention_bytes,
     decode_attention,
 )
-from slimlib.model.terms.experts import ALLREDUCE, EXPERT_ALLTOALL, MOE_EXPERTS
-from slimlib.model.terms.paper import BATCH_FIXED, DENSE_DECODE, KV_SCAN, PAPER_DECODE_FACTOR, PREFILL_COMPUTE
+from slimlib.model.terms.term import (
+    Contribution,
+    Term,
+    Times,
+    adjust_features,
+    compose,
+    contributions,
+    model_specs,
+    without,
+)
 
 __all__ = [
     "ALLREDUCE",

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from slimlib.model.features import Features, FloatArray
-from slimlib.model.terms.base import Term
+from slimlib.model.terms.term import Term
 
 #: kappa under continuous batching (module docstring)
 KV_CONTEXT_FRAC = 0.5

@@ -6,7 +6,7 @@ from __future__ import annotations
 from slimlib.model.features import Features
 from slimlib.model.parallel import allreduce_times, expert_alltoall_times, touched_expert_bytes
 from slimlib.model.terms import specs as ps
-from slimlib.model.terms.base import Params, Term, Times
+from slimlib.model.terms.term import Params, Term, Times
 from slimlib.registry.gpus import GPU
 
 

@@ -8,7 +8,7 @@ import numpy as np
 from slimlib.model import equations as eq
 from slimlib.model.features import Features, prefill_peak_flops
 from slimlib.model.terms import specs as ps
-from slimlib.model.terms.base import Params, Term, Times
+from slimlib.model.terms.term import Params, Term, Times
 from slimlib.registry.gpus import GPU
 
 
