@@ -1,11 +1,16 @@
 """Model terms: each cost of a SLIM model as one object with its parameters (`slimlib.model.terms.term.Term`).
 
 A model is a list of terms (`slimlib.model.slim.PAPER_TERMS`, `slimlib.model.extended.slim_terms`); an ablation is
-the list without a term (`without`); `scripts/choose_components.py` builds its candidates from the same objects.
+the list without a term (`without`); `scripts/choose_components.py` builds its candidates from the same objects
+and fits any list with `slimlib.model.calibrated.TermModel`; `contributions` splits a prediction by term.
+
+A new term (e.g. a roofline ``max(F / (eta_f F_max), bytes / (eta_b BW))`` of known FLOPs and bytes) is one `Term`
+with its specs in `specs` (one name per quantity, its prior and GPU scaling on the spec) and a function returning
+its `Times`; the features it reads are listed in ``reads``. `CATALOGUE` lists every term object by name.
 
 Paper (Eqs. 5-12, `paper`): `PREFILL_COMPUTE`, `BATCH_FIXED`, `PAPER_DECODE_FACTOR`, `DENSE_DECODE`, `KV_SCAN`.
-Recommended model (`recommended`, `batch`): `effective_batch_term`, `PREFILL_SERVED`, `ATTENTION_FACTOR`, `decode_attention`,
-`STEP_WEIGHT_READ`, `PER_TOKEN_DECODE`, `STEP_OVERHEAD`, `SEQUENCE_OVERHEAD`, `DECODE_GEMM_COMPUTE`.
+Recommended model (`recommended`, `batch`): `effective_batch_term`, `PREFILL_SERVED`, `ATTENTION_FACTOR`,
+`decode_attention`, `STEP_WEIGHT_READ`, `PER_TOKEN_DECODE`, `STEP_OVERHEAD`, `SEQUENCE_OVERHEAD`, `DECODE_GEMM_COMPUTE`.
 Experts and collectives (`experts`): `MOE_EXPERTS`, `ALLREDUCE`, `EXPERT_ALLTOALL`.
 """
 
@@ -35,8 +40,20 @@ from slimlib.model.terms.term import (
     without,
 )
 
+#: every term object by name (the effective-batch caps with their default kappa)
+CATALOGUE: dict[str, Term] = {
+    t.name: t
+    for t in (
+        PREFILL_COMPUTE, BATCH_FIXED, PAPER_DECODE_FACTOR, DENSE_DECODE, KV_SCAN,
+        effective_batch_term(), effective_batch_term(static_kappa=False), PREFILL_SERVED, ATTENTION_FACTOR,
+        DECODE_ATTENTION, decode_attention(regime_rule=False), STEP_WEIGHT_READ, PER_TOKEN_DECODE, STEP_OVERHEAD,
+        SEQUENCE_OVERHEAD, DECODE_GEMM_COMPUTE, MOE_EXPERTS, ALLREDUCE, EXPERT_ALLTOALL,
+    )
+}  # fmt: skip
+
 __all__ = [
     "ALLREDUCE",
+    "CATALOGUE",
     "ATTENTION_FACTOR",
     "BATCH_FIXED",
     "DECODE_ATTENTION",

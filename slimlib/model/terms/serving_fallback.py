@@ -11,7 +11,6 @@ full-attention models today's features describe):
 * ``attn_bytes_per_context_token``: ``kv_bytes_per_token``; ``attn_bytes_per_window_token``: 0;
   ``sliding_window``: 0; ``latent_attention``: 0;
 * ``expert_parallel``: 1; ``n_moe_layers``: all layers of a mixture of experts, 0 otherwise;
-  ``n_experts_per_gpu``: ``n_experts``;
 * ``linear_flops_per_token``: the per-GPU layers times Eq. 8's bracket without attention
   (`slimlib.model.equations.dense_flops_per_token`).
 """
@@ -59,7 +58,6 @@ def fill_serving_features(df: pd.DataFrame, f: Features, hw: GPU) -> Features:
         "latent_attention": np.zeros(n),
         "expert_parallel": np.ones(n),
         "n_moe_layers": np.where(f["n_experts"] > 1, f.get("n_layers_total", f["n_layers"]), 0.0),
-        "n_experts_per_gpu": f["n_experts"],
         "linear_flops_per_token": f["n_layers"]
         * eq.dense_flops_per_token(f["hidden_size"], f["d_kv"], f["ffn_size"], f["n_ffn_matrices"]),
     }
