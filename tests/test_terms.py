@@ -224,6 +224,8 @@ def test_a_parameter_name_means_one_quantity():
     )
     with pytest.raises(SlimError, match="'eta_m' differently"):
         T.model_specs((*PAPER_TERMS, clash))
+    with pytest.raises(SlimError, match="appears twice"):
+        TermModel((*PAPER_TERMS, T.KV_SCAN))
     with pytest.raises(SlimError, match="no term"):
         T.without(PAPER_TERMS, "nonexistent")
 

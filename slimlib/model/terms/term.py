@@ -78,9 +78,13 @@ class Contribution:
 
 def model_specs(terms: Iterable[Term]) -> tuple[ParamSpec, ...]:
     """The parameters of a term list in order of first appearance; a name two terms use must be one spec (one
-    quantity), else SlimError."""
+    quantity), and a term name may appear once, else SlimError."""
     out: dict[str, ParamSpec] = {}
+    seen: set[str] = set()
     for t in terms:
+        if t.name in seen:
+            raise SlimError(f"term {t.name!r} appears twice in one model; a model holds each term once")
+        seen.add(t.name)
         for s in t.specs:
             if s.name in out and out[s.name] != s:
                 raise SlimError(
