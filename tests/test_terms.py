@@ -16,10 +16,12 @@ from slimlib.model import equations as eq
 from slimlib.model import terms as T
 from slimlib.model.calibrated import TermModel
 from slimlib.model.extended import slim_terms
+from slimlib.model.features import model_features
 from slimlib.model.parallel import allreduce_latency, group_bandwidth
 from slimlib.model.params import ParamSpec
 from slimlib.model.slim import PAPER_TERMS, VARIANTS
 from slimlib.model.terms import specs as ps
+from slimlib.model.terms.serving_fallback import fill_serving_features
 from slimlib.registry.gpus import get_gpu
 
 HW = get_gpu("h100-sxm-80gb")
@@ -246,3 +248,32 @@ def test_choose_components_has_no_model_code_of_its_own():
     imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names}
     assert {"TermModel", "slim_terms", "DECODE_GEMM_COMPUTE", "decode_attention"} <= imported
     assert "equations" not in path.read_text(encoding="utf-8") and "ParamSpec" not in imported
+
+
+def test_mixtral_rows_read_the_touched_experts_per_step():
+    """A registry MoE model (Mixtral 8x7B: 8 experts, top-2) through the recommended model: per decode step the
+    routed-expert read is the expert bytes times 1 - (1 - 2/8)^B."""
+    df = grid(
+        models=("mixtral-8x7b",), gpu="mi300x", batch=(1, 2, 4, 16), input_len=(128,), output_len=(128,)
+    )
+    df["gpu_blocks"] = 1e6  # no KV cap
+    m = ExtendedSlimModel.with_params(SLIM_P, gpu="mi300x")
+    hw = get_gpu("mi300x")
+    f = m._features(df, hw)
+    share = 1 - (1 - 2 / 8) ** df["batch_size"].to_numpy()
+    per_step = m.contributions(df)["moe_experts"].decode / df["output_len"].to_numpy()
+    np.testing.assert_allclose(
+        per_step, f["expert_weight_bytes"] * share / (SLIM_P["eta_w"] * hw.mem_bw), rtol=1e-12
+    )
+    assert f["expert_weight_bytes"][0] > 10 * f["dense_weight_bytes"][0]
+
+
+def test_serving_fallback_fills_only_missing_keys():
+    """TODO(merge) fallback: the dense model's attention bytes are its KV bytes per token; given keys are kept."""
+    df = grid(models=("llama-2-7b",), batch=(4,), input_len=(128,), output_len=(64,))
+    f = model_features(df)
+    out = fill_serving_features(df, f, HW)
+    assert out["attn_bytes_per_context_token"] == pytest.approx(f["kv_bytes_per_token"])
+    assert out["max_num_batched_tokens"][0] == np.inf and out["latent_attention"][0] == 0
+    kept = fill_serving_features(df, {**f, "kv_token_capacity": np.array([123.0] * len(df))}, HW)
+    assert kept["kv_token_capacity"][0] == 123.0
