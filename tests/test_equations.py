@@ -75,3 +75,25 @@ def test_vectorized_broadcasting():
     np.testing.assert_allclose(out / out[0], b)  # linear in B at fixed IL
     c = eq.kv_scan_tokens(np.array([[100], [200]]), np.array([10, 20, 30]))
     assert c.shape == (2, 3)
+
+
+@pytest.mark.parametrize(
+    "il,ol,w", [(500, 100, 256), (100, 300, 256), (10, 50, 4096), (300, 1, 128), (0, 7, 3)]
+)
+def test_window_scan_tokens_is_the_capped_sum(il, ol, w):
+    """Sliding-window layers: step t reads min(IL + 1 + t, W) positions (Eq. 12 with the context capped)."""
+    assert eq.window_scan_tokens(il, ol, w) == pytest.approx(sum(min(il + 1 + t, w) for t in range(ol)))
+
+
+def test_decode_time_is_the_factor_times_the_per_request_time():
+    """Eq. 9 = ``(B + B0) / eta_m`` (the decode factor, beyond which terms add per request) x ``[T_d + M / BW]``."""
+    factor = eq.decode_batch_factor(10.0, 0.5, 2.0)
+    assert factor == pytest.approx(24.0)
+    assert eq.decode_time(10.0, 1e-3, 4e9, 2e12, 0.5, 2.0) == pytest.approx(factor * (1e-3 + 4e9 / 2e12))
+
+
+def test_layer_prefill_flops_is_eq8_from_linear_flops():
+    per_token = eq.dense_flops_per_token(4096, 1024, 14336, 3)
+    assert eq.layer_prefill_flops(4, 500, 32, 4096, per_token) == eq.prefill_flops(
+        4, 500, 32, 4096, 1024, 14336, 3
+    )

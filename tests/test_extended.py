@@ -16,12 +16,12 @@ from slimlib.model import (
     ExtendedSlimModel,
     load_params,
     make_model,
-    model_features,
     variant_names,
 )
+from slimlib.model.terms import effective_batch
 from slimlib.registry.gpus import get_gpu
 
-TRUE = {"eta_c": 0.4, "t_fixed": 0.1, "eta_m": 0.5, "eta_w": 0.7, "alpha": 3e-5, "t_step": 2e-3}
+TRUE = {"eta_c": 0.4, "t_fixed": 0.1, "eta_attn": 0.5, "eta_w": 0.7, "alpha": 3e-5, "t_step": 2e-3}
 GPU = "h100-sxm-64gb"
 
 
@@ -34,25 +34,33 @@ def _grid():
 
 def test_effective_batch_applies_kv_and_token_budget_limits():
     m = ExtendedSlimModel(gpu=GPU)
+    hw = get_gpu(GPU)
     df = grid(models=("llama-2-13b",), gpu=GPU, batch=(8, 512), input_len=(250,), output_len=(520,))
     df["gpu_blocks"] = 2664.0
     df["block_size"] = 16.0
     df["chunked_prefill"] = True
-    f = model_features(df)
-    f["batch_cap"] = f["batch_size"]
-    b = m.effective_batch(df, f, get_gpu(GPU))
+    b = m.effective_batch(df, hw)
     assert b[0] == 8.0
     assert b[1] == pytest.approx(
         2664 * 16 / (250 + 0.5 * 520)
     )  # KV-bound (token budget 512*520/770 is larger)
     df2 = df.drop(columns=["gpu_blocks", "block_size"]).assign(model="opt-1.3b", input_len=242.0)
-    f2 = model_features(df2)
-    f2["batch_cap"] = f2["batch_size"]
-    assert m.effective_batch(df2, f2, get_gpu(GPU))[1] == pytest.approx(
-        512 * 520 / (242 + 520)
-    )  # token budget
+    assert m.effective_batch(df2, hw)[1] == pytest.approx(512 * 520 / (242 + 520))  # token budget
     df2["chunked_prefill"] = False
-    assert m.effective_batch(df2, f2, get_gpu(GPU))[1] == 512.0  # memory estimate allows more than 512
+    assert m.effective_batch(df2, hw)[1] == 512.0  # memory estimate allows more than 512
+
+
+def test_effective_batch_reads_the_serving_features():
+    """The caps read the per-row features ``kv_token_capacity`` and ``max_num_batched_tokens`` (no model option)."""
+    n = 3
+    f = {"batch_size": np.array([64.0, 64.0, 64.0]), "input_len": np.full(n, 100.0),
+         "output_len": np.full(n, 300.0), "static_batch": np.array([0.0, 1.0, 0.0]),
+         "kv_token_capacity": np.array([5000.0, 5000.0, 1e9]),
+         "max_num_batched_tokens": np.array([np.inf, np.inf, 80.0])}  # fmt: skip
+    b = effective_batch(f, kv_context_frac=0.5)
+    assert b == pytest.approx([5000 / 250, 5000 / 400, 80 * 300 / 400])
+    assert "max_batched_tokens" not in ExtendedSlimModel().get_params()
+    assert "gpu_mem_util" not in ExtendedSlimModel().get_params()
 
 
 def test_extended_recovers_its_own_synthetic_parameters():
@@ -102,12 +110,12 @@ def test_extended_is_registered_default_and_round_trips_with_its_options(tmp_pat
     assert "slim" in variant_names() and DEFAULT_VARIANT == "slim"
     truth = ExtendedSlimModel.with_params(TRUE, gpu=GPU)
     df = synthesize(truth, _grid(), noise=0.01, seed=1)
-    m = ExtendedSlimModel(kv_context_frac=0.8, max_batched_tokens=1024, n_starts=2).fit(df)
+    m = ExtendedSlimModel(kv_context_frac=0.8, n_starts=2).fit(df)
     path = tmp_path / "p.json"
     m.to_json(path)
     back = load_params(path)
     assert isinstance(back, ExtendedSlimModel) and back.variant == "slim"
-    assert back.kv_context_frac == 0.8 and back.max_batched_tokens == 1024
+    assert back.kv_context_frac == 0.8
     np.testing.assert_array_equal(back.predict(df).to_numpy(), m.predict(df).to_numpy())
 
 
@@ -127,7 +135,28 @@ def test_static_batch_rows_hold_the_whole_context():
     df = pd.DataFrame({"model": ["llama-2-7b"] * 2, "batch_size": [4096.0] * 2, "input_len": [100.0] * 2,
                        "output_len": [300.0] * 2, "gpu_blocks": [1000.0] * 2, "block_size": [16.0] * 2,
                        "static_batch": [False, True]})  # fmt: skip
-    f = model_features(df)
-    f["batch_cap"] = f["batch_size"]
-    b = m.effective_batch(df, f, get_gpu(GPU))
+    b = m.effective_batch(df, get_gpu(GPU))
     assert b[0] == pytest.approx(16000 / (100 + 0.5 * 300)) and b[1] == pytest.approx(16000 / 400)
+
+
+def test_old_slim_parameter_files_are_refused_with_one_line(tmp_path):
+    """Format 3 renamed slim's attention efficiency (eta_m -> eta_attn): a version-2 slim file is refused, a
+    version-2 paper file (names unchanged) still loads."""
+    doc = json.loads(ExtendedSlimModel.with_params(TRUE, gpu=GPU).to_json())
+    old = {**doc, "format_version": 2, "params": {**TRUE, "eta_m": 0.5}}
+    del old["params"]["eta_attn"]
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps(old), encoding="utf-8")
+    with pytest.raises(SlimError, match=r"old.json: a 'slim' parameter file of format version 2.*refit with "
+                                         r"`slim fit DATA.csv --variant slim`") as err:  # fmt: skip
+        load_params(path)
+    assert "\n" not in str(err.value)
+    paper = json.loads(
+        make_model("paper")
+        .with_params(
+            {"eta_c": 0.4, "t_fixed": 0.1, "eta_m": 0.5, "B0": 2.0, "alpha": 1e-5, "gamma": 1e-7}, gpu=GPU
+        )
+        .to_json()
+    )
+    (tmp_path / "paper.json").write_text(json.dumps({**paper, "format_version": 2}), encoding="utf-8")
+    assert load_params(tmp_path / "paper.json").params_["eta_m"] == 0.5

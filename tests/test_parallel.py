@@ -16,8 +16,11 @@ from slimlib.model import equations as eq
 from slimlib.model.parallel import (
     allreduce_time,
     allreduce_times,
+    alltoall_time,
     split_features,
+    step_weight_bytes,
     tensor_parallel_column,
+    touched_expert_bytes,
 )
 from slimlib.registry.gpus import get_gpu, gpu_names
 
@@ -137,7 +140,7 @@ def test_tp1_gives_exactly_the_paper_equations(with_column):
     e2e = eq.e2e_latency(pre, dec, paper["t_fixed"])
     np.testing.assert_array_equal(got["pred_e2e_s"], e2e)  # bit for bit: no all-reduce term at 1 GPU
     np.testing.assert_array_equal(got["pred_throughput_tok_s"], eq.throughput(b, il, ol, e2e))
-    ext = {"eta_c": 0.4, "t_fixed": 0.2, "eta_m": 0.6, "eta_w": 0.7, "alpha": 2e-4, "t_step": 1e-3}
+    ext = {"eta_c": 0.4, "t_fixed": 0.2, "eta_attn": 0.6, "eta_w": 0.7, "alpha": 2e-4, "t_step": 1e-3}
     a = ExtendedSlimModel.with_params(ext, "mi300x").predict(df)
     b2 = ExtendedSlimModel.with_params(ext, "mi300x").predict(
         df.drop(columns="tensor_parallel", errors="ignore")
@@ -146,7 +149,7 @@ def test_tp1_gives_exactly_the_paper_equations(with_column):
 
 
 def test_more_ranks_predict_faster_decode_of_a_big_model():
-    ext = {"eta_c": 0.4, "t_fixed": 0.0, "eta_m": 0.6, "eta_w": 0.7, "alpha": 0.0, "t_step": 0.0}
+    ext = {"eta_c": 0.4, "t_fixed": 0.0, "eta_attn": 0.6, "eta_w": 0.7, "alpha": 0.0, "t_step": 0.0}
     m = ExtendedSlimModel.with_params(ext, "mi300x")
     e2e = [m.predict(_table(models=("llama-2-70b",), tp=p))["pred_e2e_s"].to_numpy() for p in (1, 2, 8)]
     assert (e2e[1] < e2e[0]).all() and (e2e[2] < e2e[1]).all()
@@ -184,3 +187,23 @@ def test_h100_tensor_parallel_rows_predict():
     two = m.predict(rows.assign(tensor_parallel=2))["pred_throughput_tok_s"].to_numpy()
     assert np.isfinite(two).all()
     assert (two > one).all() and (two < 2 * one).all()
+
+
+def test_expert_reads_follow_the_touch_curve_and_dense_models_read_everything():
+    f = {"n_experts": np.array([8.0, 1.0]), "experts_per_token": np.array([2.0, 1.0]),
+         "expert_weight_bytes": np.array([80e9, 0.0]), "dense_weight_bytes": np.array([4e9, 14e9]),
+         "batch_size": np.array([3.0, 3.0])}  # fmt: skip
+    share = 1 - (1 - 2 / 8) ** 3
+    assert touched_expert_bytes(f, f["batch_size"]) == pytest.approx([80e9 * share, 0.0])
+    assert step_weight_bytes(f) == pytest.approx([4e9 + 80e9 * share, 14e9])
+    assert touched_expert_bytes(f, np.array([1e6, 1e6]))[0] == pytest.approx(80e9)  # a long prefill: all
+
+
+def test_alltoall_is_zero_on_one_gpu_and_needs_a_link_elsewhere():
+    hw = get_gpu("h100-sxm-80gb")
+    assert alltoall_time(1e6, 1.0, hw) == 0.0
+    assert alltoall_time(1e6, 8.0, hw) == pytest.approx(
+        float(allreduce_time(0.0, 8.0, hw)) + 7 / 8 * 1e6 / hw.link_bw, rel=1e-12
+    )
+    with pytest.raises(DataError, match="link_bw"):
+        alltoall_time(1e6, 2.0, dataclasses.replace(hw, link_bw=None))

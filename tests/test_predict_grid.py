@@ -13,7 +13,6 @@ import pytest
 
 from slimlib.model import METHODS, ExtendedSlimModel
 from slimlib.model.calibrated import CalibratedModel
-from slimlib.model.features import model_features
 from slimlib.model.memory import tensor_parallel_problem
 from slimlib.registry.architectures import architecture_names, get_architecture
 from slimlib.registry.gpus import get_gpu, gpu_names
@@ -35,7 +34,7 @@ DRAWS: dict[str, Draw] = {
 #: GPUs a tensor-parallel degree above 1 can be drawn for (those with an interconnect in the registry)
 TP_CHOICES = (1, 2, 4, 8)
 PARAMS = {
-    "slim": {"eta_c": 0.6, "t_fixed": 0.05, "eta_m": 0.8, "eta_w": 0.9, "alpha": 2e-5, "t_step": 3e-3},
+    "slim": {"eta_c": 0.6, "t_fixed": 0.05, "eta_attn": 0.8, "eta_w": 0.9, "alpha": 2e-5, "t_step": 3e-3},
     "paper": {"eta_c": 0.6, "t_fixed": 0.05, "eta_m": 0.8, "B0": 4.0, "alpha": 2e-5, "gamma": 3e-7},
 }
 
@@ -82,9 +81,7 @@ def test_grid_is_predict_on_random_configurations(method: str) -> None:
         )
         np.testing.assert_allclose(e2e.ravel(), pred["pred_e2e_s"], rtol=1e-9, err_msg=f"trial {trial}")
         if isinstance(model, ExtendedSlimModel):
-            f = model_features(rows)
-            f["batch_cap"] = f["batch_size"]
-            b_eff = model.effective_batch(rows, f, get_gpu(gpu))
+            b_eff = model.effective_batch(rows, get_gpu(gpu))
             capped = b_eff < rows["batch_size"].to_numpy() - 1e-9
             chunk = rows["chunked_prefill"].to_numpy(dtype=bool)
             bound_tok += int((capped & chunk).sum())

@@ -37,8 +37,10 @@ PRED_COLUMNS = ("pred_throughput_tok_s", "pred_e2e_s", "pred_prefill_s", "pred_d
 PREDICT_COLUMNS = ("model", "batch_size", "input_len", "output_len")
 #: the parameter-file format written by `Estimator.to_json`
 PARAMS_FORMAT = "slim-params"
-#: version 2: ``fixed`` holds the constructor's fixed parameters only, ``held`` those the fit also held
-PARAMS_FORMAT_VERSION = 2
+#: version 2: ``fixed`` holds the constructor's fixed parameters only, ``held`` those the fit also held;
+#: version 3: models are term lists (`slimlib.model.terms`): ``slim``'s attention efficiency is ``eta_attn`` (was
+#: ``eta_m``, the paper's name for another quantity) and its KV/token-budget options are serving features
+PARAMS_FORMAT_VERSION = 3
 #: a fit progress callback: ``progress(done, total)``
 Progress = Callable[[int, int], None]
 

@@ -6,8 +6,11 @@ sample of the box); the best solution wins. Standard errors come from the Jacobi
 ``cov = s^2 (J^T J)^+`` with ``s^2 = RSS / (n - p)``; the 95% intervals are clipped to the parameter's physical
 bounds (``ci_clipped`` says where).
 
-Few-point fits: with fewer rows than free parameters the hardware efficiencies (`slimlib.model.priors`) are held
-at their measured priors and the rest is fitted; ``held_reasons_`` and `summary` say which and why.
+A model is a list of terms (`slimlib.model.terms`): its parameters are the terms' specs, its times their sum
+(`slimlib.model.terms.compose`, Eqs. 5 and 9).
+
+Few-point fits: with fewer rows than free parameters every parameter whose spec carries a measured prior
+(`slimlib.model.priors`) is held at it and the rest is fitted; ``held_reasons_`` and `summary` say which and why.
 
 Stability (``fit_info_["stability"]``): how many starts reached the best cost (within `COST_RTOL`), and the spread
 of each parameter over those near-best starts relative to its estimate (or, for an estimate near 0, to
@@ -30,7 +33,18 @@ from slimlib.model import equations as eq
 from slimlib.model.base import Arrays4, Estimator, IdentifiabilityWarning, Progress
 from slimlib.model.features import Features, FloatArray, model_features, resolve_gpu
 from slimlib.model.params import ParamSpec
-from slimlib.model.priors import HELD_ORDER, PRIORS
+from slimlib.model.terms import (
+    STEP_OVERHEAD,
+    STEP_WEIGHT_READ,
+    Contribution,
+    Term,
+    adjust_features,
+    compose,
+    contributions,
+    model_specs,
+)
+from slimlib.model.terms.batch import static_batch_column
+from slimlib.model.terms.serving_fallback import fill_serving_features
 from slimlib.registry.gpus import GPU, get_gpu
 from slimlib.schema import validate_table
 
@@ -49,7 +63,7 @@ SPREAD_FLOOR = 1e-3
 
 
 class CalibratedModel(Estimator):
-    """A SLIM-like model: subclasses define `param_specs()` and `_components(p, feats, hw)`.
+    """A SLIM-like model: a list of terms (subclasses define `terms()`), calibrated by least squares.
 
     Parameters
     ----------
@@ -81,35 +95,62 @@ class CalibratedModel(Estimator):
                 f"cannot fix unknown parameter(s) {unknown}; parameters of {self.variant!r}: {names}"
             )
 
-    # -- to be provided by subclasses ---------------------------------------------------------------------------
-    def param_specs(self) -> tuple[ParamSpec, ...]:
+    # -- the terms ----------------------------------------------------------------------------------------------
+    def terms(self) -> tuple[Term, ...]:
+        """The model's terms, in order (subclasses define them)."""
         raise NotImplementedError
+
+    def param_specs(self) -> tuple[ParamSpec, ...]:
+        """The terms' parameters, in order of first appearance (`slimlib.model.terms.model_specs`)."""
+        return model_specs(self.terms())
 
     def _components(self, p: dict[str, float], f: Features, hw: GPU) -> Components:
-        """Return (prefill_s, decode_s, e2e_s) arrays."""
-        raise NotImplementedError
+        """(prefill_s, decode_s, e2e_s) arrays: the sum of the terms (`slimlib.model.terms.compose`)."""
+        return compose(self.terms(), p, f, hw)
 
     def _features(self, df: pd.DataFrame, hw: GPU) -> Features:
-        return model_features(df)
+        """Per-row features of `df` (`model_features`, the optional ``static_batch`` column), after the terms'
+        adjustments (the effective batch)."""
+        f = model_features(df)
+        f["static_batch"] = static_batch_column(df)
+        f = fill_serving_features(df, f, hw)  # TODO(merge): serving features; delete with serving_fallback
+        return adjust_features(self.terms(), f)
+
+    def contributions(self, df: pd.DataFrame) -> dict[str, Contribution]:
+        """Each term's (prefill, decode, fixed) seconds per row of `df` with the fitted parameters; they add up to
+        `predict`'s prefill, decode and E2E (`slimlib.model.terms.contributions`)."""
+        self.check_fitted()
+        data = validate_table(df, require_target=False, require_gpu="gpu" in df.columns)
+        hw = resolve_gpu(data, self.gpu_)
+        return contributions(self.terms(), self.params_, self._features(data, hw), hw)
 
     def _held(self, data: pd.DataFrame) -> dict[str, tuple[float, str]]:
-        """Parameters held in a fit on `data` -> (value, reason): the constructor's `fixed` (subclasses add to
-        it)."""
-        return {k: (float(v), "fixed by the caller") for k, v in (self.fixed or {}).items()}
+        """Parameters held in a fit on `data` -> (value, reason): the constructor's `fixed`, plus ``t_step`` = 0
+        when `data` holds one architecture and the model has both a per-step weight read and ``t_step`` (on one
+        architecture the weight read ``P b_w / (eta_w BW)`` is a constant per step: the two are one constant)."""
+        held = {k: (float(v), "fixed by the caller") for k, v in (self.fixed or {}).items()}
+        names = {t.name for t in self.terms()}
+        pair = {STEP_WEIGHT_READ.name, STEP_OVERHEAD.name} <= names
+        if pair and data["model"].nunique() == 1 and "t_step" not in held:
+            held["t_step"] = (
+                0.0,
+                "held at 0: one architecture, so the per-step weight read and t_step are one constant",
+            )
+        return held
 
     def _hold_at_priors(
         self, n_rows: int, held: dict[str, tuple[float, str]]
     ) -> dict[str, tuple[float, str]]:
-        """`held` plus the efficiencies of `HELD_ORDER` at their priors when `n_rows` < the free parameters."""
-        names = [s.name for s in self.param_specs() if s.name not in held]
-        if n_rows >= len(names):
+        """`held` plus every free parameter whose spec has a prior, at it, when `n_rows` < the free parameters."""
+        free = [s for s in self.param_specs() if s.name not in held]
+        if n_rows >= len(free):
             return held
         out = dict(held)
-        for k in HELD_ORDER:
-            if k in names:
-                pr = PRIORS[k]
-                out[k] = (pr.median, f"held at prior {pr.median:g} (range {pr.low:g}-{pr.high:g}, {pr.source}): "
-                                     f"{n_rows} rows < {len(names)} free parameters")  # fmt: skip
+        for s in free:
+            if s.prior is not None:
+                pr = s.prior
+                out[s.name] = (pr.median, f"held at prior {pr.median:g} (range {pr.low:g}-{pr.high:g}, "
+                                          f"{pr.source}): {n_rows} rows < {len(free)} free parameters")  # fmt: skip
         return out
 
     def _units(self) -> dict[str, str]:
@@ -133,10 +174,15 @@ class CalibratedModel(Estimator):
         held = {k: v for k, (v, _) in held_why.items()}
         free = [s for s in specs if s.name not in held]
         if len(data) < len(free):
-            priors = [k for k in held if k in PRIORS]
+            with_prior = {s.name for s in specs if s.prior is not None}
+            priors = [k for k in held if k in with_prior]
             raise FitError(
                 f"{len(data)} rows cannot determine {len(free)} free parameters ({', '.join(s.name for s in free)})"
-                + (f", even with {', '.join(priors)} held at their priors" if priors else "")
+                + (
+                    f", even with {', '.join(priors)} held at {'its prior' if len(priors) == 1 else 'their priors'}"
+                    if priors
+                    else ""
+                )
                 + "; profile more configurations or fix some parameters"
             )
         scale = np.array([s.scale for s in free])
@@ -404,3 +450,33 @@ def _stability(
         "unstable": bool(reasons),
         "reasons": reasons,
     }
+
+
+class TermModel(CalibratedModel):
+    """A calibrated model of any term list (`slimlib.model.terms`): the candidates of
+    `scripts/choose_components.py` and term studies. Not a registered method: its fits are not saved to a
+    parameter file (the registered models, `slimlib.model.methods.METHODS`, are)."""
+
+    variant = "terms"
+
+    def __init__(
+        self,
+        term_list: tuple[Term, ...],
+        gpu: str | None = None,
+        *,
+        fixed: dict[str, float] | None = None,
+        n_starts: int = 8,
+        max_nfev: int = 4000,
+        seed: int = 0,
+    ) -> None:
+        self.term_list = term_list
+        super().__init__(gpu, fixed=fixed, n_starts=n_starts, max_nfev=max_nfev, seed=seed)
+
+    def terms(self) -> tuple[Term, ...]:
+        return tuple(self.term_list)
+
+    def to_dict(self) -> dict[str, Any]:
+        raise SlimError(
+            "a TermModel (a custom term list) has no parameter-file format; save a registered method "
+            "(slimlib.model.methods.METHODS) instead"
+        )

@@ -24,14 +24,18 @@ __all__ = [
     "d_kv",
     "active_context",
     "prefill_flops",
+    "layer_prefill_flops",
     "dense_flops_per_token",
     "prefill_time",
     "kv_scan_tokens",
     "decode_kv_bytes",
     "dense_decode_time",
+    "decode_batch_factor",
     "decode_time",
+    "window_scan_tokens",
     "e2e_latency",
     "throughput",
+    "experts_touched",
 ]
 
 
@@ -67,10 +71,23 @@ def prefill_flops(
 
     With ``n_ffn_matrices = 2`` the FFN part is the paper's ``4 r_ff D^2``; 3 counts a gated FFN exactly.
     """
+    per_token = dense_flops_per_token(hidden_size, d_kv_width, ffn_size, n_ffn_matrices)
+    return layer_prefill_flops(batch_size, input_len, n_layers, hidden_size, per_token)
+
+
+def layer_prefill_flops(
+    batch_size: ArrayLike,
+    input_len: ArrayLike,
+    n_layers: ArrayLike,
+    hidden_size: ArrayLike,
+    linear_flops_per_layer: ArrayLike,
+) -> FloatArray:
+    """Eq. 8 given the linear (projection and FFN) FLOPs of one token in one layer, ``F_lin``:
+    ``L [B IL F_lin + 4 B IL^2 D]``."""
     b = np.asarray(batch_size, dtype=float)
     il = np.asarray(input_len, dtype=float)
     dim = np.asarray(hidden_size, dtype=float)
-    per_token = dense_flops_per_token(hidden_size, d_kv_width, ffn_size, n_ffn_matrices)
+    per_token = np.asarray(linear_flops_per_layer, dtype=float)
     return cast(FloatArray, np.asarray(n_layers, dtype=float) * (b * il * per_token + 4.0 * b * il**2 * dim))
 
 
@@ -135,11 +152,27 @@ def decode_time(
     b0: ArrayLike,
 ) -> FloatArray:
     """Decode time ``T_dec = (B + B0) / eta_m [T_d + M_dec / BW_max]`` (Eq. 9)."""
-    b = np.asarray(batch_size, dtype=float)
     per_request = np.asarray(dense_time, dtype=float) + np.asarray(kv_bytes_read, dtype=float) / np.asarray(
         mem_bw, dtype=float
     )
-    return cast(FloatArray, (b + np.asarray(b0, dtype=float)) / np.asarray(eta_m, dtype=float) * per_request)
+    return cast(FloatArray, decode_batch_factor(batch_size, eta_m, b0) * per_request)
+
+
+def decode_batch_factor(batch_size: ArrayLike, eta_m: ArrayLike, b0: ArrayLike) -> FloatArray:
+    """Eq. 9's factor on the per-request decode time: ``(B + B0) / eta_m``."""
+    b = np.asarray(batch_size, dtype=float)
+    return cast(FloatArray, (b + np.asarray(b0, dtype=float)) / np.asarray(eta_m, dtype=float))
+
+
+def window_scan_tokens(input_len: ArrayLike, output_len: ArrayLike, window: ArrayLike) -> FloatArray:
+    """KV positions a sliding-window layer reads over a request's decode (Eq. 12 with each step's context capped at
+    the window ``W``): ``sum_{t<OL} min(IL + 1 + t, W)``; with ``n = clip(W - IL, 0, OL)`` uncapped steps,
+    ``n (IL + 1) + n (n - 1) / 2 + (OL - n) W`` (beyond the paper). Equals `kv_scan_tokens` when ``W >= IL + OL``."""
+    il = np.asarray(input_len, dtype=float)
+    ol = np.asarray(output_len, dtype=float)
+    w = np.asarray(window, dtype=float)
+    n = np.clip(w - il, 0.0, ol)
+    return cast(FloatArray, n * (il + 1.0) + n * (n - 1.0) / 2.0 + (ol - n) * w)
 
 
 def e2e_latency(prefill_s: ArrayLike, decode_s: ArrayLike, t_fixed: ArrayLike) -> FloatArray:

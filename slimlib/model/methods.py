@@ -1,6 +1,7 @@
 """The one name -> method registry: every estimator `slim fit --variant`, `load_params` and the evaluation know.
 
-Adding a method is one class (a subclass of `slimlib.model.base.Estimator`) and one `METHODS` entry.
+Adding a method is one class (a subclass of `slimlib.model.base.Estimator`) and one `METHODS` entry; a variant of
+the paper model is one term list in `slimlib.model.slim.VARIANTS` (its entry here is built from it).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from slimlib.model.base import PARAMS_FORMAT, PARAMS_FORMAT_VERSION, Estimator
 from slimlib.model.baselines import ImaiOodLR, LLMVisorAgg
 from slimlib.model.calibrated import CalibratedModel
 from slimlib.model.extended import ExtendedSlimModel
-from slimlib.model.slim import SlimModel
+from slimlib.model.slim import VARIANTS, SlimModel
 from slimlib.registry.gpus import get_gpu
 
 
@@ -35,9 +36,7 @@ METHODS: dict[str, Method] = {
     m.name: m
     for m in (
         Method("slim", ExtendedSlimModel, "SLIM-extended"),
-        Method("paper", SlimModel, "SLIM", {"variant": "paper"}),
-        Method("no-kv-scan", SlimModel, "SLIM no-kv-scan", {"variant": "no-kv-scan"}),
-        Method("no-dense-decode", SlimModel, "SLIM no-dense-decode", {"variant": "no-dense-decode"}),
+        *(Method(v, SlimModel, "SLIM" if v == "paper" else f"SLIM {v}", {"variant": v}) for v in VARIANTS),
         Method("llmvisor-agg", LLMVisorAgg, "LLMVisor-Agg", calibrated=False),
         Method("imai-ood-lr", ImaiOodLR, "IMAI OOD-LR", calibrated=False),
     )
@@ -49,6 +48,9 @@ RETIRED_METHODS = {
     "extended": "slim",
     "longctx": "slim",
 }
+#: methods whose parameter names or options changed, -> the first parameter-file format version that reads them
+#: (older files are refused with a one-line instruction to refit)
+FORMAT_SINCE = {"slim": 3}
 
 
 def method_label(name: str) -> str:
@@ -135,6 +137,11 @@ def model_from_dict(d: dict[str, Any], where: str = "parameter JSON") -> Estimat
     check_params_document(d, where)
     version = d.get("format_version", 1)
     method = get_method(str(d["variant"]))
+    if version < FORMAT_SINCE.get(method.name, 1):
+        raise DataError(
+            f"{where}: a {method.name!r} parameter file of format version {version} (its parameter names and "
+            f"options predate this slimlib's); refit with `slim fit DATA.csv --variant {method.name}`"
+        )
     options = dict(d.get("options") or {})
     held = list(d.get("fixed") or [])
     if version == 1:  # version 1 listed the parameters a fit held, not only the constructor's `fixed`

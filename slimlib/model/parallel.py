@@ -23,6 +23,12 @@ connected mesh of per-pair links (AMD Infinity Fabric: one 64 GB/s-per-direction
 measured vLLM custom all-reduce, CUDA-graph backend, 128 bf16 elements; H100 SXM 4.29, 4.59, 4.71 us for
 p = 2, 4, 8, the proxy for GPUs without a table, AMD included), interpolated in ``log2 p``. A decode step
 all-reduces ``B D b`` bytes per call, a prefill ``B IL D b`` bytes (in total over its steps), 2 calls per layer.
+
+Mixtures of experts (`touched_expert_bytes`, `step_weight_bytes`): a pass over ``T`` tokens reads the routed
+experts they touch, the expected share ``experts_touched(T, X, k) / X`` of each GPU's own experts (vLLM's fused
+MoE kernel runs only experts that received tokens). Expert parallelism ``ep`` (`expert_alltoall_times`): each MoE
+layer dispatches every token's hidden state to its ``k`` experts and combines the results, two all-to-alls of
+``B k D b`` bytes per decode step, of which the ``(ep - 1) / ep`` share bound for other GPUs crosses the link.
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ import pandas as pd
 from numpy.typing import ArrayLike
 
 from slimlib.errors import DataError
+from slimlib.model.equations import experts_touched
 from slimlib.model.memory import kv_replication, per_gpu_kv_bytes_per_token, per_gpu_weight_bytes
 from slimlib.registry.gpus import GPU
 
@@ -142,10 +149,43 @@ def allreduce_times(
     return step, pre
 
 
+def touched_expert_bytes(f: dict[str, FloatArray], tokens: ArrayLike) -> FloatArray:
+    """Routed-expert weight bytes one GPU reads for a pass over `tokens` tokens: its ``expert_weight_bytes`` (its own
+    experts, all MoE layers) times the expected share of experts the tokens touch,
+    ``experts_touched(T, X, k) / X`` (`slimlib.model.equations.experts_touched`; vLLM's fused MoE kernel runs only
+    the experts that received tokens). The share is the same for the ``X / ep`` experts a GPU holds under expert
+    parallelism, since every expert is equally likely to be chosen. 0 for a dense model."""
+    x, k = f["n_experts"], f["experts_per_token"]
+    share = np.where(x > 1, experts_touched(tokens, x, k) / np.maximum(x, 1.0), 0.0)
+    return np.asarray(f["expert_weight_bytes"] * share, dtype=float)
+
+
 def step_weight_bytes(f: dict[str, FloatArray]) -> FloatArray:
-    """Weight bytes one decode step reads per GPU: the dense weights plus, for a mixture of experts, the expected
-    share ``1 - (1 - k/X)^B`` of the ``X`` experts that ``B`` tokens choosing ``k`` each touch (all weights for a
-    dense model)."""
-    x, k, b = f["n_experts"], f["experts_per_token"], f["batch_size"]
-    touched = np.where(x > 1, 1.0 - (1.0 - k / np.maximum(x, 1.0)) ** b, 1.0)
-    return np.asarray(f["dense_weight_bytes"] + f["expert_weight_bytes"] * touched, dtype=float)
+    """Weight bytes one decode step reads per GPU: the weights every token uses (``dense_weight_bytes``: attention,
+    dense FFNs, shared experts, embeddings) plus the routed experts its ``B`` tokens touch
+    (`touched_expert_bytes`; all weights for a dense model)."""
+    return np.asarray(f["dense_weight_bytes"] + touched_expert_bytes(f, f["batch_size"]), dtype=float)
+
+
+def alltoall_time(msg_bytes: ArrayLike, ep: ArrayLike, gpu: GPU) -> FloatArray:
+    """Seconds for one all-to-all in which each of `ep` ranks holds `msg_bytes` bytes of token activations for the
+    group: the ``(ep - 1) / ep`` share bound for other ranks crosses the link at `group_bandwidth`, plus the
+    small-message latency (`allreduce_latency`, the registry's measured collective latency, as proxy); 0 at 1."""
+    ep = np.asarray(ep, dtype=float)
+    m = np.asarray(msg_bytes, dtype=float)
+    t = allreduce_latency(ep, gpu) + (ep - 1.0) / np.maximum(ep, 1.0) * m / group_bandwidth(ep, gpu)
+    return np.where(ep > 1, t, 0.0)
+
+
+def expert_alltoall_times(
+    f: dict[str, FloatArray], gpu: GPU, act_bytes: float = 2.0
+) -> tuple[FloatArray, FloatArray]:
+    """(per decode step, whole prefill) expert all-to-all seconds per row under expert parallelism (feature
+    ``expert_parallel`` > 1): each MoE layer dispatches every token's hidden state to its ``k`` experts and
+    combines the results back, two all-to-alls of ``B k D b`` bytes (decode step) or ``B IL k D b`` bytes
+    (prefill), ``b`` = `act_bytes`; ``n_moe_layers`` MoE layers."""
+    ep = f["expert_parallel"]
+    layers, d, k, b = f["n_moe_layers"], f["hidden_size"], f["experts_per_token"], f["batch_size"]
+    step = 2.0 * layers * alltoall_time(b * k * d * act_bytes, ep, gpu)
+    pre = 2.0 * layers * alltoall_time(b * f["input_len"] * k * d * act_bytes, ep, gpu)
+    return step, pre

@@ -1,9 +1,15 @@
-"""Calibrated-parameter specifications: bounds, scale, initial value, unit and GPU scaling of each parameter."""
+"""Calibrated-parameter specifications: bounds, scale, initial value, unit, GPU scaling and prior of each parameter.
+
+A spec belongs to the term that uses it (`slimlib.model.terms`); a name means one quantity everywhere, so two terms
+share a parameter only by sharing its spec object.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Literal
+
+from slimlib.model.priors import Prior
 
 #: how a parameter moves to another GPU (`slimlib.model.gpu_transfer`): "kept" (an efficiency, a fraction of a
 #: peak the equations take from the registry, or a host/software overhead of the engine), "flops" (seconds of
@@ -14,7 +20,8 @@ Scaling = Literal["kept", "flops", "bandwidth"]
 
 @dataclass(frozen=True)
 class ParamSpec:
-    """One calibrated parameter: bounds, typical scale (conditions the solver), initial value, unit, meaning."""
+    """One calibrated parameter: bounds, typical scale (conditions the solver), initial value, unit, meaning, GPU
+    scaling, and the measured prior a few-point fit holds it at (`slimlib.model.priors`; None: no prior)."""
 
     name: str
     lower: float
@@ -24,3 +31,4 @@ class ParamSpec:
     unit: str
     doc: str
     scaling: Scaling = "kept"
+    prior: Prior | None = None

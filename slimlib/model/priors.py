@@ -1,21 +1,25 @@
-"""Priors of the hardware efficiencies, used when a fit has fewer rows than free parameters (few-point calibration).
+"""Measured priors of the hardware efficiencies, held when a fit has fewer rows than free parameters.
+
+A prior belongs to one parameter of one term (`slimlib.model.params.ParamSpec.prior`), never to a bare name: the
+paper's ``eta_m`` (Eq. 9's decode efficiency, which B0 offsets) has none, the recommended model's attention
+bandwidth efficiency ``eta_attn`` has the attention prior below.
 
 Values measured from the shared kernel timings (NVIDIA AIConfigurator's H100 SXM tables in ``data/aic-*.csv``,
 vLLM/bf16, Mistral-7B shapes: 32 query / 8 KV heads, D = 4096), analytic bytes or FLOPs over measured time, as in
 notebook 09 and `slimlib.experiments.kernel_timing` (``tests/test_priors.py`` recomputes them from the data):
 
-* ``eta_m``, decode-attention bandwidth efficiency: bytes read / (time x peak bandwidth) over the 17 measured
-  (B, context) points with an active context of at least 65,536 tokens (batch sizes 1-256, contexts 127-8191):
-  median 0.845, range 0.627-0.932, standard deviation 0.098.
-* ``eta_w``, weight-read bandwidth efficiency of the decode GEMMs: weight and activation bytes / (time x peak
+* `ATTENTION_BANDWIDTH`, decode-attention bandwidth efficiency: bytes read / (time x peak bandwidth) over the 17
+  measured (B, context) points with an active context of at least 65,536 tokens (batch sizes 1-256, contexts
+  127-8191): median 0.845, range 0.627-0.932, standard deviation 0.098.
+* `WEIGHT_READ`, weight-read bandwidth efficiency of the decode GEMMs: weight and activation bytes / (time x peak
   bandwidth) of the qkv, o, FFN-up, FFN-down and LM-head GEMMs at M = 1, 2, 4, 8, 16 tokens (25 points): median
   0.758, range 0.649-0.884, standard deviation 0.072.
-* ``eta_c``, prefill compute efficiency: FLOPs / (time x peak FLOP/s) of the same GEMMs at M = 2048, 4096, 8192
-  tokens (15 points): median 0.794, range 0.730-0.888, standard deviation 0.042.
+* `PREFILL_COMPUTE`, prefill compute efficiency: FLOPs / (time x peak FLOP/s) of the same GEMMs at M = 2048, 4096,
+  8192 tokens (15 points): median 0.794, range 0.730-0.888, standard deviation 0.042.
 
 The priors are H100 SXM numbers; on other GPUs they are a starting assumption, which `summary` marks ("held at
-prior"). `HELD_ORDER` is the order in which a fit holds them: all of them together when the rows cannot determine
-the free parameters, none otherwise.
+prior"). A few-point fit holds every parameter that has a prior, all together, when the rows cannot determine the
+free parameters (none otherwise).
 """
 
 from __future__ import annotations
@@ -27,7 +31,6 @@ from dataclasses import dataclass
 class Prior:
     """A measured efficiency: median (the value a fit holds), spread over the measured points, and its source."""
 
-    name: str
     median: float
     low: float
     high: float
@@ -37,15 +40,8 @@ class Prior:
 
 
 _SOURCE = "AIConfigurator H100 SXM kernel tables (data/aic-*.csv), Mistral-7B shapes, bf16"
-PRIORS: dict[str, Prior] = {
-    p.name: p
-    for p in (
-        Prior(
-            "eta_m", 0.845, 0.627, 0.932, 0.098, 17, f"decode attention, active context >= 65536; {_SOURCE}"
-        ),
-        Prior("eta_w", 0.758, 0.649, 0.884, 0.072, 25, f"decode GEMMs at M <= 16 (weight read); {_SOURCE}"),
-        Prior("eta_c", 0.794, 0.730, 0.888, 0.042, 15, f"GEMMs at M >= 2048 (prefill compute); {_SOURCE}"),
-    )
-}
-#: the efficiencies a few-point fit holds at their priors
-HELD_ORDER = ("eta_c", "eta_m", "eta_w")
+ATTENTION_BANDWIDTH = Prior(
+    0.845, 0.627, 0.932, 0.098, 17, f"decode attention, active context >= 65536; {_SOURCE}"
+)
+WEIGHT_READ = Prior(0.758, 0.649, 0.884, 0.072, 25, f"decode GEMMs at M <= 16 (weight read); {_SOURCE}")
+PREFILL_COMPUTE = Prior(0.794, 0.730, 0.888, 0.042, 15, f"GEMMs at M >= 2048 (prefill compute); {_SOURCE}")

@@ -1,43 +1,39 @@
 """SLIM as published (paper Eqs. 5-12) with its six calibrated parameters, and its two ablations.
 
-Variants: ``paper`` (Eqs. 5-12), ``no-kv-scan`` (ablation: M_dec = 0, so eta_m only scales T_d) and
-``no-dense-decode`` (ablation: T_d = 0, alpha and gamma dropped). Rows with a ``tensor_parallel`` degree above 1
-(beyond the paper) use per-GPU features and add the all-reduces (`slimlib.model.parallel`); at 1 GPU the
-predictions are the paper's.
+The paper model is the term list `PAPER_TERMS` (`slimlib.model.terms`): prefill compute (Eqs. 7-8), the
+batch-level fixed overhead (Eq. 5), Eq. 9's factor ``(B + B0) / eta_m`` on the per-request dense decode (Eq. 10)
+and KV scan (Eqs. 11-12), and the tensor-parallel all-reduces (zero at 1 GPU; rows with ``tensor_parallel`` > 1
+use per-GPU features, beyond the paper). An ablation is the list without a term (`VARIANTS`): ``no-kv-scan``
+drops the KV scan (M_dec = 0, so eta_m only scales T_d), ``no-dense-decode`` drops the dense decode (T_d = 0,
+alpha and gamma gone).
 """
 
 from __future__ import annotations
 
 from slimlib.errors import UnknownNameError, close_matches_message
-from slimlib.model import equations as eq
-from slimlib.model.calibrated import CalibratedModel, Components
-from slimlib.model.features import Features, prefill_peak_flops
-from slimlib.model.parallel import allreduce_times
-from slimlib.model.params import ParamSpec
-from slimlib.registry.gpus import GPU
-
-SLIM_SPECS = (
-    ParamSpec("eta_c", 1e-3, 1.0, 1.0, 0.5, "-", "prefill compute efficiency (Eq. 7)"),
-    ParamSpec("t_fixed", 0.0, 1e3, 1.0, 0.1, "s", "batch-level fixed overhead (Eq. 5)"),
-    ParamSpec("eta_m", 1e-3, 1.0, 1.0, 0.5, "-", "decode efficiency (Eq. 9)"),
-    ParamSpec("B0", 0.0, 1e4, 10.0, 1.0, "requests", "batch offset (Eq. 9)"),
-    ParamSpec("alpha", 0.0, 1.0, 1e-5, 1e-5, "s/token", "per-output-token overhead (Eq. 10)"),
-    ParamSpec(
-        "gamma",
-        0.0,
-        1.0,
-        1e-6,
-        1e-6,
-        "s/(layer (D/1024)^2 token)",
-        "dense projection/FFN coefficient (Eq. 10: gamma L (D/1024)^2 OL seconds)",
-        "flops",
-    ),  # fmt: skip
+from slimlib.model.calibrated import CalibratedModel
+from slimlib.model.terms import (
+    ALLREDUCE,
+    BATCH_FIXED,
+    DENSE_DECODE,
+    KV_SCAN,
+    PAPER_DECODE_FACTOR,
+    PREFILL_COMPUTE,
+    Term,
+    without,
 )
-VARIANTS = ("paper", "no-kv-scan", "no-dense-decode")
+
+PAPER_TERMS = (PREFILL_COMPUTE, BATCH_FIXED, PAPER_DECODE_FACTOR, DENSE_DECODE, KV_SCAN, ALLREDUCE)
+#: variant name -> its term list (the registry's paper-model entries are built from this)
+VARIANTS: dict[str, tuple[Term, ...]] = {
+    "paper": PAPER_TERMS,
+    "no-kv-scan": without(PAPER_TERMS, KV_SCAN.name),
+    "no-dense-decode": without(PAPER_TERMS, DENSE_DECODE.name),
+}
 
 
 class SlimModel(CalibratedModel):
-    """SLIM (paper Eqs. 5-12); `variant` selects the paper model or an ablation.
+    """SLIM (paper Eqs. 5-12); `variant` selects the paper model or an ablation (`VARIANTS`).
 
     Parameters
     ----------
@@ -61,32 +57,5 @@ class SlimModel(CalibratedModel):
         self.variant = variant
         super().__init__(gpu, fixed=fixed, n_starts=n_starts, max_nfev=max_nfev, seed=seed)
 
-    def param_specs(self) -> tuple[ParamSpec, ...]:
-        if self.variant == "no-dense-decode":
-            return tuple(s for s in SLIM_SPECS if s.name not in ("alpha", "gamma"))
-        return SLIM_SPECS
-
-    def _components(self, p: dict[str, float], f: Features, hw: GPU) -> Components:
-        flops = eq.prefill_flops(
-            f["batch_size"], f["input_len"], f["n_layers"], f["hidden_size"], f["d_kv"], f["ffn_size"],
-            f["n_ffn_matrices"],
-        )  # fmt: skip
-        pre = eq.prefill_time(flops, prefill_peak_flops(f, hw), p["eta_c"])
-        dense = (
-            0.0
-            if self.variant == "no-dense-decode"
-            else eq.dense_decode_time(
-                f["output_len"], f["n_layers"], f["hidden_size"], p["alpha"], p["gamma"]
-            )
-        )
-        kv = (
-            0.0
-            if self.variant == "no-kv-scan"
-            else eq.decode_kv_bytes(
-                f["n_layers"], f["d_kv"], f["kv_bytes"], eq.kv_scan_tokens(f["input_len"], f["output_len"])
-            )
-        )
-        dec = eq.decode_time(f["batch_size"], dense, kv, hw.mem_bw, p["eta_m"], p["B0"])
-        step_ar, pre_ar = allreduce_times(f, hw)  # tensor parallelism (zero at 1 GPU): beyond the paper
-        pre, dec = pre + pre_ar, dec + f["output_len"] * step_ar
-        return pre, dec, eq.e2e_latency(pre, dec, p["t_fixed"])
+    def terms(self) -> tuple[Term, ...]:
+        return VARIANTS[self.variant]

@@ -390,7 +390,7 @@ CAPTIONS: dict[str, Caption] = {
         "",
         "extension (not in the paper)",
         "Physics check of the calibrated models: the decode-attention bandwidth efficiency implied by the kernel "
-        "data against SLIM's fitted eta_m (and the extended model's eta_m, eta_w).",
+        "data against SLIM's fitted eta_m (and the recommended model's eta_attn, eta_w).",
         f"{AIC}; {MEMGAP_ONLINE}",
     ),
     "kernels_moe_check": Caption(

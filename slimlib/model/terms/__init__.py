@@ -1,0 +1,85 @@
+"""Model terms: each cost of a SLIM model as one object with its parameters (`slimlib.model.terms.term.Term`).
+
+A model is a list of terms (`slimlib.model.slim.PAPER_TERMS`, `slimlib.model.extended.slim_terms`); an ablation is
+the list without a term (`without`); `scripts/choose_components.py` builds its candidates from the same objects
+and fits any list with `slimlib.model.calibrated.TermModel`; `contributions` splits a prediction by term.
+
+A new term (e.g. a roofline ``max(F / (eta_f F_max), bytes / (eta_b BW))`` of known FLOPs and bytes) is one `Term`
+with its specs in `specs` (one name per quantity, its prior and GPU scaling on the spec) and a function returning
+its `Times`; the features it reads are listed in ``reads``. `CATALOGUE` lists every term object by name.
+
+Paper (Eqs. 5-12, `paper`): `PREFILL_COMPUTE`, `BATCH_FIXED`, `PAPER_DECODE_FACTOR`, `DENSE_DECODE`, `KV_SCAN`.
+Recommended model (`recommended`, `batch`): `effective_batch_term`, `PREFILL_SERVED`, `ATTENTION_FACTOR`,
+`decode_attention`, `STEP_WEIGHT_READ`, `PER_TOKEN_DECODE`, `STEP_OVERHEAD`, `SEQUENCE_OVERHEAD`, `DECODE_GEMM_COMPUTE`.
+Experts and collectives (`experts`): `MOE_EXPERTS`, `ALLREDUCE`, `EXPERT_ALLTOALL`.
+"""
+
+from slimlib.model.terms.batch import effective_batch, effective_batch_term, static_batch_column
+from slimlib.model.terms.experts import ALLREDUCE, EXPERT_ALLTOALL, MOE_EXPERTS
+from slimlib.model.terms.paper import BATCH_FIXED, DENSE_DECODE, KV_SCAN, PAPER_DECODE_FACTOR, PREFILL_COMPUTE
+from slimlib.model.terms.recommended import (
+    ATTENTION_FACTOR,
+    DECODE_ATTENTION,
+    DECODE_GEMM_COMPUTE,
+    PER_TOKEN_DECODE,
+    PREFILL_SERVED,
+    SEQUENCE_OVERHEAD,
+    STEP_OVERHEAD,
+    STEP_WEIGHT_READ,
+    attention_bytes,
+    decode_attention,
+)
+from slimlib.model.terms.term import (
+    Contribution,
+    Term,
+    Times,
+    adjust_features,
+    compose,
+    contributions,
+    model_specs,
+    without,
+)
+
+#: every term object by name (the effective-batch caps with their default kappa)
+CATALOGUE: dict[str, Term] = {
+    t.name: t
+    for t in (
+        PREFILL_COMPUTE, BATCH_FIXED, PAPER_DECODE_FACTOR, DENSE_DECODE, KV_SCAN,
+        effective_batch_term(), effective_batch_term(static_kappa=False), PREFILL_SERVED, ATTENTION_FACTOR,
+        DECODE_ATTENTION, decode_attention(regime_rule=False), STEP_WEIGHT_READ, PER_TOKEN_DECODE, STEP_OVERHEAD,
+        SEQUENCE_OVERHEAD, DECODE_GEMM_COMPUTE, MOE_EXPERTS, ALLREDUCE, EXPERT_ALLTOALL,
+    )
+}  # fmt: skip
+
+__all__ = [
+    "ALLREDUCE",
+    "CATALOGUE",
+    "ATTENTION_FACTOR",
+    "BATCH_FIXED",
+    "DECODE_ATTENTION",
+    "DECODE_GEMM_COMPUTE",
+    "DENSE_DECODE",
+    "EXPERT_ALLTOALL",
+    "KV_SCAN",
+    "MOE_EXPERTS",
+    "PAPER_DECODE_FACTOR",
+    "PER_TOKEN_DECODE",
+    "PREFILL_COMPUTE",
+    "PREFILL_SERVED",
+    "SEQUENCE_OVERHEAD",
+    "STEP_OVERHEAD",
+    "STEP_WEIGHT_READ",
+    "Contribution",
+    "Term",
+    "Times",
+    "adjust_features",
+    "attention_bytes",
+    "compose",
+    "contributions",
+    "decode_attention",
+    "effective_batch",
+    "effective_batch_term",
+    "model_specs",
+    "static_batch_column",
+    "without",
+]

@@ -1,0 +1,64 @@
+"""The effective-batch caps (beyond the paper): the batch the engine actually runs.
+
+Measured throughput plateaus where the requested concurrency B cannot run: ``B_eff = max(min(B, B_kv, B_tok), 1)``
+with ``B_kv = N_kv / (IL + kappa OL)`` (``N_kv``: feature ``kv_token_capacity``, the KV token slots of one GPU)
+and ``B_tok = N_tok OL / (IL + OL)`` (``N_tok``: feature ``max_num_batched_tokens``, the chunked-prefill token
+budget per engine step; infinite where chunked prefill is off). ``kappa`` is the fraction of OL a running sequence
+holds on average: under continuous batching with a queue the running sequences are spread over their decode
+(``kv_context_frac``, 0.5); in a static batch (feature ``static_batch``, from the table's optional column of that
+name: all B requests start together, as in offline batch sweeps and LLM-Inference-Bench) all grow to
+``IL + OL`` together, so ``kappa = 1``. Throughput is then ``B_eff (IL + OL) / E2E(B_eff)`` (Eq. 6).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from slimlib.model.features import Features, FloatArray
+from slimlib.model.terms.term import Term
+
+#: kappa under continuous batching (module docstring)
+KV_CONTEXT_FRAC = 0.5
+
+
+def static_batch_column(df: pd.DataFrame) -> FloatArray:
+    """The optional boolean ``static_batch`` column as 0/1 floats (0 where absent or missing)."""
+    if "static_batch" not in df.columns:
+        return np.zeros(len(df))
+    return np.asarray(df["static_batch"].fillna(False).to_numpy(dtype=bool), dtype=float)
+
+
+def effective_batch(
+    f: Features, kv_context_frac: float = KV_CONTEXT_FRAC, static_kappa: bool = True
+) -> FloatArray:
+    """``B_eff`` per row of features `f` (module docstring); `static_kappa` False uses `kv_context_frac` for static
+    batches too (the alternative `scripts/choose_components.py` scores)."""
+    b = f["batch_size"]
+    il, ol = f["input_len"], f["output_len"]
+    static = f["static_batch"] if static_kappa else np.zeros_like(b)
+    kappa = static + (1.0 - static) * float(kv_context_frac)
+    b_kv = f["kv_token_capacity"] / (il + kappa * ol)
+    budget = f["max_num_batched_tokens"]
+    b_tok = np.where(np.isfinite(budget), budget * ol / (il + ol), np.inf)
+    return np.asarray(np.maximum(np.minimum(np.minimum(b, b_kv), b_tok), 1.0), dtype=float)
+
+
+def effective_batch_term(kv_context_frac: float = KV_CONTEXT_FRAC, static_kappa: bool = True) -> Term:
+    """The caps as a term: replaces feature ``batch_size`` by ``B_eff`` (the requested B kept as ``batch_cap``)."""
+
+    def adjust(f: Features) -> Features:
+        out = dict(f)
+        out["batch_cap"] = f["batch_size"]
+        out["batch_size"] = effective_batch(f, kv_context_frac, static_kappa)
+        return out
+
+    name = "effective_batch" if static_kappa else "effective_batch_no_static"
+    return Term(
+        name,
+        f"B_eff = min(B, KV slots / (IL + kappa OL), token budget OL / (IL + OL)), kappa = "
+        f"{'1 for static batches, ' if static_kappa else ''}{kv_context_frac:g}"
+        f"{' otherwise' if static_kappa else ''}",
+        adjust=adjust,
+        reads=("kv_token_capacity", "max_num_batched_tokens", "static_batch"),
+    )

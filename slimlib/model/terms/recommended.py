@@ -1,0 +1,139 @@
+"""Terms of the recommended model (beyond the paper): each a paper term made exact where the engine or the kernels
+differ from Eqs. 5-12, and the alternatives `scripts/choose_components.py` scores.
+
+* `PREFILL_SERVED`: Eq. 7 with the served model's linear FLOPs per token (feature ``linear_flops_per_token``: the
+  projections, dense FFNs and the experts a token passes through, per GPU; Eq. 8 spreads them evenly over the
+  layers) plus Eq. 8's attention FLOPs ``4 B IL^2 D`` per layer.
+* `ATTENTION_FACTOR`: Eq. 9's factor without B0, ``B / eta_attn`` (``eta_attn``: the decode attention's bandwidth
+  efficiency; the paper's ``eta_m`` is another quantity, offset by B0).
+* `decode_attention`: Eq. 11's traffic per request, ``b_ctx C(IL, OL) + b_win C_W(IL, OL)`` over the bandwidth:
+  ``b_ctx`` the attention bytes per context token of one GPU's full-attention layers (feature
+  ``attn_bytes_per_context_token``: ``2 L D_kv b_kv`` for MHA/GQA, the latent ``kv_lora_rank + rope`` values for
+  MLA), ``b_win`` those of its sliding-window layers (``attn_bytes_per_window_token``), which read at most the
+  window's ``sliding_window`` tokens (`slimlib.model.equations.window_scan_tokens`). Kernel regime: vLLM's
+  paged-attention decode switches to its unpartitioned kernel above 512 (sequence, query head) pairs per rank
+  (``vllm/attention/ops/paged_attn.py``, ``use_v1 = ... num_seqs * num_heads > 512``), which reads a KV head once
+  per query head it serves: the MHA/GQA bytes grow by ``D / D_kv`` there (equal for multi-head models). MLA decode
+  (feature ``latent_attention`` = 1) reads the latent once per sequence for all heads: no switch.
+* `STEP_WEIGHT_READ`: each decode step reads the weights every token uses (``dense_weight_bytes``) once, whatever
+  the batch, at ``eta_w``; `STEP_OVERHEAD`: a fixed ``t_step`` per step (scheduling, launches, sampling).
+* `PER_TOKEN_DECODE`: Eq. 10's ``alpha OL`` without ``gamma``, inside Eq. 9 (at decode batch sizes the projection
+  and FFN GEMMs are bound by reading their weights, which `STEP_WEIGHT_READ` charges).
+* `SEQUENCE_OVERHEAD`: ``t_seq`` per running sequence and step (host work that grows with B).
+* `DECODE_GEMM_COMPUTE`: decode GEMM FLOPs ``B OL F_tok / (eta_d F_max)``, the FLOP-based alternative to
+  ``alpha``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from slimlib.model import equations as eq
+from slimlib.model.features import Features, FloatArray, prefill_peak_flops
+from slimlib.model.terms import specs as ps
+from slimlib.model.terms.term import Params, Term, Times
+from slimlib.registry.gpus import GPU
+
+#: (sequence, query head) pairs per rank above which vLLM runs its unpartitioned paged-attention kernel
+ATTENTION_SWITCH_PAIRS = 512
+
+
+def _prefill_served(p: Params, f: Features, hw: GPU) -> Times:
+    layers = f["n_layers"]
+    per_layer = f["linear_flops_per_token"] / layers
+    flops = eq.layer_prefill_flops(f["batch_size"], f["input_len"], layers, f["hidden_size"], per_layer)
+    return Times(prefill=eq.prefill_time(flops, prefill_peak_flops(f, hw), p["eta_c"]))
+
+
+def _attention_factor(p: Params, f: Features, hw: GPU) -> Times:
+    return Times(factor=eq.decode_batch_factor(f["batch_size"], p["eta_attn"], 0.0))
+
+
+def attention_widening(f: Features) -> FloatArray:
+    """Factor on the MHA/GQA attention bytes from the kernel regime (module docstring): ``D / D_kv`` above
+    `ATTENTION_SWITCH_PAIRS` (sequence, query head) pairs per rank, 1 below and for MLA."""
+    heads_per_rank = f["n_heads"] / f["tensor_parallel"]
+    wide = (f["batch_size"] * heads_per_rank > ATTENTION_SWITCH_PAIRS) & (f["latent_attention"] == 0)
+    return np.asarray(np.where(wide, f["hidden_size"] / f["d_kv"], 1.0), dtype=float)
+
+
+def attention_bytes(f: Features, regime_rule: bool = True) -> FloatArray:
+    """Decode attention bytes one request reads over its decode, per GPU (module docstring)."""
+    il, ol = f["input_len"], f["output_len"]
+    full = f["attn_bytes_per_context_token"] * eq.kv_scan_tokens(il, ol)
+    window = f["attn_bytes_per_window_token"] * eq.window_scan_tokens(il, ol, f["sliding_window"])
+    widen = attention_widening(f) if regime_rule else 1.0
+    return np.asarray(widen * (full + window), dtype=float)
+
+
+def decode_attention(regime_rule: bool = True) -> Term:
+    """The decode attention traffic term (module docstring); `regime_rule` False reads ``D_kv`` always."""
+
+    def times(p: Params, f: Features, hw: GPU) -> Times:
+        return Times(request=attention_bytes(f, regime_rule) / hw.mem_bw)
+
+    return Term(
+        "decode_attention" if regime_rule else "decode_attention_kv_width",
+        "per-request attention read (Eq. 11 on the context and window tokens"
+        + (", kernel-regime width)" if regime_rule else ", KV width always)")
+        + " over the bandwidth, inside Eq. 9",
+        (),
+        times,
+        reads=(
+            "attn_bytes_per_context_token",
+            "attn_bytes_per_window_token",
+            "sliding_window",
+            "latent_attention",
+        ),
+    )
+
+
+def _step_weight_read(p: Params, f: Features, hw: GPU) -> Times:
+    return Times(step=f["dense_weight_bytes"] / (p["eta_w"] * hw.mem_bw))
+
+
+def _per_token_decode(p: Params, f: Features, hw: GPU) -> Times:
+    return Times(
+        request=eq.dense_decode_time(f["output_len"], f["n_layers"], f["hidden_size"], p["alpha"], 0.0)
+    )
+
+
+def _step_overhead(p: Params, f: Features, hw: GPU) -> Times:
+    return Times(step=np.full(np.shape(f["batch_size"]), p["t_step"]))
+
+
+def _sequence_overhead(p: Params, f: Features, hw: GPU) -> Times:
+    return Times(step=f["batch_size"] * p["t_seq"])
+
+
+def _decode_gemm_compute(p: Params, f: Features, hw: GPU) -> Times:
+    per_token = f["linear_flops_per_token"] / (p["eta_d"] * prefill_peak_flops(f, hw))
+    return Times(decode=f["batch_size"] * f["output_len"] * per_token)
+
+
+PREFILL_SERVED = Term(
+    "prefill_compute_served", "prefill FLOPs (served linear FLOPs per token + Eq. 8's attention) at eta_c (Eq. 7)",
+    (ps.ETA_C,), _prefill_served, reads=("linear_flops_per_token",),
+)  # fmt: skip
+ATTENTION_FACTOR = Term(
+    "attention_factor", "Eq. 9's factor without B0: B / eta_attn", (ps.ETA_ATTN,), _attention_factor
+)
+DECODE_ATTENTION = decode_attention()
+STEP_WEIGHT_READ = Term(
+    "step_weight_read", "weights every token uses, read once per decode step at eta_w", (ps.ETA_W,),
+    _step_weight_read, reads=("dense_weight_bytes",),
+)  # fmt: skip
+PER_TOKEN_DECODE = Term(
+    "per_token_decode",
+    "per-request alpha OL (Eq. 10 without gamma), inside Eq. 9",
+    (ps.ALPHA,),
+    _per_token_decode,
+)
+STEP_OVERHEAD = Term("step_overhead", "t_step per decode step", (ps.T_STEP,), _step_overhead)
+SEQUENCE_OVERHEAD = Term(
+    "sequence_overhead", "t_seq per running sequence and decode step", (ps.T_SEQ,), _sequence_overhead
+)
+DECODE_GEMM_COMPUTE = Term(
+    "decode_gemm_compute", "decode GEMM FLOPs B OL F_tok / (eta_d F_max)", (ps.ETA_D,), _decode_gemm_compute,
+    reads=("linear_flops_per_token",),
+)  # fmt: skip

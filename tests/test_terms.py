@@ -1,0 +1,279 @@
+"""Model terms (`slimlib.model.terms`): each term against hand arithmetic, a model is the sum of its terms, an
+ablation differs from the paper model by exactly the dropped term, MoE and MLA features, and one name per quantity."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import numpy as np
+import pytest
+from synthetic import TRUE_PARAMS, grid
+
+from slimlib.errors import SlimError
+from slimlib.model import ExtendedSlimModel, SlimModel, make_model
+from slimlib.model import equations as eq
+from slimlib.model import terms as T
+from slimlib.model.calibrated import TermModel
+from slimlib.model.extended import slim_terms
+from slimlib.model.features import model_features
+from slimlib.model.parallel import allreduce_latency, group_bandwidth
+from slimlib.model.params import ParamSpec
+from slimlib.model.slim import PAPER_TERMS, VARIANTS
+from slimlib.model.terms import specs as ps
+from slimlib.model.terms.serving_fallback import fill_serving_features
+from slimlib.registry.gpus import get_gpu
+
+HW = get_gpu("h100-sxm-80gb")
+SLIM_P = {"eta_c": 0.4, "t_fixed": 0.1, "eta_attn": 0.5, "eta_w": 0.7, "alpha": 3e-5, "t_step": 2e-3}
+ALL = {**TRUE_PARAMS, **SLIM_P, "t_seq": 4e-6, "eta_d": 0.3}
+
+
+def feats(**over: float) -> dict[str, np.ndarray]:
+    """Hand-built per-GPU features of two rows (B = 4 and 256), dense GQA model unless overridden."""
+    base = {
+        "batch_size": [4.0, 256.0], "input_len": 500.0, "output_len": 100.0, "n_layers": 32.0,
+        "n_layers_total": 32.0, "hidden_size": 4096.0, "d_kv": 1024.0, "ffn_size": 14336.0, "n_ffn_matrices": 3.0,
+        "kv_bytes": 2.0, "kv_bytes_per_token": 2 * 32 * 1024 * 2.0, "n_heads": 32.0, "n_kv_heads": 8.0,
+        "tensor_parallel": 1.0, "n_experts": 1.0, "experts_per_token": 1.0, "dense_weight_bytes": 14e9,
+        "expert_weight_bytes": 0.0, "static_batch": 0.0, "kv_token_capacity": 1e6,
+        "max_num_batched_tokens": np.inf, "attn_bytes_per_context_token": 2 * 32 * 1024 * 2.0,
+        "attn_bytes_per_window_token": 0.0, "sliding_window": 0.0, "latent_attention": 0.0, "expert_parallel": 1.0,
+        "n_moe_layers": 0.0, "n_experts_per_gpu": 1.0, "linear_flops_per_token": 32 * 2 * 7.0e9 / 32,
+    }  # fmt: skip
+    base.update(over)
+    n = len(base["batch_size"]) if np.ndim(base["batch_size"]) else 1
+    return {k: np.broadcast_to(np.asarray(v, dtype=float), (n,)).copy() for k, v in base.items()}
+
+
+def _times(term: T.Term, f, p=ALL) -> T.Times:
+    assert term.times is not None
+    return term.times(p, f, HW)
+
+
+# -- each term against hand arithmetic ----------------------------------------------------------------------------
+def test_paper_terms_by_hand():
+    f = feats()
+    b, il, ol, L, D, dkv, dff = 4.0, 500.0, 100.0, 32.0, 4096.0, 1024.0, 14336.0
+    p = {**ALL, **TRUE_PARAMS}
+    flops = L * (b * il * (4 * D**2 + 4 * D * dkv + 2 * 3 * D * dff) + 4 * b * il**2 * D)
+    assert _times(T.PREFILL_COMPUTE, f, p).prefill[0] == pytest.approx(
+        flops / (p["eta_c"] * HW.peak_flops), rel=1e-12
+    )
+    assert _times(T.BATCH_FIXED, f, p).fixed[0] == p["t_fixed"]
+    assert _times(T.PAPER_DECODE_FACTOR, f, p).factor[0] == pytest.approx(
+        (b + p["B0"]) / p["eta_m"], rel=1e-12
+    )
+    td = p["alpha"] * ol + p["gamma"] * L * (D / 1024) ** 2 * ol
+    assert _times(T.DENSE_DECODE, f, p).request[0] == pytest.approx(td, rel=1e-12)
+    scan = ol * (il + 1) + ol * (ol - 1) / 2
+    assert _times(T.KV_SCAN, f, p).request[0] == pytest.approx(2 * L * dkv * 2 * scan / HW.mem_bw, rel=1e-12)
+
+
+def test_engine_terms_by_hand():
+    f = feats()
+    b, il, ol, L, D = 4.0, 500.0, 100.0, 32.0, 4096.0
+    lin = f["linear_flops_per_token"][0]
+    pre = (b * il * lin + L * 4 * b * il**2 * D) / (ALL["eta_c"] * HW.peak_flops)
+    assert _times(T.PREFILL_SERVED, f).prefill[0] == pytest.approx(pre, rel=1e-12)
+    assert _times(T.ATTENTION_FACTOR, f).factor[0] == pytest.approx(b / ALL["eta_attn"], rel=1e-12)
+    assert _times(T.STEP_WEIGHT_READ, f).step[0] == pytest.approx(
+        14e9 / (ALL["eta_w"] * HW.mem_bw), rel=1e-12
+    )
+    assert _times(T.PER_TOKEN_DECODE, f).request[0] == pytest.approx(ALL["alpha"] * ol, rel=1e-12)
+    assert _times(T.STEP_OVERHEAD, f).step[0] == ALL["t_step"]
+    assert _times(T.SEQUENCE_OVERHEAD, f).step[1] == pytest.approx(256 * ALL["t_seq"], rel=1e-12)
+    gemm = b * ol * lin / (ALL["eta_d"] * HW.peak_flops)
+    assert _times(T.DECODE_GEMM_COMPUTE, f).decode[0] == pytest.approx(gemm, rel=1e-12)
+
+
+def test_decode_attention_kernel_regime_window_and_latent():
+    scan = 100 * 501 + 100 * 99 / 2
+    f = feats()  # 32 heads per rank: B = 4 -> 128 pairs (KV width), B = 256 -> 8192 pairs (query width)
+    got = _times(T.DECODE_ATTENTION, f).request * HW.mem_bw
+    bpt = 2 * 32 * 1024 * 2.0
+    assert got == pytest.approx([bpt * scan, bpt * 4 * scan], rel=1e-12)  # D / D_kv = 4 above the switch
+    assert _times(T.decode_attention(regime_rule=False), f).request * HW.mem_bw == pytest.approx(
+        [bpt * scan] * 2
+    )
+    # a sliding window of 256 tokens: every step past it reads 256 positions
+    fw = feats(
+        attn_bytes_per_context_token=bpt / 2, attn_bytes_per_window_token=bpt / 2, sliding_window=256.0
+    )
+    win = sum(min(500 + 1 + t, 256) for t in range(100))
+    assert _times(T.decode_attention(False), fw).request[0] * HW.mem_bw == pytest.approx(
+        bpt / 2 * scan + bpt / 2 * win, rel=1e-12
+    )
+    assert eq.window_scan_tokens(500, 100, 4096) == pytest.approx(scan)  # window beyond the context: Eq. 12
+    # MLA (DeepSeek-V3: 576 latent values x 61 layers x 2 bytes per token): the latent, once per sequence
+    latent = 576 * 61 * 2.0
+    fm = feats(attn_bytes_per_context_token=latent, latent_attention=1.0, n_heads=128.0, d_kv=128.0)
+    assert _times(T.DECODE_ATTENTION, fm).request * HW.mem_bw == pytest.approx([latent * scan] * 2, rel=1e-12)
+
+
+def test_moe_step_weight_read_follows_the_expert_touch_curve():
+    """Per step: the dense weights once plus the routed experts the step's B tokens touch, X (1 - (1 - k/X)^B)
+    of X; a prefill of B IL tokens touches all of them."""
+    b = np.array([1.0, 2.0, 4.0, 8.0, 32.0, 128.0, 1024.0])
+    x, k, e = 128.0, 8.0, 400e9
+    f = feats(batch_size=b, n_experts=x, experts_per_token=k, expert_weight_bytes=e, n_moe_layers=58.0)
+    t = _times(T.MOE_EXPERTS, f)
+    touched = x * (1 - (1 - k / x) ** b)
+    bw = ALL["eta_w"] * HW.mem_bw
+    assert t.step == pytest.approx(e * touched / x / bw, rel=1e-12)
+    assert t.step[0] == pytest.approx(e * k / x / bw, rel=1e-12)  # one token: its k experts
+    assert np.all(np.diff(t.step) > 0) and t.step[-1] == pytest.approx(e / bw, rel=1e-9)  # the plateau
+    assert t.prefill == pytest.approx(np.full(b.size, e / bw), rel=1e-9)
+    assert eq.experts_touched(b, x, k) == pytest.approx(touched)
+    # through the recommended model: decode per step = (dense + touched experts) / (eta_w BW) + t_step + ...
+    model = TermModel(slim_terms())
+    contrib = T.contributions(model.terms(), ALL, f, HW)
+    moe = contrib["moe_experts"].decode / f["output_len"]
+    assert moe == pytest.approx(e * touched / x / bw, rel=1e-12)
+    assert contrib["step_weight_read"].decode / f["output_len"] == pytest.approx(np.full(b.size, 14e9 / bw))
+
+
+def test_collectives_by_hand():
+    gpu = get_gpu("h100-sxm-80gb")
+    f = feats(
+        tensor_parallel=4.0, n_layers=8.0, expert_parallel=4.0, n_moe_layers=58.0, experts_per_token=8.0
+    )
+    ar = T.ALLREDUCE.times(ALL, f, gpu)  # type: ignore[misc]
+    msg = 4 * 4096 * 2.0
+    one = allreduce_latency(4.0, gpu) + 2 * 3 / 4 * msg / group_bandwidth(4.0, gpu)
+    assert ar.decode[0] == pytest.approx(100 * 2 * 32 * one, rel=1e-12)
+    a2a = T.EXPERT_ALLTOALL.times(ALL, f, gpu)  # type: ignore[misc]
+    one = allreduce_latency(4.0, gpu) + 3 / 4 * (4 * 8 * 4096 * 2.0) / group_bandwidth(4.0, gpu)
+    assert a2a.decode[0] == pytest.approx(100 * 2 * 58 * one, rel=1e-12)
+    single = feats(n_moe_layers=58.0)
+    assert T.ALLREDUCE.times(ALL, single, gpu).decode == pytest.approx([0, 0])  # type: ignore[misc]
+    assert T.EXPERT_ALLTOALL.times(ALL, single, gpu).prefill == pytest.approx([0, 0])  # type: ignore[misc]
+
+
+def test_effective_batch_term_caps_and_keeps_the_requested_batch():
+    f = feats(batch_size=[8.0, 4096.0], kv_token_capacity=30000.0, static_batch=[0.0, 1.0])
+    out = T.effective_batch_term().adjust(f)  # type: ignore[misc]
+    assert out["batch_cap"] == pytest.approx([8, 4096])
+    assert out["batch_size"] == pytest.approx([8, 30000 / 600])  # static: kappa = 1
+    assert f["batch_size"][1] == 4096  # the input features are not changed
+
+
+# -- models are sums of terms; ablations -------------------------------------------------------------------------
+@pytest.mark.parametrize("variant", ["paper", "no-kv-scan", "no-dense-decode", "slim"])
+def test_model_is_the_sum_of_its_terms(variant):
+    df = grid(models=("opt-1.3b", "llama-2-7b"), batch=(1, 16, 512))
+    df["tensor_parallel"] = np.where(df["model"] == "llama-2-7b", 2, 1)
+    model = make_model(variant)
+    names = [s.name for s in model.param_specs()]
+    model = type(model).with_params({k: ALL[k] for k in names}, gpu="h100-sxm-80gb", **_options(variant))
+    pred = model.predict(df)
+    c = model.contributions(df)
+    assert list(c) == [t.name for t in model.terms() if t.times is not None]
+    pre = sum(v.prefill for v in c.values())
+    dec = sum(v.decode for v in c.values())
+    fixed = sum(v.fixed for v in c.values())
+    np.testing.assert_allclose(pred["pred_prefill_s"], pre, rtol=1e-12)
+    np.testing.assert_allclose(pred["pred_decode_s"], dec, rtol=1e-12)
+    np.testing.assert_allclose(pred["pred_e2e_s"], pre + dec + fixed, rtol=1e-12)
+    assert np.all(c["allreduce"].decode[df["tensor_parallel"].to_numpy() == 2] > 0)
+
+
+def _options(variant: str) -> dict:
+    return {} if variant == "slim" else {"variant": variant}
+
+
+@pytest.mark.parametrize("variant,dropped", [("no-kv-scan", "kv_scan"), ("no-dense-decode", "dense_decode")])
+def test_ablation_is_the_paper_model_without_one_term(variant, dropped):
+    df = grid(models=("opt-1.3b", "llama-2-7b"), batch=(1, 16, 512))
+    assert [t.name for t in VARIANTS[variant]] == [t.name for t in PAPER_TERMS if t.name != dropped]
+    paper = SlimModel.with_params(TRUE_PARAMS, gpu="h100-sxm-80gb")
+    names = [s.name for s in SlimModel(variant=variant).param_specs()]
+    ablated = SlimModel.with_params({k: TRUE_PARAMS[k] for k in names}, gpu="h100-sxm-80gb", variant=variant)
+    diff = paper.predict(df)["pred_decode_s"] - ablated.predict(df)["pred_decode_s"]
+    np.testing.assert_allclose(diff, paper.contributions(df)[dropped].decode, rtol=1e-10)
+    np.testing.assert_array_equal(paper.predict(df)["pred_prefill_s"], ablated.predict(df)["pred_prefill_s"])
+    assert set(paper.param_specs()) - set(ablated.param_specs()) == {
+        s for t in PAPER_TERMS if t.name == dropped for s in t.specs
+    }
+
+
+def test_slim_parameters_in_the_old_order():
+    assert [s.name for s in ExtendedSlimModel().param_specs()] == [
+        "eta_c", "t_fixed", "eta_attn", "eta_w", "alpha", "t_step"]  # fmt: skip
+    assert [s.name for s in SlimModel().param_specs()] == [
+        "eta_c",
+        "t_fixed",
+        "eta_m",
+        "B0",
+        "alpha",
+        "gamma",
+    ]
+
+
+# -- one name, one quantity ----------------------------------------------------------------------------------------
+def test_a_parameter_name_means_one_quantity():
+    every = [v for v in vars(ps).values() if isinstance(v, ParamSpec)]
+    assert len({s.name for s in every}) == len(every)
+    assert len(T.CATALOGUE) == 19 and all(name == t.name for name, t in T.CATALOGUE.items())
+    T.model_specs(T.CATALOGUE.values())  # all terms together: no name with two meanings
+    for term in T.CATALOGUE.values():
+        for s in term.specs:
+            assert s is getattr(
+                ps, {x.name: k for k, x in vars(ps).items() if isinstance(x, ParamSpec)}[s.name]
+            )
+    clash = T.Term(
+        "other", "a different quantity under the paper's name", (ParamSpec("eta_m", 0, 1, 1, 1, "-", "x"),)
+    )
+    with pytest.raises(SlimError, match="'eta_m' differently"):
+        T.model_specs((*PAPER_TERMS, clash))
+    with pytest.raises(SlimError, match="appears twice"):
+        TermModel((*PAPER_TERMS, T.KV_SCAN))
+    with pytest.raises(SlimError, match="no term"):
+        T.without(PAPER_TERMS, "nonexistent")
+
+
+def test_two_decode_factors_are_refused():
+    f = feats()
+    with pytest.raises(SlimError, match="decode factor"):
+        T.compose((T.PAPER_DECODE_FACTOR, T.ATTENTION_FACTOR, T.KV_SCAN), ALL, f, HW)
+
+
+# -- the selection script uses the same objects ----------------------------------------------------------------------
+def test_choose_components_has_no_model_code_of_its_own():
+    path = Path(__file__).resolve().parents[1] / "scripts" / "choose_components.py"
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    assert not [n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)]  # no model subclasses
+    defined = {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}
+    assert defined <= {"replaced", "main"}
+    imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names}
+    assert {"TermModel", "slim_terms", "DECODE_GEMM_COMPUTE", "decode_attention"} <= imported
+    assert "equations" not in path.read_text(encoding="utf-8") and "ParamSpec" not in imported
+
+
+def test_mixtral_rows_read_the_touched_experts_per_step():
+    """A registry MoE model (Mixtral 8x7B: 8 experts, top-2) through the recommended model: per decode step the
+    routed-expert read is the expert bytes times 1 - (1 - 2/8)^B."""
+    df = grid(
+        models=("mixtral-8x7b",), gpu="mi300x", batch=(1, 2, 4, 16), input_len=(128,), output_len=(128,)
+    )
+    df["gpu_blocks"] = 1e6  # no KV cap
+    m = ExtendedSlimModel.with_params(SLIM_P, gpu="mi300x")
+    hw = get_gpu("mi300x")
+    f = m._features(df, hw)
+    share = 1 - (1 - 2 / 8) ** df["batch_size"].to_numpy()
+    per_step = m.contributions(df)["moe_experts"].decode / df["output_len"].to_numpy()
+    np.testing.assert_allclose(
+        per_step, f["expert_weight_bytes"] * share / (SLIM_P["eta_w"] * hw.mem_bw), rtol=1e-12
+    )
+    assert f["expert_weight_bytes"][0] > 10 * f["dense_weight_bytes"][0]
+
+
+def test_serving_fallback_fills_only_missing_keys():
+    """TODO(merge) fallback: the dense model's attention bytes are its KV bytes per token; given keys are kept."""
+    df = grid(models=("llama-2-7b",), batch=(4,), input_len=(128,), output_len=(64,))
+    f = model_features(df)
+    out = fill_serving_features(df, f, HW)
+    assert out["attn_bytes_per_context_token"] == pytest.approx(f["kv_bytes_per_token"])
+    assert out["max_num_batched_tokens"][0] == np.inf and out["latent_attention"][0] == 0
+    kept = fill_serving_features(df, {**f, "kv_token_capacity": np.array([123.0] * len(df))}, HW)
+    assert kept["kv_token_capacity"][0] == 123.0
