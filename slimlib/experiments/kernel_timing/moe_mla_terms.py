@@ -1,7 +1,8 @@
 """Arithmetic of the MoE and MLA model terms, as pure functions of arrays (beyond the paper; checked against
 measured vLLM kernels by `slimlib.experiments.kernel_timing.moe_mla_check`).
 
-Held here for now; these belong to the model's terms (`slimlib.model`) and move there at merge:
+The MoE weight read is the model's own term (`slimlib.model.parallel.touched_expert_bytes`) and the MLA shape the
+registry's DeepSeek-V3; this module adds the kernel-table side (dtypes, per-layer shapes):
 
 - MoE experts (one layer, one GPU): weight bytes of the experts a step touches (balanced router,
   `slimlib.model.equations.experts_touched`), each expert ``3 x hidden x inter`` weights (gated FFN: gate, up,
@@ -24,7 +25,9 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from slimlib.errors import UnknownNameError, close_matches_message
-from slimlib.model.equations import FloatArray, experts_touched
+from slimlib.model.equations import FloatArray
+from slimlib.model.parallel import touched_expert_bytes
+from slimlib.registry.architectures import Architecture, get_architecture
 from slimlib.registry.gpus import GPU
 from slimlib.registry.precision import dtype_bytes, weight_bytes_per_element
 
@@ -70,13 +73,19 @@ def moe_weight_bytes_touched(
     tp: ArrayLike = 1,
     ep: ArrayLike = 1,
 ) -> FloatArray:
-    """Expert weight bytes one GPU reads in a step of `tokens` tokens: the expected distinct experts touched
-    (balanced router) over the `ep` GPUs, each ``3 x hidden x inter / tp`` weights of `bytes_per_weight`."""
-    touched = experts_touched(tokens, n_experts, top_k) / np.asarray(ep, dtype=float)
+    """Expert weight bytes one GPU reads in a step of `tokens` tokens: the model's MoE term
+    (`slimlib.model.parallel.touched_expert_bytes`) on one layer of `n_experts` experts of ``3 x hidden x inter``
+    weights of `bytes_per_weight`, split over `tp` (within an expert) and `ep` (whole experts) GPUs."""
+    x = np.asarray(n_experts, dtype=float)
     per_expert = EXPERT_MATRICES * np.asarray(hidden, dtype=float) * np.asarray(inter, dtype=float)
-    return np.asarray(
-        touched * per_expert / np.asarray(tp, dtype=float) * np.asarray(bytes_per_weight, float)
-    )
+    gpu_bytes = x * per_expert * np.asarray(bytes_per_weight, dtype=float)
+    gpu_bytes = gpu_bytes / (np.asarray(tp, dtype=float) * np.asarray(ep, dtype=float))
+    feats = {
+        "n_experts": x,
+        "experts_per_token": np.asarray(top_k, dtype=float),
+        "expert_weight_bytes": gpu_bytes,
+    }
+    return touched_expert_bytes(feats, tokens)
 
 
 def moe_flops(
@@ -110,16 +119,14 @@ def roofline_time(
 
 @dataclass(frozen=True)
 class MLAShape:
-    """Multi-head latent attention dimensions; defaults are DeepSeek-V3's (its Hugging Face config.json:
-    hidden_size 7168, q_lora_rank 1536, kv_lora_rank 512, qk_nope_head_dim 128, qk_rope_head_dim 64,
-    v_head_dim 128, 128 attention heads)."""
+    """Multi-head latent attention dimensions of one architecture (`mla_shape`)."""
 
-    hidden_size: int = 7168
-    q_lora_rank: int = 1536
-    kv_lora_rank: int = 512
-    qk_nope_head_dim: int = 128
-    qk_rope_head_dim: int = 64
-    v_head_dim: int = 128
+    hidden_size: int
+    q_lora_rank: int
+    kv_lora_rank: int
+    qk_nope_head_dim: int
+    qk_rope_head_dim: int
+    v_head_dim: int
 
     @property
     def latent_dim(self) -> int:
@@ -127,7 +134,14 @@ class MLAShape:
         return self.kv_lora_rank + self.qk_rope_head_dim
 
 
-DEEPSEEK_V3 = MLAShape()
+def mla_shape(arch: Architecture) -> MLAShape:
+    """The MLA dimensions of a registry architecture (`Architecture.is_mla`)."""
+    return MLAShape(arch.hidden_size, arch.q_lora_rank, arch.kv_lora_rank, arch.qk_nope_head_dim,
+                    arch.qk_rope_head_dim, arch.v_head_dim)  # fmt: skip
+
+
+#: the shape of the measured MLA kernels: DeepSeek-V3 (registry entry ``deepseek-v3``, its config.json)
+DEEPSEEK_V3 = mla_shape(get_architecture("deepseek-v3"))
 
 
 def mla_latent_bytes(
