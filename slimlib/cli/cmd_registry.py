@@ -10,11 +10,13 @@ import textwrap
 import pandas as pd
 
 from slimlib.cli.table import command_help
-from slimlib.registry.architectures import list_architectures
+from slimlib.model.serving import serving_config
+from slimlib.registry.architectures import get_architecture, list_architectures
 from slimlib.registry.gpus import get_gpu, list_gpus
 
 MODELS_EXAMPLES = """\
-columns: params_b (parameters / 1e9), d_kv = n_kv_heads * head_dim (Eq. 4), kv_kib_per_token = 2 L d_kv bytes / 1024.
+columns: params_b (parameters / 1e9), d_kv = n_kv_heads * head_dim (Eq. 4), kv_kib_per_token = KV bytes per token
+of vLLM's default serving configuration (one GPU, the config's 16-bit dtype; 2 L d_kv b for MHA/GQA) / 1024.
 Shapes come from each model's Hugging Face config.json (csv/json output carry the URL in `source`).
 
 examples:
@@ -92,6 +94,9 @@ def _write_records(df: pd.DataFrame, fmt: str) -> None:
 
 def _cmd_models(args: argparse.Namespace) -> int:
     df = list_architectures(args.names or None)
+    names = args.names or list(df["name"])
+    kv = [round(serving_config(get_architecture(n)).kv_bytes_per_token) for n in names]
+    df.insert(int(df.columns.get_loc("weight_bytes")) + 1, "kv_bytes_per_token", kv)
     if args.format != "table":
         _write_records(df, args.format)
         return 0
