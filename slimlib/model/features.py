@@ -180,10 +180,18 @@ def serving_configs(
     """Each row's index into the distinct `ServingConfig` s of `df` (resolved once each; module docstring), and
     those configurations. `gpu` (optional) stands in where the table has no ``gpu`` cell. Errors name the first
     row of a configuration vLLM refuses (`slimlib.model.serving.serving_config`)."""
+    codes, configs, _ = _resolve(df, gpu, reserve_gib)
+    return codes, configs
+
+
+def _resolve(
+    df: pd.DataFrame, gpu: GPU | str | None, reserve_gib: float | None
+) -> tuple[npt.NDArray[np.intp], list[ServingConfig], list[Architecture]]:
+    """`serving_configs` and the architecture of each configuration."""
     tp = tensor_parallel_column(df)
     codes, uniques, first_rows = _distinct_rows(df, tp, get_gpu(gpu).name if gpu is not None else "")
     extra = {} if reserve_gib is None else {"reserve_gib": reserve_gib}
-    configs = []
+    configs, archs = [], []
     for i, cells in enumerate(uniques):
         pos = int(first_rows[i])
         try:
@@ -196,7 +204,8 @@ def serving_configs(
             configs.append(serving_config(a, hw, tensor_parallel=cells["tensor_parallel"], **settings, **extra))
         except (UnknownNameError, DataError) as exc:
             raise type(exc)(f"{row_label(df, pos)}: {exc}") from None
-    return codes, configs
+        archs.append(a)
+    return codes, configs, archs
 
 
 def model_features(df: pd.DataFrame, gpu: GPU | str | None = None) -> Features:
@@ -206,8 +215,8 @@ def model_features(df: pd.DataFrame, gpu: GPU | str | None = None) -> Features:
     `gpu` (optional) is the device where the table has no ``gpu`` column (without either, the pool-dependent
     ``kv_token_capacity`` is NaN)."""
     tp = tensor_parallel_column(df)
-    codes, configs = serving_configs(df, gpu)
-    table = np.array([_config_row(_arch(s.model), s) for s in configs], dtype=float).reshape(
+    codes, configs, archs = _resolve(df, gpu, None)
+    table = np.array([_config_row(a, s) for a, s in zip(archs, configs, strict=True)], dtype=float).reshape(
         len(configs), len(_CONFIG_VALUES)
     )
     col = {f: table[codes, j] for j, f in enumerate(_CONFIG_VALUES)}

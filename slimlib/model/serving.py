@@ -85,7 +85,8 @@ _EXPERTS_ONLY = ("mxfp4",)
 class ServingConfig:
     """Per-GPU memory and work of one serving configuration (module docstring); build it with `serving_config`.
 
-    Memory fields are bytes per GPU; `capacity` is 0 without a device (then the pool and capacities are NaN)."""
+    Memory fields are bytes per GPU; `capacity` is 0 without a device (then the pool and capacities are NaN);
+    `bytes_per_weight` is the width of the quantized (linear-layer) weights."""
 
     model: str
     gpu: str
@@ -94,6 +95,7 @@ class ServingConfig:
     quantization: str
     kv_cache_dtype: str
     weight_precision: str
+    bytes_per_weight: float
     capacity: float
     gpu_memory_utilization: float
     reserve: float
@@ -224,9 +226,18 @@ class ServingConfig:
         )
 
     def check_fits(self, where: str = "") -> None:
-        """DataError with `explain`'s arithmetic when the KV pool holds no block (the weights do not fit)."""
-        if self.capacity and not self.logged_gpu_blocks and not self.fits:
-            raise DataError(f"{where}: {self.explain()}" if where else self.explain())
+        """DataError showing the arithmetic (GiB) when the KV pool holds no block: the weights do not fit."""
+        if not self.capacity or self.logged_gpu_blocks or self.fits:
+            return
+        g = GIB
+        at = f"{where}: " if where else ""
+        fewer = "" if self.weight_precision == "fp4" else " or fewer bytes per weight (quantization fp8 or fp4)"
+        raise DataError(
+            f"{at}{self.model} ({self.bytes_per_weight:g} bytes per weight) does not fit on {self.gpu} at "
+            f"tensor_parallel = {self.tensor_parallel}: KV pool = {self.capacity / g:.1f} GiB x "
+            f"{self.gpu_memory_utilization:g} - weights {self.weights / g:.1f} GiB - reserve {self.reserve / g:g} GiB "
+            f"= {self.kv_pool / g:.1f} GiB <= 0; use more GPUs (tensor_parallel), a larger GPU{fewer}"
+        )
 
 
 def _choice(value: object, accepted: dict[str, Any], option: str) -> str:
@@ -365,6 +376,7 @@ def serving_config(
         quantization=method,
         kv_cache_dtype=kvd or "auto",
         weight_precision=prec,
+        bytes_per_weight=quant,
         capacity=float(gpu_total_bytes(hw)) if hw is not None else 0.0,
         gpu_memory_utilization=util,
         reserve=float(reserve_gib) * GIB,

@@ -28,6 +28,7 @@ from slimlib.model.calibrated import CalibratedModel
 from slimlib.model.features import serving_configs
 from slimlib.model.memory import GIB, tensor_parallel_refusal
 from slimlib.model.methods import get_method, model_from_dict, read_params_document
+from slimlib.model.parallel import tensor_parallel_column
 from slimlib.model.serving import ServingConfig
 from slimlib.registry.architectures import Architecture, get_architecture
 from slimlib.registry.gpus import GPU, get_gpu
@@ -195,6 +196,11 @@ def _check_rows(
         except UnknownNameError as exc:
             raise UnknownNameError(f"{row_label(df, int(first))}: {exc}") from None
         check_architecture(arch, row_label(df, int(first)))
+    tp = tensor_parallel_column(df)
+    pairs = m_codes.astype(np.int64) * (int(tp.max()) + 1) + tp.astype(np.int64)
+    for first in np.unique(pairs, return_index=True)[1]:  # vLLM's split rule and the one-node limit
+        arch = get_architecture(str(df["model"].iloc[first]))
+        check_tensor_parallel(arch, float(tp[first]), row_label(df, int(first)))
     hw = None
     if gpu is not None:
         hw = get_gpu(gpu)
