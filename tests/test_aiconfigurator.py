@@ -13,8 +13,8 @@ from slimlib.data import load
 from slimlib.data.aiconfigurator import AIC_NAME, WHEEL_SHA256, build_aic_tables
 from slimlib.data.build import write_csv
 from slimlib.data.catalog import coerce, data_dir
-from slimlib.data.memgap import sha256_file
 from slimlib.errors import DataError
+from slimlib.kit.vllm_runner import sha256_file
 
 pytest.importorskip("pyarrow")
 AIC = RAW / AIC_NAME

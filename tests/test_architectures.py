@@ -120,7 +120,9 @@ def test_registry_spot_checks():
     l3 = get_architecture("llama-3-8b")
     assert l3.d_kv == 1024 and l3.vocab_size == 128256 and l3.max_position == 8192
 
-    assert get_architecture("llama-2-7b").kv_values_per_token_layer == 2 * 4096  # 0.5 MiB per token in 16 bits
+    assert (
+        get_architecture("llama-2-7b").kv_values_per_token_layer == 2 * 4096
+    )  # 0.5 MiB per token in 16 bits
     assert get_architecture("mistral-7b").d_kv == 1024
     assert get_architecture("qwen2-7b").d_kv == 4 * 128
     assert get_architecture("granite-8b").hf_id == "ibm-granite/granite-3.0-8b-instruct"

@@ -202,7 +202,9 @@ def test_refusals(kwargs, message):
 def test_refusals_of_quantization():
     with pytest.raises(DataError, match=r"quantization 'fp8' \(fp8 weights\) on mi250: vLLM runs fp8"):
         serving_config(get_architecture("llama-3-8b"), "mi250", quantization="fp8")
-    assert serving_config(get_architecture("llama-3-8b"), "a100", quantization="fp8").fits  # Marlin, weight-only
+    assert serving_config(
+        get_architecture("llama-3-8b"), "a100", quantization="fp8"
+    ).fits  # Marlin, weight-only
     with pytest.raises(DataError, match=r"expert_parallel = 2 with tensor_parallel = 4"):
         serving_config(_moe(8), "h100", tensor_parallel=4, expert_parallel=2)
     own = replace(get_architecture("llama-3-8b"), quantization="fp8")
@@ -215,7 +217,9 @@ def test_refusals_of_quantization():
 
 # ------------------------------------------------------------------------------------------ the CLI, issue 26's bugs
 def _fp8_70b(tmp_path, **cols):
-    df = grid(models=("llama-3-70b",), gpu=H200, batch=(1, 4, 16, 32), input_len=(128, 512), output_len=(64, 256))
+    df = grid(
+        models=("llama-3-70b",), gpu=H200, batch=(1, 4, 16, 32), input_len=(128, 512), output_len=(64, 256)
+    )
     df["quantization"] = "fp8"
     for k, v in cols.items():
         df[k] = v

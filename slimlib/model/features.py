@@ -201,7 +201,9 @@ def _resolve(
         try:
             a = _arch(cells["model"])
             settings = {k: cells.get(k) for k in (*PRECISION_COLUMNS, *ENGINE_COLUMNS)}
-            configs.append(serving_config(a, hw, tensor_parallel=cells["tensor_parallel"], **settings, **extra))
+            configs.append(
+                serving_config(a, hw, tensor_parallel=cells["tensor_parallel"], **settings, **extra)
+            )
         except (UnknownNameError, DataError) as exc:
             raise type(exc)(f"{row_label(df, pos)}: {exc}") from None
         archs.append(a)

@@ -108,8 +108,6 @@ def kv_pool_bytes(
     `weight_bytes` of weights: ``total x utilization - weights - reserve`` (may be <= 0)."""
     total = gpu_total_bytes(gpu) if isinstance(gpu, GPU) else float(gpu)
     return np.asarray(
-        total * gpu_memory_utilization
-        - np.asarray(weight_bytes, dtype=float)
-        - reserve_gib * GIB,
+        total * gpu_memory_utilization - np.asarray(weight_bytes, dtype=float) - reserve_gib * GIB,
         dtype=float,
     )

@@ -154,9 +154,7 @@ class ServingConfig:
         if not self.capacity:
             return math.nan
         return float(
-            kv_pool_bytes(
-                self.capacity, self.weights, self.gpu_memory_utilization, self.reserve / GIB
-            )
+            kv_pool_bytes(self.capacity, self.weights, self.gpu_memory_utilization, self.reserve / GIB)
         )
 
     @property
@@ -231,7 +229,9 @@ class ServingConfig:
             return
         g = GIB
         at = f"{where}: " if where else ""
-        fewer = "" if self.weight_precision == "fp4" else " or fewer bytes per weight (quantization fp8 or fp4)"
+        fewer = (
+            "" if self.weight_precision == "fp4" else " or fewer bytes per weight (quantization fp8 or fp4)"
+        )
         raise DataError(
             f"{at}{self.model} ({self.bytes_per_weight:g} bytes per weight) does not fit on {self.gpu} at "
             f"tensor_parallel = {self.tensor_parallel}: KV pool = {self.capacity / g:.1f} GiB x "
@@ -268,7 +268,9 @@ def _expert_params(a: Architecture) -> float:
         return 0.0
     if a.expert_params:
         return float(a.expert_params)
-    return float(a.n_moe_layers * a.n_experts * a.n_ffn_matrices * a.hidden_size * (a.moe_ffn_size or a.ffn_size))
+    return float(
+        a.n_moe_layers * a.n_experts * a.n_ffn_matrices * a.hidden_size * (a.moe_ffn_size or a.ffn_size)
+    )
 
 
 def _linear_params_active(a: Architecture) -> float:
@@ -381,7 +383,9 @@ def serving_config(
         gpu_memory_utilization=util,
         reserve=float(reserve_gib) * GIB,
         block_size=_whole(block_size, "block_size", DEFAULT_BLOCK_SIZE),
-        max_num_batched_tokens=_whole(max_num_batched_tokens, "max_num_batched_tokens", DEFAULT_MAX_NUM_BATCHED_TOKENS),
+        max_num_batched_tokens=_whole(
+            max_num_batched_tokens, "max_num_batched_tokens", DEFAULT_MAX_NUM_BATCHED_TOKENS
+        ),
         max_num_seqs=_whole(max_num_seqs, "max_num_seqs", DEFAULT_MAX_NUM_SEQS),
         logged_gpu_blocks=_whole(gpu_blocks, "gpu_blocks", 0, low=0),
         dense_weights=dense_total / tp,

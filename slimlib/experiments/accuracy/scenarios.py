@@ -402,7 +402,7 @@ ENGINE_TRUTH_T = "measured total-token throughput (vllm bench serve on vLLM's CP
 ENGINE_TRUTH_L = "measured mean request E2E latency (all B requests sent at once, concurrency cap B)"
 
 
-def engine_table(runs: pd.DataFrame | None = None, repeat: int = 0) -> pd.DataFrame:
+def engine_eval_rows(runs: pd.DataFrame | None = None, repeat: int = 0) -> pd.DataFrame:
     """``engine-cpu-runs`` (one `repeat` pass) in the scenario layout: E2E is the client's mean request E2E, the
     KV blocks follow from the campaign's KV space (`slimlib.registry.host_cpu`), chunked prefill is on (vLLM V1)."""
     df = load(ENGINE_TABLE) if runs is None else runs
@@ -424,7 +424,7 @@ def engine_table(runs: pd.DataFrame | None = None, repeat: int = 0) -> pd.DataFr
 
 def engine_input_length_scenario(table: pd.DataFrame | None = None, name: str = ENGINE_IL_ROW) -> Scenario:
     """Per model at OL = 256: fit IL in {128, 512}, validate IL = 1024 (the paper's design), on the CPU engine."""
-    t = engine_table() if table is None else table
+    t = engine_eval_rows() if table is None else table
     at = t[t["output_len"].round() == ENGINE_IL_OL]
     folds = []
     for model, g in at.groupby("model", sort=True):

@@ -30,8 +30,8 @@ from slimlib.experiments.accuracy.scenarios import (
     Fold,
     Scenario,
     cpu_kv_blocks,
+    engine_eval_rows,
     engine_input_length_scenario,
-    engine_table,
     same_curve_split,
 )
 from slimlib.experiments.outputs import uncertainty as U
@@ -61,7 +61,7 @@ def _at(df: pd.DataFrame, il=None, ols=None) -> pd.DataFrame:
 def engine_scenarios(runs: pd.DataFrame | None = None) -> list[Scenario]:
     """The five scenarios on the CPU-engine table (repeat 0), in the paper's order."""
     runs = load(ENGINE_TABLE) if runs is None else runs
-    t = engine_table(runs)
+    t = engine_eval_rows(runs)
     missing = [m for m in ENGINE_MODELS if m not in set(t["model"])]
     if missing:
         raise DataError(f"{ENGINE_TABLE}: no runs of {missing}; rerun the campaign (slim bench campaign)")
@@ -142,7 +142,7 @@ def bca_curves(runs: pd.DataFrame | None = None, il: int = BASE_IL) -> pd.DataFr
     df["block_size"] = DEFAULT_BLOCK_SIZE
     df["preempted"] = False
     # the engine's KV pool in blocks and its chunked prefill (vLLM V1), as the evaluation's rows have them
-    # (`slimlib.experiments.accuracy.scenarios.engine_table`), so the advisor's grid is capped as predict is
+    # (`slimlib.experiments.accuracy.scenarios.engine_eval_rows`), so the advisor's grid is capped as predict is
     df["gpu_blocks"] = cpu_kv_blocks(df["model"])
     df["chunked_prefill"] = True
     return df
