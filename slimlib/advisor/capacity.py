@@ -248,9 +248,7 @@ def advise_many(
     archs = [get_architecture(n) for n in uniq]
     # per GPU of the tensor-parallel group: the workload's resolved serving configuration
     tp = tensor_parallel_column(workloads)
-    codes, configs = serving_configs(
-        workloads.drop(columns="gpu", errors="ignore").assign(batch_size=1.0), hw, reserve_gib=reserve_gib
-    )
+    codes, configs = serving_configs(workloads, hw, reserve_gib=reserve_gib, gpu_column=False)
     default = np.array([c.kv_pool for c in configs], dtype=float)[codes]
     weights = np.array([c.weights for c in configs], dtype=float)[codes]
     pool_blocks = np.array([c.num_gpu_blocks for c in configs], dtype=float)[codes]

@@ -138,14 +138,15 @@ def serving_columns(df: pd.DataFrame) -> dict[str, Any]:
 
 
 def _distinct_rows(
-    df: pd.DataFrame, tp: FloatArray, gpu: str
+    df: pd.DataFrame, tp: FloatArray, gpu: str, gpu_column: bool = True
 ) -> tuple[npt.NDArray[np.intp], list[dict[str, Any]], npt.NDArray[np.intp]]:
     """The distinct serving configurations of `df` (model, `KEY_COLUMNS` it has, tensor parallel degree `tp`) in
     the order they first appear, each row's index into them, and each one's first row. Each column is factorized
     on its own (a million rows hold a handful of values); text cells as `_cell`, numbers as they are."""
     key = np.zeros(len(df), dtype=np.int64)
     coded: dict[str, tuple[npt.NDArray[np.intp], list[Any]]] = {}
-    columns: dict[str, Any] = {c: df[c] for c in ("model", *KEY_COLUMNS) if c in df.columns}
+    names = [c for c in ("model", *KEY_COLUMNS) if c in df.columns and (gpu_column or c != "gpu")]
+    columns: dict[str, Any] = {c: df[c] for c in names}
     columns["tensor_parallel"] = tp
     for col, values_in in columns.items():
         raw, values = pd.factorize(values_in, use_na_sentinel=True)
@@ -156,18 +157,20 @@ def _distinct_rows(
         else:
             cells = [_cell(v) for v in values] + [""]
         norm, distinct = pd.factorize(np.array(cells, dtype=object), use_na_sentinel=False)
-        coded[col] = (norm[raw], list(distinct))
-        key = key * len(distinct) + coded[col][0]
-    _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
-    order = np.argsort(first, kind="stable")  # by first appearance: an error names the first bad row
-    rank = np.empty(len(order), dtype=np.intp)
-    rank[order] = np.arange(len(order))
-    found = [{col: names[codes[row]] for col, (codes, names) in coded.items()} for row in first[order]]
+        codes = norm[raw]
+        coded[col] = (codes, list(distinct))
+        if len(distinct) > 1:  # a column of one value adds nothing to the key
+            key = key * len(distinct) + codes
+    # codes numbered by first appearance (hashing, no sort): an error names the first bad row
+    rank, _ = pd.factorize(key)
+    seen = np.maximum.accumulate(rank) if len(rank) else rank
+    first = np.flatnonzero(np.r_[len(rank) > 0, rank[1:] > seen[:-1]])  # where the running maximum grows
+    found = [{col: names[codes[row]] for col, (codes, names) in coded.items()} for row in first]
     for cells in found:
         cells.setdefault("gpu", gpu)
         if not cells["gpu"]:
             cells["gpu"] = gpu
-    return rank[inverse.ravel()], found, first[order]
+    return rank.astype(np.intp), found, first
 
 
 def _cell(v: Any) -> str:
@@ -175,22 +178,35 @@ def _cell(v: Any) -> str:
 
 
 def serving_configs(
-    df: pd.DataFrame, gpu: GPU | str | None = None, *, reserve_gib: float | None = None
+    df: pd.DataFrame,
+    gpu: GPU | str | None = None,
+    *,
+    reserve_gib: float | None = None,
+    gpu_column: bool = True,
+    within_node: bool = False,
 ) -> tuple[npt.NDArray[np.intp], list[ServingConfig]]:
     """Each row's index into the distinct `ServingConfig` s of `df` (resolved once each; module docstring), and
-    those configurations. `gpu` (optional) stands in where the table has no ``gpu`` cell. Errors name the first
-    row of a configuration vLLM refuses (`slimlib.model.serving.serving_config`)."""
-    codes, configs, _ = _resolve(df, gpu, reserve_gib)
+    those configurations. `gpu` (optional) stands in where the table has no ``gpu`` cell (with `gpu_column`
+    False: for every row, the table's ``gpu`` column ignored). Errors name the first row of a configuration vLLM
+    refuses (`slimlib.model.serving.serving_config`; `within_node`: tensor parallelism within one node too)."""
+    codes, configs, _ = _resolve(df, gpu, reserve_gib, gpu_column, within_node)
     return codes, configs
 
 
 def _resolve(
-    df: pd.DataFrame, gpu: GPU | str | None, reserve_gib: float | None
+    df: pd.DataFrame,
+    gpu: GPU | str | None,
+    reserve_gib: float | None,
+    gpu_column: bool = True,
+    within_node: bool = False,
 ) -> tuple[npt.NDArray[np.intp], list[ServingConfig], list[Architecture]]:
-    """`serving_configs` and the architecture of each configuration."""
+    """`serving_configs` and the architecture of each configuration (`gpu_column` False: `gpu` for every row,
+    whatever the table's ``gpu`` column says)."""
     tp = tensor_parallel_column(df)
-    codes, uniques, first_rows = _distinct_rows(df, tp, get_gpu(gpu).name if gpu is not None else "")
-    extra = {} if reserve_gib is None else {"reserve_gib": reserve_gib}
+    codes, uniques, first_rows = _distinct_rows(df, tp, get_gpu(gpu).name if gpu is not None else "", gpu_column)
+    extra: dict[str, Any] = {"within_node": within_node}
+    if reserve_gib is not None:
+        extra["reserve_gib"] = reserve_gib
     configs, archs = [], []
     for i, cells in enumerate(uniques):
         pos = int(first_rows[i])

@@ -294,6 +294,7 @@ def serving_config(
     max_num_seqs: object = None,
     gpu_blocks: object = None,
     reserve_gib: float = DEFAULT_RESERVE_GIB,
+    within_node: bool = False,
 ) -> ServingConfig:
     """The `ServingConfig` of `arch` on `tensor_parallel` GPUs `gpu` (None: no device, no pool).
 
@@ -302,7 +303,8 @@ def serving_config(
     (the message lists the accepted ones), a quantization other than the checkpoint's, fp8/fp4 weights on a GPU
     without fp8/fp4 tensor cores or weight-only kernels, a tensor-parallel size that does not split the heads, an
     expert-parallel size other than 1 or the tensor-parallel size (or on a dense model), a utilization outside
-    (0, 1]. A pool <= 0 is not refused here: `ServingConfig.check_fits` does that.
+    (0, 1]; with `within_node`, a tensor-parallel size beyond one node. A pool <= 0 is not refused here:
+    `ServingConfig.check_fits` does that.
     """
     hw = get_gpu(gpu) if gpu is not None and str(gpu) != "" else None
     tp = _whole(tensor_parallel, "tensor_parallel", 1)
@@ -331,7 +333,7 @@ def serving_config(
                 f"{prec} tensor cores or NVIDIA compute capability >= 8.0 (weight-only), which {hw.name} is not; "
                 "serve it unquantized or on another GPU"
             )
-    refusal = tensor_parallel_refusal(arch.name, arch.n_heads, arch.n_kv_heads, tp, within_node=False)
+    refusal = tensor_parallel_refusal(arch.name, arch.n_heads, arch.n_kv_heads, tp, within_node=within_node)
     if refusal:
         raise DataError(refusal)
     if ep > 1 and not arch.is_moe:

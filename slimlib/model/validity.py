@@ -28,7 +28,6 @@ from slimlib.model.calibrated import CalibratedModel
 from slimlib.model.features import serving_configs
 from slimlib.model.memory import GIB, tensor_parallel_refusal
 from slimlib.model.methods import get_method, model_from_dict, read_params_document
-from slimlib.model.parallel import tensor_parallel_column
 from slimlib.model.serving import ServingConfig
 from slimlib.registry.architectures import Architecture, get_architecture
 from slimlib.registry.gpus import GPU, get_gpu
@@ -196,18 +195,9 @@ def _check_rows(
         except UnknownNameError as exc:
             raise UnknownNameError(f"{row_label(df, int(first))}: {exc}") from None
         check_architecture(arch, row_label(df, int(first)))
-    tp = tensor_parallel_column(df)
-    pairs = m_codes.astype(np.int64) * (int(tp.max()) + 1) + tp.astype(np.int64)
-    for first in np.unique(pairs, return_index=True)[1]:  # vLLM's split rule and the one-node limit
-        arch = get_architecture(str(df["model"].iloc[first]))
-        check_tensor_parallel(arch, float(tp[first]), row_label(df, int(first)))
-    hw = None
-    if gpu is not None:
-        hw = get_gpu(gpu)
-        table = df.drop(columns="gpu") if "gpu" in df.columns else df  # the parameters' GPU for every row
-    else:
-        table = df
-    codes, configs = serving_configs(table, hw)
+    hw = get_gpu(gpu) if gpu is not None else None  # the parameters' GPU for every row
+    # vLLM's refusals (precision, tensor parallel split and the one-node limit, ...) name the first row
+    codes, configs = serving_configs(df, hw, gpu_column=hw is None, within_node=True)
     by_config = np.argsort(codes, kind="stable")
     bounds = np.searchsorted(codes[by_config], np.arange(len(configs) + 1))
     for j, s in enumerate(configs):  # in the order of their first row
@@ -220,7 +210,6 @@ def _check_rows(
 
         arch = get_architecture(str(df["model"].iloc[first]))
         t = float(s.tensor_parallel)
-        check_tensor_parallel(arch, t, where)
         if arch.max_position:
             too = np.flatnonzero(il[rows] + ol[rows] > arch.max_position)
             if too.size:
