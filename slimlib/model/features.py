@@ -237,7 +237,12 @@ def model_features(df: pd.DataFrame, gpu: GPU | str | None = None) -> Features:
     table = np.array([_config_row(a, s) for a, s in zip(archs, configs, strict=True)], dtype=float).reshape(
         len(configs), len(_CONFIG_VALUES)
     )
-    col = {f: table[codes, j] for j, f in enumerate(_CONFIG_VALUES)}
+    # per row: a value every configuration shares is broadcast (read-only, no copy), others gathered
+    columns = np.ascontiguousarray(table.T)
+    col = {
+        f: np.broadcast_to(v[0], codes.shape) if (v == v[0]).all() else v.take(codes)
+        for f, v in zip(_CONFIG_VALUES, columns, strict=True)
+    }
     feats: Features = {f: col[f] for f in FEATURE_NAMES if f in col}
     for c in ("batch_size", "input_len", "output_len"):
         feats[c] = df[c].to_numpy(dtype=float)
