@@ -273,3 +273,20 @@ def test_gpu_memory_utilization_of_advise_reaches_the_model(tmp_path, capsys):
     s9 = serving_config(get_architecture("llama-3-8b"), "h100")
     s5 = serving_config(get_architecture("llama-3-8b"), "h100", gpu_memory_utilization=0.5)
     assert caps == [s9.num_gpu_blocks // 256, s5.num_gpu_blocks // 256]
+
+
+def test_advisor_passes_its_engine_settings_to_the_model(monkeypatch):
+    """The model's predictions see the advisor's gpu_memory_utilization, block_size and logged blocks: the KV
+    token capacity its features give is the one the memory constraint uses."""
+    from slimlib.advisor import capacity as A
+
+    model = SlimModel.with_params(TRUE_PARAMS, gpu="h100-sxm-80gb")
+    seen = []
+    real = model.predict_grid
+    monkeypatch.setattr(model, "predict_grid", lambda base, b: seen.append(base) or real(base, b))
+    wl = pd.DataFrame({"model": ["llama-3-8b"], "input_len": [1000.0], "output_len": [1000.0]})
+    A.advise_many(model, wl, gpu_memory_utilization=0.5, batch_sizes=[1, 2])
+    A.advise_many(model, wl, gpu_blocks=500, batch_sizes=[1, 2])
+    caps = [model_features(base.assign(batch_size=1.0), gpu="h100")["kv_token_capacity"][0] for base in seen]
+    half = serving_config(get_architecture("llama-3-8b"), "h100", gpu_memory_utilization=0.5)
+    assert caps[0] == pytest.approx(half.kv_pool / half.kv_bytes_per_token) and caps[1] == 500 * 16
