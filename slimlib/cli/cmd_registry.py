@@ -96,7 +96,7 @@ def _cmd_models(args: argparse.Namespace) -> int:
     df = list_architectures(args.names or None)
     names = args.names or list(df["name"])
     kv = [round(serving_config(get_architecture(n)).kv_bytes_per_token) for n in names]
-    df.insert(int(df.columns.get_loc("weight_bytes")) + 1, "kv_bytes_per_token", kv)
+    df.insert(list(df.columns).index("weight_bytes") + 1, "kv_bytes_per_token", kv)
     if args.format != "table":
         _write_records(df, args.format)
         return 0

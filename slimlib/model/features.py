@@ -145,18 +145,18 @@ def _distinct_rows(
     on its own (a million rows hold a handful of values); text cells as `_cell`, numbers as they are."""
     key = np.zeros(len(df), dtype=np.int64)
     coded: dict[str, tuple[npt.NDArray[np.intp], list[Any]]] = {}
-    names = [c for c in ("model", *KEY_COLUMNS) if c in df.columns and (gpu_column or c != "gpu")]
-    columns: dict[str, Any] = {c: df[c] for c in names}
+    key_columns = [c for c in ("model", *KEY_COLUMNS) if c in df.columns and (gpu_column or c != "gpu")]
+    columns: dict[str, Any] = {c: df[c] for c in key_columns}
     columns["tensor_parallel"] = tp
     for col, values_in in columns.items():
         raw, values = pd.factorize(values_in, use_na_sentinel=True)
         if col == "model":
-            cells: list[Any] = [str(v) for v in values] + [""]
+            spelled: list[Any] = [str(v) for v in values] + [""]
         elif col in ENGINE_COLUMNS or col == "tensor_parallel":
-            cells = [float(v) for v in values] + [float("nan")]  # code -1 (missing): the last
+            spelled = [float(v) for v in values] + [float("nan")]  # code -1 (missing): the last
         else:
-            cells = [_cell(v) for v in values] + [""]
-        norm, distinct = pd.factorize(np.array(cells, dtype=object), use_na_sentinel=False)
+            spelled = [_cell(v) for v in values] + [""]
+        norm, distinct = pd.factorize(np.array(spelled, dtype=object), use_na_sentinel=False)
         codes = norm[raw]
         coded[col] = (codes, list(distinct))
         if len(distinct) > 1:  # a column of one value adds nothing to the key
@@ -165,10 +165,11 @@ def _distinct_rows(
     rank, _ = pd.factorize(key)
     seen = np.maximum.accumulate(rank) if len(rank) else rank
     first = np.flatnonzero(np.r_[len(rank) > 0, rank[1:] > seen[:-1]])  # where the running maximum grows
-    found = [{col: names[codes[row]] for col, (codes, names) in coded.items()} for row in first]
+    found: list[dict[str, Any]] = [
+        {col: names[codes[row]] for col, (codes, names) in coded.items()} for row in first
+    ]
     for cells in found:
-        cells.setdefault("gpu", gpu)
-        if not cells["gpu"]:
+        if not cells.get("gpu"):
             cells["gpu"] = gpu
     return rank.astype(np.intp), found, first
 
@@ -203,7 +204,9 @@ def _resolve(
     """`serving_configs` and the architecture of each configuration (`gpu_column` False: `gpu` for every row,
     whatever the table's ``gpu`` column says)."""
     tp = tensor_parallel_column(df)
-    codes, uniques, first_rows = _distinct_rows(df, tp, get_gpu(gpu).name if gpu is not None else "", gpu_column)
+    codes, uniques, first_rows = _distinct_rows(
+        df, tp, get_gpu(gpu).name if gpu is not None else "", gpu_column
+    )
     extra: dict[str, Any] = {"within_node": within_node}
     if reserve_gib is not None:
         extra["reserve_gib"] = reserve_gib
@@ -216,7 +219,7 @@ def _resolve(
             raise UnknownNameError(f"{row_label(df, pos)}: field 'gpu': {exc}") from None
         try:
             a = _arch(cells["model"])
-            settings = {k: cells.get(k) for k in (*PRECISION_COLUMNS, *ENGINE_COLUMNS)}
+            settings: dict[str, Any] = {k: cells.get(k) for k in (*PRECISION_COLUMNS, *ENGINE_COLUMNS)}
             configs.append(
                 serving_config(a, hw, tensor_parallel=cells["tensor_parallel"], **settings, **extra)
             )
