@@ -128,7 +128,8 @@ def register_cli(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     )
     p.add_argument(
         "--gpu-memory-utilization", type=float, default=DEFAULT_GPU_MEMORY_UTILIZATION,
-        help="vLLM's default memory fraction the comparison assumes (default 0.9)",
+        help="vLLM's --gpu-memory-utilization: sets the KV pool of the memory constraint and of the model's "
+        "predictions (default 0.9)",
     )  # fmt: skip
     p.add_argument(
         "--reserve-gb", type=nonnegative_float, default=DEFAULT_RESERVE_GIB,

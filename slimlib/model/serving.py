@@ -85,10 +85,12 @@ _EXPERTS_ONLY = ("mxfp4",)
 class ServingConfig:
     """Per-GPU memory and work of one serving configuration (module docstring); build it with `serving_config`.
 
-    Memory fields are bytes per GPU; `capacity` is 0 without a device (then the pool and capacities are NaN);
+    `identity` is the architecture's content identity (its name where the reader gave none): two models that
+    share a name are never one configuration. Memory fields are bytes per GPU; `capacity` is 0 without a device (then the pool and capacities are NaN);
     `bytes_per_weight` is the width of the quantized (linear-layer) weights."""
 
     model: str
+    identity: str
     gpu: str
     tensor_parallel: int
     expert_parallel: int
@@ -374,6 +376,7 @@ def serving_config(
     n_window = arch.n_sliding_layers if window else 0
     return ServingConfig(
         model=arch.name,
+        identity=arch.identity or arch.name,
         gpu=hw.name if hw is not None else "",
         tensor_parallel=tp,
         expert_parallel=ep,

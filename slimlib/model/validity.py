@@ -152,7 +152,7 @@ def check_memory(
         if preempted is None:
             warnings.warn(_preemption_message(first, over.size), PreemptionWarning, stacklevel=2)
         else:
-            key = (config.model, config.gpu, float(config.tensor_parallel))
+            key = (config.identity, config.gpu, float(config.tensor_parallel))
             preempted.setdefault(key, [first, 0])[1] += int(over.size)
 
 
