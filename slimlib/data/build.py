@@ -51,7 +51,7 @@ SOURCES = {
 }
 
 
-def write_csv(df: pd.DataFrame, path: Path) -> None:
+def write_data_table(df: pd.DataFrame, path: Path) -> None:
     """Write `df` deterministically: no index, fixed float format, '\\n' line ends, empty cells for missing."""
     df.to_csv(path, index=False, float_format=FLOAT_FORMAT, lineterminator="\n", na_rep="")
 
@@ -169,7 +169,7 @@ def build_all(raw: str | Path, out: str | Path, kit: list[str | Path] | None = N
         if name not in SCHEMA:
             raise DataError(f"table {name!r} has no schema entry in slimlib.data.catalog.SCHEMA")
         path = out_dir / _file_name(name)
-        write_csv(coerce(name, tables[name]), path)
+        write_data_table(coerce(name, tables[name]), path)
         written[name] = path
     readme = out_dir / "README.md"
     readme.write_text(render_readme(tables, written), encoding="utf-8", newline="\n")
