@@ -290,3 +290,20 @@ def test_advisor_passes_its_engine_settings_to_the_model(monkeypatch):
     caps = [model_features(base.assign(batch_size=1.0), gpu="h100")["kv_token_capacity"][0] for base in seen]
     half = serving_config(get_architecture("llama-3-8b"), "h100", gpu_memory_utilization=0.5)
     assert caps[0] == pytest.approx(half.kv_pool / half.kv_bytes_per_token) and caps[1] == 500 * 16
+
+
+def test_engine_columns_are_checked_and_part_of_a_configuration(tmp_path, capsys):
+    rows = tmp_path / "rows.csv"
+    rows.write_text("model,gpu,batch_size,input_len,output_len,gpu_memory_utilization\n"
+                    "llama-3-8b,h100,8,100,100,0.9\nllama-3-8b,h100,8,100,100,lots\n")  # fmt: skip
+    params = tmp_path / "params.json"
+    params.write_text(SlimModel.with_params(TRUE_PARAMS, gpu="h100-sxm-80gb").to_json())
+    assert main(["predict", str(params), str(rows)]) != 0
+    assert "rows.csv line 3: field 'gpu_memory_utilization' is 'lots', not a number" in capsys.readouterr().err
+    # two runs of one workload at two utilizations are two configurations, not conflicting duplicates
+    runs = tmp_path / "runs.csv"
+    df = synthesize(SlimModel.with_params(TRUE_PARAMS, gpu="h100-sxm-80gb"), grid(models=("opt-1.3b",)))
+    pd.concat([df.assign(gpu_memory_utilization=0.9),
+               df.assign(gpu_memory_utilization=0.8, throughput_tok_s=df["throughput_tok_s"] * 0.99)]
+              ).to_csv(runs, index=False)  # fmt: skip
+    assert main(["fit", str(runs), "--out", str(tmp_path / "fit.json")]) == 0

@@ -19,11 +19,11 @@ import pandas as pd
 
 from slimlib.errors import DataError, UnknownNameError
 from slimlib.model.parallel import split_features, tensor_parallel_column
-from slimlib.model.serving import ENGINE_COLUMNS, ServingConfig, serving_config
+from slimlib.model.serving import ServingConfig, serving_config
 from slimlib.registry.architectures import Architecture, get_architecture
 from slimlib.registry.gpus import GPU, get_gpu
 from slimlib.registry.precision import compute_peak
-from slimlib.schema import PRECISION_COLUMNS, row_label
+from slimlib.schema import ENGINE_COLUMNS, PRECISION_COLUMNS, row_label
 
 FloatArray = npt.NDArray[np.float64]
 Features = dict[str, FloatArray]
@@ -153,7 +153,9 @@ def _distinct_rows(
         if col == "model":
             spelled: list[Any] = [str(v) for v in values] + [""]
         elif col in ENGINE_COLUMNS or col == "tensor_parallel":
-            spelled = [float(v) for v in values] + [float("nan")]  # code -1 (missing): the last
+            spelled = [_number(df, col, v, raw, k) for k, v in enumerate(values)] + [
+                float("nan")
+            ]  # -1: missing
         else:
             spelled = [_cell(v) for v in values] + [""]
         norm, distinct = pd.factorize(np.array(spelled, dtype=object), use_na_sentinel=False)
@@ -172,6 +174,15 @@ def _distinct_rows(
         if not cells.get("gpu"):
             cells["gpu"] = gpu
     return rank.astype(np.intp), found, first
+
+
+def _number(df: pd.DataFrame, col: str, value: Any, raw: npt.NDArray[np.intp], code: int) -> float:
+    """An engine-setting cell as a float; DataError naming the first row that holds anything else."""
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        row = int(np.flatnonzero(raw == code)[0])
+        raise DataError(f"{row_label(df, row)}: field {col!r} is {value!r}, not a number") from None
 
 
 def _cell(v: Any) -> str:

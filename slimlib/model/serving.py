@@ -52,11 +52,11 @@ from slimlib.registry.precision import (
     weight_bytes_per_element,
     weight_precision,
 )
+from slimlib.schema import ENGINE_COLUMNS
 
 __all__ = [
     "DEFAULT_MAX_NUM_BATCHED_TOKENS",
     "DEFAULT_MAX_NUM_SEQS",
-    "ENGINE_COLUMNS",
     "ServingConfig",
     "serving_config",
 ]
@@ -65,15 +65,6 @@ __all__ = [
 DEFAULT_MAX_NUM_BATCHED_TOKENS = 512
 #: vLLM's default --max-num-seqs
 DEFAULT_MAX_NUM_SEQS = 256
-#: optional table columns with vLLM's engine settings (``gpu_blocks``: the logged ``num_gpu_blocks``)
-ENGINE_COLUMNS = (
-    "gpu_memory_utilization",
-    "block_size",
-    "gpu_blocks",
-    "max_num_batched_tokens",
-    "max_num_seqs",
-    "expert_parallel",
-)
 #: minimum CUDA compute capability of vLLM's fp8 / fp4 weight methods (``Fp8Config``, ``ModelOptNvFp4Config``,
 #: ``Mxfp4Config``: ``get_min_capability() == 80``; below the precision's tensor cores they run weight-only)
 _MIN_QUANT_CAPABILITY = 8.0
