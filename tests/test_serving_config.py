@@ -299,7 +299,9 @@ def test_engine_columns_are_checked_and_part_of_a_configuration(tmp_path, capsys
     params = tmp_path / "params.json"
     params.write_text(SlimModel.with_params(TRUE_PARAMS, gpu="h100-sxm-80gb").to_json())
     assert main(["predict", str(params), str(rows)]) != 0
-    assert "rows.csv line 3: field 'gpu_memory_utilization' is 'lots', not a number" in capsys.readouterr().err
+    assert (
+        "rows.csv line 3: field 'gpu_memory_utilization' is 'lots', not a number" in capsys.readouterr().err
+    )
     # two runs of one workload at two utilizations are two configurations, not conflicting duplicates
     runs = tmp_path / "runs.csv"
     df = synthesize(SlimModel.with_params(TRUE_PARAMS, gpu="h100-sxm-80gb"), grid(models=("opt-1.3b",)))

@@ -52,7 +52,6 @@ from slimlib.registry.precision import (
     weight_bytes_per_element,
     weight_precision,
 )
-from slimlib.schema import ENGINE_COLUMNS
 
 __all__ = [
     "DEFAULT_MAX_NUM_BATCHED_TOKENS",
