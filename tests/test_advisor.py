@@ -90,8 +90,8 @@ def test_kv_memory_mha_opt():
     config = serving_config(arch)
     assert config.kv_bytes_per_token == 2 * 24 * 2048 * 2
     # 250 + 260 = 510 tokens -> 32 blocks of 16 -> 512 token slots
-    assert M.blocks_per_request(250, 260, 16) == 32 == config.request_blocks(250 + 260)
-    assert M.blocks_per_request(256, 256, 16) == 32  # exact multiple: no extra block
+    assert config.request_blocks(250 + 260) == 32
+    assert config.request_blocks(256 + 256) == 32  # exact multiple: no extra block
 
 
 def test_kv_memory_gqa_is_smaller_by_head_ratio():

@@ -1,14 +1,12 @@
-"""Engine memory facts that are not one configuration: vLLM's defaults, the tensor-parallel split rule, the KV
-blocks a request holds and the default pool formula. The resolved per-GPU memory of a configuration (weights, KV
+"""Engine memory facts that are not one configuration: vLLM's defaults, the tensor-parallel split rule, the KV-head
+replication factor and the default pool formula. The resolved per-GPU memory of a configuration (weights, KV
 bytes per token, pool, blocks) is `slimlib.model.serving.ServingConfig`.
 
-A request of ``IL + OL`` tokens holds ``ceil((IL + OL) / block)`` blocks of ``block`` tokens; the default
-allocation is ``GPU memory x gpu_memory_utilization - weights - activation reserve`` (`kv_pool_bytes`).
+The default allocation is ``GPU memory x gpu_memory_utilization - weights - activation reserve``
+(`kv_pool_bytes`); the blocks a request holds are `ServingConfig.request_blocks`.
 """
 
 from __future__ import annotations
-
-from typing import cast
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -22,7 +20,6 @@ __all__ = [
     "DEFAULT_RESERVE_GIB",
     "GIB",
     "GPUS_PER_NODE",
-    "blocks_per_request",
     "gpu_total_bytes",
     "kv_pool_bytes",
     "kv_replication",
@@ -85,14 +82,6 @@ def kv_replication(n_kv_heads: ArrayLike, tensor_parallel: ArrayLike) -> FloatAr
 
 
 # ---------------------------------------------------------------------------------------------------------------
-def blocks_per_request(
-    input_len: ArrayLike, output_len: ArrayLike, block_size: float = DEFAULT_BLOCK_SIZE
-) -> FloatArray:
-    """KV blocks one request of ``IL + OL`` tokens holds: ``ceil((IL + OL) / block_size)``."""
-    tokens = np.ceil(np.asarray(input_len, dtype=float) + np.asarray(output_len, dtype=float))
-    return cast(FloatArray, np.ceil(tokens / float(block_size)))
-
-
 def gpu_total_bytes(gpu: GPU) -> int:
     """Memory the engine sees: the driver-reported total where measured, else the nominal capacity."""
     return int(gpu.mem_bytes_reported or gpu.mem_bytes)
