@@ -27,6 +27,17 @@ KEY_COLUMNS = ("model", "gpu", "batch_size", "input_len", "output_len")
 TARGET_COLUMN = "throughput_tok_s"
 #: optional text columns of the serving precision, named as vLLM's options (values checked when features are built)
 PRECISION_COLUMNS = ("dtype", "quantization", "kv_cache_dtype")
+#: optional engine-setting columns with vLLM's names (``gpu_blocks``: the logged ``num_gpu_blocks``), read by
+#: `slimlib.model.serving`; all but the logged block count are part of a configuration
+ENGINE_COLUMNS = (
+    "gpu_memory_utilization",
+    "block_size",
+    "gpu_blocks",
+    "max_num_batched_tokens",
+    "max_num_seqs",
+    "expert_parallel",
+)
+SETTING_COLUMNS = tuple(c for c in ENGINE_COLUMNS if c != "gpu_blocks")
 OPTIONAL_COLUMNS = ("e2e_s", "tensor_parallel", *PRECISION_COLUMNS)
 NUMERIC_COLUMNS = ("batch_size", "input_len", "output_len", "throughput_tok_s", "e2e_s", "tensor_parallel")
 #: Columns that hold counts: whole numbers only (a batch of 6.5 requests is a typo or an average).
@@ -296,7 +307,9 @@ def _check_conflicting_duplicates(
     if not require_target:
         return
     measured = [c for c in (TARGET_COLUMN, "e2e_s") if c in df.columns]
-    keys = list(KEY_COLUMNS) + [c for c in ("tensor_parallel", *PRECISION_COLUMNS) if c in df.columns]
+    keys = list(KEY_COLUMNS) + [
+        c for c in ("tensor_parallel", *PRECISION_COLUMNS, *SETTING_COLUMNS) if c in df.columns
+    ]
     key_df = df[keys].reset_index(drop=True)
     for col, fn in (canonical or {}).items():
         if col in key_df.columns:

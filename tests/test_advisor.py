@@ -16,6 +16,7 @@ from slimlib.errors import DataError
 from slimlib.experiments.bca import advisor_eval as AE
 from slimlib.model import SlimModel
 from slimlib.model import memory as M
+from slimlib.model.serving import serving_config
 from slimlib.registry.architectures import get_architecture
 from slimlib.registry.gpus import get_gpu
 
@@ -86,32 +87,30 @@ def test_bad_slo_is_an_error():
 # --------------------------------------------------------------------------------------------- memory arithmetic
 def test_kv_memory_mha_opt():
     arch = get_architecture("opt-1.3b")  # MHA: 24 layers, D_kv = D = 2048
-    assert arch.kv_bytes_per_token == 2 * 24 * 2048 * 2
+    config = serving_config(arch)
+    assert config.kv_bytes_per_token == 2 * 24 * 2048 * 2
     # 250 + 260 = 510 tokens -> 32 blocks of 16 -> 512 token slots
-    assert M.blocks_per_request(250, 260, 16) == 32
-    assert M.kv_bytes_needed(arch, 250, 260, 10, 16) == 10 * 512 * 2 * 24 * 2048 * 2
-    assert M.blocks_per_request(256, 256, 16) == 32  # exact multiple: no extra block
+    assert config.request_blocks(250 + 260) == 32
+    assert config.request_blocks(256 + 256) == 32  # exact multiple: no extra block
 
 
 def test_kv_memory_gqa_is_smaller_by_head_ratio():
     gqa = get_architecture("mistral-7b")  # 8 KV heads of 32 query heads
     assert gqa.n_kv_heads * 4 == gqa.n_heads
-    assert (
-        M.kv_bytes_needed(gqa, 100, 28, 4, 16)
-        == 4 * 128 * 2 * gqa.n_layers * gqa.n_kv_heads * gqa.head_dim * 2
-    )
+    config = serving_config(gqa)
+    assert config.kv_bytes_per_token == 2 * gqa.n_layers * gqa.n_kv_heads * gqa.head_dim * 2
     mha_like = 2 * gqa.n_layers * gqa.hidden_size * 2
-    assert gqa.kv_bytes_per_token * 4 == mha_like
+    assert config.kv_bytes_per_token * 4 == mha_like
 
 
 def test_default_allocation_and_vllm_settings():
     arch, gpu = get_architecture("llama-2-7b"), get_gpu("h100-sxm-64gb")
     total = gpu.mem_bytes_reported or gpu.mem_bytes
-    kv = M.default_kv_bytes(arch, gpu, 0.9, 1.0)
-    assert kv == pytest.approx(total * 0.9 - arch.weight_bytes_total - 2**30)
+    kv = serving_config(arch, gpu, gpu_memory_utilization=0.9, reserve_gib=1.0).kv_pool
+    assert kv == pytest.approx(total * 0.9 - 2 * arch.n_params - 2**30)
     s = A.vllm_settings(arch, gpu, 64, 250, 260, block_size=16, reserve_gib=1.0)
     assert s["max_num_seqs"] == 64 and s["num_gpu_blocks_override"] == 64 * 32
-    need = arch.weight_bytes_total + 2**30 + 64 * 32 * 16 * arch.kv_bytes_per_token
+    need = 2 * arch.n_params + 2**30 + 64 * 32 * 16 * (2 * arch.n_layers * arch.d_kv * 2)
     assert s["gpu_memory_utilization"] == math.ceil(need / total * 100) / 100
     assert s["gpu_memory_utilization"] * total >= need
     with pytest.raises(DataError, match="no feasible"):
@@ -155,7 +154,7 @@ def test_memory_and_infeasible_workloads():
     row = out.iloc[0]
     assert row["binding"] == "memory" and row["b_cap"] == row["max_batch_memory"]
     assert row["kv_needed_gb"] <= row["kv_default_gb"]
-    out = A.advise_many(m, _wl("opt-1.3b", 1000, 1000), slo_s=np.inf, epsilon=0.01, kv_bytes_available=1e6)
+    out = A.advise_many(m, _wl("opt-1.3b", 1000, 1000), slo_s=np.inf, epsilon=0.01, gpu_blocks=100)
     assert out.iloc[0]["b_cap"] == 0 and "does not fit" in out.iloc[0]["reason"]
     out = A.advise_many(m, _wl(), slo_s=1e-3, epsilon=0.5)
     assert out.iloc[0]["b_cap"] == 0 and "below the smallest predicted E2E" in out.iloc[0]["reason"]
@@ -243,8 +242,8 @@ def test_tensor_parallel_memory_is_per_gpu():
     out = A.advise_many(_model("mi300x"), wl, epsilon=0.05, batch_sizes=np.arange(1, 2049))
     arch, hw = get_architecture("llama-2-13b"), get_gpu("mi300x")
     one, two = out.iloc[0], out.iloc[1]
-    assert one["kv_default_gb"] * M.GIB == pytest.approx(M.default_kv_bytes(arch, hw))
-    assert (two["kv_default_gb"] - one["kv_default_gb"]) * M.GIB == pytest.approx(arch.weight_bytes_total / 2)
+    assert one["kv_default_gb"] * M.GIB == pytest.approx(serving_config(arch, hw).kv_pool)
+    assert (two["kv_default_gb"] - one["kv_default_gb"]) * M.GIB == pytest.approx(2 * arch.n_params / 2)
     per_req_1 = one["kv_default_gb"] / one["max_batch_memory"]
     assert two["max_batch_memory"] >= 2 * two["kv_default_gb"] / per_req_1 - 2
     assert list(out["tensor_parallel"]) == [1, 2]

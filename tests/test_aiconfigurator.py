@@ -11,10 +11,10 @@ from shared_paths import RAW, needs
 
 from slimlib.data import load
 from slimlib.data.aiconfigurator import AIC_NAME, WHEEL_SHA256, build_aic_tables
-from slimlib.data.build import write_csv
+from slimlib.data.build import write_data_table
 from slimlib.data.catalog import coerce, data_dir
-from slimlib.data.memgap import sha256_file
 from slimlib.errors import DataError
+from slimlib.kit.vllm_runner import sha256_file
 
 pytest.importorskip("pyarrow")
 AIC = RAW / AIC_NAME
@@ -50,7 +50,7 @@ def test_dtypes_and_committed_tables_match_a_rebuild(built, tmp_path):
         committed = load(name)
         assert str(committed["latency_ms" if name != "aic-systems" else "mem_bw"].dtype) == "float64"
         buf = tmp_path / f"{name}.csv"
-        write_csv(coerce(name, tables[name]), buf)
+        write_data_table(coerce(name, tables[name]), buf)
         assert buf.read_bytes() == (data_dir() / f"{name}.csv").read_bytes(), name
     dec = load("aic-decode-attention")
     assert str(dec["batch_size"].dtype) == "Int64" and str(dec["kernel_source"].dtype) == "string"

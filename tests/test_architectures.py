@@ -170,7 +170,9 @@ def test_registry_spot_checks():
     l3 = get_architecture("llama-3-8b")
     assert l3.d_kv == 1024 and l3.vocab_size == 128256 and l3.max_position == 8192
 
-    assert get_architecture("llama-2-7b").kv_bytes_per_token == 2 * 32 * 4096 * 2  # 0.5 MiB per token
+    assert (
+        get_architecture("llama-2-7b").kv_values_per_token_layer == 2 * 4096
+    )  # 0.5 MiB per token in 16 bits
     assert get_architecture("mistral-7b").d_kv == 1024
     assert get_architecture("qwen2-7b").d_kv == 4 * 128
     assert get_architecture("granite-8b").hf_id == "ibm-granite/granite-3.0-8b-instruct"
@@ -179,7 +181,7 @@ def test_registry_spot_checks():
         if name not in CURRENT:  # their own head widths
             assert a.n_heads * a.head_dim == a.hidden_size
         assert a.source == f"https://huggingface.co/{a.hf_id}/blob/main/config.json"
-        assert a.weight_bytes_total == 2 * a.n_params
+        assert a.weight_bytes == 2
         assert a.ffn_kind == ("mlp" if name.startswith("opt") else "gated")
 
 
@@ -393,7 +395,7 @@ def test_defaults_and_alternative_keys(tmp_path):
     del data["num_key_value_heads"]  # defaults to the query heads
     data["torch_dtype"] = "float32"
     a = architecture_from_config(_write(tmp_path, data, "a.json"))
-    assert a.n_kv_heads == 32 and a.kv_bytes == 4 and a.weight_bytes_total == 4 * a.n_params
+    assert a.n_kv_heads == 32 and a.kv_bytes == 4 and a.weight_bytes == 4
 
     data = _load("mistral-7b.json")
     del data["torch_dtype"]
@@ -460,9 +462,9 @@ def test_bad_configs(tmp_path):
 def test_list_architectures():
     df = list_architectures()
     assert list(df["name"]) == REQUIRED + list(ENGINE_MODELS)
-    assert {"hf_id", "d_kv", "n_params", "kv_bytes_per_token", "source"} <= set(df.columns)
+    assert {"hf_id", "d_kv", "n_params", "source"} <= set(df.columns)
     row = df.set_index("name").loc["llama-3-8b"]
-    assert row["d_kv"] == 1024 and row["kv_bytes_per_token"] == 2 * 32 * 1024 * 2
+    assert row["d_kv"] == 1024
     sub = list_architectures(["Qwen/Qwen2-7B", CONFIGS / "gpt-j-6b.json"])
     assert list(sub["name"]) == ["qwen2-7b", "gpt-j-6b"]
 
@@ -482,7 +484,9 @@ def test_cli_models_csv_round_trips(capsys):
     assert main(["models", "--format", "csv"]) == 0
     df = pd.read_csv(io.StringIO(capsys.readouterr().out), keep_default_na=False)
     expected = list_architectures()
-    assert list(df.columns) == list(expected.columns)
+    assert [c for c in df.columns if c != "kv_bytes_per_token"] == list(expected.columns)
+    # KV bytes per token of vLLM's default serving configuration (16 bits, one GPU): 2 L D_kv 2 for MHA/GQA
+    assert (df["kv_bytes_per_token"] == 2 * expected["n_layers"] * expected["d_kv"] * 2).all()
     assert df["n_params"].tolist() == expected["n_params"].tolist()
     assert df["source"].tolist() == expected["source"].tolist()
 
@@ -535,7 +539,7 @@ def test_current_dense_families(fname, n_params, head_dim, d_kv, tied):
     a = architecture_from_config(CONFIGS / fname)
     assert a.n_params == pytest.approx(n_params, rel=0.005)
     assert a.head_dim == head_dim and a.d_kv == d_kv
-    assert a.kv_bytes_per_token == 2 * a.n_layers * d_kv * a.kv_bytes
+    assert a.kv_values_per_token_layer == 2 * d_kv
     emb = a.vocab_size * a.hidden_size
     assert a.embedding_params == (emb if tied else 2 * emb)
 

@@ -12,6 +12,7 @@ from slimlib.errors import DataError
 from slimlib.experiments.engine_study.campaign_grid import BATCHES, CURVES, campaign_plan
 from slimlib.kit.model_folder import NOTE_FILE, Scaling, model_config, write_model_folder
 from slimlib.kit.vllm_runner import LAUNCHER
+from slimlib.model.serving import serving_config
 from slimlib.registry.architectures import architecture_from_config, get_architecture
 from slimlib.registry.engine_models import ENGINE_MODELS
 from slimlib.registry.gpus import get_gpu
@@ -74,13 +75,9 @@ def test_model_config_errors_and_explicit_fields(tmp_path):
 def test_cpu_is_a_device_wherever_a_gpu_name_is():
     cpu = get_gpu("cpu")
     assert cpu is get_gpu("CPU") is get_gpu("host-cpu")
-    from slimlib.model.memory import default_kv_bytes
-
-    arch = get_architecture("opt-13b-s8")
-    pool = default_kv_bytes(
-        arch, cpu
-    )  # the default accounting gives the campaign's KV space minus the weights
-    assert abs(pool + arch.weight_bytes_total - HOST_CPU_KV_SPACE_GIB * 2**30) < 2**20
+    config = serving_config(get_architecture("opt-13b-s8"), cpu)
+    # the default accounting gives the campaign's KV space minus the weights
+    assert abs(config.kv_pool + config.weights - HOST_CPU_KV_SPACE_GIB * 2**30) < 2**20
 
 
 def test_cpu_peaks_are_the_committed_campaigns_measurement():

@@ -15,8 +15,8 @@ from slimlib.cli.main import main
 from slimlib.errors import UnknownNameError
 from slimlib.model import SlimModel, model_features
 from slimlib.model import equations as eq
-from slimlib.model import memory as M
 from slimlib.model.features import prefill_peak_flops
+from slimlib.model.serving import serving_config
 from slimlib.registry.architectures import get_architecture
 from slimlib.registry.gpus import get_gpu
 
@@ -39,8 +39,8 @@ def test_fp8_kv_halves_eq11_traffic_and_doubles_capacity():
     np.testing.assert_array_equal(fp8["weight_bytes_total"], base["weight_bytes_total"])  # weights untouched
     arch = get_architecture("llama-3-8b")
     m16, m8 = (
-        M.gpu_memory(arch, "h100", kv_cache_dtype="auto"),
-        M.gpu_memory(arch, "h100", kv_cache_dtype="fp8"),
+        serving_config(arch, "h100", kv_cache_dtype="auto"),
+        serving_config(arch, "h100", kv_cache_dtype="fp8"),
     )
     assert m8.kv_bytes_per_token == m16.kv_bytes_per_token / 2
     assert m8.num_gpu_blocks in (2 * m16.num_gpu_blocks, 2 * m16.num_gpu_blocks + 1)
@@ -85,8 +85,8 @@ def test_default_precision_is_bit_identical():
     """No precision columns, empty cells, and the explicit defaults all give today's features exactly."""
     base = model_features(_rows())
     arch = get_architecture("llama-3-8b")
-    assert (base["weight_bytes_total"] == float(arch.weight_bytes_total)).all()
-    assert (base["kv_bytes_per_token"] == float(arch.kv_bytes_per_token)).all()
+    assert (base["weight_bytes_total"] == 2.0 * arch.n_params).all()
+    assert (base["kv_bytes_per_token"] == 2.0 * 2 * arch.n_layers * arch.d_kv).all()
     for cols in ({"dtype": "", "quantization": "", "kv_cache_dtype": ""},
                  {"dtype": "auto", "quantization": "none", "kv_cache_dtype": "auto"},
                  {"dtype": "bfloat16", "quantization": None, "kv_cache_dtype": np.nan}):  # fmt: skip

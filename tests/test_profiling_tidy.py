@@ -49,7 +49,7 @@ def test_tables_from_a_cpu_campaign(tmp_path):
     tput = runs["batch_size"] * (runs["input_len"] + runs["output_len"]) / runs["e2e_s"]
     assert (runs["throughput_tok_s"] - tput).abs().max() < 1e-9 * tput.max()
     assert ((runs["prefill_s"] + runs["decode_s"] - runs["e2e_s"]).abs() < 1e-12).all()
-    kv = 2 * 1 * runs["batch_size"] * (runs["input_len"] + runs["output_len"]) * 2 * 8 * 4 / 1e9
+    kv = 2 * 1 * runs["batch_size"] * (runs["input_len"] + runs["output_len"]) * 2 * 8 * 4 / 2**30  # GiB
     a = runs["model"] == "tiny-a"
     assert (runs.loc[a, "kv_cache_gb"] - kv[a]).abs().max() < 1e-15
     kern = tables["kit-kernels"]

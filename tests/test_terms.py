@@ -16,12 +16,10 @@ from slimlib.model import equations as eq
 from slimlib.model import terms as T
 from slimlib.model.calibrated import TermModel
 from slimlib.model.extended import slim_terms
-from slimlib.model.features import model_features
 from slimlib.model.parallel import allreduce_latency, group_bandwidth
 from slimlib.model.params import ParamSpec
 from slimlib.model.slim import PAPER_TERMS, VARIANTS
 from slimlib.model.terms import specs as ps
-from slimlib.model.terms.serving_fallback import fill_serving_features
 from slimlib.registry.gpus import get_gpu
 
 HW = get_gpu("h100-sxm-80gb")
@@ -37,7 +35,7 @@ def feats(**over: float) -> dict[str, np.ndarray]:
         "kv_bytes": 2.0, "kv_bytes_per_token": 2 * 32 * 1024 * 2.0, "n_heads": 32.0, "n_kv_heads": 8.0,
         "tensor_parallel": 1.0, "n_experts": 1.0, "experts_per_token": 1.0, "dense_weight_bytes": 14e9,
         "expert_weight_bytes": 0.0, "static_batch": 0.0, "kv_token_capacity": 1e6,
-        "max_num_batched_tokens": np.inf, "attn_bytes_per_context_token": 2 * 32 * 1024 * 2.0,
+        "max_num_batched_tokens": 512.0, "chunked_prefill": 0.0, "attn_bytes_per_context_token": 2 * 32 * 1024 * 2.0,
         "attn_bytes_per_window_token": 0.0, "sliding_window": 0.0, "latent_attention": 0.0, "expert_parallel": 1.0,
         "n_moe_layers": 0.0, "n_experts_per_gpu": 1.0, "linear_flops_per_token": 32 * 2 * 7.0e9 / 32,
     }  # fmt: skip
@@ -268,12 +266,21 @@ def test_mixtral_rows_read_the_touched_experts_per_step():
     assert f["expert_weight_bytes"][0] > 10 * f["dense_weight_bytes"][0]
 
 
-def test_serving_fallback_fills_only_missing_keys():
-    """TODO(merge) fallback: the dense model's attention bytes are its KV bytes per token; given keys are kept."""
-    df = grid(models=("llama-2-7b",), batch=(4,), input_len=(128,), output_len=(64,))
-    f = model_features(df)
-    out = fill_serving_features(df, f, HW)
-    assert out["attn_bytes_per_context_token"] == pytest.approx(f["kv_bytes_per_token"])
-    assert out["max_num_batched_tokens"][0] == np.inf and out["latent_attention"][0] == 0
-    kept = fill_serving_features(df, {**f, "kv_token_capacity": np.array([123.0] * len(df))}, HW)
-    assert kept["kv_token_capacity"][0] == 123.0
+def test_features_supply_every_key_the_terms_read():
+    """The serving features (`model_features` through `CalibratedModel._features`) hold every key any term of
+    `CATALOGUE` reads, for a dense, a mixture-of-experts and a latent-attention model."""
+    df = grid(models=("llama-2-7b", "mixtral-8x7b", "deepseek-v3"), gpu="h200-sxm-141gb", batch=(4,),
+              input_len=(128,), output_len=(64,))  # fmt: skip
+    df["tensor_parallel"] = 8
+    f = ExtendedSlimModel.with_params(SLIM_P, gpu="h200-sxm-141gb")._features(df, get_gpu("h200-sxm-141gb"))
+    missing = {k for t in T.CATALOGUE.values() for k in t.reads if k not in f}
+    assert not missing
+    np.testing.assert_array_equal(f["latent_attention"], [0.0, 0.0, 1.0])
+    assert np.isfinite(f["kv_token_capacity"]).all() and (f["kv_token_capacity"] > 0).all()
+
+
+def test_token_budget_caps_only_chunked_prefill_rows():
+    """The chunked-prefill token budget caps B only where the row's ``chunked_prefill`` is true."""
+    f = feats(batch_size=[256.0, 256.0], chunked_prefill=[0.0, 1.0])
+    b = T.effective_batch(f)
+    assert b[0] == 256.0 and b[1] == pytest.approx(512.0 * 100 / 600)

@@ -33,10 +33,25 @@ from slimlib.cli.main import main
 from slimlib.errors import DataError
 from slimlib.model import SlimModel, model_features
 from slimlib.model import memory as M
+from slimlib.model.serving import serving_config
 from slimlib.registry.architectures import architecture_from_config, get_architecture
 from slimlib.registry.gpus import get_gpu
 
 CONFIGS = Path(__file__).resolve().parent / "fixtures" / "configs"
+
+
+def _config(arch, gpu, tp, **kw):
+    return serving_config(arch, gpu, tensor_parallel=tp, **kw)
+
+
+def _weights(arch):
+    """Bytes of all weights served in 16 bits."""
+    return 2 * arch.n_params
+
+
+def _kv_per_token(arch):
+    """KV bytes of one token over all layers in 16 bits: ``2 L D_kv 2``."""
+    return 2 * arch.n_layers * arch.d_kv * 2
 
 
 def _vllm_num_gpu_blocks(arch, gpu, tp, util=0.9, reserve_gib=M.DEFAULT_RESERVE_GIB, block=16, dtype_size=2):
@@ -44,7 +59,7 @@ def _vllm_num_gpu_blocks(arch, gpu, tp, util=0.9, reserve_gib=M.DEFAULT_RESERVE_
     num_heads = max(1, arch.n_kv_heads // tp)
     key_cache_block = block * num_heads * arch.head_dim
     cache_block_size = dtype_size * arch.n_layers * (key_cache_block + key_cache_block)
-    peak_memory = arch.weight_bytes_total / tp + reserve_gib * 2**30
+    peak_memory = _weights(arch) / tp + reserve_gib * 2**30
     return int((M.gpu_total_bytes(gpu) * util - peak_memory) // cache_block_size)
 
 
@@ -55,7 +70,7 @@ def _vllm_num_gpu_blocks(arch, gpu, tp, util=0.9, reserve_gib=M.DEFAULT_RESERVE_
 )  # fmt: skip
 def test_num_gpu_blocks_is_vllms(model, gpu, tp):
     arch, hw = get_architecture(model), get_gpu(gpu)
-    mem = M.gpu_memory(arch, hw, tp)
+    mem = _config(arch, hw, tp)
     assert mem.num_gpu_blocks == _vllm_num_gpu_blocks(arch, hw, tp) > 0
     # the model's features (split_features) hold the same per-GPU bytes
     f = model_features(
@@ -77,17 +92,17 @@ def test_kv_heads_are_replicated_beyond_tp():
     """Llama-2-70B has 8 KV heads: at TP 16 each GPU holds one, not half of one; Gemma-3-1B (1 KV head) holds it
     whole on every GPU; a size vLLM refuses is a clear error."""
     arch = get_architecture("llama-2-70b")
-    at8, at16 = M.gpu_memory(arch, "h100", 8), M.gpu_memory(arch, "h100", 16)
-    assert at8.kv_bytes_per_token == arch.kv_bytes_per_token / 8
+    at8, at16 = _config(arch, "h100", 8), _config(arch, "h100", 16)
+    assert at8.kv_bytes_per_token == _kv_per_token(arch) / 8
     assert at16.kv_bytes_per_token == at8.kv_bytes_per_token  # replicated: one head per GPU either way
     assert at16.num_gpu_blocks == _vllm_num_gpu_blocks(arch, get_gpu("h100"), 16)
     gemma = architecture_from_config(CONFIGS / "gemma-3-1b.json")
-    assert M.gpu_memory(gemma, "h100", 4).kv_bytes_per_token == gemma.kv_bytes_per_token
+    assert _config(gemma, "h100", 4).kv_bytes_per_token == _kv_per_token(gemma)
     with pytest.raises(
         DataError,
         match=r"tensor_parallel = 8 does not split qwen2-7b as vLLM requires \(its 28 attention heads",
     ):
-        M.gpu_memory(get_architecture("qwen2-7b"), "mi300x", 8)
+        _config(get_architecture("qwen2-7b"), "mi300x", 8)
 
 
 def _params(tmp_path, gpu):
@@ -113,10 +128,10 @@ def test_vllm_settings_under_tensor_parallelism():
     utilization that holds B_cap is about 0.2, not the 0.75 of a single-GPU calculation."""
     arch, hw = get_architecture("llama-2-70b"), get_gpu("mi300x")
     s = A.vllm_settings(arch, hw, 64, 512, 512, tensor_parallel=4)
-    mem = M.gpu_memory(arch, hw, 4)
+    mem = _config(arch, hw, 4)
     blocks = 64 * 64
-    need = arch.weight_bytes_total / 4 + 1.5 * 2**30 + blocks * 16 * arch.kv_bytes_per_token / 4
-    assert mem.kv_bytes_per_token == arch.kv_bytes_per_token / 4
+    need = _weights(arch) / 4 + 1.5 * 2**30 + blocks * 16 * _kv_per_token(arch) / 4
+    assert mem.kv_bytes_per_token == _kv_per_token(arch) / 4
     assert s["gpu_memory_utilization"] == pytest.approx(np.ceil(need / M.gpu_total_bytes(hw) * 100) / 100)
     assert 0.15 < s["gpu_memory_utilization"] < 0.25
     assert s["tensor_parallel_size"] == 4 and s["num_gpu_blocks_override"] == blocks and s["fits"]
@@ -127,7 +142,7 @@ def test_vllm_settings_under_tensor_parallelism():
 def test_plan_capacity_uses_the_per_gpu_rule():
     """Plans cap batch sizes with the same per-GPU rule (KV heads replicated at TP 16 for Llama-2-70B)."""
     arch = get_architecture("llama-2-70b")
-    mem = M.gpu_memory(arch, "h100", 16)
+    mem = _config(arch, "h100", 16)
     per_req = np.ceil((2048 + 2048) / 16) * 16 * mem.kv_bytes_per_token
     cap = int(mem.kv_pool // per_req)
     lens = ([2048], [512, 1024, 2048])
@@ -141,15 +156,15 @@ def test_plan_capacity_uses_the_per_gpu_rule():
 
 def test_breakdown_says_why_70b_does_not_fit_one_h200():
     """Llama-3-70B (the shapes of Llama-3.1-70B) in BF16: 141 GB of weights on one 141 GB H200 leave no KV pool."""
-    mem = M.gpu_memory(get_architecture("llama-3-70b"), "h200", 1)
-    assert mem.weights == get_architecture("llama-3-70b").weight_bytes_total
+    mem = _config(get_architecture("llama-3-70b"), "h200", 1)
+    assert mem.weights == _weights(get_architecture("llama-3-70b"))
     assert 140e9 < mem.weights < 142e9
     assert mem.kv_pool < 0 and not mem.fits and mem.num_gpu_blocks == 0
     text = mem.explain()
     assert "weights 131.4 GiB" in text and "KV pool -" in text and "tensor parallel" in text
-    two = M.gpu_memory(get_architecture("llama-3-70b"), "h200", 2)
+    two = _config(get_architecture("llama-3-70b"), "h200", 2)
     assert two.fits and two.kv_pool == pytest.approx(mem.usable - mem.weights / 2 - mem.reserve)
-    fp8 = M.gpu_memory(get_architecture("llama-3-70b"), "h200", 1, quantization="fp8")
+    fp8 = _config(get_architecture("llama-3-70b"), "h200", 1, quantization="fp8")
     assert fp8.fits  # fp8 weights: about 71 GB
 
 

@@ -5,9 +5,11 @@
 memory: B requests of ``IL + OL`` tokens must fit in the KV cache the engine would allocate by default. Ties in
 throughput go to the smaller batch size.
 
-Memory arithmetic (vLLM paged KV cache): a request of ``IL + OL`` tokens holds ``ceil((IL + OL) / block)`` blocks
-of ``block`` tokens, each token ``2 L D_kv b_kv`` bytes (Eq. 11 per token); the default allocation is
-``GPU memory x gpu_memory_utilization - weights - activation reserve``.
+Memory arithmetic (vLLM paged KV cache) is each workload's resolved serving configuration
+(`slimlib.model.serving.ServingConfig`: precision, tensor/expert parallel sizes and the engine settings
+``gpu_memory_utilization``, ``block_size``, logged ``gpu_blocks``): a request of ``IL + OL`` tokens holds
+``ceil((IL + OL) / block)`` blocks of ``block`` tokens, the pool ``num_gpu_blocks`` of them. The same settings
+travel with the workload rows to the model's predictions, so its KV capacity is the one the constraint uses.
 """
 
 from __future__ import annotations
@@ -19,17 +21,15 @@ import numpy as np
 import pandas as pd
 
 from slimlib.errors import DataError
-from slimlib.model.features import model_features, precision_columns
+from slimlib.model.features import serving_configs
 from slimlib.model.memory import (
     DEFAULT_BLOCK_SIZE,
     DEFAULT_GPU_MEMORY_UTILIZATION,
     DEFAULT_RESERVE_GIB,
     GIB,
-    blocks_per_request,
-    gpu_memory,
-    kv_pool_bytes,
 )
 from slimlib.model.parallel import tensor_parallel_column
+from slimlib.model.serving import serving_config
 from slimlib.registry.architectures import get_architecture
 from slimlib.registry.gpus import get_gpu
 
@@ -43,6 +43,7 @@ __all__ = [
     "advise_many",
     "batch_capacity",
     "check_epsilon",
+    "engine_settings",
     "predict_curves",
     "vllm_settings",
 ]
@@ -144,6 +145,17 @@ def _candidates(batch_sizes) -> np.ndarray:
     return b
 
 
+def engine_settings(
+    workloads: pd.DataFrame, block_size: int, gpu_memory_utilization: float, gpu_blocks=None
+) -> pd.DataFrame:
+    """`workloads` with the engine columns ``block_size``, ``gpu_memory_utilization`` and (where given)
+    ``gpu_blocks`` filled in where the table lacks them (a column the table has wins)."""
+    add: dict[str, object] = {"block_size": block_size, "gpu_memory_utilization": gpu_memory_utilization}
+    if gpu_blocks is not None:
+        add["gpu_blocks"] = np.broadcast_to(np.asarray(gpu_blocks, dtype=float), (len(workloads),))
+    return workloads.assign(**{k: v for k, v in add.items() if k not in workloads.columns})
+
+
 def predict_curves(
     model, workloads: pd.DataFrame, batch_sizes=None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -200,15 +212,17 @@ def advise_many(
     block_size: int = DEFAULT_BLOCK_SIZE,
     gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION,
     reserve_gib: float = DEFAULT_RESERVE_GIB,
-    kv_bytes_available=None,
+    gpu_blocks=None,
     respect_memory: bool = True,
 ) -> pd.DataFrame:
     """Advise B_cap (Eq. 13) for each workload row (``model, input_len, output_len``; optional ``slo_s``,
-    ``epsilon`` columns override the arguments; optional ``tensor_parallel``, default 1: memory is per GPU), one
-    output row per workload.
+    ``epsilon`` columns override the arguments; optional ``tensor_parallel``, default 1: memory is per GPU;
+    optional precision and engine-setting columns, `slimlib.model.features.serving_configs`), one output row per
+    workload.
 
-    `kv_bytes_available` (scalar or per row) replaces the estimated default KV allocation, e.g. the engine's
-    logged ``num_gpu_blocks x block_size x KV bytes per token``. Columns: ``b_cap`` (0 when infeasible),
+    `block_size`, `gpu_memory_utilization` and `gpu_blocks` (the engine's logged ``num_gpu_blocks``, scalar or per
+    row; default: vLLM's arithmetic) fill the workloads' engine columns where absent; the model's predictions and
+    the memory constraint both read them. Columns: ``b_cap`` (0 when infeasible),
     ``binding``, ``reason``, ``pred_throughput_tok_s``, ``pred_e2e_s``, ``efficiency``, ``blocks_needed``,
     ``kv_needed_gb``, ``kv_default_gb``, ``kv_saved_gb`` (GiB, 2**30 bytes), ``max_batch_memory``.
     """
@@ -220,6 +234,7 @@ def advise_many(
     missing = [c for c in ("model", "input_len", "output_len") if c not in workloads.columns]
     if missing:
         raise DataError(f"workloads lack column(s) {', '.join(missing)}")
+    workloads = engine_settings(workloads, block_size, gpu_memory_utilization, gpu_blocks)
     w = len(workloads)
     slo = workloads["slo_s"].to_numpy(dtype=float) if "slo_s" in workloads else np.full(w, float(slo_s))
     eps = workloads["epsilon"].to_numpy(dtype=float) if "epsilon" in workloads else np.full(w, float(epsilon))
@@ -231,24 +246,22 @@ def advise_many(
     names = workloads["model"].astype(str).to_numpy()
     uniq, inv = np.unique(names, return_inverse=True)
     archs = [get_architecture(n) for n in uniq]
-    # per GPU of the tensor-parallel group: its share of the weights and of the KV cache (`model_features`)
+    # per GPU of the tensor-parallel group: the workload's resolved serving configuration
     tp = tensor_parallel_column(workloads)
-    feats = model_features(
-        pd.DataFrame(
-            {"model": names, "batch_size": 1.0, "input_len": 1.0, "output_len": 1.0, "tensor_parallel": tp,
-             **precision_columns(workloads)}
-        )
-    )  # fmt: skip
-    per_tok = feats["kv_bytes_per_token"]
-    default = kv_pool_bytes(hw, feats["weight_bytes_total"], gpu_memory_utilization, reserve_gib)
+    codes, configs = serving_configs(workloads, hw, reserve_gib=reserve_gib, gpu_column=False)
+    default = np.array([c.kv_pool for c in configs], dtype=float)[codes]
+    weights = np.array([c.weights for c in configs], dtype=float)[codes]
+    pool_blocks = np.array([c.num_gpu_blocks for c in configs], dtype=float)[codes]
     max_pos = np.array([a.max_position for a in archs], dtype=float)[inv]
-    if kv_bytes_available is not None:
-        default = np.broadcast_to(np.asarray(kv_bytes_available, dtype=float), (w,)).astype(float)
     il = workloads["input_len"].to_numpy(dtype=float)
     ol = workloads["output_len"].to_numpy(dtype=float)
-    blocks = blocks_per_request(il, ol, block_size)
-    bytes_per_req = blocks * block_size * per_tok
-    max_b_mem = np.floor(np.where(default > 0, default, 0) / bytes_per_req)
+    blocks = np.empty(w)
+    bytes_per_req = np.empty(w)
+    for k, c in enumerate(configs):
+        rows = codes == k
+        blocks[rows] = c.request_blocks(il[rows] + ol[rows])
+        bytes_per_req[rows] = blocks[rows] * c.block_size * c.kv_bytes_per_token
+    max_b_mem = np.floor(pool_blocks / blocks)
     fits = (b[None, :] <= max_b_mem[:, None]) if respect_memory else None
     t1 = _throughput_at_one(model, workloads, b, thr)
     idx, code, eff = batch_capacity(b, thr, e2e, slo, eps, fits=fits, throughput_b1=t1)
@@ -259,7 +272,7 @@ def advise_many(
     too_long = (max_pos > 0) & (il + ol > max_pos)
     pool = np.broadcast_to(np.asarray(default, dtype=float), (w,))
     memory = [f"KV pool {p / GIB:.2f} GiB per GPU after {wb / GIB:.1f} GiB of weights; one request needs "
-              f"{r / GIB:.2f} GiB" for p, wb, r in zip(pool, feats["weight_bytes_total"], bytes_per_req, strict=True)]  # fmt: skip
+              f"{r / GIB:.2f} GiB" for p, wb, r in zip(pool, weights, bytes_per_req, strict=True)]  # fmt: skip
     reason = _reasons(
         code, b, thr, e2e, eff, slo, eps, max_b_mem, respect_memory, too_long, max_pos, il, ol, memory
     )
@@ -375,6 +388,12 @@ def advise(
         if value is not None:
             wl[col] = [str(value)]
     row = advise_many(model, wl, slo_s, epsilon, **kw).iloc[0]
+    wl = engine_settings(
+        wl,
+        kw.get("block_size", DEFAULT_BLOCK_SIZE),
+        kw.get("gpu_memory_utilization", DEFAULT_GPU_MEMORY_UTILIZATION),
+        kw.get("gpu_blocks"),
+    )
     b, thr, e2e = predict_curves(model, wl, kw.get("batch_sizes"))
     eff = thr[0] / (b * float(_throughput_at_one(model, wl, b, thr)[0]))
     curve = pd.DataFrame(
@@ -407,15 +426,15 @@ def vllm_settings(
 ) -> dict:
     """vLLM server settings that hold B_cap requests on `tensor_parallel` GPUs: ``max_num_seqs``,
     ``num_gpu_blocks_override`` and a per-GPU ``gpu_memory_utilization`` covering that GPU's weights + reserve +
-    its share of those blocks (rounded up to 0.01; `slimlib.model.memory.gpu_memory`), with the precision
+    its share of those blocks (rounded up to 0.01; `slimlib.model.serving.ServingConfig`), with the precision
     options as given (``dtype`` 'auto', no ``quantization``, ``kv_cache_dtype`` 'auto' when not)."""
     if b_cap < 1:
         raise DataError("no feasible batch size: there are no settings to give")
-    mem = gpu_memory(
-        arch, gpu, tensor_parallel, dtype=dtype, quantization=quantization, kv_cache_dtype=kv_cache_dtype,
-        reserve_gib=reserve_gib, block_size=block_size,
+    mem = serving_config(
+        get_architecture(arch), gpu, tensor_parallel=tensor_parallel, dtype=dtype, quantization=quantization,
+        kv_cache_dtype=kv_cache_dtype, reserve_gib=reserve_gib, block_size=block_size,
     )  # fmt: skip
-    blocks = int(b_cap * blocks_per_request(input_len, output_len, block_size))
+    blocks = int(b_cap * mem.request_blocks(input_len + output_len))
     need = mem.weights + mem.reserve + blocks * block_size * mem.kv_bytes_per_token
     util = math.ceil(need / mem.capacity * 100 - 1e-9) / 100
     out = {

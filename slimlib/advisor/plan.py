@@ -27,13 +27,8 @@ from slimlib.advisor.commands import client_args, client_command, server_args, s
 from slimlib.advisor.slurm_plan import write_slurm_plan
 from slimlib.errors import DataError
 from slimlib.io import write_text
-from slimlib.model.memory import (
-    DEFAULT_BLOCK_SIZE,
-    DEFAULT_GPU_MEMORY_UTILIZATION,
-    DEFAULT_RESERVE_GIB,
-    blocks_per_request,
-    gpu_memory,
-)
+from slimlib.model.memory import DEFAULT_BLOCK_SIZE, DEFAULT_GPU_MEMORY_UTILIZATION, DEFAULT_RESERVE_GIB
+from slimlib.model.serving import serving_config
 from slimlib.registry.architectures import get_architecture
 from slimlib.registry.gpus import get_gpu
 from slimlib.schema import plain
@@ -68,7 +63,7 @@ def make_plan(
     cache holds for the longest request. Fewer than `min_runs` runs (default 6: SLIM's six parameters) is a
     DataError; a campaign assembled from several plans (one per curve) lowers it per part.
     With `tensor_parallel` T > 1 the server spans T GPUs: each holds ``1/T`` of the weights and its share of the KV
-    heads (`slimlib.model.memory.gpu_memory`, KV heads replicated when T exceeds them).
+    heads (`slimlib.model.serving.ServingConfig`, KV heads replicated when T exceeds them).
     """
 
     arch, hw = get_architecture(model), get_gpu(gpu)
@@ -86,15 +81,15 @@ def make_plan(
         raise DataError(
             f"IL + OL = {longest} exceeds {arch.name}'s context of {arch.max_position} tokens; shorten the lengths"
         )
-    mem = gpu_memory(
+    mem = serving_config(
         arch,
         hw,
-        tp,
+        tensor_parallel=tp,
         gpu_memory_utilization=gpu_memory_utilization,
         reserve_gib=reserve_gib,
         block_size=block_size,
     )  # one GPU of the group: its weights and its share of the KV heads (replicated beyond H_kv)
-    per_req = float(blocks_per_request(max(ils), max(ols), block_size)) * block_size * mem.kv_bytes_per_token
+    per_req = float(mem.request_blocks(longest)) * block_size * mem.kv_bytes_per_token
     cap = int(np.floor(mem.kv_pool / per_req)) if mem.kv_pool > 0 else 0
     if cap < 1:
         raise DataError(

@@ -28,13 +28,12 @@ from slimlib.cli.common import (
 )
 from slimlib.cli.table import OUTPUTS_NOTE, command_help
 from slimlib.io import write_csv
-from slimlib.model.memory import gpu_memory
+from slimlib.model.serving import serving_config
 from slimlib.model.validity import (
     check_architecture,
     check_context,
     check_memory,
     check_tensor_parallel,
-    kv_pool,
     load_checked_params,
 )
 from slimlib.registry.architectures import get_architecture
@@ -129,7 +128,8 @@ def register_cli(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     )
     p.add_argument(
         "--gpu-memory-utilization", type=float, default=DEFAULT_GPU_MEMORY_UTILIZATION,
-        help="vLLM's default memory fraction the comparison assumes (default 0.9)",
+        help="vLLM's --gpu-memory-utilization: sets the KV pool of the memory constraint and of the model's "
+        "predictions (default 0.9)",
     )  # fmt: skip
     p.add_argument(
         "--reserve-gb", type=nonnegative_float, default=DEFAULT_RESERVE_GIB,
@@ -207,25 +207,20 @@ def _cmd_advise(args: argparse.Namespace) -> int:
     check_architecture(arch, f"--model {args.model}")
     check_tensor_parallel(arch, args.tensor_parallel, "--tensor-parallel")
     check_context(arch, args.input_len, args.output_len, "--input-len + --output-len")
-    available = None
-    if args.gpu_blocks is not None:  # vLLM's num_gpu_blocks counts blocks of one GPU's share of the KV heads
-        mem = gpu_memory(arch, hw, args.tensor_parallel, block_size=args.block_size, **precision)
-        available = args.gpu_blocks * args.block_size * mem.kv_bytes_per_token
-    # one request must fit in the pool; with --no-memory-limit so must the largest candidate batch (or a warning)
-    biggest = candidates.max() if args.no_memory_limit else 1
-    check_memory(
-        arch, hw, args.tensor_parallel, biggest, args.input_len, args.output_len, block_size=args.block_size,
-        pool_bytes=available if available is not None else kv_pool(
-            arch, hw, args.tensor_parallel, gpu_memory_utilization=args.gpu_memory_utilization,
-            reserve_gib=args.reserve_gb, where=f"--model {args.model}", **precision,
-        ),
+    config = serving_config(
+        arch, hw, tensor_parallel=args.tensor_parallel, block_size=args.block_size,
+        gpu_memory_utilization=args.gpu_memory_utilization, gpu_blocks=args.gpu_blocks, reserve_gib=args.reserve_gb,
         **precision,
     )  # fmt: skip
+    config.check_fits(f"--model {args.model}")
+    # one request must fit in the pool; with --no-memory-limit so must the largest candidate batch (or a warning)
+    biggest = candidates.max() if args.no_memory_limit else 1
+    check_memory(config, biggest, args.input_len, args.output_len)
     adv = advise(
         model, args.model, args.input_len, args.output_len, args.slo_s,
         args.epsilon, tensor_parallel=args.tensor_parallel, gpu=args.gpu, batch_sizes=candidates, block_size=args.block_size,
         gpu_memory_utilization=args.gpu_memory_utilization, reserve_gib=args.reserve_gb,
-        kv_bytes_available=available, respect_memory=not args.no_memory_limit, **precision,
+        gpu_blocks=args.gpu_blocks, respect_memory=not args.no_memory_limit, **precision,
     )  # fmt: skip
     if curve_path is not None:
         write_csv(adv.curve, curve_path)

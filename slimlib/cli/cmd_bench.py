@@ -11,7 +11,7 @@ import pandas as pd
 
 from slimlib.advisor.commands import client_args, server_args
 from slimlib.cli.table import command_help
-from slimlib.data.build import write_csv
+from slimlib.data.build import write_data_table
 from slimlib.data.catalog import coerce
 from slimlib.data.engine_runs import EXCLUSIONS_TABLE, RUNS_TABLE, engine_table, exclusions
 from slimlib.errors import DataError
@@ -179,7 +179,7 @@ def _write_tables(campaign: str | Path, out: str | Path) -> None:
     for name, df, path in ((RUNS_TABLE, engine_table(campaign), Path(out)),
                            (EXCLUSIONS_TABLE, exclusions(campaign), Path(out).with_name(Path(out).stem + "-exclusions.csv"))):  # fmt: skip
         buf = io.StringIO()
-        write_csv(coerce(name, df), buf)  # type: ignore[arg-type]  # pandas writes to any text buffer
+        write_data_table(coerce(name, df), buf)  # type: ignore[arg-type]  # pandas writes to any text buffer
         write_text(path, buf.getvalue())
 
 

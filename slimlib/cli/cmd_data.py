@@ -12,7 +12,7 @@ from slimlib.data.build import build_all
 from slimlib.data.campaign_collect import collect
 from slimlib.data.catalog import load_csv_rows
 from slimlib.data.fetch import CACHE_ENV, fetch
-from slimlib.data.ingest import write_table
+from slimlib.data.ingest import write_ingested
 from slimlib.io import atomic_open
 
 _DEFAULT_OUT = Path(__file__).resolve().parents[2] / "data"
@@ -196,9 +196,9 @@ def _cmd_ingest(args: argparse.Namespace) -> int:
         )
         return 1
     if out is None:
-        write_table(got.table, sys.stdout)
+        write_ingested(got.table, sys.stdout)
         return 0
     with atomic_open(out) as fh:
-        write_table(got.table, fh)
+        write_ingested(got.table, fh)
     print(f"wrote {len(got.table)} run(s) to {out}", file=sys.stderr)
     return 0

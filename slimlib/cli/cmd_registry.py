@@ -10,13 +10,15 @@ import textwrap
 import pandas as pd
 
 from slimlib.cli.table import command_help
-from slimlib.registry.architectures import list_architectures
+from slimlib.model.serving import serving_config
+from slimlib.registry.architectures import get_architecture, list_architectures
 from slimlib.registry.gpus import get_gpu, list_gpus
 
 MODELS_EXAMPLES = """\
 columns: params_b / active_b (all parameters / those one token uses, 1e9), experts (routed / per token), d_kv =
-n_kv_heads * head_dim (Eq. 4), kv_kib_per_token = L x (2 d_kv, or MLA's latent + RoPE key) x config dtype bytes / 1024,
-window (sliding-window tokens x layers), quant (the checkpoint's own --quantization).
+n_kv_heads * head_dim (Eq. 4), kv_kib_per_token = KV bytes per token of vLLM's default serving configuration (one
+GPU, the config's 16-bit dtype: L x (2 d_kv, or MLA's latent + RoPE key) x 2 bytes) / 1024, window (sliding-window
+tokens x layers), quant (the checkpoint's own --quantization).
 Shapes come from each model's Hugging Face config.json (csv/json output carry the URL in `source`).
 
 examples:
@@ -98,6 +100,9 @@ def _write_records(df: pd.DataFrame, fmt: str) -> None:
 
 def _cmd_models(args: argparse.Namespace) -> int:
     df = list_architectures(args.names or None)
+    names = args.names or list(df["name"])
+    kv = [round(serving_config(get_architecture(n)).kv_bytes_per_token) for n in names]
+    df.insert(list(df.columns).index("weight_bytes") + 1, "kv_bytes_per_token", kv)
     if args.format != "table":
         _write_records(df, args.format)
         return 0
@@ -106,7 +111,7 @@ def _cmd_models(args: argparse.Namespace) -> int:
         params_b=(df["n_params"] / 1e9).round(3),
         active_b=(df["n_active_params"] / 1e9).round(3),
         experts=(df["n_experts"].astype(str) + "/" + df["experts_per_token"].astype(str)).where(moe, "-"),
-        kv_kib_per_token=(df["kv_values_per_token"] * df["kv_bytes"] / 1024).round(1),
+        kv_kib_per_token=(df["kv_bytes_per_token"] / 1024).round(1),
         window=(df["sliding_window"].astype(str) + "x" + df["n_sliding_layers"].astype(str)).where(
             df["n_sliding_layers"] > 0, "-"
         ),

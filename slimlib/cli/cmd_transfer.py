@@ -6,7 +6,7 @@ import argparse
 
 from slimlib.cli.table import command_help
 from slimlib.model.gpu_transfer import read_params_file, transfer_file
-from slimlib.model.validity import check_params_document
+from slimlib.model.validity import check_param_values
 
 EXAMPLES = """\
 rule: as the method declares it (Estimator.transfer_scaling): efficiencies (eta_*) are kept and the target GPU's
@@ -37,7 +37,7 @@ def register_cli(sub: argparse._SubParsersAction) -> None:
 
 
 def _cmd_transfer(args: argparse.Namespace) -> int:
-    check_params_document(read_params_file(args.params), args.params)  # variant known, parameters in bounds
+    check_param_values(read_params_file(args.params), args.params)  # variant known, parameters in bounds
     source_gpu = read_params_file(args.params)["gpu"]
     doc = transfer_file(args.params, args.gpu, args.out)
     src = doc.get("transferred_from")

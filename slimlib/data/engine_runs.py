@@ -17,6 +17,7 @@ from slimlib.data.ingest import ingest
 from slimlib.data.markdown import count_table
 from slimlib.errors import DataError
 from slimlib.kit.vllm_runner import MANIFEST, sha256_file
+from slimlib.registry.host_cpu import HOST_CPU
 
 __all__ = [
     "engine_table",
@@ -144,8 +145,7 @@ def readme_lines(tables: dict[str, pd.DataFrame], campaign_dir: str | Path) -> l
         "and the manifest (engine, host, server flags, load average every minute, micro-benchmark, sha256 of "
         "every result) are in `data/engine-cpu/`.",
         f"Host peaks (micro-benchmark, {micro.get('library', '?')}): bf16 GEMM "
-        f"{micro.get('gemm', {}).get('peak_flops', float('nan')) / 1e9:.1f} GFLOP/s, fp32 triad "
-        f"{micro.get('triad', {}).get('peak_bytes_s', float('nan')) / 1e9:.2f} GB/s.",
+        f"{HOST_CPU['peak_flops'] / 1e9:.1f} GFLOP/s, fp32 triad {HOST_CPU['mem_bw'] / 1e9:.2f} GB/s.",
         "Rerun: `scripts/engine_env.sh && slim bench campaign --out CAMP --engine-python .venv-engine/bin/python`;",
         "the tables are rebuilt from the committed results by `slim data build` (or, alone, by",
         "`slim bench table data/engine-cpu --out data/engine-cpu-runs.csv`, byte-identical).",

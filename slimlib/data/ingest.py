@@ -158,7 +158,7 @@ def read_result_extras(path: str | Path) -> dict:
     return {k: raw[k] for k in keys if k in raw and raw[k] is not None}
 
 
-def write_table(df: pd.DataFrame, out) -> None:
+def write_ingested(df: pd.DataFrame, out) -> None:
     """Write the ingested table as CSV (deterministic: fixed column order, '\\n' line ends, no index); a path is
     written atomically (temporary file beside it, then renamed)."""
     if hasattr(out, "write"):

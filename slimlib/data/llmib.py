@@ -35,6 +35,7 @@ import numpy as np
 import pandas as pd
 
 from slimlib.errors import DataError, UnknownNameError
+from slimlib.model.serving import serving_config
 from slimlib.registry.architectures import get_architecture
 from slimlib.registry.gpus import get_gpu
 
@@ -117,7 +118,7 @@ def mi250_evidence() -> pd.DataFrame:
     die = get_gpu("mi250-gcd").mem_bytes
     rows = []
     for name, num in (("mixtral-8x7b", 1), ("llama-2-70b", 2), ("llama-3-70b", 2)):
-        w = get_architecture(name).weight_bytes_total
+        w = serving_config(get_architecture(name)).weights  # vLLM's defaults: the config's 16-bit weights
         rows.append({"model": name, "n_hardware": num, "weight_gib": w / 2**30,
                      "fits_dies": w < num * die, "fits_cards": w < num * 2 * die})  # fmt: skip
     return pd.DataFrame(rows)

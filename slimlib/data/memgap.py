@@ -6,7 +6,6 @@ Every leaf folder of the mirror is one run folder; each becomes a row of a tidy 
 
 from __future__ import annotations
 
-import hashlib
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -480,12 +479,3 @@ def build_memgap_tables(raw: str | Path) -> tuple[dict[str, pd.DataFrame], list[
         if len(df):
             tables[name] = df.sort_values(sort_keys[name], kind="stable").reset_index(drop=True)
     return tables, sorted(build.files_read, key=lambda p: p.as_posix())
-
-
-def sha256_file(path: Path) -> str:
-    """Hex sha256 of a file's bytes."""
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()

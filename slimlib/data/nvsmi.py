@@ -9,6 +9,7 @@ import pandas as pd
 
 from slimlib.data.engine_metrics import read_csv_checked
 from slimlib.errors import DataError
+from slimlib.registry.gpus import GIB
 
 MIB = 1024**2
 #: query column -> unit suffix each value must carry
@@ -38,7 +39,7 @@ def _strip_unit(path: Path, col: str, series: pd.Series, unit: str) -> np.ndarra
 
 
 def summarize_query_csv(path: str | Path) -> dict:
-    """Summary of an nvidia-smi query CSV: ``n_samples``, ``mem_total_gb``, ``mem_used_max_gb`` (GB = 1e9 bytes),
+    """Summary of an nvidia-smi query CSV: ``n_samples``, ``mem_total_gb``, ``mem_used_max_gb`` (GiB, 2**30 bytes),
     ``gpu_util_mean_pct`` / ``mem_util_mean_pct`` over busy samples (GPU utilization > 0), ``busy_samples``."""
     p = Path(path)
     df = read_csv_checked(p, "an nvidia-smi --query-gpu CSV", skipinitialspace=True)
@@ -54,8 +55,8 @@ def summarize_query_csv(path: str | Path) -> dict:
     return {
         "n_samples": int(len(df)),
         "busy_samples": int(busy.sum()),
-        "mem_total_gb": float(v["memory.total [MiB]"].max() * MIB / 1e9),
-        "mem_used_max_gb": float(v["memory.used [MiB]"].max() * MIB / 1e9),
+        "mem_total_gb": float(v["memory.total [MiB]"].max() * MIB / GIB),
+        "mem_used_max_gb": float(v["memory.used [MiB]"].max() * MIB / GIB),
         "gpu_util_mean_pct": float(util[busy].mean()) if busy.any() else 0.0,
         "mem_util_mean_pct": float(v["utilization.memory [%]"][busy].mean()) if busy.any() else 0.0,
     }

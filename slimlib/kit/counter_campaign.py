@@ -42,7 +42,7 @@ from slimlib.kit.kernel_classes import classify_kernel
 from slimlib.kit.ncu import ncu_command
 from slimlib.model import equations as eq
 from slimlib.registry.architectures import get_architecture
-from slimlib.registry.gpus import get_gpu
+from slimlib.registry.gpus import GIB, get_gpu
 from slimlib.schema import plain
 
 BATCH_COARSE = (1, 16, 64, 256)
@@ -220,7 +220,7 @@ def plan_campaign(
         else:
             status = "over-budget"
         rows.append({"priority": rank, "point_id": p.point_id, **asdict(p), "est_s": round(est, 3),
-                     "mem_need_gb": round(need / 1e9, 3), "status": status,
+                     "mem_need_gb": round(need / GIB, 3), "status": status,
                      "cum_est_s": round(used, 3) if status == "planned" else float("nan")})  # fmt: skip
     return pd.DataFrame(rows)
 

@@ -1,6 +1,6 @@
 """Tidy tables from a campaign folder (``manifest.json``, runs.csv, kernels.csv, ncu_*.csv).
 
-Tables, with the column conventions of ``data/`` (units in names; GB = 1e9 bytes):
+Tables, with the column conventions of ``data/`` (units in names; ``_gb`` is GiB, 2**30 bytes):
 
 * ``kit-runs``: one row per measured point: model, gpu, batch_size, input_len, output_len, throughput_tok_s
   (Eq. 6), e2e_s, prefill_s, decode_s, step_{mean,median,p90,min,max}_ms, peak_allocated_gb (empty on CPU),
@@ -24,6 +24,7 @@ from slimlib.errors import DataError
 from slimlib.io import write_csv
 from slimlib.kit.kernel_classes import kernel_breakdown
 from slimlib.kit.ncu import counters_wide, parse_ncu_csv
+from slimlib.registry.gpus import GIB
 
 KEYS = ["model", "gpu", "batch_size", "input_len", "output_len"]
 RUN_COLUMNS = [
@@ -77,7 +78,7 @@ def build_profiling_tables(raw_dir: str | Path) -> tuple[dict[str, pd.DataFrame]
         runs = runs.copy()
         runs["gpu"] = runs["gpu"].fillna(gpu) if "gpu" in runs.columns else gpu
         for b in ("peak_allocated", "kv_cache", "weight"):
-            runs[f"{b}_gb"] = runs[f"{b}_bytes"] / 1e9
+            runs[f"{b}_gb"] = runs[f"{b}_bytes"] / GIB
         runs = runs.reindex(columns=RUN_COLUMNS)
         tables["kit-runs"] = runs.sort_values(KEYS, ignore_index=True)
     else:

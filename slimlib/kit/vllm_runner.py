@@ -48,8 +48,9 @@ import pandas as pd
 
 from slimlib.errors import DataError, SlimError
 from slimlib.io import write_text
-from slimlib.model.memory import DEFAULT_BLOCK_SIZE, blocks_per_request
+from slimlib.model.serving import serving_config
 from slimlib.registry.architectures import get_architecture
+from slimlib.registry.gpus import GIB
 from slimlib.registry.host_cpu import HOST_CPU_KV_SPACE_GIB
 
 __all__ = [
@@ -192,8 +193,8 @@ def _skip_reason(row, kv_space_gib: float | None, max_len: int) -> str:
     if il + ol > max_len:
         return f"IL + OL = {il + ol} exceeds the model window of {max_len} tokens"
     if kv_space_gib:
-        per_req = float(blocks_per_request(il, ol, DEFAULT_BLOCK_SIZE)) * DEFAULT_BLOCK_SIZE
-        cap = math.floor(kv_space_gib * 2**30 / (per_req * arch.kv_bytes_per_token))
+        config = serving_config(arch)  # vLLM's defaults; the KV space is the engine's own setting
+        cap = math.floor(config.blocks_in(kv_space_gib * GIB) / float(config.request_blocks(il + ol)))
         if b > cap:
             return f"batch {b} exceeds the {cap} requests of {il + ol} tokens the {kv_space_gib:g} GiB KV cache holds"
     return ""

@@ -43,8 +43,7 @@ from slimlib.model.terms import (
     contributions,
     model_specs,
 )
-from slimlib.model.terms.batch import static_batch_column
-from slimlib.model.terms.serving_fallback import fill_serving_features
+from slimlib.model.terms.batch import chunked_prefill_column, static_batch_column
 from slimlib.registry.gpus import GPU, get_gpu
 from slimlib.schema import validate_table
 
@@ -111,9 +110,9 @@ class CalibratedModel(Estimator):
     def _features(self, df: pd.DataFrame, hw: GPU) -> Features:
         """Per-row features of `df` (`model_features`, the optional ``static_batch`` column), after the terms'
         adjustments (the effective batch)."""
-        f = model_features(df)
+        f = model_features(df, hw)
         f["static_batch"] = static_batch_column(df)
-        f = fill_serving_features(df, f, hw)  # TODO(merge): serving features; delete with serving_fallback
+        f["chunked_prefill"] = chunked_prefill_column(df)
         return adjust_features(self.terms(), f)
 
     def contributions(self, df: pd.DataFrame) -> dict[str, Contribution]:

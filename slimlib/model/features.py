@@ -1,9 +1,11 @@
-"""Per-row inputs of every estimator: architecture features from the registry and the GPU of a table.
+"""Per-row inputs of every estimator: the resolved serving configuration of each row and the GPU of a table.
 
-Optional precision columns, named as vLLM's options (`slimlib.registry.precision`): ``dtype`` (``--dtype``),
-``quantization`` (``--quantization``, weights) and ``kv_cache_dtype`` (``--kv-cache-dtype``). They set the weight
-bytes, Eq. 11's ``b_kv`` (``kv_bytes``, ``kv_bytes_per_token``) and Eq. 7's ``F_max`` (`prefill_peak_flops`);
-absent or empty, a row is served as today: the config's dtype (2 bytes) and the fp16/bf16 peak.
+Each distinct (model, precision columns, ``tensor_parallel``, engine-setting columns, ``gpu``) of a table resolves
+once to a `slimlib.model.serving.ServingConfig` (precision columns named as vLLM's options, `PRECISION_COLUMNS`:
+``dtype``, ``quantization``, ``kv_cache_dtype``; engine columns `ENGINE_COLUMNS`: ``gpu_memory_utilization``,
+``block_size``, ``gpu_blocks`` (logged ``num_gpu_blocks``), ``max_num_batched_tokens``, ``max_num_seqs``,
+``expert_parallel``); absent or empty, a row is served with vLLM's defaults: the config's dtype (2 bytes), the
+checkpoint's own quantization, the fp16/bf16 peak (Eq. 7's ``F_max``, `prefill_peak_flops`).
 """
 
 from __future__ import annotations
@@ -15,29 +17,33 @@ import numpy.typing as npt
 import pandas as pd
 
 from slimlib.errors import DataError, UnknownNameError
-from slimlib.model.memory import (
-    kv_bytes_per_token,
-    tensor_parallel_refusal,
-    weight_bytes,
-)
 from slimlib.model.parallel import split_features, tensor_parallel_column
+from slimlib.model.serving import ServingConfig, serving_config
 from slimlib.registry.architectures import Architecture, get_architecture
 from slimlib.registry.gpus import GPU, get_gpu
-from slimlib.registry.precision import (
-    compute_peak,
-    dtype_bytes,
-    kv_bytes_per_element,
-    weight_bytes_per_element,
-    weight_precision,
-)
-from slimlib.schema import PRECISION_COLUMNS, row_label
+from slimlib.registry.precision import compute_peak
+from slimlib.schema import ENGINE_COLUMNS, PRECISION_COLUMNS, row_label
 
 FloatArray = npt.NDArray[np.float64]
 Features = dict[str, FloatArray]
 
-#: per-row features (see `slimlib.registry.architectures.Architecture`); for a mixture of experts ``ffn_size`` is
-#: the FFN width a token passes through (its ``experts_per_token`` experts), and ``expert_weight_bytes`` the bytes of
-#: all experts (``dense_weight_bytes`` the rest)
+#: per-row features, per GPU of the row's tensor-parallel group (`slimlib.model.serving.ServingConfig`):
+#: ``n_layers`` (per rank: ``L / p``), ``hidden_size``, ``d_kv`` (``H_kv d_h`` x KV-head replication), ``ffn_size``
+#: (for a mixture of experts the width a token passes through, its ``experts_per_token`` experts),
+#: ``n_ffn_matrices``, ``kv_bytes`` (Eq. 11's ``b_kv``), ``kv_bytes_per_token`` (KV bytes one GPU holds per token at
+#: the row's context ``IL + OL``: sliding-window layers count ``min(c, W) / c``), ``weight_bytes_total``,
+#: ``dense_weight_bytes`` and ``expert_weight_bytes`` (weight bytes on one GPU: all, non-expert, routed experts),
+#: ``n_heads``, ``n_kv_heads``, ``n_experts``, ``experts_per_token``, ``weight_precision`` (0 none, 1 fp8, 2 fp4);
+#: ``kv_token_capacity`` (KV token slots per GPU: logged ``gpu_blocks x block_size`` where given, else the pool /
+#: ``kv_bytes_per_token``; NaN without a GPU), ``max_num_batched_tokens`` (default 512),
+#: ``attn_bytes_per_context_token`` (bytes one GPU's decode attention reads per context token per step over its
+#: full-attention layers: GQA ``L 2 D_kv r / p b_kv``, MLA ``L (kv_lora_rank + rope) b_kv``, not divided by p),
+#: ``attn_bytes_per_window_token`` (the same over sliding-window layers, up to ``sliding_window`` tokens),
+#: ``sliding_window`` (W, 0: none), ``expert_parallel`` (1: off), ``n_moe_layers`` (per rank: ``/ p``),
+#: ``n_experts_per_gpu`` (whole experts with expert parallelism, else all X, tensor-split),
+#: ``linear_flops_per_token`` (``2 x`` the active parameters of the layers ``/ p``: embeddings and LM head
+#: excluded, as Eq. 8's bracket), ``latent_attention`` (1 for MLA). `model_features` adds
+#: ``tensor_parallel``, ``n_layers_total``, ``batch_size``, ``input_len``, ``output_len``.
 FEATURE_NAMES = (
     "n_layers",
     "hidden_size",
@@ -54,39 +60,58 @@ FEATURE_NAMES = (
     "dense_weight_bytes",
     "expert_weight_bytes",
     "weight_precision",
+    "kv_token_capacity",
+    "max_num_batched_tokens",
+    "attn_bytes_per_context_token",
+    "attn_bytes_per_window_token",
+    "sliding_window",
+    "expert_parallel",
+    "n_moe_layers",
+    "n_experts_per_gpu",
+    "linear_flops_per_token",
+    "latent_attention",
 )
 _PRECISION_CODE = {"none": 0.0, "fp8": 1.0, "fp4": 2.0}
 _CODE_PRECISION = {v: k for k, v in _PRECISION_CODE.items()}
+#: per-config values (`_config_row`); the per-row ones (context-dependent) are computed from them
+_CONFIG_VALUES = (
+    *(f for f in FEATURE_NAMES if f not in ("kv_bytes_per_token", "kv_token_capacity")),
+    "kv_pool",
+    "logged_tokens",
+)
+#: the columns that resolve a row's serving configuration, besides ``model`` and ``tensor_parallel``
+KEY_COLUMNS = (*PRECISION_COLUMNS, *ENGINE_COLUMNS, "gpu")
 
 
-def _arch_row(
-    a: Architecture, dtype: str = "", quantization: str = "", kv_cache_dtype: str = ""
-) -> list[float]:
-    serve = dtype_bytes(dtype, a.weight_bytes)
-    quant = weight_bytes_per_element(quantization, serve)
-    expert_bytes = (
-        a.n_experts * a.n_ffn_matrices * a.hidden_size * a.ffn_size * a.n_layers * quant if a.is_moe else 0
-    )
-    kv_elem = kv_bytes_per_element(kv_cache_dtype, dtype_bytes(dtype, a.kv_bytes))
-    total = weight_bytes(a, dtype, quantization)
+def _config_row(a: Architecture, s: ServingConfig) -> list[float]:
     values = {
         "n_layers": a.n_layers,
         "hidden_size": a.hidden_size,
         "d_kv": a.d_kv,
         "ffn_size": a.ffn_size_active,
         "n_ffn_matrices": a.n_ffn_matrices,
-        "kv_bytes": kv_elem,
-        "kv_bytes_per_token": kv_bytes_per_token(a, dtype, kv_cache_dtype),
-        "weight_bytes_total": total,
+        "kv_bytes": s.kv_bytes_per_element,
+        "weight_bytes_total": s.weights,
         "n_heads": a.n_heads,
         "n_kv_heads": a.n_kv_heads,
         "n_experts": a.n_experts,
         "experts_per_token": a.experts_per_token,
-        "dense_weight_bytes": total - expert_bytes,
-        "expert_weight_bytes": expert_bytes,
-        "weight_precision": _PRECISION_CODE[weight_precision(quantization)],
+        "dense_weight_bytes": s.dense_weights,
+        "expert_weight_bytes": s.expert_weights,
+        "weight_precision": _PRECISION_CODE[s.weight_precision],
+        "max_num_batched_tokens": s.max_num_batched_tokens,
+        "attn_bytes_per_context_token": s.kv_bytes_full,
+        "attn_bytes_per_window_token": s.kv_bytes_window,
+        "sliding_window": s.sliding_window,
+        "expert_parallel": s.expert_parallel,
+        "n_moe_layers": a.n_moe_layers,
+        "n_experts_per_gpu": s.n_experts_per_gpu,
+        "linear_flops_per_token": s.linear_flops_per_token,
+        "latent_attention": float(a.is_mla),
+        "kv_pool": s.kv_pool,
+        "logged_tokens": s.kv_tokens if s.logged_gpu_blocks else 0,
     }
-    return [float(values[f]) for f in FEATURE_NAMES]
+    return [float(values[f]) for f in _CONFIG_VALUES]
 
 
 def _precision_cells(df: pd.DataFrame, col: str) -> list[str]:
@@ -101,73 +126,146 @@ def precision_columns(df: pd.DataFrame) -> dict[str, list[str]]:
     return {c: _precision_cells(df, c) for c in PRECISION_COLUMNS if c in df.columns}
 
 
+def serving_columns(df: pd.DataFrame) -> dict[str, Any]:
+    """The precision and engine-setting columns `df` has (`PRECISION_COLUMNS`, `ENGINE_COLUMNS`): pass them on
+    when rebuilding a table so that each row keeps its serving configuration."""
+    out: dict[str, Any] = precision_columns(df)
+    out.update({c: df[c].to_numpy() for c in ENGINE_COLUMNS if c in df.columns})
+    return out
+
+
 def _distinct_rows(
-    df: pd.DataFrame,
-) -> tuple[npt.NDArray[np.intp], list[tuple[str, ...]], npt.NDArray[np.intp]]:
-    """The distinct (model, *precision cells) of `df` in the order they first appear, each row's index into them,
-    and each one's first row. Each column is factorized on its own (a million rows hold a handful of values);
-    precision cells as `_precision_cells`."""
+    df: pd.DataFrame, tp: FloatArray, gpu: str, gpu_column: bool = True
+) -> tuple[npt.NDArray[np.intp], list[dict[str, Any]], npt.NDArray[np.intp]]:
+    """The distinct serving configurations of `df` (model, `KEY_COLUMNS` it has, tensor parallel degree `tp`) in
+    the order they first appear, each row's index into them, and each one's first row. Each column is factorized
+    on its own (a million rows hold a handful of values); text cells as `_cell`, numbers as they are."""
     key = np.zeros(len(df), dtype=np.int64)
-    coded: dict[str, tuple[npt.NDArray[np.intp], list[str]]] = {}
-    for col in ["model", *(c for c in PRECISION_COLUMNS if c in df.columns)]:
-        raw, values = pd.factorize(df[col], use_na_sentinel=True)
-        cells = [str(v) if col == "model" else _cell(v) for v in values] + [""]  # code -1 (missing): the last
-        norm, distinct = pd.factorize(np.array(cells, dtype=object))
-        coded[col] = (norm[raw], [str(v) for v in distinct])
-        key = key * len(distinct) + coded[col][0]
-    _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
-    order = np.argsort(first, kind="stable")  # by first appearance: an error names the first bad row
-    rank = np.empty(len(order), dtype=np.intp)
-    rank[order] = np.arange(len(order))
-    found = [{col: names[codes[row]] for col, (codes, names) in coded.items()} for row in first[order]]
-    rows = [(cells["model"], *(cells.get(c, "") for c in PRECISION_COLUMNS)) for cells in found]
-    return rank[inverse.ravel()], rows, first[order]
+    coded: dict[str, tuple[npt.NDArray[np.intp], list[Any]]] = {}
+    key_columns = [c for c in ("model", *KEY_COLUMNS) if c in df.columns and (gpu_column or c != "gpu")]
+    columns: dict[str, Any] = {c: df[c] for c in key_columns}
+    columns["tensor_parallel"] = tp
+    for col, values_in in columns.items():
+        raw, values = pd.factorize(values_in, use_na_sentinel=True)
+        if col == "model":
+            spelled: list[Any] = [str(v) for v in values] + [""]
+        elif col in ENGINE_COLUMNS or col == "tensor_parallel":
+            spelled = [_number(df, col, v, raw, k) for k, v in enumerate(values)] + [
+                float("nan")
+            ]  # -1: missing
+        else:
+            spelled = [_cell(v) for v in values] + [""]
+        norm, distinct = pd.factorize(np.array(spelled, dtype=object), use_na_sentinel=False)
+        codes = norm[raw]
+        coded[col] = (codes, list(distinct))
+        if len(distinct) > 1:  # a column of one value adds nothing to the key
+            key = key * len(distinct) + codes
+    # codes numbered by first appearance (hashing, no sort): an error names the first bad row
+    rank, _ = pd.factorize(key)
+    seen = np.maximum.accumulate(rank) if len(rank) else rank
+    first = np.flatnonzero(np.r_[len(rank) > 0, rank[1:] > seen[:-1]])  # where the running maximum grows
+    found: list[dict[str, Any]] = [
+        {col: names[codes[row]] for col, (codes, names) in coded.items()} for row in first
+    ]
+    for cells in found:
+        if not cells.get("gpu"):
+            cells["gpu"] = gpu
+    return rank.astype(np.intp), found, first
+
+
+def _number(df: pd.DataFrame, col: str, value: Any, raw: npt.NDArray[np.intp], code: int) -> float:
+    """An engine-setting cell as a float; DataError naming the first row that holds anything else."""
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        row = int(np.flatnonzero(raw == code)[0])
+        raise DataError(f"{row_label(df, row)}: field {col!r} is {value!r}, not a number") from None
 
 
 def _cell(v: Any) -> str:
     return "" if pd.isna(v) else str(v).strip().lower()
 
 
-def model_features(df: pd.DataFrame) -> Features:
-    """Architecture features per row of `df` (column ``model``, looked up once per distinct model and precision)
-    plus ``batch_size``, ``input_len`` and ``output_len`` as float arrays, per GPU of the row's ``tensor_parallel``
-    degree (column optional, default 1: `slimlib.model.parallel.split_features`; with 1 the features are the model's
-    own). Optional precision columns (`PRECISION_COLUMNS`) set the weight and KV bytes (module docstring)."""
-    codes, uniques, first_rows = _distinct_rows(df)
-    table = np.empty((len(uniques), len(FEATURE_NAMES)))
-    for i, (name, dtype, quant, kvd) in enumerate(uniques):
-        try:
-            a = get_architecture(name)  # file reads are cached on the resolved path and file state
-            table[i] = _arch_row(a, dtype, quant, kvd)
-        except (UnknownNameError, DataError) as exc:
-            pos = int(first_rows[i])
-            raise type(exc)(f"{row_label(df, pos)}: {exc}") from None
-    feats: Features = {f: table[codes, j] for j, f in enumerate(FEATURE_NAMES)}
-    for col in ("batch_size", "input_len", "output_len"):
-        feats[col] = df[col].to_numpy(dtype=float)
+def serving_configs(
+    df: pd.DataFrame,
+    gpu: GPU | str | None = None,
+    *,
+    reserve_gib: float | None = None,
+    gpu_column: bool = True,
+    within_node: bool = False,
+) -> tuple[npt.NDArray[np.intp], list[ServingConfig]]:
+    """Each row's index into the distinct `ServingConfig` s of `df` (resolved once each; module docstring), and
+    those configurations. `gpu` (optional) stands in where the table has no ``gpu`` cell (with `gpu_column`
+    False: for every row, the table's ``gpu`` column ignored). Errors name the first row of a configuration vLLM
+    refuses (`slimlib.model.serving.serving_config`; `within_node`: tensor parallelism within one node too)."""
+    codes, configs, _ = _resolve(df, gpu, reserve_gib, gpu_column, within_node)
+    return codes, configs
+
+
+def _resolve(
+    df: pd.DataFrame,
+    gpu: GPU | str | None,
+    reserve_gib: float | None,
+    gpu_column: bool = True,
+    within_node: bool = False,
+) -> tuple[npt.NDArray[np.intp], list[ServingConfig], list[Architecture]]:
+    """`serving_configs` and the architecture of each configuration (`gpu_column` False: `gpu` for every row,
+    whatever the table's ``gpu`` column says)."""
     tp = tensor_parallel_column(df)
-    _check_tensor_parallel(df, feats, tp)
-    out = split_features(feats, tp)
-    for k in ("dense_weight_bytes", "expert_weight_bytes"):
-        out[k] = feats[k] / tp
-    return out
+    codes, uniques, first_rows = _distinct_rows(
+        df, tp, get_gpu(gpu).name if gpu is not None else "", gpu_column
+    )
+    extra: dict[str, Any] = {"within_node": within_node}
+    if reserve_gib is not None:
+        extra["reserve_gib"] = reserve_gib
+    configs, archs = [], []
+    for i, cells in enumerate(uniques):
+        pos = int(first_rows[i])
+        try:
+            hw = get_gpu(cells["gpu"]) if cells["gpu"] else None
+        except UnknownNameError as exc:
+            raise UnknownNameError(f"{row_label(df, pos)}: field 'gpu': {exc}") from None
+        try:
+            a = get_architecture(cells["model"])  # file reads are cached on the resolved path and file state
+            settings: dict[str, Any] = {k: cells.get(k) for k in (*PRECISION_COLUMNS, *ENGINE_COLUMNS)}
+            configs.append(
+                serving_config(a, hw, tensor_parallel=cells["tensor_parallel"], **settings, **extra)
+            )
+        except (UnknownNameError, DataError) as exc:
+            raise type(exc)(f"{row_label(df, pos)}: {exc}") from None
+        archs.append(a)
+    return codes, configs, archs
 
 
-def _check_tensor_parallel(df: pd.DataFrame, feats: Features, tp: FloatArray) -> None:
-    """DataError naming the first row whose model vLLM cannot split over its ``tensor_parallel`` GPUs (the heads
-    rule of `tensor_parallel_refusal`; the one-node limit is `slimlib.model.validity`'s)."""
-    if not np.any(tp > 1):
-        return
-    heads, kv_heads = feats["n_heads"], feats["n_kv_heads"]
-    bad = np.zeros(len(tp), dtype=bool)
-    for h, kv, p in {(int(h), int(kv), float(p)) for h, kv, p in zip(heads, kv_heads, tp, strict=True)}:
-        if tensor_parallel_refusal("", h, kv, p, within_node=False):
-            bad |= (heads == h) & (kv_heads == kv) & (tp == p)
-    if bad.any():
-        i = int(np.flatnonzero(bad)[0])  # the first bad row
-        name = str(df["model"].iloc[i])
-        why = tensor_parallel_refusal(name, int(heads[i]), int(kv_heads[i]), float(tp[i]), within_node=False)
-        raise DataError(f"{row_label(df, i)}: {why}")
+def model_features(df: pd.DataFrame, gpu: GPU | str | None = None) -> Features:
+    """Features (`FEATURE_NAMES`) per row of `df` (column ``model``; the serving configuration resolved once per
+    distinct row, `serving_configs`) plus ``batch_size``, ``input_len`` and ``output_len`` as float arrays, per GPU
+    of the row's ``tensor_parallel`` degree (column optional, default 1: `slimlib.model.parallel.split_features`).
+    `gpu` (optional) is the device where the table has no ``gpu`` column (without either, the pool-dependent
+    ``kv_token_capacity`` is NaN)."""
+    tp = tensor_parallel_column(df)
+    codes, configs, archs = _resolve(df, gpu, None)
+    table = np.array([_config_row(a, s) for a, s in zip(archs, configs, strict=True)], dtype=float).reshape(
+        len(configs), len(_CONFIG_VALUES)
+    )
+    # per row: a value every configuration shares is broadcast (read-only, no copy), others gathered
+    columns = np.ascontiguousarray(table.T)
+    col = {
+        f: np.broadcast_to(v[0], codes.shape) if (v == v[0]).all() else v.take(codes)
+        for f, v in zip(_CONFIG_VALUES, columns, strict=True)
+    }
+    feats: Features = {f: col[f] for f in FEATURE_NAMES if f in col}
+    for c in ("batch_size", "input_len", "output_len"):
+        feats[c] = df[c].to_numpy(dtype=float)
+    ctx = np.maximum(feats["input_len"] + feats["output_len"], 1.0)
+    window = col["sliding_window"]
+    share = np.where(window > 0, np.minimum(ctx, window) / ctx, 1.0)
+    per_token = col["attn_bytes_per_context_token"] + col["attn_bytes_per_window_token"] * share
+    feats["kv_bytes_per_token"] = per_token
+    logged = col["logged_tokens"]
+    with np.errstate(invalid="ignore"):
+        feats["kv_token_capacity"] = np.where(logged > 0, logged, np.maximum(col["kv_pool"] / per_token, 0.0))
+    return split_features(feats, tp)
 
 
 def prefill_peak_flops(f: Features, hw: GPU) -> FloatArray:

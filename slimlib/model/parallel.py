@@ -10,9 +10,9 @@ count ``L / p`` with unchanged widths: exact for Eqs. 8, 10 and 11, and it leave
 KV heads so that each rank holds one: per-rank KV width ``max(H_kv / p, 1) d_h``; `split_features` scales
 ``d_kv`` by ``max(p / H_kv, 1)`` for that (feature ``n_kv_heads`` needed; without it no replication is assumed).
 
-Memory per rank: the weights ``weight_bytes_total / p`` and KV bytes per token ``kv_bytes_per_token / p`` (times
-the replication factor) are what one device holds, so a KV-capacity rule written for one device (the extended
-model's ``B_kv``) applies per rank unchanged.
+Memory per rank (weights, KV bytes per token, KV pool and capacity) is resolved per GPU by
+`slimlib.model.serving.ServingConfig`; the features arrive per GPU, so a KV-capacity rule written for one device
+(the extended model's ``B_kv``) applies per rank unchanged.
 
 All-reduce (`allreduce_time`): a message of ``m`` bytes over ``p`` ranks takes
 ``t_ar(m, p) = t_lat(p) + 2 (p - 1) / p * m / BW(p)`` (the ring/one-shot all-reduce's bandwidth term), with
@@ -40,7 +40,7 @@ from numpy.typing import ArrayLike
 
 from slimlib.errors import DataError
 from slimlib.model.equations import experts_touched
-from slimlib.model.memory import kv_replication, per_gpu_kv_bytes_per_token, per_gpu_weight_bytes
+from slimlib.model.memory import kv_replication
 from slimlib.registry.gpus import GPU
 
 FloatArray = npt.NDArray[np.float64]
@@ -48,7 +48,6 @@ FloatArray = npt.NDArray[np.float64]
 CALLS_PER_LAYER = 2
 
 _SPLIT_BY_P = ("n_layers",)
-_PER_RANK_MEMORY = ("weight_bytes_total", "kv_bytes_per_token")
 
 
 def tensor_parallel_column(df: pd.DataFrame, default: int = 1) -> FloatArray:
@@ -76,11 +75,10 @@ def _replication(f: dict[str, FloatArray], tp: FloatArray) -> FloatArray:
 def split_features(f: dict[str, FloatArray], tp: ArrayLike) -> dict[str, FloatArray]:
     """Per-rank features for tensor parallel degree `tp` (array or scalar); `tp` = 1 returns equal arrays.
 
-    Changes: ``n_layers / p`` (per-rank share of every per-layer cost), ``d_kv x r`` with ``r`` the KV-head
-    replication factor (`slimlib.model.memory.kv_replication`), ``weight_bytes_total / p`` and
-    ``kv_bytes_per_token x r / p`` (memory one rank holds: `slimlib.model.memory.per_gpu_weight_bytes`,
-    `per_gpu_kv_bytes_per_token`). Adds ``tensor_parallel`` (p) and ``n_layers_total`` (the model's own layer count, for the
-    all-reduce count). Other keys are copied unchanged.
+    Changes: ``n_layers / p`` and ``n_moe_layers / p`` (per-rank share of every per-layer cost), ``d_kv x r`` with
+    ``r`` the KV-head replication factor (`slimlib.model.memory.kv_replication`). Adds ``tensor_parallel`` (p) and
+    ``n_layers_total`` (the model's own layer count, for the all-reduce count). Other keys are copied unchanged
+    (memory features are per GPU already: `slimlib.model.serving.ServingConfig`).
     """
     tp = np.broadcast_to(np.asarray(tp, dtype=float), np.shape(f["n_layers"])).copy()
     out = dict(f)
@@ -88,11 +86,8 @@ def split_features(f: dict[str, FloatArray], tp: ArrayLike) -> dict[str, FloatAr
     out["n_layers_total"] = np.asarray(f["n_layers"], dtype=float)
     out["n_layers"] = out["n_layers_total"] / tp
     out["d_kv"] = np.asarray(f["d_kv"], dtype=float) * r
-    out["weight_bytes_total"] = per_gpu_weight_bytes(f["weight_bytes_total"], tp)
-    if "n_kv_heads" in f:
-        out["kv_bytes_per_token"] = per_gpu_kv_bytes_per_token(f["kv_bytes_per_token"], f["n_kv_heads"], tp)
-    else:
-        out["kv_bytes_per_token"] = np.asarray(f["kv_bytes_per_token"], dtype=float) / tp
+    if "n_moe_layers" in f:
+        out["n_moe_layers"] = np.asarray(f["n_moe_layers"], dtype=float) / tp
     out["tensor_parallel"] = tp
     return out
 

@@ -5,8 +5,8 @@ accept before any model runs.
 * the context window: ``IL + OL <= max_position_embeddings`` (where the config fixes one);
 * tensor parallelism as vLLM allows it: ``num_attention_heads % TP == 0`` and TP at most the GPUs of one node
   (`GPUS_PER_NODE`);
-* memory (`slimlib.model.memory.kv_pool_bytes` per GPU of the group): a KV pool <= 0 is an error that shows the
-  arithmetic; one request longer than the pool, or more requests than the pool has blocks (each running request
+* memory, per GPU of the group, from the row's resolved serving configuration (precision, parallel sizes and engine
+  settings: `slimlib.model.serving.ServingConfig`): a KV pool <= 0 is an error that shows the arithmetic; one request longer than the pool, or more requests than the pool has blocks (each running request
   holds at least one), is an error; a batch whose KV cache exceeds the pool is a `PreemptionWarning` (vLLM would
   preempt and recompute, which the models do not describe);
 * parameters: finite numbers within their `ParamSpec` bounds, on load and on transfer.
@@ -25,21 +25,10 @@ import pandas as pd
 
 from slimlib.errors import DataError, UnknownNameError
 from slimlib.model.calibrated import CalibratedModel
-from slimlib.model.memory import (
-    DEFAULT_BLOCK_SIZE,
-    DEFAULT_GPU_MEMORY_UTILIZATION,
-    DEFAULT_RESERVE_GIB,
-    GIB,
-    gpu_total_bytes,
-    kv_bytes_per_token,
-    kv_pool_bytes,
-    per_gpu_kv_bytes_per_token,
-    per_gpu_weight_bytes,
-    tensor_parallel_refusal,
-    weight_bytes,
-)
+from slimlib.model.features import serving_configs
+from slimlib.model.memory import GIB, tensor_parallel_refusal
 from slimlib.model.methods import get_method, model_from_dict, read_params_document
-from slimlib.model.parallel import tensor_parallel_column
+from slimlib.model.serving import ServingConfig
 from slimlib.registry.architectures import Architecture, get_architecture
 from slimlib.registry.gpus import GPU, get_gpu
 from slimlib.schema import row_chunks, row_label
@@ -110,69 +99,33 @@ def check_context(arch: Architecture, input_len: float, output_len: float, where
         )
 
 
-def per_gpu_memory(arch: Architecture, tp: float, **precision: Any) -> tuple[float, float]:
-    """(weight bytes, KV bytes per token) one GPU of a tensor-parallel group of `tp` holds: the one per-GPU rule
-    of `slimlib.model.memory` that `gpu_memory` applies (KV heads replicated when TP exceeds them; `precision`: vLLM's
-    ``dtype``, ``quantization``, ``kv_cache_dtype``)."""
-    weights = float(
-        per_gpu_weight_bytes(weight_bytes(arch, precision.get("dtype"), precision.get("quantization")), tp)
-    )
-    kv = kv_bytes_per_token(arch, precision.get("dtype"), precision.get("kv_cache_dtype"))
-    return weights, float(per_gpu_kv_bytes_per_token(kv, arch.n_kv_heads, tp))
-
-
-def kv_pool(
-    arch: Architecture,
-    gpu: GPU,
-    tp: float = 1,
-    *,
-    gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION,
-    reserve_gib: float = DEFAULT_RESERVE_GIB,
-    where: str = "",
-    **precision: Any,
-) -> float:
-    """KV bytes per GPU the engine allocates by default (`kv_pool_bytes`); DataError showing the arithmetic
-    when it is <= 0 (the weights alone do not fit)."""
-    weights, _ = per_gpu_memory(arch, tp, **precision)
-    pool = float(kv_pool_bytes(gpu, weights, gpu_memory_utilization, reserve_gib))
-    if pool <= 0:
-        at = f"{where}: " if where else ""
-        cap = gpu_total_bytes(gpu)
-        raise DataError(
-            f"{at}{arch.name} ({weights * tp / max(arch.n_params, 1):.3g} bytes per weight) does not fit on "
-            f"{gpu.name} at tensor_parallel = {tp:g}: KV pool = {cap / GIB:.1f} GiB x {gpu_memory_utilization:g} - "
-            f"weights {weights / GIB:.1f} GiB - reserve {reserve_gib:g} GiB = {pool / GIB:.1f} GiB <= 0; use more "
-            "GPUs (tensor_parallel), a larger GPU or fewer bytes per weight (--quantization fp8)"
-        )
-    return pool
-
-
 def check_memory(
-    arch: Architecture,
-    gpu: GPU,
-    tp: float,
+    config: ServingConfig,
     batch_size: Any,
     input_len: Any,
     output_len: Any,
     *,
-    block_size: int = DEFAULT_BLOCK_SIZE,
     labels: Any = None,
     pool_bytes: float | None = None,
     preempted: dict[tuple[str, str, float], list[Any]] | None = None,
-    **precision: Any,
 ) -> None:
-    """Batch sizes and lengths (arrays) against the KV pool of one GPU: DataError when one request cannot fit or
-    more requests run than the pool has blocks; `PreemptionWarning` when a batch's KV exceeds the pool.
-    `labels(i)` names row i in messages. With `preempted`, the warning is not given but counted there, by
-    (model, GPU, TP): [the first such row's text, its row count] (`check_table` warns once for all chunks)."""
-    pool = kv_pool(arch, gpu, tp, **precision) if pool_bytes is None else float(pool_bytes)
-    _, per_token = per_gpu_memory(arch, tp, **precision)
-    block_bytes = block_size * per_token
+    """Batch sizes and lengths (arrays) against the KV pool of one GPU of `config` (`ServingConfig.kv_pool`, or
+    `pool_bytes`): DataError when the pool holds no block, when one request cannot fit or more requests run than
+    the pool has blocks; `PreemptionWarning` when a batch's KV exceeds the pool. `labels(i)` names row i in
+    messages. With `preempted`, the warning is not given but counted there, by (model, GPU, TP): [the first such
+    row's text, its row count] (`check_table` warns once for all chunks)."""
+    if pool_bytes is None:
+        config.check_fits()
+        pool = config.kv_pool
+    else:
+        pool = float(pool_bytes)
+    block_bytes = config.block_size * config.kv_bytes_per_token
     pool_blocks = math.floor(pool / block_bytes)
     b = np.atleast_1d(np.asarray(batch_size, dtype=float))
     tokens = np.atleast_1d(np.asarray(input_len, dtype=float) + np.asarray(output_len, dtype=float))
     b, tokens = np.broadcast_arrays(b, tokens)
-    blocks = np.ceil(tokens / block_size)
+    blocks = config.request_blocks(tokens)
+    where = f"{config.model} on {config.gpu} (tensor_parallel {config.tensor_parallel:g})"
 
     def name(i: int) -> str:
         return f"{labels(i)}: " if labels is not None else ""
@@ -182,28 +135,27 @@ def check_memory(
         i = int(one[0])
         raise DataError(
             f"{name(i)}one request of {tokens[i]:g} tokens needs {blocks[i] * block_bytes / GIB:.3g} GiB of KV cache, "
-            f"more than the {pool / GIB:.3g} GiB pool of {arch.name} on {gpu.name} (tensor_parallel {tp:g}); "
-            "shorten the lengths or use more GPUs"
+            f"more than the {pool / GIB:.3g} GiB pool of {where}; shorten the lengths or use more GPUs"
         )
     many = np.flatnonzero(b > pool_blocks)
     if many.size:
         i = int(many[0])
         raise DataError(
-            f"{name(i)}batch_size = {b[i]:g} exceeds the {pool_blocks} KV blocks of {arch.name} on {gpu.name} "
-            f"(tensor_parallel {tp:g}); no GPU memory holds that many requests at once: use a batch size <= "
-            f"{pool_blocks}"
+            f"{name(i)}batch_size = {b[i]:g} exceeds the {pool_blocks} KV blocks of {where}; no GPU memory holds "
+            f"that many requests at once: use a batch size <= {pool_blocks}"
         )
     over = np.flatnonzero(b * blocks > pool_blocks)
     if over.size:
         i = int(over[0])
         first = (
             f"{name(i)}batch_size {b[i]:g} x {tokens[i]:g} tokens needs {b[i] * blocks[i] * block_bytes / GIB:.3g} "
-            f"GiB of KV cache, more than the {pool / GIB:.3g} GiB pool of {arch.name} on {gpu.name}"
+            f"GiB of KV cache, more than the {pool / GIB:.3g} GiB pool of {config.model} on {config.gpu}"
         )
         if preempted is None:
             warnings.warn(_preemption_message(first, over.size), PreemptionWarning, stacklevel=2)
         else:
-            preempted.setdefault((arch.name, gpu.name, tp), [first, 0])[1] += int(over.size)
+            key = (config.identity, config.gpu, float(config.tensor_parallel))
+            preempted.setdefault(key, [first, 0])[1] += int(over.size)
 
 
 def _preemption_message(first: str, rows: int) -> str:
@@ -234,71 +186,50 @@ def checking_rows(gpu: str | GPU | None = None) -> Iterator[Callable[[pd.DataFra
 def _check_rows(
     df: pd.DataFrame, gpu: str | GPU | None, preempted: dict[tuple[str, str, float], list[Any]]
 ) -> None:
-    tp = tensor_parallel_column(df)
     il = df["input_len"].to_numpy(dtype=float)
     ol = df["output_len"].to_numpy(dtype=float)
     b = df["batch_size"].to_numpy(dtype=float)
-    # groups of (model, TP, GPU) by integer codes: a million rows hold a handful of them
     m_codes, m_names = pd.factorize(df["model"])
-    t_codes, t_values = pd.factorize(tp)
-    g_names: list[str] = [gpu.name if isinstance(gpu, GPU) else str(gpu)] if gpu is not None else [""]
-    g_codes = np.zeros(len(df), dtype=np.int64)
-    if gpu is None and "gpu" in df.columns:
-        g_codes, g_index = pd.factorize(df["gpu"])
-        g_names = [str(v) for v in g_index]
-    key = (m_codes.astype(np.int64) * len(t_values) + t_codes) * len(g_names) + g_codes
-    uniq, first_rows, inverse = np.unique(key, return_index=True, return_inverse=True)
-    order = np.argsort(first_rows, kind="stable")  # groups in the order of their first row
-    by_group = np.argsort(inverse, kind="stable")
-    bounds = np.searchsorted(inverse[by_group], np.arange(len(uniq) + 1))
-    for j in order:
-        rows = by_group[bounds[j] : bounds[j + 1]]
-        k = int(uniq[j])
-        m = m_names[k // (len(t_values) * len(g_names))]
-        t = float(t_values[(k // len(g_names)) % len(t_values)])
-        g = g_names[k % len(g_names)]
+    first_of_model = np.unique(m_codes, return_index=True)[1]
+    for k, first in enumerate(first_of_model):  # sizes before any arithmetic on them
+        try:
+            arch = get_architecture(str(m_names[k]))
+        except UnknownNameError as exc:
+            raise UnknownNameError(f"{row_label(df, int(first))}: {exc}") from None
+        check_architecture(arch, row_label(df, int(first)))
+    hw = get_gpu(gpu) if gpu is not None else None  # the parameters' GPU for every row
+    # vLLM's refusals (precision, tensor parallel split and the one-node limit, ...) name the first row
+    codes, configs = serving_configs(df, hw, gpu_column=hw is None, within_node=True)
+    by_config = np.argsort(codes, kind="stable")
+    bounds = np.searchsorted(codes[by_config], np.arange(len(configs) + 1))
+    for j, s in enumerate(configs):  # in the order of their first row
+        rows = by_config[bounds[j] : bounds[j + 1]]
         first = int(rows[0])
+        where = row_label(df, first)
 
         def label(i: int, rows: Any = rows) -> str:
             return row_label(df, int(rows[i]))
 
-        try:
-            arch = get_architecture(str(m))
-        except UnknownNameError as exc:
-            raise UnknownNameError(f"{row_label(df, first)}: {exc}") from None
-        check_architecture(arch, row_label(df, first))
-        check_tensor_parallel(arch, float(t), row_label(df, first))
+        arch = get_architecture(str(df["model"].iloc[first]))
+        t = float(s.tensor_parallel)
         if arch.max_position:
             too = np.flatnonzero(il[rows] + ol[rows] > arch.max_position)
             if too.size:
                 check_context(arch, il[rows][too[0]], ol[rows][too[0]], label(int(too[0])))
-        if not g:
+        if not s.gpu:
             continue
-        try:
-            hw = get_gpu(str(g))
-        except UnknownNameError as exc:
-            raise UnknownNameError(f"{row_label(df, first)}: field 'gpu': {exc}") from None
-        if t > 1 and not hw.link_bw:
+        device = get_gpu(s.gpu)
+        if t > 1 and not device.link_bw:
             raise DataError(
-                f"{row_label(df, first)}: tensor_parallel = {t:g} on {hw.name}, whose registry entry has no "
+                f"{where}: tensor_parallel = {t:g} on {device.name}, whose registry entry has no "
                 "interconnect bandwidth (link_bw); add it to slimlib.registry.gpus with its source, or use rows "
                 "with tensor_parallel 1"
             )
-        pool = kv_pool(arch, hw, float(t), where=row_label(df, first))
-        check_memory(
-            arch,
-            hw,
-            float(t),
-            b[rows],
-            il[rows],
-            ol[rows],
-            labels=label,
-            pool_bytes=pool,
-            preempted=preempted,
-        )
+        s.check_fits(where)
+        check_memory(s, b[rows], il[rows], ol[rows], labels=label, preempted=preempted)
 
 
-def check_params_document(doc: dict[str, Any], where: str) -> None:
+def check_param_values(doc: dict[str, Any], where: str) -> None:
     """DataError unless the variant is known and every parameter is a finite number within its bounds."""
     try:
         method = get_method(str(doc["variant"]))
@@ -326,7 +257,7 @@ def check_params_document(doc: dict[str, Any], where: str) -> None:
 
 
 def load_checked_params(path: str) -> Any:
-    """`load_params` with the parameter checks (`check_params_document`) first."""
+    """`load_params` with the parameter checks (`check_param_values`) first."""
     doc, where = read_params_document(path)
-    check_params_document(doc, where)
+    check_param_values(doc, where)
     return model_from_dict(doc, where)

@@ -130,16 +130,6 @@ class Architecture:
         return 3 if self.ffn_kind == "gated" else 2
 
     @property
-    def kv_bytes_per_token(self) -> int:
-        """KV-cache bytes of one token over all layers: ``2 L D_kv kv_bytes`` (keys and values; Eq. 11 per token)."""
-        return 2 * self.n_layers * self.d_kv * self.kv_bytes
-
-    @property
-    def weight_bytes_total(self) -> int:
-        """Bytes of all weights: ``n_params * weight_bytes``."""
-        return self.n_params * self.weight_bytes
-
-    @property
     def is_moe(self) -> bool:
         """True for a mixture-of-experts model (more than one FFN expert per layer)."""
         return self.n_experts > 1
@@ -543,9 +533,10 @@ def get_architecture(name_or_path: str | os.PathLike[str] | Architecture) -> Arc
 
 
 def list_architectures(names: Iterable[str | os.PathLike[str]] | None = None) -> pd.DataFrame:
-    """The registry as a table, one row per model in registry order, with d_kv, KV bytes per token, the values a
+    """The registry as a table, one row per model in registry order, with d_kv, the values a
     token caches over all layers (``kv_values_per_token``: ``2 D_kv`` per layer, MLA's latent), the MoE, MLA and
-    sliding-window shapes, the checkpoint's quantization and the content identity.
+    sliding-window shapes, the checkpoint's quantization and the content identity (bytes
+    served per GPU are the serving configuration's, `slimlib.model.serving`).
 
     `names` (optional): only these models, in the given order; each may be a name, an HF id or a config.json path.
     """
@@ -567,7 +558,6 @@ def list_architectures(names: Iterable[str | os.PathLike[str]] | None = None) ->
             "n_params": a.n_params,
             "kv_bytes": a.kv_bytes,
             "weight_bytes": a.weight_bytes,
-            "kv_bytes_per_token": a.kv_bytes_per_token,
             "max_position": a.max_position,
             "n_experts": a.n_experts,
             "experts_per_token": a.experts_per_token,

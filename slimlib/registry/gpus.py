@@ -29,9 +29,11 @@ import pandas as pd
 from slimlib.errors import DataError, UnknownNameError, close_matches_message
 from slimlib.registry.host_cpu import HOST_CPU
 
-__all__ = ["GPU", "get_gpu", "gpu_label", "list_gpus", "gpu_names", "PRECISIONS"]
+__all__ = ["GIB", "GPU", "get_gpu", "gpu_label", "list_gpus", "gpu_names", "PRECISIONS"]
 
-_GIB = 2**30
+#: one GiB, 2**30 bytes: the package's one memory unit (every ``_gib`` / ``_gb`` memory column and message)
+GIB = 2**30
+_GIB = GIB
 _MIB = 2**20
 
 #: precisions of the tensor peaks (`GPU.peak_for`): 16-bit floats share one peak, fp8 and fp4 have their own
@@ -68,6 +70,10 @@ class GPU:
     peak_flops_fp8: float | None = None
     peak_flops_fp4: float | None = None
     label: str = ""
+    #: CUDA compute capability (NVIDIA; 0 for other vendors): vLLM's fp8 and fp4 weight methods need >= 8.0
+    #: (weight-only Marlin kernels below the precision's own tensor cores), CUDA GPUs list,
+    #: https://developer.nvidia.com/cuda-gpus
+    compute_capability: float = 0.0
 
     @property
     def mem_gb(self) -> float:
@@ -108,6 +114,7 @@ def _aic_allreduce(system: str, version: str) -> str:
 _GPUS: tuple[GPU, ...] = (
     GPU(
         name="h100-sxm-80gb",
+        compute_capability=9.0,
         label="H100 SXM",
         peak_flops_fp8=1978.9e12,
         link_bw=450e9,
@@ -129,6 +136,7 @@ _GPUS: tuple[GPU, ...] = (
     ),
     GPU(
         name="h100-sxm-64gb",
+        compute_capability=9.0,
         label="H100 SXM 64GB",
         peak_flops_fp8=1978.9e12,
         link_bw=150e9,
@@ -169,6 +177,7 @@ _GPUS: tuple[GPU, ...] = (
     ),
     GPU(
         name="h100-pcie-80gb",
+        compute_capability=9.0,
         label="H100 PCIe",
         peak_flops_fp8=1513e12,
         link_bw=64e9,
@@ -193,6 +202,7 @@ _GPUS: tuple[GPU, ...] = (
     ),
     GPU(
         name="h200-sxm-141gb",
+        compute_capability=9.0,
         label="H200 SXM",
         peak_flops_fp8=1978.9e12,
         link_bw=450e9,
@@ -214,6 +224,7 @@ _GPUS: tuple[GPU, ...] = (
     ),
     GPU(
         name="gh200-96gb",
+        compute_capability=9.0,
         label="GH200",
         peak_flops_fp8=1978.9e12,
         link_bw=450e9,
@@ -237,6 +248,7 @@ _GPUS: tuple[GPU, ...] = (
     ),
     GPU(
         name="a100-sxm-80gb",
+        compute_capability=8.0,
         label="A100 SXM",
         link_bw=300e9,
         link_source=(
@@ -256,6 +268,7 @@ _GPUS: tuple[GPU, ...] = (
     ),
     GPU(
         name="a100-sxm-40gb",
+        compute_capability=8.0,
         label="A100 SXM 40GB",
         link_bw=300e9,
         link_source=(
@@ -275,6 +288,7 @@ _GPUS: tuple[GPU, ...] = (
     ),
     GPU(
         name="l40s",
+        compute_capability=8.9,
         label="L40S",
         peak_flops_fp8=733e12,
         link_bw=32e9,
@@ -296,6 +310,7 @@ _GPUS: tuple[GPU, ...] = (
     ),
     GPU(
         name="b200-sxm-180gb",
+        compute_capability=10.0,
         label="B200",
         peak_flops=2.25e15,
         peak_flops_fp8=4.5e15,
@@ -309,8 +324,10 @@ _GPUS: tuple[GPU, ...] = (
             f"1,440 GB HBM3e and 64 TB/s in all, i.e. 180 GB and 8 TB/s per GPU; {_NV_B200}"
         ),
         notes=(
-            "AIConfigurator's system file (b200_sxm.yaml) assumes 7.7 TB/s and the same 2.25 PFLOPS bf16 peak; "
-            "its kernel tables (data/aic-*.csv) are B200 measurements."
+            "AIConfigurator's system file (b200_sxm.yaml) assumes 7.7 TB/s and the same 2.25 PFLOPS bf16 peak "
+            "(recorded as such in data/aic-systems.csv); the package uses this entry's 8 TB/s everywhere, the kernel "
+            "composition (slimlib.experiments.kernel_timing) included. Its kernel tables (data/aic-*.csv) are B200 "
+            "measurements."
         ),
         link_bw=900e9,
         link_source=(

@@ -32,7 +32,10 @@ from slimlib.data import available, load
 from slimlib.errors import DataError, UnknownNameError, close_matches_message
 from slimlib.experiments.characterization.knees import LINEAR_GAIN, linear_regime
 from slimlib.model import equations as eq
+from slimlib.model.memory import DEFAULT_BLOCK_SIZE
+from slimlib.model.serving import serving_config
 from slimlib.registry.architectures import get_architecture
+from slimlib.registry.gpus import GIB
 from slimlib.registry.host_cpu import HOST_CPU_KV_SPACE_GIB
 
 #: columns of every scenario table
@@ -94,6 +97,15 @@ def online_runs(online: pd.DataFrame, family: str = "advisor") -> pd.DataFrame:
     if df.empty:
         raise DataError(f"no single-replica, unprofiled runs of family {family!r} in the online table")
     return df
+
+
+def cpu_kv_blocks(models: pd.Series) -> np.ndarray:
+    """KV blocks of the CPU campaign per row of `models`: its KV space (``VLLM_CPU_KVCACHE_SPACE``,
+    `slimlib.registry.host_cpu`) in blocks of each model's resolved serving configuration (vLLM's defaults)."""
+    names = [str(m) for m in models]
+    space = HOST_CPU_KV_SPACE_GIB * GIB
+    blocks = {m: serving_config(get_architecture(m)).blocks_in(space) for m in set(names)}
+    return np.array([blocks[m] for m in names], dtype=float)
 
 
 def in_engine_latency_s(runs: pd.DataFrame) -> pd.Series:
@@ -390,7 +402,7 @@ ENGINE_TRUTH_T = "measured total-token throughput (vllm bench serve on vLLM's CP
 ENGINE_TRUTH_L = "measured mean request E2E latency (all B requests sent at once, concurrency cap B)"
 
 
-def engine_table(runs: pd.DataFrame | None = None, repeat: int = 0) -> pd.DataFrame:
+def engine_eval_rows(runs: pd.DataFrame | None = None, repeat: int = 0) -> pd.DataFrame:
     """``engine-cpu-runs`` (one `repeat` pass) in the scenario layout: E2E is the client's mean request E2E, the
     KV blocks follow from the campaign's KV space (`slimlib.registry.host_cpu`), chunked prefill is on (vLLM V1)."""
     df = load(ENGINE_TABLE) if runs is None else runs
@@ -400,9 +412,8 @@ def engine_table(runs: pd.DataFrame | None = None, repeat: int = 0) -> pd.DataFr
         **{c: df[c].astype(float) for c in ("batch_size", "input_len", "output_len", "throughput_tok_s", "e2e_s",
                                             "mean_ttft_ms", "mean_itl_ms")},
     })  # fmt: skip
-    kv_per_token = np.array([get_architecture(m).kv_bytes_per_token for m in out["model"]], dtype=float)
-    out["gpu_blocks"] = np.floor(HOST_CPU_KV_SPACE_GIB * 2**30 / (16.0 * kv_per_token))
-    out["block_size"] = 16.0
+    out["gpu_blocks"] = cpu_kv_blocks(out["model"])
+    out["block_size"] = float(DEFAULT_BLOCK_SIZE)
     out["chunked_prefill"] = True
     out["static_batch"] = (
         True  # B equal requests sent together at --max-concurrency B: they grow to IL + OL together
@@ -413,7 +424,7 @@ def engine_table(runs: pd.DataFrame | None = None, repeat: int = 0) -> pd.DataFr
 
 def engine_input_length_scenario(table: pd.DataFrame | None = None, name: str = ENGINE_IL_ROW) -> Scenario:
     """Per model at OL = 256: fit IL in {128, 512}, validate IL = 1024 (the paper's design), on the CPU engine."""
-    t = engine_table() if table is None else table
+    t = engine_eval_rows() if table is None else table
     at = t[t["output_len"].round() == ENGINE_IL_OL]
     folds = []
     for model, g in at.groupby("model", sort=True):

@@ -12,7 +12,8 @@ from slimlib.errors import DataError
 from slimlib.experiments.accuracy.scenarios import in_engine_latency_s, online_runs
 from slimlib.experiments.outputs import uncertainty as U
 from slimlib.model import DEFAULT_VARIANT, make_model
-from slimlib.model.memory import GIB, kv_bytes_needed
+from slimlib.model.memory import GIB
+from slimlib.model.serving import serving_config
 from slimlib.registry.architectures import get_architecture
 
 #: The two SLIM-BCA variants evaluated side by side: "faithful" is Eq. 13 as the paper defines it (the paper's model,
@@ -45,7 +46,7 @@ def measured_curves(online: pd.DataFrame, family: str = "advisor") -> pd.DataFra
     df["t1_from_batch"] = first["batch_size"].astype(int)
     t1 = first["throughput_tok_s"] / first["batch_size"].astype(float)
     df["efficiency"] = df["throughput_tok_s"] / (df["batch_size"].astype(float) * t1)
-    per_tok = df["model"].map(lambda m: get_architecture(m).kv_bytes_per_token).astype(float)
+    per_tok = df["model"].map(lambda m: serving_config(get_architecture(m)).kv_bytes_per_token).astype(float)
     df["kv_default_gb"] = df["gpu_blocks"].astype(float) * df["block_size"].astype(float) * per_tok / GIB
     df["preempted"] = df["preempted"].fillna(False).astype(bool)
     return df
@@ -121,14 +122,14 @@ def evaluate_recommendations(
         il = float(curve["input_len"].iloc[0])
         # the engine settings of the curve travel with the workload: the model caps B where predict does
         wl = pd.DataFrame({"model": [name], "input_len": [il], "output_len": [float(ol)],
-                           "gpu_blocks": [float(curve["gpu_blocks"].median())],
+                           "gpu_blocks": [float(np.floor(curve["gpu_blocks"].median()))],
                            "block_size": [float(curve["block_size"].iloc[0])],
                            "chunked_prefill": [bool(curve["chunked_prefill"].iloc[0])]})  # fmt: skip
-        arch = get_architecture(name)
+        config = serving_config(get_architecture(name), block_size=curve["block_size"].iloc[0])
         kv_default = float(curve["kv_default_gb"].median()) * GIB
         for _, s in slos[(slos["model"] == name) & (slos["output_len"] == ol)].iterrows():
             adv = advise_many(
-                model, wl, s["slo_s"], epsilon, batch_sizes=b, kv_bytes_available=kv_default,
+                model, wl, s["slo_s"], epsilon, batch_sizes=b,
                 respect_memory=respect_memory, block_size=int(curve["block_size"].iloc[0]),
             ).iloc[0]  # fmt: skip
             meas_ok = measured_feasible(curve, s["slo_s"], epsilon)
@@ -148,7 +149,8 @@ def evaluate_recommendations(
                 row.update(b_true=0, true_throughput_tok_s=np.nan)
             if adv["b_cap"] > 0:
                 at = curve[curve["batch_size"] == adv["b_cap"]].iloc[0]
-                needed = float(kv_bytes_needed(arch, il, ol, adv["b_cap"], int(at["block_size"])))
+                blocks = float(config.request_blocks(il + ol)) * adv["b_cap"]
+                needed = blocks * config.block_size * config.kv_bytes_per_token
                 row.update(
                     measured_throughput_tok_s=float(at["throughput_tok_s"]),
                     measured_e2e_s=float(at["measured_e2e_s"]),

@@ -29,12 +29,13 @@ from slimlib.experiments.accuracy.scenarios import (
     ENGINE_TRUTH_T,
     Fold,
     Scenario,
+    cpu_kv_blocks,
+    engine_eval_rows,
     engine_input_length_scenario,
-    engine_table,
     same_curve_split,
 )
 from slimlib.experiments.outputs import uncertainty as U
-from slimlib.registry.architectures import get_architecture
+from slimlib.model.memory import DEFAULT_BLOCK_SIZE
 from slimlib.registry.engine_models import ENGINE_MODELS
 from slimlib.registry.host_cpu import HOST_CPU_KV_SPACE_GIB
 
@@ -60,7 +61,7 @@ def _at(df: pd.DataFrame, il=None, ols=None) -> pd.DataFrame:
 def engine_scenarios(runs: pd.DataFrame | None = None) -> list[Scenario]:
     """The five scenarios on the CPU-engine table (repeat 0), in the paper's order."""
     runs = load(ENGINE_TABLE) if runs is None else runs
-    t = engine_table(runs)
+    t = engine_eval_rows(runs)
     missing = [m for m in ENGINE_MODELS if m not in set(t["model"])]
     if missing:
         raise DataError(f"{ENGINE_TABLE}: no runs of {missing}; rerun the campaign (slim bench campaign)")
@@ -138,12 +139,11 @@ def bca_curves(runs: pd.DataFrame | None = None, il: int = BASE_IL) -> pd.DataFr
         df["batch_size"] * first["throughput_tok_s"] / first["batch_size"]
     )
     df["kv_default_gb"] = float(HOST_CPU_KV_SPACE_GIB)
-    df["block_size"] = 16
+    df["block_size"] = DEFAULT_BLOCK_SIZE
     df["preempted"] = False
     # the engine's KV pool in blocks and its chunked prefill (vLLM V1), as the evaluation's rows have them
-    # (`slimlib.experiments.accuracy.scenarios.engine_table`), so the advisor's grid is capped as predict is
-    kv_per_token = np.array([get_architecture(m).kv_bytes_per_token for m in df["model"]], dtype=float)
-    df["gpu_blocks"] = np.floor(HOST_CPU_KV_SPACE_GIB * 2**30 / (16.0 * kv_per_token))
+    # (`slimlib.experiments.accuracy.scenarios.engine_eval_rows`), so the advisor's grid is capped as predict is
+    df["gpu_blocks"] = cpu_kv_blocks(df["model"])
     df["chunked_prefill"] = True
     return df
 

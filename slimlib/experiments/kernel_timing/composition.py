@@ -35,6 +35,7 @@ from slimlib.data import load
 from slimlib.data.aiconfigurator import SYSTEMS, model_gemm_shapes, system_for_gpu
 from slimlib.errors import DataError
 from slimlib.registry.architectures import get_architecture
+from slimlib.registry.gpus import get_gpu
 
 __all__ = [
     "OutOfGridError",
@@ -404,10 +405,13 @@ def _cached(model: str, system: str, kv_dtype: str, gemm_dtype: str, folder: str
         ms, gt[kind] = _gemm_table(gem, n, k, f"{where} GEMM {kind}")
     db, dc, dt = _grid(dec, "batch_size", "context")
     pb, pil, pt = _grid(pre, "batch_size", "input_len")
-    peak = float(sysrow["peak_fp8_flops"] if gemm_dtype == "fp8" else sysrow["peak_bf16_flops"])
+    hw = get_gpu(
+        str(sysrow["gpu"])
+    )  # the registry's peaks and bandwidth (aic-systems records AIConfigurator's)
+    peak = hw.peak_for("fp8" if gemm_dtype == "fp8" else "fp16")
     return KernelSet(
         model=arch.name, system=system, n_layers=arch.n_layers, shapes=shapes, heads=heads, kv_dtype=kv_dtype,
-        gemm_dtype=gemm_dtype, peak_flops=peak, mem_bw=float(sysrow["mem_bw"]), dec_b=db, dec_c=dc, dec_t=dt,
+        gemm_dtype=gemm_dtype, peak_flops=peak, mem_bw=float(hw.mem_bw), dec_b=db, dec_c=dc, dec_t=dt,
         pre_b=pb, pre_il=pil, pre_t=pt, gemm_m=ms, gemm_t=gt,
     )  # fmt: skip
 

@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from slimlib.errors import DataError, UnknownNameError
+from slimlib.experiments.outputs.uncertainty import format_p
 from slimlib.registry.gpus import get_gpu
 
 #: Human headers of common machine column names (units in parentheses).
@@ -142,18 +143,7 @@ def is_p_column(name: str) -> bool:
     return n == "p" or n.startswith(("p_", "p (", "p "))
 
 
-def format_p_value(value, na: str = "n/a") -> str:
-    """A p-value at three decimals, ``<0.001`` below that (never ``0.000``); `na` when missing."""
-    if (
-        value is None
-        or not isinstance(value, (float, int, np.floating, np.integer))
-        or not np.isfinite(value)
-    ):
-        return na if not isinstance(value, str) else value
-    return "<0.001" if value < 0.001 else f"{float(value):.3f}"
-
-
-def gpu_label(name) -> str:
+def _gpu_cell(name) -> str:
     """One spelling per GPU in every table: the registry's canonical name (`slim gpus`) when the registry knows
     it, else the name lower-cased with '_' as '-' (``b200_sxm`` -> ``b200-sxm``)."""
     text = str(name)
@@ -262,9 +252,9 @@ def format_table(
         text_na = col.na or na
         header = col.header or str(name)
         if is_p_column(str(name)) or is_p_column(header):
-            out[header] = [format_p_value(v, text_na) for v in series]
+            out[header] = [format_p(v, text_na) for v in series]
         elif str(name) == "gpu":
-            out[header] = [text_na if pd.isna(v) else gpu_label(v) for v in series]
+            out[header] = [text_na if pd.isna(v) else _gpu_cell(v) for v in series]
         else:
             out[header] = [format_value(v, col.decimals, col.percent, text_na) for v in series]
         numeric.append(pd.api.types.is_numeric_dtype(series) and not pd.api.types.is_bool_dtype(series))
@@ -497,10 +487,10 @@ def bca_summary_display(summary: pd.DataFrame, labels: Mapping[str, str] | None 
                 **({"Misses (quality 0)": str(r.misses)} if hasattr(r, "misses") else {}),
                 "p quality vs faithful": ref
                 if not np.isfinite(r.p_quality_vs_ref)
-                else format_p_value(r.p_quality_vs_ref),
+                else format_p(r.p_quality_vs_ref, "n/a"),
                 "p MAPE vs faithful": ref
                 if not np.isfinite(r.p_mape_vs_ref)
-                else format_p_value(r.p_mape_vs_ref),
+                else format_p(r.p_mape_vs_ref, "n/a"),
             }
         )
     return pd.DataFrame(rows, dtype=object)

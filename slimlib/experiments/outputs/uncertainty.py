@@ -202,11 +202,14 @@ def group_intervals(
     return pd.DataFrame(rows)
 
 
-def format_p(p: float) -> str:
-    """A p-value as printed in the tables: three decimals, ``<0.001`` below that."""
-    if not np.isfinite(p):
-        return ""
-    return "<0.001" if p < 0.001 else f"{p:.3f}"
+def format_p(value: object, na: str = "") -> str:
+    """A p-value as every table and text prints it: three decimals, ``<0.001`` below that (never ``0.000``); `na`
+    when missing (None, NaN, not a number); a text cell is kept as it is."""
+    if isinstance(value, str):
+        return value
+    if not isinstance(value, (float, int, np.floating, np.integer)) or not np.isfinite(value):
+        return na
+    return "<0.001" if value < 0.001 else f"{float(value):.3f}"
 
 
 def format_interval(point: float, lo: float, hi: float, decimals: int = 1) -> str:

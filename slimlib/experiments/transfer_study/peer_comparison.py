@@ -82,8 +82,7 @@ def roofline(rows: pd.DataFrame) -> pd.DataFrame:
         pre_s = pre / hw.peak_flops
         mean_ctx = eq.kv_scan_tokens(il, ol) / ol
         step_bytes = step_weight_bytes(f) + b * mean_ctx * f["kv_bytes_per_token"]
-        step_flops = 2.0 * b * (f["dense_weight_bytes"] + f["expert_weight_bytes"] * f["experts_per_token"]
-                                / np.maximum(f["n_experts"], 1.0)) / 2.0  # fmt: skip
+        step_flops = b * f["linear_flops_per_token"]
         dec_s = ol * np.maximum(step_flops / hw.peak_flops, step_bytes / hw.mem_bw)
         e2e = pre_s + dec_s
         out.append(pd.DataFrame({"pred_throughput_tok_s": eq.throughput(b, il, ol, e2e), "pred_e2e_s": e2e},

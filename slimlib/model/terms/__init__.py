@@ -14,7 +14,12 @@ Recommended model (`recommended`, `batch`): `effective_batch_term`, `PREFILL_SER
 Experts and collectives (`experts`): `MOE_EXPERTS`, `ALLREDUCE`, `EXPERT_ALLTOALL`.
 """
 
-from slimlib.model.terms.batch import effective_batch, effective_batch_term, static_batch_column
+from slimlib.model.terms.batch import (
+    chunked_prefill_column,
+    effective_batch,
+    effective_batch_term,
+    static_batch_column,
+)
 from slimlib.model.terms.experts import ALLREDUCE, EXPERT_ALLTOALL, MOE_EXPERTS
 from slimlib.model.terms.paper import BATCH_FIXED, DENSE_DECODE, KV_SCAN, PAPER_DECODE_FACTOR, PREFILL_COMPUTE
 from slimlib.model.terms.recommended import (
@@ -81,5 +86,6 @@ __all__ = [
     "effective_batch_term",
     "model_specs",
     "static_batch_column",
+    "chunked_prefill_column",
     "without",
 ]

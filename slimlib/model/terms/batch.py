@@ -3,7 +3,8 @@
 Measured throughput plateaus where the requested concurrency B cannot run: ``B_eff = max(min(B, B_kv, B_tok), 1)``
 with ``B_kv = N_kv / (IL + kappa OL)`` (``N_kv``: feature ``kv_token_capacity``, the KV token slots of one GPU)
 and ``B_tok = N_tok OL / (IL + OL)`` (``N_tok``: feature ``max_num_batched_tokens``, the chunked-prefill token
-budget per engine step; infinite where chunked prefill is off). ``kappa`` is the fraction of OL a running sequence
+budget per engine step; only where feature ``chunked_prefill``, from the table's optional column of that name, is
+true: without chunked prefill a step admits whole prompts). ``kappa`` is the fraction of OL a running sequence
 holds on average: under continuous batching with a queue the running sequences are spread over their decode
 (``kv_context_frac``, 0.5); in a static batch (feature ``static_batch``, from the table's optional column of that
 name: all B requests start together, as in offline batch sweeps and LLM-Inference-Bench) all grow to
@@ -22,11 +23,21 @@ from slimlib.model.terms.term import Term
 KV_CONTEXT_FRAC = 0.5
 
 
+def _flag_column(df: pd.DataFrame, name: str) -> FloatArray:
+    """The optional boolean column `name` as 0/1 floats (0 where absent or missing)."""
+    if name not in df.columns:
+        return np.zeros(len(df))
+    return np.asarray(df[name].fillna(False).to_numpy(dtype=bool), dtype=float)
+
+
 def static_batch_column(df: pd.DataFrame) -> FloatArray:
     """The optional boolean ``static_batch`` column as 0/1 floats (0 where absent or missing)."""
-    if "static_batch" not in df.columns:
-        return np.zeros(len(df))
-    return np.asarray(df["static_batch"].fillna(False).to_numpy(dtype=bool), dtype=float)
+    return _flag_column(df, "static_batch")
+
+
+def chunked_prefill_column(df: pd.DataFrame) -> FloatArray:
+    """The optional boolean ``chunked_prefill`` column as 0/1 floats (0 where absent or missing)."""
+    return _flag_column(df, "chunked_prefill")
 
 
 def effective_batch(
@@ -39,8 +50,8 @@ def effective_batch(
     static = f["static_batch"] if static_kappa else np.zeros_like(b)
     kappa = static + (1.0 - static) * float(kv_context_frac)
     b_kv = f["kv_token_capacity"] / (il + kappa * ol)
-    budget = f["max_num_batched_tokens"]
-    b_tok = np.where(np.isfinite(budget), budget * ol / (il + ol), np.inf)
+    chunked = f["chunked_prefill"] > 0
+    b_tok = np.where(chunked, f["max_num_batched_tokens"] * ol / (il + ol), np.inf)
     return np.asarray(np.maximum(np.minimum(np.minimum(b, b_kv), b_tok), 1.0), dtype=float)
 
 
@@ -60,5 +71,5 @@ def effective_batch_term(kv_context_frac: float = KV_CONTEXT_FRAC, static_kappa:
         f"{'1 for static batches, ' if static_kappa else ''}{kv_context_frac:g}"
         f"{' otherwise' if static_kappa else ''}",
         adjust=adjust,
-        reads=("kv_token_capacity", "max_num_batched_tokens", "static_batch"),
+        reads=("kv_token_capacity", "max_num_batched_tokens", "static_batch", "chunked_prefill"),
     )

@@ -1,0 +1,394 @@
+"""One resolved serving configuration (`ServingConfig`): what one GPU of a vLLM server holds and does per token.
+
+Built once per distinct (model, precision, tensor/expert parallel sizes, GPU, engine memory settings) by
+`serving_config`; the model features, the physical checks, the advisor, plans and the experiments all read it.
+Names follow vLLM's options: ``--dtype``, ``--quantization``, ``--kv-cache-dtype``, ``--tensor-parallel-size``,
+``--enable-expert-parallel`` (here the expert-parallel size: 1, or the tensor-parallel size as vLLM forms the
+group without data parallelism), ``--gpu-memory-utilization``, ``--block-size``, ``--max-num-batched-tokens``,
+``--max-num-seqs`` and the logged ``num_gpu_blocks``. Per GPU, in bytes:
+
+* weights: the dense part (embeddings and LM head in the serving dtype, the other linear layers at the quantized
+  width; mxfp4 quantizes the routed experts only) over ``p`` GPUs; the routed experts ``X`` over ``p`` GPUs
+  (tensor-split) or, with expert parallelism ``e``, ``ceil(X / e)`` whole experts per GPU (vLLM's expert map);
+* KV bytes per token: for MHA/GQA ``2 max(H_kv // p, 1) d_h b_kv`` per layer (vLLM replicates KV heads when
+  ``p`` exceeds them, ``ModelConfig.get_num_kv_heads``), for MLA ``(kv_lora_rank + qk_rope_head_dim) b_kv`` per
+  layer, kept whole on every rank; a request of context ``c`` holds
+  ``c x kv_bytes_full + min(c, W) x kv_bytes_window`` (`kv_bytes`), sliding-window layers holding at most their
+  window ``W``, so a row of context ``IL + OL`` has the effective per-token value
+  ``kv_bytes_full + kv_bytes_window x min(c, W) / c`` (`effective_kv_bytes_per_token`);
+* the KV pool ``capacity x gpu_memory_utilization - weights - reserve`` (`slimlib.model.memory.kv_pool_bytes`),
+  ``num_gpu_blocks`` (the logged one where given, else vLLM's ``floor(pool / (block_size x KV bytes per token of
+  all layers))``) and the KV token capacity;
+* linear FLOPs per token: ``2 x`` the active linear parameters (LM head included, embedding lookup not) ``/ p``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from slimlib.errors import DataError, UnknownNameError
+from slimlib.model.equations import FloatArray
+from slimlib.model.memory import (
+    DEFAULT_BLOCK_SIZE,
+    DEFAULT_GPU_MEMORY_UTILIZATION,
+    DEFAULT_RESERVE_GIB,
+    gpu_total_bytes,
+    kv_pool_bytes,
+    tensor_parallel_refusal,
+)
+from slimlib.registry.architectures import Architecture
+from slimlib.registry.gpus import GIB, GPU, get_gpu
+from slimlib.registry.precision import (
+    DTYPES,
+    KV_CACHE_DTYPES,
+    QUANTIZATIONS,
+    dtype_bytes,
+    kv_bytes_per_element,
+    weight_bytes_per_element,
+    weight_precision,
+)
+
+__all__ = [
+    "DEFAULT_MAX_NUM_BATCHED_TOKENS",
+    "DEFAULT_MAX_NUM_SEQS",
+    "ServingConfig",
+    "serving_config",
+]
+
+#: chunked-prefill token budget per engine step (vLLM's default --max-num-batched-tokens with chunked prefill)
+DEFAULT_MAX_NUM_BATCHED_TOKENS = 512
+#: vLLM's default --max-num-seqs
+DEFAULT_MAX_NUM_SEQS = 256
+#: minimum CUDA compute capability of vLLM's fp8 / fp4 weight methods (``Fp8Config``, ``ModelOptNvFp4Config``,
+#: ``Mxfp4Config``: ``get_min_capability() == 80``; below the precision's tensor cores they run weight-only)
+_MIN_QUANT_CAPABILITY = 8.0
+#: vLLM quantization methods that quantize the routed experts only (gpt-oss's mxfp4 checkpoints)
+_EXPERTS_ONLY = ("mxfp4",)
+
+
+@dataclass(frozen=True)
+class ServingConfig:
+    """Per-GPU memory and work of one serving configuration (module docstring); build it with `serving_config`.
+
+    `identity` is the architecture's content identity (its name where the reader gave none): two models that
+    share a name are never one configuration. Memory fields are bytes per GPU; `capacity` is 0 without a device (then the pool and capacities are NaN);
+    `bytes_per_weight` is the width of the quantized (linear-layer) weights."""
+
+    model: str
+    identity: str
+    gpu: str
+    tensor_parallel: int
+    expert_parallel: int
+    quantization: str
+    kv_cache_dtype: str
+    weight_precision: str
+    bytes_per_weight: float
+    capacity: float
+    gpu_memory_utilization: float
+    reserve: float
+    block_size: int
+    max_num_batched_tokens: int
+    max_num_seqs: int
+    logged_gpu_blocks: int
+    dense_weights: float
+    expert_weights: float
+    kv_bytes_per_element: float
+    kv_bytes_full: float
+    kv_bytes_window: float
+    sliding_window: int
+    n_experts_per_gpu: int
+    linear_flops_per_token: float
+
+    @property
+    def weights(self) -> float:
+        """Weight bytes on this GPU (dense + expert parts)."""
+        return self.dense_weights + self.expert_weights
+
+    @property
+    def kv_bytes_per_token(self) -> float:
+        """KV bytes per token of all layers on this GPU (a sliding-window layer counted as a full one)."""
+        return self.kv_bytes_full + self.kv_bytes_window
+
+    def kv_bytes(self, context: ArrayLike) -> FloatArray:
+        """KV bytes one request of `context` tokens holds on this GPU: ``c kv_full + min(c, W) kv_window``."""
+        c = np.asarray(context, dtype=float)
+        window = np.minimum(c, self.sliding_window) if self.sliding_window else c
+        return np.asarray(c * self.kv_bytes_full + window * self.kv_bytes_window, dtype=float)
+
+    def effective_kv_bytes_per_token(self, context: ArrayLike) -> FloatArray:
+        """KV bytes per token a request of `context` tokens holds on average: ``kv_bytes(c) / c``."""
+        c = np.maximum(np.asarray(context, dtype=float), 1.0)
+        return np.asarray(self.kv_bytes(c) / c, dtype=float)
+
+    def request_blocks(self, context: ArrayLike) -> FloatArray:
+        """KV blocks one request of `context` tokens holds: ``ceil(c / block_size)``; with sliding-window layers,
+        the blocks of its KV bytes (`kv_bytes`)."""
+        c = np.asarray(context, dtype=float)
+        if self.sliding_window:
+            c = self.kv_bytes(c) / self.kv_bytes_per_token
+        return np.asarray(np.ceil(c / self.block_size), dtype=float)
+
+    @property
+    def usable(self) -> float:
+        return self.capacity * self.gpu_memory_utilization if self.capacity else math.nan
+
+    @property
+    def kv_pool(self) -> float:
+        """KV bytes the engine allocates on this GPU: the logged blocks where given, else
+        `slimlib.model.memory.kv_pool_bytes` (may be <= 0: the configuration does not fit); NaN without a device."""
+        if self.logged_gpu_blocks:
+            return float(self.logged_gpu_blocks * self.block_size * self.kv_bytes_per_token)
+        if not self.capacity:
+            return math.nan
+        return float(
+            kv_pool_bytes(self.capacity, self.weights, self.gpu_memory_utilization, self.reserve / GIB)
+        )
+
+    @property
+    def num_gpu_blocks(self) -> int:
+        """vLLM's ``num_gpu_blocks``: the logged one, else ``floor(pool / (block_size x kv_bytes_per_token))``
+        (0 when none fits or without a device)."""
+        if self.logged_gpu_blocks:
+            return self.logged_gpu_blocks
+        pool = self.kv_pool
+        if not pool > 0:
+            return 0
+        return int(pool // (self.block_size * self.kv_bytes_per_token))
+
+    def blocks_in(self, pool_bytes: float) -> int:
+        """Blocks of `block_size` tokens a KV space of `pool_bytes` holds (e.g. vLLM CPU's
+        ``VLLM_CPU_KVCACHE_SPACE``): ``floor(pool / (block_size x kv_bytes_per_token))``."""
+        return max(int(pool_bytes // (self.block_size * self.kv_bytes_per_token)), 0)
+
+    @property
+    def kv_tokens(self) -> int:
+        """KV token slots on this GPU: ``num_gpu_blocks x block_size``."""
+        return self.num_gpu_blocks * self.block_size
+
+    def kv_token_capacity(self, context: ArrayLike) -> FloatArray:
+        """Tokens of requests of `context` tokens the pool holds: ``num_gpu_blocks x block_size`` where the blocks
+        are logged, else ``pool / effective_kv_bytes_per_token(context)`` (0 when the pool is <= 0; NaN without
+        a device)."""
+        c = np.asarray(context, dtype=float)
+        if self.logged_gpu_blocks:
+            return np.full(np.shape(c), float(self.kv_tokens))
+        pool = self.kv_pool
+        return np.asarray(np.maximum(pool / self.effective_kv_bytes_per_token(c), 0.0), dtype=float)
+
+    @property
+    def fits(self) -> bool:
+        """True when the pool holds at least one block."""
+        return self.num_gpu_blocks >= 1
+
+    def explain(self) -> str:
+        """One line: the arithmetic, in GiB, and what to change when it does not fit."""
+        g = GIB
+        where = f"{self.model} on {self.tensor_parallel} x {self.gpu}"
+        if self.expert_parallel > 1:
+            where += f" (expert parallel {self.expert_parallel})"
+        weights = f"weights {self.weights / g:.1f} GiB"
+        if self.expert_weights:
+            weights += f" (dense {self.dense_weights / g:.2f} + experts {self.expert_weights / g:.2f})"
+        per_token = f"{self.kv_bytes_per_token / 2**10:.1f} KiB KV per token"
+        if self.logged_gpu_blocks:
+            return (
+                f"{where}: per GPU {weights}; logged num_gpu_blocks {self.logged_gpu_blocks} x block "
+                f"{self.block_size} x {per_token} = KV pool {self.kv_pool / g:.2f} GiB ({self.kv_tokens} tokens)"
+            )
+        if not self.capacity:
+            return f"{where}: per GPU {weights}, {per_token} (no device: no KV pool)"
+        head = (
+            f"{where}: per GPU {self.capacity / g:.1f} GiB x {self.gpu_memory_utilization:g} = "
+            f"{self.usable / g:.1f} GiB usable - {weights} - reserve {self.reserve / g:.1f} GiB = KV pool "
+            f"{self.kv_pool / g:.2f} GiB ({per_token}, {self.num_gpu_blocks} blocks of {self.block_size} = "
+            f"{self.kv_tokens} tokens)"
+        )
+        if self.fits:
+            return head
+        return head + (
+            "; the KV pool is below one block: use more GPUs (tensor parallel), a larger GPU, fp8 weights "
+            "(quantization) or a higher gpu_memory_utilization"
+        )
+
+    def check_fits(self, where: str = "") -> None:
+        """DataError showing the arithmetic (GiB) when the KV pool holds no block: the weights do not fit."""
+        if not self.capacity or self.logged_gpu_blocks or self.fits:
+            return
+        g = GIB
+        at = f"{where}: " if where else ""
+        fewer = (
+            "" if self.weight_precision == "fp4" else " or fewer bytes per weight (quantization fp8 or fp4)"
+        )
+        raise DataError(
+            f"{at}{self.model} ({self.bytes_per_weight:g} bytes per weight) does not fit on {self.gpu} at "
+            f"tensor_parallel = {self.tensor_parallel}: KV pool = {self.capacity / g:.1f} GiB x "
+            f"{self.gpu_memory_utilization:g} - weights {self.weights / g:.1f} GiB - reserve {self.reserve / g:g} GiB "
+            f"= {self.kv_pool / g:.1f} GiB <= 0; use more GPUs (tensor_parallel), a larger GPU{fewer}"
+        )
+
+
+def _choice(value: object, accepted: dict[str, Any], option: str) -> str:
+    """`value` lower-cased ('' for None/NaN/empty); UnknownNameError listing vLLM's accepted values otherwise."""
+    if value is None or (isinstance(value, float) and value != value):
+        return ""
+    k = str(value).strip().lower()
+    if k and k not in accepted:
+        raise UnknownNameError(
+            f"unknown {option} {value!r}: vLLM accepts {', '.join(accepted)} (or leave it empty)"
+        )
+    return k
+
+
+def _whole(value: object, name: str, default: int, low: int = 1) -> int:
+    """A whole-number engine setting (default where None/NaN/0); DataError below `low` or fractional."""
+    if value is None or (isinstance(value, float) and value != value):
+        return default
+    v = float(value)  # type: ignore[arg-type]
+    if v != round(v) or v < low:
+        raise DataError(f"{name} = {v:g} must be a whole number >= {low}")
+    return int(v) or default
+
+
+def _expert_params(a: Architecture) -> float:
+    """Parameters of all routed experts: the reader's `expert_params`, else ``n_moe_layers X m D F_moe``."""
+    if not a.is_moe:
+        return 0.0
+    if a.expert_params:
+        return float(a.expert_params)
+    return float(
+        a.n_moe_layers * a.n_experts * a.n_ffn_matrices * a.hidden_size * (a.moe_ffn_size or a.ffn_size)
+    )
+
+
+def _linear_params_active(a: Architecture) -> float:
+    """Parameters of the layers one token passes through: active parameters less the embedding tables and the
+    untied LM head (Eq. 8's per-token bracket over all layers, MoE: the routed and shared experts it uses)."""
+    return float(a.active_params - a.embedding_params)
+
+
+def serving_config(
+    arch: Architecture,
+    gpu: GPU | str | None = None,
+    *,
+    dtype: object = None,
+    quantization: object = None,
+    kv_cache_dtype: object = None,
+    tensor_parallel: object = 1,
+    expert_parallel: object = 1,
+    gpu_memory_utilization: object = None,
+    block_size: object = None,
+    max_num_batched_tokens: object = None,
+    max_num_seqs: object = None,
+    gpu_blocks: object = None,
+    reserve_gib: float = DEFAULT_RESERVE_GIB,
+    within_node: bool = False,
+) -> ServingConfig:
+    """The `ServingConfig` of `arch` on `tensor_parallel` GPUs `gpu` (None: no device, no pool).
+
+    Empty settings (None, NaN, '') take vLLM's defaults; an empty `quantization` is the checkpoint's own
+    (``arch.quantization``). DataError, one line, for what vLLM refuses: a precision value it does not accept
+    (the message lists the accepted ones), a quantization other than the checkpoint's, fp8/fp4 weights on a GPU
+    without fp8/fp4 tensor cores or weight-only kernels, a tensor-parallel size that does not split the heads, an
+    expert-parallel size other than 1 or the tensor-parallel size (or on a dense model), a utilization outside
+    (0, 1]; with `within_node`, a tensor-parallel size beyond one node. A pool <= 0 is not refused here:
+    `ServingConfig.check_fits` does that.
+    """
+    hw = get_gpu(gpu) if gpu is not None and str(gpu) != "" else None
+    tp = _whole(tensor_parallel, "tensor_parallel", 1)
+    ep = _whole(expert_parallel, "expert_parallel", 1)
+    d = _choice(dtype, DTYPES, "dtype")
+    kvd = _choice(kv_cache_dtype, KV_CACHE_DTYPES, "kv_cache_dtype")
+    q = _choice(quantization, QUANTIZATIONS, "quantization")
+    own = arch.quantization.strip().lower()
+    if own and q and q != "none" and weight_precision(q) != weight_precision(own):
+        raise DataError(
+            f"quantization = {q!r} but the checkpoint of {arch.name} is quantized as {own!r}; vLLM serves a "
+            f"quantized checkpoint in its own method: leave quantization empty or give {own!r}"
+        )
+    if own and own not in QUANTIZATIONS:
+        raise DataError(
+            f"the checkpoint of {arch.name} is quantized as {own!r}, whose bytes per weight the precision table "
+            f"(slimlib.registry.precision) does not hold; it prices {', '.join(QUANTIZATIONS)}"
+        )
+    method = q if q and q != "none" else own
+    prec = weight_precision(method)
+    if hw is not None and prec != "none":
+        peak = hw.peak_flops_fp8 if prec == "fp8" else hw.peak_flops_fp4
+        if not peak and hw.compute_capability < _MIN_QUANT_CAPABILITY:
+            raise DataError(
+                f"quantization {method!r} ({prec} weights) on {hw.name}: vLLM runs {prec} weights on GPUs with "
+                f"{prec} tensor cores or NVIDIA compute capability >= 8.0 (weight-only), which {hw.name} is not; "
+                "serve it unquantized or on another GPU"
+            )
+    refusal = tensor_parallel_refusal(arch.name, arch.n_heads, arch.n_kv_heads, tp, within_node=within_node)
+    if refusal:
+        raise DataError(refusal)
+    if ep > 1 and not arch.is_moe:
+        raise DataError(f"expert_parallel = {ep} but {arch.name} has no experts; use 1")
+    if ep not in (1, tp):
+        raise DataError(
+            f"expert_parallel = {ep} with tensor_parallel = {tp}: vLLM's expert-parallel group is the "
+            "tensor-parallel group (no data parallelism here): use 1 or the tensor_parallel size"
+        )
+    util = float(DEFAULT_GPU_MEMORY_UTILIZATION if gpu_memory_utilization is None else gpu_memory_utilization)  # type: ignore[arg-type]
+    if util != util:
+        util = DEFAULT_GPU_MEMORY_UTILIZATION
+    if not 0 < util <= 1:
+        raise DataError(f"gpu_memory_utilization = {util:g} must be in (0, 1]")
+
+    serve = dtype_bytes(d, arch.weight_bytes)
+    quant = weight_bytes_per_element(prec if prec != "none" else None, serve)
+    expert_quant = quant
+    dense_quant = serve if method in _EXPERTS_ONLY else quant
+    experts = _expert_params(arch)
+    emb = float(arch.embedding_params)
+    dense_total = emb * serve + (float(arch.n_params) - emb - experts) * dense_quant
+    expert_total = experts * expert_quant
+    x = max(arch.n_experts, 1)
+    if ep > 1:
+        per_gpu_experts = math.ceil(x / ep)
+        expert_weights = expert_total * per_gpu_experts / x
+    else:
+        per_gpu_experts = x if arch.is_moe else 0
+        expert_weights = expert_total / tp
+
+    b_kv = kv_bytes_per_element(kvd, dtype_bytes(d, arch.kv_bytes))
+    if arch.is_mla:
+        per_layer = float(arch.kv_values_per_token_layer) * b_kv  # the latent is not split over TP ranks
+    else:
+        per_layer = 2.0 * max(arch.n_kv_heads // tp, 1) * arch.head_dim * b_kv
+    window = int(arch.sliding_window) if arch.sliding_window and arch.n_sliding_layers else 0
+    n_window = arch.n_sliding_layers if window else 0
+    return ServingConfig(
+        model=arch.name,
+        identity=arch.identity or arch.name,
+        gpu=hw.name if hw is not None else "",
+        tensor_parallel=tp,
+        expert_parallel=ep,
+        quantization=method,
+        kv_cache_dtype=kvd or "auto",
+        weight_precision=prec,
+        bytes_per_weight=quant,
+        capacity=float(gpu_total_bytes(hw)) if hw is not None else 0.0,
+        gpu_memory_utilization=util,
+        reserve=float(reserve_gib) * GIB,
+        block_size=_whole(block_size, "block_size", DEFAULT_BLOCK_SIZE),
+        max_num_batched_tokens=_whole(
+            max_num_batched_tokens, "max_num_batched_tokens", DEFAULT_MAX_NUM_BATCHED_TOKENS
+        ),
+        max_num_seqs=_whole(max_num_seqs, "max_num_seqs", DEFAULT_MAX_NUM_SEQS),
+        logged_gpu_blocks=_whole(gpu_blocks, "gpu_blocks", 0, low=0),
+        dense_weights=dense_total / tp,
+        expert_weights=expert_weights,
+        kv_bytes_per_element=b_kv,
+        kv_bytes_full=(arch.n_layers - n_window) * per_layer,
+        kv_bytes_window=n_window * per_layer,
+        sliding_window=window,
+        n_experts_per_gpu=per_gpu_experts,
+        linear_flops_per_token=2.0 * _linear_params_active(arch) / tp,
+    )
