@@ -51,12 +51,13 @@ def test_effective_batch_applies_kv_and_token_budget_limits():
 
 
 def test_effective_batch_reads_the_serving_features():
-    """The caps read the per-row features ``kv_token_capacity`` and ``max_num_batched_tokens`` (no model option)."""
+    """The caps read the per-row features ``kv_token_capacity``, ``max_num_batched_tokens`` and ``chunked_prefill``
+    (no model option)."""
     n = 3
     f = {"batch_size": np.array([64.0, 64.0, 64.0]), "input_len": np.full(n, 100.0),
          "output_len": np.full(n, 300.0), "static_batch": np.array([0.0, 1.0, 0.0]),
          "kv_token_capacity": np.array([5000.0, 5000.0, 1e9]),
-         "max_num_batched_tokens": np.array([np.inf, np.inf, 80.0])}  # fmt: skip
+         "max_num_batched_tokens": np.array([80.0, 80.0, 80.0]), "chunked_prefill": np.array([0.0, 0.0, 1.0])}  # fmt: skip
     b = effective_batch(f, kv_context_frac=0.5)
     assert b == pytest.approx([5000 / 250, 5000 / 400, 80 * 300 / 400])
     assert "max_batched_tokens" not in ExtendedSlimModel().get_params()

@@ -11,9 +11,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from slimlib.errors import DataError
 from slimlib.model import METHODS, ExtendedSlimModel
 from slimlib.model.calibrated import CalibratedModel
 from slimlib.model.memory import tensor_parallel_problem
+from slimlib.model.serving import serving_config
 from slimlib.registry.architectures import architecture_names, get_architecture
 from slimlib.registry.gpus import get_gpu, gpu_names
 
@@ -49,6 +51,10 @@ def _model(name: str, gpu: str) -> CalibratedModel:
 
 def _workloads(rng: np.random.Generator, n: int, gpu: str) -> pd.DataFrame:
     w = pd.DataFrame({col: draw(rng, n) for col, draw in DRAWS.items()})
+    try:  # only the weight precisions vLLM runs on this GPU
+        serving_config(get_architecture(MODELS[0]), gpu, quantization="fp8")
+    except DataError:
+        w["quantization"] = ""
     if not get_gpu(gpu).link_bw:
         return w.assign(tensor_parallel=1.0)
     tp = []
