@@ -39,10 +39,12 @@ from slimlib.model.memory import (
     DEFAULT_RESERVE_GIB,
     gpu_total_bytes,
     kv_pool_bytes,
+    kv_replication,
     tensor_parallel_refusal,
 )
 from slimlib.registry.architectures import Architecture
 from slimlib.registry.gpus import GIB, GPU, get_gpu
+from slimlib.registry.param_count import mla_params
 from slimlib.registry.precision import (
     DTYPES,
     KV_CACHE_DTYPES,
@@ -265,10 +267,26 @@ def _expert_params(a: Architecture) -> float:
     )
 
 
-def _linear_params_active(a: Architecture) -> float:
-    """Parameters of the layers one token passes through: active parameters less the embedding tables and the
-    untied LM head (Eq. 8's per-token bracket over all layers, MoE: the routed and shared experts it uses)."""
-    return float(a.active_params - a.embedding_params)
+def _linear_flops_per_token(a: Architecture, tp: int) -> float:
+    """FLOPs of one token through one GPU's share of the layers: Eq. 8's bracket ``4 D D_q + 4 D D_kv + 2 m D F``
+    (2 FLOPs per weight of the projections and FFN; biases, norms and routers left out, as Eq. 8 does) summed over
+    the layers and split over `tp` ranks, with ``D_kv`` widened by vLLM's KV-head replication (each rank computes
+    its replicated heads) and ``F`` the width a token passes through in each layer (dense layers ``ffn_size``, MoE
+    layers its top-k routed and shared experts, `Architecture.ffn_size_active`). MLA: the attention part is 2 x its
+    projection weights (`slimlib.registry.param_count.mla_params`), all split over the ranks."""
+    d = float(a.hidden_size)
+    m = float(a.n_ffn_matrices)
+    widths = a.n_dense_layers * a.ffn_size + a.n_moe_layers * a.ffn_size_active if a.is_moe else None
+    ffn = float(a.ffn_size) if widths is None else widths / a.n_layers
+    if a.is_mla:
+        attention = 2.0 * mla_params(
+            a.hidden_size, a.n_heads, q_lora_rank=a.q_lora_rank, kv_lora_rank=a.kv_lora_rank,
+            qk_nope_head_dim=a.qk_nope_head_dim, qk_rope_head_dim=a.qk_rope_head_dim, v_head_dim=a.v_head_dim,
+        )  # fmt: skip
+    else:
+        r = float(kv_replication(a.n_kv_heads, tp))
+        attention = 4.0 * d * (a.n_heads * a.head_dim) + 4.0 * d * (a.d_kv * r)
+    return a.n_layers / tp * (attention + 2.0 * m * d * ffn)
 
 
 def serving_config(
@@ -390,5 +408,5 @@ def serving_config(
         kv_bytes_window=n_window * per_layer,
         sliding_window=window,
         n_experts_per_gpu=per_gpu_experts,
-        linear_flops_per_token=2.0 * _linear_params_active(arch) / tp,
+        linear_flops_per_token=_linear_flops_per_token(arch, tp),
     )
