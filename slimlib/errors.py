@@ -22,6 +22,15 @@ class UnknownNameError(SlimError, KeyError):
         return str(self.args[0]) if self.args else ""
 
 
+class Interrupted(KeyboardInterrupt):
+    """SIGINT or SIGTERM received while a `slim` command runs (raised by its handler, and again where an output
+    would be committed when the first one was swallowed, e.g. inside a finalizer)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
 class FitError(SlimError, RuntimeError):
     """A calibration that cannot run (too few rows) or does not converge."""
 

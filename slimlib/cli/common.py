@@ -6,10 +6,13 @@ The checks run before any work, so a wrong path or value is a one-line error, ne
 from __future__ import annotations
 
 import argparse
+import importlib
 import math
 import os
 from collections.abc import Iterable
 from pathlib import Path
+
+import pandas as pd
 
 from slimlib.errors import DataError
 from slimlib.io import check_output_path
@@ -59,6 +62,14 @@ def nonnegative_float(text: str) -> float:
     return value
 
 
+def unit_fraction(text: str) -> float:
+    """argparse type: a fraction in (0, 1] (--gpu-memory-utilization, --epsilon)."""
+    value = _number(text, float)
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"{text} must be in (0, 1]")
+    return value
+
+
 def slo_seconds(text: str) -> float:
     """argparse type: an E2E latency bound in seconds, > 0; "inf" or "none" means no bound."""
     if text.strip().lower() in ("inf", "none"):
@@ -99,15 +110,66 @@ def output_file(path: str | Path, option: str, inputs: Iterable[str | Path] = ()
         raise DataError(f"{option} {exc}") from None
 
 
-def output_folder(path: str | Path, option: str, inputs: Iterable[str | Path] = ()) -> Path:
-    """`path` checked as an output folder: not a file, its parent exists, and it is none of `inputs`."""
+def output_folder(
+    path: str | Path, option: str, inputs: Iterable[str | Path] = (), writes: Iterable[str] = ()
+) -> Path:
+    """`path` checked as an output folder: not a file, its parent exists, it and its parent are writable where the
+    system says so, it is none of `inputs` nor inside an input folder, no input is one of the files it `writes`,
+    and it does not hold an input model config (a config folder)."""
     p = Path(path)
     if p.exists() and not p.is_dir():
         raise DataError(f"{option} {p}: is a file; give a folder for the outputs")
     parent = p.resolve().parent
     if not parent.is_dir():
         raise DataError(f"{option} {p}: folder {parent} does not exist; create it first")
+    for where in (p, parent) if p.exists() else (parent,):
+        if not os.access(where, os.W_OK | os.X_OK):
+            raise DataError(f"{option} {p}: folder {where} is not writable; choose another output folder")
+    resolved = p.resolve()
     for src in inputs:
-        if p.exists() and Path(src).exists() and os.path.samefile(p, src):
+        s = Path(src)
+        if not s.exists():
+            continue
+        s = s.resolve()
+        if resolved == s or (s.is_dir() and resolved.is_relative_to(s)):
             raise DataError(f"{option} {p}: is also an input folder; choose another output folder")
+        if s.is_file() and resolved == s.parent and (s.name in set(writes) or s.suffix == ".json"):
+            raise DataError(
+                f"{option} {p}: holds the input {src}; choose another output folder (inputs are never overwritten)"
+            )
     return p
+
+
+def preload(*modules: str) -> None:
+    """Import `modules` now, before the command's work starts: the library imports some where it uses them (start-up
+    time of `slim --help`), and an interrupt inside an import half done would end in another error."""
+    for name in modules:
+        importlib.import_module(name)
+
+
+def _path_like(text: str) -> bool:
+    return text.endswith(("/", os.sep)) or text.startswith((".", "/", "~")) or Path(text).exists()
+
+
+def model_argument(text: str, option: str = "--model") -> str:
+    """`text` of a --model option: a path (ends with /, starts with . / ~, or exists) must be a config.json or a
+    folder holding one (a one-line DataError saying so); anything else is a registry name or Hugging Face id."""
+    p = Path(text).expanduser()
+    if not _path_like(text) or p.is_file():
+        return text
+    if p.is_dir():
+        if (p / "config.json").is_file():
+            return text
+        raise DataError(f"{option} {text}: no config.json in that folder; give a model's config folder or a name")
+    raise DataError(f"{option} {text}: no such file or folder; give a config.json, its folder, or a registry name")
+
+
+def model_inputs(models: Iterable[object]) -> list[Path]:
+    """The inputs that model names stand for: each existing config file, and each folder named (a config folder),
+    so no output overwrites them or is written inside such a folder. Registry names and Hugging Face ids name none."""
+    found = []
+    for value in pd.unique(pd.Series(list(models) if not isinstance(models, pd.Series) else models, dtype=object)):
+        p = Path(str(value))
+        if p.is_file() or p.is_dir():
+            found.append(p)
+    return found

@@ -11,11 +11,13 @@ import threading
 import warnings
 from collections.abc import Sequence
 from types import FrameType, ModuleType
+from typing import NoReturn
 
 from slimlib import __version__
 from slimlib.cli import exit_while_starting
 from slimlib.cli.table import COMMANDS, OUTPUTS_NOTE
-from slimlib.errors import SlimError
+from slimlib.errors import Interrupted, SlimError
+from slimlib.io import check_interrupted, clear_interrupt, interrupt_received, note_interrupt
 
 
 def command_module(name: str) -> ModuleType:
@@ -23,11 +25,18 @@ def command_module(name: str) -> ModuleType:
     return importlib.import_module(f"slimlib.cli.{name}")
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """An argparse parser whose errors are one line (as every `slim` error is), pointing at ``--help``."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message}; see `{self.prog} --help`\n")
+
+
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """The `slim` parser. With `argv`, only the module of the command `argv` names is imported, and every other
     command is listed by its help line alone (so `slim --help` imports no command module); without, every command
     module registers its commands (tests, documentation)."""
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="slim",
         description="SLIM: predict LLM serving throughput/latency saturation and advise a batch-size cap.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -50,17 +59,23 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     return parser
 
 
-class Interrupted(KeyboardInterrupt):
-    """SIGINT or SIGTERM received while a command runs (raised by `main`'s handler, so outputs being written
-    through `slimlib.io` remove their temporary file and keep the previous file)."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signum)
-        self.signum = signum
-
-
 def _raise_interrupted(signum: int, frame: FrameType | None) -> None:
+    """The handler: record the signal (so no output is committed after it, `slimlib.io.check_interrupted`), then
+    raise `Interrupted` to stop the work at once."""
+    note_interrupt(signum)
     raise Interrupted(signum)
+
+
+def _quiet_interrupted(hook: object) -> object:
+    """A `sys.unraisablehook` that drops an `Interrupted` raised inside a finalizer (``__del__``): the signal is
+    recorded, and the command stops at its next check instead of printing ``Exception ignored in ...``."""
+
+    def unraisable(info: object) -> None:
+        if isinstance(getattr(info, "exc_value", None), Interrupted):
+            return
+        hook(info)  # type: ignore[operator]
+
+    return unraisable
 
 
 def _one_line_warning(
@@ -77,7 +92,10 @@ def main(argv: list[str] | None = None) -> int:
         threading.current_thread() is threading.main_thread()
     )  # handlers belong to the main thread
     signals = (signal.SIGINT, signal.SIGTERM) if on_main_thread else ()
+    clear_interrupt()
     previous = {s: signal.signal(s, _raise_interrupted) for s in signals}
+    unraisablehook = sys.unraisablehook
+    sys.unraisablehook = _quiet_interrupted(unraisablehook)  # type: ignore[assignment]
     command = "slim"
     formatwarning = warnings.formatwarning
     warnings.formatwarning = _one_line_warning  # a warning is one line, as an error is
@@ -86,24 +104,37 @@ def main(argv: list[str] | None = None) -> int:
         args = build_parser(words).parse_args(words)
         command = f"slim {args.command}"
         rc = args.func(args)
+        check_interrupted()  # a signal whose exception a finalizer swallowed still ends the command as one
+    except KeyboardInterrupt as exc:
+        return _interrupted(command, exc.signum if isinstance(exc, Interrupted) else signal.SIGINT)
     except SlimError as exc:
+        if interrupt_received() is not None:
+            return _interrupted(command, interrupt_received())
         print(f"{command}: error: {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt as exc:
-        signum = exc.signum if isinstance(exc, Interrupted) else signal.SIGINT
-        name = signal.Signals(signum).name
-        print(
-            f"{command}: interrupted ({name}); outputs not finished keep their previous content",
-            file=sys.stderr,
-        )
-        return 128 + int(signum)
     except BrokenPipeError:  # e.g. `slim models | head`
         return 0
+    except Exception:
+        signum = interrupt_received()
+        if signum is not None:  # e.g. an import cut short by the signal fails with another error
+            return _interrupted(command, signum)
+        raise
     finally:
+        sys.unraisablehook = unraisablehook
         warnings.formatwarning = formatwarning
         for s, handler in previous.items():  # the `slim` program is exiting: a late signal changes nothing
             signal.signal(s, signal.SIG_IGN if handler is exit_while_starting else handler)
     return int(rc or 0)
+
+
+def _interrupted(command: str, signum: int | None) -> int:
+    """The one line and exit status (128 + the signal number) of an interrupted command."""
+    sig = signal.Signals(signum if signum is not None else signal.SIGINT)
+    if threading.current_thread() is threading.main_thread():  # a second signal must not cut the line short
+        for s in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(s, signal.SIG_IGN)
+    print(f"{command}: interrupted ({sig.name}); outputs not finished keep their previous content", file=sys.stderr)
+    return 128 + int(sig)
 
 
 if __name__ == "__main__":  # pragma: no cover
