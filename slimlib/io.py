@@ -23,16 +23,13 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
-from slimlib.errors import DataError, Interrupted
+from slimlib.errors import DataError, check_interrupted
 from slimlib.schema import row_chunks
 
 __all__ = [
     "STDOUT",
     "atomic_folder",
     "atomic_open",
-    "check_interrupted",
-    "interrupt_received",
-    "note_interrupt",
     "check_output_path",
     "is_stdout",
     "write_bytes",
@@ -47,33 +44,6 @@ STDOUT = "-"
 
 #: signals held while a temporary output is created, committed or removed
 _HELD = {signal.SIGINT, signal.SIGTERM}
-#: the first SIGINT/SIGTERM a `slim` command received (its handler records it here before raising)
-_received: list[int] = []
-
-
-def note_interrupt(signum: int) -> None:
-    """Record that `signum` arrived; from now on no output is committed (`check_interrupted`)."""
-    if not _received:
-        _received.append(int(signum))
-
-
-def interrupt_received() -> int | None:
-    """The signal number recorded by `note_interrupt`, or None."""
-    return _received[0] if _received else None
-
-
-def clear_interrupt() -> None:
-    """Forget a recorded signal (the `slim` entry point, at the start of each command)."""
-    _received.clear()
-
-
-def check_interrupted() -> None:
-    """Raise `Interrupted` when a signal was recorded, even if its first exception was swallowed (a finalizer's
-    ``Exception ignored in ...``): work loops call it, and every commit of an output does."""
-    if _received:
-        raise Interrupted(_received[0])
-
-
 def _cannot_write(target: Path, exc: OSError) -> DataError:
     return DataError(
         f"{target}: cannot write into folder {target.parent} ({exc.strerror or exc}); choose another output folder"

@@ -19,8 +19,8 @@ from slimlib.cli.common import (
     read_text_input,
 )
 from slimlib.cli.table import OUTPUTS_NOTE, command_help
-from slimlib.errors import DataError
-from slimlib.io import check_interrupted, is_stdout, returning_freed_memory, write_table, write_text
+from slimlib.errors import DataError, check_interrupted
+from slimlib.io import is_stdout, returning_freed_memory, write_table, write_text
 from slimlib.metrics import mape
 from slimlib.model import (
     DEFAULT_VARIANT,
@@ -31,6 +31,7 @@ from slimlib.model import (
     make_model,
     variant_names,
 )
+from slimlib.model.features import resolve_gpu
 from slimlib.model.validity import CANONICAL, check_table, checking_rows, load_checked_params
 from slimlib.schema import (
     PREDICT_SCHEMA_HELP,
@@ -177,6 +178,7 @@ def _cmd_fit(args: argparse.Namespace) -> int:
     # the config files the table's `model` column names are inputs too
     out = output_file(args.out, "--out", inputs=[*args.data, *model_inputs(df["model"])])
     check_table(df, args.gpu)  # physical validity (slimlib.model.validity)
+    resolve_gpu(df, args.gpu, fitting=True)  # rows of another GPU than --gpu: refused before the fit starts
     n_rows = len(df)
     df, merged = aggregate_repeats(df)  # identical repeats of a configuration are one measurement
     if merged:

@@ -16,8 +16,14 @@ from typing import NoReturn
 from slimlib import __version__
 from slimlib.cli import exit_while_starting
 from slimlib.cli.table import COMMANDS, OUTPUTS_NOTE
-from slimlib.errors import Interrupted, SlimError
-from slimlib.io import check_interrupted, clear_interrupt, interrupt_received, note_interrupt
+from slimlib.errors import (
+    Interrupted,
+    SlimError,
+    check_interrupted,
+    clear_interrupt,
+    interrupt_received,
+    note_interrupt,
+)
 
 
 def command_module(name: str) -> ModuleType:

@@ -76,7 +76,8 @@ def ingest(
     output_len: float | None = None,
     sidecar: str | Path | None = None,
 ) -> pd.DataFrame:
-    """Read every ``*.json`` in `folder` (not recursive) into the table `slim fit` reads, one row per file.
+    """Read every ``*.json`` in `folder` (not recursive), or the one result file `folder` names, into the table
+    `slim fit` reads, one row per file.
 
     Columns: ``model, gpu, batch_size, input_len, output_len, throughput_tok_s`` (total tokens/s), ``e2e_s`` (mean
     request end-to-end latency, only when every file has ``mean_e2el_ms``, i.e. ``--percentile-metrics`` has e2el), ``request_throughput_req_s,
@@ -84,9 +85,12 @@ def ingest(
     max_concurrency``, ``settings_from`` (where each setting came from) and ``source_file`` (file name).
     """
     root = Path(folder)
-    if not root.is_dir():
-        raise DataError(f"{root}: no such folder; give the --result-dir of your benchmark runs")
-    files = sorted(p for p in root.glob("*.json") if p.is_file())
+    if root.is_file():  # one result file: its folder holds the sidecar, if any
+        files, root = [root], root.parent
+    elif not root.is_dir():
+        raise DataError(f"{root}: no such folder or result file; give the --result-dir of your runs or one .json")
+    else:
+        files = sorted(p for p in root.glob("*.json") if p.is_file())
     if not files:
         raise DataError(
             f"{root}: no *.json result files; run the vLLM benchmark with --save-result --result-dir {root}"
@@ -229,6 +233,12 @@ def _check_counts(path: Path, res: dict, extras: dict) -> None:
                 "expected vLLM's units (duration in seconds, throughputs per second); the file was edited or is "
                 "not a vLLM result"
             )
+    if "failed" not in extras and res["num_prompts"] is not None and res["completed"] < res["num_prompts"]:
+        raise DataError(
+            f"{path}: {res['completed']} of {res['num_prompts']} requested prompts completed and the file has no "
+            f"'failed' field, so the run is incomplete for an unknown reason; rerun it, or add "
+            f"\"failed\": {res['num_prompts'] - res['completed']} to ingest the completed ones"
+        )
     failed = extras.get("failed", 0)
     if not isinstance(failed, int) or isinstance(failed, bool) or failed < 0:
         raise DataError(f"{path}: field 'failed' is {failed!r}, expected a count >= 0")
