@@ -63,9 +63,12 @@ def nonnegative_float(text: str) -> float:
 
 
 def unit_fraction(text: str) -> float:
-    """argparse type: a fraction in (0, 1] (--gpu-memory-utilization, --epsilon)."""
-    value = _number(text, float)
-    if not 0 < value <= 1:
+    """argparse type: a fraction in (0, 1] (--gpu-memory-utilization, --epsilon); NaN is out of range too."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 < value <= 1:  # false for NaN
         raise argparse.ArgumentTypeError(f"{text} must be in (0, 1]")
     return value
 
@@ -160,8 +163,14 @@ def model_argument(text: str, option: str = "--model") -> str:
     if p.is_dir():
         if (p / "config.json").is_file():
             return text
-        raise DataError(f"{option} {text}: no config.json in that folder; give a model's config folder or a name")
-    raise DataError(f"{option} {text}: no such file or folder; give a config.json, its folder, or a registry name")
+        raise DataError(
+            f"{option} {text}: no config.json in that folder; give a config.json, the folder holding one, or a "
+            "registry name (`slim models`)"
+        )
+    raise DataError(
+        f"{option} {text}: no config.json there (no such file or folder); give a config.json, the folder holding "
+        "one, or a registry name (`slim models`)"
+    )
 
 
 def model_inputs(models: Iterable[object]) -> list[Path]:

@@ -85,7 +85,8 @@ def ingest(
     max_concurrency``, ``settings_from`` (where each setting came from) and ``source_file`` (file name).
     """
     root = Path(folder)
-    if root.is_file():  # one result file: its folder holds the sidecar, if any
+    single = root.is_file()
+    if single:  # one result file: its folder holds the sidecar, if any
         files, root = [root], root.parent
     elif not root.is_dir():
         raise DataError(f"{root}: no such folder or result file; give the --result-dir of your runs or one .json")
@@ -95,7 +96,9 @@ def ingest(
         raise DataError(
             f"{root}: no *.json result files; run the vLLM benchmark with --save-result --result-dir {root}"
         )
-    table = _sidecar_table(root, sidecar, {p.name for p in files})
+    # the sidecar may describe the folder's other results too
+    names = {p.name for p in root.glob("*.json") if p.is_file()} if single else {p.name for p in files}
+    table = _sidecar_table(root, sidecar, names)
     defaults = {
         "batch_size": batch_size,
         "input_len": input_len,
