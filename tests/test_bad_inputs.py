@@ -160,12 +160,16 @@ def _model_folder(tmp: Path) -> Path:
 
 def _grid_naming_config(tmp: Path) -> Path:
     _model_folder(tmp)
-    return _rows(tmp, f"model,batch_size,input_len,output_len\n{tmp / 'm' / 'config.json'},8,128,64\n", "grid.csv")
+    return _rows(
+        tmp, f"model,batch_size,input_len,output_len\n{tmp / 'm' / 'config.json'},8,128,64\n", "grid.csv"
+    )
 
 
 def _runs_naming_config(tmp: Path) -> Path:
     config = _model_folder(tmp) / "config.json"
-    df = synthesize(SlimModel.with_params(TRUE_PARAMS, gpu=GPU), grid(models=("opt-125m",), batch=(1, 2, 4, 8, 16)))
+    df = synthesize(
+        SlimModel.with_params(TRUE_PARAMS, gpu=GPU), grid(models=("opt-125m",), batch=(1, 2, 4, 8, 16))
+    )
     df["model"] = str(config)
     path = tmp / "runs.csv"
     df.to_csv(path, index=False)
@@ -177,7 +181,9 @@ def _advise(t: Path, *extra: object) -> list[str]:
 
 
 def _slurm_plan(t: Path, *extra: object) -> list[str]:
-    return _s("plan", "--model", "llama-2-7b", "--gpu", GPU, "--scheduler", "slurm", "--out", t / "plan", *extra)
+    return _s(
+        "plan", "--model", "llama-2-7b", "--gpu", GPU, "--scheduler", "slurm", "--out", t / "plan", *extra
+    )
 
 
 def _existing_plan(t: Path) -> Path:
@@ -434,17 +440,37 @@ CASES = [
         "fit an unknown GPU",
         lambda t: _s("fit", _measured(t, gpu="h100-sxn"), "--out", t / "p.json"),
         r"runs.csv line 2: field 'gpu': unknown GPU 'h100-sxn'",
-    ),    # -- issue 29: a config file or folder named by --model or a `model` column is an input like any other --------
+    ),  # -- issue 29: a config file or folder named by --model or a `model` column is an input like any other --------
     Case(
         "advise --curve the --model config.json",
-        lambda t: _s("advise", _params(t), "--model", _model_folder(t) / "config.json", "--input-len", 100,
-                     "--output-len", 100, "--curve", t / "m" / "config.json"),  # fmt: skip
+        lambda t: _s(
+            "advise",
+            _params(t),
+            "--model",
+            _model_folder(t) / "config.json",
+            "--input-len",
+            100,
+            "--output-len",
+            100,
+            "--curve",
+            t / "m" / "config.json",
+        ),  # fmt: skip
         r"--curve \S*m/config.json: is also an input; choose another output file",
     ),
     Case(
         "advise --curve inside the --model folder",
-        lambda t: _s("advise", _params(t), "--model", _model_folder(t), "--input-len", 100, "--output-len", 100,
-                     "--curve", t / "m" / "curve.csv"),  # fmt: skip
+        lambda t: _s(
+            "advise",
+            _params(t),
+            "--model",
+            _model_folder(t),
+            "--input-len",
+            100,
+            "--output-len",
+            100,
+            "--curve",
+            t / "m" / "curve.csv",
+        ),  # fmt: skip
         r"--curve \S*m/curve.csv: lies inside the input folder",
     ),
     Case(
@@ -516,12 +542,16 @@ CASES = [
     ),
     Case(
         "ingest 9 of 12 prompts completed and no 'failed' field",
-        lambda t: _s("data", "ingest", _result_9_of_12(t), "--gpu", GPU, "--batch-size", 16, "--out", t / "o.csv"),
+        lambda t: _s(
+            "data", "ingest", _result_9_of_12(t), "--gpu", GPU, "--batch-size", 16, "--out", t / "o.csv"
+        ),
         r"partial.json: 9 of 12 requested prompts completed and the file has no 'failed' field",
     ),
     Case(
         "ingest one result file with --out that file",
-        lambda t: _s("data", "ingest", _result_9_of_12(t) / "partial.json", "--out", t / "runs" / "partial.json"),
+        lambda t: _s(
+            "data", "ingest", _result_9_of_12(t) / "partial.json", "--out", t / "runs" / "partial.json"
+        ),
         r"is also an input",
     ),
     # -- issue 29: every numeric option range-checked, NaN included ------------------------------------------------
@@ -547,8 +577,17 @@ CASES = [
     ),
     Case(
         "plan --gpu-memory-utilization 1.5",
-        lambda t: _s("plan", "--model", "llama-2-7b", "--gpu", GPU, "--gpu-memory-utilization", 1.5,
-                     "--out", t / "plan"),  # fmt: skip
+        lambda t: _s(
+            "plan",
+            "--model",
+            "llama-2-7b",
+            "--gpu",
+            GPU,
+            "--gpu-memory-utilization",
+            1.5,
+            "--out",
+            t / "plan",
+        ),  # fmt: skip
         r"argument --gpu-memory-utilization: 1.5 must be in \(0, 1\]",
     ),
     Case(
@@ -574,7 +613,9 @@ CASES = [
     ),
     Case(
         "--model a folder without config.json",
-        lambda t: _s("plan", "--model", (t / "empty").mkdir() or t / "empty", "--gpu", GPU, "--out", t / "plan"),
+        lambda t: _s(
+            "plan", "--model", (t / "empty").mkdir() or t / "empty", "--gpu", GPU, "--out", t / "plan"
+        ),
         r"--model \S*empty: no config.json in that folder",
     ),
     Case(
@@ -674,7 +715,9 @@ def test_plan_takes_the_advisors_precision_options(tmp_path, capsys):
 def test_ingest_reads_one_result_file(tmp_path, capsys):
     runs = _runs_folder(tmp_path)
     out = tmp_path / "one.csv"
-    assert main(_s("data", "ingest", runs / "bench-serve-c16.json", "--out", out)) == 0, capsys.readouterr().err
+    assert main(_s("data", "ingest", runs / "bench-serve-c16.json", "--out", out)) == 0, (
+        capsys.readouterr().err
+    )
     table = pd.read_csv(out)
     assert list(table["source_file"]) == ["bench-serve-c16.json"] and table["batch_size"].iloc[0] == 16
 
@@ -686,6 +729,14 @@ def test_a_new_plan_replaces_the_old_one_whole(tmp_path, capsys):
     (plan / "results" / "kept.json").write_text("{}")
     assert main(_slurm_plan(tmp_path, "--time", "01:00:00")) == 0, capsys.readouterr().err
     names = sorted(p.name for p in plan.iterdir())
-    assert names == ["README.txt", "logs", "plan.csv", "results", "slurm.env", "slurm_array.sh", "slurm_tasks.tsv"]
+    assert names == [
+        "README.txt",
+        "logs",
+        "plan.csv",
+        "results",
+        "slurm.env",
+        "slurm_array.sh",
+        "slurm_tasks.tsv",
+    ]
     assert pd.read_csv(plan / "plan.csv")["model"].iloc[0] == "llama-2-7b"
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
