@@ -44,6 +44,8 @@ STDOUT = "-"
 
 #: signals held while a temporary output is created, committed or removed
 _HELD = {signal.SIGINT, signal.SIGTERM}
+
+
 def _cannot_write(target: Path, exc: OSError) -> DataError:
     return DataError(
         f"{target}: cannot write into folder {target.parent} ({exc.strerror or exc}); choose another output folder"
@@ -164,7 +166,9 @@ def atomic_folder(path: str | Path, *, replaces: tuple[str, ...] = ()) -> Iterat
     try:
         check_interrupted()
         try:
-            tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.absolute().parent))
+            tmp = Path(
+                tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.absolute().parent)
+            )
         except OSError as exc:
             raise _cannot_write(target, exc) from None
         signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)

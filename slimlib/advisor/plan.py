@@ -185,7 +185,9 @@ def write_plan(
         raise DataError(f"unknown scheduler {scheduler!r}; choose one of {', '.join(SCHEDULERS)}")
     files = {"plan.csv": (plan.to_csv(index=False, lineterminator="\n"), False)}
     if scheduler == "slurm":
-        files.update(slurm_plan_files(plan, result_dir=result_dir, legacy=legacy, options=slurm, env_file=env_file))
+        files.update(
+            slurm_plan_files(plan, result_dir=result_dir, legacy=legacy, options=slurm, env_file=env_file)
+        )
     else:
         files.update(_local_files(plan, result_dir, legacy, port))
     with atomic_folder(out_dir, replaces=PLAN_FILES) as tmp:

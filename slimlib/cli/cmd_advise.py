@@ -118,7 +118,10 @@ def register_cli(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
         "--slo-s", type=slo_seconds, default=float("inf"), help="E2E latency SLO in seconds (default: none)"
     )
     p.add_argument(
-        "--epsilon", type=unit_fraction, default=0.3, help="minimum batching efficiency in (0, 1] (default 0.3)"
+        "--epsilon",
+        type=unit_fraction,
+        default=0.3,
+        help="minimum batching efficiency in (0, 1] (default 0.3)",
     )
     p.add_argument("--gpu", help="GPU to advise for; must be the one the parameters were calibrated on")
     p.add_argument(

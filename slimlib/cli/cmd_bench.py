@@ -84,7 +84,9 @@ def register_cli(sub: argparse._SubParsersAction) -> None:
         "--divide", type=positive_int, default=1, help="divide depth, width, heads, FFN and vocabulary by K"
     )
     for f in ("layers", "hidden", "heads", "kv_heads", "ffn", "vocab"):
-        m.add_argument(f"--{f.replace('_', '-')}", type=positive_int, help=f"set {f} explicitly (after --divide)")
+        m.add_argument(
+            f"--{f.replace('_', '-')}", type=positive_int, help=f"set {f} explicitly (after --divide)"
+        )
     m.add_argument("--name", help="model name written into config.json (_name_or_path)")
     m.add_argument("--seed", type=nonnegative_int, default=0, help="seed of the tokenizer's training corpus")
     m.set_defaults(func=_cmd_model)
@@ -97,7 +99,9 @@ def register_cli(sub: argparse._SubParsersAction) -> None:
             r.add_argument("plan", help="plan.csv written by `slim plan`")
             r.add_argument("--models-dir", help="folder with one served model folder per model name")
         else:
-            r.add_argument("--repeats", type=nonnegative_int, default=1, help="extra passes of the IL=OL=128 curve")
+            r.add_argument(
+                "--repeats", type=nonnegative_int, default=1, help="extra passes of the IL=OL=128 curve"
+            )
             r.add_argument("--models", nargs="+", help="only these models of the family")
         r.add_argument(
             "--out", required=True, help="campaign folder (results/, logs/, manifest.json, runs.csv)"
@@ -108,15 +112,21 @@ def register_cli(sub: argparse._SubParsersAction) -> None:
         )
         eng.add_argument("--vllm", help="a GPU build's vllm command (checkpoint weights)")
         r.add_argument("--dummy-weights", action="store_true", help="with --vllm: serve random weights")
-        r.add_argument("--kv-space-gib", type=positive_float, default=HOST_CPU_KV_SPACE_GIB, help="CPU KV-cache space")
+        r.add_argument(
+            "--kv-space-gib", type=positive_float, default=HOST_CPU_KV_SPACE_GIB, help="CPU KV-cache space"
+        )
         r.add_argument(
             "--per-run-client",
             action="store_true",
             help="one `vllm bench serve` process per configuration (default on CPU: one per server)",
         )
-        r.add_argument("--port", type=positive_int, default=8000, help="server port (a free one is used if busy)")
+        r.add_argument(
+            "--port", type=positive_int, default=8000, help="server port (a free one is used if busy)"
+        )
         r.add_argument("--budget-s", type=positive_float, help="stop after this many seconds (resumable)")
-        r.add_argument("--startup-timeout-s", type=positive_float, default=900.0, help="wait this long for /health")
+        r.add_argument(
+            "--startup-timeout-s", type=positive_float, default=900.0, help="wait this long for /health"
+        )
         r.add_argument("--no-microbenchmark", action="store_true", help="skip the host micro-benchmark")
         r.set_defaults(func=_cmd_run if name == "run" else _cmd_campaign)
 

@@ -136,7 +136,9 @@ def _parse_fix(items: list[str], variant: str) -> dict[str, float]:
         if not sep:
             raise DataError(f"--fix {item!r}: write NAME=VALUE, e.g. --fix B0=0")
         if not math.isfinite(fixed[name.strip()]):
-            raise DataError(f"--fix {item!r}: {value.strip()} is not a finite number; give a value within the bounds")
+            raise DataError(
+                f"--fix {item!r}: {value.strip()} is not a finite number; give a value within the bounds"
+            )
     specs = getattr(make_model(variant), "param_specs", None)
     bounds = {s.name: (s.lower, s.upper) for s in specs()} if callable(specs) else {}
     for name, value in fixed.items():

@@ -35,7 +35,9 @@ def register_cli(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--table", action="store_true", help="print the comparison table from the committed predictions"
     )
-    p.add_argument("--n-starts", type=nonnegative_int, default=8, help="multi-starts of each SLIM fit (default 8)")
+    p.add_argument(
+        "--n-starts", type=nonnegative_int, default=8, help="multi-starts of each SLIM fit (default 8)"
+    )
     p.set_defaults(func=_cmd_peers)
 
 

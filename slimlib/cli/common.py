@@ -177,7 +177,9 @@ def model_inputs(models: Iterable[object]) -> list[Path]:
     """The inputs that model names stand for: each existing config file, and each folder named (a config folder),
     so no output overwrites them or is written inside such a folder. Registry names and Hugging Face ids name none."""
     found = []
-    for value in pd.unique(pd.Series(list(models) if not isinstance(models, pd.Series) else models, dtype=object)):
+    for value in pd.unique(
+        pd.Series(list(models) if not isinstance(models, pd.Series) else models, dtype=object)
+    ):
         p = Path(str(value))
         if p.is_file() or p.is_dir():
             found.append(p)

@@ -139,7 +139,10 @@ def _interrupted(command: str, signum: int | None) -> int:
     if threading.current_thread() is threading.main_thread():  # a second signal must not cut the line short
         for s in (signal.SIGINT, signal.SIGTERM):
             signal.signal(s, signal.SIG_IGN)
-    print(f"{command}: interrupted ({sig.name}); outputs not finished keep their previous content", file=sys.stderr)
+    print(
+        f"{command}: interrupted ({sig.name}); outputs not finished keep their previous content",
+        file=sys.stderr,
+    )
     return 128 + int(sig)
 
 

@@ -89,7 +89,9 @@ def ingest(
     if single:  # one result file: its folder holds the sidecar, if any
         files, root = [root], root.parent
     elif not root.is_dir():
-        raise DataError(f"{root}: no such folder or result file; give the --result-dir of your runs or one .json")
+        raise DataError(
+            f"{root}: no such folder or result file; give the --result-dir of your runs or one .json"
+        )
     else:
         files = sorted(p for p in root.glob("*.json") if p.is_file())
     if not files:
@@ -240,7 +242,7 @@ def _check_counts(path: Path, res: dict, extras: dict) -> None:
         raise DataError(
             f"{path}: {res['completed']} of {res['num_prompts']} requested prompts completed and the file has no "
             f"'failed' field, so the run is incomplete for an unknown reason; rerun it, or add "
-            f"\"failed\": {res['num_prompts'] - res['completed']} to ingest the completed ones"
+            f'"failed": {res["num_prompts"] - res["completed"]} to ingest the completed ones'
         )
     failed = extras.get("failed", 0)
     if not isinstance(failed, int) or isinstance(failed, bool) or failed < 0:
