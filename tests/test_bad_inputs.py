@@ -568,7 +568,7 @@ CASES = [
     Case(
         "advise --epsilon nan",
         lambda t: _advise(t, "--epsilon", "nan"),
-        r"argument --epsilon: nan must be in \(0, 1\]",
+        r"epsilon nan is outside \(0, 1\]",
     ),
     Case(
         "advise --reserve-gb nan",
@@ -593,7 +593,7 @@ CASES = [
     Case(
         "profile campaign --budget-s nan",
         lambda t: _s("profile", "campaign", "--budget-s", "nan", "--gpu", "h200", "--dry-run"),
-        r"argument --budget-s: nan is not a finite number",
+        r"budget must be > 0 seconds, got nan",
     ),
     Case(
         "peers --n-starts -1",

@@ -119,7 +119,7 @@ def register_cli(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     )
     p.add_argument(
         "--epsilon",
-        type=unit_fraction,
+        type=float,  # range-checked by the advisor, NaN included
         default=0.3,
         help="minimum batching efficiency in (0, 1] (default 0.3)",
     )

@@ -91,7 +91,7 @@ def register_cli(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
         epilog=CAMPAIGN_EXAMPLES,
         formatter_class=fmt,
     )
-    c.add_argument("--budget-s", type=positive_float, required=True, help="time budget in seconds")
+    c.add_argument("--budget-s", type=float, required=True, help="time budget in seconds")
     c.add_argument("--out", default="kit-raw", help="output folder (default kit-raw)")
     c.add_argument("--device", choices=["cuda", "cpu"], default="cuda", help="default cuda")
     c.add_argument("--gpu", help="GPU registry name for planning (default: detected by torch)")
