@@ -141,7 +141,11 @@ def make_plan(
                     }
                 )
     plan = pd.DataFrame(rows)
-    given = {"dtype": dtype, "quantization": quantization, "kv_cache_dtype": kv_cache_dtype}
+    given: dict[str, str | float | None] = {
+        "dtype": dtype,
+        "quantization": quantization,
+        "kv_cache_dtype": kv_cache_dtype,
+    }
     if gpu_memory_utilization != DEFAULT_GPU_MEMORY_UTILIZATION:
         given["gpu_memory_utilization"] = gpu_memory_utilization
     for column in SERVE_OPTION_COLUMNS:

@@ -141,11 +141,11 @@ def _parse_fix(items: list[str], variant: str) -> dict[str, float]:
             )
     specs = getattr(make_model(variant), "param_specs", None)
     bounds = {s.name: (s.lower, s.upper) for s in specs()} if callable(specs) else {}
-    for name, value in fixed.items():
-        if name in bounds and not bounds[name][0] <= value <= bounds[name][1]:
+    for name, held in fixed.items():
+        if name in bounds and not bounds[name][0] <= held <= bounds[name][1]:
             lo, hi = bounds[name]
             raise DataError(
-                f"--fix {name}={value:g}: outside the bounds [{lo:g}, {hi:g}] of {name} in {variant!r}; "
+                f"--fix {name}={held:g}: outside the bounds [{lo:g}, {hi:g}] of {name} in {variant!r}; "
                 "give a value within them"
             )
     return fixed

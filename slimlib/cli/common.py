@@ -63,7 +63,7 @@ def nonnegative_float(text: str) -> float:
 
 
 def unit_fraction(text: str) -> float:
-    """argparse type: a fraction in (0, 1] (--gpu-memory-utilization, --epsilon); NaN is out of range too."""
+    """argparse type: a fraction in (0, 1] (--gpu-memory-utilization); NaN is out of range too."""
     try:
         value = float(text)
     except ValueError:
