@@ -99,7 +99,9 @@ def collect(
             part = _collect_campaign(folder, defaults, out)
         else:
             part = ingest(folder, sidecar=sidecar, **defaults)
-            out.report.append(f"folder {folder}: {len(part)} result file(s)")
+            out.report.append(
+                f"{'file' if folder.is_file() else 'folder'} {folder}: {len(part)} result file(s)"
+            )
         if len(folders) > 1:
             base = folder if folder.is_dir() else folder.parent  # a single result file
             part = part.assign(source_file=[str(base / s) for s in part["source_file"]])
