@@ -493,6 +493,11 @@ CASES = [
         lambda t: _s("transfer", _params(t), "--gpu", "mi300x", "--out", t / "params.json"),
         r"--out \S*params.json: is also an input",
     ),
+    Case(
+        "reproduce --build-dir the notebook folder",
+        lambda t: _s("reproduce", "--notebook-dir", (t / "nb").mkdir() or t / "nb", "--build-dir", t / "nb"),
+        r"--build-dir \S*nb: is also an input folder",
+    ),
     # -- issue 29: refusals before any write; a plan folder is replaced whole or not at all ------------------------
     Case(
         "plan slurm --time bogus creates nothing",
@@ -663,7 +668,7 @@ def test_bad_input_is_one_clean_line_and_destroys_nothing(case, tmp_path, capsys
 
 def test_every_issue_case_is_covered():
     """The closing notes count these: every bad input of issues 20 (32 cases) and 29 is one case above."""
-    assert len(CASES) >= 32 + 29
+    assert len(CASES) >= 32 + 30
     assert len({c.name for c in CASES}) == len(CASES)
 
 
