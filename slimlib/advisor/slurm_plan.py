@@ -33,7 +33,6 @@ from slimlib.batchjobs import (
     task_log,
 )
 from slimlib.errors import DataError
-from slimlib.io import atomic_folder, write_text
 
 SCRIPT_NAME = "slurm_array.sh"
 _VAR = re.compile("\x00([A-Z_]+)\x00")
@@ -263,22 +262,3 @@ def slurm_plan_files(
         ENV_NAME: (env_text, False),
         "README.txt": (readme, False),
     }
-
-
-def write_slurm_plan(
-    plan: pd.DataFrame,
-    out_dir: str | Path,
-    *,
-    result_dir: str = "results",
-    legacy: bool = False,
-    options: SlurmOptions | None = None,
-    env_file: str | Path | None = None,
-) -> list[Path]:
-    """Write `slurm_plan_files` and the ``logs/`` folder sbatch writes into to `out_dir`, all checked first and
-    then put in place together (`slimlib.io.atomic_folder`). Returns the paths of the files."""
-    files = slurm_plan_files(plan, result_dir=result_dir, legacy=legacy, options=options, env_file=env_file)
-    with atomic_folder(out_dir, replaces=tuple(files)) as tmp:
-        for name, (text, executable) in files.items():
-            write_text(tmp / name, text, executable=executable)
-        (tmp / LOG_DIR).mkdir()
-    return [Path(out_dir) / name for name in files]

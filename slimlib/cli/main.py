@@ -66,7 +66,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
 
 
 def _raise_interrupted(signum: int, frame: FrameType | None) -> None:
-    """The handler: record the signal (so no output is committed after it, `slimlib.io.check_interrupted`), then
+    """The handler: record the signal (so no output is committed after it: `slimlib.errors.check_interrupted`), then
     raise `Interrupted` to stop the work at once."""
     note_interrupt(signum)
     raise Interrupted(signum)
@@ -93,7 +93,9 @@ def _one_line_warning(
 def main(argv: list[str] | None = None) -> int:
     """Entry point: run one subcommand. A SlimError becomes a one-line message and exit status 2; SIGINT (Ctrl-C)
     and SIGTERM exit with 128 + the signal number and one line, leaving every output being written through
-    `slimlib.io` with its previous content and no temporary file. The handlers are restored on return."""
+    `slimlib.io` with its previous content and no temporary file. A signal whose exception was swallowed (inside a
+    finalizer) or turned into another error (an import cut short) ends the command the same way: the handler
+    records it, and no output is committed after it. The handlers are restored on return."""
     on_main_thread = (
         threading.current_thread() is threading.main_thread()
     )  # handlers belong to the main thread
