@@ -596,6 +596,11 @@ CASES = [
         r"argument --gpu-memory-utilization: 1.5 must be in \(0, 1\]",
     ),
     Case(
+        "plan --port 70000",
+        lambda t: _s("plan", "--model", "llama-2-7b", "--gpu", GPU, "--port", 70000, "--out", t / "plan"),
+        r"argument --port: 70000 is not a TCP port \(1..65535\)",
+    ),
+    Case(
         "profile campaign --budget-s nan",
         lambda t: _s("profile", "campaign", "--budget-s", "nan", "--gpu", "h200", "--dry-run"),
         r"budget must be > 0 seconds, got nan",
@@ -668,7 +673,7 @@ def test_bad_input_is_one_clean_line_and_destroys_nothing(case, tmp_path, capsys
 
 def test_every_issue_case_is_covered():
     """The closing notes count these: every bad input of issues 20 (32 cases) and 29 is one case above."""
-    assert len(CASES) >= 32 + 30
+    assert len(CASES) >= 32 + 31
     assert len({c.name for c in CASES}) == len(CASES)
 
 

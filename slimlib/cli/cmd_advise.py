@@ -23,6 +23,7 @@ from slimlib.cli.common import (
     nonnegative_float,
     output_file,
     output_folder,
+    port_number,
     positive_float,
     positive_int,
     read_text_input,
@@ -192,7 +193,7 @@ def register_cli(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     )
     q.add_argument("--result-dir", default="results", help="client --result-dir (default results)")
     q.add_argument("--legacy-client", action="store_true", help="use benchmarks/benchmark_serving.py")
-    q.add_argument("--port", type=positive_int, default=8000, help="server port (default 8000)")
+    q.add_argument("--port", type=port_number, default=8000, help="server port (default 8000)")
     q.add_argument("--out", required=True, help="folder to write the plan into")
     q.add_argument("--tensor-parallel", type=positive_int, default=1, help="GPUs per vLLM server (default 1)")
     _add_precision_arguments(q)

@@ -15,6 +15,7 @@ from slimlib.cli.common import (
     nonnegative_int,
     output_file,
     output_folder,
+    port_number,
     positive_float,
     positive_int,
 )
@@ -121,7 +122,7 @@ def register_cli(sub: argparse._SubParsersAction) -> None:
             help="one `vllm bench serve` process per configuration (default on CPU: one per server)",
         )
         r.add_argument(
-            "--port", type=positive_int, default=8000, help="server port (a free one is used if busy)"
+            "--port", type=port_number, default=8000, help="server port (a free one is used if busy)"
         )
         r.add_argument("--budget-s", type=positive_float, help="stop after this many seconds (resumable)")
         r.add_argument(

@@ -46,6 +46,14 @@ def nonnegative_int(text: str) -> int:
     return int(value)
 
 
+def port_number(text: str) -> int:
+    """argparse type: a TCP port, 1..65535."""
+    value = _number(text, int)
+    if not 1 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"{text} is not a TCP port (1..65535)")
+    return int(value)
+
+
 def positive_float(text: str) -> float:
     """argparse type: a finite number > 0 (token counts, seconds, GiB)."""
     value = _number(text, float)
