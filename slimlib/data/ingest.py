@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import yaml  # at the top: an interrupt never lands in a half-done import
 
 from slimlib.data.serving_json import parse_benchmark_json
 from slimlib.errors import DataError, SlimError, UnknownNameError
@@ -395,8 +396,6 @@ def _read_csv_sidecar(path: Path) -> list[tuple[str, str, dict]]:
 
 
 def _read_yaml_sidecar(path: Path) -> list[tuple[str, str, dict]]:
-    import yaml
-
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except (yaml.YAMLError, UnicodeDecodeError) as exc:
