@@ -302,3 +302,40 @@ def test_signals_at_random_moments_into_fit_predict_plan_and_ingest(tmp_path):
     elapsed = time.perf_counter() - t_start
     (tmp_path / "sweep.json").write_text(json.dumps({"outcomes": outcomes, "elapsed_s": elapsed}))
     print(f"interrupt sweep: {len(trials)} trials in {elapsed:.1f} s: {outcomes}")
+
+
+def test_a_plan_interrupted_while_written_leaves_the_old_plan_whole(tmp_path, monkeypatch, capsys):
+    """SIGTERM after two of the new plan's files are written: the old plan folder is as it was, no temporary
+    folder is left (the deterministic counterpart of the sweep's plan trials)."""
+    import slimlib.advisor.plan as plan_module
+    from slimlib.cli.main import main
+
+    out = tmp_path / "plan"
+    assert main(["plan", "--model", "opt-1.3b", "--gpu", "h100-sxm-80gb", "--out", str(out)]) == 0
+    before = _state(out)
+    write_text = plan_module.write_text
+    written = []
+
+    def write_then_signal(path, text, **kw):
+        written.append(write_text(path, text, **kw))
+        if len(written) == 2:
+            signal.raise_signal(signal.SIGTERM)
+        return written[-1]
+
+    monkeypatch.setattr(plan_module, "write_text", write_then_signal)
+    argv = [
+        "plan",
+        "--model",
+        "llama-2-7b",
+        "--gpu",
+        "h100-sxm-80gb",
+        "--scheduler",
+        "slurm",
+        "--out",
+        str(out),
+    ]
+    capsys.readouterr()
+    assert main(argv) == 143
+    assert len(written) == 2 and capsys.readouterr().err.count("\n") == 1
+    assert _state(out) == before
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
