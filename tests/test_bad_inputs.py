@@ -489,6 +489,11 @@ CASES = [
         r"--out \S*/m: holds the input \S*config.json; choose another output folder",
     ),
     Case(
+        "bench model --out the folder of its source config.json",
+        lambda t: _s("bench", "model", _model_folder(t) / "config.json", "--divide", 2, "--out", t / "m"),
+        r"--out \S*/m: holds the input \S*config.json",
+    ),
+    Case(
         "transfer --out the input parameter file",
         lambda t: _s("transfer", _params(t), "--gpu", "mi300x", "--out", t / "params.json"),
         r"--out \S*params.json: is also an input",
@@ -673,7 +678,7 @@ def test_bad_input_is_one_clean_line_and_destroys_nothing(case, tmp_path, capsys
 
 def test_every_issue_case_is_covered():
     """The closing notes count these: every bad input of issues 20 (32 cases) and 29 is one case above."""
-    assert len(CASES) >= 32 + 31
+    assert len(CASES) >= 32 + 32
     assert len({c.name for c in CASES}) == len(CASES)
 
 

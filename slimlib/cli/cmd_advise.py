@@ -290,8 +290,8 @@ def _cmd_advise(args: argparse.Namespace) -> int:
 
 def _cmd_plan(args: argparse.Namespace) -> int:
     model_argument(args.model)
-    inputs = [*model_inputs([args.model]), *([args.env_file] if args.env_file else [])]
-    output_folder(args.out, "--out", inputs=inputs)
+    env = [args.env_file] if args.env_file else []
+    output_folder(args.out, "--out", inputs=env, configs=model_inputs([args.model]))
     arch = get_architecture(args.model)
     check_architecture(arch, f"--model {args.model}")
     check_tensor_parallel(arch, args.tensor_parallel, "--tensor-parallel")

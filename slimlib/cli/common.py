@@ -122,11 +122,11 @@ def output_file(path: str | Path, option: str, inputs: Iterable[str | Path] = ()
 
 
 def output_folder(
-    path: str | Path, option: str, inputs: Iterable[str | Path] = (), writes: Iterable[str] = ()
+    path: str | Path, option: str, inputs: Iterable[str | Path] = (), configs: Iterable[str | Path] = ()
 ) -> Path:
     """`path` checked as an output folder: not a file, its parent exists, it and its parent are writable where the
-    system says so, it is none of `inputs` nor inside an input folder, no input is one of the files it `writes`,
-    and it does not hold an input model config (a config folder)."""
+    system says so, it is none of `inputs` nor inside an input folder, and not the folder holding one of the model
+    `configs` (`model_inputs`: a config folder is an input)."""
     p = Path(path)
     if p.exists() and not p.is_dir():
         raise DataError(f"{option} {p}: is a file; give a folder for the outputs")
@@ -137,14 +137,16 @@ def output_folder(
         if not os.access(where, os.W_OK | os.X_OK):
             raise DataError(f"{option} {p}: folder {where} is not writable; choose another output folder")
     resolved = p.resolve()
-    for src in inputs:
+    configs = list(configs)
+    for src in [*inputs, *configs]:
         s = Path(src)
         if not s.exists():
             continue
         s = s.resolve()
         if resolved == s or (s.is_dir() and resolved.is_relative_to(s)):
             raise DataError(f"{option} {p}: is also an input folder; choose another output folder")
-        if s.is_file() and resolved == s.parent and (s.name in set(writes) or s.suffix == ".json"):
+    for src in configs:
+        if Path(src).is_file() and resolved == Path(src).resolve().parent:
             raise DataError(
                 f"{option} {p}: holds the input {src}; choose another output folder (inputs are never overwritten)"
             )
