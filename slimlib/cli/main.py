@@ -73,8 +73,9 @@ def _raise_interrupted(signum: int, frame: FrameType | None) -> None:
 
 
 def _quiet_interrupted(hook: object) -> object:
-    """A `sys.unraisablehook` that drops an `Interrupted` raised inside a finalizer (``__del__``): the signal is
-    recorded, and the command stops at its next check instead of printing ``Exception ignored in ...``."""
+    """A `sys.unraisablehook` that drops an `Interrupted` raised where it cannot propagate (a finalizer's
+    ``__del__``, a Cython function that cannot raise): the signal is recorded, and the command stops at its next
+    check instead of printing ``Exception ignored in ...``."""
 
     def unraisable(info: object) -> None:
         if isinstance(getattr(info, "exc_value", None), Interrupted):
@@ -82,6 +83,18 @@ def _quiet_interrupted(hook: object) -> object:
         hook(info)  # type: ignore[operator]
 
     return unraisable
+
+
+def _quiet_interrupted_traceback(hook: object) -> object:
+    """A `sys.excepthook` that prints nothing for `Interrupted`: Cython prints an exception it cannot propagate
+    through it (e.g. inside scipy's Sobol initialisation) before it reports it as unraisable."""
+
+    def excepthook(kind: type[BaseException], value: BaseException, tb: object) -> None:
+        if isinstance(value, Interrupted):
+            return
+        hook(kind, value, tb)  # type: ignore[operator]
+
+    return excepthook
 
 
 def _one_line_warning(
@@ -102,8 +115,9 @@ def main(argv: list[str] | None = None) -> int:
     signals = (signal.SIGINT, signal.SIGTERM) if on_main_thread else ()
     clear_interrupt()
     previous = {s: signal.signal(s, _raise_interrupted) for s in signals}
-    unraisablehook = sys.unraisablehook
+    unraisablehook, excepthook = sys.unraisablehook, sys.excepthook
     sys.unraisablehook = _quiet_interrupted(unraisablehook)  # type: ignore[assignment]
+    sys.excepthook = _quiet_interrupted_traceback(excepthook)  # type: ignore[assignment]
     command = "slim"
     formatwarning = warnings.formatwarning
     warnings.formatwarning = _one_line_warning  # a warning is one line, as an error is
@@ -128,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
             return _interrupted(command, signum)
         raise
     finally:
-        sys.unraisablehook = unraisablehook
+        sys.unraisablehook, sys.excepthook = unraisablehook, excepthook
         warnings.formatwarning = formatwarning
         for s, handler in previous.items():  # the `slim` program is exiting: a late signal changes nothing
             signal.signal(s, signal.SIG_IGN if handler is exit_while_starting else handler)
