@@ -317,8 +317,10 @@ def test_signals_at_random_moments_into_fit_predict_plan_and_ingest(tmp_path):
     outcomes: dict[str, list[str]] = {name: [] for name in commands}
     for (name, out, before, _, sig, delay), (rc, err) in zip(trials, ended, strict=True):
         where = f"{name} {sig.name} at {delay:.2f} s"
-        if rc == -sig or (rc == 1 and "KeyboardInterrupt" in err):  # before slimlib's first line ran
-            assert delay < STARTUP_S and _state(out) == before, (where, rc, err)
+        if rc == -sig or "KeyboardInterrupt" in err:
+            # before slimlib's first line ran: SIGTERM's default action, or Python's own SIGINT handler, whose
+            # KeyboardInterrupt the interpreter may even drop (inside an import-lock callback) and run on
+            assert delay < STARTUP_S and _state(out) in (before, references[name][0]), (where, rc, err)
             outcomes[name].append("before start")
             continue
         assert "Traceback" not in err and "Exception ignored" not in err, (where, err)
