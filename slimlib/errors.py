@@ -22,6 +22,42 @@ class UnknownNameError(SlimError, KeyError):
         return str(self.args[0]) if self.args else ""
 
 
+class Interrupted(KeyboardInterrupt):
+    """SIGINT or SIGTERM received while a `slim` command runs (raised by its handler, and again where an output
+    would be committed when the first one was swallowed, e.g. inside a finalizer)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+#: the first SIGINT/SIGTERM a `slim` command received (its handler records it here before raising)
+_received: list[int] = []
+
+
+def note_interrupt(signum: int) -> None:
+    """Record that `signum` arrived; from now on no output is committed (`check_interrupted`)."""
+    if not _received:
+        _received.append(int(signum))
+
+
+def interrupt_received() -> int | None:
+    """The signal number recorded by `note_interrupt`, or None."""
+    return _received[0] if _received else None
+
+
+def clear_interrupt() -> None:
+    """Forget a recorded signal (the `slim` entry point, at the start of each command)."""
+    _received.clear()
+
+
+def check_interrupted() -> None:
+    """Raise `Interrupted` when a signal was recorded, even if its first exception was swallowed (a finalizer's
+    ``Exception ignored in ...``): work loops call it, and every commit of an output does."""
+    if _received:
+        raise Interrupted(_received[0])
+
+
 class FitError(SlimError, RuntimeError):
     """A calibration that cannot run (too few rows) or does not converge."""
 

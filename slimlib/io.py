@@ -9,6 +9,7 @@ import csv
 import ctypes
 import io
 import os
+import shutil
 import signal
 import sys
 import tempfile
@@ -22,11 +23,12 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
-from slimlib.errors import DataError
+from slimlib.errors import DataError, check_interrupted
 from slimlib.schema import row_chunks
 
 __all__ = [
     "STDOUT",
+    "atomic_folder",
     "atomic_open",
     "check_output_path",
     "is_stdout",
@@ -38,6 +40,16 @@ __all__ = [
 
 #: the output name that means standard output
 STDOUT = "-"
+
+
+#: signals held while a temporary output is created, committed or removed
+_HELD = {signal.SIGINT, signal.SIGTERM}
+
+
+def _cannot_write(target: Path, exc: OSError) -> DataError:
+    return DataError(
+        f"{target}: cannot write into folder {target.parent} ({exc.strerror or exc}); choose another output folder"
+    )
 
 
 def is_stdout(path: str | Path | None) -> bool:
@@ -105,12 +117,17 @@ def atomic_open(
     if target.exists() and not target.is_file():  # never rename over a device, FIFO or socket
         check_output_path(target)
     # signals are held while the temporary file is created and registered for removal, so an interrupt at any
-    # moment either finds no temporary file or removes it below
-    held = {signal.SIGINT, signal.SIGTERM}
+    # moment either finds no temporary file or removes it below; they are held again around the commit, which
+    # happens only if no interrupt was recorded (one swallowed by a finalizer still stops the write)
+    held = _HELD
     old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, held)
     tmp: str | None = None
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+        check_interrupted()
+        try:
+            fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+        except OSError as exc:
+            raise _cannot_write(target, exc) from None
         signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
         with os.fdopen(fd, mode, **kwargs) as fh:
             yield fh
@@ -119,13 +136,66 @@ def atomic_open(
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, (0o777 if executable else 0o666) & ~umask)
+        signal.pthread_sigmask(signal.SIG_BLOCK, held)
+        check_interrupted()
         os.replace(tmp, target)
+        signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
     except BaseException:
         signal.pthread_sigmask(signal.SIG_BLOCK, held)  # a second signal must not skip the removal
         try:
             if tmp is not None:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(tmp)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
+        raise
+
+
+@contextlib.contextmanager
+def atomic_folder(path: str | Path, *, replaces: tuple[str, ...] = ()) -> Iterator[Path]:
+    """A temporary folder beside `path` to write a set of files into; on success they appear in `path` together.
+
+    A new `path` is the temporary folder renamed into place. Over an existing folder, each new file replaces its
+    old one and the names in `replaces` that the new set lacks are removed (files of an earlier set the new one
+    does not have), all with SIGINT/SIGTERM held, so an interrupt leaves the old set or the new one, never a mix;
+    other files of the folder are kept. On error or interrupt the temporary folder is removed. A folder that
+    cannot be written into is a one-line DataError naming it."""
+    target = Path(path)
+    old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, _HELD)
+    tmp: Path | None = None
+    try:
+        check_interrupted()
+        try:
+            tmp = Path(
+                tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.absolute().parent)
+            )
+        except OSError as exc:
+            raise _cannot_write(target, exc) from None
+        signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
+        yield tmp
+        signal.pthread_sigmask(signal.SIG_BLOCK, _HELD)
+        check_interrupted()
+        if not target.exists():
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(tmp, 0o777 & ~umask)  # mkdtemp's folder is private
+            os.rename(tmp, target)
+        else:
+            for name in replaces:
+                if not (tmp / name).exists() and (target / name).is_file():
+                    os.unlink(target / name)
+            for item in sorted(tmp.iterdir()):
+                if item.is_dir() and (target / item.name).is_dir():
+                    continue  # a folder the set only needs to exist (e.g. logs/)
+                os.replace(item, target / item.name)
+            shutil.rmtree(tmp)
+        tmp = None
+        signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
+    except BaseException:
+        signal.pthread_sigmask(signal.SIG_BLOCK, _HELD)
+        try:
+            if tmp is not None:
+                shutil.rmtree(tmp, ignore_errors=True)
         finally:
             signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
         raise

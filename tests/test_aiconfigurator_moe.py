@@ -12,7 +12,7 @@ from shared_paths import RAW, needs
 from slimlib.data import aiconfigurator_moe as am
 from slimlib.data import load
 from slimlib.data.aiconfigurator import AIC_NAME
-from slimlib.data.build import write_csv
+from slimlib.data.build import write_data_table
 from slimlib.data.catalog import coerce, data_dir
 from slimlib.errors import DataError
 
@@ -33,7 +33,7 @@ def test_committed_tables_match_a_rebuild_and_stay_small(built, tmp_path):
     assert len(files) == len(set(files)) == 36
     for name in NEW:
         buf = tmp_path / f"{name}.csv"
-        write_csv(coerce(name, tables[name]), buf)
+        write_data_table(coerce(name, tables[name]), buf)
         committed = data_dir() / f"{name}.csv"
         assert buf.read_bytes() == committed.read_bytes(), name
         assert committed.stat().st_size < 5e6, name

@@ -1,6 +1,7 @@
-"""Issue 20: no input destroys data or passes as physical when it is not. Each case is a bad input given to the
-`slim` command as a user would; each must end with exit status 2 and ONE line on standard error matching the
-expected message, and must leave every file it was given as it was."""
+"""Issues 20 and 29: no input destroys data or passes as physical when it is not. Each case is a bad input given to
+the `slim` command as a user would; each must end with exit status 2 and ONE line on standard error matching the
+expected message, and must leave every file it was given as it was (contents and modification time) with no file
+created."""
 
 from __future__ import annotations
 
@@ -144,6 +145,74 @@ def _blank_line_rows(tmp: Path) -> Path:
     lines[4] = ",".join(bad)
     path.write_text("\n".join(lines[:3] + [""] + lines[3:]) + "\n")
     return path
+
+
+# -- issue 29 helpers ------------------------------------------------------------------------------------------------
+
+
+def _model_folder(tmp: Path) -> Path:
+    """A Hugging Face model folder m/ holding config.json (OPT-125M's), as a user passes it to --model."""
+    folder = tmp / "m"
+    folder.mkdir(exist_ok=True)
+    shutil.copy(FIXTURES / "configs" / "opt-125m.json", folder / "config.json")
+    return folder
+
+
+def _grid_naming_config(tmp: Path) -> Path:
+    _model_folder(tmp)
+    return _rows(
+        tmp, f"model,batch_size,input_len,output_len\n{tmp / 'm' / 'config.json'},8,128,64\n", "grid.csv"
+    )
+
+
+def _runs_naming_config(tmp: Path) -> Path:
+    config = _model_folder(tmp) / "config.json"
+    df = synthesize(
+        SlimModel.with_params(TRUE_PARAMS, gpu=GPU), grid(models=("opt-125m",), batch=(1, 2, 4, 8, 16))
+    )
+    df["model"] = str(config)
+    path = tmp / "runs.csv"
+    df.to_csv(path, index=False)
+    return path
+
+
+def _advise(t: Path, *extra: object) -> list[str]:
+    return _s("advise", _params(t), "--model", "opt-125m", "--input-len", 100, "--output-len", 100, *extra)
+
+
+def _slurm_plan(t: Path, *extra: object) -> list[str]:
+    return _s(
+        "plan", "--model", "llama-2-7b", "--gpu", GPU, "--scheduler", "slurm", "--out", t / "plan", *extra
+    )
+
+
+def _existing_plan(t: Path) -> Path:
+    """A complete earlier plan in t/plan (local scheduler, other lengths), so a refused new one must leave it."""
+    assert main(_s("plan", "--model", "opt-1.3b", "--gpu", GPU, "--input-len", 128, "--out", t / "plan")) == 0
+    return t / "plan"
+
+
+def _read_only_folder(t: Path) -> Path:
+    """A folder this user cannot write into: a chmod 555 folder, or for root (who writes anywhere) sysfs."""
+    if os.geteuid() == 0:
+        return Path("/sys/fs")
+    folder = t / "ro"
+    folder.mkdir()
+    folder.chmod(0o555)
+    return folder
+
+
+def _result_9_of_12(t: Path) -> Path:
+    """A vLLM result with 9 of 12 requested prompts completed and no 'failed' field (counts consistent)."""
+    doc = json.loads((FIXTURES / "ingest" / "runs" / "bench-serve-c16.json").read_text())
+    del doc["failed"]
+    doc.update(num_prompts=12, completed=9, total_input_tokens=9 * 512, total_output_tokens=9 * 128)
+    doc.update(request_throughput=9 / doc["duration"], output_throughput=9 * 128 / doc["duration"],
+               total_token_throughput=9 * 640 / doc["duration"])  # fmt: skip
+    runs = t / "runs"
+    runs.mkdir()
+    (runs / "partial.json").write_text(json.dumps(doc))
+    return runs
 
 
 CASES = [
@@ -371,17 +440,219 @@ CASES = [
         "fit an unknown GPU",
         lambda t: _s("fit", _measured(t, gpu="h100-sxn"), "--out", t / "p.json"),
         r"runs.csv line 2: field 'gpu': unknown GPU 'h100-sxn'",
+    ),  # -- issue 29: a config file or folder named by --model or a `model` column is an input like any other --------
+    Case(
+        "advise --curve the --model config.json",
+        lambda t: _s(
+            "advise",
+            _params(t),
+            "--model",
+            _model_folder(t) / "config.json",
+            "--input-len",
+            100,
+            "--output-len",
+            100,
+            "--curve",
+            t / "m" / "config.json",
+        ),  # fmt: skip
+        r"--curve \S*m/config.json: is also an input; choose another output file",
+    ),
+    Case(
+        "advise --curve inside the --model folder",
+        lambda t: _s(
+            "advise",
+            _params(t),
+            "--model",
+            _model_folder(t),
+            "--input-len",
+            100,
+            "--output-len",
+            100,
+            "--curve",
+            t / "m" / "curve.csv",
+        ),  # fmt: skip
+        r"--curve \S*m/curve.csv: lies inside the input folder",
+    ),
+    Case(
+        "predict --out the config.json the grid's model column names",
+        lambda t: _s("predict", _params(t), _grid_naming_config(t), "--out", t / "m" / "config.json"),
+        r"--out \S*m/config.json: is also an input",
+    ),
+    Case(
+        "fit --out the config.json the table's model column names",
+        lambda t: _s("fit", _runs_naming_config(t), "--out", t / "m" / "config.json"),
+        r"--out \S*m/config.json: is also an input",
+    ),
+    Case(
+        "plan --out the folder of the --model config.json",
+        lambda t: _s("plan", "--model", _model_folder(t) / "config.json", "--gpu", GPU, "--out", t / "m"),
+        r"--out \S*/m: holds the input \S*config.json; choose another output folder",
+    ),
+    Case(
+        "bench model --out the folder of its source config.json",
+        lambda t: _s("bench", "model", _model_folder(t) / "config.json", "--divide", 2, "--out", t / "m"),
+        r"--out \S*/m: holds the input \S*config.json",
+    ),
+    Case(
+        "transfer --out the input parameter file",
+        lambda t: _s("transfer", _params(t), "--gpu", "mi300x", "--out", t / "params.json"),
+        r"--out \S*params.json: is also an input",
+    ),
+    Case(
+        "reproduce --build-dir the notebook folder",
+        lambda t: _s("reproduce", "--notebook-dir", (t / "nb").mkdir() or t / "nb", "--build-dir", t / "nb"),
+        r"--build-dir \S*nb: is also an input folder",
+    ),
+    # -- issue 29: refusals before any write; a plan folder is replaced whole or not at all ------------------------
+    Case(
+        "plan slurm --time bogus creates nothing",
+        lambda t: _slurm_plan(t, "--time", "bogus"),
+        r"time limit 'bogus': use Slurm's format",
+    ),
+    Case(
+        "plan slurm --partition with ; creates nothing",
+        lambda t: _slurm_plan(t, "--partition", "gpu;rm"),
+        r"partition 'gpu;rm': no spaces or shell characters allowed",
+    ),
+    Case(
+        "plan slurm missing --env-file creates nothing",
+        lambda t: _slurm_plan(t, "--env-file", t / "site.env"),
+        r"--env-file \S*site.env: no such file",
+    ),
+    Case(
+        "plan slurm --time bogus over an existing plan changes nothing",
+        lambda t: (_existing_plan(t), _slurm_plan(t, "--time", "bogus"))[1],
+        r"time limit 'bogus'",
+    ),
+    Case(
+        "plan --out a read-only folder",
+        lambda t: _s("plan", "--model", "llama-2-7b", "--gpu", GPU, "--out", _read_only_folder(t)),
+        r"(cannot write into|is not writable).*choose another output folder",
+    ),
+    Case(
+        "plan --out a new folder inside a read-only folder",
+        lambda t: _s("plan", "--model", "llama-2-7b", "--gpu", GPU, "--out", _read_only_folder(t) / "plan"),
+        r"plan: (cannot write into|folder \S+ is not writable).*choose another output folder",
+    ),
+    # -- issue 29: values a later command would refuse are refused when given -------------------------------------
+    Case(
+        "fit --fix eta_c=2 (outside its bounds)",
+        lambda t: _s("fit", _measured(t), "--out", t / "p.json", "--fix", "eta_c=2"),
+        r"--fix eta_c=2: outside the bounds \[0.001, 1\] of eta_c",
+    ),
+    Case(
+        "fit --fix eta_c=nan",
+        lambda t: _s("fit", _measured(t), "--out", t / "p.json", "--fix", "eta_c=nan"),
+        r"--fix 'eta_c=nan': nan is not a finite number",
+    ),
+    Case(
+        "fit --fix t_fixed=-inf",
+        lambda t: _s("fit", _measured(t), "--out", t / "p.json", "--fix", "t_fixed=-inf"),
+        r"--fix 't_fixed=-inf': -inf is not a finite number",
+    ),
+    Case(
+        "ingest 9 of 12 prompts completed and no 'failed' field",
+        lambda t: _s(
+            "data", "ingest", _result_9_of_12(t), "--gpu", GPU, "--batch-size", 16, "--out", t / "o.csv"
+        ),
+        r"partial.json: 9 of 12 requested prompts completed and the file has no 'failed' field",
+    ),
+    Case(
+        "ingest one result file with --out that file",
+        lambda t: _s(
+            "data", "ingest", _result_9_of_12(t) / "partial.json", "--out", t / "runs" / "partial.json"
+        ),
+        r"is also an input",
+    ),
+    # -- issue 29: every numeric option range-checked, NaN included ------------------------------------------------
+    Case(
+        "advise --gpu-memory-utilization nan",
+        lambda t: _advise(t, "--gpu-memory-utilization", "nan"),
+        r"argument --gpu-memory-utilization: nan must be in \(0, 1\]",
+    ),
+    Case(
+        "advise --gpu-memory-utilization 0 (not 'does not fit')",
+        lambda t: _advise(t, "--gpu-memory-utilization", 0),
+        r"argument --gpu-memory-utilization: 0 must be in \(0, 1\]",
+    ),
+    Case(
+        "advise --epsilon nan",
+        lambda t: _advise(t, "--epsilon", "nan"),
+        r"epsilon nan is outside \(0, 1\]",
+    ),
+    Case(
+        "advise --reserve-gb nan",
+        lambda t: _advise(t, "--reserve-gb", "nan"),
+        r"argument --reserve-gb: nan is not a finite number",
+    ),
+    Case(
+        "plan --gpu-memory-utilization 1.5",
+        lambda t: _s(
+            "plan",
+            "--model",
+            "llama-2-7b",
+            "--gpu",
+            GPU,
+            "--gpu-memory-utilization",
+            1.5,
+            "--out",
+            t / "plan",
+        ),  # fmt: skip
+        r"argument --gpu-memory-utilization: 1.5 must be in \(0, 1\]",
+    ),
+    Case(
+        "plan --port 70000",
+        lambda t: _s("plan", "--model", "llama-2-7b", "--gpu", GPU, "--port", 70000, "--out", t / "plan"),
+        r"argument --port: 70000 is not a TCP port \(1..65535\)",
+    ),
+    Case(
+        "profile campaign --budget-s nan",
+        lambda t: _s("profile", "campaign", "--budget-s", "nan", "--gpu", "h200", "--dry-run"),
+        r"budget must be > 0 seconds, got nan",
+    ),
+    Case(
+        "peers --n-starts -1",
+        lambda t: _s("peers", "--n-starts", -1, "--table"),
+        r"argument --n-starts: -1 must be a whole number >= 0",
+    ),
+    Case(
+        "a missing required option is one line too",
+        lambda t: _s("advise", _params(t), "--input-len", 100, "--output-len", 100),
+        r"the following arguments are required: --model; see `slim advise --help`",
+    ),
+    # -- issue 29: messages that say what is wrong --------------------------------------------------------------------
+    Case(
+        "--model ./nope/ says no config.json is there",
+        lambda t: _s("advise", _params(t), "--model", "./nope/", "--input-len", 100, "--output-len", 100),
+        r"--model ./nope/: no config.json there \(no such file or folder\)",
+    ),
+    Case(
+        "--model a folder without config.json",
+        lambda t: _s(
+            "plan", "--model", (t / "empty").mkdir() or t / "empty", "--gpu", GPU, "--out", t / "plan"
+        ),
+        r"--model \S*empty: no config.json in that folder",
+    ),
+    Case(
+        "fit --gpu of another GPU than the rows' speaks of the fit",
+        lambda t: _s("fit", _measured(t), "--gpu", "a100-sxm-80gb", "--out", t / "p.json"),
+        r"^slim fit: error: rows for GPU\(s\) h100-sxm-80gb but the fit was asked for a100-sxm-80gb; fit each GPU's",
+    ),
+    Case(
+        "plan an fp8-only model without --quantization",
+        lambda t: _s("plan", "--model", "llama-3-70b", "--gpu", "h200", "--out", t / "plan"),
+        r"does not fit in the KV cache: .* fp8 weights \(quantization\)",
     ),
 ]
 
 
-def _snapshot(tmp: Path) -> dict[str, bytes | str]:
-    out: dict[str, bytes | str] = {}
+def _snapshot(tmp: Path) -> dict[str, object]:
+    out: dict[str, object] = {}
     for p in sorted(tmp.rglob("*")):
         if p.is_symlink():
             out[str(p)] = "link:" + os.readlink(p)
         elif p.is_file():
-            out[str(p)] = p.read_bytes()
+            out[str(p)] = (p.read_bytes(), p.stat().st_mtime_ns)
         elif not p.is_dir():
             out[str(p)] = "special:" + oct(p.stat().st_mode)
     return out
@@ -391,7 +662,10 @@ def _snapshot(tmp: Path) -> dict[str, bytes | str]:
 def test_bad_input_is_one_clean_line_and_destroys_nothing(case, tmp_path, capsys):
     argv = case.argv(tmp_path)
     before = _snapshot(tmp_path)
-    rc = main(argv)
+    try:
+        rc = main(argv)
+    except SystemExit as exc:  # argparse's refusals (a value out of range, a missing option) exit 2
+        rc = exc.code
     err = capsys.readouterr().err
     lines = [ln for ln in err.splitlines() if ln.strip() and "warning:" not in ln]
     assert rc == 2, f"{case.name}: exit status {rc}, stderr {err!r}"
@@ -403,8 +677,8 @@ def test_bad_input_is_one_clean_line_and_destroys_nothing(case, tmp_path, capsys
 
 
 def test_every_issue_case_is_covered():
-    """The closing note counts these: every bad input of issue 20 is one case above."""
-    assert len(CASES) >= 30
+    """The closing notes count these: every bad input of issues 20 (32 cases) and 29 is one case above."""
+    assert len(CASES) >= 32 + 32
     assert len({c.name for c in CASES}) == len(CASES)
 
 
@@ -431,3 +705,53 @@ def test_profile_help_has_no_placeholder(capsys):
         main(["profile", "--help"])
     out = capsys.readouterr().out
     assert "{OUTPUTS_NOTE}" not in out and "replaced atomically" in out
+
+
+# -- issue 29: the valid neighbours of the cases above work -----------------------------------------------------------
+
+
+def test_plan_takes_the_advisors_precision_options(tmp_path, capsys):
+    """Llama-3-70B on one H200 fits only in fp8: the plan sizes its KV cache so and passes the flags to vLLM."""
+    argv = _s("plan", "--model", "llama-3-70b", "--gpu", "h200", "--quantization", "fp8", "--kv-cache-dtype", "fp8",
+              "--gpu-memory-utilization", 0.95, "--out", tmp_path / "plan")  # fmt: skip
+    assert main(argv) == 0, capsys.readouterr().err
+    plan = pd.read_csv(tmp_path / "plan" / "plan.csv")
+    assert set(plan["quantization"]) == {"fp8"} and set(plan["gpu_memory_utilization"]) == {0.95}
+    serve = [ln for ln in (tmp_path / "plan" / "run_plan.sh").read_text().splitlines() if "vllm serve" in ln]
+    assert serve and all(
+        "--quantization fp8 --kv-cache-dtype fp8 --gpu-memory-utilization 0.95" in ln for ln in serve
+    )
+    slurm = _s("plan", "--model", "llama-3-70b", "--gpu", "h200", "--quantization", "fp8", "--scheduler", "slurm",
+               "--out", tmp_path / "array")  # fmt: skip
+    assert main(slurm) == 0
+    assert "--quantization fp8" in (tmp_path / "array" / "slurm_array.sh").read_text()
+
+
+def test_ingest_reads_one_result_file(tmp_path, capsys):
+    runs = _runs_folder(tmp_path)
+    out = tmp_path / "one.csv"
+    assert main(_s("data", "ingest", runs / "bench-serve-c16.json", "--out", out)) == 0, (
+        capsys.readouterr().err
+    )
+    table = pd.read_csv(out)
+    assert list(table["source_file"]) == ["bench-serve-c16.json"] and table["batch_size"].iloc[0] == 16
+
+
+def test_a_new_plan_replaces_the_old_one_whole(tmp_path, capsys):
+    """Over a local plan, a Slurm plan leaves no run_plan.sh of the old one; files that are not the plan's stay."""
+    plan = _existing_plan(tmp_path)
+    (plan / "results").mkdir()
+    (plan / "results" / "kept.json").write_text("{}")
+    assert main(_slurm_plan(tmp_path, "--time", "01:00:00")) == 0, capsys.readouterr().err
+    names = sorted(p.name for p in plan.iterdir())
+    assert names == [
+        "README.txt",
+        "logs",
+        "plan.csv",
+        "results",
+        "slurm.env",
+        "slurm_array.sh",
+        "slurm_tasks.tsv",
+    ]
+    assert pd.read_csv(plan / "plan.csv")["model"].iloc[0] == "llama-2-7b"
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]

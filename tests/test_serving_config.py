@@ -34,7 +34,9 @@ def test_mha_bytes():
     s = serving_config(a, "h100")
     assert s.kv_bytes_per_token == 2 * 24 * 2048 * 2
     assert s.weights == 2 * a.n_params and s.expert_weights == 0
-    assert s.linear_flops_per_token == 24 * (4 * 2048**2 + 4 * 2048 * 2048 + 2 * 2 * 2048 * 8192)  # Eq. 8 bracket
+    assert s.linear_flops_per_token == 24 * (
+        4 * 2048**2 + 4 * 2048 * 2048 + 2 * 2 * 2048 * 8192
+    )  # Eq. 8 bracket
 
 
 def test_gqa_bytes_with_kv_head_replication():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shlex
+from collections.abc import Sequence
 
 __all__ = ["LEGACY_CLIENT", "client_args", "client_command", "server_args", "server_command"]
 
@@ -12,8 +13,11 @@ METRIC_PERCENTILES = "50,90,99"
 LEGACY_CLIENT = "benchmarks/benchmark_serving.py"
 
 
-def server_args(hf_id: str, batch_size, max_model_len, port=8000, tensor_parallel=1) -> list[str]:
-    """`vllm serve` argv with the batch-size cap under test (values may be shell placeholders, see slurm)."""
+def server_args(
+    hf_id: str, batch_size, max_model_len, port=8000, tensor_parallel=1, flags: Sequence[str] = ()
+) -> list[str]:
+    """`vllm serve` argv with the batch-size cap under test (values may be shell placeholders, see slurm), then
+    `flags` (the plan's precision and memory options)."""
     args = [
         "vllm",
         "serve",
@@ -26,14 +30,19 @@ def server_args(hf_id: str, batch_size, max_model_len, port=8000, tensor_paralle
     if str(tensor_parallel) != "1":
         args += ["--tensor-parallel-size", str(tensor_parallel)]
     # no --disable-log-requests: removed from recent vLLM (request logging is off by default there)
-    return [*args, "--port", str(port)]
+    return [*args, *flags, "--port", str(port)]
 
 
 def server_command(
-    hf_id: str, batch_size: int, max_model_len: int, port: int = 8000, tensor_parallel: int = 1
+    hf_id: str,
+    batch_size: int,
+    max_model_len: int,
+    port: int = 8000,
+    tensor_parallel: int = 1,
+    flags: Sequence[str] = (),
 ) -> str:
     """`vllm serve` with the batch-size cap under test."""
-    return shlex.join(server_args(hf_id, batch_size, max_model_len, port, tensor_parallel))
+    return shlex.join(server_args(hf_id, batch_size, max_model_len, port, tensor_parallel, flags))
 
 
 def client_args(

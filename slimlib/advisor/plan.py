@@ -24,9 +24,10 @@ import numpy as np
 import pandas as pd
 
 from slimlib.advisor.commands import client_args, client_command, server_args, server_command
-from slimlib.advisor.slurm_plan import write_slurm_plan
+from slimlib.advisor.slurm_plan import SERVE_OPTION_COLUMNS, serve_flags, slurm_plan_files
+from slimlib.batchjobs import ENV_NAME, LOG_DIR, TASKS_NAME
 from slimlib.errors import DataError
-from slimlib.io import write_text
+from slimlib.io import atomic_folder, write_text
 from slimlib.model.memory import DEFAULT_BLOCK_SIZE, DEFAULT_GPU_MEMORY_UTILIZATION, DEFAULT_RESERVE_GIB
 from slimlib.model.serving import serving_config
 from slimlib.registry.architectures import get_architecture
@@ -56,6 +57,9 @@ def make_plan(
     reserve_gib: float = DEFAULT_RESERVE_GIB,
     tensor_parallel: int = 1,
     min_runs: int = 6,
+    dtype: str | None = None,
+    quantization: str | None = None,
+    kv_cache_dtype: str | None = None,
 ) -> pd.DataFrame:
     """Configurations to profile: one row per (batch size, IL, OL) with ``num_prompts`` and the result file name.
 
@@ -63,7 +67,9 @@ def make_plan(
     cache holds for the longest request. Fewer than `min_runs` runs (default 6: SLIM's six parameters) is a
     DataError; a campaign assembled from several plans (one per curve) lowers it per part.
     With `tensor_parallel` T > 1 the server spans T GPUs: each holds ``1/T`` of the weights and its share of the KV
-    heads (`slimlib.model.serving.ServingConfig`, KV heads replicated when T exceeds them).
+    heads (`slimlib.model.serving.ServingConfig`, KV heads replicated when T exceeds them). `dtype`, `quantization`,
+    `kv_cache_dtype` (vLLM's names) and a `gpu_memory_utilization` other than vLLM's default size the KV cache
+    and, when given, become plan columns that the server commands pass on to vLLM (`serve_flags`).
     """
 
     arch, hw = get_architecture(model), get_gpu(gpu)
@@ -88,6 +94,9 @@ def make_plan(
         gpu_memory_utilization=gpu_memory_utilization,
         reserve_gib=reserve_gib,
         block_size=block_size,
+        dtype=dtype,
+        quantization=quantization,
+        kv_cache_dtype=kv_cache_dtype,
     )  # one GPU of the group: its weights and its share of the KV heads (replicated beyond H_kv)
     per_req = float(mem.request_blocks(longest)) * block_size * mem.kv_bytes_per_token
     cap = int(np.floor(mem.kv_pool / per_req)) if mem.kv_pool > 0 else 0
@@ -127,6 +136,16 @@ def make_plan(
                     }
                 )
     plan = pd.DataFrame(rows)
+    given: dict[str, str | float | None] = {
+        "dtype": dtype,
+        "quantization": quantization,
+        "kv_cache_dtype": kv_cache_dtype,
+    }
+    if gpu_memory_utilization != DEFAULT_GPU_MEMORY_UTILIZATION:
+        given["gpu_memory_utilization"] = gpu_memory_utilization
+    for column in SERVE_OPTION_COLUMNS:
+        if given.get(column) is not None:
+            plan[column] = given[column]
     if len(plan) < min_runs:
         raise DataError(
             f"the plan has {len(plan)} runs; SLIM has 6 parameters: add batch sizes (--n-batch) or lengths"
@@ -136,6 +155,10 @@ def make_plan(
 
 def _safe(name: str) -> str:
     return "".join(c if c.isalnum() or c in "-." else "-" for c in name)
+
+
+#: Every file a plan folder may hold from `write_plan` (a new plan removes those of an earlier one it lacks).
+PLAN_FILES = ("plan.csv", "README.txt", "run_plan.sh", "slurm_array.sh", TASKS_NAME, ENV_NAME)
 
 
 def write_plan(
@@ -152,19 +175,33 @@ def write_plan(
     """Write ``plan.csv``, ``README.txt`` and the scheduler's files into `out_dir`; returns the paths written.
 
     ``local``: ``run_plan.sh`` (one server per batch size, run in sequence). ``slurm``: a job array, one
-    configuration per task (`slimlib.advisor.slurm_plan.write_slurm_plan`; `slurm` is its `SlurmOptions`, `env_file` the
-    site's environment file; `port` is not used, each task picks a free one). Files are written atomically.
+    configuration per task (`slimlib.advisor.slurm_plan.slurm_plan_files`; `slurm` is its `SlurmOptions`, `env_file`
+    the site's environment file; `port` is not used, each task picks a free one). Everything is checked before
+    anything is written; the files then appear together (`slimlib.io.atomic_folder`): over an earlier plan, the
+    old files are replaced only once the new set is complete.
     """
     if scheduler not in SCHEDULERS:
         raise DataError(f"unknown scheduler {scheduler!r}; choose one of {', '.join(SCHEDULERS)}")
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    plan_csv = write_text(out / "plan.csv", plan.to_csv(index=False, lineterminator="\n"))
+    files = {"plan.csv": (plan.to_csv(index=False, lineterminator="\n"), False)}
     if scheduler == "slurm":
-        return [plan_csv, *write_slurm_plan(plan, out, result_dir=result_dir, legacy=legacy, options=slurm,
-                                            env_file=env_file)]  # fmt: skip
+        files.update(
+            slurm_plan_files(plan, result_dir=result_dir, legacy=legacy, options=slurm, env_file=env_file)
+        )
+    else:
+        files.update(_local_files(plan, result_dir, legacy, port))
+    with atomic_folder(out_dir, replaces=PLAN_FILES) as tmp:
+        for name, (text, executable) in files.items():
+            write_text(tmp / name, text, executable=executable)
+        if scheduler == "slurm":
+            (tmp / LOG_DIR).mkdir()  # sbatch writes the task logs there
+    return [Path(out_dir) / name for name in files]
+
+
+def _local_files(plan: pd.DataFrame, result_dir: str, legacy: bool, port: int) -> dict[str, tuple[str, bool]]:
+    """``run_plan.sh`` and ``README.txt`` of a local plan as {name: (text, executable)}."""
     max_len = int((plan["input_len"] + plan["output_len"]).max())
     rd = shlex.quote(result_dir)
+    flags = serve_flags(plan)
     lines = [
         "#!/usr/bin/env bash",
         f"# SLIM calibration plan: {plan['model'].iloc[0]} on {plan['gpu'].iloc[0]}, {len(plan)} runs.",
@@ -184,7 +221,7 @@ def write_plan(
         lines += [
             "",
             f"# --- max_num_seqs = {b}",
-            f"{server_command(hf, int(b), max_len, port, tp)} &",
+            f"{server_command(hf, int(b), max_len, port, tp, flags)} &",
             "SERVER=$!",
             "wait_ready",
         ]
@@ -200,10 +237,8 @@ def write_plan(
         "#   slim fit runs.csv --out params.json",
         f"#   slim advise params.json --model {p['model']} --input-len IL --output-len OL --slo-s S --epsilon 0.3",
     ]
-    script = write_text(out / "run_plan.sh", "\n".join(lines) + "\n", executable=True)
     gpu_s = "the sum of the benchmark durations"
-    readme = write_text(
-        out / "README.txt",
+    readme = (
         f"Calibration plan for {p['model']} on {p['gpu']}: {len(plan)} runs "
         f"({plan['batch_size'].nunique()} servers), {int(plan['num_prompts'].sum())} prompts in all; GPU time is "
         f"{gpu_s}.\n"
@@ -211,9 +246,9 @@ def write_plan(
         f"2. slim data ingest {result_dir} --out runs.csv\n"
         "3. slim fit runs.csv --out params.json\n"
         "4. slim advise params.json --model M --input-len IL --output-len OL --slo-s S --epsilon E\n"
-        "plan.csv lists every configuration, its number of prompts and its result file name.\n",
+        "plan.csv lists every configuration, its number of prompts and its result file name.\n"
     )
-    return [plan_csv, script, readme]
+    return {"run_plan.sh": ("\n".join(lines) + "\n", True), "README.txt": (readme, False)}
 
 
 def next_steps(paths: list[Path], scheduler: str, out_dir: str | Path, result_dir: str) -> str:

@@ -33,7 +33,6 @@ from slimlib.batchjobs import (
     task_log,
 )
 from slimlib.errors import DataError
-from slimlib.io import write_text
 
 SCRIPT_NAME = "slurm_array.sh"
 _VAR = re.compile("\x00([A-Z_]+)\x00")
@@ -52,6 +51,24 @@ _SHELL_VARS = {
     "tensor_parallel": "TP",
     "max_model_len": "MAX_LEN",
 }
+
+
+#: Plan columns of the serving options `slim plan` was given (present only when given), as `vllm serve` flags.
+SERVE_OPTION_COLUMNS = {
+    "dtype": "--dtype",
+    "quantization": "--quantization",
+    "kv_cache_dtype": "--kv-cache-dtype",
+    "gpu_memory_utilization": "--gpu-memory-utilization",
+}
+
+
+def serve_flags(plan: pd.DataFrame) -> list[str]:
+    """The `vllm serve` flags of the plan's serving options (one value per plan; empty when none was given)."""
+    flags = []
+    for column, flag in SERVE_OPTION_COLUMNS.items():
+        if column in plan.columns:
+            flags += [flag, str(plan[column].iloc[0])]
+    return flags
 
 
 def _ph(name: str) -> str:
@@ -114,7 +131,7 @@ def script_text(plan: pd.DataFrame, options: SlurmOptions, legacy: bool = False)
     row = {c: _ph(_SHELL_VARS[c]) for c in TASK_COLUMNS}
     tp_arg = row["tensor_parallel"] if tp > 1 else 1  # one GPU: no --tensor-parallel-size flag
     server = render_args([_ph("LAUNCH_ARGS"), *server_args(row["hf_id"], row["batch_size"], row["max_model_len"],
-                                                           _ph("PORT"), tp_arg)])  # fmt: skip
+                                                           _ph("PORT"), tp_arg, serve_flags(plan))])  # fmt: skip
     legacy_script = f"{_ph('SLIM_VLLM_DIR')}/{LEGACY_CLIENT}"
     client = render_args(
         [_ph("LAUNCH_ARGS"), *client_args(row, _ph("TMP_DIR"), _ph("PORT"), legacy, legacy_script)]
@@ -207,33 +224,29 @@ RUN_TIME_KEYS = "\n".join(
 )
 
 
-def write_slurm_plan(
+def slurm_plan_files(
     plan: pd.DataFrame,
-    out_dir: str | Path,
     *,
     result_dir: str = "results",
     legacy: bool = False,
     options: SlurmOptions | None = None,
     env_file: str | Path | None = None,
-) -> list[Path]:
-    """Write the array script, the task table, ``slurm.env`` and README.txt into `out_dir` (atomically), and create
-    the ``logs/`` folder sbatch writes into. `result_dir` is relative to `out_dir` (or absolute). Returns the paths."""
-    out = Path(out_dir)
+) -> dict[str, tuple[str, bool]]:
+    """The array script, the task table, ``slurm.env`` and README.txt as {name: (text, executable)}, every option,
+    the environment file and the task table checked first (nothing is written here). `result_dir` is relative to
+    the plan folder (or absolute)."""
     if Path(result_dir).is_absolute() is False and ".." in Path(result_dir).parts:
         raise DataError(
             f"--result-dir {result_dir!r}: give a folder inside the plan folder or an absolute path"
         )
+    if env_file and not Path(env_file).is_file():
+        raise DataError(f"--env-file {env_file}: no such file; give the site's KEY=VALUE environment file")
     env = read_env_file(env_file) if env_file else {}
     opts = merge_options(options or SlurmOptions(), env, str(env_file))
     tasks = task_table(plan, result_dir)
-    script = write_text(out / SCRIPT_NAME, script_text(plan, opts, legacy), executable=True)
-    table = write_text(out / TASKS_NAME, tasks.to_csv(sep="\t", index=False, lineterminator="\n"))
     env_text = Path(env_file).read_text(encoding="utf-8") if env_file else env_template(RUN_TIME_KEYS)
-    env_path = write_text(out / ENV_NAME, env_text)
-    (out / LOG_DIR).mkdir(exist_ok=True)
     p = plan.iloc[0]
-    readme = write_text(
-        out / "README.txt",
+    readme = (
         f"Calibration plan for {p['model']} on {p['gpu']}: {len(plan)} configurations, one Slurm array task each "
         f"({int(plan['num_prompts'].sum())} prompts in all).\n"
         f"1. edit {ENV_NAME} (modules, container) if your site needs it, then from this folder:\n"
@@ -241,6 +254,11 @@ def write_slurm_plan(
         f"2. slim data ingest . --out runs.csv     (reports missing and failed tasks with their logs)\n"
         "3. slim fit runs.csv --out params.json\n"
         "4. slim advise params.json --model M --input-len IL --output-len OL --slo-s S --epsilon E\n"
-        f"{TASKS_NAME}: task id, result path and settings of every configuration; {task_log(0)} is task 0's log.\n",
+        f"{TASKS_NAME}: task id, result path and settings of every configuration; {task_log(0)} is task 0's log.\n"
     )
-    return [script, table, env_path, readme]
+    return {
+        SCRIPT_NAME: (script_text(plan, opts, legacy), True),
+        TASKS_NAME: (tasks.to_csv(sep="\t", index=False, lineterminator="\n"), False),
+        ENV_NAME: (env_text, False),
+        "README.txt": (readme, False),
+    }

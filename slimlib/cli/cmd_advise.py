@@ -18,13 +18,17 @@ from slimlib.advisor.capacity import (
 from slimlib.advisor.plan import make_plan, next_steps, write_plan
 from slimlib.batchjobs import add_scheduler_arguments, options_from_args
 from slimlib.cli.common import (
+    model_argument,
+    model_inputs,
     nonnegative_float,
     output_file,
     output_folder,
+    port_number,
     positive_float,
     positive_int,
     read_text_input,
     slo_seconds,
+    unit_fraction,
 )
 from slimlib.cli.table import OUTPUTS_NOTE, command_help
 from slimlib.io import write_csv
@@ -85,6 +89,14 @@ def _add_precision_arguments(p: argparse.ArgumentParser) -> None:
     )  # fmt: skip
 
 
+def _add_memory_utilization_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--gpu-memory-utilization", type=unit_fraction, default=DEFAULT_GPU_MEMORY_UTILIZATION,
+        help="vLLM's --gpu-memory-utilization, in (0, 1]: sets the KV pool of the memory constraint and of the "
+        f"model's predictions (default {DEFAULT_GPU_MEMORY_UTILIZATION})",
+    )  # fmt: skip
+
+
 def register_cli(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add `slim advise` and `slim plan`."""
     fmt = argparse.RawDescriptionHelpFormatter
@@ -107,7 +119,10 @@ def register_cli(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
         "--slo-s", type=slo_seconds, default=float("inf"), help="E2E latency SLO in seconds (default: none)"
     )
     p.add_argument(
-        "--epsilon", type=float, default=0.3, help="minimum batching efficiency in (0, 1] (default 0.3)"
+        "--epsilon",
+        type=float,  # range-checked by the advisor, NaN included
+        default=0.3,
+        help="minimum batching efficiency in (0, 1] (default 0.3)",
     )
     p.add_argument("--gpu", help="GPU to advise for; must be the one the parameters were calibrated on")
     p.add_argument(
@@ -126,11 +141,7 @@ def register_cli(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     p.add_argument(
         "--block-size", type=positive_int, default=DEFAULT_BLOCK_SIZE, help="vLLM KV block size (tokens)"
     )
-    p.add_argument(
-        "--gpu-memory-utilization", type=float, default=DEFAULT_GPU_MEMORY_UTILIZATION,
-        help="vLLM's --gpu-memory-utilization: sets the KV pool of the memory constraint and of the model's "
-        "predictions (default 0.9)",
-    )  # fmt: skip
+    _add_memory_utilization_argument(p)
     p.add_argument(
         "--reserve-gb", type=nonnegative_float, default=DEFAULT_RESERVE_GIB,
         help=f"activation reserve in GiB (default {DEFAULT_RESERVE_GIB})",
@@ -182,15 +193,19 @@ def register_cli(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     )
     q.add_argument("--result-dir", default="results", help="client --result-dir (default results)")
     q.add_argument("--legacy-client", action="store_true", help="use benchmarks/benchmark_serving.py")
-    q.add_argument("--port", type=positive_int, default=8000, help="server port (default 8000)")
+    q.add_argument("--port", type=port_number, default=8000, help="server port (default 8000)")
     q.add_argument("--out", required=True, help="folder to write the plan into")
     q.add_argument("--tensor-parallel", type=positive_int, default=1, help="GPUs per vLLM server (default 1)")
+    _add_precision_arguments(q)
+    _add_memory_utilization_argument(q)
     add_scheduler_arguments(q)
     q.set_defaults(func=_cmd_plan)
 
 
 def _cmd_advise(args: argparse.Namespace) -> int:
-    curve_path = output_file(args.curve, "--curve", inputs=[args.params]) if args.curve else None
+    model_argument(args.model)
+    inputs = [args.params, *model_inputs([args.model])]  # a config.json given as --model is an input too
+    curve_path = output_file(args.curve, "--curve", inputs=inputs) if args.curve else None
     read_text_input(args.params, "parameter file")
     model = load_checked_params(args.params)
     arch = get_architecture(args.model)
@@ -269,14 +284,18 @@ def _cmd_advise(args: argparse.Namespace) -> int:
 
 
 def _cmd_plan(args: argparse.Namespace) -> int:
-    output_folder(args.out, "--out")
+    model_argument(args.model)
+    env = [args.env_file] if args.env_file else []
+    output_folder(args.out, "--out", inputs=env, configs=model_inputs([args.model]))
     arch = get_architecture(args.model)
     check_architecture(arch, f"--model {args.model}")
     check_tensor_parallel(arch, args.tensor_parallel, "--tensor-parallel")
     plan = make_plan(
         args.model, args.gpu, args.input_len, args.output_len, n_batch=args.n_batch,
         batch_sizes=args.batch_sizes, rounds=args.rounds, min_prompts=args.min_prompts,
-        tensor_parallel=args.tensor_parallel, min_runs=args.min_runs,
+        tensor_parallel=args.tensor_parallel, min_runs=args.min_runs, dtype=args.dtype,
+        quantization=args.quantization, kv_cache_dtype=args.kv_cache_dtype,
+        gpu_memory_utilization=args.gpu_memory_utilization,
     )  # fmt: skip
     paths = write_plan(plan, args.out, result_dir=args.result_dir, legacy=args.legacy_client, port=args.port,
                        scheduler=args.scheduler, slurm=options_from_args(args), env_file=args.env_file)  # fmt: skip

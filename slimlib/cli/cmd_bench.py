@@ -10,6 +10,15 @@ from pathlib import Path
 import pandas as pd
 
 from slimlib.advisor.commands import client_args, server_args
+from slimlib.cli.common import (
+    model_inputs,
+    nonnegative_int,
+    output_file,
+    output_folder,
+    port_number,
+    positive_float,
+    positive_int,
+)
 from slimlib.cli.table import command_help
 from slimlib.data.build import write_data_table
 from slimlib.data.catalog import coerce
@@ -73,12 +82,14 @@ def register_cli(sub: argparse._SubParsersAction) -> None:
     m.add_argument("source", help="registry model name, or a config.json / folder holding one")
     m.add_argument("--out", required=True, help="folder to write")
     m.add_argument(
-        "--divide", type=int, default=1, help="divide depth, width, heads, FFN and vocabulary by K"
+        "--divide", type=positive_int, default=1, help="divide depth, width, heads, FFN and vocabulary by K"
     )
     for f in ("layers", "hidden", "heads", "kv_heads", "ffn", "vocab"):
-        m.add_argument(f"--{f.replace('_', '-')}", type=int, help=f"set {f} explicitly (after --divide)")
+        m.add_argument(
+            f"--{f.replace('_', '-')}", type=positive_int, help=f"set {f} explicitly (after --divide)"
+        )
     m.add_argument("--name", help="model name written into config.json (_name_or_path)")
-    m.add_argument("--seed", type=int, default=0, help="seed of the tokenizer's training corpus")
+    m.add_argument("--seed", type=nonnegative_int, default=0, help="seed of the tokenizer's training corpus")
     m.set_defaults(func=_cmd_model)
 
     for name, helptext in (("run", "run a plan.csv on a vLLM engine, then write the tidy table"),
@@ -89,7 +100,9 @@ def register_cli(sub: argparse._SubParsersAction) -> None:
             r.add_argument("plan", help="plan.csv written by `slim plan`")
             r.add_argument("--models-dir", help="folder with one served model folder per model name")
         else:
-            r.add_argument("--repeats", type=int, default=1, help="extra passes of the IL=OL=128 curve")
+            r.add_argument(
+                "--repeats", type=nonnegative_int, default=1, help="extra passes of the IL=OL=128 curve"
+            )
             r.add_argument("--models", nargs="+", help="only these models of the family")
         r.add_argument(
             "--out", required=True, help="campaign folder (results/, logs/, manifest.json, runs.csv)"
@@ -100,15 +113,21 @@ def register_cli(sub: argparse._SubParsersAction) -> None:
         )
         eng.add_argument("--vllm", help="a GPU build's vllm command (checkpoint weights)")
         r.add_argument("--dummy-weights", action="store_true", help="with --vllm: serve random weights")
-        r.add_argument("--kv-space-gib", type=float, default=HOST_CPU_KV_SPACE_GIB, help="CPU KV-cache space")
+        r.add_argument(
+            "--kv-space-gib", type=positive_float, default=HOST_CPU_KV_SPACE_GIB, help="CPU KV-cache space"
+        )
         r.add_argument(
             "--per-run-client",
             action="store_true",
             help="one `vllm bench serve` process per configuration (default on CPU: one per server)",
         )
-        r.add_argument("--port", type=int, default=8000, help="server port (a free one is used if busy)")
-        r.add_argument("--budget-s", type=float, help="stop after this many seconds (resumable)")
-        r.add_argument("--startup-timeout-s", type=float, default=900.0, help="wait this long for /health")
+        r.add_argument(
+            "--port", type=port_number, default=8000, help="server port (a free one is used if busy)"
+        )
+        r.add_argument("--budget-s", type=positive_float, help="stop after this many seconds (resumable)")
+        r.add_argument(
+            "--startup-timeout-s", type=positive_float, default=900.0, help="wait this long for /health"
+        )
         r.add_argument("--no-microbenchmark", action="store_true", help="skip the host micro-benchmark")
         r.set_defaults(func=_cmd_run if name == "run" else _cmd_campaign)
 
@@ -121,6 +140,7 @@ def register_cli(sub: argparse._SubParsersAction) -> None:
 
 
 def _cmd_model(args: argparse.Namespace) -> int:
+    output_folder(args.out, "--out", configs=model_inputs([args.source]))
     scaling = Scaling(args.divide, args.layers, args.hidden, args.heads, args.kv_heads, args.ffn, args.vocab)
     config = model_config(args.source, scaling, name=args.name)
     write_model_folder(args.out, config, seed=args.seed)
@@ -184,6 +204,7 @@ def _write_tables(campaign: str | Path, out: str | Path) -> None:
 
 
 def _cmd_table(args: argparse.Namespace) -> int:
+    output_file(args.out, "--out")
     _write_tables(args.campaign, args.out)
     print(f"wrote {args.out}", file=sys.stdout)
     return 0

@@ -57,6 +57,7 @@ examples:
   slim data ingest runs/ --sidecar settings.yaml --out my-runs.csv
   slim data ingest runs/ --model llama-2-7b --gpu a100-sxm-80gb --batch-size 64 --out my-runs.csv
   slim data ingest plan/ --out my-runs.csv     # a `slim plan --scheduler slurm` campaign folder
+  slim data ingest runs/b8.json --gpu h100-sxm-80gb --out b8.csv   # one result file
   slim fit my-runs.csv --out params.json
 
 {OUTPUTS_NOTE}
@@ -132,7 +133,8 @@ def register_cli(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
         "folder",
         metavar="DIR",
         nargs="+",
-        help="folder(s) of result *.json files, or campaign folders of `slim plan --scheduler slurm` (merged)",
+        help="folder(s) of result *.json files, single result files, or campaign folders of "
+        "`slim plan --scheduler slurm` (merged)",
     )
     ing.add_argument("--out", metavar="CSV", default="-", help="output CSV (default: standard output)")
     ing.add_argument("--model", help="model when neither the sidecar nor the JSON names a known one")

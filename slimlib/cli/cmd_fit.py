@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import time
 import warnings
@@ -10,9 +11,15 @@ import warnings
 import pandas as pd
 from tqdm import tqdm
 
-from slimlib.cli.common import nonnegative_int, output_file, read_text_input
+from slimlib.cli.common import (
+    model_inputs,
+    nonnegative_int,
+    output_file,
+    preload,
+    read_text_input,
+)
 from slimlib.cli.table import OUTPUTS_NOTE, command_help
-from slimlib.errors import DataError
+from slimlib.errors import DataError, check_interrupted
 from slimlib.io import is_stdout, returning_freed_memory, write_table, write_text
 from slimlib.metrics import mape
 from slimlib.model import (
@@ -24,6 +31,7 @@ from slimlib.model import (
     make_model,
     variant_names,
 )
+from slimlib.model.features import resolve_gpu
 from slimlib.model.validity import CANONICAL, check_table, checking_rows, load_checked_params
 from slimlib.schema import (
     PREDICT_SCHEMA_HELP,
@@ -110,7 +118,14 @@ def register_cli(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     q.set_defaults(func=_cmd_predict)
 
 
-def _parse_fix(items: list[str]) -> dict[str, float]:
+#: modules a calibrated fit imports where it uses them (`slimlib.model.calibrated`), and the baselines' OLS:
+#: imported before the work starts, so an interrupt never lands inside a half-done import
+FIT_MODULES = ("scipy.optimize", "scipy.stats.qmc")
+BASELINE_MODULES = ("statsmodels.api",)
+
+
+def _parse_fix(items: list[str], variant: str) -> dict[str, float]:
+    """--fix NAME=VALUE pairs, each a finite number within the parameter's bounds (`param_specs` of `variant`)."""
     fixed = {}
     for item in items:
         name, sep, value = item.partition("=")
@@ -120,6 +135,19 @@ def _parse_fix(items: list[str]) -> dict[str, float]:
             sep = ""
         if not sep:
             raise DataError(f"--fix {item!r}: write NAME=VALUE, e.g. --fix B0=0")
+        if not math.isfinite(fixed[name.strip()]):
+            raise DataError(
+                f"--fix {item!r}: {value.strip()} is not a finite number; give a value within the bounds"
+            )
+    specs = getattr(make_model(variant), "param_specs", None)
+    bounds = {s.name: (s.lower, s.upper) for s in specs()} if callable(specs) else {}
+    for name, held in fixed.items():
+        if name in bounds and not bounds[name][0] <= held <= bounds[name][1]:
+            lo, hi = bounds[name]
+            raise DataError(
+                f"--fix {name}={held:g}: outside the bounds [{lo:g}, {hi:g}] of {name} in {variant!r}; "
+                "give a value within them"
+            )
     return fixed
 
 
@@ -143,12 +171,16 @@ def _note(args: argparse.Namespace, message: str) -> None:
 
 
 def _cmd_fit(args: argparse.Namespace) -> int:
-    out = output_file(args.out, "--out", inputs=args.data)
-    fixed = _parse_fix(args.fix)
+    output_file(args.out, "--out", inputs=args.data)
+    fixed = _parse_fix(args.fix, args.variant)
+    preload(*(FIT_MODULES if get_method(args.variant).calibrated else BASELINE_MODULES))
     t0 = time.perf_counter()
     with returning_freed_memory():  # a large table: the reading's peak stays near the table's size
         df = _read_tables(args.data)
+    # the config files the table's `model` column names are inputs too
+    out = output_file(args.out, "--out", inputs=[*args.data, *model_inputs(df["model"])])
     check_table(df, args.gpu)  # physical validity (slimlib.model.validity)
+    resolve_gpu(df, args.gpu, fitting=True)  # rows of another GPU than --gpu: refused before the fit starts
     n_rows = len(df)
     df, merged = aggregate_repeats(df)  # identical repeats of a configuration are one measurement
     if merged:
@@ -169,6 +201,7 @@ def _cmd_fit(args: argparse.Namespace) -> int:
             lines = not args.quiet and not sys.stderr.isatty()  # logs get one line per start instead of a bar
 
             def progress(done: int, total: int) -> None:
+                check_interrupted()  # a signal swallowed inside a finalizer stops the fit here
                 bar.total = total
                 bar.update(done - bar.n)
                 if lines:
@@ -207,6 +240,8 @@ def _cmd_predict(args: argparse.Namespace) -> int:
     model = load_checked_params(args.params)
     with returning_freed_memory():  # a large table: the reading's peak stays near the table's size
         df = read_csv_table(args.data, require_target=False)
+    if out is not None and "model" in df.columns:  # the config files the `model` column names are inputs too
+        out = output_file(out, "--out", inputs=[args.params, args.data, *model_inputs(df["model"])])
     missing = [c for c in PREDICT_COLUMNS if c not in df.columns]
     if missing:
         raise DataError(f"{args.data} lacks column(s) {', '.join(missing)}; {PREDICT_SCHEMA_HELP}")

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import argparse
 
+from slimlib.cli.common import nonnegative_int, output_file
 from slimlib.cli.table import command_help
 from slimlib.errors import SlimError
 from slimlib.experiments.transfer_study import peer_comparison as P
 from slimlib.experiments.transfer_study.peer_adapters import ADAPTERS, run_peers
-from slimlib.io import check_output_path, write_csv
+from slimlib.io import write_csv
 
 EXAMPLES = """\
 The peer tools are an optional extra: pip install 'slimlib[peers]'. Without them, `slim peers --table` scores the
@@ -34,20 +35,23 @@ def register_cli(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--table", action="store_true", help="print the comparison table from the committed predictions"
     )
-    p.add_argument("--n-starts", type=int, default=8, help="multi-starts of each SLIM fit (default 8)")
+    p.add_argument(
+        "--n-starts", type=nonnegative_int, default=8, help="multi-starts of each SLIM fit (default 8)"
+    )
     p.set_defaults(func=_cmd_peers)
 
 
 def _cmd_peers(args: argparse.Namespace) -> int:
     if not args.out and not args.table:
         raise SlimError("give --out FILE to run the peers, or --table to score the committed predictions")
-    if args.out:
+    out = output_file(args.out, "--out") if args.out else None
+    if out is not None:
         unknown = [t for t in args.tools or [] if t not in ADAPTERS]
         if unknown:
             raise SlimError(f"unknown peer(s) {unknown}; known: {', '.join(ADAPTERS)}")
         rows = {name: P.calibration_split(d)[1] for name, d in P.datasets().items()}
         pred = run_peers(rows, args.tools)
-        write_csv(pred, check_output_path(args.out), index=False, float_format="%.10g", lineterminator="\n")
+        write_csv(pred, out, index=False, float_format="%.10g", lineterminator="\n")
         print(f"wrote {args.out}: {len(pred)} predictions from {', '.join(sorted(set(pred['tool'])))}")
     if args.table:
         print(P.peer_table(n_starts=args.n_starts).round(2).to_string(index=False))

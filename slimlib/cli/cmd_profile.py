@@ -101,7 +101,7 @@ def register_cli(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     )
     c.add_argument("--no-cuda-graphs", action="store_true", help="launch decode steps eagerly")
     c.add_argument("--dry-run", action="store_true", help="print the plan and exit")
-    c.add_argument("--task-budget-s", type=float, default=3600.0,
+    c.add_argument("--task-budget-s", type=positive_float, default=3600.0,
                    help="with --scheduler slurm: estimated seconds per array task (default 3600)")  # fmt: skip
     add_scheduler_arguments(c, what="slice of points within --task-budget-s")
     c.set_defaults(func=_cmd_campaign)

@@ -11,6 +11,7 @@ from typing import Any
 
 import yaml
 
+from slimlib.cli.common import output_folder
 from slimlib.cli.table import command_help
 from slimlib.errors import DataError
 from slimlib.experiments.outputs.runner import run_notebooks, strip_or_check
@@ -91,6 +92,11 @@ def figures_folder(args: argparse.Namespace, parameters: dict[str, Any]) -> str:
 
 def _cmd_reproduce(args: argparse.Namespace) -> int:
     parameters = collect_parameters(args)
+    output_folder(
+        args.build_dir, "--build-dir", inputs=[args.notebook_dir]
+    )  # notebooks are never overwritten
+    if args.figures_dir is not None:
+        output_folder(args.figures_dir, "--figures-dir", inputs=[args.notebook_dir])
     figures = figures_folder(args, parameters)
     scratch = bool(parameters.get("quick")) and args.figures_dir is None
     if scratch:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from slimlib.cli.common import output_file
 from slimlib.cli.table import command_help
 from slimlib.model.gpu_transfer import read_params_file, transfer_file
 from slimlib.model.validity import check_param_values
@@ -37,6 +38,7 @@ def register_cli(sub: argparse._SubParsersAction) -> None:
 
 
 def _cmd_transfer(args: argparse.Namespace) -> int:
+    output_file(args.out, "--out", inputs=[args.params])  # before anything is read or written
     check_param_values(read_params_file(args.params), args.params)  # variant known, parameters in bounds
     source_gpu = read_params_file(args.params)["gpu"]
     doc = transfer_file(args.params, args.gpu, args.out)

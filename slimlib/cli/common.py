@@ -6,10 +6,13 @@ The checks run before any work, so a wrong path or value is a one-line error, ne
 from __future__ import annotations
 
 import argparse
+import importlib
 import math
 import os
 from collections.abc import Iterable
 from pathlib import Path
+
+import pandas as pd
 
 from slimlib.errors import DataError
 from slimlib.io import check_output_path
@@ -43,6 +46,14 @@ def nonnegative_int(text: str) -> int:
     return int(value)
 
 
+def port_number(text: str) -> int:
+    """argparse type: a TCP port, 1..65535."""
+    value = _number(text, int)
+    if not 1 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"{text} is not a TCP port (1..65535)")
+    return int(value)
+
+
 def positive_float(text: str) -> float:
     """argparse type: a finite number > 0 (token counts, seconds, GiB)."""
     value = _number(text, float)
@@ -56,6 +67,17 @@ def nonnegative_float(text: str) -> float:
     value = _number(text, float)
     if value < 0:
         raise argparse.ArgumentTypeError(f"{text} must be >= 0")
+    return value
+
+
+def unit_fraction(text: str) -> float:
+    """argparse type: a fraction in (0, 1] (--gpu-memory-utilization); NaN is out of range too."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 < value <= 1:  # false for NaN
+        raise argparse.ArgumentTypeError(f"{text} must be in (0, 1]")
     return value
 
 
@@ -99,15 +121,76 @@ def output_file(path: str | Path, option: str, inputs: Iterable[str | Path] = ()
         raise DataError(f"{option} {exc}") from None
 
 
-def output_folder(path: str | Path, option: str, inputs: Iterable[str | Path] = ()) -> Path:
-    """`path` checked as an output folder: not a file, its parent exists, and it is none of `inputs`."""
+def output_folder(
+    path: str | Path, option: str, inputs: Iterable[str | Path] = (), configs: Iterable[str | Path] = ()
+) -> Path:
+    """`path` checked as an output folder: not a file, its parent exists, it and its parent are writable where the
+    system says so, it is none of `inputs` nor inside an input folder, and not the folder holding one of the model
+    `configs` (`model_inputs`: a config folder is an input)."""
     p = Path(path)
     if p.exists() and not p.is_dir():
         raise DataError(f"{option} {p}: is a file; give a folder for the outputs")
     parent = p.resolve().parent
     if not parent.is_dir():
         raise DataError(f"{option} {p}: folder {parent} does not exist; create it first")
-    for src in inputs:
-        if p.exists() and Path(src).exists() and os.path.samefile(p, src):
+    for where in (p, parent) if p.exists() else (parent,):
+        if not os.access(where, os.W_OK | os.X_OK):
+            raise DataError(f"{option} {p}: folder {where} is not writable; choose another output folder")
+    resolved = p.resolve()
+    configs = list(configs)
+    for src in [*inputs, *configs]:
+        s = Path(src)
+        if not s.exists():
+            continue
+        s = s.resolve()
+        if resolved == s or (s.is_dir() and resolved.is_relative_to(s)):
             raise DataError(f"{option} {p}: is also an input folder; choose another output folder")
+    for src in configs:
+        if Path(src).is_file() and resolved == Path(src).resolve().parent:
+            raise DataError(
+                f"{option} {p}: holds the input {src}; choose another output folder (inputs are never overwritten)"
+            )
     return p
+
+
+def preload(*modules: str) -> None:
+    """Import `modules` now, before the command's work starts: the library imports some where it uses them (start-up
+    time of `slim --help`), and an interrupt inside an import half done would end in another error."""
+    for name in modules:
+        importlib.import_module(name)
+
+
+def _path_like(text: str) -> bool:
+    return text.endswith(("/", os.sep)) or text.startswith((".", "/", "~")) or Path(text).exists()
+
+
+def model_argument(text: str, option: str = "--model") -> str:
+    """`text` of a --model option: a path (ends with /, starts with . / ~, or exists) must be a config.json or a
+    folder holding one (a one-line DataError saying so); anything else is a registry name or Hugging Face id."""
+    p = Path(text).expanduser()
+    if not _path_like(text) or p.is_file():
+        return text
+    if p.is_dir():
+        if (p / "config.json").is_file():
+            return text
+        raise DataError(
+            f"{option} {text}: no config.json in that folder; give a config.json, the folder holding one, or a "
+            "registry name (`slim models`)"
+        )
+    raise DataError(
+        f"{option} {text}: no config.json there (no such file or folder); give a config.json, the folder holding "
+        "one, or a registry name (`slim models`)"
+    )
+
+
+def model_inputs(models: Iterable[object]) -> list[Path]:
+    """The inputs that model names stand for: each existing config file, and each folder named (a config folder),
+    so no output overwrites them or is written inside such a folder. Registry names and Hugging Face ids name none."""
+    found = []
+    for value in pd.unique(
+        pd.Series(list(models) if not isinstance(models, pd.Series) else models, dtype=object)
+    ):
+        p = Path(str(value))
+        if p.is_file() or p.is_dir():
+            found.append(p)
+    return found

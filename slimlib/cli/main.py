@@ -11,11 +11,19 @@ import threading
 import warnings
 from collections.abc import Sequence
 from types import FrameType, ModuleType
+from typing import NoReturn
 
 from slimlib import __version__
 from slimlib.cli import exit_while_starting
 from slimlib.cli.table import COMMANDS, OUTPUTS_NOTE
-from slimlib.errors import SlimError
+from slimlib.errors import (
+    Interrupted,
+    SlimError,
+    check_interrupted,
+    clear_interrupt,
+    interrupt_received,
+    note_interrupt,
+)
 
 
 def command_module(name: str) -> ModuleType:
@@ -23,11 +31,18 @@ def command_module(name: str) -> ModuleType:
     return importlib.import_module(f"slimlib.cli.{name}")
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """An argparse parser whose errors are one line (as every `slim` error is), pointing at ``--help``."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message}; see `{self.prog} --help`\n")
+
+
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """The `slim` parser. With `argv`, only the module of the command `argv` names is imported, and every other
     command is listed by its help line alone (so `slim --help` imports no command module); without, every command
     module registers its commands (tests, documentation)."""
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="slim",
         description="SLIM: predict LLM serving throughput/latency saturation and advise a batch-size cap.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -50,17 +65,36 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     return parser
 
 
-class Interrupted(KeyboardInterrupt):
-    """SIGINT or SIGTERM received while a command runs (raised by `main`'s handler, so outputs being written
-    through `slimlib.io` remove their temporary file and keep the previous file)."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signum)
-        self.signum = signum
-
-
 def _raise_interrupted(signum: int, frame: FrameType | None) -> None:
+    """The handler: record the signal (so no output is committed after it: `slimlib.errors.check_interrupted`), then
+    raise `Interrupted` to stop the work at once."""
+    note_interrupt(signum)
     raise Interrupted(signum)
+
+
+def _quiet_interrupted(hook: object) -> object:
+    """A `sys.unraisablehook` that drops an `Interrupted` raised where it cannot propagate (a finalizer's
+    ``__del__``, a Cython function that cannot raise): the signal is recorded, and the command stops at its next
+    check instead of printing ``Exception ignored in ...``."""
+
+    def unraisable(info: object) -> None:
+        if isinstance(getattr(info, "exc_value", None), Interrupted):
+            return
+        hook(info)  # type: ignore[operator]
+
+    return unraisable
+
+
+def _quiet_interrupted_traceback(hook: object) -> object:
+    """A `sys.excepthook` that prints nothing for `Interrupted`: Cython prints an exception it cannot propagate
+    through it (e.g. inside scipy's Sobol initialisation) before it reports it as unraisable."""
+
+    def excepthook(kind: type[BaseException], value: BaseException, tb: object) -> None:
+        if isinstance(value, Interrupted):
+            return
+        hook(kind, value, tb)  # type: ignore[operator]
+
+    return excepthook
 
 
 def _one_line_warning(
@@ -72,12 +106,18 @@ def _one_line_warning(
 def main(argv: list[str] | None = None) -> int:
     """Entry point: run one subcommand. A SlimError becomes a one-line message and exit status 2; SIGINT (Ctrl-C)
     and SIGTERM exit with 128 + the signal number and one line, leaving every output being written through
-    `slimlib.io` with its previous content and no temporary file. The handlers are restored on return."""
+    `slimlib.io` with its previous content and no temporary file. A signal whose exception was swallowed (inside a
+    finalizer) or turned into another error (an import cut short) ends the command the same way: the handler
+    records it, and no output is committed after it. The handlers are restored on return."""
     on_main_thread = (
         threading.current_thread() is threading.main_thread()
     )  # handlers belong to the main thread
     signals = (signal.SIGINT, signal.SIGTERM) if on_main_thread else ()
+    clear_interrupt()
     previous = {s: signal.signal(s, _raise_interrupted) for s in signals}
+    unraisablehook, excepthook = sys.unraisablehook, sys.excepthook
+    sys.unraisablehook = _quiet_interrupted(unraisablehook)  # type: ignore[assignment]
+    sys.excepthook = _quiet_interrupted_traceback(excepthook)  # type: ignore[assignment]
     command = "slim"
     formatwarning = warnings.formatwarning
     warnings.formatwarning = _one_line_warning  # a warning is one line, as an error is
@@ -86,24 +126,40 @@ def main(argv: list[str] | None = None) -> int:
         args = build_parser(words).parse_args(words)
         command = f"slim {args.command}"
         rc = args.func(args)
+        check_interrupted()  # a signal whose exception a finalizer swallowed still ends the command as one
+    except KeyboardInterrupt as exc:
+        return _interrupted(command, exc.signum if isinstance(exc, Interrupted) else signal.SIGINT)
     except SlimError as exc:
+        if interrupt_received() is not None:
+            return _interrupted(command, interrupt_received())
         print(f"{command}: error: {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt as exc:
-        signum = exc.signum if isinstance(exc, Interrupted) else signal.SIGINT
-        name = signal.Signals(signum).name
-        print(
-            f"{command}: interrupted ({name}); outputs not finished keep their previous content",
-            file=sys.stderr,
-        )
-        return 128 + int(signum)
     except BrokenPipeError:  # e.g. `slim models | head`
         return 0
+    except Exception:
+        signum = interrupt_received()
+        if signum is not None:  # e.g. an import cut short by the signal fails with another error
+            return _interrupted(command, signum)
+        raise
     finally:
+        sys.unraisablehook, sys.excepthook = unraisablehook, excepthook
         warnings.formatwarning = formatwarning
         for s, handler in previous.items():  # the `slim` program is exiting: a late signal changes nothing
             signal.signal(s, signal.SIG_IGN if handler is exit_while_starting else handler)
     return int(rc or 0)
+
+
+def _interrupted(command: str, signum: int | None) -> int:
+    """The one line and exit status (128 + the signal number) of an interrupted command."""
+    sig = signal.Signals(signum if signum is not None else signal.SIGINT)
+    if threading.current_thread() is threading.main_thread():  # a second signal must not cut the line short
+        for s in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(s, signal.SIG_IGN)
+    print(
+        f"{command}: interrupted ({sig.name}); outputs not finished keep their previous content",
+        file=sys.stderr,
+    )
+    return 128 + int(sig)
 
 
 if __name__ == "__main__":  # pragma: no cover

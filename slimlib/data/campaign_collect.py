@@ -99,9 +99,12 @@ def collect(
             part = _collect_campaign(folder, defaults, out)
         else:
             part = ingest(folder, sidecar=sidecar, **defaults)
-            out.report.append(f"folder {folder}: {len(part)} result file(s)")
+            out.report.append(
+                f"{'file' if folder.is_file() else 'folder'} {folder}: {len(part)} result file(s)"
+            )
         if len(folders) > 1:
-            part = part.assign(source_file=[str(folder / s) for s in part["source_file"]])
+            base = folder if folder.is_dir() else folder.parent  # a single result file
+            part = part.assign(source_file=[str(base / s) for s in part["source_file"]])
         parts.append(part)
     nonempty = [p for p in parts if len(p)]
     table = pd.concat(nonempty, ignore_index=True) if nonempty else pd.DataFrame(columns=list(COLUMNS))

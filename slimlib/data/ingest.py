@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import yaml  # at the top: an interrupt never lands in a half-done import
 
 from slimlib.data.serving_json import parse_benchmark_json
 from slimlib.errors import DataError, SlimError, UnknownNameError
@@ -76,7 +77,8 @@ def ingest(
     output_len: float | None = None,
     sidecar: str | Path | None = None,
 ) -> pd.DataFrame:
-    """Read every ``*.json`` in `folder` (not recursive) into the table `slim fit` reads, one row per file.
+    """Read every ``*.json`` in `folder` (not recursive), or the one result file `folder` names, into the table
+    `slim fit` reads, one row per file.
 
     Columns: ``model, gpu, batch_size, input_len, output_len, throughput_tok_s`` (total tokens/s), ``e2e_s`` (mean
     request end-to-end latency, only when every file has ``mean_e2el_ms``, i.e. ``--percentile-metrics`` has e2el), ``request_throughput_req_s,
@@ -84,14 +86,22 @@ def ingest(
     max_concurrency``, ``settings_from`` (where each setting came from) and ``source_file`` (file name).
     """
     root = Path(folder)
-    if not root.is_dir():
-        raise DataError(f"{root}: no such folder; give the --result-dir of your benchmark runs")
-    files = sorted(p for p in root.glob("*.json") if p.is_file())
+    single = root.is_file()
+    if single:  # one result file: its folder holds the sidecar, if any
+        files, root = [root], root.parent
+    elif not root.is_dir():
+        raise DataError(
+            f"{root}: no such folder or result file; give the --result-dir of your runs or one .json"
+        )
+    else:
+        files = sorted(p for p in root.glob("*.json") if p.is_file())
     if not files:
         raise DataError(
             f"{root}: no *.json result files; run the vLLM benchmark with --save-result --result-dir {root}"
         )
-    table = _sidecar_table(root, sidecar, {p.name for p in files})
+    # the sidecar may describe the folder's other results too
+    names = {p.name for p in root.glob("*.json") if p.is_file()} if single else {p.name for p in files}
+    table = _sidecar_table(root, sidecar, names)
     defaults = {
         "batch_size": batch_size,
         "input_len": input_len,
@@ -229,6 +239,12 @@ def _check_counts(path: Path, res: dict, extras: dict) -> None:
                 "expected vLLM's units (duration in seconds, throughputs per second); the file was edited or is "
                 "not a vLLM result"
             )
+    if "failed" not in extras and res["num_prompts"] is not None and res["completed"] < res["num_prompts"]:
+        raise DataError(
+            f"{path}: {res['completed']} of {res['num_prompts']} requested prompts completed and the file has no "
+            f"'failed' field, so the run is incomplete for an unknown reason; rerun it, or add "
+            f'"failed": {res["num_prompts"] - res["completed"]} to ingest the completed ones'
+        )
     failed = extras.get("failed", 0)
     if not isinstance(failed, int) or isinstance(failed, bool) or failed < 0:
         raise DataError(f"{path}: field 'failed' is {failed!r}, expected a count >= 0")
@@ -380,8 +396,6 @@ def _read_csv_sidecar(path: Path) -> list[tuple[str, str, dict]]:
 
 
 def _read_yaml_sidecar(path: Path) -> list[tuple[str, str, dict]]:
-    import yaml
-
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except (yaml.YAMLError, UnicodeDecodeError) as exc:

@@ -165,7 +165,7 @@ class CalibratedModel(Estimator):
         """Calibrate on a table in the `slimlib.schema` layout; returns self. `progress(done, total)` is called
         after each start of the multi-start search."""
         data = validate_table(df)
-        hw = resolve_gpu(data, self.gpu)
+        hw = resolve_gpu(data, self.gpu, fitting=True)
         feats = self._features(data, hw)
         y = data["throughput_tok_s"].to_numpy(dtype=float)
         specs = self.param_specs()

@@ -281,8 +281,9 @@ def prefill_peak_flops(f: Features, hw: GPU) -> FloatArray:
     return out
 
 
-def resolve_gpu(df: pd.DataFrame, gpu: str | None) -> GPU:
-    """The one GPU of a table (or the given one); a table spanning several GPUs is an error."""
+def resolve_gpu(df: pd.DataFrame, gpu: str | None, *, fitting: bool = False) -> GPU:
+    """The one GPU of a table (or the given one); a table spanning several GPUs is an error, and so are rows of
+    another GPU than the given one (worded for a fit when `fitting`, else for parameters being used)."""
     names = sorted(set(df["gpu"].astype(str))) if "gpu" in df.columns else []
     if gpu is None:
         if not names:
@@ -296,6 +297,11 @@ def resolve_gpu(df: pd.DataFrame, gpu: str | None) -> GPU:
         return get_gpu(canon[0])
     hw = get_gpu(gpu)
     other = sorted({get_gpu(n).name for n in names} - {hw.name})
+    if other and fitting:
+        raise DataError(
+            f"rows for GPU(s) {', '.join(other)} but the fit was asked for {hw.name}; fit each GPU's own rows "
+            "(leave out the GPU name to take the table's)"
+        )
     if other:
         raise DataError(
             f"rows for GPU(s) {', '.join(other)} but the parameters are for {hw.name}; "

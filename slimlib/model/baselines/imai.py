@@ -79,7 +79,7 @@ class ImaiOodLR(Estimator):
             raise DataError(
                 "IMAI OOD-LR is fitted to E2E latency: the training table needs an 'e2e_s' column"
             )
-        hw = resolve_gpu(data, self.gpu)
+        hw = resolve_gpu(data, self.gpu, fitting=True)
         res = fit_ols(self._design(data, hw), data["e2e_s"].to_numpy(dtype=float))
         self.gpu_ = hw.name
         self.params_ = {n: float(c) for n, c in zip(TERM_NAMES, res.coef, strict=True)}

@@ -75,7 +75,7 @@ class LLMVisorAgg(Estimator):
     def fit(self, df: pd.DataFrame, *, progress: Progress | None = None) -> Self:
         data = validate_table(df)
         require_columns(data, ("mean_ttft_ms", "mean_itl_ms"), "LLMVisor-Agg (mean TTFT and mean ITL, ms)")
-        hw = resolve_gpu(data, self.gpu)
+        hw = resolve_gpu(data, self.gpu, fitting=True)
         b, il, ol = (data[c].to_numpy(dtype=float) for c in ("batch_size", "input_len", "output_len"))
         targets = {
             "P": data["mean_ttft_ms"].to_numpy(dtype=float) / 1000.0,
