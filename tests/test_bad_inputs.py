@@ -215,6 +215,17 @@ def _result_9_of_12(t: Path) -> Path:
     return runs
 
 
+def _mamba_folder(tmp: Path) -> Path:
+    """A model folder whose config.json is a Mamba (state-space) model with the standard dense keys too."""
+    folder = tmp / "mamba"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({
+        "model_type": "mamba", "hidden_size": 768, "num_hidden_layers": 24, "num_attention_heads": 12,
+        "intermediate_size": 3072, "vocab_size": 50280, "state_size": 16,
+    }))  # fmt: skip
+    return folder
+
+
 CASES = [
     # -- outputs: nothing but a regular file is replaced, and never an input ------------------------------------
     Case(
@@ -643,6 +654,13 @@ CASES = [
         lambda t: _s("plan", "--model", "llama-3-70b", "--gpu", "h200", "--out", t / "plan"),
         r"does not fit in the KV cache: .* fp8 weights \(quantization\)",
     ),
+    Case(
+        "a config with model_type mamba is refused, not read as a Llama decoder",
+        lambda t: _s(
+            "advise", _params(t), "--model", _mamba_folder(t), "--input-len", 100, "--output-len", 100
+        ),
+        r"model_type 'mamba' is a state-space",
+    ),
 ]
 
 
@@ -678,7 +696,7 @@ def test_bad_input_is_one_clean_line_and_destroys_nothing(case, tmp_path, capsys
 
 def test_every_issue_case_is_covered():
     """The closing notes count these: every bad input of issues 20 (32 cases) and 29 is one case above."""
-    assert len(CASES) >= 32 + 32
+    assert len(CASES) >= 32 + 33
     assert len({c.name for c in CASES}) == len(CASES)
 
 
