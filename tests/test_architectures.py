@@ -485,8 +485,12 @@ def test_cli_models_csv_round_trips(capsys):
     df = pd.read_csv(io.StringIO(capsys.readouterr().out), keep_default_na=False)
     expected = list_architectures()
     assert [c for c in df.columns if c != "kv_bytes_per_token"] == list(expected.columns)
-    # KV bytes per token of vLLM's default serving configuration (16 bits, one GPU): 2 L D_kv 2 for MHA/GQA
-    assert (df["kv_bytes_per_token"] == 2 * expected["n_layers"] * expected["d_kv"] * 2).all()
+    # KV bytes per token of vLLM's default serving configuration (16 bits, one GPU): 2 L D_kv 2 for MHA/GQA,
+    # L (kv_lora_rank + qk_rope_head_dim) 2 for MLA
+    per_layer = (expected["kv_lora_rank"] + expected["qk_rope_head_dim"]).where(
+        expected["kv_lora_rank"] > 0, 2 * expected["d_kv"]
+    )  # MLA caches its latent and RoPE key
+    assert (df["kv_bytes_per_token"] == expected["n_layers"] * per_layer * 2).all()
     assert df["n_params"].tolist() == expected["n_params"].tolist()
     assert df["source"].tolist() == expected["source"].tolist()
 

@@ -77,5 +77,6 @@ def test_fixture_build_deterministic_and_manifest(tmp_path: Path) -> None:
 
 
 def test_cli_build_bad_raw_dir_is_one_line_error(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
-    assert main(["data", "build", "--raw", str(tmp_path), "--out", str(tmp_path / "o")]) == 2
+    (tmp_path / "raw").mkdir()  # an empty raw root (the output may not lie inside an input folder)
+    assert main(["data", "build", "--raw", str(tmp_path / "raw"), "--out", str(tmp_path / "o")]) == 2
     assert "no vllm-batching-memory-gap mirror" in capsys.readouterr().err
