@@ -24,6 +24,8 @@ def _gpus_of_table(stem: str) -> set[str] | None:
         return None
     found = set()
     for value in df["gpu"].astype(str):
+        if value == "all":  # a row pooling the table's GPUs
+            continue
         m = GPU_WORD.search(value.upper().replace("_", " ").replace("-", " "))
         assert m, f"{stem}.csv: GPU {value!r} is not one of {GPU_WORD.pattern}"
         found.add(m.group(1))

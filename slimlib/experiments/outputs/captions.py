@@ -89,7 +89,7 @@ AIC_H100_H200_B200 = (
 )
 AIC_MOE_MLA = (
     "NVIDIA AIConfigurator measured vLLM kernel timings (aiconfigurator-core 0.12.0 wheel, Apache-2.0): fused-MoE "
-    "layers (vLLM 0.24.0 on H100 SXM 80 GB, H200 SXM and B200 SXM; vLLM 0.14.0 on A100 SXM 80 GB), DeepSeek-V3's "
+    "layers with a balanced router (vLLM 0.24.0 on H100 SXM 80 GB, H200 SXM and B200 SXM), DeepSeek-V3's "
     "MLA module and DeepEP expert all-to-all (vLLM 0.24.0 on H100 SXM, H200 SXM, B200 SXM); `data/aic-moe.csv`, "
     "`data/aic-mla.csv`, `data/aic-moe-a2a.csv`"
 )
