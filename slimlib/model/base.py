@@ -138,6 +138,12 @@ class Estimator(ABC):
         None where the method has none (the default; `slimlib.model.calibrated` computes it)."""
         return None
 
+    def parameter_log_sd(self, df: pd.DataFrame) -> FloatArray | None:
+        """`log_sd` for the rows of `df` (validated as `predict` does)."""
+        self.check_fitted()
+        data = validate_table(df, require_target=False, require_gpu="gpu" in df.columns)
+        return self.log_sd(data, resolve_gpu(data, self.gpu_))
+
     def attach_intervals(self, residuals: ResidualModel, train: pd.DataFrame) -> Self:
         """Store the residual model learned in the extrapolation cross-validation and the training table's
         domain (which rows extrapolate on which axis); both are saved in the parameter file. Returns self."""
