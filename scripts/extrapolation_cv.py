@@ -23,9 +23,15 @@ from slimlib.model import method_label
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--candidates", help="comma-separated registered method names (default: every calibrated one)")
-    ap.add_argument("--starts", type=int, default=CV_STARTS, help=f"Sobol starts per fit (default {CV_STARTS})")
-    ap.add_argument("--boot", type=int, default=10_000, help="bootstrap resamples per interval (default 10000)")
+    ap.add_argument(
+        "--candidates", help="comma-separated registered method names (default: every calibrated one)"
+    )
+    ap.add_argument(
+        "--starts", type=int, default=CV_STARTS, help=f"Sobol starts per fit (default {CV_STARTS})"
+    )
+    ap.add_argument(
+        "--boot", type=int, default=10_000, help="bootstrap resamples per interval (default 10000)"
+    )
     ap.add_argument("--out", default="extrapolation-cv", help="folder for extrap_cv.* and extrap_coverage.*")
     args = ap.parse_args()
     candidates = args.candidates.split(",") if args.candidates else None
@@ -42,8 +48,10 @@ def main() -> None:
     print(f"\nrecommended: {reason}")
     print(f"failed folds: {len(result.failures)}; warnings recorded by the fits: {len(result.warnings)} "
           f"(+{len(caught)} outside them)")  # fmt: skip
-    print(f"{len(result.methods)} candidates, {sum(len(a.folds) for a in result.axes)} folds each, "
-          f"{args.starts} Sobol starts per fit: fits {result.seconds:.0f} s, total {time.perf_counter() - t0:.0f} s")
+    print(
+        f"{len(result.methods)} candidates, {sum(len(a.folds) for a in result.axes)} folds each, "
+        f"{args.starts} Sobol starts per fit: fits {result.seconds:.0f} s, total {time.perf_counter() - t0:.0f} s"
+    )
     print(f"wrote {args.out}/extrap_cv.{{csv,md,tex}} and {args.out}/extrap_coverage.{{csv,md,tex}}")
 
 

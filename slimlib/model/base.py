@@ -289,7 +289,9 @@ class Estimator(ABC):
         intervals = d.get("intervals")
         if intervals is not None:
             if not isinstance(intervals, dict):
-                raise DataError(f"{where}: field 'intervals' must be an object; refit with `slim fit ... --intervals`")
+                raise DataError(
+                    f"{where}: field 'intervals' must be an object; refit with `slim fit ... --intervals`"
+                )
             self.residuals_ = ResidualModel.from_dict(intervals.get("residuals"), where)
             self.domain_ = Domain.from_dict(intervals.get("domain"), where)
 

@@ -469,7 +469,9 @@ def _read_corr(d: Any, free: list[str], where: str) -> pd.DataFrame:
     except (KeyError, TypeError, ValueError):
         raise DataError(f"{where}: field 'corr' is malformed; refit with `slim fit`") from None
     if m.shape != (len(names), len(names)) or set(names) - set(free):
-        raise DataError(f"{where}: field 'corr' does not match the free parameters {free}; refit with `slim fit`")
+        raise DataError(
+            f"{where}: field 'corr' does not match the free parameters {free}; refit with `slim fit`"
+        )
     return pd.DataFrame(m, index=names, columns=names)
 
 

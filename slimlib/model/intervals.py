@@ -179,7 +179,11 @@ def row_axes(data: pd.DataFrame, domain: Domain, gpu: str) -> list[list[str]]:
     flags: dict[str, np.ndarray] = {}
     for col in ("batch_size", "input_len", "output_len"):
         flags[col] = data[col].to_numpy(dtype=float) > domain.max_values.get(col, np.inf) * (1 + 1e-9)
-    tp = data["tensor_parallel"].to_numpy(dtype=float) if "tensor_parallel" in data.columns else np.ones(len(data))
+    tp = (
+        data["tensor_parallel"].to_numpy(dtype=float)
+        if "tensor_parallel" in data.columns
+        else np.ones(len(data))
+    )
     flags["tensor_parallel"] = tp > domain.max_values.get("tensor_parallel", np.inf) * (1 + 1e-9)
     flags["model"] = ~data["model"].astype(str).isin(domain.models).to_numpy()
     other_gpu = gpu != domain.gpu

@@ -61,7 +61,9 @@ def new_model(candidate: Candidate, n_starts: int) -> Estimator:
         return make_model(candidate, n_starts=n_starts)
     name, terms = candidate
     if not terms or not all(isinstance(t, Term) for t in terms):
-        raise DataError(f"candidate {name!r}: give a registered method name or a non-empty list of Term objects")
+        raise DataError(
+            f"candidate {name!r}: give a registered method name or a non-empty list of Term objects"
+        )
     return TermModel(tuple(terms), n_starts=n_starts)
 
 
@@ -71,7 +73,9 @@ def transferred(model: Estimator, gpu: str) -> Estimator:
     if isinstance(model, TermModel):
         scaling = model.transfer_scaling()
         params = transferred_params(dict(model.params_), scaling, get_gpu(model.gpu_), get_gpu(gpu))
-        return TermModel.with_params({k: float(v or 0.0) for k, v in params.items()}, gpu, term_list=model.term_list)
+        return TermModel.with_params(
+            {k: float(v or 0.0) for k, v in params.items()}, gpu, term_list=model.term_list
+        )
     doc = transfer_params(json.loads(model.to_json()), gpu)
     return load_params(json.dumps(untransferred(doc)))
 
@@ -128,7 +132,9 @@ def run_extrapolation_cv(
                     except SlimError as exc:
                         failures.append({**key, "error": f"{type(exc).__name__}: {exc}"})
                         model = None
-                caught += [{**key, "category": w.category.__name__, "message": str(w.message)} for w in record]
+                caught += [
+                    {**key, "category": w.category.__name__, "message": str(w.message)} for w in record
+                ]
                 if model is None:
                     continue
                 p_thr = pred["pred_throughput_tok_s"].to_numpy(dtype=float)
@@ -177,7 +183,9 @@ def extrapolation_table(result: CVResult, *, n_boot: int = N_BOOT, seed: int = S
             else:
                 g = p[(p["axis"] == ax.axis) & (p["dataset"] == ax.dataset) & (p["method"] == name)]
                 if len(g) != n_test:
-                    raise DataError(f"{ax.axis}/{ax.dataset}/{name}: {len(g)} predictions for {n_test} test rows")
+                    raise DataError(
+                        f"{ax.axis}/{ax.dataset}/{name}: {len(g)} predictions for {n_test} test rows"
+                    )
                 t, q = g["throughput_tok_s"].to_numpy(float), g["pred_throughput_tok_s"].to_numpy(float)
                 signed = signed_pct_error(t, q)
                 label = f"extrapolation {ax.axis} / {ax.dataset} / {name}"

@@ -59,7 +59,7 @@ def nested_intervals(result: CVResult, level: float = LEVEL) -> pd.DataFrame:
     e["fold_key"] = e["dataset"] + " / " + e["fold"]
     lows = np.full(len(e), np.nan)
     highs = np.full(len(e), np.nan)
-    for (method, axis, quantity), g in e.groupby(["method", "axis", "quantity"], sort=False):
+    for (_method, axis, quantity), g in e.groupby(["method", "axis", "quantity"], sort=False):
         for key in g["fold_key"].unique():
             rest = g[g["fold_key"] != key]
             if rest.empty:
@@ -76,7 +76,9 @@ def nested_intervals(result: CVResult, level: float = LEVEL) -> pd.DataFrame:
     return e
 
 
-def coverage_table(result: CVResult, level: float = LEVEL, band: tuple[float, float] = TARGET_BAND) -> pd.DataFrame:
+def coverage_table(
+    result: CVResult, level: float = LEVEL, band: tuple[float, float] = TARGET_BAND
+) -> pd.DataFrame:
     """Nested coverage of the `level` intervals per method, axis, dataset and quantity, and per axis over its
     datasets (dataset "all"): held-out rows, folds, share covered, median width ``high / low``, whether the
     coverage lies in `band`."""
@@ -89,11 +91,16 @@ def coverage_table(result: CVResult, level: float = LEVEL, band: tuple[float, fl
         n_folds = int(g["fold_key"].nunique())
         cov = float(g.loc[has, "covered"].mean()) if has.any() else np.nan
         width = float(np.median(g.loc[has, "high"] / g.loc[has, "low"])) if has.any() else np.nan
-        note = "" if has.all() else f"{int((~has).sum())} row(s) without an interval (their axis has one fold)"
+        note = (
+            "" if has.all() else f"{int((~has).sum())} row(s) without an interval (their axis has one fold)"
+        )
         rows.append({"method": method, "axis": axis, "dataset": dataset, "quantity": quantity,
                      "n_test": int(has.sum()), "n_folds": n_folds, "coverage": cov, "median_width": width,
                      "in_band": bool(band[0] <= cov <= band[1]) if np.isfinite(cov) else False, "note": note})  # fmt: skip
     out = pd.DataFrame(rows, columns=list(COVERAGE_COLUMNS))
-    order = {"axis": {a.axis: i for i, a in enumerate(result.axes)}, "method": {m: i for i, m in enumerate(result.methods)}}
+    order = {
+        "axis": {a.axis: i for i, a in enumerate(result.axes)},
+        "method": {m: i for i, m in enumerate(result.methods)},
+    }
     return out.sort_values(["method", "axis"], key=lambda s: s.map(order[str(s.name)]),
                            kind="mergesort").reset_index(drop=True)  # fmt: skip

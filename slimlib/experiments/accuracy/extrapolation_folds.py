@@ -78,7 +78,11 @@ class AxisFolds:
 
 
 def _fold(label: str, train: pd.DataFrame, test: pd.DataFrame) -> Fold | None:
-    return Fold(label, train.reset_index(drop=True), test.reset_index(drop=True)) if len(train) and len(test) else None
+    return (
+        Fold(label, train.reset_index(drop=True), test.reset_index(drop=True))
+        if len(train) and len(test)
+        else None
+    )
 
 
 def _per_model(table: pd.DataFrame, split: Callable[[pd.DataFrame], tuple[pd.DataFrame, pd.DataFrame]],
@@ -158,7 +162,10 @@ def build_axis_folds(
 
     batch_design = f"per model: fit B <= {BATCH_FIT_MAX} of every curve, validate B >= {BATCH_TEST_MIN}"
     knee_design = "per model: fit each curve's pre-knee run from B = 1, validate its larger B"
-    for axis, split, design in (("batch", batch_split, batch_design), ("batch-knee", knee_split, knee_design)):
+    for axis, split, design in (
+        ("batch", batch_split, batch_design),
+        ("batch-knee", knee_split, knee_design),
+    ):
         for name in ("memgap-online", "memgap-offline", "engine-cpu"):
             if name in POOLED:
                 add(axis, name, design.replace("per model", "all models in one fit"),
@@ -177,11 +184,21 @@ def build_axis_folds(
         add("output", "memgap-online", "per model: fit OL 130-390, validate OL 520",
             _per_model(on, _largest_len("output_len")))  # fmt: skip
     if "llmib" in tables:
-        add("context", "llmib", "IL = OL, per device: fit L <= 256, validate L >= 512", context_scenario(lib).folds)
+        add(
+            "context",
+            "llmib",
+            "IL = OL, per device: fit L <= 256, validate L >= 512",
+            context_scenario(lib).folds,
+        )
     for name in ("memgap-online", "memgap-offline", "engine-cpu"):
         if name in tables:
             tr, te = largest_split(tables[name])
-            add("model", name, "fit the smaller models, validate the largest", _one(str(te["model"].iloc[0]), tr, te))
+            add(
+                "model",
+                name,
+                "fit the smaller models, validate the largest",
+                _one(str(te["model"].iloc[0]), tr, te),
+            )
     if "llmib" in tables:
         folds = []
         for label, d in _device_groups(lib):
@@ -202,4 +219,3 @@ def fold_rows(axes: list[AxisFolds]) -> pd.DataFrame:
     rows = [{"axis": a.axis, "dataset": a.dataset, "fold": f.label, "n_train": len(f.train), "n_test": len(f.test)}
             for a in axes for f in a.folds]  # fmt: skip
     return pd.DataFrame(rows, columns=["axis", "dataset", "fold", "n_train", "n_test"])
-

@@ -24,7 +24,11 @@ def coverage_display(coverage: pd.DataFrame, quantity: str = "throughput") -> pd
     rows = []
     for axis in axes:
         g = c[c["axis"] == axis].set_index("method")
-        row: dict[str, object] = {"axis": axis, "n_folds": int(g["n_folds"].iloc[0]), "n_test": int(g["n_test"].iloc[0])}
+        row: dict[str, object] = {
+            "axis": axis,
+            "n_folds": int(g["n_folds"].iloc[0]),
+            "n_test": int(g["n_test"].iloc[0]),
+        }
         for m, r in g.iterrows():
             row[method_label(str(m))] = (f"{100 * r['coverage']:.0f}% (x{r['median_width']:.2f})"
                                          if pd.notna(r["coverage"]) else "n/a")  # fmt: skip
