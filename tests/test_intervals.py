@@ -172,3 +172,23 @@ def test_slim_predict_interval_writes_the_columns(tmp_path, fitted, synthetic_cv
     assert (pred[lo] <= pred["pred_throughput_tok_s"]).all() and (pred["pred_throughput_tok_s"] <= pred[hi]).all()
     assert main(["predict", str(params), str(grid_csv), "--out", str(tmp_path / "p2.csv")]) == 0
     assert lo not in pd.read_csv(tmp_path / "p2.csv").columns
+
+
+def test_the_advisor_curve_carries_the_intervals_of_the_same_predict(synthetic_cv):
+    from slimlib.advisor.capacity import advise
+
+    m = SlimModel(gpu=GPU, n_starts=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        m.fit(noisy(0))
+    m.attach_intervals(residual_model(synthetic_cv, "paper"), noisy(0))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # physical-validity warnings of the large candidates
+        plain = advise(m, "opt-1.3b", 128, 64, slo_s=10.0, batch_sizes=[1, 8, 64, 512])
+        adv = advise(m, "opt-1.3b", 128, 64, slo_s=10.0, batch_sizes=[1, 8, 64, 512], interval=0.9)
+    c = adv.curve
+    lo, hi = INTERVAL_COLUMNS["throughput"]
+    assert lo not in plain.curve.columns
+    assert (c[lo] <= c["pred_throughput_tok_s"]).all() and (c["pred_throughput_tok_s"] <= c[hi]).all()
+    assert (c[hi] / c[lo]).iloc[-1] > (c[hi] / c[lo]).iloc[0]  # B = 512 extrapolates beyond the fit's B = 256
+    assert adv.b_cap == plain.b_cap
