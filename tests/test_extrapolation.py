@@ -87,7 +87,9 @@ def test_a_term_list_candidate_equals_its_registered_method_including_gpu_transf
     p = device_cv.predictions
     a, b = p[p["method"] == "paper"], p[p["method"] == "paper as terms"]
     assert len(a) == len(b) == sum(len(f.test) for ax in device_cv.axes for f in ax.folds)
-    np.testing.assert_allclose(a["pred_throughput_tok_s"].to_numpy(), b["pred_throughput_tok_s"].to_numpy(), rtol=1e-9)
+    np.testing.assert_allclose(
+        a["pred_throughput_tok_s"].to_numpy(), b["pred_throughput_tok_s"].to_numpy(), rtol=1e-9
+    )
     table = extrapolation_table(device_cv, n_boot=200)
     assert list(table.columns) == list(TABLE_COLUMNS)
     assert table["n_test"].nunique() == 1  # the same rows for every candidate

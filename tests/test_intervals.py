@@ -14,7 +14,11 @@ from synthetic import TRUE_PARAMS, grid, synthesize
 from slimlib.cli.main import main
 from slimlib.errors import DataError
 from slimlib.experiments.accuracy.extrapolation import run_extrapolation_cv
-from slimlib.experiments.accuracy.extrapolation_coverage import coverage_table, nested_intervals, residual_model
+from slimlib.experiments.accuracy.extrapolation_coverage import (
+    coverage_table,
+    nested_intervals,
+    residual_model,
+)
 from slimlib.experiments.accuracy.extrapolation_folds import AxisFolds
 from slimlib.experiments.accuracy.scenarios import Fold
 from slimlib.model import SlimModel, load_params
@@ -132,7 +136,9 @@ def test_coverage_of_a_too_narrow_interval_is_measured_as_low(synthetic_cv):
 
 def test_residual_model_quantiles_of_a_known_distribution():
     rng = np.random.default_rng(0)
-    errors = pd.DataFrame({"axis": "batch", "quantity": "throughput", "log_error": 0.1 * rng.standard_normal(20000)})
+    errors = pd.DataFrame(
+        {"axis": "batch", "quantity": "throughput", "log_error": 0.1 * rng.standard_normal(20000)}
+    )
     rm = ResidualModel.from_errors(errors)
     lo, hi = rm.offsets("batch", "throughput", 0.9)
     assert lo == pytest.approx(-0.1645, abs=0.005) and hi == pytest.approx(0.1645, abs=0.005)
@@ -169,7 +175,9 @@ def test_slim_predict_interval_writes_the_columns(tmp_path, fitted, synthetic_cv
     assert main(["predict", str(params), str(grid_csv), "--out", str(out), "--interval", "0.9"]) == 0
     pred = pd.read_csv(out)
     lo, hi = INTERVAL_COLUMNS["throughput"]
-    assert (pred[lo] <= pred["pred_throughput_tok_s"]).all() and (pred["pred_throughput_tok_s"] <= pred[hi]).all()
+    assert (pred[lo] <= pred["pred_throughput_tok_s"]).all() and (
+        pred["pred_throughput_tok_s"] <= pred[hi]
+    ).all()
     assert main(["predict", str(params), str(grid_csv), "--out", str(tmp_path / "p2.csv")]) == 0
     assert lo not in pd.read_csv(tmp_path / "p2.csv").columns
 

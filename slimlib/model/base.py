@@ -164,7 +164,7 @@ class Estimator(ABC):
             missing.append(
                 "no residual model is stored with these parameters (refit with `slim fit ... --intervals`)"
             )
-            axes = [[] for _ in range(len(data))]
+            axes: list[list[str]] = [[] for _ in range(len(data))]
         else:
             axes = row_axes(data, domain, hw.name)
         if missing:

@@ -347,7 +347,7 @@ class CalibratedModel(Estimator):
         g = np.array(grads)  # (params, rows)
         c = cov.loc[names, names].to_numpy()
         var = np.einsum("ir,ij,jr->r", g, c, g)
-        return np.sqrt(np.clip(var, 0.0, None))
+        return np.asarray(np.sqrt(np.clip(var, 0.0, None)), dtype=float)
 
     # -- parameters ---------------------------------------------------------------------------------------------
     def summary(self) -> pd.DataFrame:
