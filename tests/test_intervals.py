@@ -200,3 +200,32 @@ def test_the_advisor_curve_carries_the_intervals_of_the_same_predict(synthetic_c
     assert (c[lo] <= c["pred_throughput_tok_s"]).all() and (c["pred_throughput_tok_s"] <= c[hi]).all()
     assert (c[hi] / c[lo]).iloc[-1] > (c[hi] / c[lo]).iloc[0]  # B = 512 extrapolates beyond the fit's B = 256
     assert adv.b_cap == plain.b_cap
+
+
+def test_slim_fit_intervals_stores_the_residual_model_of_the_cross_validation(
+    tmp_path, monkeypatch, synthetic_cv
+):
+    import slimlib.cli.cmd_fit as cmd_fit
+
+    calls = []
+
+    def fake_cv(candidates):  # the protocol on the package's data takes ~20 s: its synthetic run stands in
+        calls.append(list(candidates))
+        return synthetic_cv
+
+    monkeypatch.setattr(cmd_fit, "run_extrapolation_cv", fake_cv)
+    data = tmp_path / "runs.csv"
+    noisy(0).to_csv(data, index=False)
+    params = tmp_path / "params.json"
+    assert (
+        main(["fit", str(data), "--out", str(params), "--variant", "paper", "--starts", "0", "--intervals"])
+        == 0
+    )
+    assert calls == [["paper"]]
+    m = load_params(params)
+    assert m.residuals_ == residual_model(synthetic_cv, "paper") and m.domain_.max_values["batch_size"] == 256
+    assert (
+        main(["fit", str(data), "--out", str(tmp_path / "p2.json"), "--variant", "paper", "--starts", "0"])
+        == 0
+    )
+    assert "intervals" not in json.loads((tmp_path / "p2.json").read_text())

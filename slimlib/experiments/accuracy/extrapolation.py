@@ -74,7 +74,7 @@ def transferred(model: Estimator, gpu: str) -> Estimator:
         scaling = model.transfer_scaling()
         params = transferred_params(dict(model.params_), scaling, get_gpu(model.gpu_), get_gpu(gpu))
         return TermModel.with_params(
-            {k: float(v or 0.0) for k, v in params.items()}, gpu, term_list=model.term_list
+            {k: float(v) for k, v in params.items() if v is not None}, gpu, term_list=model.term_list
         )
     doc = transfer_params(json.loads(model.to_json()), gpu)
     return load_params(json.dumps(untransferred(doc)))
