@@ -21,7 +21,9 @@ import numpy as np
 import pandas as pd
 
 from slimlib.errors import DataError
+from slimlib.model.base import grid_table
 from slimlib.model.features import serving_configs
+from slimlib.model.intervals import INTERVAL_COLUMNS
 from slimlib.model.memory import (
     DEFAULT_BLOCK_SIZE,
     DEFAULT_GPU_MEMORY_UTILIZATION,
@@ -43,6 +45,7 @@ __all__ = [
     "advise_many",
     "batch_capacity",
     "check_epsilon",
+    "curve_intervals",
     "engine_settings",
     "predict_curves",
     "vllm_settings",
@@ -165,6 +168,12 @@ def predict_curves(
     x 1,024 batch sizes cost one vectorized evaluation. Returns ``(batch_sizes, throughput, e2e)``.
     """
     b = _candidates(batch_sizes)
+    thr, e2e = model.predict_grid(_grid_base(workloads), b)
+    return b, thr, e2e
+
+
+def _grid_base(workloads: pd.DataFrame) -> pd.DataFrame:
+    """The workload rows `predict_grid` crosses with the batch sizes (typed columns, lengths checked)."""
     base = workloads.drop(columns=["batch_size"], errors="ignore").reset_index(drop=True)
     base = base.assign(  # optional columns (gpu_blocks, chunked_prefill, ...) travel with the workload rows
         model=base["model"].astype(str),
@@ -173,8 +182,14 @@ def predict_curves(
         tensor_parallel=tensor_parallel_column(base),
     )
     _check_lengths(base)
-    thr, e2e = model.predict_grid(base, b)
-    return b, thr, e2e
+    return base
+
+
+def curve_intervals(model, workloads: pd.DataFrame, batch_sizes, level: float) -> pd.DataFrame:
+    """The prediction intervals of `predict_curves`' grid (one row per workload x batch size, workload-major):
+    the interval columns of the model's one `predict` (`slimlib.model.intervals.INTERVAL_COLUMNS`)."""
+    pred = model.predict(grid_table(_grid_base(workloads), _candidates(batch_sizes)), interval=level)
+    return pred[[c for pair in INTERVAL_COLUMNS.values() for c in pair]].reset_index(drop=True)
 
 
 def _check_lengths(df: pd.DataFrame) -> None:
@@ -375,11 +390,12 @@ def advise(
     dtype: str | None = None,
     quantization: str | None = None,
     kv_cache_dtype: str | None = None,
+    interval: float | None = None,
     **kw,
 ) -> Advice:
     """Advice for one workload (on `tensor_parallel` GPUs, served in the given precision: vLLM's ``--dtype``,
     ``--quantization``, ``--kv-cache-dtype``), with its whole predicted curve (throughput, E2E, efficiency,
-    feasibility)."""
+    feasibility; with `interval`, e.g. 0.9, also the prediction intervals of the model's `predict`)."""
     wl = pd.DataFrame(
         {"model": [arch], "input_len": [float(input_len)], "output_len": [float(output_len)],
          "tensor_parallel": [tensor_parallel]}
@@ -407,6 +423,8 @@ def advise(
             "fits_memory": b <= row["max_batch_memory"],
         }
     )
+    if interval is not None:
+        curve = pd.concat([curve, curve_intervals(model, wl, kw.get("batch_sizes"), interval)], axis=1)
     return Advice(summary=row, curve=curve)
 
 

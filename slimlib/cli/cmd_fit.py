@@ -20,6 +20,8 @@ from slimlib.cli.common import (
 )
 from slimlib.cli.table import OUTPUTS_NOTE, command_help
 from slimlib.errors import DataError, check_interrupted
+from slimlib.experiments.accuracy.extrapolation import run_extrapolation_cv
+from slimlib.experiments.accuracy.extrapolation_coverage import residual_model
 from slimlib.io import is_stdout, returning_freed_memory, write_table, write_text
 from slimlib.metrics import mape
 from slimlib.model import (
@@ -32,6 +34,7 @@ from slimlib.model import (
     variant_names,
 )
 from slimlib.model.features import resolve_gpu
+from slimlib.model.intervals import INTERVAL_COLUMNS, check_level
 from slimlib.model.validity import CANONICAL, check_table, checking_rows, load_checked_params
 from slimlib.schema import (
     PREDICT_SCHEMA_HELP,
@@ -55,6 +58,7 @@ examples:
   slim fit runs.csv --out params.json --variant paper --fix B0=0   # the paper's model, B0 held at 0
   slim fit runs-*.csv --out params.json         # several files, e.g. one per `slim data ingest`
   slim predict params.json grid.csv --out pred.csv
+  slim fit runs.csv --out params.json --intervals  # store the residual model of the extrapolation CV
 
 {OUTPUTS_NOTE}
 """
@@ -62,11 +66,13 @@ examples:
 PREDICT_EXAMPLES = f"""\
 The CSV needs {", ".join(PREDICT_COLUMNS)} (gpu optional: when present it must match the parameters);
 batch_size is a whole number. Other columns are copied to the output.
-Output: the input columns plus {", ".join(PRED_COLUMNS)}.
+Output: the input columns plus {", ".join(PRED_COLUMNS)}; with --interval LEVEL also
+{", ".join(c for pair in INTERVAL_COLUMNS.values() for c in pair)}.
 
 examples:
   slim predict params.json grid.csv --out pred.csv
   slim predict params.json grid.csv            # prints CSV to stdout
+  slim predict params.json grid.csv --interval 0.9 --out pred.csv   # adds low/high columns
 
 {OUTPUTS_NOTE}
 """
@@ -100,6 +106,12 @@ def register_cli(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
         metavar="K",
         help="extra deterministic starting points, >= 0 (default 8)",
     )
+    p.add_argument(
+        "--intervals",
+        action="store_true",
+        help="also run the extrapolation cross-validation of this variant on the package's datasets (about 20 s) "
+        "and store its residual model, so that `slim predict --interval` can give calibrated intervals",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress messages on standard error")
     p.set_defaults(func=_cmd_fit)
 
@@ -114,6 +126,13 @@ def register_cli(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     q.add_argument("data", help="CSV (or .parquet) of configurations")
     q.add_argument(
         "--out", help="CSV or .parquet to write (default, or -: CSV on standard output; replaced atomically)"
+    )
+    q.add_argument(
+        "--interval",
+        type=float,
+        metavar="LEVEL",
+        help="add prediction intervals at this level, e.g. 0.9 (parameter uncertainty plus the residual model "
+        "stored by `slim fit --intervals`)",
     )
     q.set_defaults(func=_cmd_predict)
 
@@ -209,6 +228,14 @@ def _cmd_fit(args: argparse.Namespace) -> int:
 
             model.fit(df, progress=progress)
     _note(args, f"fitted in {time.perf_counter() - t1:.1f} s")
+    if args.intervals:
+        _note(args, f"extrapolation cross-validation of {args.variant!r} for the residual model ...")
+        with warnings.catch_warnings():  # the protocol's own fits' warnings are its business, not this fit's
+            warnings.simplefilter("ignore")
+            cv = run_extrapolation_cv([args.variant])
+        residuals = residual_model(cv, args.variant)
+        model.attach_intervals(residuals, df)
+        _note(args, f"residual model: {residuals.source} ({cv.seconds:.0f} s)")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", IdentifiabilityWarning)  # the fit has reported it
         table = model.summary()
@@ -245,7 +272,12 @@ def _cmd_predict(args: argparse.Namespace) -> int:
     missing = [c for c in PREDICT_COLUMNS if c not in df.columns]
     if missing:
         raise DataError(f"{args.data} lacks column(s) {', '.join(missing)}; {PREDICT_SCHEMA_HELP}")
-    clash = [c for c in PRED_COLUMNS if c in df.columns]
+    level = None if args.interval is None else check_level(args.interval)
+    clash = [
+        c
+        for c in (*PRED_COLUMNS, *(c for pair in INTERVAL_COLUMNS.values() for c in pair))
+        if c in df.columns
+    ]
     if clash:
         raise DataError(
             f"{args.data}: already has column(s) {', '.join(clash)}; remove them ({PREDICT_SCHEMA_HELP})"
@@ -254,7 +286,11 @@ def _cmd_predict(args: argparse.Namespace) -> int:
     # extension): `predict` validates each chunk and checks its physical validity before predicting it; an error
     # in any chunk leaves the previous output intact. The rows' own GPU where they name one.
     with checking_rows(None if "gpu" in df.columns else model.gpu_) as check:
-        write_table(df, out if out is not None else "-", extend=lambda part: model.predict(part, check=check))
+        write_table(
+            df,
+            out if out is not None else "-",
+            extend=lambda part: model.predict(part, check=check, interval=level),
+        )
     if out is not None and not is_stdout(out):
         print(f"wrote {len(df)} predictions to {out}")
     return 0

@@ -16,6 +16,7 @@ from __future__ import annotations
 import inspect
 import json
 import math
+import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from pathlib import Path
@@ -28,6 +29,18 @@ from slimlib.errors import DataError, NotFittedError
 from slimlib.io import write_text
 from slimlib.metrics import mape
 from slimlib.model.features import FloatArray, resolve_gpu
+from slimlib.model.intervals import (
+    INTERVAL_COLUMNS,
+    INTERVAL_QUANTITIES,
+    Domain,
+    IntervalWarning,
+    ResidualModel,
+    check_level,
+    fit_domain,
+    interval_bounds,
+    residual_offsets,
+    row_axes,
+)
 from slimlib.registry.gpus import GPU
 from slimlib.schema import validate_table
 
@@ -95,18 +108,75 @@ class Estimator(ABC):
             )
 
     def predict(
-        self, df: pd.DataFrame, *, check: Callable[[pd.DataFrame], None] | None = None
+        self,
+        df: pd.DataFrame,
+        *,
+        check: Callable[[pd.DataFrame], None] | None = None,
+        interval: float | None = None,
     ) -> pd.DataFrame:
         """Predicted throughput (tok/s), E2E, prefill and decode time (s) per row, indexed like `df`. `check`, when
         given, is called on the validated table before anything is computed (e.g. the physical checks of
-        `slimlib.model.validity.checking_rows`, whose messages then come before the model's own)."""
+        `slimlib.model.validity.checking_rows`, whose messages then come before the model's own). `interval`
+        (e.g. 0.9) adds the low and high columns of `slimlib.model.intervals.INTERVAL_COLUMNS`: parameter
+        uncertainty plus the attached residual model (`attach_intervals`); without one, an `IntervalWarning`
+        says the interval holds the parameter uncertainty only."""
         self.check_fitted()
+        level = None if interval is None else check_level(interval)
         data = validate_table(df, require_target=False, require_gpu="gpu" in df.columns)
         if check is not None:
             check(data)
         hw = resolve_gpu(data, self.gpu_)
         arrays = self._predict_rows(data, hw)
-        return pd.DataFrame(dict(zip(PRED_COLUMNS, arrays, strict=True)), index=df.index)
+        out = pd.DataFrame(dict(zip(PRED_COLUMNS, arrays, strict=True)), index=df.index)
+        if level is not None:
+            self._add_intervals(out, data, hw, level)
+        return out
+
+    # -- intervals -----------------------------------------------------------------------------------------------
+    def log_sd(self, data: pd.DataFrame, hw: GPU) -> FloatArray | None:
+        """Standard deviation of log E2E (= of log throughput) per row from the fit's parameter covariance, or
+        None where the method has none (the default; `slimlib.model.calibrated` computes it)."""
+        return None
+
+    def parameter_log_sd(self, df: pd.DataFrame) -> FloatArray | None:
+        """`log_sd` for the rows of `df` (validated as `predict` does)."""
+        self.check_fitted()
+        data = validate_table(df, require_target=False, require_gpu="gpu" in df.columns)
+        return self.log_sd(data, resolve_gpu(data, self.gpu_))
+
+    def attach_intervals(self, residuals: ResidualModel, train: pd.DataFrame) -> Self:
+        """Store the residual model learned in the extrapolation cross-validation and the training table's
+        domain (which rows extrapolate on which axis); both are saved in the parameter file. Returns self."""
+        self.check_fitted()
+        self.residuals_ = residuals
+        self.domain_ = fit_domain(train, self.gpu_)
+        return self
+
+    def _add_intervals(self, out: pd.DataFrame, data: pd.DataFrame, hw: GPU, level: float) -> None:
+        residuals: ResidualModel | None = getattr(self, "residuals_", None)
+        domain: Domain | None = getattr(self, "domain_", None)
+        sd = self.log_sd(data, hw)
+        missing = []
+        if sd is None:
+            sd = np.zeros(len(data))
+            missing.append(f"{self.variant or type(self).__name__} has no parameter covariance")
+        if residuals is None or domain is None:
+            missing.append(
+                "no residual model is stored with these parameters (refit with `slim fit ... --intervals`)"
+            )
+            axes: list[list[str]] = [[] for _ in range(len(data))]
+        else:
+            axes = row_axes(data, domain, hw.name)
+        if missing:
+            warnings.warn(
+                "prediction interval from part of its uncertainty only: " + "; ".join(missing),
+                IntervalWarning, stacklevel=3,
+            )  # fmt: skip
+        for quantity, (pred_col, _) in INTERVAL_QUANTITIES.items():
+            q_lo, q_hi = residual_offsets(residuals, axes, quantity, level)
+            lo, hi = interval_bounds(out[pred_col].to_numpy(dtype=float), sd, q_lo, q_hi, level)
+            low_col, high_col = INTERVAL_COLUMNS[quantity]
+            out[low_col], out[high_col] = lo, hi
 
     def predict_grid(self, workloads: pd.DataFrame, batch_sizes: FloatArray) -> tuple[FloatArray, FloatArray]:
         """Throughput and E2E, each of shape (workloads, batch sizes): `predict` on the cross product of the
@@ -187,7 +257,15 @@ class Estimator(ABC):
             "options": options,
             "fit": self.fit_info_,
             "state": self._state(),
+            **self._intervals_dict(),
         }
+
+    def _intervals_dict(self) -> dict[str, Any]:
+        residuals: ResidualModel | None = getattr(self, "residuals_", None)
+        domain: Domain | None = getattr(self, "domain_", None)
+        if residuals is None or domain is None:
+            return {}
+        return {"intervals": {"residuals": residuals.to_dict(), "domain": domain.to_dict()}}
 
     def to_json(self, path: str | Path | None = None) -> str:
         """Serialize the fitted parameters as JSON (written atomically to `path` when given); returns the text."""
@@ -208,6 +286,14 @@ class Estimator(ABC):
         self.stderr_ = {k: _float(v) for k, v in dict(d.get("stderr") or {}).items()}
         self.fit_info_ = dict(d.get("fit") or {})
         self._set_state(dict(d.get("state") or {}), where)
+        intervals = d.get("intervals")
+        if intervals is not None:
+            if not isinstance(intervals, dict):
+                raise DataError(
+                    f"{where}: field 'intervals' must be an object; refit with `slim fit ... --intervals`"
+                )
+            self.residuals_ = ResidualModel.from_dict(intervals.get("residuals"), where)
+            self.domain_ = Domain.from_dict(intervals.get("domain"), where)
 
     def __repr__(self) -> str:
         state = f"fitted on {self.gpu_}" if self.is_fitted else "not fitted"

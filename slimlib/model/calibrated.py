@@ -32,6 +32,7 @@ from slimlib.metrics import mape, relative_error
 from slimlib.model import equations as eq
 from slimlib.model.base import Arrays4, Estimator, IdentifiabilityWarning, Progress
 from slimlib.model.features import Features, FloatArray, model_features, resolve_gpu
+from slimlib.model.intervals import IntervalWarning
 from slimlib.model.params import ParamSpec
 from slimlib.model.terms import (
     STEP_OVERHEAD,
@@ -309,6 +310,45 @@ class CalibratedModel(Estimator):
     def _predict_rows(self, data: pd.DataFrame, hw: GPU) -> Arrays4:
         return self._arrays(self._features(data, hw), hw)
 
+    def covariance(self) -> pd.DataFrame:
+        """Covariance of the free parameters (``corr_`` scaled by the standard errors; NaN where unknown)."""
+        self.check_fitted()
+        names = list(self.corr_.index)
+        se = np.array([float(self.stderr_.get(k, np.nan)) for k in names], dtype=float)
+        cov = self.corr_.to_numpy(dtype=float) * np.outer(se, se)
+        return pd.DataFrame(cov, index=names, columns=names)
+
+    def log_sd(self, data: pd.DataFrame, hw: GPU) -> FloatArray | None:
+        """Standard deviation of log E2E per row by the delta method: forward differences of log E2E in each free
+        parameter (step 1e-4 of max(|estimate|, spec scale), inside the bounds) and `covariance`. Parameters
+        without a finite covariance are left out, with an `IntervalWarning` naming them."""
+        feats = self._features(data, hw)
+        specs = {s.name: s for s in self.param_specs()}
+        cov = self.covariance()
+        finite = np.isfinite(cov.to_numpy())
+        names = [k for i, k in enumerate(cov.index) if finite[i].all()]
+        left_out = [k for k in cov.index if k not in names]
+        if left_out:
+            warnings.warn(
+                f"{self.variant}: no parameter covariance for {', '.join(left_out)}; the interval leaves their "
+                "uncertainty out", IntervalWarning, stacklevel=4,
+            )  # fmt: skip
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            base = np.log(self._components(self.params_, feats, hw)[2])
+            grads = []
+            for k in names:
+                s, v = specs[k], self.params_[k]
+                h = 1e-4 * max(abs(v), s.scale)
+                h = h if v + h <= s.upper else -h  # stay inside the bounds
+                p = {**self.params_, k: v + h}
+                grads.append((np.log(self._components(p, feats, hw)[2]) - base) / h)
+        if not names:
+            return np.zeros(len(data))
+        g = np.array(grads)  # (params, rows)
+        c = cov.loc[names, names].to_numpy()
+        var = np.einsum("ir,ij,jr->r", g, c, g)
+        return np.asarray(np.sqrt(np.clip(var, 0.0, None)), dtype=float)
+
     # -- parameters ---------------------------------------------------------------------------------------------
     def summary(self) -> pd.DataFrame:
         """Estimate, standard error, 95% interval (clipped to the bounds), bounds and flags per parameter, with units.
@@ -381,6 +421,7 @@ class CalibratedModel(Estimator):
         d["fixed"] = sorted(self.fixed or {})
         d["held"] = list(self.held_)
         d["bounds"] = {s.name: [s.lower, s.upper] for s in self.param_specs()}
+        d["corr"] = {"names": list(self.corr_.index), "matrix": self.corr_.to_numpy(dtype=float).tolist()}
         return d
 
     def _set_state(self, state: dict[str, Any], where: str) -> None:
@@ -397,7 +438,7 @@ class CalibratedModel(Estimator):
         why = dict(self.fit_info_.get("held_reasons") or {})
         self.held_reasons_ = {k: str(why.get(k, "held")) for k in self.held_}
         self.free_params_ = [s.name for s in self.param_specs() if s.name not in self.held_]
-        self.corr_ = pd.DataFrame(np.nan, index=self.free_params_, columns=self.free_params_)
+        self.corr_ = _read_corr(d.get("corr"), self.free_params_, where)
 
     @classmethod
     def with_params(cls, params: dict[str, float], gpu: str, **kwargs: Any) -> Self:
@@ -416,6 +457,22 @@ class CalibratedModel(Estimator):
         model.fit_info_ = {}
         model.corr_ = pd.DataFrame(np.nan, index=model.free_params_, columns=model.free_params_)
         return model
+
+
+def _read_corr(d: Any, free: list[str], where: str) -> pd.DataFrame:
+    """The correlation matrix of a parameter file's ``corr`` field (files without one: NaN, no covariance)."""
+    if d is None:
+        return pd.DataFrame(np.nan, index=free, columns=free)
+    try:
+        names = [str(k) for k in d["names"]]
+        m = np.array([[np.nan if x is None else float(x) for x in row] for row in d["matrix"]], dtype=float)
+    except (KeyError, TypeError, ValueError):
+        raise DataError(f"{where}: field 'corr' is malformed; refit with `slim fit`") from None
+    if m.shape != (len(names), len(names)) or set(names) - set(free):
+        raise DataError(
+            f"{where}: field 'corr' does not match the free parameters {free}; refit with `slim fit`"
+        )
+    return pd.DataFrame(m, index=names, columns=names)
 
 
 def _stability(

@@ -64,10 +64,7 @@ def transfer_params(doc: dict[str, Any], gpu: str) -> dict[str, Any]:
     for earlier in _chain((doc.get("transferred_from") or {}).get("document")):
         if get_gpu(earlier["gpu"]).name == target.name:
             return copy.deepcopy(earlier)
-    ratio = _ratios(source, target)
-    params: dict[str, float | None] = {}
-    for k, v in doc["params"].items():
-        params[k] = None if v is None else float(v) * ratio[scaling.get(k, "kept")]
+    params = transferred_params(doc["params"], scaling, source, target)
     out = copy.deepcopy({k: v for k, v in doc.items() if k != "transferred_from"})
     out["gpu"] = target.name
     out["params"] = params
@@ -98,6 +95,14 @@ def declared_scaling(doc: dict[str, Any]) -> dict[str, str]:
             f"{doc['gpu']} with no hardware term (peak FLOP/s, bandwidth) to rescale; fit it on the target GPU's rows"
         )
     return scaling
+
+
+def transferred_params(
+    params: dict[str, float | None], scaling: dict[str, str], source: GPU, target: GPU
+) -> dict[str, float | None]:
+    """`params` moved from `source` to `target` by `TRANSFER_RULE` (a parameter `scaling` does not name is kept)."""
+    ratio = _ratios(source, target)
+    return {k: None if v is None else float(v) * ratio[scaling.get(k, "kept")] for k, v in params.items()}
 
 
 def _ratios(source: GPU, target: GPU) -> dict[str, float]:

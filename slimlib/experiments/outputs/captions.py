@@ -451,6 +451,24 @@ CAPTIONS: dict[str, Caption] = {
         "which grows with context when its attention or KV-capacity terms are wrong).",
         LLMIB,
     ),
+    "extrap_cv": Caption(
+        "",
+        "extension (not in the paper)",
+        "Selection by extrapolation: throughput MAPE (%) [bootstrap 95% interval] and bias (mean signed % error) of "
+        "each candidate model fitted on one region and validated on another, per axis a user extrapolates on "
+        "(batch B <= 4 -> B >= 8 and pre-knee -> post-knee, input and output length, IL = OL context, model size "
+        "leave-largest-out, GPU transfer, tensor parallelism) and dataset, with folds and test rows; the last row is "
+        "each candidate's worst axis, by which the recommended model is chosen.",
+        f"{EVAL}; {LLMIB}; {ENGINE_CPU}",
+    ),
+    "extrap_coverage": Caption(
+        "",
+        "extension (not in the paper)",
+        "Coverage of the 90% prediction intervals (parameter uncertainty plus residual quantiles learned in the "
+        "extrapolation cross-validation) on held-out rows, nested (a fold's residual quantiles come from the other "
+        "folds of its axis), per candidate, axis and dataset, with the median interval width high/low.",
+        f"{EVAL}; {LLMIB}; {ENGINE_CPU}",
+    ),
     "transfer_tp_mape": Caption(
         "",
         "extension (not in the paper)",

@@ -1,0 +1,266 @@
+"""Selection by extrapolation: a candidate model (a registered method or a term list) scored by fitting one region
+of the data and predicting another, along every axis a user extrapolates on (`extrapolation_folds`).
+
+`run_extrapolation_cv` fits every candidate on every fold (the same folds and test rows for every candidate) and
+records, per test row, the measured and predicted throughput and E2E and the parameter part of the prediction's
+uncertainty (`Estimator.parameter_log_sd`). A fold whose fit or prediction fails (a `SlimError`, or a non-finite
+prediction) is recorded in ``failures`` and its cell is left empty for that candidate, never dropped silently.
+`extrapolation_table` gives MAPE and bias (mean signed % error) per (axis, dataset) and candidate with bootstrap
+95% intervals (`slimlib.experiments.outputs.uncertainty`); `recommend` picks the candidate with the best worst-axis
+throughput MAPE. Intervals and their coverage: `slimlib.experiments.accuracy.extrapolation_coverage`.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import warnings
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from slimlib.errors import DataError, SlimError
+from slimlib.experiments.accuracy.extrapolation_folds import AXES, AxisFolds, build_axis_folds
+from slimlib.experiments.outputs.uncertainty import N_BOOT, SEED, bootstrap_mean_ci
+from slimlib.model import METHODS, Estimator, load_params, make_model
+from slimlib.model.calibrated import TermModel
+from slimlib.model.gpu_transfer import transfer_params, transferred_params, untransferred
+from slimlib.model.terms import Term
+from slimlib.registry.gpus import get_gpu
+
+#: a candidate: a registered method name, or (name, term list) for a model of any terms (`TermModel`)
+Candidate = str | tuple[str, Sequence[Term]]
+#: Sobol starts per fit in the protocol (the package default is 8; 2 keeps the protocol within minutes)
+CV_STARTS = 2
+#: columns of `CVResult.predictions`
+PRED_COLUMNS = (
+    "axis", "dataset", "fold", "method", "model", "gpu", "batch_size", "input_len", "output_len",
+    "throughput_tok_s", "e2e_s", "pred_throughput_tok_s", "pred_e2e_s", "log_sd",
+)  # fmt: skip
+#: columns of `extrapolation_table`
+TABLE_COLUMNS = (
+    "axis", "dataset", "method", "n_folds", "n_failed_folds", "n_test", "mape_pct", "mape_lo_pct", "mape_hi_pct",
+    "bias_pct", "bias_lo_pct", "bias_hi_pct", "latency_mape_pct", "note",
+)  # fmt: skip
+
+
+def calibrated_methods() -> list[str]:
+    """The default candidates: every calibrated method of the registry (`METHODS`), in registry order."""
+    return [name for name, m in METHODS.items() if m.calibrated]
+
+
+def candidate_name(candidate: Candidate) -> str:
+    return candidate if isinstance(candidate, str) else str(candidate[0])
+
+
+def new_model(candidate: Candidate, n_starts: int) -> Estimator:
+    """A fresh model of `candidate` (a registered name, or a `TermModel` of the given terms)."""
+    if isinstance(candidate, str):
+        return make_model(candidate, n_starts=n_starts)
+    name, terms = candidate
+    if not terms or not all(isinstance(t, Term) for t in terms):
+        raise DataError(
+            f"candidate {name!r}: give a registered method name or a non-empty list of Term objects"
+        )
+    return TermModel(tuple(terms), n_starts=n_starts)
+
+
+def transferred(model: Estimator, gpu: str) -> Estimator:
+    """`model` moved to `gpu` as `slim transfer` moves it (`slimlib.model.gpu_transfer`); a `TermModel` (no
+    parameter file) by the same rule on its parameters."""
+    if isinstance(model, TermModel):
+        scaling = model.transfer_scaling()
+        params = transferred_params(dict(model.params_), scaling, get_gpu(model.gpu_), get_gpu(gpu))
+        return TermModel.with_params(
+            {k: float(v) for k, v in params.items() if v is not None}, gpu, term_list=model.term_list
+        )
+    doc = transfer_params(json.loads(model.to_json()), gpu)
+    return load_params(json.dumps(untransferred(doc)))
+
+
+@dataclass
+class CVResult:
+    """Per-row held-out predictions of every candidate, the failed folds, the warnings, the run time."""
+
+    predictions: pd.DataFrame
+    failures: pd.DataFrame
+    warnings: pd.DataFrame
+    axes: list[AxisFolds]
+    methods: list[str]
+    seconds: float
+    n_starts: int
+    models: dict[tuple[str, str, str, str], Estimator] = field(default_factory=dict)
+
+
+def _fit_fold(candidate: Candidate, axis: AxisFolds, fold_train: pd.DataFrame, fold_test: pd.DataFrame,
+              n_starts: int) -> tuple[Estimator, pd.DataFrame, np.ndarray]:  # fmt: skip
+    model = new_model(candidate, n_starts).fit(fold_train)
+    if axis.transfer:
+        model = transferred(model, str(fold_test["gpu"].iloc[0]))
+    pred = model.predict(fold_test)
+    sd = model.parameter_log_sd(fold_test)
+    return model, pred, np.zeros(len(fold_test)) if sd is None else np.asarray(sd, dtype=float)
+
+
+def run_extrapolation_cv(
+    candidates: Iterable[Candidate] | None = None,
+    *,
+    axes: list[AxisFolds] | None = None,
+    n_starts: int = CV_STARTS,
+    keep_models: bool = False,
+) -> CVResult:
+    """Fit each candidate (default `calibrated_methods`) on every fold of `axes` (default `build_axis_folds`) and
+    predict the fold's test rows."""
+    cands = list(calibrated_methods() if candidates is None else candidates)
+    names = [candidate_name(c) for c in cands]
+    if len(set(names)) != len(names):
+        raise DataError(f"candidate names must be unique, got {names}")
+    folds = build_axis_folds() if axes is None else axes
+    t0 = time.perf_counter()
+    parts, failures, caught = [], [], []
+    models: dict[tuple[str, str, str, str], Estimator] = {}
+    for cand, name in zip(cands, names, strict=True):
+        for ax in folds:
+            for fold in ax.folds:
+                key = {"axis": ax.axis, "dataset": ax.dataset, "fold": fold.label, "method": name}
+                with warnings.catch_warnings(record=True) as record:
+                    warnings.simplefilter("always")
+                    try:
+                        model, pred, sd = _fit_fold(cand, ax, fold.train, fold.test, n_starts)
+                    except SlimError as exc:
+                        failures.append({**key, "error": f"{type(exc).__name__}: {exc}"})
+                        model = None
+                caught += [
+                    {**key, "category": w.category.__name__, "message": str(w.message)} for w in record
+                ]
+                if model is None:
+                    continue
+                p_thr = pred["pred_throughput_tok_s"].to_numpy(dtype=float)
+                p_e2e = pred["pred_e2e_s"].to_numpy(dtype=float)
+                if not (np.isfinite(p_thr).all() and (p_thr > 0).all()):
+                    failures.append({**key, "error": "non-finite or non-positive throughput prediction"})
+                    continue
+                if keep_models:
+                    models[(ax.axis, ax.dataset, fold.label, name)] = model
+                t = fold.test
+                part = pd.DataFrame({**key, **{c: t[c].to_numpy() for c in PRED_COLUMNS[4:11]},
+                                     "pred_throughput_tok_s": p_thr, "pred_e2e_s": p_e2e, "log_sd": sd})  # fmt: skip
+                parts.append(part)
+    preds = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=list(PRED_COLUMNS))
+    return CVResult(
+        preds[list(PRED_COLUMNS)],
+        pd.DataFrame(failures, columns=["axis", "dataset", "fold", "method", "error"]),
+        pd.DataFrame(caught, columns=["axis", "dataset", "fold", "method", "category", "message"]),
+        folds, names, time.perf_counter() - t0, n_starts, models,
+    )  # fmt: skip
+
+
+def signed_pct_error(true: np.ndarray, pred: np.ndarray) -> np.ndarray:
+    """100 (pred / true - 1) per row: the bias of a prediction (positive: over-predicted)."""
+    return 100.0 * (np.asarray(pred, dtype=float) / np.asarray(true, dtype=float) - 1.0)
+
+
+def extrapolation_table(result: CVResult, *, n_boot: int = N_BOOT, seed: int = SEED) -> pd.DataFrame:
+    """Per (axis, dataset, candidate): folds, failed folds, test rows, throughput MAPE and bias with bootstrap 95%
+    intervals, latency (E2E) MAPE; a candidate with a failed fold gets no numbers there (``note`` says why)."""
+    rows = []
+    p = result.predictions
+    for ax in result.axes:
+        n_test = ax.n_test
+        for name in result.methods:
+            fails = result.failures[(result.failures["axis"] == ax.axis) & (result.failures["dataset"] == ax.dataset)
+                                    & (result.failures["method"] == name)]  # fmt: skip
+            row = {"axis": ax.axis, "dataset": ax.dataset, "method": name, "n_folds": len(ax.folds),
+                   "n_failed_folds": len(fails), "n_test": n_test}  # fmt: skip
+            nan3 = (np.nan, np.nan, np.nan)
+            if len(fails):
+                (m, lo, hi), (b, blo, bhi), lat = nan3, nan3, np.nan
+                row["note"] = f"{len(fails)} of {len(ax.folds)} fold(s) not fitted: " + "; ".join(
+                    f"{r.fold}: {str(r.error)[:120]}" for r in fails.itertuples()
+                )
+            else:
+                g = p[(p["axis"] == ax.axis) & (p["dataset"] == ax.dataset) & (p["method"] == name)]
+                if len(g) != n_test:
+                    raise DataError(
+                        f"{ax.axis}/{ax.dataset}/{name}: {len(g)} predictions for {n_test} test rows"
+                    )
+                t, q = g["throughput_tok_s"].to_numpy(float), g["pred_throughput_tok_s"].to_numpy(float)
+                signed = signed_pct_error(t, q)
+                label = f"extrapolation {ax.axis} / {ax.dataset} / {name}"
+                m, lo, hi = bootstrap_mean_ci(np.abs(signed), n_boot=n_boot, seed=seed, label=label)
+                b, blo, bhi = bootstrap_mean_ci(signed, n_boot=n_boot, seed=seed, label="bias " + label)
+                e, qe = g["e2e_s"].to_numpy(float), g["pred_e2e_s"].to_numpy(float)
+                lat = float(np.mean(np.abs(signed_pct_error(e, qe)))) if np.isfinite(qe).all() else np.nan
+                row["note"] = ""
+            row.update(mape_pct=m, mape_lo_pct=lo, mape_hi_pct=hi, bias_pct=b, bias_lo_pct=blo, bias_hi_pct=bhi,
+                       latency_mape_pct=lat)  # fmt: skip
+            rows.append(row)
+    order = {a: i for i, a in enumerate(AXES)}
+    out = pd.DataFrame(rows, columns=list(TABLE_COLUMNS))
+    return out.sort_values("axis", key=lambda s: s.map(order), kind="mergesort").reset_index(drop=True)
+
+
+def worst_axis(table: pd.DataFrame) -> pd.DataFrame:
+    """Per candidate: the worst (axis, dataset) throughput MAPE, where it is, and the cells without numbers."""
+    rows = []
+    for name, g in table.groupby("method", sort=False):
+        missing = g[g["mape_pct"].isna()]
+        ok = g[g["mape_pct"].notna()]
+        worst = ok.loc[ok["mape_pct"].idxmax()] if len(ok) else None
+        rows.append({"method": name,
+                     "worst_mape_pct": float(worst["mape_pct"]) if worst is not None else np.nan,
+                     "worst_cell": f"{worst['axis']} / {worst['dataset']}" if worst is not None else "",
+                     "n_failed_cells": len(missing),
+                     "mean_mape_pct": float(ok["mape_pct"].mean()) if len(ok) else np.nan})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def recommend(table: pd.DataFrame) -> tuple[str, str]:
+    """(name, reason): the candidate with the lowest worst-axis throughput MAPE among those with numbers in
+    every (axis, dataset) cell (a candidate that cannot be fitted on a fold cannot be recommended there)."""
+    w = worst_axis(table)
+    eligible = w[(w["n_failed_cells"] == 0) & w["worst_mape_pct"].notna()]
+    if eligible.empty:
+        raise DataError("no candidate has numbers on every axis; see the table's notes for the failed folds")
+    best = eligible.loc[eligible["worst_mape_pct"].idxmin()]
+    others = "; ".join(
+        f"{r.method} {r.worst_mape_pct:.1f}% ({r.worst_cell})" if r.n_failed_cells == 0
+        else f"{r.method}: {r.n_failed_cells} cell(s) not fitted"
+        for r in w.itertuples() if r.method != best["method"]
+    )  # fmt: skip
+    reason = (
+        f"{best['method']}: best worst-axis throughput MAPE, {best['worst_mape_pct']:.1f}% ({best['worst_cell']}); "
+        f"others: {others or 'none'}"
+    )
+    return str(best["method"]), reason
+
+
+def wide_table(table: pd.DataFrame, labels: dict[str, str] | None = None) -> pd.DataFrame:
+    """The display table: one row per (axis, dataset) with folds and test rows, one column per candidate with
+    ``MAPE [95% CI] (bias %)`` or the reason it has none, and the worst-axis row."""
+    labels = labels or {}
+    keys = list(dict.fromkeys(zip(table["axis"], table["dataset"], strict=True)))
+    methods = list(dict.fromkeys(table["method"]))
+    out = []
+    for axis, ds in keys:
+        g = table[(table["axis"] == axis) & (table["dataset"] == ds)].set_index("method")
+        first = g.iloc[0]
+        row: dict[str, object] = {"axis": axis, "dataset": ds, "n_folds": int(first["n_folds"]),
+                                  "n_test": int(first["n_test"])}  # fmt: skip
+        for m in methods:
+            r = g.loc[m]
+            row[labels.get(m, m)] = (
+                f"{r['mape_pct']:.1f} [{r['mape_lo_pct']:.1f}, {r['mape_hi_pct']:.1f}] ({r['bias_pct']:+.1f})"
+                if np.isfinite(r["mape_pct"]) else f"not fitted ({int(r['n_failed_folds'])} folds)"
+            )  # fmt: skip
+        out.append(row)
+    w = worst_axis(table).set_index("method")
+    worst: dict[str, object] = {"axis": "worst axis", "dataset": "", "n_folds": "", "n_test": ""}
+    for m in methods:
+        r = w.loc[m]
+        worst[labels.get(m, m)] = (f"{r['worst_mape_pct']:.1f} ({r['worst_cell']})" if r["n_failed_cells"] == 0
+                                   else f"{int(r['n_failed_cells'])} cell(s) not fitted")  # fmt: skip
+    out.append(worst)
+    return pd.DataFrame(out).astype(str)

@@ -1,0 +1,221 @@
+"""The folds of the extrapolation cross-validation: one per (axis, dataset, group), each fitting one region of the
+data and validating another along the axis a user extrapolates on.
+
+Axes (`AXES`) and the datasets that support them (every split is defined by configuration columns, or for
+``batch-knee`` by each curve's own measured throughput profile; never by a method's errors):
+
+* ``batch``: per model, fit every curve's B <= 4, validate its B >= 8 (memgap online and offline, CPU engine;
+  LLM-Inference-Bench has no B in 2..4); memgap offline pools its models into one fit (`POOLED`).
+* ``batch-knee``: per model (and device), fit the pre-knee run of every curve (`linear_regime` from B = 1: each
+  doubling gains at least `LINEAR_GAIN`), validate the curve's larger batch sizes (all four datasets).
+* ``input``: per model, fit the smaller input lengths, validate the largest (CPU engine: IL 128, 512 -> 1024 at
+  every OL; the only dataset with an input-length sweep at fixed OL).
+* ``output``: per model, fit the smaller output lengths, validate the largest (memgap online: OL 130-390 -> 520;
+  CPU engine: OL 32-256 -> 512 at every IL).
+* ``context``: IL = OL, per device, fit L <= 256, validate L >= 512 (LLM-Inference-Bench, Table II's
+  context-transfer folds).
+* ``model``: leave the largest model (registry parameter count) out, fit the others (memgap online and offline,
+  CPU engine, LLM-Inference-Bench per device).
+* ``device``: fit one AMD device's rows, transfer the parameter file (`slimlib.model.gpu_transfer`), validate the
+  other device, both directions (LLM-Inference-Bench: the only dataset with two devices).
+* ``tp``: per device, fit the one-device TP degree, validate the larger degrees (LLM-Inference-Bench).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from slimlib.data import available
+from slimlib.experiments.accuracy.scenarios import (
+    DEVICE_LABEL,
+    DEVICES,
+    ENGINE_TABLE,
+    Fold,
+    context_scenario,
+    device_rows,
+    engine_eval_rows,
+    llmib_table,
+    offline_table,
+    online_table,
+)
+from slimlib.experiments.characterization.knees import LINEAR_GAIN, linear_regime
+from slimlib.experiments.transfer_study.transfer_eval import gpu_transfer_scenario, tp_scenario
+from slimlib.registry.architectures import get_architecture
+
+#: the axes, in table order
+AXES = ("batch", "batch-knee", "input", "output", "context", "model", "device", "tp")
+#: dataset name -> what it is (the table's "dataset" column)
+DATASETS = {
+    "memgap-online": "vLLM 0.5.2, H100, online advisor sweep (data/memgap-online.csv)",
+    "memgap-offline": "vLLM 0.5.2, H100, offline batches (data/memgap-offline.csv)",
+    "engine-cpu": "vLLM CPU engine campaign (data/engine-cpu-runs.csv)",
+    "llmib": "LLM-Inference-Bench, vLLM 0.6.1, MI300X/MI250 (data/llmib-runs.csv)",
+}
+#: batch axis: largest fitted and smallest validated batch size
+BATCH_FIT_MAX = 4
+BATCH_TEST_MIN = 8
+#: datasets whose batch folds pool every model into one fit (memgap offline: 3 rows per model at B <= 4, fewer
+#: than the paper model's free parameters)
+POOLED = ("memgap-offline",)
+
+
+@dataclass(frozen=True)
+class AxisFolds:
+    """The folds of one axis on one dataset; `transfer` folds move the fitted parameters to the test rows' GPU."""
+
+    axis: str
+    dataset: str
+    design: str
+    folds: list[Fold] = field(default_factory=list)
+    transfer: bool = False
+
+    @property
+    def n_test(self) -> int:
+        return int(sum(len(f.test) for f in self.folds))
+
+
+def _fold(label: str, train: pd.DataFrame, test: pd.DataFrame) -> Fold | None:
+    return (
+        Fold(label, train.reset_index(drop=True), test.reset_index(drop=True))
+        if len(train) and len(test)
+        else None
+    )
+
+
+def _per_model(table: pd.DataFrame, split: Callable[[pd.DataFrame], tuple[pd.DataFrame, pd.DataFrame]],
+               prefix: str = "") -> list[Fold]:  # fmt: skip
+    folds = []
+    for model, g in table.groupby("model", sort=True):
+        f = _fold(f"{prefix}{model}", *split(g))
+        if f is not None:
+            folds.append(f)
+    return folds
+
+
+def batch_split(g: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """B <= `BATCH_FIT_MAX` of every curve to fit, B >= `BATCH_TEST_MIN` to validate."""
+    b = g["batch_size"]
+    return g[b <= BATCH_FIT_MAX], g[b >= BATCH_TEST_MIN]
+
+
+def knee_split(g: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Per curve: its pre-knee run from B = 1 (`linear_regime`) to fit, the larger batch sizes to validate."""
+    train, test = [], []
+    for _, c in g.groupby("curve", sort=True):
+        run = linear_regime(c["batch_size"].to_numpy(), c["throughput_tok_s"].to_numpy(), 1.0, LINEAR_GAIN)
+        if len(run) == 0:
+            continue
+        top = float(c["batch_size"].to_numpy()[run].max())
+        train.append(c.iloc[run])
+        test.append(c[c["batch_size"] > top])
+    if not train:
+        return g.iloc[:0], g.iloc[:0]
+    return pd.concat(train), pd.concat(test)
+
+
+def largest_split(g: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The largest model (registry parameter count) to validate, the others to fit."""
+    sizes = {m: get_architecture(m).n_params for m in set(g["model"])}
+    largest = max(sizes, key=lambda m: (sizes[m], m))
+    return g[g["model"] != largest], g[g["model"] == largest]
+
+
+def _largest_len(col: str) -> Callable[[pd.DataFrame], tuple[pd.DataFrame, pd.DataFrame]]:
+    def split(g: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+        top = g[col].max()
+        return g[g[col] < top], g[g[col] == top]
+
+    return split
+
+
+def _one(label: str, train: pd.DataFrame, test: pd.DataFrame) -> list[Fold]:
+    f = _fold(label, train, test)
+    return [] if f is None else [f]
+
+
+def _device_groups(t: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+    return [(DEVICE_LABEL[gpu], device_rows(t, gpu)) for gpu in DEVICES]
+
+
+def build_axis_folds(
+    online: pd.DataFrame | None = None,
+    offline: pd.DataFrame | None = None,
+    engine: pd.DataFrame | None = None,
+    llmib: pd.DataFrame | None = None,
+) -> list[AxisFolds]:
+    """Every (axis, dataset) of the protocol with its folds, in `AXES` order; tables default to the committed data
+    (the CPU engine only where ``engine-cpu-runs`` exists). A table given as an empty frame is skipped."""
+    on = online_table() if online is None else online
+    off = offline_table() if offline is None else offline
+    eng = (engine_eval_rows() if available(ENGINE_TABLE) else None) if engine is None else engine
+    lib = llmib_table() if llmib is None else llmib
+    tables = {"memgap-online": on, "memgap-offline": off, "engine-cpu": eng, "llmib": lib}
+    tables = {k: v for k, v in tables.items() if v is not None and len(v)}
+    out: list[AxisFolds] = []
+
+    def add(axis: str, dataset: str, design: str, folds: list[Fold], transfer: bool = False) -> None:
+        if dataset in tables and folds:
+            out.append(AxisFolds(axis, dataset, design, folds, transfer))
+
+    batch_design = f"per model: fit B <= {BATCH_FIT_MAX} of every curve, validate B >= {BATCH_TEST_MIN}"
+    knee_design = "per model: fit each curve's pre-knee run from B = 1, validate its larger B"
+    for axis, split, design in (
+        ("batch", batch_split, batch_design),
+        ("batch-knee", knee_split, knee_design),
+    ):
+        for name in ("memgap-online", "memgap-offline", "engine-cpu"):
+            if name in POOLED:
+                add(axis, name, design.replace("per model", "all models in one fit"),
+                    _one("all models", *split(tables[name])) if name in tables else [])  # fmt: skip
+            elif name in tables:
+                add(axis, name, design, _per_model(tables[name], split))
+    if "llmib" in tables:
+        folds = [f for label, d in _device_groups(lib) for f in _per_model(d, knee_split, f"{label} ")]
+        add("batch-knee", "llmib", knee_design + " (one device's TP degree)", folds)
+    if "engine-cpu" in tables:
+        folds = _per_model(eng, _largest_len("input_len"))
+        add("input", "engine-cpu", "per model: fit IL 128 and 512, validate IL 1024 (every OL)", folds)
+        folds = _per_model(eng, _largest_len("output_len"))
+        add("output", "engine-cpu", "per model: fit OL 32-256, validate OL 512 (every IL)", folds)
+    if "memgap-online" in tables:
+        add("output", "memgap-online", "per model: fit OL 130-390, validate OL 520",
+            _per_model(on, _largest_len("output_len")))  # fmt: skip
+    if "llmib" in tables:
+        add(
+            "context",
+            "llmib",
+            "IL = OL, per device: fit L <= 256, validate L >= 512",
+            context_scenario(lib).folds,
+        )
+    for name in ("memgap-online", "memgap-offline", "engine-cpu"):
+        if name in tables:
+            tr, te = largest_split(tables[name])
+            add(
+                "model",
+                name,
+                "fit the smaller models, validate the largest",
+                _one(str(te["model"].iloc[0]), tr, te),
+            )
+    if "llmib" in tables:
+        folds = []
+        for label, d in _device_groups(lib):
+            if d["model"].nunique() > 1:
+                tr, te = largest_split(d)
+                folds += _one(f"{label} {te['model'].iloc[0]}", tr, te)
+        add("model", "llmib", "per device: fit the smaller models, validate the largest", folds)
+        add("device", "llmib", "fit one device, transfer the parameter file, validate the other (both ways)",
+            gpu_transfer_scenario(lib).folds, transfer=True)  # fmt: skip
+        add("tp", "llmib", "per device: fit the one-device TP degree, validate the larger ones",
+            tp_scenario(lib).folds)  # fmt: skip
+    order = {a: i for i, a in enumerate(AXES)}
+    return sorted(out, key=lambda a: order[a.axis])
+
+
+def fold_rows(axes: list[AxisFolds]) -> pd.DataFrame:
+    """One row per fold: axis, dataset, fold, n_train, n_test (the protocol's design, for tables and tests)."""
+    rows = [{"axis": a.axis, "dataset": a.dataset, "fold": f.label, "n_train": len(f.train), "n_test": len(f.test)}
+            for a in axes for f in a.folds]  # fmt: skip
+    return pd.DataFrame(rows, columns=["axis", "dataset", "fold", "n_train", "n_test"])

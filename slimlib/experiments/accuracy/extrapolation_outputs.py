@@ -1,0 +1,65 @@
+"""The extrapolation cross-validation's outputs: ``extrap_cv`` (per-axis MAPE and bias per candidate) and
+``extrap_coverage`` (nested coverage of the 90% intervals), written as CSV, Markdown and LaTeX by the one table
+writer (`slimlib.experiments.outputs.plotting.save_table`); `scripts/extrapolation_cv.py` and notebook 06 call
+`write_extrapolation_outputs`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from slimlib.experiments.accuracy.extrapolation import CVResult, extrapolation_table, recommend, wide_table
+from slimlib.experiments.accuracy.extrapolation_coverage import LEVEL, TARGET_BAND, coverage_table
+from slimlib.experiments.accuracy.extrapolation_folds import DATASETS
+from slimlib.experiments.outputs.plotting import save_table
+from slimlib.experiments.outputs.uncertainty import N_BOOT, SEED
+from slimlib.model import method_label
+
+
+def coverage_display(coverage: pd.DataFrame, quantity: str = "throughput") -> pd.DataFrame:
+    """Per axis (datasets pooled) and candidate: ``coverage % (median width high/low)`` of `quantity`."""
+    c = coverage[(coverage["dataset"] == "all") & (coverage["quantity"] == quantity)]
+    axes = list(dict.fromkeys(c["axis"]))
+    rows = []
+    for axis in axes:
+        g = c[c["axis"] == axis].set_index("method")
+        row: dict[str, object] = {
+            "axis": axis,
+            "n_folds": int(g["n_folds"].iloc[0]),
+            "n_test": int(g["n_test"].iloc[0]),
+        }
+        for m, r in g.iterrows():
+            row[method_label(str(m))] = (f"{100 * r['coverage']:.0f}% (x{r['median_width']:.2f})"
+                                         if pd.notna(r["coverage"]) else "n/a")  # fmt: skip
+        rows.append(row)
+    return pd.DataFrame(rows).astype(str)
+
+
+def write_extrapolation_outputs(
+    result: CVResult, figures_dir: str | Path, *, n_boot: int = N_BOOT, seed: int = SEED
+) -> tuple[pd.DataFrame, pd.DataFrame, tuple[str, str]]:
+    """Write ``extrap_cv`` and ``extrap_coverage`` (.csv long, .md/.tex display) into `figures_dir`; returns the
+    long tables and `recommend`'s (name, reason)."""
+    table = extrapolation_table(result, n_boot=n_boot, seed=seed)
+    coverage = coverage_table(result)
+    choice = recommend(table)
+    labels = {m: method_label(m) for m in result.methods}
+    used = sorted(set(table["dataset"]))
+    notes = [
+        "Throughput MAPE (%) [bootstrap 95% interval over test rows] (bias: mean signed % error, + over-predicts) "
+        f"per axis and dataset; {n_boot} resamples, seed {seed}. Worst axis: the largest MAPE of a candidate.",
+        f"Fits: {result.n_starts} Sobol starts besides the default start per fit (the package default is 8). "
+        f"Recommended by the worst-axis error: {choice[1]}.",
+        *[f"{d}: {DATASETS[d]}." for d in used],
+    ]
+    save_table(table, "extrap_cv", figures_dir, display=wide_table(table, labels), notes=notes)
+    lo, hi = TARGET_BAND
+    save_table(
+        coverage, "extrap_coverage", figures_dir, display=coverage_display(coverage),
+        notes=[f"Share of held-out rows inside the {LEVEL:.0%} prediction interval (throughput), per axis over its "
+               f"datasets, and the median width high/low; target {lo:.0%}-{hi:.0%} on every axis. Nested: a fold's "
+               "residual quantiles come from the other folds of its axis; its parameter uncertainty from its own fit "
+               "(none after a GPU transfer, which clears the standard errors)."],
+    )  # fmt: skip
+    return table, coverage, choice

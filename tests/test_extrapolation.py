@@ -1,0 +1,174 @@
+"""The extrapolation cross-validation (`slimlib.experiments.accuracy.extrapolation*`): folds defined by the data,
+identical rows for every candidate, term-list candidates, counted fit failures, the table and `recommend`."""
+
+from __future__ import annotations
+
+import re
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from slimlib.errors import DataError
+from slimlib.experiments.accuracy.extrapolation import (
+    TABLE_COLUMNS,
+    calibrated_methods,
+    extrapolation_table,
+    recommend,
+    run_extrapolation_cv,
+    signed_pct_error,
+    wide_table,
+    worst_axis,
+)
+from slimlib.experiments.accuracy.extrapolation_folds import AXES, AxisFolds, build_axis_folds, fold_rows
+from slimlib.experiments.accuracy.extrapolation_outputs import write_extrapolation_outputs
+from slimlib.experiments.accuracy.scenarios import Fold
+from slimlib.model import METHODS
+from slimlib.model.slim import PAPER_TERMS
+from slimlib.registry.architectures import get_architecture
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def axes() -> list[AxisFolds]:
+    return build_axis_folds()
+
+
+def test_every_axis_has_folds_on_the_committed_data(axes):
+    assert [a for a in AXES if a not in {x.axis for x in axes}] == []
+    rows = fold_rows(axes)
+    assert (rows["n_train"] > 0).all() and (rows["n_test"] > 0).all()
+    assert {("device", "llmib"), ("tp", "llmib"), ("batch", "engine-cpu"), ("model", "memgap-online")} <= set(
+        zip(rows["axis"], rows["dataset"], strict=True)
+    )
+
+
+def test_folds_split_along_their_axis(axes):
+    for a in axes:
+        for f in a.folds:
+            tr, te = f.train, f.test
+            if a.axis == "batch":
+                assert tr["batch_size"].max() <= 4 and te["batch_size"].min() >= 8
+                assert set(te["curve"]) <= set(tr["curve"])
+            elif a.axis == "batch-knee":
+                top = tr.groupby("curve")["batch_size"].max()
+                assert (te["batch_size"].to_numpy() > top.reindex(te["curve"]).to_numpy()).all()
+            elif a.axis in ("input", "output"):
+                col = f"{a.axis}_len"
+                assert tr[col].max() < te[col].min()
+            elif a.axis == "context":
+                assert tr["input_len"].max() < te["input_len"].min()
+            elif a.axis == "model":
+                size = {m: get_architecture(m).n_params for m in set(tr["model"]) | set(te["model"])}
+                assert max(size[m] for m in tr["model"]) < min(size[m] for m in te["model"])
+            elif a.axis == "device":
+                assert a.transfer and set(tr["gpu"]).isdisjoint(set(te["gpu"]))
+            elif a.axis == "tp":
+                assert tr["tensor_parallel"].max() < te["tensor_parallel"].min()
+
+
+def test_default_candidates_are_the_calibrated_methods():
+    assert calibrated_methods() == [n for n, m in METHODS.items() if m.calibrated]
+    assert "slim" in calibrated_methods() and "llmvisor-agg" not in calibrated_methods()
+
+
+@pytest.fixture(scope="module")
+def device_cv(axes):
+    device = [a for a in axes if a.axis == "device"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return run_extrapolation_cv(["paper", ("paper as terms", PAPER_TERMS)], axes=device, n_starts=0)
+
+
+def test_a_term_list_candidate_equals_its_registered_method_including_gpu_transfer(device_cv):
+    p = device_cv.predictions
+    a, b = p[p["method"] == "paper"], p[p["method"] == "paper as terms"]
+    assert len(a) == len(b) == sum(len(f.test) for ax in device_cv.axes for f in ax.folds)
+    np.testing.assert_allclose(
+        a["pred_throughput_tok_s"].to_numpy(), b["pred_throughput_tok_s"].to_numpy(), rtol=1e-9
+    )
+    table = extrapolation_table(device_cv, n_boot=200)
+    assert list(table.columns) == list(TABLE_COLUMNS)
+    assert table["n_test"].nunique() == 1  # the same rows for every candidate
+    assert table["mape_pct"].iloc[0] == pytest.approx(table["mape_pct"].iloc[1])
+
+
+def _tiny_axes(axes: list[AxisFolds]) -> list[AxisFolds]:
+    """The memgap-online output axis, plus a fold too small to fit (2 training rows)."""
+    out = next(a for a in axes if a.axis == "output" and a.dataset == "memgap-online")
+    f = out.folds[0]
+    bad = AxisFolds("model", "memgap-online", "too few rows", [Fold("tiny", f.train.iloc[:2], f.test)])
+    return [AxisFolds(out.axis, out.dataset, out.design, out.folds[:2]), bad]
+
+
+def test_fit_failures_are_counted_and_leave_the_cell_empty(axes):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = run_extrapolation_cv(["paper", "slim"], axes=_tiny_axes(axes), n_starts=0)
+    # the paper model cannot fit 2 rows (6 parameters); the recommended model holds its priors and fits
+    assert set(res.failures["fold"]) == {"tiny"} and set(res.failures["method"]) == {"paper"}
+    table = extrapolation_table(res, n_boot=200)
+    bad = table[(table["axis"] == "model") & (table["method"] == "paper")]
+    assert bad["mape_pct"].isna().all() and (bad["n_failed_folds"] == 1).all()
+    assert bad["note"].str.contains("not fitted").all()
+    assert table.loc[table["method"] == "slim", "mape_pct"].notna().all()
+    name, reason = recommend(table)
+    assert name == "slim" and "paper: 1 cell(s) not fitted" in reason
+    shown = wide_table(table)
+    assert shown.loc[shown["axis"] == "model", "paper"].tolist() == ["not fitted (1 folds)"]
+    with pytest.raises(DataError, match="no candidate"):
+        recommend(table[table["method"] == "paper"])
+
+
+def _table(cells: dict[str, list[float]]) -> pd.DataFrame:
+    rows = []
+    for method, values in cells.items():
+        for i, v in enumerate(values):
+            rows.append({"axis": AXES[i], "dataset": "d", "method": method, "n_folds": 1,
+                         "n_failed_folds": int(np.isnan(v)), "n_test": 10, "mape_pct": v, "mape_lo_pct": v,
+                         "mape_hi_pct": v, "bias_pct": 0.0, "bias_lo_pct": 0.0, "bias_hi_pct": 0.0,
+                         "latency_mape_pct": v, "note": ""})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def test_recommend_picks_the_best_worst_axis_not_the_best_mean():
+    t = _table({"flexible": [1.0, 1.0, 30.0], "steady": [12.0, 12.0, 12.0], "broken": [0.5, np.nan, 0.5]})
+    name, reason = recommend(t)
+    assert name == "steady"
+    assert "12.0%" in reason and "flexible 30.0%" in reason and "broken: 1 cell(s) not fitted" in reason
+    w = worst_axis(t).set_index("method")
+    assert w.loc["flexible", "mean_mape_pct"] < w.loc["steady", "mean_mape_pct"]
+    assert w.loc["flexible", "worst_cell"] == f"{AXES[2]} / d"
+
+
+def test_signed_error_is_positive_when_over_predicting():
+    assert signed_pct_error(np.array([100.0, 100.0]), np.array([110.0, 95.0])) == pytest.approx([10.0, -5.0])
+
+
+def test_outputs_are_written_through_the_table_writer(tmp_path, device_cv):
+    table, coverage, (name, _) = write_extrapolation_outputs(device_cv, tmp_path, n_boot=200)
+    for stem in ("extrap_cv", "extrap_coverage"):
+        for ext in ("csv", "md", "tex"):
+            assert (tmp_path / f"{stem}.{ext}").is_file()
+    assert name in {"paper", "paper as terms"}
+    back = pd.read_csv(tmp_path / "extrap_cv.csv")
+    assert list(back.columns) == list(TABLE_COLUMNS) and len(back) == len(table)
+    assert "worst axis" in (tmp_path / "extrap_cv.md").read_text()
+
+
+README_SECTION = re.compile(r"<!-- extrap_cv:start -->\n(.*?)<!-- extrap_cv:end -->", re.S)
+
+
+def test_readme_shows_the_generated_extrapolation_table():
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    m = README_SECTION.search(readme)
+    assert m, "README.md lacks the <!-- extrap_cv:start --> ... <!-- extrap_cv:end --> section"
+    generated = REPO / "figures" / "extrap_cv.md"
+    if not generated.is_file():
+        pytest.skip("figures/extrap_cv.md not generated yet (notebook 06 writes it)")
+    assert m.group(1) == generated.read_text(encoding="utf-8"), (
+        "README's extrapolation table differs from figures/extrap_cv.md: paste the file between the markers"
+    )

@@ -1,0 +1,231 @@
+"""Prediction intervals (`slimlib.model.intervals`): columns, order, the parameter file, and coverage on data
+generated from the model (where the truth is known)."""
+
+from __future__ import annotations
+
+import json
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+from synthetic import TRUE_PARAMS, grid, synthesize
+
+from slimlib.cli.main import main
+from slimlib.errors import DataError
+from slimlib.experiments.accuracy.extrapolation import run_extrapolation_cv
+from slimlib.experiments.accuracy.extrapolation_coverage import (
+    coverage_table,
+    nested_intervals,
+    residual_model,
+)
+from slimlib.experiments.accuracy.extrapolation_folds import AxisFolds
+from slimlib.experiments.accuracy.scenarios import Fold
+from slimlib.model import SlimModel, load_params
+from slimlib.model.intervals import (
+    GRID,
+    INTERVAL_COLUMNS,
+    IntervalWarning,
+    ResidualModel,
+    conformal_probs,
+    fit_domain,
+    row_axes,
+)
+
+GPU = "h100-sxm-80gb"
+NOISE = 0.05
+
+
+def noisy(seed: int) -> pd.DataFrame:
+    """Rows from the paper model at `TRUE_PARAMS` times a log-normal factor of sd `NOISE` (truth known)."""
+    truth = SlimModel.with_params(TRUE_PARAMS, gpu=GPU)
+    df = synthesize(truth, grid(batch=(1, 2, 4, 8, 16, 64, 256)))
+    factor = np.exp(NOISE * np.random.default_rng(seed).standard_normal(len(df)))
+    df["throughput_tok_s"] *= factor
+    df["e2e_s"] /= factor
+    return df
+
+
+def synthetic_axis(n_folds: int = 8) -> AxisFolds:
+    """A batch axis of `n_folds` independent noisy draws: fit B <= 16, validate B >= 64."""
+    folds = []
+    for seed in range(n_folds):
+        d = noisy(seed)
+        folds.append(Fold(f"draw {seed}", d[d["batch_size"] <= 16], d[d["batch_size"] >= 64]))
+    return AxisFolds("batch", "synthetic", "fit B <= 16, validate B >= 64", folds)
+
+
+@pytest.fixture(scope="module")
+def synthetic_cv():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return run_extrapolation_cv(["paper"], axes=[synthetic_axis()], n_starts=0)
+
+
+@pytest.fixture(scope="module")
+def fitted():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return SlimModel(gpu=GPU, n_starts=0).fit(noisy(0))
+
+
+def test_interval_columns_present_and_ordered(fitted):
+    df = noisy(1)
+    with pytest.warns(IntervalWarning, match="no residual model"):
+        pred = fitted.predict(df, interval=0.9)
+    for quantity, (lo, hi) in INTERVAL_COLUMNS.items():
+        p = pred["pred_throughput_tok_s" if quantity == "throughput" else "pred_e2e_s"]
+        assert (pred[lo] <= p).all() and (p <= pred[hi]).all()
+        assert (pred[lo] < pred[hi]).all()  # the parameter part alone gives a width
+    assert list(fitted.predict(df).columns) == list(pred.columns[:4])  # no interval: the four columns only
+
+
+def test_wider_level_gives_wider_interval_and_bad_levels_are_refused(fitted, synthetic_cv):
+    m = SlimModel(gpu=GPU, n_starts=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        m.fit(noisy(0)).attach_intervals(residual_model(synthetic_cv, "paper"), noisy(0))
+    df = noisy(2)
+    a, b = m.predict(df, interval=0.5), m.predict(df, interval=0.95)
+    lo, hi = INTERVAL_COLUMNS["throughput"]
+    assert ((b[hi] / b[lo]) > (a[hi] / a[lo])).all()
+    for bad in (0, 1, 1.5, -0.1, True, "0.9"):
+        with pytest.raises(DataError, match="interval level"):
+            m.predict(df, interval=bad)
+
+
+def test_parameter_file_round_trips_residual_model_domain_and_covariance(fitted, synthetic_cv):
+    train = noisy(0)
+    m = SlimModel(gpu=GPU, n_starts=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        m.fit(train)
+    m.attach_intervals(residual_model(synthetic_cv, "paper"), train)
+    doc = json.loads(m.to_json())
+    assert doc["intervals"]["residuals"]["method"] == "paper"
+    back = load_params(m.to_json())
+    assert back.residuals_ == m.residuals_ and back.domain_ == m.domain_
+    pd.testing.assert_frame_equal(back.covariance(), m.covariance())
+    df = noisy(3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", IntervalWarning)  # full intervals: no warning
+        pd.testing.assert_frame_equal(back.predict(df, interval=0.9), m.predict(df, interval=0.9))
+    doc["intervals"]["residuals"]["quantiles"]["batch"]["throughput"] = [0.0, 1.0]
+    with pytest.raises(DataError, match="do not have"):
+        load_params(json.dumps(doc))
+    doc["intervals"] = {"residuals": None, "domain": None}
+    with pytest.raises(DataError, match="intervals.residuals"):
+        load_params(json.dumps(doc))
+
+
+def test_coverage_on_model_generated_data_is_near_nominal(synthetic_cv):
+    cov = coverage_table(synthetic_cv)
+    row = cov[(cov["dataset"] == "all") & (cov["quantity"] == "throughput")].iloc[0]
+    assert row["n_folds"] == 8 and row["n_test"] == 8 * 24
+    assert 0.85 <= row["coverage"] <= 0.97, row
+    # the interval is nested: no fold's rows are inside its own learned quantiles by construction
+    e = nested_intervals(synthetic_cv)
+    assert e["low"].notna().all()
+
+
+def test_coverage_of_a_too_narrow_interval_is_measured_as_low(synthetic_cv):
+    e = nested_intervals(synthetic_cv, level=0.5)
+    cov = e.loc[e["quantity"] == "throughput", "covered"].mean()
+    assert 0.35 <= cov <= 0.7
+
+
+def test_residual_model_quantiles_of_a_known_distribution():
+    rng = np.random.default_rng(0)
+    errors = pd.DataFrame(
+        {"axis": "batch", "quantity": "throughput", "log_error": 0.1 * rng.standard_normal(20000)}
+    )
+    rm = ResidualModel.from_errors(errors)
+    lo, hi = rm.offsets("batch", "throughput", 0.9)
+    assert lo == pytest.approx(-0.1645, abs=0.005) and hi == pytest.approx(0.1645, abs=0.005)
+    assert rm.offsets("pooled", "throughput", 0.9) == (lo, hi)
+    assert len(rm.quantiles["batch"]["throughput"]) == len(GRID)
+    assert ResidualModel.from_dict(json.loads(json.dumps(rm.to_dict()))) == rm
+    with pytest.raises(DataError, match="no 'e2e' quantiles"):
+        rm.offsets("batch", "e2e", 0.9)
+    assert conformal_probs(9, 0.8) == pytest.approx((0.0, 1.0))  # ceil(10 * 0.9) / 9 > 1: the whole range
+
+
+def test_rows_are_assigned_the_axes_they_extrapolate_on():
+    train = pd.DataFrame({"model": ["opt-1.3b"] * 2, "batch_size": [1.0, 4.0], "input_len": [128.0, 128.0],
+                          "output_len": [64.0, 64.0]})  # fmt: skip
+    dom = fit_domain(train, GPU)
+    rows = pd.DataFrame({"model": ["opt-1.3b", "opt-1.3b", "opt-6.7b", "opt-1.3b"], "batch_size": [2.0, 8.0, 2.0, 2.0],
+                         "input_len": [128.0, 128.0, 128.0, 512.0], "output_len": [64.0, 64.0, 64.0, 64.0]})  # fmt: skip
+    axes = row_axes(rows, dom, GPU)
+    assert axes == [["pooled"], ["batch", "batch-knee"], ["model"], ["input", "context"]]
+    assert row_axes(rows.iloc[:1], dom, "mi300x") == [["device"]]
+
+
+def test_slim_predict_interval_writes_the_columns(tmp_path, fitted, synthetic_cv):
+    m = SlimModel(gpu=GPU, n_starts=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        m.fit(noisy(0))
+    m.attach_intervals(residual_model(synthetic_cv, "paper"), noisy(0))
+    params = tmp_path / "params.json"
+    m.to_json(params)
+    grid_csv = tmp_path / "grid.csv"
+    noisy(4).drop(columns=["throughput_tok_s", "e2e_s"]).to_csv(grid_csv, index=False)
+    out = tmp_path / "pred.csv"
+    assert main(["predict", str(params), str(grid_csv), "--out", str(out), "--interval", "0.9"]) == 0
+    pred = pd.read_csv(out)
+    lo, hi = INTERVAL_COLUMNS["throughput"]
+    assert (pred[lo] <= pred["pred_throughput_tok_s"]).all() and (
+        pred["pred_throughput_tok_s"] <= pred[hi]
+    ).all()
+    assert main(["predict", str(params), str(grid_csv), "--out", str(tmp_path / "p2.csv")]) == 0
+    assert lo not in pd.read_csv(tmp_path / "p2.csv").columns
+
+
+def test_the_advisor_curve_carries_the_intervals_of_the_same_predict(synthetic_cv):
+    from slimlib.advisor.capacity import advise
+
+    m = SlimModel(gpu=GPU, n_starts=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        m.fit(noisy(0))
+    m.attach_intervals(residual_model(synthetic_cv, "paper"), noisy(0))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # physical-validity warnings of the large candidates
+        plain = advise(m, "opt-1.3b", 128, 64, slo_s=10.0, batch_sizes=[1, 8, 64, 512])
+        adv = advise(m, "opt-1.3b", 128, 64, slo_s=10.0, batch_sizes=[1, 8, 64, 512], interval=0.9)
+    c = adv.curve
+    lo, hi = INTERVAL_COLUMNS["throughput"]
+    assert lo not in plain.curve.columns
+    assert (c[lo] <= c["pred_throughput_tok_s"]).all() and (c["pred_throughput_tok_s"] <= c[hi]).all()
+    assert (c[hi] / c[lo]).iloc[-1] > (c[hi] / c[lo]).iloc[0]  # B = 512 extrapolates beyond the fit's B = 256
+    assert adv.b_cap == plain.b_cap
+
+
+def test_slim_fit_intervals_stores_the_residual_model_of_the_cross_validation(
+    tmp_path, monkeypatch, synthetic_cv
+):
+    import slimlib.cli.cmd_fit as cmd_fit
+
+    calls = []
+
+    def fake_cv(candidates):  # the protocol on the package's data takes ~20 s: its synthetic run stands in
+        calls.append(list(candidates))
+        return synthetic_cv
+
+    monkeypatch.setattr(cmd_fit, "run_extrapolation_cv", fake_cv)
+    data = tmp_path / "runs.csv"
+    noisy(0).to_csv(data, index=False)
+    params = tmp_path / "params.json"
+    assert (
+        main(["fit", str(data), "--out", str(params), "--variant", "paper", "--starts", "0", "--intervals"])
+        == 0
+    )
+    assert calls == [["paper"]]
+    m = load_params(params)
+    assert m.residuals_ == residual_model(synthetic_cv, "paper") and m.domain_.max_values["batch_size"] == 256
+    assert (
+        main(["fit", str(data), "--out", str(tmp_path / "p2.json"), "--variant", "paper", "--starts", "0"])
+        == 0
+    )
+    assert "intervals" not in json.loads((tmp_path / "p2.json").read_text())
