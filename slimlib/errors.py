@@ -41,6 +41,23 @@ def note_interrupt(signum: int) -> None:
         _received.append(int(signum))
 
 
+#: True while `slimlib.io` commits an output (or registers a temporary file): the handler then records a signal
+#: and lets the step finish; the next `check_interrupted` raises it
+_deferring: list[bool] = [False]
+
+
+def set_deferring(on: bool) -> bool:
+    """Set whether a signal is only recorded (True) or also raised at once (False); returns the previous setting."""
+    previous = _deferring[0]
+    _deferring[0] = bool(on)
+    return previous
+
+
+def interrupts_deferred() -> bool:
+    """True while a step no interrupt may cut short is running (`set_deferring`)."""
+    return _deferring[0]
+
+
 def interrupt_received() -> int | None:
     """The signal number recorded by `note_interrupt`, or None."""
     return _received[0] if _received else None

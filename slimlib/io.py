@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
-from slimlib.errors import DataError, check_interrupted
+from slimlib.errors import DataError, check_interrupted, set_deferring
 from slimlib.schema import row_chunks
 
 __all__ = [
@@ -44,6 +44,20 @@ STDOUT = "-"
 
 #: signals held while a temporary output is created, committed or removed
 _HELD = {signal.SIGINT, signal.SIGTERM}
+_Held = tuple[set[signal.Signals], bool]
+
+
+def _hold() -> _Held:
+    """Hold SIGINT/SIGTERM around a step no interrupt may cut short: blocked in this thread, and recorded instead
+    of raised by the `slim` handler when another thread (BLAS, Arrow) receives one, whose Python handler would
+    still run in this thread (`slimlib.errors.set_deferring`). Returns what `_restore` puts back."""
+    return signal.pthread_sigmask(signal.SIG_BLOCK, _HELD), set_deferring(True)
+
+
+def _restore(held: _Held) -> None:
+    """Undo `_hold`: the signal mask and the deferral as they were."""
+    signal.pthread_sigmask(signal.SIG_SETMASK, held[0])
+    set_deferring(held[1])
 
 
 def _cannot_write(target: Path, exc: OSError) -> DataError:
@@ -119,8 +133,7 @@ def atomic_open(
     # signals are held while the temporary file is created and registered for removal, so an interrupt at any
     # moment either finds no temporary file or removes it below; they are held again around the commit, which
     # happens only if no interrupt was recorded (one swallowed by a finalizer still stops the write)
-    held = _HELD
-    old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    old_mask = _hold()
     tmp: str | None = None
     try:
         check_interrupted()
@@ -128,7 +141,7 @@ def atomic_open(
             fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
         except OSError as exc:
             raise _cannot_write(target, exc) from None
-        signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
+        _restore(old_mask)
         with os.fdopen(fd, mode, **kwargs) as fh:
             yield fh
             fh.flush()
@@ -136,18 +149,18 @@ def atomic_open(
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, (0o777 if executable else 0o666) & ~umask)
-        signal.pthread_sigmask(signal.SIG_BLOCK, held)
+        _hold()
         check_interrupted()
         os.replace(tmp, target)
-        signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
+        _restore(old_mask)
     except BaseException:
-        signal.pthread_sigmask(signal.SIG_BLOCK, held)  # a second signal must not skip the removal
+        _hold()  # a second signal must not skip the removal
         try:
             if tmp is not None:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(tmp)
         finally:
-            signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
+            _restore(old_mask)
         raise
 
 
@@ -161,7 +174,7 @@ def atomic_folder(path: str | Path, *, replaces: tuple[str, ...] = ()) -> Iterat
     other files of the folder are kept. On error or interrupt the temporary folder is removed. A folder that
     cannot be written into is a one-line DataError naming it."""
     target = Path(path)
-    old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, _HELD)
+    old_mask = _hold()
     tmp: Path | None = None
     try:
         check_interrupted()
@@ -171,9 +184,9 @@ def atomic_folder(path: str | Path, *, replaces: tuple[str, ...] = ()) -> Iterat
             )
         except OSError as exc:
             raise _cannot_write(target, exc) from None
-        signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
+        _restore(old_mask)
         yield tmp
-        signal.pthread_sigmask(signal.SIG_BLOCK, _HELD)
+        _hold()
         check_interrupted()
         if not target.exists():
             umask = os.umask(0)
@@ -190,14 +203,14 @@ def atomic_folder(path: str | Path, *, replaces: tuple[str, ...] = ()) -> Iterat
                 os.replace(item, target / item.name)
             shutil.rmtree(tmp)
         tmp = None
-        signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
+        _restore(old_mask)
     except BaseException:
-        signal.pthread_sigmask(signal.SIG_BLOCK, _HELD)
+        _hold()
         try:
             if tmp is not None:
                 shutil.rmtree(tmp, ignore_errors=True)
         finally:
-            signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
+            _restore(old_mask)
         raise
 
 

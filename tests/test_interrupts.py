@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pytest
 from synthetic import TRUE_PARAMS
 
 from slimlib.model import SlimModel
@@ -381,3 +382,40 @@ def test_a_plan_interrupted_while_written_leaves_the_old_plan_whole(tmp_path, mo
     assert len(written) == 2 and capsys.readouterr().err.count("\n") == 1
     assert _state(out) == before
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_a_signal_during_a_commit_is_recorded_and_raised_after_it():
+    """A signal whose Python handler runs while `slimlib.io` commits an output (another thread received it, so the
+    commit's signal mask did not hold it back) is recorded, not raised: the commit finishes whole, and the next
+    check raises it. After a command ends, nothing recorded is left to stop later work in the same process."""
+    from slimlib import errors
+    from slimlib.cli.main import _raise_interrupted
+
+    previous = errors.set_deferring(True)
+    try:
+        _raise_interrupted(signal.SIGTERM, None)  # no exception inside the commit
+        assert errors.interrupt_received() == signal.SIGTERM
+    finally:
+        errors.set_deferring(previous)
+    with pytest.raises(errors.Interrupted):
+        errors.check_interrupted()
+    errors.clear_interrupt()
+    with pytest.raises(errors.Interrupted):  # outside a commit the handler raises at once
+        _raise_interrupted(signal.SIGINT, None)
+    errors.clear_interrupt()
+
+
+def test_no_recorded_signal_outlives_the_command(tmp_path, monkeypatch, capsys):
+    """`main` returns 143 for a SIGTERM in a plan write, then a library write in the same process commits."""
+    import slimlib.advisor.plan as plan_module
+    from slimlib.cli.main import main
+    from slimlib.io import write_text
+
+    def signal_on_write(path, text, **kw):
+        signal.raise_signal(signal.SIGTERM)
+
+    monkeypatch.setattr(plan_module, "write_text", signal_on_write)
+    argv = ["plan", "--model", "opt-1.3b", "--gpu", "h100-sxm-80gb", "--out", str(tmp_path / "plan")]
+    assert main(argv) == 143
+    capsys.readouterr()
+    assert write_text(tmp_path / "later.txt", "ok\n").read_text() == "ok\n"

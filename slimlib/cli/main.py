@@ -22,6 +22,7 @@ from slimlib.errors import (
     check_interrupted,
     clear_interrupt,
     interrupt_received,
+    interrupts_deferred,
     note_interrupt,
 )
 
@@ -67,9 +68,11 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
 
 def _raise_interrupted(signum: int, frame: FrameType | None) -> None:
     """The handler: record the signal (so no output is committed after it: `slimlib.errors.check_interrupted`), then
-    raise `Interrupted` to stop the work at once."""
+    raise `Interrupted` to stop the work at once, unless an output is being committed (`interrupts_deferred`: the
+    commit finishes, and the next `check_interrupted` raises)."""
     note_interrupt(signum)
-    raise Interrupted(signum)
+    if not interrupts_deferred():
+        raise Interrupted(signum)
 
 
 def _quiet_interrupted(hook: object) -> object:
@@ -142,6 +145,7 @@ def main(argv: list[str] | None = None) -> int:
             return _interrupted(command, signum)
         raise
     finally:
+        clear_interrupt()  # reported (or none): later library calls in this process commit their outputs again
         sys.unraisablehook, sys.excepthook = unraisablehook, excepthook
         warnings.formatwarning = formatwarning
         for s, handler in previous.items():  # the `slim` program is exiting: a late signal changes nothing
