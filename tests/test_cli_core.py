@@ -34,12 +34,15 @@ def test_fit_predict_round_trip(data_csv, tmp_path, capsys):
     pred_csv = tmp_path / "pred.csv"
     assert main(["predict", str(params), str(grid_csv), "--out", str(pred_csv)]) == 0
     pred = pd.read_csv(pred_csv)
-    assert list(pred.columns[-4:]) == [
+    assert list(pred.columns[-6:]) == [
         "pred_throughput_tok_s",
         "pred_e2e_s",
         "pred_prefill_s",
         "pred_decode_s",
+        "pred_ttft_s",
+        "pred_tpot_s",
     ]
+    assert pred[["pred_ttft_s", "pred_tpot_s"]].isna().all().all()  # the paper model has no TTFT/TPOT split
     truth = pd.read_csv(data_csv)
     rel = (pred["pred_throughput_tok_s"] - truth["throughput_tok_s"]).abs() / truth["throughput_tok_s"]
     assert rel.max() < 1e-3
@@ -57,7 +60,7 @@ def test_predict_to_stdout(data_csv, tmp_path, capsys):
     capsys.readouterr()
     assert main(["predict", str(params), str(data_csv)]) == 0
     text = capsys.readouterr().out
-    assert text.splitlines()[0].endswith("pred_decode_s") and len(text.splitlines()) == 61
+    assert text.splitlines()[0].endswith("pred_tpot_s") and len(text.splitlines()) == 61
 
 
 @pytest.mark.parametrize(

@@ -96,6 +96,23 @@ def test_predict_shape_columns_and_index(name):
     np.testing.assert_allclose(thr[:, 1], m.predict(row)["pred_throughput_tok_s"], rtol=1e-12)
 
 
+#: methods that predict TTFT and TPOT (the others return NaN there and say so in their docstrings)
+LATENCY_METHODS = {"slim-roofline", "llmvisor-agg"}
+
+
+def test_ttft_tpot_columns_are_consistent_or_nan(name):
+    """TTFT and TPOT: both finite with ``E2E = TTFT + (OL - 1) TPOT`` for the methods that predict them, both NaN
+    (never one of the two) for the others."""
+    pred = _fit(name, TRAIN_A).predict(TEST)
+    ttft, tpot = pred["pred_ttft_s"].to_numpy(), pred["pred_tpot_s"].to_numpy()
+    if name not in LATENCY_METHODS:
+        assert np.isnan(ttft).all() and np.isnan(tpot).all()
+        return
+    assert np.isfinite(ttft).all() and np.isfinite(tpot).all()
+    ol = TEST["output_len"].to_numpy(dtype=float)
+    np.testing.assert_allclose(ttft + (ol - 1.0) * tpot, pred["pred_e2e_s"].to_numpy(), rtol=1e-9)
+
+
 def test_fit_is_deterministic(name):
     a = _fit(name, TRAIN_A).predict(TEST)
     b = _fit(name, TRAIN_A).predict(TEST)

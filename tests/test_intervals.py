@@ -21,7 +21,7 @@ from slimlib.experiments.accuracy.extrapolation_coverage import (
 )
 from slimlib.experiments.accuracy.extrapolation_folds import AxisFolds
 from slimlib.experiments.accuracy.scenarios import Fold
-from slimlib.model import SlimModel, load_params
+from slimlib.model import PRED_COLUMNS, SlimModel, load_params
 from slimlib.model.intervals import (
     GRID,
     INTERVAL_COLUMNS,
@@ -77,7 +77,7 @@ def test_interval_columns_present_and_ordered(fitted):
         p = pred["pred_throughput_tok_s" if quantity == "throughput" else "pred_e2e_s"]
         assert (pred[lo] <= p).all() and (p <= pred[hi]).all()
         assert (pred[lo] < pred[hi]).all()  # the parameter part alone gives a width
-    assert list(fitted.predict(df).columns) == list(pred.columns[:4])  # no interval: the four columns only
+    assert list(fitted.predict(df).columns) == list(pred.columns[: len(PRED_COLUMNS)])  # no interval: none added
 
 
 def test_wider_level_gives_wider_interval_and_bad_levels_are_refused(fitted, synthetic_cv):

@@ -38,12 +38,22 @@ TP_CHOICES = (1, 2, 4, 8)
 PARAMS = {
     "slim": {"eta_c": 0.6, "t_fixed": 0.05, "eta_attn": 0.8, "eta_w": 0.9, "alpha": 2e-5, "t_step": 3e-3},
     "paper": {"eta_c": 0.6, "t_fixed": 0.05, "eta_m": 0.8, "B0": 4.0, "alpha": 2e-5, "gamma": 3e-7},
+    "slim-roofline": {
+        "eta_c": 0.6,
+        "eta_w": 0.9,
+        "eta_e": 0.4,
+        "eta_ac": 0.5,
+        "eta_attn": 0.8,
+        "t_step": 3e-3,
+        "t_seq": 2e-5,
+        "t_fixed": 0.05,
+    },
 }
 
 
 def _model(name: str, gpu: str) -> CalibratedModel:
     m = METHODS[name]
-    params = PARAMS["slim" if m.cls is ExtendedSlimModel else "paper"]
+    params = PARAMS.get(name) or PARAMS["slim" if m.cls is ExtendedSlimModel else "paper"]
     model = m.cls.with_params(params, gpu=gpu, **m.options)  # type: ignore[attr-defined]
     assert isinstance(model, CalibratedModel)
     return model

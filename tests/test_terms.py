@@ -18,6 +18,7 @@ from slimlib.model.calibrated import TermModel
 from slimlib.model.extended import slim_terms
 from slimlib.model.parallel import allreduce_latency, group_bandwidth
 from slimlib.model.params import ParamSpec
+from slimlib.model.roofline_model import RooflineSlimModel
 from slimlib.model.slim import PAPER_TERMS, VARIANTS
 from slimlib.model.terms import specs as ps
 from slimlib.registry.gpus import get_gpu
@@ -212,7 +213,7 @@ def test_slim_parameters_in_the_old_order():
 def test_a_parameter_name_means_one_quantity():
     every = [v for v in vars(ps).values() if isinstance(v, ParamSpec)]
     assert len({s.name for s in every}) == len(every)
-    assert len(T.CATALOGUE) == 19 and all(name == t.name for name, t in T.CATALOGUE.items())
+    assert len(T.CATALOGUE) == 26 and all(name == t.name for name, t in T.CATALOGUE.items())
     T.model_specs(T.CATALOGUE.values())  # all terms together: no name with two meanings
     for term in T.CATALOGUE.values():
         for s in term.specs:
@@ -272,7 +273,9 @@ def test_features_supply_every_key_the_terms_read():
     df = grid(models=("llama-2-7b", "mixtral-8x7b", "deepseek-v3"), gpu="h200-sxm-141gb", batch=(4,),
               input_len=(128,), output_len=(64,))  # fmt: skip
     df["tensor_parallel"] = 8
-    f = ExtendedSlimModel.with_params(SLIM_P, gpu="h200-sxm-141gb")._features(df, get_gpu("h200-sxm-141gb"))
+    hw = get_gpu("h200-sxm-141gb")
+    f = ExtendedSlimModel.with_params(SLIM_P, gpu=hw.name)._features(df, hw)
+    f.update(RooflineSlimModel(gpu=hw.name)._features(df, hw))  # and the step features of its serving mode
     missing = {k for t in T.CATALOGUE.values() for k in t.reads if k not in f}
     assert not missing
     np.testing.assert_array_equal(f["latent_attention"], [0.0, 0.0, 1.0])

@@ -4,7 +4,11 @@
   changes them: what a fit decides lives in attributes ending in ``_`` (``params_``, ``stderr_``, ``gpu_``,
   ``fit_info_``, and method-specific state).
 * ``fit(df) -> self`` on a table in the `slimlib.schema` layout; a refit starts from the constructor state only.
-* ``predict(df)`` returns `PRED_COLUMNS` (NaN where a method has no such part), indexed like `df`;
+* ``predict(df)`` returns `PRED_COLUMNS` (NaN where a method has no such part), indexed like `df`: throughput, E2E,
+  its prefill and decode parts, and the serving latencies ``pred_ttft_s`` (time to first token) and
+  ``pred_tpot_s`` (time per output token after the first) with ``E2E = TTFT + (OL - 1) TPOT`` where a method
+  predicts them; a method that does not (`_predict_rows` returns four arrays) gets NaN there and says so in its
+  docstring;
   ``predict_grid(workloads, batch_sizes)`` the (workloads x batch sizes) throughput and E2E arrays the advisor
   searches.
 * ``summary()`` is a table of estimate, standard error and 95% interval per parameter.
@@ -44,8 +48,15 @@ from slimlib.model.intervals import (
 from slimlib.registry.gpus import GPU
 from slimlib.schema import validate_table
 
-#: columns `predict` returns
-PRED_COLUMNS = ("pred_throughput_tok_s", "pred_e2e_s", "pred_prefill_s", "pred_decode_s")
+#: columns `predict` returns (module docstring; the last two NaN for a method without a TTFT/TPOT split)
+PRED_COLUMNS = (
+    "pred_throughput_tok_s",
+    "pred_e2e_s",
+    "pred_prefill_s",
+    "pred_decode_s",
+    "pred_ttft_s",
+    "pred_tpot_s",
+)
 #: columns `predict` reads (``gpu`` optional: the parameters know their GPU)
 PREDICT_COLUMNS = ("model", "batch_size", "input_len", "output_len")
 #: the parameter-file format written by `Estimator.to_json`
@@ -58,6 +69,8 @@ PARAMS_FORMAT_VERSION = 3
 Progress = Callable[[int, int], None]
 
 Arrays4 = tuple[FloatArray, FloatArray, FloatArray, FloatArray]
+#: `Arrays4` plus TTFT and TPOT (seconds)
+Arrays6 = tuple[FloatArray, FloatArray, FloatArray, FloatArray, FloatArray, FloatArray]
 
 
 class IdentifiabilityWarning(UserWarning):
@@ -93,8 +106,9 @@ class Estimator(ABC):
         """Calibrate on a table in the `slimlib.schema` layout; returns self."""
 
     @abstractmethod
-    def _predict_rows(self, data: pd.DataFrame, hw: GPU) -> Arrays4:
-        """(throughput, e2e, prefill, decode) arrays for the validated rows of `data`."""
+    def _predict_rows(self, data: pd.DataFrame, hw: GPU) -> Arrays4 | Arrays6:
+        """(throughput, e2e, prefill, decode[, ttft, tpot]) arrays for the validated rows of `data`; without the
+        last two, `predict` reports NaN TTFT and TPOT."""
 
     @property
     def is_fitted(self) -> bool:
@@ -114,7 +128,8 @@ class Estimator(ABC):
         check: Callable[[pd.DataFrame], None] | None = None,
         interval: float | None = None,
     ) -> pd.DataFrame:
-        """Predicted throughput (tok/s), E2E, prefill and decode time (s) per row, indexed like `df`. `check`, when
+        """Predicted throughput (tok/s), E2E, prefill and decode time, TTFT and TPOT (s; NaN for a method without
+        them) per row, indexed like `df` (`PRED_COLUMNS`). `check`, when
         given, is called on the validated table before anything is computed (e.g. the physical checks of
         `slimlib.model.validity.checking_rows`, whose messages then come before the model's own). `interval`
         (e.g. 0.9) adds the low and high columns of `slimlib.model.intervals.INTERVAL_COLUMNS`: parameter
@@ -126,7 +141,10 @@ class Estimator(ABC):
         if check is not None:
             check(data)
         hw = resolve_gpu(data, self.gpu_)
-        arrays = self._predict_rows(data, hw)
+        arrays: tuple[FloatArray, ...] = self._predict_rows(data, hw)
+        if len(arrays) == 4:  # a method without TTFT and TPOT
+            nan = np.full(len(data), np.nan)
+            arrays = (*arrays, nan, nan.copy())
         out = pd.DataFrame(dict(zip(PRED_COLUMNS, arrays, strict=True)), index=df.index)
         if level is not None:
             self._add_intervals(out, data, hw, level)

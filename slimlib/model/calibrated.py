@@ -30,7 +30,7 @@ import pandas as pd
 from slimlib.errors import DataError, FitError, SlimError
 from slimlib.metrics import mape, relative_error
 from slimlib.model import equations as eq
-from slimlib.model.base import Arrays4, Estimator, IdentifiabilityWarning, Progress
+from slimlib.model.base import Arrays4, Arrays6, Estimator, IdentifiabilityWarning, Progress
 from slimlib.model.features import Features, FloatArray, model_features, resolve_gpu
 from slimlib.model.intervals import IntervalWarning
 from slimlib.model.params import ParamSpec
@@ -64,6 +64,9 @@ SPREAD_FLOOR = 1e-3
 
 class CalibratedModel(Estimator):
     """A SLIM-like model: a list of terms (subclasses define `terms()`), calibrated by least squares.
+
+    `predict`'s ``pred_ttft_s`` and ``pred_tpot_s`` are NaN: Eq. 5's batch E2E splits into a batch prefill and
+    decode, not into a request's first-token time and token gaps (`slimlib.model.roofline_model` predicts them).
 
     Parameters
     ----------
@@ -141,7 +144,8 @@ class CalibratedModel(Estimator):
     def _hold_at_priors(
         self, n_rows: int, held: dict[str, tuple[float, str]]
     ) -> dict[str, tuple[float, str]]:
-        """`held` plus every free parameter whose spec has a prior, at it, when `n_rows` < the free parameters."""
+        """`held` plus every free parameter whose spec has a prior, at it, when `n_rows` (measured values,
+        `_n_observations`) < the free parameters."""
         free = [s for s in self.param_specs() if s.name not in held]
         if n_rows >= len(free):
             return held
@@ -150,7 +154,8 @@ class CalibratedModel(Estimator):
             if s.prior is not None:
                 pr = s.prior
                 out[s.name] = (pr.median, f"held at prior {pr.median:g} (range {pr.low:g}-{pr.high:g}, "
-                                          f"{pr.source}): {n_rows} rows < {len(free)} free parameters")  # fmt: skip
+                                          f"{pr.source}): {n_rows} {self._observation_word()} < {len(free)} free "
+                                          "parameters")  # fmt: skip
         return out
 
     def _units(self) -> dict[str, str]:
@@ -170,14 +175,16 @@ class CalibratedModel(Estimator):
         feats = self._features(data, hw)
         y = data["throughput_tok_s"].to_numpy(dtype=float)
         specs = self.param_specs()
-        held_why = self._hold_at_priors(len(data), self._held(data))
+        n_obs = self._n_observations(data)
+        held_why = self._hold_at_priors(n_obs, self._held(data))
         held = {k: v for k, (v, _) in held_why.items()}
         free = [s for s in specs if s.name not in held]
-        if len(data) < len(free):
+        if n_obs < len(free):
             with_prior = {s.name for s in specs if s.prior is not None}
             priors = [k for k in held if k in with_prior]
             raise FitError(
-                f"{len(data)} rows cannot determine {len(free)} free parameters ({', '.join(s.name for s in free)})"
+                f"{n_obs} {self._observation_word()} cannot determine {len(free)} free parameters "
+                f"({', '.join(s.name for s in free)})"
                 + (
                     f", even with {', '.join(priors)} held at {'its prior' if len(priors) == 1 else 'their priors'}"
                     if priors
@@ -194,11 +201,11 @@ class CalibratedModel(Estimator):
             p.update({s.name: float(v) for s, v in zip(free, z * scale, strict=True)})
             return p
 
+        targets = self._fit_targets(data)
+
         def residuals(z: FloatArray) -> FloatArray:
             with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-                _, _, e2e = self._components(unpack(z), feats, hw)
-                pred = eq.throughput(feats["batch_size"], feats["input_len"], feats["output_len"], e2e)
-            r = relative_error(y, pred)
+                r = self._fit_residuals(unpack(z), feats, hw, targets)
             return np.where(np.isfinite(r), r, 1e6)
 
         from scipy.optimize import least_squares  # imported where used (start-up time of `slim`)
@@ -238,7 +245,7 @@ class CalibratedModel(Estimator):
         self.held_ = sorted(held)
         self.held_reasons_ = {k: why for k, (_, why) in sorted(held_why.items())}
         self.free_params_ = [s.name for s in free]
-        self._set_uncertainty(best, free, scale, len(y))
+        self._set_uncertainty(best, free, scale, int(np.size(best.fun)))
         pred = self._predict_rows(data, hw)[0]
         self.fit_info_ = {
             "n_rows": int(len(y)),
@@ -252,6 +259,27 @@ class CalibratedModel(Estimator):
         }
         self._warn_if_not_identifiable()
         return self
+
+    def _n_observations(self, data: pd.DataFrame) -> int:
+        """Measured values the fit compares with (here one throughput per row): fewer than the free parameters
+        hold the priors, and fewer than those left free is an error."""
+        return len(data)
+
+    def _observation_word(self) -> str:
+        """What `_n_observations` counts, for messages."""
+        return "rows"
+
+    def _fit_targets(self, data: pd.DataFrame) -> dict[str, FloatArray]:
+        """The measured arrays the fit compares with (here the throughput; a subclass may add latencies)."""
+        return {"throughput": data["throughput_tok_s"].to_numpy(dtype=float)}
+
+    def _fit_residuals(
+        self, p: dict[str, float], feats: Features, hw: GPU, targets: dict[str, FloatArray]
+    ) -> FloatArray:
+        """Residuals the fit minimizes: relative throughput errors (module docstring)."""
+        _, _, e2e = self._components(p, feats, hw)
+        pred = eq.throughput(feats["batch_size"], feats["input_len"], feats["output_len"], e2e)
+        return relative_error(targets["throughput"], pred)
 
     def _warn_if_not_identifiable(self) -> None:
         problems = self.identifiability_problems()
@@ -301,13 +329,13 @@ class CalibratedModel(Estimator):
         self.jac_rank_ = int(np.sum(sv > sv.max() * 1e-8)) if sv.size else 0
 
     # -- predict ------------------------------------------------------------------------------------------------
-    def _arrays(self, feats: Features, hw: GPU) -> Arrays4:
+    def _arrays(self, feats: Features, hw: GPU) -> Arrays4 | Arrays6:
         with np.errstate(divide="ignore", invalid="ignore"):
             pre, dec, e2e = self._components(self.params_, feats, hw)
             thr = eq.throughput(feats["batch_size"], feats["input_len"], feats["output_len"], e2e)
         return thr, e2e, pre, dec
 
-    def _predict_rows(self, data: pd.DataFrame, hw: GPU) -> Arrays4:
+    def _predict_rows(self, data: pd.DataFrame, hw: GPU) -> Arrays4 | Arrays6:
         return self._arrays(self._features(data, hw), hw)
 
     def covariance(self) -> pd.DataFrame:

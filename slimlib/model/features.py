@@ -42,7 +42,9 @@ Features = dict[str, FloatArray]
 #: ``sliding_window`` (W, 0: none), ``expert_parallel`` (1: off), ``n_moe_layers`` (per rank: ``/ p``),
 #: ``n_experts_per_gpu`` (whole experts with expert parallelism, else all X, tensor-split),
 #: ``linear_flops_per_token`` (``2 x`` the active parameters of the layers ``/ p``: embeddings and LM head
-#: excluded, as Eq. 8's bracket), ``latent_attention`` (1 for MLA). `model_features` adds
+#: excluded, as Eq. 8's bracket), ``latent_attention`` (1 for MLA), ``bytes_per_weight`` (of the quantized linear
+#: layers, `ServingConfig.bytes_per_weight`), ``attn_flops_per_kv_byte`` (the decode attention's FLOPs per KV byte
+#: it reads on one GPU, `attention_intensity`). `model_features` adds
 #: ``tensor_parallel``, ``n_layers_total``, ``batch_size``, ``input_len``, ``output_len``.
 FEATURE_NAMES = (
     "n_layers",
@@ -70,6 +72,8 @@ FEATURE_NAMES = (
     "n_experts_per_gpu",
     "linear_flops_per_token",
     "latent_attention",
+    "bytes_per_weight",
+    "attn_flops_per_kv_byte",
 )
 _PRECISION_CODE = {"none": 0.0, "fp8": 1.0, "fp4": 2.0}
 _CODE_PRECISION = {v: k for k, v in _PRECISION_CODE.items()}
@@ -81,6 +85,20 @@ _CONFIG_VALUES = (
 )
 #: the columns that resolve a row's serving configuration, besides ``model`` and ``tensor_parallel``
 KEY_COLUMNS = (*PRECISION_COLUMNS, *ENGINE_COLUMNS, "gpu")
+
+
+def attention_intensity(a: Architecture, s: ServingConfig) -> float:
+    """Decode attention FLOPs per KV-cache byte read on one GPU of `s` (2 FLOPs per multiply-add, softmax not
+    counted): MHA/GQA ``4 (H_q / p) d_h / (2 max(H_kv // p, 1) d_h b_kv)`` (scores and values of each query head
+    over its KV head's keys and values); MLA ``2 (H / p) (2 kv_lora_rank + rope) / ((kv_lora_rank + rope) b_kv)``
+    (the absorbed attention: scores over the latent and rope part, values over the latent, one latent read for
+    all heads)."""
+    heads = a.n_heads / s.tensor_parallel
+    if a.is_mla:
+        latent = float(a.kv_lora_rank + a.qk_rope_head_dim)
+        return 2.0 * heads * (latent + a.kv_lora_rank) / (latent * s.kv_bytes_per_element)
+    kv_heads = max(a.n_kv_heads // s.tensor_parallel, 1)
+    return 4.0 * heads * a.head_dim / (2.0 * kv_heads * a.head_dim * s.kv_bytes_per_element)
 
 
 def _config_row(a: Architecture, s: ServingConfig) -> list[float]:
@@ -108,6 +126,8 @@ def _config_row(a: Architecture, s: ServingConfig) -> list[float]:
         "n_experts_per_gpu": s.n_experts_per_gpu,
         "linear_flops_per_token": s.linear_flops_per_token,
         "latent_attention": float(a.is_mla),
+        "bytes_per_weight": s.bytes_per_weight,
+        "attn_flops_per_kv_byte": attention_intensity(a, s),
         "kv_pool": s.kv_pool,
         "logged_tokens": s.kv_tokens if s.logged_gpu_blocks else 0,
     }

@@ -16,6 +16,7 @@ from slimlib.model.base import PARAMS_FORMAT, PARAMS_FORMAT_VERSION, Estimator
 from slimlib.model.baselines import ImaiOodLR, LLMVisorAgg
 from slimlib.model.calibrated import CalibratedModel
 from slimlib.model.extended import ExtendedSlimModel
+from slimlib.model.roofline_model import RooflineSlimModel
 from slimlib.model.slim import VARIANTS, SlimModel
 from slimlib.registry.gpus import get_gpu
 
@@ -36,6 +37,7 @@ METHODS: dict[str, Method] = {
     m.name: m
     for m in (
         Method("slim", ExtendedSlimModel, "SLIM-extended"),
+        Method("slim-roofline", RooflineSlimModel, "SLIM-roofline"),
         *(Method(v, SlimModel, "SLIM" if v == "paper" else f"SLIM {v}", {"variant": v}) for v in VARIANTS),
         Method("llmvisor-agg", LLMVisorAgg, "LLMVisor-Agg", calibrated=False),
         Method("imai-ood-lr", ImaiOodLR, "IMAI OOD-LR", calibrated=False),

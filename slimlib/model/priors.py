@@ -17,6 +17,19 @@ notebook 09 and `slimlib.experiments.kernel_timing` (``tests/test_priors.py`` re
 * `PREFILL_COMPUTE`, prefill compute efficiency: FLOPs / (time x peak FLOP/s) of the same GEMMs at M = 2048, 4096,
   8192 tokens (15 points): median 0.794, range 0.730-0.888, standard deviation 0.042.
 
+* `EXPERT_COMPUTE`, compute efficiency of vLLM's fused MoE kernel (beyond the paper; SLIM-roofline's ``eta_e``):
+  expert FLOPs ``2 T k 3 D F`` / (time x peak FLOP/s) over AIConfigurator's H100 SXM ``aic-moe`` table, bf16,
+  one GPU, balanced routing, T >= 4096 tokens, every measured shape (75 points;
+  `slimlib.experiments.kernel_timing.ridge_check.moe_compute_efficiency`): median 0.437, range 0.090-0.714,
+  standard deviation 0.116. It is about half the dense GEMMs' `PREFILL_COMPUTE`: the fused kernels turn
+  compute-bound about twice as early as dense GEMMs of the same weights would.
+
+* `DECODE_ATTENTION_COMPUTE`, compute efficiency of the latent-attention decode kernel (beyond the paper;
+  SLIM-roofline's ``eta_ac``): absorbed-MLA FLOPs / (time x bf16 peak) over AIConfigurator's H100 SXM ``aic-mla``
+  generation table, bf16 KV, 128 heads per GPU (DeepSeek-V3 at TP 1), batch x context >= 2^20 tokens (60 points;
+  `slimlib.experiments.kernel_timing.ridge_check.mla_compute_efficiency`): median 0.546, range 0.214-0.686,
+  standard deviation 0.119.
+
 The priors are H100 SXM numbers; on other GPUs they are a starting assumption, which `summary` marks ("held at
 prior"). A few-point fit holds every parameter that has a prior, all together, when the rows cannot determine the
 free parameters (none otherwise).
@@ -45,3 +58,11 @@ ATTENTION_BANDWIDTH = Prior(
 )
 WEIGHT_READ = Prior(0.758, 0.649, 0.884, 0.072, 25, f"decode GEMMs at M <= 16 (weight read); {_SOURCE}")
 PREFILL_COMPUTE = Prior(0.794, 0.730, 0.888, 0.042, 15, f"GEMMs at M >= 2048 (prefill compute); {_SOURCE}")
+EXPERT_COMPUTE = Prior(
+    0.437, 0.090, 0.714, 0.116, 75, "fused MoE at T >= 4096 tokens, one GPU, balanced routing; AIConfigurator H100 "
+    "SXM aic-moe table, bf16",
+)  # fmt: skip
+DECODE_ATTENTION_COMPUTE = Prior(
+    0.546, 0.214, 0.686, 0.119, 60, "MLA decode at 128 heads, batch x context >= 2^20; AIConfigurator H100 SXM "
+    "aic-mla generation table, bf16",
+)  # fmt: skip

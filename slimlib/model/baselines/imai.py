@@ -2,7 +2,7 @@
 workload and model features with interactions,
 ``x = [1, B, IL, OL, D, L, H, B IL, B OL, IL OL, B IL OL, L D^2, L D^2 B OL, t_RLM]`` (H = attention heads; t_RLM the
 roofline time of `roofline_time`, fitted with its own coefficient); throughput by Eq. 6 from the predicted E2E.
-Needs ``e2e_s`` in the training table. No prefill/decode split (NaN)."""
+Needs ``e2e_s`` in the training table. No prefill/decode split and no TTFT/TPOT (NaN): it regresses E2E only."""
 
 from __future__ import annotations
 

@@ -22,7 +22,7 @@ import pandas as pd
 
 from slimlib.errors import DataError, FitError
 from slimlib.model import equations as eq
-from slimlib.model.base import Arrays4, Estimator, Progress
+from slimlib.model.base import Arrays6, Estimator, Progress
 from slimlib.model.baselines.ols import fit_ols
 from slimlib.model.features import FloatArray, resolve_gpu
 from slimlib.registry.gpus import GPU
@@ -65,7 +65,8 @@ def _split_on(phase: str, b: FloatArray, il: FloatArray) -> FloatArray:
 
 
 class LLMVisorAgg(Estimator):
-    """LLMVisor-Agg (see the module docstring). Needs ``mean_ttft_ms`` and ``mean_itl_ms`` in the training table."""
+    """LLMVisor-Agg (see the module docstring). Needs ``mean_ttft_ms`` and ``mean_itl_ms`` in the training table;
+    predicts TTFT (its prefill regression) and TPOT (its ITL regression), ``E2E = TTFT + (OL - 1) TPOT``."""
 
     variant = "llmvisor-agg"
 
@@ -134,7 +135,7 @@ class LLMVisorAgg(Estimator):
             out = np.where(split_on <= part["tau"], out, x @ coefs[1])
         return np.asarray(out, dtype=float)
 
-    def _predict_rows(self, data: pd.DataFrame, hw: GPU) -> Arrays4:
+    def _predict_rows(self, data: pd.DataFrame, hw: GPU) -> Arrays6:
         b, il, ol = (data[c].to_numpy(dtype=float) for c in ("batch_size", "input_len", "output_len"))
         ttft = self._eval("P", _design("P", b, il, ol), _split_on("P", b, il))
         itl = self._eval("D", _design("D", b, il, ol), _split_on("D", b, il))
@@ -142,7 +143,7 @@ class LLMVisorAgg(Estimator):
         e2e = ttft + dec
         with np.errstate(divide="ignore", invalid="ignore"):
             thr = eq.throughput(b, il, ol, e2e)
-        return thr, e2e, ttft, dec
+        return thr, e2e, ttft, dec, ttft, itl
 
     def _units(self) -> dict[str, str]:
         return {k: ("tokens" if k == "tau_P" else "requests") if k.startswith("tau") else UNITS[k.split("_")[0]]

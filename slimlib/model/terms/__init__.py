@@ -12,6 +12,8 @@ Paper (Eqs. 5-12, `paper`): `PREFILL_COMPUTE`, `BATCH_FIXED`, `PAPER_DECODE_FACT
 Recommended model (`recommended`, `batch`): `effective_batch_term`, `PREFILL_SERVED`, `ATTENTION_FACTOR`,
 `decode_attention`, `STEP_WEIGHT_READ`, `PER_TOKEN_DECODE`, `STEP_OVERHEAD`, `SEQUENCE_OVERHEAD`, `DECODE_GEMM_COMPUTE`.
 Experts and collectives (`experts`): `MOE_EXPERTS`, `ALLREDUCE`, `EXPERT_ALLTOALL`.
+SLIM-roofline (`serving_mode`, `rooflines`): `SERVING_MODE`, `ROOF_LINEAR`, `ROOF_EXPERTS`,
+`ROOF_PREFILL_ATTENTION`, `ROOF_DECODE_ATTENTION`, `ROOF_STEP_OVERHEAD`, `ROOF_SEQUENCE_OVERHEAD`.
 """
 
 from slimlib.model.terms.batch import (
@@ -34,6 +36,15 @@ from slimlib.model.terms.recommended import (
     attention_bytes,
     decode_attention,
 )
+from slimlib.model.terms.rooflines import (
+    ROOF_DECODE_ATTENTION,
+    ROOF_EXPERTS,
+    ROOF_LINEAR,
+    ROOF_PREFILL_ATTENTION,
+    ROOF_SEQUENCE_OVERHEAD,
+    ROOF_STEP_OVERHEAD,
+)
+from slimlib.model.terms.serving_mode import SERVING_MODE
 from slimlib.model.terms.term import (
     Contribution,
     Term,
@@ -52,7 +63,8 @@ CATALOGUE: dict[str, Term] = {
         PREFILL_COMPUTE, BATCH_FIXED, PAPER_DECODE_FACTOR, DENSE_DECODE, KV_SCAN,
         effective_batch_term(), effective_batch_term(static_kappa=False), PREFILL_SERVED, ATTENTION_FACTOR,
         DECODE_ATTENTION, decode_attention(regime_rule=False), STEP_WEIGHT_READ, PER_TOKEN_DECODE, STEP_OVERHEAD,
-        SEQUENCE_OVERHEAD, DECODE_GEMM_COMPUTE, MOE_EXPERTS, ALLREDUCE, EXPERT_ALLTOALL,
+        SEQUENCE_OVERHEAD, DECODE_GEMM_COMPUTE, MOE_EXPERTS, ALLREDUCE, EXPERT_ALLTOALL, SERVING_MODE, ROOF_LINEAR,
+        ROOF_EXPERTS, ROOF_PREFILL_ATTENTION, ROOF_DECODE_ATTENTION, ROOF_STEP_OVERHEAD, ROOF_SEQUENCE_OVERHEAD,
     )
 }  # fmt: skip
 
@@ -71,6 +83,13 @@ __all__ = [
     "PER_TOKEN_DECODE",
     "PREFILL_COMPUTE",
     "PREFILL_SERVED",
+    "ROOF_DECODE_ATTENTION",
+    "ROOF_EXPERTS",
+    "ROOF_LINEAR",
+    "ROOF_PREFILL_ATTENTION",
+    "ROOF_SEQUENCE_OVERHEAD",
+    "ROOF_STEP_OVERHEAD",
+    "SERVING_MODE",
     "SEQUENCE_OVERHEAD",
     "STEP_OVERHEAD",
     "STEP_WEIGHT_READ",

@@ -44,3 +44,11 @@ T_SEQ = ParamSpec(
     "per-sequence, per-decode-step overhead (scheduler, sampler, detokenizer work for each running sequence)",
 )  # fmt: skip
 ETA_D = ParamSpec("eta_d", 1e-4, 1.0, 0.1, 0.1, "-", "decode GEMM compute efficiency (FLOPs / peak)")
+ETA_E = ParamSpec(
+    "eta_e", 1e-3, 1.0, 1.0, 0.5, "-", "routed-expert (fused MoE) compute efficiency (FLOPs / peak)",
+    prior=priors.EXPERT_COMPUTE,
+)  # fmt: skip
+ETA_AC = ParamSpec(
+    "eta_ac", 1e-3, 1.0, 0.5, 0.5, "-", "decode attention compute efficiency (FLOPs / peak)",
+    prior=priors.DECODE_ATTENTION_COMPUTE,
+)  # fmt: skip
