@@ -44,7 +44,7 @@ STDOUT = "-"
 
 #: signals held while a temporary output is created, committed or removed
 _HELD = {signal.SIGINT, signal.SIGTERM}
-_Held = tuple[set[signal.Signals], bool]
+_Held = tuple[set[int | signal.Signals], bool]
 
 
 def _hold() -> _Held:

@@ -77,7 +77,9 @@ def test_interval_columns_present_and_ordered(fitted):
         p = pred["pred_throughput_tok_s" if quantity == "throughput" else "pred_e2e_s"]
         assert (pred[lo] <= p).all() and (p <= pred[hi]).all()
         assert (pred[lo] < pred[hi]).all()  # the parameter part alone gives a width
-    assert list(fitted.predict(df).columns) == list(pred.columns[: len(PRED_COLUMNS)])  # no interval: none added
+    assert list(fitted.predict(df).columns) == list(
+        pred.columns[: len(PRED_COLUMNS)]
+    )  # no interval: none added
 
 
 def test_wider_level_gives_wider_interval_and_bad_levels_are_refused(fitted, synthetic_cv):
