@@ -30,6 +30,8 @@ class Method:
     label: str
     options: dict[str, Any] = field(default_factory=dict)
     calibrated: bool = True  # takes n_starts (multi-start least squares)
+    #: why the method stays out of the reproduction's tables and the default cross-validation ('': it is in them)
+    experimental: str = ""
 
 
 #: name -> method, in the order of the evaluation tables
@@ -37,7 +39,14 @@ METHODS: dict[str, Method] = {
     m.name: m
     for m in (
         Method("slim", ExtendedSlimModel, "SLIM-extended"),
-        Method("slim-roofline", RooflineSlimModel, "SLIM-roofline"),
+        Method(
+            "slim-roofline",
+            RooflineSlimModel,
+            "SLIM-roofline",
+            experimental="a candidate whose fit takes about 100 times slim's (125 s for 48 rows with their TTFT and "
+            "TPOT on 2 cores): scored by `scripts/extrapolation_cv.py --candidates slim,slim-roofline`, not by "
+            "`slim reproduce`",
+        ),  # fmt: skip
         *(Method(v, SlimModel, "SLIM" if v == "paper" else f"SLIM {v}", {"variant": v}) for v in VARIANTS),
         Method("llmvisor-agg", LLMVisorAgg, "LLMVisor-Agg", calibrated=False),
         Method("imai-ood-lr", ImaiOodLR, "IMAI OOD-LR", calibrated=False),

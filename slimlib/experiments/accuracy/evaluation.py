@@ -31,8 +31,8 @@ TABLE_COLUMNS = (
 METRICS = ("throughput", "latency")
 
 
-#: registry names of the evaluated methods, in table order (`slimlib.model.methods.METHODS`)
-METHODS: tuple[str, ...] = tuple(REGISTRY)
+#: registry names of the evaluated methods, in table order (`slimlib.model.methods.METHODS`, less the experimental)
+METHODS: tuple[str, ...] = tuple(name for name, m in REGISTRY.items() if not m.experimental)
 #: columns of `EvaluationResult.warnings`
 WARNING_COLUMNS = ("scenario", "method", "fold", "category", "message")
 

@@ -47,8 +47,9 @@ TABLE_COLUMNS = (
 
 
 def calibrated_methods() -> list[str]:
-    """The default candidates: every calibrated method of the registry (`METHODS`), in registry order."""
-    return [name for name, m in METHODS.items() if m.calibrated]
+    """The default candidates: every calibrated method of the registry (`METHODS`) that is not experimental, in
+    registry order."""
+    return [name for name, m in METHODS.items() if m.calibrated and not m.experimental]
 
 
 def candidate_name(candidate: Candidate) -> str:
