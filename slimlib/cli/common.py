@@ -122,15 +122,24 @@ def output_file(path: str | Path, option: str, inputs: Iterable[str | Path] = ()
 
 
 def output_folder(
-    path: str | Path, option: str, inputs: Iterable[str | Path] = (), configs: Iterable[str | Path] = ()
+    path: str | Path,
+    option: str,
+    inputs: Iterable[str | Path] = (),
+    configs: Iterable[str | Path] = (),
+    *,
+    parents: bool = False,
 ) -> Path:
-    """`path` checked as an output folder: not a file, its parent exists, it and its parent are writable where the
-    system says so, it is none of `inputs` nor inside an input folder, and not the folder holding one of the model
-    `configs` (`model_inputs`: a config folder is an input)."""
+    """`path` checked as an output folder: not a file, its parent exists (with `parents`: its nearest existing
+    ancestor, the command creating the folders between), it and its parent are writable where the system says so,
+    it is none of `inputs` nor inside an input folder, and not the folder holding one of the model `configs`
+    (`model_inputs`: a config folder is an input)."""
     p = Path(path)
     if p.exists() and not p.is_dir():
         raise DataError(f"{option} {p}: is a file; give a folder for the outputs")
     parent = p.resolve().parent
+    if parents:
+        while not parent.exists() and parent != parent.parent:
+            parent = parent.parent
     if not parent.is_dir():
         raise DataError(f"{option} {p}: folder {parent} does not exist; create it first")
     for where in (p, parent) if p.exists() else (parent,):
