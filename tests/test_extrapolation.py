@@ -71,8 +71,10 @@ def test_folds_split_along_their_axis(axes):
 
 
 def test_default_candidates_are_the_calibrated_methods():
-    assert calibrated_methods() == [n for n, m in METHODS.items() if m.calibrated]
+    """Every calibrated method but the experimental ones (slim-roofline: scored on demand)."""
+    assert calibrated_methods() == [n for n, m in METHODS.items() if m.calibrated and not m.experimental]
     assert "slim" in calibrated_methods() and "llmvisor-agg" not in calibrated_methods()
+    assert "slim-roofline" not in calibrated_methods() and METHODS["slim-roofline"].experimental
 
 
 @pytest.fixture(scope="module")
