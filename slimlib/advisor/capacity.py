@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from slimlib.advisor.launch import kv_need, memory_utilization
 from slimlib.errors import DataError
 from slimlib.model.base import grid_table
 from slimlib.model.features import serving_configs
@@ -452,9 +453,8 @@ def vllm_settings(
         get_architecture(arch), gpu, tensor_parallel=tensor_parallel, dtype=dtype, quantization=quantization,
         kv_cache_dtype=kv_cache_dtype, reserve_gib=reserve_gib, block_size=block_size,
     )  # fmt: skip
-    blocks = int(b_cap * mem.request_blocks(input_len + output_len))
-    need = mem.weights + mem.reserve + blocks * block_size * mem.kv_bytes_per_token
-    util = math.ceil(need / mem.capacity * 100 - 1e-9) / 100
+    blocks, kv_bytes = kv_need(mem, b_cap, input_len + output_len)
+    util = memory_utilization(mem, kv_bytes)
     out = {
         "max_num_seqs": int(b_cap),
         "num_gpu_blocks_override": blocks,

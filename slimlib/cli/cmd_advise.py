@@ -6,6 +6,7 @@ import argparse
 import json
 
 import numpy as np
+import pandas as pd
 
 from slimlib.advisor.capacity import (
     DEFAULT_BLOCK_SIZE,
@@ -15,7 +16,10 @@ from slimlib.advisor.capacity import (
     advise,
     vllm_settings,
 )
+from slimlib.advisor.deploy import PRECISIONS, SearchResult, closest, pareto_front, search
+from slimlib.advisor.launch import is_cpu, launch_settings
 from slimlib.advisor.plan import make_plan, next_steps, write_plan
+from slimlib.advisor.slo import Slo
 from slimlib.batchjobs import add_scheduler_arguments, options_from_args
 from slimlib.cli.common import (
     model_argument,
@@ -31,6 +35,9 @@ from slimlib.cli.common import (
     unit_fraction,
 )
 from slimlib.cli.table import OUTPUTS_NOTE, command_help
+from slimlib.errors import DataError
+from slimlib.experiments.bca.advisor_figures import bca_frontier
+from slimlib.experiments.outputs.plotting import save_figure
 from slimlib.io import write_csv
 from slimlib.model.serving import serving_config
 from slimlib.model.validity import (
@@ -157,6 +164,35 @@ def register_cli(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
         metavar="CSV",
         help="write the predicted curve (all candidates) to this CSV (replaced atomically)",
     )
+    p.add_argument(
+        "--cpu-threads", type=positive_int,
+        help="CPU engine only: threads to bind (VLLM_CPU_OMP_THREADS_BIND=0-(N-1); default auto)",
+    )  # fmt: skip
+    s = p.add_argument_group(
+        "deployment search (any of these replaces Eq. 13's single-deployment advice by the search)"
+    )
+    s.add_argument("--ttft-ms", type=positive_float, help="time-to-first-token limit, ms")
+    s.add_argument("--tpot-ms", type=positive_float, help="time-per-output-token limit, ms")
+    s.add_argument("--e2e-s", type=positive_float, help="end-to-end latency limit, s")
+    s.add_argument(
+        "--percentile", type=float,
+        help="hold the limits at this percentile, in (0.5, 1), read from the model's prediction intervals "
+        "(refused for a quantity they do not cover)",
+    )  # fmt: skip
+    s.add_argument(
+        "--gpus", type=positive_int,
+        help="GPUs of the node: search every TP degree dividing it that vLLM accepts, replicas = GPUS / TP "
+        "(default: --tensor-parallel, that degree only)",
+    )  # fmt: skip
+    s.add_argument(
+        "--precision", nargs="+", choices=list(PRECISIONS), metavar="P",
+        help=f"precisions to search, of {', '.join(PRECISIONS)} (default: all the GPU has)",
+    )  # fmt: skip
+    s.add_argument(
+        "--frontier", metavar="CSV",
+        help="write the Pareto set (throughput per GPU vs per-user tokens/s) to CSV and a figure "
+        "(same name, .pdf and .png)",
+    )  # fmt: skip
     p.add_argument("--format", choices=["text", "json"], default="text", help="output format")
     p.set_defaults(func=_cmd_advise)
 
@@ -202,7 +238,13 @@ def register_cli(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     q.set_defaults(func=_cmd_plan)
 
 
+#: options that select the deployment search (`slimlib.advisor.deploy`) instead of Eq. 13
+SEARCH_OPTIONS = ("ttft_ms", "tpot_ms", "e2e_s", "percentile", "gpus", "precision", "frontier")
+
+
 def _cmd_advise(args: argparse.Namespace) -> int:
+    if any(getattr(args, k) is not None for k in SEARCH_OPTIONS):
+        return _search(args)
     model_argument(args.model)
     inputs = [args.params, *model_inputs([args.model])]  # a config.json given as --model is an input too
     curve_path = output_file(args.curve, "--curve", inputs=inputs) if args.curve else None
@@ -268,19 +310,129 @@ def _cmd_advise(args: argparse.Namespace) -> int:
     per_gpu = f" per GPU (of {args.tensor_parallel})" if args.tensor_parallel > 1 else ""
     print(f"KV cache{per_gpu}: B_cap needs {s['kv_needed_gb']:.2f} GiB ({int(s['blocks_needed'])} blocks of "
           f"{args.block_size} tokens); default allocation {s['kv_default_gb']:.2f} GiB; {saving}")  # fmt: skip
-    flags = (f"--max-num-seqs {settings['max_num_seqs']} --gpu-memory-utilization "
-             f"{settings['gpu_memory_utilization']:.2f} --max-model-len {settings['max_model_len']}")  # fmt: skip
-    if settings["tensor_parallel_size"] > 1:
-        flags += f" --tensor-parallel-size {settings['tensor_parallel_size']}"
-    flags += f" --dtype {settings['dtype']} --kv-cache-dtype {settings['kv_cache_dtype']}"
-    if "quantization" in settings:
-        flags += f" --quantization {settings['quantization']}"
-    print(f"vLLM: {flags}")
-    print(f"  or: --max-num-seqs {settings['max_num_seqs']} --num-gpu-blocks-override "
-          f"{settings['num_gpu_blocks_override']}")  # fmt: skip
+    launch = launch_settings(
+        config, adv.b_cap, args.input_len, args.output_len, cpu_threads=args.cpu_threads, dtype=args.dtype
+    )
+    print(f"vLLM: {launch.command(arch.hf_id or arch.name)}")
+    if not is_cpu(config):
+        print(f"  or: --max-num-seqs {settings['max_num_seqs']} --num-gpu-blocks-override "
+              f"{settings['num_gpu_blocks_override']}")  # fmt: skip
     if curve_path is not None:
         print(f"wrote the predicted curve ({len(adv.curve)} batch sizes) to {curve_path}")
     return 0
+
+
+#: interval level of the throughput interval the search reports
+SEARCH_INTERVAL = 0.9
+
+
+def _search(args: argparse.Namespace) -> int:
+    """`slim advise` with TTFT/TPOT/E2E limits, --gpus or --frontier: the deployment search."""
+    model_argument(args.model)
+    inputs = [args.params, *model_inputs([args.model])]
+    front_path = output_file(args.frontier, "--frontier", inputs=inputs) if args.frontier else None
+    given = [
+        o for o in ("dtype", "quantization", "kv_cache_dtype", "gpu_blocks", "curve") if getattr(args, o)
+    ]
+    if given or args.no_memory_limit or args.slo_s != float("inf"):
+        bad = ["--" + o.replace("_", "-") for o in given] + (
+            ["--no-memory-limit"] if args.no_memory_limit else []
+        )
+        bad += ["--slo-s"] if args.slo_s != float("inf") else []
+        raise DataError(
+            f"{', '.join(bad)} belong to Eq. 13's single-deployment advice; the deployment search (--ttft-ms, "
+            "--tpot-ms, --e2e-s, --percentile, --gpus, --precision, --frontier) takes --e2e-s for the E2E limit "
+            "and --precision for the precisions"
+        )
+    read_text_input(args.params, "parameter file")
+    model = load_checked_params(args.params)
+    arch = get_architecture(args.model)
+    hw = get_gpu(model.gpu_)
+    if args.gpu is not None and get_gpu(args.gpu).name != hw.name:
+        raise DataError(f"the parameters were calibrated on {hw.name}, not {get_gpu(args.gpu).name}")
+    check_architecture(arch, f"--model {args.model}")
+    check_context(arch, args.input_len, args.output_len, "--input-len + --output-len")
+    slo = Slo(
+        ttft_s=args.ttft_ms / 1e3 if args.ttft_ms else float("inf"),
+        tpot_s=args.tpot_ms / 1e3 if args.tpot_ms else float("inf"),
+        e2e_s=args.e2e_s or float("inf"),
+        percentile=args.percentile,
+    )
+    gpus = args.gpus or args.tensor_parallel
+    tps = None if args.gpus else [args.tensor_parallel]
+    candidates = (
+        np.array(sorted(set(args.batch_sizes))) if args.batch_sizes else np.arange(1, args.max_batch + 1)
+    )
+    wl = pd.DataFrame({"model": [arch.name], "input_len": [args.input_len], "output_len": [args.output_len]})
+    res = search(
+        model, wl, gpus, slo, args.epsilon, batch_sizes=candidates, precisions=args.precision or tuple(PRECISIONS),
+        tensor_parallels=tps, interval=SEARCH_INTERVAL, block_size=args.block_size,
+        gpu_memory_utilization=args.gpu_memory_utilization, reserve_gib=args.reserve_gb,
+    )  # fmt: skip
+    front = pareto_front(res)
+    best = res.ranked.iloc[0]
+    launch = None
+    if best["b_cap"] > 0:
+        dep = res.deployment(best.name)
+        launch = launch_settings(dep.config, int(best["b_cap"]), args.input_len, args.output_len,
+                                 cpu_threads=args.cpu_threads)  # fmt: skip
+    if front_path is not None:
+        write_csv(front, front_path)
+        fig = bca_frontier(
+            front, best if launch else None, f"{arch.name} on {gpus} x {hw.name}: {slo.describe()}"
+        )
+        save_figure(fig, front_path.stem, front_path.parent)
+    if args.format == "json":
+        rec = {
+            "slo": slo.describe(),
+            "epsilon": args.epsilon,
+            "ranked": json.loads(res.ranked.to_json(orient="records")),
+            "skipped": json.loads(res.skipped.to_json(orient="records")),
+            "frontier": json.loads(front.to_json(orient="records")),
+            "vllm": None if launch is None else {"env": launch.env, "flags": launch.flags},
+            "closest": None if launch else closest(res),
+        }
+        print(json.dumps(rec, indent=2, sort_keys=True))
+        return 0 if launch else 1
+    _print_search(res, arch.name, hw.name, gpus, args.epsilon)
+    if launch is None:
+        print(closest(res))
+        return 1
+    print(f"best: TP{best['tensor_parallel']} {best['precision']} x {best['replicas']} replica(s), "
+          f"B_cap {best['b_cap']} (bound by: {best['binding']})")  # fmt: skip
+    print(f"vLLM (each replica): {launch.command(arch.hf_id or arch.name)}")
+    if front_path is not None:
+        print(
+            f"wrote the frontier ({len(front)} points) to {front_path} and {front_path.with_suffix('.pdf')}"
+        )
+    return 0
+
+
+def _print_search(res: SearchResult, model: str, gpu: str, gpus: int, epsilon: float) -> None:
+    r0 = res.ranked.iloc[0]
+    print(f"{model} on {gpus} x {gpu}, IL={r0['input_len']:g}, OL={r0['output_len']:g}: {res.slo.describe()}, "
+          f"efficiency > {epsilon:g}")  # fmt: skip
+    if r0["latency_source"] != "model":
+        print(
+            f"(TTFT and TPOT from the model's {r0['latency_source']}: TPOT = decode / OL, TTFT = prefill + TPOT)"
+        )
+    print(f"{'rank':>4} {'deployment':<16} {'B_cap':>5} {'tok/s/GPU':>10} {'90% interval':>17} {'tok/s/user':>10} "
+          f"{'TTFT ms':>8} {'TPOT ms':>8} {'E2E s':>7} {'weights':>8} {'KV pool':>8} {'KV tokens':>9}  binding")  # fmt: skip
+    for _, r in res.ranked.iterrows():
+        dep = f"TP{r['tensor_parallel']} {r['precision']} x{r['replicas']}"
+        if r["b_cap"] > 0:
+            scale = r["replicas"] / r["gpus"]
+            lo, hi = r.get("pred_throughput_low_tok_s", np.nan), r.get("pred_throughput_high_tok_s", np.nan)
+            vals = (f"{r['throughput_per_gpu_tok_s']:>10.1f} {f'[{lo * scale:.0f}, {hi * scale:.0f}]':>17} "
+                    f"{r['per_user_tok_s']:>10.1f} {r['pred_ttft_s'] * 1e3:>8.1f} {r['pred_tpot_s'] * 1e3:>8.2f} "
+                    f"{r['pred_e2e_s']:>7.3g}")  # fmt: skip
+        else:
+            vals = f"{'-':>10} {'-':>17} {'-':>10} {'-':>8} {'-':>8} {'-':>7}"
+        print(f"{int(r['rank']):>4} {dep:<16} {int(r['b_cap']):>5} {vals} {r['weights_gb']:>7.1f}G "
+              f"{r['kv_pool_gb']:>7.1f}G {int(r['kv_tokens']):>9}  {r['binding']}")  # fmt: skip
+    print("(memory per GPU, GiB; tok/s/GPU = replicas x server throughput / GPUs; tok/s/user = OL / E2E)")
+    for r in res.skipped.itertuples():
+        print(f"skipped TP{r.tensor_parallel} {r.precision}: {r.reason}")
 
 
 def _cmd_plan(args: argparse.Namespace) -> int:

@@ -126,3 +126,24 @@ def bca_memory_saved(mem: pd.DataFrame, models: list[str], ol_show: list):
         "default allocation (logged blocks x block size) minus the blocks B_cap needs, loose SLO", fontsize=7
     )
     return fig
+
+
+def bca_frontier(front: pd.DataFrame, pick: pd.Series | None = None, title: str = ""):
+    """The Pareto set of a deployment search (`slimlib.advisor.deploy.pareto_front`): throughput per GPU against
+    per-user output tokens/s, one marker per (TP, precision), with `pick` (a row of the search's ranking, e.g. the
+    best deployment, or Eq. 13's B_cap) drawn as a star."""
+    fig, ax = new_figure(height=2.9)
+    groups = front.groupby(["tensor_parallel", "precision"], sort=True)
+    for k, ((tp, prec), part) in enumerate(groups):
+        ax.plot(part["per_user_tok_s"], part["throughput_per_gpu_tok_s"], "o", ms=2.5,
+                color=HOUSE_COLORS[k % len(HOUSE_COLORS)], label=f"TP{tp} {prec}")  # fmt: skip
+    ax.plot(front["per_user_tok_s"], front["throughput_per_gpu_tok_s"], "-", lw=0.5, color="grey")
+    if pick is not None and float(pick.get("b_cap", 0)) > 0:
+        ax.plot(pick["per_user_tok_s"], pick["throughput_per_gpu_tok_s"], "*", ms=8, color="black",
+                label=str(pick.get("pick_label", f"pick: B = {int(pick['b_cap'])}")))  # fmt: skip
+    ax.set_xlabel("per-user output tokens/s (OL / E2E)")
+    ax.set_ylabel("throughput per GPU (tok/s)")
+    ax.legend(fontsize=5.5, frameon=False)
+    if title:
+        ax.set_title(title, fontsize=7)
+    return fig

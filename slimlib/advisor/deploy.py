@@ -1,0 +1,374 @@
+"""Deployment search: tensor-parallel degree x precision x batch cap on a node of N GPUs, ranked by throughput per GPU.
+
+For a model on `gpus` GPUs of one kind the candidates are every tensor-parallel degree T that divides N (replicas
+= N / T, each a vLLM server) and that vLLM accepts for the model (heads and KV heads split,
+`slimlib.model.memory.tensor_parallel_refusal`), crossed with the precisions the GPU has in the registry
+(`PRECISIONS`: 16-bit always, fp8 and fp4 where the GPU has such tensor cores), crossed with the candidate batch
+caps. A (T, precision) vLLM would refuse, the GPU lacks, or whose weights leave no KV pool is listed in `skipped`
+with the reason, never dropped silently.
+
+Each deployment's cap is Eq. 13 generalised (`slimlib.advisor.capacity.batch_capacity`): the batch of highest
+throughput whose predicted latencies meet every limit of the `Slo` (TTFT, TPOT, E2E; `slimlib.advisor.slo`),
+whose batching efficiency ``T(B) / (B T(1))`` exceeds epsilon, and whose requests of ``IL + OL`` tokens fit the
+KV pool of its resolved `ServingConfig` (so no preemption). Deployments are ranked by throughput per GPU,
+``replicas x T(B_cap) / N``; the per-user rate is ``OL / E2E`` output tokens per second. Everything is one
+`predict` over (workloads x deployments) x batch sizes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from slimlib.advisor.capacity import DEFAULT_MAX_BATCH, batch_capacity, check_epsilon
+from slimlib.advisor.slo import LIMITS, Slo, serving_grid
+from slimlib.errors import DataError
+from slimlib.model.intervals import INTERVAL_COLUMNS
+from slimlib.model.memory import (
+    DEFAULT_BLOCK_SIZE,
+    DEFAULT_GPU_MEMORY_UTILIZATION,
+    DEFAULT_RESERVE_GIB,
+    GIB,
+    tensor_parallel_refusal,
+)
+from slimlib.model.serving import ServingConfig, serving_config
+from slimlib.registry.architectures import get_architecture
+from slimlib.registry.gpus import GPU, get_gpu
+
+__all__ = ["PRECISIONS", "Deployment", "SearchResult", "closest", "deployments", "pareto_front", "search"]
+
+#: precision label -> (vLLM --quantization, --kv-cache-dtype, the registry peak the GPU needs for it)
+PRECISIONS: dict[str, tuple[str | None, str | None, str | None]] = {
+    "bf16": (None, None, None),
+    "fp8": ("fp8", "fp8", "peak_flops_fp8"),
+    "fp4": ("modelopt_fp4", "fp8", "peak_flops_fp4"),
+}
+#: binding constraint of a deployment's cap, by `slimlib.advisor.capacity.BINDING` code (1, the latency SLO, is
+#: named by the limit that binds)
+BINDING_NAMES = {
+    0: "max-num-seqs (largest candidate batch)",
+    2: "efficiency floor",
+    3: "KV capacity (preemption beyond)",
+    4: "throughput peak",
+    5: "infeasible",
+}
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """One (tensor-parallel degree, precision) on a node: `replicas` servers of `config` (per GPU of a server)."""
+
+    tensor_parallel: int
+    precision: str
+    replicas: int
+    config: ServingConfig
+
+    @property
+    def label(self) -> str:
+        return f"TP{self.tensor_parallel} {self.precision} x{self.replicas}"
+
+
+def deployments(
+    arch,
+    gpu: GPU | str,
+    gpus: int,
+    precisions=tuple(PRECISIONS),
+    tensor_parallels=None,
+    *,
+    block_size: int = DEFAULT_BLOCK_SIZE,
+    gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION,
+    reserve_gib: float = DEFAULT_RESERVE_GIB,
+) -> tuple[list[Deployment], pd.DataFrame]:
+    """The deployments of `arch` on `gpus` GPUs `gpu` and the skipped ones (``tensor_parallel, precision,
+    reason``), module docstring; `tensor_parallels` restricts the TP degrees (each must divide `gpus`)."""
+    a = get_architecture(arch) if isinstance(arch, str) else arch
+    hw = get_gpu(gpu)
+    if int(gpus) != gpus or gpus < 1:
+        raise DataError(f"--gpus {gpus}: give a whole number of GPUs >= 1")
+    unknown = [p for p in precisions if p not in PRECISIONS]
+    if unknown:
+        raise DataError(f"unknown precision(s) {unknown}: choose from {', '.join(PRECISIONS)}")
+    degrees = [t for t in range(1, int(gpus) + 1) if gpus % t == 0]
+    if tensor_parallels is not None:
+        bad = [t for t in tensor_parallels if t not in degrees]
+        if bad:
+            raise DataError(
+                f"tensor-parallel degree(s) {bad} do not divide --gpus {gpus}: use one of {degrees}"
+            )
+        degrees = sorted(set(tensor_parallels))
+    found, skipped = [], []
+    for tp in degrees:
+        refusal = tensor_parallel_refusal(a.name, a.n_heads, a.n_kv_heads, tp)
+        for prec in precisions:
+            quant, kv, peak = PRECISIONS[prec]
+            if refusal:
+                skipped.append((tp, prec, refusal))
+                continue
+            if peak is not None and not getattr(hw, peak):
+                skipped.append((tp, prec, f"{hw.name} has no {prec} tensor cores in the registry"))
+                continue
+            try:
+                cfg = serving_config(
+                    a, hw, tensor_parallel=tp, quantization=quant, kv_cache_dtype=kv, block_size=block_size,
+                    gpu_memory_utilization=gpu_memory_utilization, reserve_gib=reserve_gib,
+                )  # fmt: skip
+            except DataError as exc:
+                skipped.append((tp, prec, str(exc)))
+                continue
+            if not cfg.fits:
+                skipped.append((tp, prec, "weights do not fit: " + cfg.explain()))
+                continue
+            found.append(Deployment(tp, prec, int(gpus) // tp, cfg))
+    return found, pd.DataFrame(skipped, columns=["tensor_parallel", "precision", "reason"])
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    """`ranked`: one row per (workload, deployment), best first within a workload, indexed by its row of `grid`;
+    `skipped`: the deployments left out with their reason; `grid`: the (rows, N) arrays behind `ranked` over
+    `batch_sizes` (throughput, latencies, efficiency, KV fit), for the frontier and the closest miss."""
+
+    ranked: pd.DataFrame
+    skipped: pd.DataFrame
+    batch_sizes: np.ndarray
+    grid: dict[str, np.ndarray] = field(repr=False)
+    slo: Slo = field(default_factory=Slo)
+    epsilon: float = 0.3
+    deployments: tuple[Deployment, ...] = field(default=(), repr=False)
+
+    def deployment(self, row: int) -> Deployment:
+        """The `Deployment` of `ranked`'s row (by index label)."""
+        return self.deployments[int(row)]
+
+
+def _candidates(batch_sizes) -> np.ndarray:
+    b = (
+        np.arange(1, DEFAULT_MAX_BATCH + 1, dtype=float)
+        if batch_sizes is None
+        else np.asarray(batch_sizes, float)
+    )
+    b = np.unique(b)
+    if b.size == 0 or b[0] < 1 or np.any(b != np.round(b)):
+        raise DataError("candidate batch sizes must be whole numbers >= 1")
+    return b
+
+
+def search(
+    model,
+    workloads: pd.DataFrame,
+    gpus: int,
+    slo: Slo | None = None,
+    epsilon: float = 0.3,
+    *,
+    batch_sizes=None,
+    precisions=tuple(PRECISIONS),
+    tensor_parallels=None,
+    interval: float | None = None,
+    block_size: int = DEFAULT_BLOCK_SIZE,
+    gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION,
+    reserve_gib: float = DEFAULT_RESERVE_GIB,
+) -> SearchResult:
+    """Rank the deployments of each workload row (``model, input_len, output_len``) on `gpus` GPUs of the model's
+    GPU under `slo` and the efficiency floor `epsilon` (module docstring); `tensor_parallels` restricts the TP
+    degrees (default: every divisor of `gpus`).
+
+    `ranked` columns: the workload, ``tensor_parallel, precision, replicas, b_cap`` (0: none feasible),
+    ``binding``, ``throughput_per_gpu_tok_s``, ``per_user_tok_s``, ``pred_throughput_tok_s`` (one server),
+    ``pred_e2e_s``, ``pred_ttft_s``, ``pred_tpot_s`` (the values the limits were checked against), ``efficiency``,
+    the memory arithmetic ``weights_gb``, ``kv_pool_gb``, ``kv_tokens``, ``max_batch_memory`` (GiB per GPU),
+    ``latency_source``, and with `interval` (e.g. 0.9) the throughput interval at B_cap
+    (``pred_throughput_low_tok_s``, ``pred_throughput_high_tok_s``). Ties go to the smaller TP, then the wider
+    precision."""
+    slo = slo or Slo()
+    check_epsilon(epsilon)
+    hw = get_gpu(model.gpu_)
+    b = _candidates(batch_sizes)
+    pred_b = np.union1d(b, [1.0])  # T(1) is Eq. 13's reference, also when 1 is not a candidate
+    keep = np.isin(pred_b, b)
+    wl = workloads.reset_index(drop=True)
+    rows, deps_of, skipped = [], [], []
+    for name in sorted(set(map(str, wl["model"]))):
+        deps, skip = deployments(
+            name, hw, gpus, precisions, tensor_parallels, block_size=block_size, gpu_memory_utilization=gpu_memory_utilization,
+            reserve_gib=reserve_gib,
+        )  # fmt: skip
+        skipped.append(skip.assign(model=name))
+        deps_of.append((name, deps))
+    for name, deps in deps_of:
+        for i in np.flatnonzero(wl["model"].astype(str).to_numpy() == name):
+            for d in deps:
+                rows.append((i, d))
+    skipped_df = pd.concat(skipped, ignore_index=True)[["model", "tensor_parallel", "precision", "reason"]]
+    if not rows:
+        raise DataError(
+            "no deployment to search: every (tensor parallel, precision) was skipped: "
+            + "; ".join(f"TP{r.tensor_parallel} {r.precision}: {r.reason}" for r in skipped_df.itertuples())
+        )
+    idx = np.array([i for i, _ in rows])
+    deps = [d for _, d in rows]
+    base = pd.DataFrame(
+        {
+            "model": wl["model"].astype(str).to_numpy()[idx],
+            "input_len": wl["input_len"].to_numpy(dtype=float)[idx],
+            "output_len": wl["output_len"].to_numpy(dtype=float)[idx],
+            "tensor_parallel": [d.tensor_parallel for d in deps],
+            "quantization": [PRECISIONS[d.precision][0] or "" for d in deps],
+            "kv_cache_dtype": [PRECISIONS[d.precision][1] or "auto" for d in deps],
+            "block_size": float(block_size),
+            "gpu_memory_utilization": float(gpu_memory_utilization),
+        }
+    )
+    g = serving_grid(model, base, pred_b, slo)
+    t1 = g["throughput"][:, np.flatnonzero(pred_b == 1.0)[0]]
+    grid = {k: v[:, keep] for k, v in g.items() if k != "latency_source"}
+    ctx = base["input_len"].to_numpy() + base["output_len"].to_numpy()
+    pool_blocks = np.array([d.config.num_gpu_blocks for d in deps], dtype=float)
+    per_req = np.array([float(d.config.request_blocks(c)) for d, c in zip(deps, ctx, strict=True)])
+    max_b_mem = np.floor(pool_blocks / per_req)
+    fits = b[None, :] <= max_b_mem[:, None]
+    limits = slo.limits()
+    ratio = np.zeros_like(grid["throughput"])  # the worst latency over its limit (<= 1: all limits met)
+    for q, lim in limits.items():
+        ratio = np.maximum(ratio, grid[q] / lim)
+    j, code, eff = batch_capacity(b, grid["throughput"], ratio, 1.0, epsilon, fits=fits, throughput_b1=t1)
+    n = b.size
+    r = np.arange(len(base))
+    jj = np.where(j >= 0, j, 0)
+    nxt = np.minimum(jj + 1, n - 1)
+    binding = []
+    for k in range(len(base)):
+        c = int(code[k])
+        if c == 1:
+            over = [LIMITS[q] for q, lim in limits.items() if grid[q][k, nxt[k]] > lim]
+            binding.append(f"{over[0] if over else 'latency'} SLO")
+        else:
+            binding.append(BINDING_NAMES[c])
+    ok = j >= 0
+    replicas = np.array([d.replicas for d in deps], dtype=float)
+    thr = np.where(ok, grid["throughput"][r, jj], np.nan)
+    out = pd.DataFrame(
+        {
+            "workload": idx,
+            "model": base["model"],
+            "gpu": hw.name,
+            "gpus": int(gpus),
+            "input_len": base["input_len"],
+            "output_len": base["output_len"],
+            "tensor_parallel": base["tensor_parallel"].astype(int),
+            "precision": [d.precision for d in deps],
+            "replicas": replicas.astype(int),
+            "b_cap": np.where(ok, b[jj], 0).astype(int),
+            "binding": binding,
+            "throughput_per_gpu_tok_s": thr * replicas / gpus,
+            "per_user_tok_s": np.where(ok, base["output_len"].to_numpy() / grid["e2e_mean"][r, jj], np.nan),
+            "pred_throughput_tok_s": thr,
+            **{f"pred_{q}_s": np.where(ok, grid[q][r, jj], np.nan) for q in LIMITS},
+            "efficiency": np.where(ok, eff[r, jj], np.nan),
+            "weights_gb": [d.config.weights / GIB for d in deps],
+            "kv_pool_gb": [d.config.kv_pool / GIB for d in deps],
+            "kv_tokens": [d.config.kv_tokens for d in deps],
+            "max_batch_memory": max_b_mem.astype(int),
+            "latency_source": str(g["latency_source"][0]),
+        }
+    )
+    if interval is not None:
+        _add_interval(model, out, base, interval)
+    grid = {**grid, "fits": fits, "efficiency": eff}
+    order = out.assign(_p=[list(PRECISIONS).index(p) for p in out["precision"]]).sort_values(
+        ["workload", "throughput_per_gpu_tok_s", "tensor_parallel", "_p"],
+        ascending=[True, False, True, True],
+        kind="mergesort",
+        na_position="last",
+    )
+    ranked = order.drop(columns="_p")
+    ranked.insert(1, "rank", ranked.groupby("workload").cumcount() + 1)
+    return SearchResult(ranked, skipped_df, b, grid, slo, float(epsilon), tuple(deps))
+
+
+def _add_interval(model, out: pd.DataFrame, base: pd.DataFrame, level: float) -> None:
+    """The throughput interval of the model's one `predict` at each feasible B_cap (NaN where none)."""
+    low, high = INTERVAL_COLUMNS["throughput"]
+    out[low], out[high] = np.nan, np.nan
+    ok = out["b_cap"].to_numpy() > 0
+    if not ok.any():
+        return
+    rows = base[ok].assign(batch_size=out.loc[ok, "b_cap"].to_numpy(dtype=float))
+    pred = model.predict(rows, interval=level)
+    out.loc[ok, low] = pred[low].to_numpy()
+    out.loc[ok, high] = pred[high].to_numpy()
+
+
+def closest(result: SearchResult, workload: int = 0) -> str:
+    """One line for a workload no deployment serves: the (deployment, batch) closest to meeting every limit (the
+    smallest worst ratio of latency to its limit and of epsilon to efficiency, among batches that fit the KV pool)
+    and which limit binds there."""
+    limits = result.slo.limits()
+    best: tuple[float, int, int, str] = (np.inf, -1, -1, "")
+    for i in result.ranked.index[result.ranked["workload"] == workload]:
+        terms = {LIMITS[q] + " SLO": result.grid[q][i] / lim for q, lim in limits.items()}
+        with np.errstate(divide="ignore"):
+            terms["efficiency floor"] = result.epsilon / result.grid["efficiency"][i]
+        stack = np.vstack(list(terms.values()))
+        worst = np.where(result.grid["fits"][i], stack.max(axis=0), np.inf)
+        k = int(np.argmin(worst))
+        if worst[k] < best[0]:
+            best = (float(worst[k]), int(i), k, list(terms)[int(np.argmax(stack[:, k]))])
+    if best[1] < 0:
+        return (
+            f"no deployment fits one request of {_context(result, workload)} tokens in its KV pool: use more GPUs, "
+            "fewer bytes per weight or shorter requests"
+        )
+    worst, i, k, which = best
+    row = result.ranked.loc[i]
+    return (
+        f"no deployment meets {result.slo.describe()} with efficiency > {result.epsilon:g}: closest is "
+        f"TP{row['tensor_parallel']} {row['precision']} at B = {int(result.batch_sizes[k])}, where the {which} "
+        f"binds ({worst:.2f} x its limit)"
+    )
+
+
+def _context(result: SearchResult, workload: int) -> int:
+    row = result.ranked[result.ranked["workload"] == workload].iloc[0]
+    return int(row["input_len"] + row["output_len"])
+
+
+def pareto_front(result: SearchResult, workload: int = 0) -> pd.DataFrame:
+    """The Pareto set of one workload over every (deployment, batch) that fits the KV pool, meets the efficiency
+    floor and the `Slo`: points no other beats on both throughput per GPU and per-user tokens/s. Columns
+    ``tensor_parallel, precision, replicas, batch_size, throughput_per_gpu_tok_s, per_user_tok_s``, ordered by
+    per-user rate (fastest first)."""
+    rk = result.ranked.sort_index()
+    rows = rk.index[rk["workload"] == workload]
+    b = result.batch_sizes
+    parts = []
+    eps = result.epsilon
+    limits = result.slo.limits()
+    for i in rows:
+        row = rk.loc[i]
+        ok = result.grid["fits"][i] & (result.grid["efficiency"][i] > eps)
+        for q, lim in limits.items():
+            ok &= result.grid[q][i] <= lim
+        thr = result.grid["throughput"][i]
+        parts.append(
+            pd.DataFrame(
+                {
+                    "tensor_parallel": int(row["tensor_parallel"]),
+                    "precision": row["precision"],
+                    "replicas": int(row["replicas"]),
+                    "batch_size": b[ok].astype(int),
+                    "throughput_per_gpu_tok_s": thr[ok] * row["replicas"] / row["gpus"],
+                    "per_user_tok_s": row["output_len"] / result.grid["e2e_mean"][i][ok],
+                }
+            )
+        )
+    pts = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+    if pts.empty:
+        return pts
+    pts = pts.sort_values(
+        ["per_user_tok_s", "throughput_per_gpu_tok_s"], ascending=[False, False], kind="mergesort"
+    )
+    best = np.maximum.accumulate(pts["throughput_per_gpu_tok_s"].to_numpy())
+    prev = np.concatenate([[-np.inf], best[:-1]])
+    return pts[pts["throughput_per_gpu_tok_s"].to_numpy() > prev].reset_index(drop=True)
