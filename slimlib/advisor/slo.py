@@ -6,8 +6,9 @@ them: one `predict` over workloads x batch sizes giving throughput, E2E, TTFT an
 * TTFT and TPOT are the model's ``pred_ttft_s`` and ``pred_tpot_s`` where it predicts them
   (`slimlib.model.base.PRED_COLUMNS`). A method that predicts only Eq. 5's batch split (``pred_prefill_s``,
   ``pred_decode_s``; e.g. ``slim`` and ``paper``) gets them from that split, said in ``latency_source``:
-  ``TPOT = decode / OL`` (one decode step per output token) and ``TTFT = prefill + decode / OL`` (the batch's
-  prefill, then its first token), so that ``E2E = TTFT + (OL - 1) TPOT`` as for the methods that predict them.
+  ``TPOT = decode / OL`` (one decode step per output token) and ``TTFT = E2E - (OL - 1) TPOT`` (the batch's
+  prefill, fixed overheads and its first token), so that ``E2E = TTFT + (OL - 1) TPOT`` as for the methods that
+  predict them.
 * `percentile` P (e.g. 0.9) bounds each constrained quantity by the upper end of the model's prediction interval
   at level ``2 P - 1`` (`slimlib.model.intervals`): the value the measured mean stays below with probability P
   given the model's held-out error. It is not a per-request latency percentile (no method predicts the spread of
@@ -118,7 +119,7 @@ def serving_grid(model, base: pd.DataFrame, batch_sizes, slo: Slo | None = None)
     if not (np.isfinite(ttft).any() or np.isfinite(tpot).any()):  # a method without the TTFT/TPOT split
         ol = base["output_len"].to_numpy(dtype=float)[:, None]
         step = col("pred_decode_s") / ol
-        ttft, tpot = col("pred_prefill_s") + step, step
+        ttft, tpot = e2e - (ol - 1.0) * step, step
         source = SPLIT_SOURCE
     out = {
         "throughput": col("pred_throughput_tok_s"),

@@ -62,6 +62,11 @@ examples:
   slim advise params.json --model config.json --input-len 512 --output-len 128 --slo-s 20 --format json
   slim advise params.json --model opt-1.3b --input-len 242 --output-len 130 --batch-sizes 8 16 32 64 128
 
+deployment search (TTFT/TPOT/E2E limits; every TP degree and precision on a node; ranked by throughput per GPU):
+  slim advise params.json --model llama-2-13b --input-len 512 --output-len 256 --ttft-ms 500 --tpot-ms 30 --gpus 8
+  slim advise params.json --model llama-2-13b --input-len 512 --output-len 256 --e2e-s 10 --percentile 0.9
+  slim advise params.json --model llama-2-13b --input-len 512 --output-len 256 --gpus 8 --frontier front.csv
+
 {OUTPUTS_NOTE}
 """
 
@@ -414,7 +419,7 @@ def _print_search(res: SearchResult, model: str, gpu: str, gpus: int, epsilon: f
           f"efficiency > {epsilon:g}")  # fmt: skip
     if r0["latency_source"] != "model":
         print(
-            f"(TTFT and TPOT from the model's {r0['latency_source']}: TPOT = decode / OL, TTFT = prefill + TPOT)"
+            f"(TTFT and TPOT from the model's {r0['latency_source']}: TPOT = decode / OL, TTFT = E2E - (OL - 1) TPOT)"
         )
     print(f"{'rank':>4} {'deployment':<16} {'B_cap':>5} {'tok/s/GPU':>10} {'90% interval':>17} {'tok/s/user':>10} "
           f"{'TTFT ms':>8} {'TPOT ms':>8} {'E2E s':>7} {'weights':>8} {'KV pool':>8} {'KV tokens':>9}  binding")  # fmt: skip

@@ -1,0 +1,174 @@
+"""SLIM-BCA deployment search: TTFT/TPOT/E2E limits, TP x precision on a node, frontier, launch settings, refusals."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from synthetic import TRUE_PARAMS
+
+from slimlib.advisor import deploy as D
+from slimlib.advisor.launch import launch_settings
+from slimlib.advisor.slo import SPLIT_SOURCE, Slo, percentile_level, serving_grid
+from slimlib.cli.main import main
+from slimlib.errors import DataError
+from slimlib.model import SlimModel
+from slimlib.model.serving import serving_config
+from slimlib.registry.architectures import get_architecture
+
+WL = pd.DataFrame({"model": ["llama-2-13b"], "input_len": [512.0], "output_len": [256.0]})
+
+
+def _model(gpu="h100-sxm-80gb"):
+    return SlimModel.with_params(TRUE_PARAMS, gpu=gpu)
+
+
+def test_split_latencies_add_up_to_e2e():
+    g = serving_grid(_model(), WL, np.array([1.0, 8.0, 64.0]))
+    assert g["latency_source"][0] == SPLIT_SOURCE
+    np.testing.assert_allclose(g["ttft"] + (256 - 1) * g["tpot"], g["e2e"], rtol=1e-12)
+    assert (np.diff(g["tpot"][0]) > 0).all()
+
+
+def test_search_matches_bruteforce_and_ranks_by_throughput_per_gpu():
+    m, slo = _model(), Slo(ttft_s=0.5, tpot_s=0.03)
+    b = np.arange(1, 129)
+    res = D.search(m, WL, 8, slo, 0.3, batch_sizes=b)
+    r = res.ranked
+    assert list(r["throughput_per_gpu_tok_s"]) == sorted(r["throughput_per_gpu_tok_s"], reverse=True)
+    assert set(r["tensor_parallel"]) == {1, 2, 4, 8} and set(r["precision"]) == {"bf16", "fp8"}
+    assert (r["replicas"] * r["tensor_parallel"] == 8).all()
+    for _, row in r.iterrows():  # brute force over the same predictions
+        base = WL.assign(tensor_parallel=row["tensor_parallel"], quantization=D.PRECISIONS[row["precision"]][0] or "",
+                         kv_cache_dtype=D.PRECISIONS[row["precision"]][1] or "auto")  # fmt: skip
+        g = serving_grid(m, base, b)
+        eff = g["throughput"][0] / (b * g["throughput"][0][0])
+        ok = (g["ttft"][0] <= 0.5) & (g["tpot"][0] <= 0.03) & (eff > 0.3) & (b <= row["max_batch_memory"])
+        best = int(b[ok][np.argmax(g["throughput"][0][ok])]) if ok.any() else 0
+        assert row["b_cap"] == best
+        assert row["throughput_per_gpu_tok_s"] == pytest.approx(
+            g["throughput"][0][best - 1] * row["replicas"] / 8
+        )
+
+
+def test_binding_names_the_limit():
+    res = D.search(_model(), WL, 1, Slo(tpot_s=0.012), 0.05, batch_sizes=np.arange(1, 257))
+    row = res.ranked.iloc[0]
+    assert row["binding"] == "TPOT SLO" and 0 < row["pred_tpot_s"] <= 0.012
+    res = D.search(_model(), WL, 1, Slo(), 0.01, batch_sizes=np.arange(1, 9))
+    assert res.ranked.iloc[0]["binding"].startswith("max-num-seqs")
+    res = D.search(_model(), WL, 1, Slo(), 0.001, batch_sizes=np.arange(1, 1025), precisions=["bf16"])
+    assert res.ranked.iloc[0]["binding"].startswith("KV capacity")
+    assert res.ranked.iloc[0]["b_cap"] == res.ranked.iloc[0]["max_batch_memory"]
+
+
+def test_skips_are_listed_with_reasons():
+    # llama-2-70b: 64 heads, 8 KV heads; on 3 GPUs no TP splits the heads but 1, whose weights do not fit at bf16
+    deps, skipped = D.deployments("llama-2-70b", "h100-sxm-80gb", 3)
+    reasons = {(r.tensor_parallel, r.precision): r.reason for r in skipped.itertuples()}
+    assert "does not split" in reasons[(3, "bf16")]
+    assert "no fp4 tensor cores" in reasons[(1, "fp4")]
+    assert reasons[(1, "bf16")].startswith("weights do not fit")
+    assert [(d.tensor_parallel, d.precision) for d in deps] == [(1, "fp8")]
+    deps, skipped = D.deployments("llama-2-13b", "b200-sxm-180gb", 8)
+    assert {d.precision for d in deps} == {"bf16", "fp8", "fp4"} and skipped.empty
+
+
+def test_infeasible_slo_names_the_closest_configuration():
+    res = D.search(_model(), WL, 2, Slo(ttft_s=0.001), 0.3, batch_sizes=np.arange(1, 65))
+    assert (res.ranked["b_cap"] == 0).all()
+    line = D.closest(res)
+    assert "closest is TP2 fp8 at B = 1, where the TTFT SLO binds" in line
+
+
+def test_frontier_is_pareto_optimal():
+    res = D.search(_model(), WL, 8, Slo(tpot_s=0.05), 0.3, batch_sizes=np.arange(1, 257))
+    f = D.pareto_front(res)
+    x, y = f["per_user_tok_s"].to_numpy(), f["throughput_per_gpu_tok_s"].to_numpy()
+    assert len(f) > 3 and (np.diff(x) < 0).all() and (np.diff(y) > 0).all()
+    # the best-ranked pick is on (or under) the frontier and the frontier's top equals it
+    assert y.max() == pytest.approx(res.ranked.iloc[0]["throughput_per_gpu_tok_s"])
+
+
+def test_percentile_refusals_and_level():
+    assert percentile_level(0.9) == pytest.approx(0.8)
+    with pytest.raises(DataError, match=r"percentile 0.4 must be in \(0.5, 1\)"):
+        Slo(e2e_s=1.0, percentile=0.4)
+    with pytest.raises(DataError, match="no TTFT percentile"):
+        D.search(_model(), WL, 1, Slo(ttft_s=1.0, percentile=0.9), batch_sizes=[1, 2])
+    with pytest.raises(DataError, match="SLO tpot_s = -1"):
+        Slo(tpot_s=-1.0)
+    with pytest.warns(UserWarning):  # no residual model: the interval says it is partial
+        lo = D.search(_model(), WL, 1, Slo(e2e_s=5.0, percentile=0.9), 0.3, batch_sizes=np.arange(1, 65))
+    mean = D.search(_model(), WL, 1, Slo(e2e_s=5.0), 0.3, batch_sizes=np.arange(1, 65))
+    assert (lo.ranked["b_cap"].to_numpy() <= mean.ranked["b_cap"].to_numpy()).all()
+
+
+def test_launch_settings_follow_the_device():
+    arch = get_architecture("opt-125m")
+    cpu = serving_config(arch, "cpu")
+    big, small = (launch_settings(cpu, b, 4096, 4096, cpu_threads=2) for b in (23, 5))
+    for s in (big, small):
+        assert "--gpu-memory-utilization" not in s.flags and s.env["VLLM_CPU_OMP_THREADS_BIND"] == "0-1"
+    assert int(big.env["VLLM_CPU_KVCACHE_SPACE"]) > int(small.env["VLLM_CPU_KVCACHE_SPACE"])
+    assert big.flags[:2] == ["--max-num-seqs", "23"]
+    gpu = serving_config(get_architecture("llama-2-13b"), "h100-sxm-80gb", tensor_parallel=2, quantization="fp8",
+                         kv_cache_dtype="fp8")  # fmt: skip
+    s = launch_settings(gpu, 64, 512, 256)
+    f = dict(zip(s.flags[::2], s.flags[1::2], strict=True))
+    assert f["-tp"] == "2" and f["--quantization"] == "fp8" and f["--kv-cache-dtype"] == "fp8"
+    need = gpu.weights + gpu.reserve + 64 * 48 * 16 * gpu.kv_bytes_per_token
+    assert float(f["--gpu-memory-utilization"]) == pytest.approx(np.ceil(need / gpu.capacity * 100) / 100)
+
+
+@pytest.fixture
+def params(tmp_path):
+    p = tmp_path / "params.json"
+    _model().to_json(p)
+    return p
+
+
+def test_cli_search_text_json_frontier_and_refusals(params, tmp_path, capsys):
+    front = tmp_path / "front.csv"
+    args = ["advise", str(params), "--model", "llama-2-13b", "--input-len", "512", "--output-len", "256"]
+    rc = main([*args, "--ttft-ms", "500", "--tpot-ms", "30", "--gpus", "8", "--frontier", str(front)])
+    out = capsys.readouterr().out
+    assert rc == 0 and "best: TP1 fp8 x 8 replica(s)" in out and "skipped TP1 fp4" in out
+    assert "--quantization fp8 --kv-cache-dtype fp8" in out
+    assert len(pd.read_csv(front)) > 3 and front.with_suffix(".png").exists()
+    rc = main([*args, "--tpot-ms", "30", "--format", "json"])
+    rec = json.loads(capsys.readouterr().out)
+    assert (
+        rc == 0 and rec["ranked"][0]["tensor_parallel"] == 1 and rec["vllm"]["flags"][0] == "--max-num-seqs"
+    )
+    rc = main([*args, "--ttft-ms", "1"])
+    assert rc == 1 and "closest is TP1 fp8 at B = 1" in capsys.readouterr().out
+    rc = main([*args, "--ttft-ms", "100", "--slo-s", "10"])
+    assert rc == 2 and "--slo-s belong to Eq. 13" in capsys.readouterr().err
+    rc = main([*args, "--gpus", "8", "--quantization", "fp8"])
+    assert rc == 2 and "--quantization belong to Eq. 13" in capsys.readouterr().err
+    with pytest.raises(DataError, match="do not divide --gpus 8"):
+        D.deployments("llama-2-13b", "h100-sxm-80gb", 8, tensor_parallels=[3])
+
+
+def test_cli_cpu_engine_gets_kv_space_not_gpu_utilization(tmp_path, capsys):
+    p = tmp_path / "cpu.json"
+    _model("cpu").to_json(p)
+    rc = main(
+        [
+            "advise",
+            str(p),
+            "--model",
+            "opt-125m",
+            "--input-len",
+            "512",
+            "--output-len",
+            "256",
+            "--slo-s",
+            "60",
+        ]
+    )
+    out = capsys.readouterr().out
+    assert rc == 0 and "VLLM_CPU_KVCACHE_SPACE=" in out and "--gpu-memory-utilization" not in out
