@@ -1,8 +1,10 @@
-"""Time SLIM-BCA: advise 1,000 workloads over batch sizes 1..1024 (one vectorized search), best of 5 repeats.
+"""Time SLIM-BCA: Eq. 13 over 1,000 workloads x batch sizes 1..1024, and the deployment search over 4 TP degrees
+x 3 precisions x 1,024 batch sizes x 100 workloads on a node of 8 GPUs; best of 5 repeats each.
 
-Usage: python scripts/bench_advisor.py [--workloads 1000] [--max-batch 1024] [--repeats 5]
-Prints the workloads, candidates, best and median wall time, and the share of feasible workloads. Uses the
-paper's parameter form with fixed example values (no measurement is implied) on a 64 GB H100.
+Usage: python scripts/bench_advisor.py [--workloads 1000] [--search-workloads 100] [--max-batch 1024] [--repeats 5]
+Prints, for each, the problem size, best and median wall time and the share of feasible workloads. Uses the
+paper's parameter form with fixed example values (no measurement is implied): Eq. 13 on a 64 GB H100, the search
+on a B200 (the registry's GPU with bf16, fp8 and fp4 tensor cores) with TTFT and TPOT limits.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ import numpy as np
 import pandas as pd
 
 from slimlib.advisor.capacity import advise_many
+from slimlib.advisor.deploy import search
+from slimlib.advisor.slo import Slo
 from slimlib.model import SlimModel
 
 EXAMPLE_PARAMS = {"eta_c": 0.45, "t_fixed": 0.2, "eta_m": 0.6, "B0": 3.0, "alpha": 2e-5, "gamma": 5e-7}
@@ -24,6 +28,7 @@ def main(argv=None) -> int:
     ap.add_argument("--workloads", type=int, default=1000)
     ap.add_argument("--max-batch", type=int, default=1024)
     ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--search-workloads", type=int, default=100)
     args = ap.parse_args(argv)
     model = SlimModel.with_params(EXAMPLE_PARAMS, gpu="h100-sxm-64gb")
     n = args.workloads
@@ -44,7 +49,32 @@ def main(argv=None) -> int:
         times.append(time.perf_counter() - t0)
     print(f"{n} workloads x {len(batch)} batch sizes: best {min(times):.3f} s, median {np.median(times):.3f} s "
           f"over {args.repeats} repeats; feasible {(out['b_cap'] > 0).mean() * 100:.1f}%")  # fmt: skip
+    bench_search(args.search_workloads, batch, args.repeats)
     return 0
+
+
+def bench_search(n: int, batch: np.ndarray, repeats: int) -> None:
+    """Time the deployment search (`slimlib.advisor.deploy.search`) of `n` workloads on 8 B200 GPUs."""
+    model = SlimModel.with_params(EXAMPLE_PARAMS, gpu="b200-sxm-180gb")
+    wl = pd.DataFrame(
+        {
+            "model": np.resize(["opt-1.3b", "opt-2.7b", "llama-2-7b", "llama-2-13b"], n),
+            "input_len": np.resize(np.arange(64, 2049, 64), n).astype(float),
+            "output_len": np.resize([64.0, 128.0, 256.0, 512.0, 1024.0], n),
+        }
+    )
+    slo = Slo(ttft_s=2.0, tpot_s=0.05)
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        res = search(model, wl, 8, slo, 0.3, batch_sizes=batch)
+        times.append(time.perf_counter() - t0)
+    r = res.ranked
+    combos = r.groupby("workload").size()
+    best = r.groupby("workload").head(1)
+    print(f"deployment search: {n} workloads x {combos.max()} deployments (TP x precision) x {len(batch)} batch "
+          f"sizes = {len(r) * len(batch):,} points: best {min(times):.3f} s, median {np.median(times):.3f} s over "
+          f"{repeats} repeats; feasible {(best['b_cap'] > 0).mean() * 100:.1f}%")  # fmt: skip
 
 
 if __name__ == "__main__":

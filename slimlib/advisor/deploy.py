@@ -37,7 +37,16 @@ from slimlib.model.serving import ServingConfig, serving_config
 from slimlib.registry.architectures import get_architecture
 from slimlib.registry.gpus import GPU, get_gpu
 
-__all__ = ["PRECISIONS", "Deployment", "SearchResult", "closest", "deployments", "pareto_front", "search"]
+__all__ = [
+    "PRECISIONS",
+    "Deployment",
+    "SearchResult",
+    "capped",
+    "closest",
+    "deployments",
+    "pareto_front",
+    "search",
+]
 
 #: precision label -> (vLLM --quantization, --kv-cache-dtype, the registry peak the GPU needs for it)
 PRECISIONS: dict[str, tuple[str | None, str | None, str | None]] = {
@@ -155,6 +164,29 @@ def _candidates(batch_sizes) -> np.ndarray:
     return b
 
 
+def capped(
+    b, grid: dict[str, np.ndarray], slo: Slo, epsilon, fits, t1
+) -> tuple[np.ndarray, list[str], np.ndarray]:
+    """Eq. 13 under every limit of `slo` for R rows of `grid` (`slimlib.advisor.slo.serving_grid`'s arrays over
+    candidates `b`, with `fits` (R, N) booleans and `t1` (R,) the predicted T(1)): ``(index, binding, efficiency)``,
+    the index of B_cap per row (-1: none), the name of the constraint that stops the next larger candidate
+    (`BINDING_NAMES`, or the latency limit: 'TTFT SLO', ...), and the (R, N) efficiency."""
+    limits = slo.limits()
+    ratio = np.zeros_like(grid["throughput"])  # the worst latency over its limit (<= 1: all limits met)
+    for q, lim in limits.items():
+        ratio = np.maximum(ratio, grid[q] / lim)
+    j, code, eff = batch_capacity(b, grid["throughput"], ratio, 1.0, epsilon, fits=fits, throughput_b1=t1)
+    nxt = np.minimum(np.where(j >= 0, j, 0) + 1, b.size - 1)
+    binding = []
+    for k, c in enumerate(code):
+        if c == 1:
+            over = [LIMITS[q] for q, lim in limits.items() if grid[q][k, nxt[k]] > lim]
+            binding.append(f"{over[0] if over else 'latency'} SLO")
+        else:
+            binding.append(BINDING_NAMES[int(c)])
+    return j, binding, eff
+
+
 def search(
     model,
     workloads: pd.DataFrame,
@@ -222,29 +254,15 @@ def search(
     )
     g = serving_grid(model, base, pred_b, slo)
     t1 = g["throughput"][:, np.flatnonzero(pred_b == 1.0)[0]]
-    grid = {k: v[:, keep] for k, v in g.items() if k != "latency_source"}
+    grid = {k: (v if keep.all() else v[:, keep]) for k, v in g.items() if k != "latency_source"}
     ctx = base["input_len"].to_numpy() + base["output_len"].to_numpy()
     pool_blocks = np.array([d.config.num_gpu_blocks for d in deps], dtype=float)
     per_req = np.array([float(d.config.request_blocks(c)) for d, c in zip(deps, ctx, strict=True)])
     max_b_mem = np.floor(pool_blocks / per_req)
     fits = b[None, :] <= max_b_mem[:, None]
-    limits = slo.limits()
-    ratio = np.zeros_like(grid["throughput"])  # the worst latency over its limit (<= 1: all limits met)
-    for q, lim in limits.items():
-        ratio = np.maximum(ratio, grid[q] / lim)
-    j, code, eff = batch_capacity(b, grid["throughput"], ratio, 1.0, epsilon, fits=fits, throughput_b1=t1)
-    n = b.size
+    j, binding, eff = capped(b, grid, slo, epsilon, fits, t1)
     r = np.arange(len(base))
     jj = np.where(j >= 0, j, 0)
-    nxt = np.minimum(jj + 1, n - 1)
-    binding = []
-    for k in range(len(base)):
-        c = int(code[k])
-        if c == 1:
-            over = [LIMITS[q] for q, lim in limits.items() if grid[q][k, nxt[k]] > lim]
-            binding.append(f"{over[0] if over else 'latency'} SLO")
-        else:
-            binding.append(BINDING_NAMES[c])
     ok = j >= 0
     replicas = np.array([d.replicas for d in deps], dtype=float)
     thr = np.where(ok, grid["throughput"][r, jj], np.nan)
