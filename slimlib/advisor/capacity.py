@@ -38,6 +38,7 @@ from slimlib.registry.gpus import get_gpu
 
 __all__ = [
     "BINDING",
+    "BINDING_LABELS",
     "DEFAULT_BLOCK_SIZE",
     "DEFAULT_GPU_MEMORY_UTILIZATION",
     "DEFAULT_RESERVE_GIB",
@@ -63,6 +64,15 @@ BINDING = {
     3: "memory",  # ... does not fit in the KV cache
     4: "peak",  # throughput peaks inside the feasible set
     5: "infeasible",  # no candidate meets the constraints
+}
+#: what each `BINDING` name means in tables and the search's output (issue 31: every pick names what binds it)
+BINDING_LABELS = {
+    "none": "max-num-seqs (largest candidate batch)",
+    "slo": "latency SLO",
+    "efficiency": "efficiency floor",
+    "memory": "KV capacity (preemption beyond)",
+    "peak": "throughput peak",
+    "infeasible": "infeasible",
 }
 
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from slimlib.advisor.capacity import DEFAULT_MAX_BATCH, batch_capacity, check_epsilon
+from slimlib.advisor.capacity import BINDING, BINDING_LABELS, DEFAULT_MAX_BATCH, batch_capacity, check_epsilon
 from slimlib.advisor.slo import LIMITS, Slo, serving_grid
 from slimlib.errors import DataError
 from slimlib.model.intervals import INTERVAL_COLUMNS
@@ -54,15 +54,9 @@ PRECISIONS: dict[str, tuple[str | None, str | None, str | None]] = {
     "fp8": ("fp8", "fp8", "peak_flops_fp8"),
     "fp4": ("modelopt_fp4", "fp8", "peak_flops_fp4"),
 }
-#: binding constraint of a deployment's cap, by `slimlib.advisor.capacity.BINDING` code (1, the latency SLO, is
-#: named by the limit that binds)
-BINDING_NAMES = {
-    0: "max-num-seqs (largest candidate batch)",
-    2: "efficiency floor",
-    3: "KV capacity (preemption beyond)",
-    4: "throughput peak",
-    5: "infeasible",
-}
+#: binding constraint of a deployment's cap, by `slimlib.advisor.capacity.BINDING` code (code 1, the latency SLO, is
+#: named by the limit that binds: 'TTFT SLO', 'TPOT SLO', 'E2E SLO')
+BINDING_NAMES = {code: BINDING_LABELS[name] for code, name in BINDING.items()}
 
 
 @dataclass(frozen=True)

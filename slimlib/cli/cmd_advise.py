@@ -383,9 +383,9 @@ def _search(args: argparse.Namespace) -> int:
                                  cpu_threads=args.cpu_threads)  # fmt: skip
     if front_path is not None:
         write_csv(front, front_path)
-        fig = bca_frontier(
-            front, best if launch else None, f"{arch.name} on {gpus} x {hw.name}: {slo.describe()}"
-        )
+        label = f"best: TP{best['tensor_parallel']} {best['precision']} B={best['b_cap']}"
+        pick = {label: (best["per_user_tok_s"], best["throughput_per_gpu_tok_s"])} if launch else {}
+        fig = bca_frontier(front, pick, f"{arch.name} on {gpus} x {hw.name}: {slo.describe()}")
         save_figure(fig, front_path.stem, front_path.parent)
     if args.format == "json":
         rec = {

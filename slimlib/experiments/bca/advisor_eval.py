@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from slimlib.advisor.capacity import advise_many, check_epsilon
+from slimlib.advisor.capacity import BINDING_LABELS, advise_many, check_epsilon
 from slimlib.advisor.plan import CALIBRATION_ORDER
 from slimlib.errors import DataError
 from slimlib.experiments.accuracy.scenarios import in_engine_latency_s, online_runs
@@ -112,7 +112,9 @@ def evaluate_recommendations(
     no preemption. Quality: ``quality_pct`` = measured throughput at B_cap / ground-truth throughput x 100 when
     B_cap meets those same measured constraints (``feasible``), else 0: a recommendation that violates the SLO,
     misses the efficiency floor or preempts is a miss, never a score above 100% (``throughput_ratio_pct`` keeps
-    the plain ratio). ``kv_saved_gb`` = logged default KV allocation minus the blocks B_cap needs.
+    the plain ratio). ``kv_saved_gb`` = logged default KV allocation minus the blocks B_cap needs; ``binding``
+    names what stops B_cap (`slimlib.advisor.capacity.BINDING_LABELS`: latency SLO, efficiency floor, KV capacity,
+    max-num-seqs = the largest measured batch, or a throughput peak).
     """
     check_epsilon(epsilon)
     out = []
@@ -134,7 +136,7 @@ def evaluate_recommendations(
             ).iloc[0]  # fmt: skip
             meas_ok = measured_feasible(curve, s["slo_s"], epsilon)
             row = {"model": name, "output_len": ol, "input_len": il, "slo": s["slo"], "slo_s": s["slo_s"],
-                   "epsilon": epsilon, "b_cap": int(adv["b_cap"]), "binding": adv["binding"],
+                   "epsilon": epsilon, "b_cap": int(adv["b_cap"]), "binding": BINDING_LABELS[adv["binding"]],
                    "pred_throughput_tok_s": adv["pred_throughput_tok_s"]}  # fmt: skip
             if meas_ok.any():
                 best = (

@@ -22,9 +22,10 @@ VARIANT_LINES = {"faithful": "--", "project": "-"}
 
 
 def bca_curves(curves: pd.DataFrame, rec: pd.DataFrame, slo: str = "tight"):
-    """Measured throughput and E2E curves per model (colour = output length) with each variant's B_cap for `slo`
-    (+ faithful, x project) and the measured best configuration (square; the same ground truth for both
-    variants, `advisor_eval.measured_feasible`)."""
+    """Measured throughput and in-engine latency curves per model (colour = output length) with each variant's
+    B_cap for `slo` (+ faithful, x project) and the measured best configuration (square; the same ground truth for
+    both variants, `advisor_eval.measured_feasible`). The latency is the mean time a request spends in the running
+    batch by Little's law (`advisor_eval.measured_curves`), not a client-measured E2E."""
     models = sorted(curves["model"].unique())
     fig, axes = new_figure(2, len(models), double=True, height=3.8, sharex=True)
     ol_show = sorted(curves["output_len"].unique())
@@ -57,7 +58,7 @@ def bca_curves(curves: pd.DataFrame, rec: pd.DataFrame, slo: str = "tight"):
         plain_log_axis(axes[1, j], "y")
         axes[1, j].set_xlabel("max_num_seqs B")
     axes[0, 0].set_ylabel("throughput (k tok/s)")
-    axes[1, 0].set_ylabel("measured E2E (s)")
+    axes[1, 0].set_ylabel("in-engine latency (s, Little's law)")
     axes[0, 0].plot([], [], "+", color="black", label="B_cap faithful")
     axes[0, 0].plot([], [], "x", color="black", label="B_cap project")
     axes[0, 0].plot([], [], "s", mfc="none", mec="gray", label="measured best")
@@ -128,19 +129,18 @@ def bca_memory_saved(mem: pd.DataFrame, models: list[str], ol_show: list):
     return fig
 
 
-def bca_frontier(front: pd.DataFrame, pick: pd.Series | None = None, title: str = ""):
+def bca_frontier(front: pd.DataFrame, picks: dict | None = None, title: str = ""):
     """The Pareto set of a deployment search (`slimlib.advisor.deploy.pareto_front`): throughput per GPU against
-    per-user output tokens/s, one marker per (TP, precision), with `pick` (a row of the search's ranking, e.g. the
-    best deployment, or Eq. 13's B_cap) drawn as a star."""
+    per-user output tokens/s, one marker colour per (TP, precision); `picks` maps a label to an (x, y) point drawn
+    as a black marker (e.g. the search's best deployment and Eq. 13's B_cap)."""
     fig, ax = new_figure(height=2.9)
     groups = front.groupby(["tensor_parallel", "precision"], sort=True)
     for k, ((tp, prec), part) in enumerate(groups):
         ax.plot(part["per_user_tok_s"], part["throughput_per_gpu_tok_s"], "o", ms=2.5,
                 color=HOUSE_COLORS[k % len(HOUSE_COLORS)], label=f"TP{tp} {prec}")  # fmt: skip
     ax.plot(front["per_user_tok_s"], front["throughput_per_gpu_tok_s"], "-", lw=0.5, color="grey")
-    if pick is not None and float(pick.get("b_cap", 0)) > 0:
-        ax.plot(pick["per_user_tok_s"], pick["throughput_per_gpu_tok_s"], "*", ms=8, color="black",
-                label=str(pick.get("pick_label", f"pick: B = {int(pick['b_cap'])}")))  # fmt: skip
+    for (label, (x, y)), marker in zip((picks or {}).items(), "*Dv^", strict=False):
+        ax.plot(x, y, marker, ms=7, mfc="none", mec="black", mew=0.9, label=label)
     ax.set_xlabel("per-user output tokens/s (OL / E2E)")
     ax.set_ylabel("throughput per GPU (tok/s)")
     ax.legend(fontsize=5.5, frameon=False)

@@ -35,6 +35,7 @@ from slimlib.advisor.deploy import capped
 from slimlib.advisor.plan import CALIBRATION_ORDER
 from slimlib.advisor.slo import LIMITS, Slo, serving_grid
 from slimlib.data import load
+from slimlib.experiments.accuracy.scenarios import ENGINE_TABLE, cpu_kv_blocks
 from slimlib.experiments.bca.advisor_eval import measured_curves
 from slimlib.experiments.outputs import uncertainty as U
 from slimlib.model import DEFAULT_VARIANT, make_model
@@ -48,6 +49,7 @@ __all__ = [
     "calibration_points",
     "engine_curves",
     "evaluate",
+    "evaluate_sources",
     "llmib_curves",
     "memgap_curves",
     "memgap_offline_curves",
@@ -71,21 +73,23 @@ COLUMNS = [*CURVE, "tensor_parallel", "batch_size", "throughput_tok_s", "ttft_s"
 
 
 def engine_curves() -> pd.DataFrame:
-    """The CPU-engine campaign (``engine-cpu-runs``) as curves: the median over repeats of each configuration (the
-    one place that reads the engine table)."""
-    runs = load("engine-cpu-runs")
+    """The CPU-engine campaign (`slimlib.experiments.accuracy.scenarios.ENGINE_TABLE`, the one name of the engine
+    table) as curves: the median over repeats of each configuration, with the campaign's KV pool in blocks
+    (`cpu_kv_blocks`) and chunked prefill, as the engine evaluation's rows have them."""
+    runs = load(ENGINE_TABLE)
     keys = ["model", "gpu", "batch_size", "input_len", "output_len"]
     num = ["throughput_tok_s", "mean_ttft_ms", "mean_tpot_ms", "e2e_s", "duration_s"]
     med = runs.astype({c: float for c in num}).groupby(keys, sort=True)[num].median().reset_index()
-    return _table(
-        med.assign(
-            source="engine-cpu",
-            tensor_parallel=1,
-            ttft_s=med["mean_ttft_ms"] / 1e3,
-            tpot_s=med["mean_tpot_ms"] / 1e3,
-            preempted=False,
-        )
+    out = med.assign(
+        source="engine-cpu",
+        tensor_parallel=1,
+        ttft_s=med["mean_ttft_ms"] / 1e3,
+        tpot_s=med["mean_tpot_ms"] / 1e3,
+        preempted=False,
+        gpu_blocks=cpu_kv_blocks(med["model"]),
+        chunked_prefill=True,
     )
+    return _table(out, extra=("gpu_blocks", "chunked_prefill"))
 
 
 def memgap_curves() -> pd.DataFrame:
@@ -307,3 +311,24 @@ def summarize(
             }
         )
     return pd.DataFrame(rows)
+
+
+def evaluate_sources(
+    k: int = 3,
+    epsilon: float = 0.3,
+    *,
+    sources=tuple(SOURCES),
+    n_starts: int = 8,
+    n_boot: int = U.N_BOOT,
+    seed: int = U.SEED,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """`evaluate` and `summarize` for each source of `sources` (k calibration runs per curve), stacked:
+    ``(results, summary)``."""
+    results, summaries = [], []
+    for name in sources:
+        curves = SOURCES[name]()
+        cal = calibration_points(curves, k)
+        res = evaluate(curves, fit_groups(cal, n_starts=n_starts), slo_levels(curves), epsilon)
+        results.append(res)
+        summaries.append(summarize(res, curves, cal, n_boot=n_boot, seed=seed))
+    return pd.concat(results, ignore_index=True), pd.concat(summaries, ignore_index=True)
