@@ -26,6 +26,10 @@ EXPECTED = {
         "bca_recommendations.csv",
         "bca_summary.md",
         "bca_memory.md",
+        "bca_slo_eval.csv",
+        "bca_slo_summary.md",
+        "bca_frontier.png",
+        "bca_frontier.csv",
     ],
     "04": [
         "fig04_gpu_utilization_proxy.pdf",

@@ -250,7 +250,8 @@ CAPTIONS: dict[str, Caption] = {
     "bca_curves": Caption(
         "",
         "extension (not in the paper): figure of the SLIM-BCA evaluation of Sec. VII-B1",
-        "Measured throughput and E2E curves per model and output length with the tight-SLO recommendation of "
+        "Measured throughput and in-engine latency (Little's law: mean running requests / request throughput, "
+        "not a client-measured E2E) per model and output length with the tight-SLO recommendation of "
         "faithful SLIM-BCA (+, Eq. 13 on the paper model) and of the project's variant (x, extended model with "
         "KV-memory constraint); squares mark the measured best configuration.",
         MEMGAP_ONLINE,
@@ -293,6 +294,30 @@ CAPTIONS: dict[str, Caption] = {
         "extension (not in the paper): figure of the Sec. VII-B3 evaluation",
         "Avoidable KV-cache memory (default allocation minus the blocks B_cap needs) per model and output "
         "length, loose SLO, both advisor variants.",
+        MEMGAP_ONLINE,
+    ),
+    "bca_slo_eval": Caption(
+        "",
+        "extension (not in the paper): SLIM-BCA under TTFT/TPOT/E2E SLOs (issue 30)",
+        "Per curve and SLO level (each limit the 25% or 75% quantile of the curve's measured values): the "
+        "advisor's pick (TP, batch, binding constraint) against the measured best throughput per GPU, whether it "
+        "meets the measured constraints and reaches 90% of the best.",
+        f"{ENGINE_CPU}; {MEMGAP_ONLINE}; {MEMGAP_OFFLINE}; {LLMIB}",
+    ),
+    "bca_slo_summary": Caption(
+        "",
+        "extension (not in the paper): SLIM-BCA under TTFT/TPOT/E2E SLOs (issue 30)",
+        "Per source and SLO level: share of picks meeting the measured constraints and reaching 90% of the "
+        "measured best, with bootstrap 95% intervals over curves, and the profiling runs saved against the full "
+        "sweep.",
+        f"{ENGINE_CPU}; {MEMGAP_ONLINE}; {MEMGAP_OFFLINE}; {LLMIB}",
+    ),
+    "bca_frontier": Caption(
+        "",
+        "extension (not in the paper): predicted Pareto set of the deployment search (issue 30)",
+        "Throughput per GPU against per-user output tokens/s over TP degrees, precisions and batch sizes on a "
+        "node, predicted by the project model fitted on a few single-GPU runs, with Eq. 13's pick and the "
+        "search's best marked.",
         MEMGAP_ONLINE,
     ),
     # notebook 08 (written only when kit tables exist)
