@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 from synthetic import TRUE_PARAMS
 
+from slimlib.advisor import capacity as A
 from slimlib.advisor import deploy as D
 from slimlib.advisor.launch import launch_settings
 from slimlib.advisor.slo import SPLIT_SOURCE, Slo, percentile_level, serving_grid
@@ -172,3 +173,15 @@ def test_cli_cpu_engine_gets_kv_space_not_gpu_utilization(tmp_path, capsys):
     )
     out = capsys.readouterr().out
     assert rc == 0 and "VLLM_CPU_KVCACHE_SPACE=" in out and "--gpu-memory-utilization" not in out
+
+
+def test_search_on_one_16_bit_gpu_with_an_e2e_limit_is_eq13():
+    """One deployment, an E2E limit: the search's cap is `advise_many`'s (Eq. 13 with the KV constraint)."""
+    m, b = _model(), np.arange(1, 513)
+    names = {"slo": "E2E SLO", "efficiency": "efficiency floor", "memory": "KV capacity (preemption beyond)"}
+    for slo, eps in ((3.0, 0.3), (10.0, 0.3), (60.0, 0.05)):
+        row = D.search(m, WL, 1, Slo(e2e_s=slo), eps, batch_sizes=b, precisions=["bf16"]).ranked.iloc[0]
+        adv = A.advise_many(m, WL, slo, eps, batch_sizes=b).iloc[0]
+        assert row["b_cap"] == adv["b_cap"] > 0
+        assert row["binding"] == names.get(adv["binding"], row["binding"])
+        assert row["pred_e2e_s"] == pytest.approx(adv["pred_e2e_s"])

@@ -141,9 +141,10 @@ class SearchResult:
     epsilon: float = 0.3
     deployments: tuple[Deployment, ...] = field(default=(), repr=False)
 
-    def deployment(self, row: int) -> Deployment:
-        """The `Deployment` of `ranked`'s row (by index label)."""
-        return self.deployments[int(row)]
+    def best(self, workload: int = 0) -> tuple[pd.Series, Deployment]:
+        """The first-ranked row of `workload` and its `Deployment`."""
+        part = self.ranked[self.ranked["workload"] == workload]
+        return part.iloc[0], self.deployments[int(part.index.to_numpy()[0])]
 
 
 def _candidates(batch_sizes) -> np.ndarray:
@@ -332,12 +333,12 @@ def closest(result: SearchResult, workload: int = 0) -> str:
             f"no deployment fits one request of {_context(result, workload)} tokens in its KV pool: use more GPUs, "
             "fewer bytes per weight or shorter requests"
         )
-    worst, i, k, which = best
+    excess, i, k, which = best
     row = result.ranked.loc[i]
     return (
         f"no deployment meets {result.slo.describe()} with efficiency > {result.epsilon:g}: closest is "
         f"TP{row['tensor_parallel']} {row['precision']} at B = {int(result.batch_sizes[k])}, where the {which} "
-        f"binds ({worst:.2f} x its limit)"
+        f"binds ({excess:.2f} x its limit)"
     )
 
 

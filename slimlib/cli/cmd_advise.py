@@ -375,10 +375,9 @@ def _search(args: argparse.Namespace) -> int:
         gpu_memory_utilization=args.gpu_memory_utilization, reserve_gib=args.reserve_gb,
     )  # fmt: skip
     front = pareto_front(res)
-    best = res.ranked.iloc[0]
+    best, dep = res.best()
     launch = None
     if best["b_cap"] > 0:
-        dep = res.deployment(best.name)
         launch = launch_settings(dep.config, int(best["b_cap"]), args.input_len, args.output_len,
                                  cpu_threads=args.cpu_threads)  # fmt: skip
     if front_path is not None:
@@ -436,8 +435,8 @@ def _print_search(res: SearchResult, model: str, gpu: str, gpus: int, epsilon: f
         print(f"{int(r['rank']):>4} {dep:<16} {int(r['b_cap']):>5} {vals} {r['weights_gb']:>7.1f}G "
               f"{r['kv_pool_gb']:>7.1f}G {int(r['kv_tokens']):>9}  {r['binding']}")  # fmt: skip
     print("(memory per GPU, GiB; tok/s/GPU = replicas x server throughput / GPUs; tok/s/user = OL / E2E)")
-    for r in res.skipped.itertuples():
-        print(f"skipped TP{r.tensor_parallel} {r.precision}: {r.reason}")
+    for skip in res.skipped.itertuples():
+        print(f"skipped TP{skip.tensor_parallel} {skip.precision}: {skip.reason}")
 
 
 def _cmd_plan(args: argparse.Namespace) -> int:
