@@ -16,6 +16,7 @@ from slimlib.advisor.slo import SPLIT_SOURCE, Slo, percentile_level, serving_gri
 from slimlib.cli.main import main
 from slimlib.errors import DataError
 from slimlib.model import SlimModel
+from slimlib.model.intervals import ResidualModel
 from slimlib.model.serving import serving_config
 from slimlib.registry.architectures import get_architecture
 
@@ -101,10 +102,21 @@ def test_percentile_refusals_and_level():
         D.search(_model(), WL, 1, Slo(ttft_s=1.0, percentile=0.9), batch_sizes=[1, 2])
     with pytest.raises(DataError, match="SLO tpot_s = -1"):
         Slo(tpot_s=-1.0)
-    with pytest.warns(UserWarning):  # no residual model: the interval says it is partial
-        lo = D.search(_model(), WL, 1, Slo(e2e_s=5.0, percentile=0.9), 0.3, batch_sizes=np.arange(1, 65))
-    mean = D.search(_model(), WL, 1, Slo(e2e_s=5.0), 0.3, batch_sizes=np.arange(1, 65))
-    assert (lo.ranked["b_cap"].to_numpy() <= mean.ranked["b_cap"].to_numpy()).all()
+    # a residual model whose E2E error reaches +-20%: at P90 the limit holds on the upper end, a smaller cap
+    errors = pd.DataFrame({"axis": "batch", "quantity": np.repeat(["e2e", "throughput"], 41),
+                           "log_error": np.tile(np.linspace(-0.2, 0.2, 41), 2)})  # fmt: skip
+    train = WL.assign(batch_size=1.0e4, gpu="h100-sxm-80gb")
+    m = _model().attach_intervals(ResidualModel.from_errors(errors), train)
+    b = np.arange(1, 129)
+    with pytest.warns(UserWarning, match="no parameter covariance"):
+        p90 = D.search(m, WL, 1, Slo(e2e_s=5.0, percentile=0.9), 0.05, batch_sizes=b, precisions=["bf16"])
+    mean = D.search(m, WL, 1, Slo(e2e_s=5.0), 0.05, batch_sizes=b, precisions=["bf16"])
+    r90, r = p90.ranked.iloc[0], mean.ranked.iloc[0]
+    assert r["binding"] == r90["binding"] == "E2E SLO" and 0 < r90["b_cap"] < r["b_cap"]
+    q_hi = ResidualModel.from_errors(errors).offsets("pooled", "e2e", 0.8)[1]
+    # the limit was checked on the upper end: the mean E2E (OL / per-user rate) times exp(q_hi), within 5 s
+    assert q_hi > 0.1 and r90["pred_e2e_s"] == pytest.approx(256 / r90["per_user_tok_s"] * np.exp(q_hi))
+    assert r90["pred_e2e_s"] <= 5.0
 
 
 def test_launch_settings_follow_the_device():
