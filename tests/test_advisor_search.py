@@ -11,6 +11,7 @@ from synthetic import TRUE_PARAMS
 
 from slimlib.advisor import capacity as A
 from slimlib.advisor import deploy as D
+from slimlib.advisor import slo as slo_module
 from slimlib.advisor.launch import launch_settings
 from slimlib.advisor.slo import SPLIT_SOURCE, Slo, percentile_level, serving_grid
 from slimlib.cli.main import main
@@ -197,3 +198,23 @@ def test_search_on_one_16_bit_gpu_with_an_e2e_limit_is_eq13():
         assert row["b_cap"] == adv["b_cap"] > 0
         assert row["binding"] == names.get(adv["binding"], row["binding"])
         assert row["pred_e2e_s"] == pytest.approx(adv["pred_e2e_s"])
+
+
+def test_percentile_of_a_split_latency_is_refused_once_intervals_cover_it(monkeypatch):
+    """When the intervals cover TTFT (the model-interval issue), a method that reads TTFT from its split still has
+    none: refused in one line, not compared against NaN."""
+    cols = {**slo_module.INTERVAL_COLUMNS, "ttft": ("pred_ttft_low_s", "pred_ttft_high_s")}
+    monkeypatch.setattr(slo_module, "INTERVAL_COLUMNS", cols)
+    with pytest.raises(DataError, match="predicts no TTFT of its own"):
+        D.search(_model(), WL, 1, Slo(ttft_s=1.0, percentile=0.9), batch_sizes=[1, 2])
+
+
+def test_cli_json_gives_the_cpu_engine_its_launch_settings(tmp_path, capsys):
+    p = tmp_path / "cpu.json"
+    _model("cpu").to_json(p)
+    rc = main(["advise", str(p), "--model", "opt-125m", "--input-len", "512", "--output-len", "256", "--slo-s", "60",
+               "--cpu-threads", "2", "--format", "json"])  # fmt: skip
+    rec = json.loads(capsys.readouterr().out)
+    assert rc == 0 and rec["launch"]["env"]["VLLM_CPU_OMP_THREADS_BIND"] == "0-1"
+    assert "--gpu-memory-utilization" not in rec["launch"]["flags"]
+    assert rec["launch"]["flags"][:2] == ["--max-num-seqs", str(rec["b_cap"])]

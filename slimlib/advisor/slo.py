@@ -128,6 +128,12 @@ def serving_grid(model, base: pd.DataFrame, batch_sizes, slo: Slo | None = None)
         "tpot": tpot,
         "e2e_mean": e2e,
     }
+    split = [LIMITS[q] for q in limits if q in ("ttft", "tpot")]
+    if level is not None and source == SPLIT_SOURCE and split:
+        raise DataError(
+            f"--percentile {slo.percentile:g}: this method predicts no {' or '.join(split)} of its own (the advisor "
+            "reads them from its prefill/decode split), so it has no interval for them; drop --percentile or that limit"
+        )
     if level is not None:
         for q in limits:
             out[q] = col(INTERVAL_COLUMNS[q][1])

@@ -297,6 +297,18 @@ def _cmd_advise(args: argparse.Namespace) -> int:
         rec = {k: (v.item() if hasattr(v, "item") else v) for k, v in s.items()}
         rec = {k: (None if isinstance(v, float) and not np.isfinite(v) else v) for k, v in rec.items()}
         rec["vllm"] = settings
+        if (
+            adv.feasible
+        ):  # the device's own launch settings (CPU engine: KV space and threads, no GPU fraction)
+            launch = launch_settings(
+                config,
+                adv.b_cap,
+                args.input_len,
+                args.output_len,
+                cpu_threads=args.cpu_threads,
+                dtype=args.dtype,
+            )
+            rec["launch"] = {"env": launch.env, "flags": launch.flags}
         print(json.dumps(rec, indent=2, sort_keys=True))
         return 0 if adv.feasible else 1
     slo = "none" if not np.isfinite(s["slo_s"]) else f"{s['slo_s']:.4g} s"

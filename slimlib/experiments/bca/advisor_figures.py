@@ -143,7 +143,8 @@ def bca_frontier(front: pd.DataFrame, picks: dict | None = None, title: str = ""
         ax.plot(x, y, marker, ms=7, mfc="none", mec="black", mew=0.9, label=label)
     ax.set_xlabel("per-user output tokens/s (OL / E2E)")
     ax.set_ylabel("throughput per GPU (tok/s)")
-    ax.legend(fontsize=5.5, frameon=False)
+    if ax.get_legend_handles_labels()[0]:  # an empty frontier (nothing meets the limits) has nothing to label
+        ax.legend(fontsize=5.5, frameon=False)
     if title:
         ax.set_title(title, fontsize=7)
     return fig
