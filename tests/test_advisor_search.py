@@ -21,6 +21,7 @@ from slimlib.model.intervals import ResidualModel
 from slimlib.model.serving import serving_config
 from slimlib.registry.architectures import get_architecture
 
+GPU_H100 = "h100-sxm-80gb"
 WL = pd.DataFrame({"model": ["llama-2-13b"], "input_len": [512.0], "output_len": [256.0]})
 
 
@@ -218,3 +219,16 @@ def test_cli_json_gives_the_cpu_engine_its_launch_settings(tmp_path, capsys):
     assert rc == 0 and rec["launch"]["env"]["VLLM_CPU_OMP_THREADS_BIND"] == "0-1"
     assert "--gpu-memory-utilization" not in rec["launch"]["flags"]
     assert rec["launch"]["flags"][:2] == ["--max-num-seqs", str(rec["b_cap"])]
+
+
+def test_every_deployment_skipped_or_no_request_fits_is_one_line():
+    with pytest.raises(DataError, match="no deployment to search: .*TP1 bf16: weights do not fit"):
+        D.search(_model(), WL.assign(model="llama-2-70b"), 1, precisions=["bf16"], batch_sizes=[1, 2])
+    with pytest.raises(DataError, match=r"unknown precision\(s\) \['int4'\]"):
+        D.deployments("llama-2-13b", GPU_H100, 8, ["int4"])
+    long = WL.assign(
+        input_len=3584.0, output_len=512.0
+    )  # 4,096 tokens: 3.1 GiB of KV, more than the pool holds
+    res = D.search(_model(), long, 1, Slo(e2e_s=10.0), precisions=["bf16"], gpu_memory_utilization=0.35)
+    assert res.ranked.iloc[0]["max_batch_memory"] == 0 and res.ranked.iloc[0]["b_cap"] == 0
+    assert D.closest(res).startswith("no deployment fits one request of 4096 tokens in its KV pool")
