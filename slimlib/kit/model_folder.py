@@ -81,7 +81,9 @@ def _arch_config(arch: Architecture) -> dict[str, Any]:
             "enable_bias": True,
             "torch_dtype": dtype,
         }
-    tied = arch.embedding_params == arch.vocab_size * arch.hidden_size  # one embedding matrix: the head is tied
+    tied = (
+        arch.embedding_params == arch.vocab_size * arch.hidden_size
+    )  # one embedding matrix: the head is tied
     if arch.family == "qwen3":  # Qwen3's config.json: per-head q/k RMSNorm is implied by the model type
         return {
             "architectures": ["Qwen3ForCausalLM"],

@@ -19,7 +19,13 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["ENGINE_MODEL_SPECS", "ENGINE_MODELS", "GQA_ENGINE_MODELS", "ALL_ENGINE_MODELS", "ENGINE_MODEL_SOURCES"]
+__all__ = [
+    "ENGINE_MODEL_SPECS",
+    "ENGINE_MODELS",
+    "GQA_ENGINE_MODELS",
+    "ALL_ENGINE_MODELS",
+    "ENGINE_MODEL_SOURCES",
+]
 
 #: OPT base model -> (hidden size, layers, heads) of the full model (facebook/opt-* config.json)
 _OPT_SHAPES = {"opt-1.3b": (2048, 24, 32), "opt-2.7b": (2560, 32, 32), "opt-6.7b": (4096, 32, 32),
@@ -79,7 +85,8 @@ GQA_ENGINE_MODELS = tuple(f"qwen3s-h{d}" for d in _GQA_HIDDEN)
 ALL_ENGINE_MODELS = ENGINE_MODELS + GQA_ENGINE_MODELS
 #: registry specs (name, id, aliases, config subset), in the layout of `slimlib.registry.architectures`
 ENGINE_MODEL_SPECS: tuple[tuple[str, str, tuple[str, ...], dict[str, Any]], ...] = tuple(
-    (f"{m}-s{_DIVIDE}", f"slim-engine/{m}-s{_DIVIDE}", (), _scaled(*shape)) for m, shape in _OPT_SHAPES.items()
+    (f"{m}-s{_DIVIDE}", f"slim-engine/{m}-s{_DIVIDE}", (), _scaled(*shape))
+    for m, shape in _OPT_SHAPES.items()
 ) + tuple((f"qwen3s-h{d}", f"slim-engine/qwen3s-h{d}", (), _qwen3_style(d)) for d in _GQA_HIDDEN)
 #: where each engine model's shapes come from (the registry's `source`)
 ENGINE_MODEL_SOURCES = {
