@@ -211,8 +211,12 @@ def test_outside_cpu_from_two_proc_snapshots(tmp_path):
     s0, s1 = take_snapshot({100, 200, 300}, 10.0, before), take_snapshot({100, 200, 300}, 12.0, after)
     assert load_split(s0, s1, hz=100)["outside_cpu"] == pytest.approx(0.0)
     _proc(after, (1300, 0, 240, 5050, 0, 0, 0, 30), [])
-    d = load_split(take_snapshot(set(), 10.0, before), take_snapshot(set(), 12.0, after), hz=100, extra_cpu_s=3.4)
-    assert d["outside_cpu"] == 0.0 and d["cpu_steal"] == pytest.approx(30 / 420, abs=1e-4) and d["outside_load"]
+    d = load_split(
+        take_snapshot(set(), 10.0, before), take_snapshot(set(), 12.0, after), hz=100, extra_cpu_s=3.4
+    )
+    assert (
+        d["outside_cpu"] == 0.0 and d["cpu_steal"] == pytest.approx(30 / 420, abs=1e-4) and d["outside_load"]
+    )
 
 
 def test_without_proc_every_field_is_nan(tmp_path, env, monkeypatch):
@@ -272,6 +276,11 @@ def test_a_flagged_run_is_kept_in_flagged_and_rerun_once_at_the_end_of_its_repea
         list(fside.index) == [first]
         and bool(fside.loc[first, "outside_load"])
         and fside.loc[first, "outside_cpu"] == 0.9
+    )
+    assert (fside.loc[first, "model"], fside.loc[first, "batch_size"], fside.loc[first, "repeat"]) == (
+        "opt-1.3b-s8",
+        1,
+        0,
     )
     assert m["sessions"][-1]["reruns"] == {first: f"flagged/{first}"}
     assert [f["file"] for f in m["flagged"]] == [f"flagged/{first}"] and len(m["flagged"][0]["sha256"]) == 64

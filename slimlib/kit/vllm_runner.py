@@ -503,7 +503,7 @@ def read_records(folder: Path) -> dict[str, dict]:
         raise DataError(f"{path}: not a readable sidecar ({exc}); move it away to rebuild it") from None
     if "file" not in df.columns:
         raise DataError(f"{path}: missing column 'file'; move it away to rebuild it")
-    keep = [c for c in SIDECAR_COLUMNS[6:] if c in df.columns]
+    keep = [c for c in SIDECAR_COLUMNS[1:] if c in df.columns]
     return {str(r["file"]): {c: r[c] for c in keep} for r in df.to_dict("records")}
 
 
@@ -609,7 +609,8 @@ def run_plan(
         state["walls"].append(secs)
         el = time.monotonic() - t_start
         left = max(0, total - state["done"] - len(session["skipped"]))
-        eta = left * el / len(state["walls"])  # the session's mean time per run so far, server starts included
+        # the session's mean time per run so far (server starts included) times the runs left
+        eta = left * el / len(state["walls"])
         say(f"[{state['done']}/{total}] {row['model']} B={int(row['batch_size'])} IL={int(row['input_len'])} "
             f"OL={int(row['output_len'])} r{int(row['repeat'])} k={k}: {secs:.1f} s (elapsed {el / 60:.1f} min, "
             f"about {eta / 60:.0f} min left)")  # fmt: skip
@@ -747,7 +748,7 @@ def _move_flagged(part: pd.DataFrame, results: Path, flagged_dir: Path, records:
             continue
         flagged_dir.mkdir(exist_ok=True)
         os.replace(src, dst)
-        flagged_records[f] = records.pop(f)
+        flagged_records[f] = {**{c: row[c] for c in SIDECAR_COLUMNS[1:7]}, **records.pop(f)}
         session["reruns"][f] = f"{FLAGGED}/{f}"
         rec = flagged_records[f]
         say(f"outside load during {f} ({rec.get('outside_cpu')} cores outside, steal {rec.get('cpu_steal')}): "

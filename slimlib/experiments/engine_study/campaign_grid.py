@@ -16,8 +16,9 @@ each as k waves of B requests. The ``num_prompts`` of the plan is one wave (B); 
 `estimate_s` is the `--dry-run` time estimate: per run ``max(min_run_s, min_waves w) + RUN_OVERHEAD_S`` (plus one
 probe wave in repeat 0), plus `SERVER_START_S` per (repeat, model). The wave time w is the mean E2E latency of a
 linear fit ``e2e = a + b OL + c B OL + d B IL`` per model to a runs table (the committed ``engine-cpu-runs``, one
-wave per run); a model without runs there uses the fit of the table's largest model scaled by the ratio of
-parameter counts (a guess: the GQA family has no earlier runs).
+wave per run); a model without runs there uses the fit of the table's largest model times the ratio of parameter
+counts to the power the table's models show (slope of log mean E2E on log parameters): a guess for the GQA family,
+which has no earlier runs.
 """
 
 from __future__ import annotations
@@ -106,14 +107,30 @@ def _wave_models(plan: pd.DataFrame, runs: pd.DataFrame) -> dict[str, tuple[np.n
     if not fits:
         raise ValueError("no runs to estimate wave times from")
     largest = max(fits, key=lambda m: get_architecture(m).n_params)
+    slope = _size_exponent(runs)
     out = {}
     for m in plan["model"].unique():
         if m in fits:
             out[str(m)] = (fits[m], 1.0, "fit to its runs")
         else:
-            k = max(1.0, get_architecture(m).n_params / get_architecture(largest).n_params)
-            out[str(m)] = (fits[largest], k, f"{largest}'s fit x {k:.1f} (parameter ratio; no runs)")
+            k = (get_architecture(m).n_params / get_architecture(largest).n_params) ** slope
+            out[str(m)] = (fits[largest], k, f"{largest}'s fit x {k:.2f} (parameter ratio ^ {slope:.2f}; no runs)")
     return out
+
+
+def _size_exponent(runs: pd.DataFrame) -> float:
+    """Slope of log(mean E2E) on log(parameters) over the table's models, on the configurations all of them ran
+    (first repeat); 1 with fewer than two models."""
+    r0 = runs[runs["repeat"] == 0] if "repeat" in runs.columns else runs
+    keys = ["batch_size", "input_len", "output_len"]
+    common = r0.groupby(keys)["model"].nunique()
+    common = common[common == r0["model"].nunique()].index
+    sub = r0.set_index(keys).loc[common].reset_index()
+    means = sub.groupby("model")["e2e_s"].mean()
+    if len(means) < 2:
+        return 1.0
+    x = np.log([get_architecture(m).n_params for m in means.index])
+    return float(np.polyfit(x, np.log(means.to_numpy(float)), 1)[0])
 
 
 def wave_sources(plan: pd.DataFrame, runs: pd.DataFrame) -> dict[str, str]:
