@@ -585,7 +585,8 @@ def run_plan(
         say("measuring the host's peak FLOP/s and memory bandwidth (micro-benchmark)")
         session["microbenchmark"] = microbenchmark()
     total = len(plan)
-    state = {"done": int(sum((results / f).is_file() for f in plan["file"])), "walls": [], "no_proc": False}
+    walls: list[float] = []  # seconds of each run measured in this session
+    state = {"done": int(sum((results / f).is_file() for f in plan["file"])), "no_proc": False}
     b_max_of = (
         plan.groupby("model")["batch_size"].max().to_dict()
     )  # one --max-num-seqs per model, every repeat
@@ -606,11 +607,11 @@ def run_plan(
         return manifest
 
     def progress(row: dict, k: int, secs: float) -> None:
-        state["walls"].append(secs)
+        walls.append(secs)
         el = time.monotonic() - t_start
         left = max(0, total - state["done"] - len(session["skipped"]))
         # the session's mean time per run so far (server starts included) times the runs left
-        eta = left * el / len(state["walls"])
+        eta = left * el / len(walls)
         say(f"[{state['done']}/{total}] {row['model']} B={int(row['batch_size'])} IL={int(row['input_len'])} "
             f"OL={int(row['output_len'])} r{int(row['repeat'])} k={k}: {secs:.1f} s (elapsed {el / 60:.1f} min, "
             f"about {eta / 60:.0f} min left)")  # fmt: skip

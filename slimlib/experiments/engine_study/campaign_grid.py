@@ -123,8 +123,8 @@ def _size_exponent(runs: pd.DataFrame) -> float:
     (first repeat); 1 with fewer than two models."""
     r0 = runs[runs["repeat"] == 0] if "repeat" in runs.columns else runs
     keys = ["batch_size", "input_len", "output_len"]
-    common = r0.groupby(keys)["model"].nunique()
-    common = common[common == r0["model"].nunique()].index
+    n_models = r0.groupby(keys)["model"].nunique()
+    common = n_models[n_models == r0["model"].nunique()].index
     sub = r0.set_index(keys).loc[common].reset_index()
     means = sub.groupby("model")["e2e_s"].mean()
     if len(means) < 2:
