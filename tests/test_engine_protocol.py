@@ -15,7 +15,12 @@ from engine_double import SCRIPT
 import slimlib.kit.vllm_runner as runner
 from slimlib.advisor.commands import client_args, server_args
 from slimlib.cli.main import main
-from slimlib.experiments.engine_study.campaign_grid import BATCHES, CAMPAIGN_MODELS, campaign_plan
+from slimlib.experiments.engine_study.campaign_grid import (
+    BATCHES,
+    CAMPAIGN_MODELS,
+    campaign_plan,
+    merged_plan,
+)
 from slimlib.kit.host_load import (
     OUTSIDE_CPU_MAX_CORES,
     load_split,
@@ -322,6 +327,16 @@ def test_campaign_grid_two_families_interleaved_repeats():
                                                                           (long_il, 64)}  # fmt: skip
         assert sorted(g.loc[g["input_len"] == long_il, "batch_size"]) == [1, 2, 4, 8, 16]
     assert (plan["num_prompts"] == plan["batch_size"]).all()  # one wave planned; the runner sets k B
+
+
+def test_a_later_models_option_adds_to_the_campaign_folders_plan():
+    opt = campaign_plan(models=["opt-1.3b-s8"], repeats=2)
+    both = merged_plan(opt, campaign_plan(models=["qwen3s-h512", "opt-1.3b-s8"], repeats=3))
+    assert set(both["file"]) == set(opt["file"]) | set(
+        campaign_plan(models=["qwen3s-h512", "opt-1.3b-s8"])["file"]
+    )
+    assert both["file"].is_unique and list(both["repeat"]) == sorted(both["repeat"])
+    assert list(measure_order(both))[0][:2] == (0, "opt-1.3b-s8")
 
 
 def test_dry_run_prints_plan_size_and_estimate(tmp_path, capsys):

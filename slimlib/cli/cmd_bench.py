@@ -29,6 +29,7 @@ from slimlib.experiments.engine_study.campaign_grid import (
     CAMPAIGN_MODELS,
     campaign_plan,
     estimate_s,
+    merged_plan,
     wave_sources,
 )
 from slimlib.io import write_text
@@ -218,6 +219,11 @@ def _cmd_campaign(args: argparse.Namespace) -> int:
     if args.dry_run:
         return _dry_run(plan, args)
     out = Path(args.out)
+    if (out / "plan.csv").is_file():  # the folder's campaign grows: its measured rows stay planned
+        try:
+            plan = merged_plan(pd.read_csv(out / "plan.csv"), plan)
+        except (pd.errors.ParserError, pd.errors.EmptyDataError, KeyError) as exc:
+            raise DataError(f"{out / 'plan.csv'}: not a campaign plan ({exc}); give another --out") from None
     models = out / "models"
     for model in plan["model"].unique():
         if not (models / model / "config.json").is_file():

@@ -38,6 +38,7 @@ __all__ = [
     "CAMPAIGN_MODELS",
     "DEVICE",
     "campaign_plan",
+    "merged_plan",
     "estimate_s",
     "wave_sources",
     "SERVER_START_S",
@@ -86,6 +87,14 @@ def campaign_plan(models=CAMPAIGN_MODELS, curves=CURVES, batches=BATCHES, repeat
     return pd.concat(reps, ignore_index=True)
 
 
+def merged_plan(old: pd.DataFrame, new: pd.DataFrame) -> pd.DataFrame:
+    """`old` (a campaign folder's plan) with the rows of `new` it lacks (by file), repeat-major again: a later
+    ``--models`` or ``--repeats`` adds to a campaign folder instead of dropping what it holds."""
+    add = new[~new["file"].isin(set(old["file"]))]
+    both = pd.concat([old, add], ignore_index=True)
+    return both.sort_values("repeat", kind="stable").reset_index(drop=True)
+
+
 def _wave_fits(runs: pd.DataFrame) -> dict[str, np.ndarray]:
     """Per model, least-squares coefficients of ``e2e_s ~ [1, OL, B OL, B IL]`` (first repeat only)."""
     fits = {}
@@ -114,7 +123,11 @@ def _wave_models(plan: pd.DataFrame, runs: pd.DataFrame) -> dict[str, tuple[np.n
             out[str(m)] = (fits[m], 1.0, "fit to its runs")
         else:
             k = (get_architecture(m).n_params / get_architecture(largest).n_params) ** slope
-            out[str(m)] = (fits[largest], k, f"{largest}'s fit x {k:.2f} (parameter ratio ^ {slope:.2f}; no runs)")
+            out[str(m)] = (
+                fits[largest],
+                k,
+                f"{largest}'s fit x {k:.2f} (parameter ratio ^ {slope:.2f}; no runs)",
+            )
     return out
 
 
