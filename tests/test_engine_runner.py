@@ -15,12 +15,12 @@ from slimlib.advisor.commands import client_args, server_args
 from slimlib.data.engine_runs import engine_table, exclusions
 from slimlib.errors import DataError
 from slimlib.experiments.engine_study.campaign_grid import campaign_plan
+from slimlib.kit import vllm_runner
 from slimlib.kit.vllm_runner import ArgvBuilders, EngineError, EngineSpec, Protocol, run_plan
 
 ARGVS = ArgvBuilders(server_args, client_args)
-#: one wave per run, no probe, no re-runs (this busy test host flags most runs): the orchestration tests; the
-#: protocol has its own (tests/test_engine_protocol.py)
-FAST = Protocol(min_run_s=0, min_waves=1, rerun_flagged=False)
+#: one wave per run, no probe: the orchestration tests; the protocol has its own (tests/test_engine_protocol.py)
+FAST = Protocol(min_run_s=0, min_waves=1)
 
 
 def _spec(batched: bool = True, kv: float | None = 4.0) -> EngineSpec:
@@ -44,10 +44,18 @@ def tidy(campaign):
         raise
 
 
+def _quiet_host(before, after, hz=None, extra_cpu_s=0.0):
+    """A quiet host's CPU split: the orchestration tests must not depend on what else runs on the test machine
+    (the measured split and the flag are tests/test_engine_protocol.py's)."""
+    return {"cpu_user": 0.9, "cpu_system": 0.05, "cpu_steal": 0.0, "cpu_idle": 0.05, "outside_cpu": 0.0,
+            "outside_load": False}  # fmt: skip
+
+
 @pytest.fixture
 def env(tmp_path, monkeypatch):
     log = tmp_path / "fake.log"
     monkeypatch.setenv("FAKE_VLLM_LOG", str(log))
+    monkeypatch.setattr(vllm_runner, "load_split", _quiet_host)
     models = tmp_path / "models"
     for m in ("opt-1.3b-s8", "opt-2.7b-s8"):
         (models / m).mkdir(parents=True)
