@@ -82,6 +82,7 @@ def main(argv: list[str]) -> int:
         return 0
     if argv[:1] == ["bench-serve-many"]:
         if argv[1] == "-":
+            print("SLIM-READY", flush=True)
             runs = (json.loads(line) for line in sys.stdin if line.strip())
         else:
             runs = iter(json.loads(Path(argv[1]).read_text(encoding="utf-8")))

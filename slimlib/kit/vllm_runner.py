@@ -369,6 +369,15 @@ class _Client:
             self.proc = subprocess.Popen([*self.spec.command, "bench-serve-many", "-"], stdin=subprocess.PIPE,
                                          stdout=subprocess.PIPE, stderr=self.fh, text=True, env=self.env,
                                          start_new_session=True)  # fmt: skip
+            try:
+                assert self.proc.stdout is not None
+                for line in self.proc.stdout:  # wait for vLLM's import: the first run's wall time is its own
+                    self.fh.write(line)
+                    if line.startswith("SLIM-READY"):
+                        break
+            except BaseException:
+                self.__exit__()
+                raise
         return self
 
     def __exit__(self, *exc) -> None:

@@ -451,10 +451,8 @@ def _registry_entry(name: str, hf_id: str, aliases: tuple[str, ...], config: dic
 
 
 _REGISTRY: tuple[Architecture, ...] = tuple(_registry_entry(*spec) for spec in _REGISTRY_SPECS)
-_REGISTRY += (
-    tuple(  # the CPU-engine campaign's families (no hub entry; slimlib.registry.engine_models)
-        replace(_registry_entry(*spec), source=ENGINE_MODEL_SOURCES[spec[0]]) for spec in ENGINE_MODEL_SPECS
-    )
+_REGISTRY += tuple(  # the CPU-engine campaign's families (no hub entry; slimlib.registry.engine_models)
+    replace(_registry_entry(*spec), source=ENGINE_MODEL_SOURCES[spec[0]]) for spec in ENGINE_MODEL_SPECS
 )
 
 
