@@ -350,6 +350,8 @@ def test_dry_run_prints_plan_size_and_estimate(tmp_path, capsys):
     assert (
         "plan: 26 runs = 26 configurations x 1 repeats, 1 models, 1 server starts" in capsys.readouterr().out
     )
+    assert main([*args, "--models", "opt-1.3b-s8", "--repeats", "1", "--max-batch", "16"]) == 0
+    assert "plan: 20 runs = 20 configurations x 1 repeats" in capsys.readouterr().out  # 3 x 5 + 5
 
 
 # ----------------------------------------------------------------------------------------------- GQA family

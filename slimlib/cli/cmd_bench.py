@@ -113,6 +113,8 @@ def register_cli(sub: argparse._SubParsersAction) -> None:
                            help="R: every configuration R times, repeat r of all before r+1 (default 3)")  # fmt: skip
             r.add_argument("--models", nargs="+", choices=ALL_ENGINE_MODELS, metavar="MODEL",
                            help=f"only these models (default: {' '.join(CAMPAIGN_MODELS)})")  # fmt: skip
+            r.add_argument("--max-batch", type=positive_int,
+                           help="only batch sizes up to this (default: all of 1..64)")  # fmt: skip
             r.add_argument(
                 "--dry-run", action="store_true", help="print the plan size and a time estimate, run nothing"
             )
@@ -216,6 +218,8 @@ def _cmd_campaign(args: argparse.Namespace) -> int:
     if not args.engine_python and not args.dummy_weights:
         raise DataError("the campaign's models have no checkpoints: with --vllm pass --dummy-weights")
     plan = campaign_plan(**({"models": args.models} if args.models else {}), repeats=args.repeats)
+    if args.max_batch:
+        plan = plan[plan["batch_size"] <= args.max_batch].reset_index(drop=True)
     if args.dry_run:
         return _dry_run(plan, args)
     out = Path(args.out)
