@@ -105,9 +105,11 @@ def test_waves_from_a_probe_then_from_the_previous_repeat(env):
     wave = (0.5 + 0.01 * 4 * k0 * 96 / 4) / k0  # repeat 0's duration / its waves
     k1 = math.ceil(5.0 / wave)
     assert k1 == 5 and _result(tmp, r1)["num_prompts"] == 4 * k1
-    assert sorted(p.name for p in (tmp / "camp" / "logs" / "probe").iterdir()) == [
-        r0
-    ]  # no probe for repeat 1
+    probes = sorted(p.name for p in (tmp / "camp" / "logs" / "probe").iterdir())
+    assert probes == [r0]  # no probe for repeat 1
+    lines = [ln for ln in _lines(log) if not ln.startswith("serve")]
+    # the probe warms its shape with a wave of B requests; the server's warm-up comes once per start
+    assert lines == ["warmup 4", f"bench {r0}", f"bench {r0}", "warmup 1", f"bench {r1}"]
     side = pd.read_csv(tmp / "camp" / "results" / "slim-runs.csv").set_index("file")
     assert side.loc[r0, "waves"] == k0 and side.loc[r1, "waves"] == k1
     assert (

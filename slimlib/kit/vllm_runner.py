@@ -453,8 +453,8 @@ class Protocol:
 MAX_WAVES = 1000
 WAVE_RULE = (
     "k = max(min_waves, ceil(min_run_s / w)), at most max_waves; w = duration / waves of the same configuration's "
-    "latest earlier repeat, else the duration of a one-wave probe run (not kept) after the server's warm-up; "
-    "k = min_waves when min_run_s is 0"
+    "latest earlier repeat, else the duration of a probe run (not kept): one timed wave after a warm-up wave of B "
+    "requests; k = min_waves when min_run_s is 0"
 )
 
 
@@ -662,12 +662,15 @@ def run_plan(
                             wave = None
                         else:
                             wave = previous_wave_s(plan, row, results)
-                        if protocol.min_run_s > 0 and wave is None:  # one wave, not kept, sizes the run
+                        if (
+                            protocol.min_run_s > 0 and wave is None
+                        ):  # one warm timed wave, not kept, sizes the run
                             probes.mkdir(exist_ok=True)
                             (probes / row["file"]).unlink(missing_ok=True)
                             args = bench_argv(argvs, {**row, "num_prompts": b}, probes, used_port, served, b_max,
                                               gpu, waves=1)  # fmt: skip
-                            why = client.run(args + warm)
+                            # a wave of B warm-up requests first: a new shape's first wave is slower (one-time costs)
+                            why = client.run([*args, "--num-warmups", str(max(b, protocol.warmups))])
                             warm = []
                             wave = _result_wave_s(probes / row["file"])
                             if why or wave is None:
