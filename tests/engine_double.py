@@ -5,6 +5,9 @@ writes is a measurement). Behaviour is steered by environment variables:
 * ``FAKE_VLLM_LOG``: append one line per server start and per client run to this file;
 * ``FAKE_VLLM_CRASH=1``: the server prints an error line and exits 3 before it is ready;
 * ``FAKE_VLLM_MODEL_ID``: write this model_id into results instead of ``--model``.
+
+``bench-serve-many -`` reads one JSON argument list per line from stdin, as the launcher does; a client run with
+``--num-warmups N`` logs ``warmup N`` before its ``bench`` line.
 """
 
 from __future__ import annotations
@@ -64,6 +67,8 @@ def bench(argv: list[str]) -> None:
         "mean_ttft_ms": 10.0, "mean_tpot_ms": 1.0, "mean_itl_ms": 1.0, "mean_e2el_ms": 1000.0 * dur * b / n,
         **dict(kv.split("=", 1) for kv in meta),
     }  # fmt: skip
+    if "--num-warmups" in argv:
+        _log(f"warmup {_opt(argv, '--num-warmups')}")
     out = Path(_opt(argv, "--result-dir")) / _opt(argv, "--result-filename")
     out.write_text(json.dumps(res), encoding="utf-8")
     _log(f"bench {out.name}")
@@ -76,7 +81,12 @@ def main(argv: list[str]) -> int:
         bench(argv[2:])
         return 0
     if argv[:1] == ["bench-serve-many"]:
-        for i, args in enumerate(json.loads(Path(argv[1]).read_text(encoding="utf-8"))):
+        if argv[1] == "-":
+            print("SLIM-READY", flush=True)
+            runs = (json.loads(line) for line in sys.stdin if line.strip())
+        else:
+            runs = iter(json.loads(Path(argv[1]).read_text(encoding="utf-8")))
+        for i, args in enumerate(runs):
             print(f"SLIM-RUN-START {i}", flush=True)
             bench(args)
             print(f"SLIM-RUN-DONE {i} 0.1", flush=True)

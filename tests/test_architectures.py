@@ -31,7 +31,7 @@ from slimlib.registry.architectures import (
     get_architecture,
     list_architectures,
 )
-from slimlib.registry.engine_models import ENGINE_MODELS
+from slimlib.registry.engine_models import ALL_ENGINE_MODELS
 
 CONFIGS = Path(__file__).resolve().parent / "fixtures" / "configs"
 
@@ -115,7 +115,7 @@ def test_mixtral_is_a_mixture_of_experts_with_active_and_total_parameters():
 
 
 def test_registry_holds_the_required_models():
-    assert architecture_names() == REQUIRED + list(ENGINE_MODELS)  # + the CPU campaign's scaled OPT family
+    assert architecture_names() == REQUIRED + list(ALL_ENGINE_MODELS)  # + the CPU campaign's two families
 
 
 @pytest.mark.parametrize("name", REQUIRED)
@@ -461,7 +461,7 @@ def test_bad_configs(tmp_path):
 
 def test_list_architectures():
     df = list_architectures()
-    assert list(df["name"]) == REQUIRED + list(ENGINE_MODELS)
+    assert list(df["name"]) == REQUIRED + list(ALL_ENGINE_MODELS)
     assert {"hf_id", "d_kv", "n_params", "source"} <= set(df.columns)
     row = df.set_index("name").loc["llama-3-8b"]
     assert row["d_kv"] == 1024

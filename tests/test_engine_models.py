@@ -9,12 +9,10 @@ import pytest
 
 from slimlib.data.catalog import data_dir
 from slimlib.errors import DataError
-from slimlib.experiments.engine_study.campaign_grid import BATCHES, CURVES, campaign_plan
 from slimlib.kit.model_folder import NOTE_FILE, Scaling, model_config, write_model_folder
 from slimlib.kit.vllm_runner import LAUNCHER
 from slimlib.model.serving import serving_config
 from slimlib.registry.architectures import architecture_from_config, get_architecture
-from slimlib.registry.engine_models import ENGINE_MODELS
 from slimlib.registry.gpus import get_gpu
 from slimlib.registry.host_cpu import HOST_CPU_KV_SPACE_GIB
 
@@ -87,20 +85,6 @@ def test_cpu_peaks_are_the_committed_campaigns_measurement():
     assert cpu.peak_flops == pytest.approx(micro["gemm"]["peak_flops"], rel=1e-3)
     assert cpu.mem_bw == pytest.approx(micro["triad"]["peak_bytes_s"], rel=1e-3)
     assert manifest["sessions"][0]["engine_env"]["VLLM_CPU_KVCACHE_SPACE"] == f"{HOST_CPU_KV_SPACE_GIB:g}"
-
-
-def test_campaign_grid_covers_the_five_scenarios():
-    plan = campaign_plan()
-    assert plan["file"].is_unique and len(plan) == 4 * (len(CURVES) + 1) * len(BATCHES)
-    assert plan["model"].iloc[0] == ENGINE_MODELS[-1]  # largest first
-    first = plan[plan["repeat"] == 0]
-    for m in ENGINE_MODELS:
-        g = first[first["model"] == m]
-        assert set(g.loc[g["input_len"] == 128, "output_len"]) == {32, 128, 256, 512}
-        assert set(g.loc[g["output_len"] == 256, "input_len"]) == {128, 512, 1024}
-    rep = plan[plan["repeat"] == 1]
-    assert len(rep) == 4 * len(BATCHES) and rep["file"].str.endswith("_r1.json").all()
-    assert (plan["num_prompts"] == plan["batch_size"].clip(lower=2)).all()
 
 
 def test_launcher_answers_the_vllm_metadata_lookup_with_vllm_cpu(monkeypatch):

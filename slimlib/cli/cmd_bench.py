@@ -12,6 +12,7 @@ import pandas as pd
 from slimlib.advisor.commands import client_args, server_args
 from slimlib.cli.common import (
     model_inputs,
+    nonnegative_float,
     nonnegative_int,
     output_file,
     output_folder,
@@ -21,14 +22,21 @@ from slimlib.cli.common import (
 )
 from slimlib.cli.table import command_help
 from slimlib.data.build import write_data_table
-from slimlib.data.catalog import coerce
+from slimlib.data.catalog import coerce, load
 from slimlib.data.engine_runs import EXCLUSIONS_TABLE, RUNS_TABLE, engine_table, exclusions
 from slimlib.errors import DataError
-from slimlib.experiments.engine_study.campaign_grid import campaign_plan
+from slimlib.experiments.engine_study.campaign_grid import (
+    CAMPAIGN_MODELS,
+    campaign_plan,
+    estimate_s,
+    merged_plan,
+    wave_sources,
+)
 from slimlib.io import write_text
 from slimlib.kit.cpu_microbench import host_facts, measure_peaks
 from slimlib.kit.model_folder import Scaling, model_config, write_model_folder
-from slimlib.kit.vllm_runner import ArgvBuilders, EngineSpec, run_plan
+from slimlib.kit.vllm_runner import ArgvBuilders, EngineSpec, Protocol, run_plan
+from slimlib.registry.engine_models import ALL_ENGINE_MODELS
 from slimlib.registry.host_cpu import HOST_CPU_KV_SPACE_GIB
 
 EXAMPLES = """\
@@ -57,7 +65,8 @@ rerun the same command to resume: configurations with a result are skipped.
 _CAMPAIGN_EXAMPLES = """\
 examples:
   slim bench campaign --out camp --engine-python .venv-engine/bin/python
-  slim bench campaign --out camp --engine-python .venv-engine/bin/python --models opt-1.3b-s8 --repeats 0
+  slim bench campaign --out camp --engine-python .venv-engine/bin/python --dry-run    # plan size, time estimate
+  slim bench campaign --out camp --engine-python .venv-engine/bin/python --models opt-1.3b-s8 --repeats 1
 """
 _TABLE_EXAMPLES = """\
 examples:
@@ -100,10 +109,15 @@ def register_cli(sub: argparse._SubParsersAction) -> None:
             r.add_argument("plan", help="plan.csv written by `slim plan`")
             r.add_argument("--models-dir", help="folder with one served model folder per model name")
         else:
+            r.add_argument("--repeats", type=positive_int, default=3,
+                           help="R: every configuration R times, repeat r of all before r+1 (default 3)")  # fmt: skip
+            r.add_argument("--models", nargs="+", choices=ALL_ENGINE_MODELS, metavar="MODEL",
+                           help=f"only these models (default: {' '.join(CAMPAIGN_MODELS)})")  # fmt: skip
+            r.add_argument("--max-batch", type=positive_int,
+                           help="only batch sizes up to this (default: all of 1..64)")  # fmt: skip
             r.add_argument(
-                "--repeats", type=nonnegative_int, default=1, help="extra passes of the IL=OL=128 curve"
+                "--dry-run", action="store_true", help="print the plan size and a time estimate, run nothing"
             )
-            r.add_argument("--models", nargs="+", help="only these models of the family")
         r.add_argument(
             "--out", required=True, help="campaign folder (results/, logs/, manifest.json, runs.csv)"
         )
@@ -125,6 +139,15 @@ def register_cli(sub: argparse._SubParsersAction) -> None:
             "--port", type=port_number, default=8000, help="server port (a free one is used if busy)"
         )
         r.add_argument("--budget-s", type=positive_float, help="stop after this many seconds (resumable)")
+        r.add_argument("--min-run-s", type=nonnegative_float, default=5.0,
+                       help="each run lasts at least this long: k waves of B requests (default 5; 0: min-waves)")  # fmt: skip
+        r.add_argument(
+            "--min-waves", type=positive_int, default=3, help="at least this many waves per run (default 3)"
+        )
+        r.add_argument("--num-warmups", type=nonnegative_int, default=1,
+                       help="discarded warm-up requests after every server start (default 1)")  # fmt: skip
+        r.add_argument("--no-rerun", action="store_true",
+                       help="keep runs flagged for outside load instead of re-running them once")  # fmt: skip
         r.add_argument(
             "--startup-timeout-s", type=positive_float, default=900.0, help="wait this long for /health"
         )
@@ -165,13 +188,18 @@ def _run(plan: pd.DataFrame, args: argparse.Namespace, models_dir: str | None) -
     micro = None if args.no_microbenchmark else measure_peaks
     manifest = run_plan(plan, args.out, spec, ARGVS, models_dir=models_dir, port=args.port, budget_s=args.budget_s,
                         startup_timeout_s=args.startup_timeout_s, microbenchmark=micro, host=host_facts,
-                        say=_say)  # fmt: skip
+                        protocol=_protocol(args), say=_say)  # fmt: skip
     session = manifest["sessions"][-1]
-    _write_tables(args.out, Path(args.out) / "runs.csv")
-    print(f"{session['state']}: {len(session['measured'])} measured, {len(session['skipped'])} skipped, "
+    state = session["state"]
+    try:
+        _write_tables(args.out, Path(args.out) / "runs.csv")
+    except DataError as exc:  # the results are kept; `slim bench table` rebuilds the tables once readable
+        print(f"the runs are measured but the tidy table was not written: {exc}", file=sys.stderr)
+        state = "measured, tables not written"
+    print(f"{state}: {len(session['measured'])} measured, {len(session['skipped'])} skipped, "
           f"{len(session['failed'])} failed in {session['wall_s'] / 60:.1f} min; {len(manifest['results'])} of "
           f"{manifest['plan_rows']} configurations have results -> {Path(args.out) / 'runs.csv'}")  # fmt: skip
-    return 0 if session["state"] == "complete" and not session["failed"] else 1
+    return 0 if state == "complete" and not session["failed"] else 1
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -182,17 +210,43 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return _run(plan, args, args.models_dir)
 
 
+def _protocol(args: argparse.Namespace) -> Protocol:
+    return Protocol(args.min_run_s, args.min_waves, args.num_warmups, not args.no_rerun)
+
+
 def _cmd_campaign(args: argparse.Namespace) -> int:
     if not args.engine_python and not args.dummy_weights:
         raise DataError("the campaign's models have no checkpoints: with --vllm pass --dummy-weights")
     plan = campaign_plan(**({"models": args.models} if args.models else {}), repeats=args.repeats)
+    if args.max_batch:
+        plan = plan[plan["batch_size"] <= args.max_batch].reset_index(drop=True)
+    if args.dry_run:
+        return _dry_run(plan, args)
     out = Path(args.out)
+    if (out / "plan.csv").is_file():  # the folder's campaign grows: its measured rows stay planned
+        try:
+            plan = merged_plan(pd.read_csv(out / "plan.csv"), plan)
+        except (pd.errors.ParserError, pd.errors.EmptyDataError, KeyError) as exc:
+            raise DataError(f"{out / 'plan.csv'}: not a campaign plan ({exc}); give another --out") from None
     models = out / "models"
     for model in plan["model"].unique():
         if not (models / model / "config.json").is_file():
             write_model_folder(models / model, model_config(model), seed=0)
     write_text(out / "plan.csv", plan.to_csv(index=False, lineterminator="\n"))
     return _run(plan, args, str(models))
+
+
+def _dry_run(plan: pd.DataFrame, args: argparse.Namespace) -> int:
+    est = estimate_s(plan, load("engine-cpu-runs"), args.min_run_s, args.min_waves)
+    n_servers = plan.groupby(["repeat", "model"]).ngroups
+    print(f"plan: {len(plan)} runs = {len(plan) // args.repeats} configurations x {args.repeats} repeats, "
+          f"{plan['model'].nunique()} models, {n_servers} server starts")  # fmt: skip
+    print(f"estimate: {est['total'] / 60:.0f} min ({est['runs'] / 60:.0f} min of runs with --min-run-s "
+          f"{args.min_run_s:g} --min-waves {args.min_waves}, {est['servers'] / 60:.0f} min of server starts; "
+          "re-runs of flagged runs not included)")  # fmt: skip
+    for m, src in wave_sources(plan, load("engine-cpu-runs")).items():
+        print(f"  wave times of {m}: {src}")
+    return 0
 
 
 def _write_tables(campaign: str | Path, out: str | Path) -> None:

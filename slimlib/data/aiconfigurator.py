@@ -26,7 +26,7 @@ import pandas as pd
 from slimlib.data.markdown import count_table
 from slimlib.errors import DataError
 from slimlib.registry.architectures import architecture_names, get_architecture
-from slimlib.registry.engine_models import ENGINE_MODELS
+from slimlib.registry.engine_models import ALL_ENGINE_MODELS
 from slimlib.registry.gpus import get_gpu
 
 AIC_NAME = "aiconfigurator-kernels"
@@ -202,9 +202,9 @@ def check_version(table_dir: Path, version: str) -> Path:
 
 def dense_gpu_architectures() -> list:
     """Registry architectures the dense attention and GEMM tables cover: every one served on these GPUs (not the
-    CPU engine's scaled family, `slimlib.registry.engine_models`) except mixtures of experts and latent attention,
+    CPU engine's families, `slimlib.registry.engine_models`) except mixtures of experts and latent attention,
     whose kernels are the MoE and MLA tables' (`slimlib.data.aiconfigurator_moe`)."""
-    archs = [get_architecture(n) for n in architecture_names() if n not in ENGINE_MODELS]
+    archs = [get_architecture(n) for n in architecture_names() if n not in ALL_ENGINE_MODELS]
     return [a for a in archs if not a.is_moe and not a.is_mla]
 
 

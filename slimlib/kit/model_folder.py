@@ -3,8 +3,9 @@
 vLLM serves such a folder with ``--load-format dummy`` (random weights): the engine does all the work of the real
 model of that shape, so its timings are measurements of the engine on that shape, not of any trained model.
 
-The config comes from a registry architecture (`slimlib.registry.architectures`) or a Hugging Face ``config.json``,
-optionally scaled: ``divide=K`` divides the depth, the width, the head counts, the FFN width and the vocabulary by K
+The config comes from a registry architecture (`slimlib.registry.architectures`: OPT style for a two-matrix FFN,
+Qwen3 style with per-head q/k norms for a ``qwen3`` model, Llama style for other gated ones) or a Hugging Face
+``config.json``, optionally scaled: ``divide=K`` divides the depth, the width, the head counts, the FFN width and the vocabulary by K
 (head width kept), explicit values override single fields. The tokenizer is a byte-level BPE trained with the
 `tokenizers` package on a corpus of pseudo-words drawn from a seeded generator: the same arguments give the same
 files, byte for byte.
@@ -78,6 +79,29 @@ def _arch_config(arch: Architecture) -> dict[str, Any]:
             "do_layer_norm_before": True,
             "activation_function": "relu",
             "enable_bias": True,
+            "torch_dtype": dtype,
+        }
+    tied = (
+        arch.embedding_params == arch.vocab_size * arch.hidden_size
+    )  # one embedding matrix: the head is tied
+    if arch.family == "qwen3":  # Qwen3's config.json: per-head q/k RMSNorm is implied by the model type
+        return {
+            "architectures": ["Qwen3ForCausalLM"],
+            "model_type": "qwen3",
+            "hidden_size": arch.hidden_size,
+            "num_hidden_layers": arch.n_layers,
+            "num_attention_heads": arch.n_heads,
+            "num_key_value_heads": arch.n_kv_heads,
+            "head_dim": arch.head_dim,
+            "intermediate_size": arch.ffn_size,
+            "vocab_size": arch.vocab_size,
+            "max_position_embeddings": arch.max_position or 4096,
+            "hidden_act": "silu",
+            "rms_norm_eps": 1e-6,
+            "rope_theta": 1000000.0,
+            "attention_bias": False,
+            "use_sliding_window": False,
+            "tie_word_embeddings": tied,
             "torch_dtype": dtype,
         }
     return {

