@@ -6,6 +6,8 @@ result is ingested with the settings of its row; a task without a result is repo
 says so: stage, exit code, reason) or *missing* (never ran, or still running), with its log path. Any other
 folder is read as `slimlib.data.ingest.ingest` reads it. Rows of the same configuration (model, gpu, batch_size,
 input_len, output_len) from several files are merged when their measurements agree and refused when they do not.
+Runs that fail a physical check (`slimlib.data.physical_checks`) are left out of the table, each reported with
+its check and reason, with the count per check.
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ from pathlib import Path
 import pandas as pd
 
 from slimlib.batchjobs import TASK_COLUMNS, TASKS_NAME, parse_status_line, task_log, task_status
-from slimlib.data.ingest import COLUMNS, ingest, ingest_files
+from slimlib.data.ingest import COLUMNS, PROTOCOL, checked, ingest, ingest_files
+from slimlib.data.physical_checks import EXCLUSION_COLUMNS, count_lines
 from slimlib.errors import DataError
 from slimlib.model.validity import CANONICAL
 
@@ -35,6 +38,8 @@ class Collected:
     report: list[str] = field(default_factory=list)
     missing: list[dict] = field(default_factory=list)
     failed: list[dict] = field(default_factory=list)
+    #: runs left out by the physical checks: source_file, check, reason (one row per failing check)
+    excluded: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(EXCLUSION_COLUMNS)))
 
     @property
     def complete(self) -> bool:
@@ -110,12 +115,21 @@ def collect(
     table = pd.concat(nonempty, ignore_index=True) if nonempty else pd.DataFrame(columns=list(COLUMNS))
     if "e2e_s" in table.columns and table["e2e_s"].isna().any():
         table = table.drop(columns=["e2e_s"])  # the fit table takes e2e_s for every row or none
+    n_read = len(table)
+    table, got = checked(table) if n_read else (table, None)
+    if got is not None:
+        out.excluded = got.exclusions
+        out.report.extend(
+            f"  EXCLUDED {r.source_file}: {r.check}: {r.reason}" for r in got.exclusions.itertuples()
+        )
+        out.report.extend(count_lines(got, n_read))
     table = _merge_duplicates(table, out)
-    out.table = table.loc[:, [c for c in COLUMNS if c in table.columns]].reset_index(drop=True)
+    cols = [c for c in COLUMNS if c in table.columns] + [c for c in PROTOCOL if c in table.columns]
+    out.table = table.loc[:, cols].reset_index(drop=True)
     n_fail, n_miss = len(out.failed), len(out.missing)
     out.report.append(
         f"total: {len(out.table)} run(s) for `slim fit` from {len(folders)} folder(s); "
-        f"{n_miss} missing, {n_fail} failed"
+        f"{n_miss} missing, {n_fail} failed, {len(got.failing()) if got else 0} excluded by the physical checks"
     )
     return out
 
