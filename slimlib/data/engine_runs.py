@@ -89,7 +89,7 @@ PROTOCOL_SCHEMA: dict[str, tuple[str, str]] = {
 RUN_SCHEMA.update(PROTOCOL_SCHEMA)
 RUN_SCHEMA["checks_failed"] = (
     _S,
-    "physical checks the run fails, ';'-joined (empty: passes; slimlib.data.physical_checks): such a run is in "
+    "physical checks the run fails, ';'-joined (empty: it passes; slimlib.data.physical_checks): such a run is in "
     "the exclusions, never in the medians",
 )
 EXCLUSION_SCHEMA: dict[str, tuple[str, str]] = {
@@ -147,7 +147,8 @@ def _runs_and_checks(campaign_dir: str | Path) -> tuple[pd.DataFrame, Checked]:
     df["input_len"] = df["input_len"].round().astype(int)
     df["output_len"] = df["output_len"].round().astype(int)
     checked = check_runs(df)
-    df["checks_failed"] = [checked.checks_of(f) for f in df["source_file"]]
+    failed = [checked.checks_of(f) or None for f in df["source_file"]]  # missing (empty cell) when it passes
+    df["checks_failed"] = pd.Series(failed, index=df.index, dtype="string")
     df = df.sort_values(["model", "input_len", "output_len", "repeat", "batch_size"], kind="mergesort")
     return df.loc[:, list(RUN_COLUMNS)].reset_index(drop=True), checked
 
