@@ -262,7 +262,10 @@ def test_failed_requests_are_an_exclusion_of_the_physical_checks(runs):
     assert _by_file(table).loc[NEW, "failed"] == 2  # read, not dropped silently
     kept, got = checked(table)
     assert NEW not in set(kept["source_file"])
-    assert "2 request(s) failed" in got.exclusions.set_index(["source_file", "check"]).loc[(NEW, "failed"), "reason"]
+    assert (
+        "2 request(s) failed"
+        in got.exclusions.set_index(["source_file", "check"]).loc[(NEW, "failed"), "reason"]
+    )
 
 
 @needs_mirror

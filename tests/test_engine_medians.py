@@ -59,9 +59,9 @@ def test_noise_floor_drops_failing_repeats_and_needs_two():
     with pytest.raises(DataError, match="two passing repeats"):
         noise_floor(runs)
     nf = noise_floor(_runs({1: [100.0, 102.0, 500.0]}, failing={1: {2}}), n_boot=100, n_inner=100)
-    assert nf.set_index(["metric", "estimate"]).loc[("throughput", "single run"), "floor_pct"] == pytest.approx(
-        100 * 1 / 101
-    )
+    assert nf.set_index(["metric", "estimate"]).loc[
+        ("throughput", "single run"), "floor_pct"
+    ] == pytest.approx(100 * 1 / 101)
 
 
 def _grid() -> pd.DataFrame:
@@ -103,7 +103,10 @@ def test_scenarios_on_the_protocol_grid_are_per_family_rows():
 
 def test_families_are_ordered_by_size_from_the_registry():
     fams = E.engine_families(["opt-13b-s8", "opt-1.3b-s8", "opt-6.7b-s8", "llama-2-13b", "llama-2-7b"])
-    assert fams == {"llama": ["llama-2-7b", "llama-2-13b"], "opt": ["opt-1.3b-s8", "opt-6.7b-s8", "opt-13b-s8"]}
+    assert fams == {
+        "llama": ["llama-2-7b", "llama-2-13b"],
+        "opt": ["opt-1.3b-s8", "opt-6.7b-s8", "opt-13b-s8"],
+    }
 
 
 def test_difference_notes_say_resolved_and_within_noise():

@@ -13,9 +13,9 @@ import pytest
 from slimlib.data import load
 from slimlib.data.catalog import data_dir
 from slimlib.data.engine_runs import build_engine_tables, engine_table
+from slimlib.errors import DataError
 from slimlib.experiments.accuracy.evaluation import run_evaluation
 from slimlib.experiments.accuracy.scenarios import ENGINE_IL_ROW, build_scenarios
-from slimlib.errors import DataError
 from slimlib.experiments.engine_study import engine_eval as E
 from slimlib.experiments.engine_study.noise_floor import noise_floor
 from slimlib.kit.vllm_runner import sha256_file
@@ -48,7 +48,9 @@ def test_medians_and_exclusions_are_rebuilt_from_the_committed_results():
     tables = build_engine_tables(CAMPAIGN)
     for name in ("engine-cpu-medians", "engine-cpu-exclusions"):
         got, committed = tables[name].reset_index(drop=True), load(name)
-        pd.testing.assert_frame_equal(got, committed.astype(got.dtypes.to_dict()), check_exact=False, rtol=1e-9)
+        pd.testing.assert_frame_equal(
+            got, committed.astype(got.dtypes.to_dict()), check_exact=False, rtol=1e-9
+        )
 
 
 def test_every_planned_configuration_is_a_run_or_an_exclusion(runs):
@@ -74,7 +76,9 @@ def test_no_medians_row_rests_on_a_run_that_fails_a_check(runs, med):
     ok = runs[runs["checks_failed"].fillna("") == ""]
     one = med[(med["n_repeats"] == 2)].iloc[0]
     pair = ok[(ok[keys] == one[keys]).all(axis=1)]["throughput_tok_s"]
-    assert one["throughput_tok_s"] == pytest.approx(pair.median()) and one["throughput_tok_s_min"] == pair.min()
+    assert (
+        one["throughput_tok_s"] == pytest.approx(pair.median()) and one["throughput_tok_s_min"] == pair.min()
+    )
 
 
 def test_labels_say_engine_device_and_random_weights(runs):

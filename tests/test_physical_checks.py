@@ -45,7 +45,11 @@ def test_the_committed_campaign_loses_only_its_single_chunk_runs(real):
     got = check_runs(real)
     assert set(got.exclusions["check"]) == {"tpot_weight_read"}
     assert sorted(got.failing()) == sorted(
-        ["opt-1.3b-s8_b2_il128_ol32.json", "opt-1.3b-s8_b4_il128_ol256.json", "opt-1.3b-s8_b4_il128_ol32.json"]
+        [
+            "opt-1.3b-s8_b2_il128_ol32.json",
+            "opt-1.3b-s8_b4_il128_ol256.json",
+            "opt-1.3b-s8_b4_il128_ol32.json",
+        ]
     )
     row = got.exclusions[got.exclusions["source_file"] == ZERO_TPOT].iloc[0]
     assert "mean TPOT 0.003298 ms < 0.2941 ms" in row["reason"]
@@ -59,10 +63,16 @@ def test_the_committed_campaign_loses_only_its_single_chunk_runs(real):
         ("tokens", {"total_output_tokens": 8 * 256 - 1}),
         ("tokens", {"total_input_tokens": int(8 * 128 * 0.97)}),
         ("latency_sum", {"mean_e2el_ms": "x1.05"}),
-        ("tpot_weight_read", {"mean_tpot_ms": 0.5, "mean_e2el_ms": "identity"}),  # 59.9 MB at 30.6 GB/s: 1.96 ms
+        (
+            "tpot_weight_read",
+            {"mean_tpot_ms": 0.5, "mean_e2el_ms": "identity"},
+        ),  # 59.9 MB at 30.6 GB/s: 1.96 ms
         ("throughput_roofline", {"throughput_tok_s": 9000.0}),  # bound: 417 GFLOP/s / 49.2 MFLOP = 8484 tok/s
         ("outside_load", {"outside_load": "true", "outside_cpu": 0.8}),
-        ("server_restart", {"started_utc": "2026-12-01T10:00:00Z", "server_started_utc": "2026-12-01T10:00:05Z"}),
+        (
+            "server_restart",
+            {"started_utc": "2026-12-01T10:00:00Z", "server_started_utc": "2026-12-01T10:00:05Z"},
+        ),
     ],
 )
 def test_each_check_fails_its_crafted_row_and_only_it(good, check, edit):

@@ -100,7 +100,10 @@ EXCLUSION_SCHEMA: dict[str, tuple[str, str]] = {
         "engine-cpu-runs, not in the medians) or flagged (outside load, re-run)",
     ),
     "check": (_S, "the physical check failed (excluded, flagged); empty for skipped and failed"),
-    "reason": (_S, "why: beyond the model window or the KV cache, the client's error, or the check's finding"),
+    "reason": (
+        _S,
+        "why: beyond the model window or the KV cache, the client's error, or the check's finding",
+    ),
 }
 RUN_COLUMNS = tuple(RUN_SCHEMA)
 FLAGGED_DIR = "flagged"
@@ -140,7 +143,9 @@ def _runs_and_checks(campaign_dir: str | Path) -> tuple[pd.DataFrame, Checked]:
     if "repeat" not in df.columns:  # campaigns before the protocol: the result JSON's metadata
         df["repeat"] = [json.loads((results / f).read_text(encoding="utf-8")).get("repeat", 0)
                         for f in df["source_file"]]  # fmt: skip
-    df["repeat"] = [_whole(results / f, "repeat", v) for f, v in zip(df["source_file"], df["repeat"], strict=True)]
+    df["repeat"] = [
+        _whole(results / f, "repeat", v) for f, v in zip(df["source_file"], df["repeat"], strict=True)
+    ]
     for col, (dtype, _doc) in PROTOCOL_SCHEMA.items():
         df[col] = _protocol_column(df, col, dtype, results)
     df["engine"], df["weights"] = _engine_label(manifest)
@@ -223,7 +228,11 @@ def exclusions(campaign_dir: str | Path) -> pd.DataFrame:
 def build_engine_tables(campaign_dir: str | Path) -> dict[str, pd.DataFrame]:
     """``engine-cpu-runs``, ``engine-cpu-medians`` and ``engine-cpu-exclusions`` of a campaign folder."""
     runs, checked = _runs_and_checks(campaign_dir)
-    return {RUNS_TABLE: runs, MEDIANS_TABLE: median_table(runs), EXCLUSIONS_TABLE: _exclusions(campaign_dir, checked)}
+    return {
+        RUNS_TABLE: runs,
+        MEDIANS_TABLE: median_table(runs),
+        EXCLUSIONS_TABLE: _exclusions(campaign_dir, checked),
+    }
 
 
 def check_report(campaign_dir: str | Path) -> list[str]:

@@ -235,4 +235,3 @@ def count_lines(checked: Checked, n_runs: int) -> list[str]:
         lines.append("  not evaluated (field or registry entry missing): "
                      + ", ".join(f"{c} {n}" for c, n in checked.unchecked.items()))  # fmt: skip
     return lines
-

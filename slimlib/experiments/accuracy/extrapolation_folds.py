@@ -177,9 +177,16 @@ def build_axis_folds(
         add("batch-knee", "llmib", knee_design + " (one device's TP degree)", folds)
     if "engine-cpu" in tables:
         folds = _per_model(eng, _largest_len("input_len"))
-        add("input", "engine-cpu", "per model: fit the shorter ILs, validate the longest IL (every OL)", folds)
+        add(
+            "input", "engine-cpu", "per model: fit the shorter ILs, validate the longest IL (every OL)", folds
+        )
         folds = _per_model(eng, _largest_len("output_len"))
-        add("output", "engine-cpu", "per model: fit the shorter OLs, validate the longest OL (every IL)", folds)
+        add(
+            "output",
+            "engine-cpu",
+            "per model: fit the shorter OLs, validate the longest OL (every IL)",
+            folds,
+        )
     if "memgap-online" in tables:
         add("output", "memgap-online", "per model: fit OL 130-390, validate OL 520",
             _per_model(on, _largest_len("output_len")))  # fmt: skip

@@ -399,7 +399,9 @@ ENGINE_TRUTH_T = (
     "measured total-token throughput, median over the repeats that pass the physical checks (vllm bench serve "
     "on vLLM's CPU build, random weights)"
 )
-ENGINE_TRUTH_L = "measured mean request E2E latency, median over the passing repeats (k waves of B requests at cap B)"
+ENGINE_TRUTH_L = (
+    "measured mean request E2E latency, median over the passing repeats (k waves of B requests at cap B)"
+)
 
 
 def engine_eval_rows(medians: pd.DataFrame | None = None) -> pd.DataFrame:
@@ -429,7 +431,9 @@ def engine_eval_rows(medians: pd.DataFrame | None = None) -> pd.DataFrame:
 def input_length_design(g: pd.DataFrame) -> tuple[int, list[int], int] | None:
     """(OL, training ILs, validation IL) of one model's rows: at the output length with the most input lengths
     (ties: the smaller OL), fit every IL below the largest and validate the largest; None with fewer than 2 ILs."""
-    ils = g.groupby(g["output_len"].round().astype(int))["input_len"].apply(lambda s: sorted(set(s.round().astype(int))))
+    ils = g.groupby(g["output_len"].round().astype(int))["input_len"].apply(
+        lambda s: sorted(set(s.round().astype(int)))
+    )
     if ils.empty:
         return None
     n = ils.map(len)

@@ -152,7 +152,9 @@ def bca_curves(medians: pd.DataFrame | None = None, il: int | None = None) -> pd
     no preemption (every batch of the grid fits that pool, checked by the runner)."""
     med = load(ENGINE_TABLE) if medians is None else medians
     if "repeat" in med.columns:
-        raise DataError(f"got a runs table (it has 'repeat'); SLIM-BCA is scored on the medians ({ENGINE_TABLE})")
+        raise DataError(
+            f"got a runs table (it has 'repeat'); SLIM-BCA is scored on the medians ({ENGINE_TABLE})"
+        )
     il = int(med["input_len"].min()) if il is None else il
     df = med[med["input_len"].astype(int) == il].copy()
     df = df.sort_values(["model", "output_len", "batch_size"], kind="mergesort").reset_index(drop=True)

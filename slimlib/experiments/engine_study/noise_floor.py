@@ -66,7 +66,9 @@ def noise_floor(
         }
         for estimate, dev in per.items():
             pct = 100.0 * dev
-            m, lo, hi = U.bootstrap_mean_ci(pct, n_boot=n_boot, seed=seed, label=f"noise floor {metric} {estimate}")
+            m, lo, hi = U.bootstrap_mean_ci(
+                pct, n_boot=n_boot, seed=seed, label=f"noise floor {metric} {estimate}"
+            )
             rows.append({"metric": metric, "estimate": estimate, "n_configs": len(groups), "mean_repeats": n_rep,
                          "floor_pct": m, "ci_lo_pct": lo, "ci_hi_pct": hi, "max_pct": float(pct.max())})  # fmt: skip
     return pd.DataFrame(rows, columns=list(NOISE_COLUMNS))
