@@ -160,7 +160,7 @@ def _runs_and_checks(campaign_dir: str | Path) -> tuple[pd.DataFrame, Checked]:
 
 def _whole(path: Path, key: str, value: object) -> int:
     try:
-        number = float(value)  # type: ignore[arg-type]
+        number = float(str(value))
     except (TypeError, ValueError):
         number = math.nan
     if not math.isfinite(number) or number < 0 or number != int(number):
@@ -209,7 +209,7 @@ def _exclusions(campaign_dir: str | Path, checked: Checked) -> pd.DataFrame:
                     rows[f] = {"file": f, "status": status, "check": "", "reason": why}
     out = [rows[f] for f in sorted(rows)]
     ex = checked.exclusions.sort_values("source_file", kind="mergesort")
-    out += [{"file": r.source_file, "status": "excluded", "check": r.check, "reason": r.reason}
+    out += [{"file": str(r.source_file), "status": "excluded", "check": str(r.check), "reason": str(r.reason)}
             for r in ex.itertuples()]  # fmt: skip
     flagged = root / "results" / FLAGGED_DIR
     for p in sorted(flagged.glob("*.json")) if flagged.is_dir() else []:

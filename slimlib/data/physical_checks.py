@@ -91,7 +91,7 @@ class Checked:
 def _num(row: dict, key: str) -> float:
     v = row.get(key)
     try:
-        x = float(v)  # type: ignore[arg-type]
+        x = float(v)
     except (TypeError, ValueError):
         return math.nan
     return x
