@@ -184,3 +184,26 @@ def test_short_prompts_may_differ_by_one_token_per_request(good):
     # 8 requests of IL = 64: 1% is 5 tokens, the seam allowance one token per request (8)
     assert _checks(good.assign(input_len=64.0, total_input_tokens=8 * 64 + 8)) == set()
     assert _checks(good.assign(input_len=64.0, total_input_tokens=8 * 64 + 9)) == {"tokens"}
+
+
+def test_repeats_of_one_configuration_become_their_median(tmp_path):
+    folder = tmp_path / "runs"
+    folder.mkdir()
+    side = pd.read_csv(RESULTS / "slim-runs.csv").set_index("file")
+    a, b = (
+        "opt-13b-s8_b8_il128_ol128.json",
+        "opt-13b-s8_b8_il128_ol128_r1.json",
+    )  # two real passes of one config
+    for name in (a, b):
+        shutil.copy(RESULTS / name, folder / name)
+    rows = [
+        {"file": a, **side.loc[a].to_dict(), "repeat": 0},
+        {"file": b, **side.loc[b].to_dict(), "repeat": 1},
+    ]
+    pd.DataFrame(rows).to_csv(folder / "slim-runs.csv", index=False)
+    got = collect([folder])
+    (row,) = got.table.to_dict("records")
+    both = ingest(folder).set_index("source_file")
+    assert row["throughput_tok_s"] == pytest.approx(both["throughput_tok_s"].median())
+    assert row["e2e_s"] == pytest.approx(both["e2e_s"].median()) and row["source_file"] == f"{a};{b}"
+    assert any(line.startswith("repeats: 2 runs of model=opt-13b-s8") for line in got.report)
