@@ -35,7 +35,7 @@ SETTINGS = ("batch_size", "input_len", "output_len", "model", "gpu")
 #: Optional sidecar columns, carried into the table when present: the server's tensor-parallel size (read by the
 #: physical checks) and the measurement protocol of `slim bench campaign` (repeat, waves, timing, host CPU split,
 #: server identity, outside-load flag; `slimlib.data.engine_runs.RUN_SCHEMA` documents them).
-PROTOCOL = (
+OPTIONAL_FIELDS = (
     "tensor_parallel",
     "repeat",
     "waves",
@@ -105,7 +105,7 @@ def ingest(
     request end-to-end latency, only when every file has ``mean_e2el_ms``, i.e. ``--percentile-metrics`` has e2el), ``request_throughput_req_s,
     output_throughput_tok_s, mean_ttft_ms, mean_tpot_ms, mean_itl_ms, duration_s, num_prompts, completed, failed,
     total_input_tokens, total_output_tokens, max_concurrency``, ``settings_from`` (where each setting came from),
-    ``source_file`` (file name) and the sidecar's `PROTOCOL` columns where it has them. Every file is a row,
+    ``source_file`` (file name) and the sidecar's `OPTIONAL_FIELDS` columns where it has them. Every file is a row,
     including runs that fail a physical check: :func:`checked` splits those off.
     """
     root = Path(folder)
@@ -151,7 +151,9 @@ def ingest_files(
         df["e2e_s"].isna().any()
     ):  # the fit table takes e2e_s for every row or none; mean_e2el_ms keeps what exists
         df = df.drop(columns=["e2e_s"])
-    extra = [c for c in PROTOCOL if c in df.columns]  # sidecar protocol columns, where the sidecar has them
+    extra = [
+        c for c in OPTIONAL_FIELDS if c in df.columns
+    ]  # sidecar protocol columns, where the sidecar has them
     return df.loc[:, [c for c in COLUMNS if c in df.columns] + extra].reset_index(drop=True)
 
 
@@ -249,7 +251,7 @@ def _row(path: Path, side: dict, defaults: dict) -> dict:
         "max_concurrency": extras.get("max_concurrency", np.nan),
         "settings_from": ";".join(f"{f}={origin[f]}" for f in SETTINGS),
         "source_file": path.name,
-        **{k: side[k] for k in PROTOCOL if k in side},
+        **{k: side[k] for k in OPTIONAL_FIELDS if k in side},
     }
 
 
@@ -396,10 +398,10 @@ def _sidecar_table(root: Path, sidecar: str | Path | None, names: set[str]) -> d
             raise DataError(f"{path} {where}: file {name!r} is listed twice")
         if name not in names:
             raise DataError(f"{path} {where}: file {name!r} is not a *.json result in {root}")
-        unknown = sorted(set(fields) - set(SETTINGS) - set(PROTOCOL))
+        unknown = sorted(set(fields) - set(SETTINGS) - set(OPTIONAL_FIELDS))
         if unknown:
             raise DataError(
-                f"{path} {where}: unknown field(s) {', '.join(unknown)}; known: {', '.join(SETTINGS + PROTOCOL)}"
+                f"{path} {where}: unknown field(s) {', '.join(unknown)}; known: {', '.join(SETTINGS + OPTIONAL_FIELDS)}"
             )
         table[name] = {k: v for k, v in fields.items() if v is not None and str(v).strip() != ""}
     return table
