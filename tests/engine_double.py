@@ -59,12 +59,14 @@ def bench(argv: list[str]) -> None:
     meta = argv[argv.index("--metadata") + 1 :]
     meta = meta[: next((i for i, a in enumerate(meta) if a.startswith("--")), len(meta))]
     dur = 0.5 + 0.01 * n * (il + ol) / b  # made up
+    e2el = 1000.0 * dur * b / n
+    tpot = (e2el - 10.0) / max(ol - 1, 1)  # TTFT + (OL - 1) TPOT = E2E, as vLLM's definitions give
     res = {
         "date": "20260101-000000", "backend": "openai", "model_id": os.environ.get("FAKE_VLLM_MODEL_ID",
         _opt(argv, "--model")), "num_prompts": n, "request_rate": "inf", "max_concurrency": b, "duration": dur,
         "completed": n, "failed": 0, "total_input_tokens": n * il, "total_output_tokens": n * ol,
         "request_throughput": n / dur, "output_throughput": n * ol / dur, "total_token_throughput": n * (il + ol) / dur,
-        "mean_ttft_ms": 10.0, "mean_tpot_ms": 1.0, "mean_itl_ms": 1.0, "mean_e2el_ms": 1000.0 * dur * b / n,
+        "mean_ttft_ms": 10.0, "mean_tpot_ms": tpot, "mean_itl_ms": tpot, "mean_e2el_ms": e2el,
         **dict(kv.split("=", 1) for kv in meta),
     }  # fmt: skip
     if "--num-warmups" in argv:

@@ -11,7 +11,7 @@ import pytest
 from shared_paths import MEMGAP, needs
 
 from slimlib.cli.main import main
-from slimlib.data.ingest import ingest
+from slimlib.data.ingest import checked, ingest
 from slimlib.errors import DataError, UnknownNameError
 from slimlib.schema import KEY_COLUMNS, TARGET_COLUMN, read_csv_table, validate_table
 
@@ -256,11 +256,16 @@ def test_bad_sidecar_files(runs):
         ingest(runs, gpu="h100-sxm-80gb", sidecar=runs / "nope.csv")
 
 
-def test_failed_requests_warn(runs):
+def test_failed_requests_are_an_exclusion_of_the_physical_checks(runs):
     _rewrite(runs / NEW, failed=2)
-    with pytest.warns(UserWarning, match=r"bench-serve-c16\.json: 2 request\(s\) failed"):
-        df = _by_file(ingest(runs, gpu="h100-sxm-80gb"))
-    assert df.loc[NEW, "failed"] == 2
+    table = ingest(runs, gpu="h100-sxm-80gb")
+    assert _by_file(table).loc[NEW, "failed"] == 2  # read, not dropped silently
+    kept, got = checked(table)
+    assert NEW not in set(kept["source_file"])
+    assert (
+        "2 request(s) failed"
+        in got.exclusions.set_index(["source_file", "check"]).loc[(NEW, "failed"), "reason"]
+    )
 
 
 @needs_mirror

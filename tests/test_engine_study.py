@@ -1,5 +1,6 @@
-"""The committed CPU-engine campaign: its table and provenance, the five scenarios, the noise floor, SLIM-BCA's
-curves, and Table II's separate engine input-length row."""
+"""The committed CPU-engine campaign: its runs, medians and exclusions tables and provenance, the five scenarios
+(read off the grid, per model family), the noise floor of the medians, SLIM-BCA's curves, and Table II's separate
+engine input-length row."""
 
 from __future__ import annotations
 
@@ -11,12 +12,13 @@ import pytest
 
 from slimlib.data import load
 from slimlib.data.catalog import data_dir
-from slimlib.data.engine_runs import engine_table
+from slimlib.data.engine_runs import build_engine_tables, engine_table
+from slimlib.errors import DataError
 from slimlib.experiments.accuracy.evaluation import run_evaluation
 from slimlib.experiments.accuracy.scenarios import ENGINE_IL_ROW, build_scenarios
 from slimlib.experiments.engine_study import engine_eval as E
+from slimlib.experiments.engine_study.noise_floor import noise_floor
 from slimlib.kit.vllm_runner import sha256_file
-from slimlib.registry.engine_models import ENGINE_MODELS
 
 CAMPAIGN = data_dir() / "engine-cpu"
 
@@ -24,6 +26,11 @@ CAMPAIGN = data_dir() / "engine-cpu"
 @pytest.fixture(scope="module")
 def runs():
     return load("engine-cpu-runs")
+
+
+@pytest.fixture(scope="module")
+def med():
+    return load("engine-cpu-medians")
 
 
 def test_table_is_rebuilt_byte_for_byte_from_the_committed_results(runs, tmp_path):
@@ -37,11 +44,41 @@ def test_table_is_rebuilt_byte_for_byte_from_the_committed_results(runs, tmp_pat
         assert sha256_file(CAMPAIGN / "results" / r["file"]) == r["sha256"]
 
 
+def test_medians_and_exclusions_are_rebuilt_from_the_committed_results():
+    tables = build_engine_tables(CAMPAIGN)
+    for name in ("engine-cpu-medians", "engine-cpu-exclusions"):
+        got, committed = tables[name].reset_index(drop=True), load(name)
+        pd.testing.assert_frame_equal(
+            got, committed.astype(got.dtypes.to_dict()), check_exact=False, rtol=1e-9
+        )
+
+
 def test_every_planned_configuration_is_a_run_or_an_exclusion(runs):
     plan = pd.read_csv(CAMPAIGN / "plan.csv")
     ex = load("engine-cpu-exclusions")
-    assert set(runs["source_file"]) | set(ex["file"]) == set(plan["file"])
-    assert not set(runs["source_file"]) & set(ex["file"])
+    unrun = ex[ex["status"].isin(["skipped", "failed"])]
+    assert set(runs["source_file"]) | set(unrun["file"]) == set(plan["file"])
+    assert not set(runs["source_file"]) & set(unrun["file"])
+    # a run failing a physical check stays in the runs table (flagged) and is listed with its check
+    excluded = ex[ex["status"] == "excluded"]
+    flagged = runs.loc[runs["checks_failed"].fillna("") != "", "source_file"]
+    assert set(excluded["file"]) == set(flagged) and set(excluded["check"]) == {"tpot_weight_read"}
+
+
+def test_no_medians_row_rests_on_a_run_that_fails_a_check(runs, med):
+    keys = ["model", "batch_size", "input_len", "output_len"]
+    counts = runs.groupby(keys).size().rename("n_runs").reset_index()
+    m = med.merge(counts, on=keys, how="left", validate="one_to_one")
+    assert (m["n_repeats"] + m["n_excluded"] == m["n_runs"]).all() and (m["n_repeats"] >= 1).all()
+    # the single-chunk runs (mean TPOT 0.003 ms) are gone: their configurations had no other repeat
+    assert med["mean_tpot_ms_min"].min() > 0.29
+    assert len(med) == len(counts) - 3
+    ok = runs[runs["checks_failed"].fillna("") == ""]
+    one = med[(med["n_repeats"] == 2)].iloc[0]
+    pair = ok[(ok[keys] == one[keys]).all(axis=1)]["throughput_tok_s"]
+    assert (
+        one["throughput_tok_s"] == pytest.approx(pair.median()) and one["throughput_tok_s_min"] == pair.min()
+    )
 
 
 def test_labels_say_engine_device_and_random_weights(runs):
@@ -51,36 +88,42 @@ def test_labels_say_engine_device_and_random_weights(runs):
     assert (runs["completed"] == runs["num_prompts"]).all() and (runs["failed"] == 0).all()
 
 
-def test_five_scenarios_have_data_in_the_papers_designs(runs):
-    sc = {s.name: s for s in E.engine_scenarios(runs)}
+def test_five_scenarios_have_data_in_the_papers_designs(med):
+    sc = {s.name: s for s in E.engine_scenarios(med)}
+    opt = E.engine_families(med["model"])["opt"]  # the committed campaign: one family, smallest to largest
     assert list(sc) == ["same-curve", "model-transfer", "output-length-transfer", "input-length-transfer",
                         "combined"]  # fmt: skip
     assert all(s.available for s in sc.values())
     (fold,) = sc["model-transfer"].folds
-    assert set(fold.test["model"]) == {ENGINE_MODELS[-1]} and set(fold.train["model"]) == set(
-        ENGINE_MODELS[:-1]
-    )
+    assert set(fold.test["model"]) == {opt[-1]} and set(fold.train["model"]) == set(opt[:-1])
     for f in sc["input-length-transfer"].folds:
         assert set(f.train["input_len"]) == {128, 512} and set(f.test["input_len"]) == {1024}
         assert set(f.train["output_len"]) == set(f.test["output_len"]) == {256}
     for f in sc["output-length-transfer"].folds:
         assert set(f.train["output_len"]) == {32, 128, 256} and set(f.test["output_len"]) == {512}
     (fold,) = sc["combined"].folds
-    assert ENGINE_MODELS[-1] not in set(fold.train["model"])
-    assert set(fold.test["output_len"]) == {512} and set(fold.test["model"]) == {ENGINE_MODELS[-1]}
+    assert opt[-1] not in set(fold.train["model"])
+    assert set(fold.test["output_len"]) == {512} and set(fold.test["model"]) == {opt[-1]}
     (fold,) = sc["same-curve"].folds
     assert (fold.train.groupby("curve").size() == 3).all()
 
 
-def test_noise_floor_is_a_finite_mape_with_an_interval(runs):
-    nf = E.noise_floor(runs, n_boot=500).set_index("metric")
-    assert nf.loc["throughput", "n_pairs"] == (runs["repeat"] >= 1).sum()
+def test_noise_floor_of_the_medians_is_below_the_single_run_floor(runs):
+    nf = noise_floor(runs, n_boot=500, n_inner=200).set_index(["metric", "estimate"])
+    ok = runs[runs["checks_failed"].fillna("") == ""]
+    n_rep = ok.groupby(["model", "batch_size", "input_len", "output_len"]).size()
+    assert (nf["n_configs"] == int((n_rep >= 2).sum())).all()
     for m in ("throughput", "latency"):
-        assert 0 <= nf.loc[m, "ci_lo_pct"] <= nf.loc[m, "mape_pct"] <= nf.loc[m, "ci_hi_pct"]
+        for est in ("median of R", "single run"):
+            r = nf.loc[(m, est)]
+            assert 0 <= r["ci_lo_pct"] <= r["floor_pct"] <= r["ci_hi_pct"] <= r["max_pct"]
+        assert nf.loc[(m, "median of R"), "floor_pct"] < nf.loc[(m, "single run"), "floor_pct"]
 
 
-def test_bca_curves_have_unit_efficiency_at_b1_and_no_preemption(runs):
-    c = E.bca_curves(runs)
+def test_bca_curves_have_unit_efficiency_at_b1_and_no_preemption(runs, med):
+    with pytest.raises(DataError, match="medians"):
+        E.bca_curves(runs)
+    c = E.bca_curves(med)
     assert set(c["input_len"]) == {128}
     one = c[c["batch_size"] == 1]
     assert np.allclose(one["efficiency"], 1.0) and not c["preempted"].any()
@@ -94,11 +137,11 @@ def test_table_ii_keeps_the_engine_row_separate_from_the_llmib_row():
     assert ENGINE_IL_ROW in names and "context-transfer" in names and "input-length-transfer" not in names
     eng = next(s for s in build_scenarios() if s.name == ENGINE_IL_ROW)
     assert "vLLM CPU engine" in eng.description and "random weights" in eng.description
-    assert eng.available and {f.label for f in eng.folds} == set(ENGINE_MODELS)
+    assert eng.available and {f.label for f in eng.folds} == set(load("engine-cpu-medians")["model"])
 
 
-def test_slim_fits_the_engines_input_length_transfer(runs):
-    (il,) = [s for s in E.engine_scenarios(runs) if s.name == "input-length-transfer"]
+def test_slim_fits_the_engines_input_length_transfer(med):
+    (il,) = [s for s in E.engine_scenarios(med) if s.name == "input-length-transfer"]
     res = run_evaluation([il], ["paper"], n_starts=1)
     t = res.table()
     mape = float(t.loc[t["metric"] == "throughput", "mape_pct"].iloc[0])

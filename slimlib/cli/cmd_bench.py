@@ -23,7 +23,8 @@ from slimlib.cli.common import (
 from slimlib.cli.table import command_help
 from slimlib.data.build import write_data_table
 from slimlib.data.catalog import coerce, load
-from slimlib.data.engine_runs import EXCLUSIONS_TABLE, RUNS_TABLE, engine_table, exclusions
+from slimlib.data.engine_medians import MEDIANS_TABLE
+from slimlib.data.engine_runs import EXCLUSIONS_TABLE, RUNS_TABLE, build_engine_tables, check_report
 from slimlib.errors import DataError
 from slimlib.experiments.engine_study.campaign_grid import (
     CAMPAIGN_MODELS,
@@ -155,10 +156,11 @@ def register_cli(sub: argparse._SubParsersAction) -> None:
         r.set_defaults(func=_cmd_run if name == "run" else _cmd_campaign)
 
     t = s.add_parser("table", help="tidy table of a campaign folder (and its exclusions)",
-                     description="Write the tidy runs table and its exclusions from a campaign folder.",
+                     description="Write the tidy runs table (every repeat), the medians (fit table) and the exclusions "
+                     "(with the physical checks' counts) from a campaign folder.",
                      epilog=_TABLE_EXAMPLES, formatter_class=fmt)  # fmt: skip
     t.add_argument("campaign", help="campaign folder of `slim bench run`")
-    t.add_argument("--out", required=True, help="CSV to write (exclusions beside it: *-exclusions.csv)")
+    t.add_argument("--out", required=True, help="CSV to write (beside it: *-medians.csv, *-exclusions.csv)")
     t.set_defaults(func=_cmd_table)
 
 
@@ -250,17 +252,22 @@ def _dry_run(plan: pd.DataFrame, args: argparse.Namespace) -> int:
 
 
 def _write_tables(campaign: str | Path, out: str | Path) -> None:
-    """The runs table at `out` and its exclusions beside it, in `slim data build`'s format (schema dtypes, fixed
-    float format), each written atomically."""
-    for name, df, path in ((RUNS_TABLE, engine_table(campaign), Path(out)),
-                           (EXCLUSIONS_TABLE, exclusions(campaign), Path(out).with_name(Path(out).stem + "-exclusions.csv"))):  # fmt: skip
+    """The runs table at `out`, its medians (``*-medians.csv``) and exclusions (``*-exclusions.csv``) beside it,
+    in `slim data build`'s format (schema dtypes, fixed float format), each written atomically."""
+    tables = build_engine_tables(campaign)
+    base = Path(out)
+    paths = {RUNS_TABLE: base, MEDIANS_TABLE: base.with_name(base.stem + "-medians.csv"),
+             EXCLUSIONS_TABLE: base.with_name(base.stem + "-exclusions.csv")}  # fmt: skip
+    for name, path in paths.items():
         buf = io.StringIO()
-        write_data_table(coerce(name, df), buf)  # type: ignore[arg-type]  # pandas writes to any text buffer
+        write_data_table(coerce(name, tables[name]), buf)  # type: ignore[arg-type]  # pandas writes to any text buffer
         write_text(path, buf.getvalue())
 
 
 def _cmd_table(args: argparse.Namespace) -> int:
     output_file(args.out, "--out")
     _write_tables(args.campaign, args.out)
-    print(f"wrote {args.out}", file=sys.stdout)
+    for line in check_report(args.campaign):
+        print(line, file=sys.stdout)
+    print(f"wrote {args.out} and its -medians.csv and -exclusions.csv beside it", file=sys.stdout)
     return 0

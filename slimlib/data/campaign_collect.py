@@ -6,6 +6,10 @@ result is ingested with the settings of its row; a task without a result is repo
 says so: stage, exit code, reason) or *missing* (never ran, or still running), with its log path. Any other
 folder is read as `slimlib.data.ingest.ingest` reads it. Rows of the same configuration (model, gpu, batch_size,
 input_len, output_len) from several files are merged when their measurements agree and refused when they do not.
+Repeats of one configuration (distinct ``repeat`` values from the sidecar, as `slim bench campaign` writes them)
+become one row, the median over them of every measured column, with the files listed in the report. Runs that
+fail a physical check (`slimlib.data.physical_checks`) are left out first, each reported with its check and
+reason, with the count per check.
 """
 
 from __future__ import annotations
@@ -17,13 +21,17 @@ from pathlib import Path
 import pandas as pd
 
 from slimlib.batchjobs import TASK_COLUMNS, TASKS_NAME, parse_status_line, task_log, task_status
-from slimlib.data.ingest import COLUMNS, ingest, ingest_files
+from slimlib.data.ingest import COLUMNS, OPTIONAL_FIELDS, checked, ingest, ingest_files
+from slimlib.data.physical_checks import EXCLUSION_COLUMNS, count_lines
 from slimlib.errors import DataError
 from slimlib.model.validity import CANONICAL
 
 KEYS = ("model", "gpu", "batch_size", "input_len", "output_len")
 #: Measured columns two rows of one configuration must share to count as the same run.
 MEASURED = ("throughput_tok_s", "e2e_s", "duration_s", "completed", "mean_ttft_ms", "mean_tpot_ms")
+#: Columns a configuration's repeats are reduced to the median of.
+REPEAT_MEDIAN = ("throughput_tok_s", "e2e_s", "request_throughput_req_s", "output_throughput_tok_s", "mean_ttft_ms",
+                 "mean_tpot_ms", "mean_itl_ms", "mean_e2el_ms", "duration_s")  # fmt: skip
 _SAME = 1e-9
 
 
@@ -35,6 +43,8 @@ class Collected:
     report: list[str] = field(default_factory=list)
     missing: list[dict] = field(default_factory=list)
     failed: list[dict] = field(default_factory=list)
+    #: runs left out by the physical checks: source_file, check, reason (one row per failing check)
+    excluded: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(EXCLUSION_COLUMNS)))
 
     @property
     def complete(self) -> bool:
@@ -110,12 +120,21 @@ def collect(
     table = pd.concat(nonempty, ignore_index=True) if nonempty else pd.DataFrame(columns=list(COLUMNS))
     if "e2e_s" in table.columns and table["e2e_s"].isna().any():
         table = table.drop(columns=["e2e_s"])  # the fit table takes e2e_s for every row or none
+    n_read = len(table)
+    table, got = checked(table) if n_read else (table, None)
+    if got is not None:
+        out.excluded = got.exclusions
+        out.report.extend(
+            f"  EXCLUDED {r.source_file}: {r.check}: {r.reason}" for r in got.exclusions.itertuples()
+        )
+        out.report.extend(count_lines(got, n_read))
     table = _merge_duplicates(table, out)
-    out.table = table.loc[:, [c for c in COLUMNS if c in table.columns]].reset_index(drop=True)
+    cols = [c for c in COLUMNS if c in table.columns] + [c for c in OPTIONAL_FIELDS if c in table.columns]
+    out.table = table.loc[:, cols].reset_index(drop=True)
     n_fail, n_miss = len(out.failed), len(out.missing)
     out.report.append(
         f"total: {len(out.table)} run(s) for `slim fit` from {len(folders)} folder(s); "
-        f"{n_miss} missing, {n_fail} failed"
+        f"{n_miss} missing, {n_fail} failed, {len(got.failing()) if got else 0} excluded by the physical checks"
     )
     return out
 
@@ -186,8 +205,20 @@ def _merge_duplicates(table: pd.DataFrame, out: Collected) -> pd.DataFrame:
     keys = table[list(KEYS)].copy()  # duplicates are found after alias normalization of model and GPU names
     for col, fn in CANONICAL.items():
         keys[col] = table[col].astype(str).map({v: fn(v) for v in table[col].astype(str).unique()})
+    medians: dict = {}
     for _, grp in table.groupby([keys[k] for k in KEYS], sort=False, dropna=False):
         first = grp.iloc[0]
+        if "repeat" in grp.columns and grp["repeat"].nunique(dropna=True) > 1:
+            row = first.copy()
+            for c in REPEAT_MEDIAN:
+                if c in grp.columns:
+                    row[c] = pd.to_numeric(grp[c], errors="coerce").median()
+            row["source_file"] = ";".join(map(str, grp["source_file"]))
+            medians[grp.index[0]] = row
+            out.report.append(f"repeats: {len(grp)} runs of {', '.join(f'{k}={first[k]}' for k in KEYS)} -> "
+                              f"their median ({row['source_file']})")  # fmt: skip
+            keep.append(grp.index[0])
+            continue
         for _, other in grp.iloc[1:].iterrows():
             diff = [c for c in MEASURED if c in grp.columns and not _same(first[c], other[c])]
             if diff:
@@ -201,7 +232,10 @@ def _merge_duplicates(table: pd.DataFrame, out: Collected) -> pd.DataFrame:
                 f"duplicate: {other['source_file']} repeats {first['source_file']} (same measurements; kept once)"
             )
         keep.append(grp.index[0])
-    return table.loc[sorted(keep)]
+    merged = table.loc[sorted(keep)].copy()
+    for i, row in medians.items():
+        merged.loc[i] = row
+    return merged
 
 
 def _same(a, b) -> bool:

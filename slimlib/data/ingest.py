@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import json
 import math
-import warnings
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import yaml  # at the top: an interrupt never lands in a half-done import
 
+from slimlib.data.physical_checks import Checked, check_runs
 from slimlib.data.serving_json import parse_benchmark_json
 from slimlib.errors import DataError, SlimError, UnknownNameError
 from slimlib.io import write_text
@@ -32,6 +32,25 @@ from slimlib.registry.gpus import get_gpu
 from slimlib.schema import blank_line_numbers, physical_line
 
 SETTINGS = ("batch_size", "input_len", "output_len", "model", "gpu")
+#: Optional sidecar columns, carried into the table when present: the server's tensor-parallel size (read by the
+#: physical checks) and the measurement protocol of `slim bench campaign` (repeat, waves, timing, host CPU split,
+#: server identity, outside-load flag; `slimlib.data.engine_runs.RUN_SCHEMA` documents them).
+OPTIONAL_FIELDS = (
+    "tensor_parallel",
+    "repeat",
+    "waves",
+    "started_utc",
+    "wall_s",
+    "load1",
+    "cpu_user",
+    "cpu_system",
+    "cpu_steal",
+    "cpu_idle",
+    "outside_cpu",
+    "server_pid",
+    "server_started_utc",
+    "outside_load",
+)
 SIDECAR_NAMES = ("slim-runs.csv", "slim-runs.yaml", "slim-runs.yml")
 COLUMNS = (
     "model",
@@ -51,6 +70,8 @@ COLUMNS = (
     "num_prompts",
     "completed",
     "failed",
+    "total_input_tokens",
+    "total_output_tokens",
     "max_concurrency",
     "settings_from",
     "source_file",
@@ -83,7 +104,9 @@ def ingest(
     Columns: ``model, gpu, batch_size, input_len, output_len, throughput_tok_s`` (total tokens/s), ``e2e_s`` (mean
     request end-to-end latency, only when every file has ``mean_e2el_ms``, i.e. ``--percentile-metrics`` has e2el), ``request_throughput_req_s,
     output_throughput_tok_s, mean_ttft_ms, mean_tpot_ms, mean_itl_ms, duration_s, num_prompts, completed, failed,
-    max_concurrency``, ``settings_from`` (where each setting came from) and ``source_file`` (file name).
+    total_input_tokens, total_output_tokens, max_concurrency``, ``settings_from`` (where each setting came from),
+    ``source_file`` (file name) and the sidecar's `OPTIONAL_FIELDS` columns where it has them. Every file is a row,
+    including runs that fail a physical check: :func:`checked` splits those off.
     """
     root = Path(folder)
     single = root.is_file()
@@ -128,7 +151,18 @@ def ingest_files(
         df["e2e_s"].isna().any()
     ):  # the fit table takes e2e_s for every row or none; mean_e2el_ms keeps what exists
         df = df.drop(columns=["e2e_s"])
-    return df.loc[:, [c for c in COLUMNS if c in df.columns]].reset_index(drop=True)
+    extra = [
+        c for c in OPTIONAL_FIELDS if c in df.columns
+    ]  # sidecar protocol columns, where the sidecar has them
+    return df.loc[:, [c for c in COLUMNS if c in df.columns] + extra].reset_index(drop=True)
+
+
+def checked(df: pd.DataFrame) -> tuple[pd.DataFrame, Checked]:
+    """The rows of an ingested table that pass the physical checks (`slimlib.data.physical_checks`), and the
+    check result (exclusions with check name and reason, counts of checks not evaluated)."""
+    got = check_runs(df)
+    keep = ~df["source_file"].astype(str).isin(got.failing()) if len(df) else pd.Series([], dtype=bool)
+    return df[keep].reset_index(drop=True), got
 
 
 def read_result_extras(path: str | Path) -> dict:
@@ -212,9 +246,12 @@ def _row(path: Path, side: dict, defaults: dict) -> dict:
         "num_prompts": res["num_prompts"] if res["num_prompts"] is not None else np.nan,
         "completed": res["completed"],
         "failed": int(extras.get("failed", 0)),
+        "total_input_tokens": res["total_input_tokens"],
+        "total_output_tokens": res["total_output_tokens"],
         "max_concurrency": extras.get("max_concurrency", np.nan),
         "settings_from": ";".join(f"{f}={origin[f]}" for f in SETTINGS),
         "source_file": path.name,
+        **{k: side[k] for k in OPTIONAL_FIELDS if k in side},
     }
 
 
@@ -243,16 +280,11 @@ def _check_counts(path: Path, res: dict, extras: dict) -> None:
         raise DataError(
             f"{path}: {res['completed']} of {res['num_prompts']} requested prompts completed and the file has no "
             f"'failed' field, so the run is incomplete for an unknown reason; rerun it, or add "
-            f'"failed": {res["num_prompts"] - res["completed"]} to ingest the completed ones'
+            f'"failed": {res["num_prompts"] - res["completed"]} to record it as a run with failed requests (the physical checks exclude it)'
         )
     failed = extras.get("failed", 0)
     if not isinstance(failed, int) or isinstance(failed, bool) or failed < 0:
         raise DataError(f"{path}: field 'failed' is {failed!r}, expected a count >= 0")
-    if failed:
-        warnings.warn(
-            f"{path}: {failed} request(s) failed; throughput counts the {res['completed']} completed ones",
-            stacklevel=3,
-        )
 
 
 def _json_settings(path: Path, res: dict, extras: dict) -> dict:
@@ -366,10 +398,10 @@ def _sidecar_table(root: Path, sidecar: str | Path | None, names: set[str]) -> d
             raise DataError(f"{path} {where}: file {name!r} is listed twice")
         if name not in names:
             raise DataError(f"{path} {where}: file {name!r} is not a *.json result in {root}")
-        unknown = sorted(set(fields) - set(SETTINGS))
+        unknown = sorted(set(fields) - set(SETTINGS) - set(OPTIONAL_FIELDS))
         if unknown:
             raise DataError(
-                f"{path} {where}: unknown field(s) {', '.join(unknown)}; known: {', '.join(SETTINGS)}"
+                f"{path} {where}: unknown field(s) {', '.join(unknown)}; known: {', '.join(SETTINGS + OPTIONAL_FIELDS)}"
             )
         table[name] = {k: v for k, v in fields.items() if v is not None and str(v).strip() != ""}
     return table

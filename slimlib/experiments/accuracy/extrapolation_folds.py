@@ -51,7 +51,7 @@ AXES = ("batch", "batch-knee", "input", "output", "context", "model", "device", 
 DATASETS = {
     "memgap-online": "vLLM 0.5.2, H100, online advisor sweep (data/memgap-online.csv)",
     "memgap-offline": "vLLM 0.5.2, H100, offline batches (data/memgap-offline.csv)",
-    "engine-cpu": "vLLM CPU engine campaign (data/engine-cpu-runs.csv)",
+    "engine-cpu": "vLLM CPU engine campaign, medians over passing repeats (data/engine-cpu-medians.csv)",
     "llmib": "LLM-Inference-Bench, vLLM 0.6.1, MI300X/MI250 (data/llmib-runs.csv)",
 }
 #: batch axis: largest fitted and smallest validated batch size
@@ -147,7 +147,7 @@ def build_axis_folds(
     llmib: pd.DataFrame | None = None,
 ) -> list[AxisFolds]:
     """Every (axis, dataset) of the protocol with its folds, in `AXES` order; tables default to the committed data
-    (the CPU engine only where ``engine-cpu-runs`` exists). A table given as an empty frame is skipped."""
+    (the CPU engine only where ``engine-cpu-medians`` exists). A table given as an empty frame is skipped."""
     on = online_table() if online is None else online
     off = offline_table() if offline is None else offline
     eng = (engine_eval_rows() if available(ENGINE_TABLE) else None) if engine is None else engine
@@ -177,9 +177,16 @@ def build_axis_folds(
         add("batch-knee", "llmib", knee_design + " (one device's TP degree)", folds)
     if "engine-cpu" in tables:
         folds = _per_model(eng, _largest_len("input_len"))
-        add("input", "engine-cpu", "per model: fit IL 128 and 512, validate IL 1024 (every OL)", folds)
+        add(
+            "input", "engine-cpu", "per model: fit the shorter ILs, validate the longest IL (every OL)", folds
+        )
         folds = _per_model(eng, _largest_len("output_len"))
-        add("output", "engine-cpu", "per model: fit OL 32-256, validate OL 512 (every IL)", folds)
+        add(
+            "output",
+            "engine-cpu",
+            "per model: fit the shorter OLs, validate the longest OL (every IL)",
+            folds,
+        )
     if "memgap-online" in tables:
         add("output", "memgap-online", "per model: fit OL 130-390, validate OL 520",
             _per_model(on, _largest_len("output_len")))  # fmt: skip

@@ -393,20 +393,26 @@ def context_scenario(table: pd.DataFrame | None = None, name: str = "context-tra
 # ---------------------------------------------------------------------------------------------------------------
 # The project's CPU-engine campaign (vLLM's CPU build, random weights): the paper's input-length design
 # ---------------------------------------------------------------------------------------------------------------
-ENGINE_TABLE = "engine-cpu-runs"
+ENGINE_TABLE = "engine-cpu-medians"
 ENGINE_IL_ROW = "input-length-transfer (vLLM CPU engine)"
-ENGINE_IL_TRAIN = (128, 512)
-ENGINE_IL_TEST = 1024
-ENGINE_IL_OL = 256
-ENGINE_TRUTH_T = "measured total-token throughput (vllm bench serve on vLLM's CPU build, random weights)"
-ENGINE_TRUTH_L = "measured mean request E2E latency (all B requests sent at once, concurrency cap B)"
+ENGINE_TRUTH_T = (
+    "measured total-token throughput, median over the repeats that pass the physical checks (vllm bench serve "
+    "on vLLM's CPU build, random weights)"
+)
+ENGINE_TRUTH_L = (
+    "measured mean request E2E latency, median over the passing repeats (k waves of B requests at cap B)"
+)
 
 
-def engine_eval_rows(runs: pd.DataFrame | None = None, repeat: int = 0) -> pd.DataFrame:
-    """``engine-cpu-runs`` (one `repeat` pass) in the scenario layout: E2E is the client's mean request E2E, the
-    KV blocks follow from the campaign's KV space (`slimlib.registry.host_cpu`), chunked prefill is on (vLLM V1)."""
-    df = load(ENGINE_TABLE) if runs is None else runs
-    df = df[df["repeat"].astype(int) == repeat]
+def engine_eval_rows(medians: pd.DataFrame | None = None) -> pd.DataFrame:
+    """``engine-cpu-medians`` (one row per configuration, medians over passing repeats) in the scenario layout:
+    E2E is the client's mean request E2E, the KV blocks follow from the campaign's KV space
+    (`slimlib.registry.host_cpu`), chunked prefill is on (vLLM V1)."""
+    df = load(ENGINE_TABLE) if medians is None else medians
+    if "repeat" in df.columns:
+        raise DataError(
+            f"got a runs table (it has 'repeat'); the engine's fits and scores read the medians ({ENGINE_TABLE})"
+        )
     out = pd.DataFrame({
         "model": df["model"].astype(str), "gpu": df["gpu"].astype(str),
         **{c: df[c].astype(float) for c in ("batch_size", "input_len", "output_len", "throughput_tok_s", "e2e_s",
@@ -422,19 +428,41 @@ def engine_eval_rows(runs: pd.DataFrame | None = None, repeat: int = 0) -> pd.Da
     return _finish(out)
 
 
+def input_length_design(g: pd.DataFrame) -> tuple[int, list[int], int] | None:
+    """(OL, training ILs, validation IL) of one model's rows: at the output length with the most input lengths
+    (ties: the smaller OL), fit every IL below the largest and validate the largest; None with fewer than 2 ILs."""
+    ils = g.groupby(g["output_len"].round().astype(int))["input_len"].apply(
+        lambda s: sorted(set(s.round().astype(int)))
+    )
+    if ils.empty:
+        return None
+    n = ils.map(len)
+    ol = int(n[n == n.max()].index.min())
+    values = ils[ol]
+    if len(values) < 2:
+        return None
+    return ol, values[:-1], values[-1]
+
+
 def engine_input_length_scenario(table: pd.DataFrame | None = None, name: str = ENGINE_IL_ROW) -> Scenario:
-    """Per model at OL = 256: fit IL in {128, 512}, validate IL = 1024 (the paper's design), on the CPU engine."""
+    """Per model: at the OL with the most input lengths, fit the shorter ILs, validate the longest (the paper's
+    design; `input_length_design`), on the CPU engine's medians."""
     t = engine_eval_rows() if table is None else table
-    at = t[t["output_len"].round() == ENGINE_IL_OL]
-    folds = []
-    for model, g in at.groupby("model", sort=True):
-        tr, te = g[g["input_len"].round().isin(ENGINE_IL_TRAIN)], g[g["input_len"].round() == ENGINE_IL_TEST]
-        if len(tr) and len(te):
-            folds.append(Fold(str(model), tr.reset_index(drop=True), te.reset_index(drop=True)))
+    folds, designs = [], []
+    for model, g in t.groupby("model", sort=True):
+        d = input_length_design(g)
+        if d is None:
+            continue
+        ol, train, test = d
+        at = g[g["output_len"].round() == ol]
+        tr, te = at[at["input_len"].round().isin(train)], at[at["input_len"].round() == test]
+        folds.append(Fold(str(model), tr.reset_index(drop=True), te.reset_index(drop=True)))
+        designs.append(f"OL={ol}: fit IL in {train}, validate IL={test}")
+    said = sorted(set(designs))
     return Scenario(
-        name, f"vLLM CPU engine (random weights) on the host CPU: per model at OL={ENGINE_IL_OL}, fit IL in "
-        f"{list(ENGINE_IL_TRAIN)}, validate IL={ENGINE_IL_TEST}", ENGINE_TRUTH_T, ENGINE_TRUTH_L, folds,
-        "" if folds else f"no data: {ENGINE_TABLE} has no model with IL {ENGINE_IL_TRAIN} and {ENGINE_IL_TEST}",
+        name, "vLLM CPU engine (random weights) on the host CPU: per model, " + "; ".join(said) if said else name,
+        ENGINE_TRUTH_T, ENGINE_TRUTH_L, folds,
+        "" if folds else f"no data: {ENGINE_TABLE} has no model with two input lengths at one output length",
     )  # fmt: skip
 
 

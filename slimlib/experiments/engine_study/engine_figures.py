@@ -1,6 +1,7 @@
 """Figures of notebook 11 (the CPU engine): analogs of the paper's Figs. 1-3 on vLLM's CPU build, random weights.
 
-One function per figure; each takes ``engine-cpu-runs`` (repeat 0 unless said) and returns the Figure.
+One function per figure; each takes ``engine-cpu-medians`` (one row per configuration; a runs table is read at
+repeat 0) and returns the Figure.
 """
 
 from __future__ import annotations
@@ -19,8 +20,9 @@ from slimlib.registry.engine_models import ENGINE_MODELS
 
 __all__ = ["fig01_engine_plateau", "fig02_engine_saturation", "fig03_engine_phases"]
 
-_IL_STYLES = {128: ("#0072B2", "o"), 512: ("#D55E00", "s"), 1024: ("#009E73", "^")}
-_OL_STYLES = {32: ("#E69F00", "v"), 128: ("#56B4E9", "P"), 256: ("#0072B2", "X"), 512: ("#D55E00", "*")}
+_IL_STYLES = {128: ("#0072B2", "o"), 512: ("#D55E00", "s"), 1024: ("#009E73", "^"), 2048: ("#CC79A7", "D")}
+_OL_STYLES = {32: ("#E69F00", "v"), 64: ("#009E73", "<"), 128: ("#56B4E9", "P"), 256: ("#0072B2", "X"),
+              512: ("#D55E00", "*")}  # fmt: skip
 _MODEL_STYLES = {m: (HOUSE_COLORS[i], "osD^"[i % 4]) for i, m in enumerate(ENGINE_MODELS)}
 
 
@@ -30,7 +32,9 @@ def engine_model_style(model: str) -> tuple[str, str]:
 
 
 def _first(runs: pd.DataFrame) -> pd.DataFrame:
-    return runs[runs["repeat"].astype(int) == 0].sort_values("batch_size")
+    if "repeat" in runs.columns:
+        runs = runs[runs["repeat"].astype(int) == 0]
+    return runs.sort_values("batch_size")
 
 
 def fig01_engine_plateau(runs: pd.DataFrame, models: list[str], il: int = 128, ol: int = 256):

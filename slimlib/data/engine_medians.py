@@ -1,0 +1,70 @@
+"""The fit table of a real-engine campaign: one row per configuration, the median over its passing repeats.
+
+A configuration is (model, gpu, engine, weights, batch_size, input_len, output_len). Its repeats are the rows of
+``engine-cpu-runs`` (`slimlib.data.engine_runs`); those failing a physical check (non-empty ``checks_failed``,
+`slimlib.data.physical_checks`) are counted in ``n_excluded`` and take no part. For each metric the row holds the
+median over the passing repeats (the column keeps the runs table's name, so every consumer reads it as one run)
+and the spread beside it (``<metric>_min``, ``<metric>_max``). A configuration whose every repeat fails is not
+a row here: its runs are in the exclusions table.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+__all__ = ["MEDIANS_TABLE", "MEDIAN_SCHEMA", "MEDIAN_KEYS", "MEDIAN_METRICS", "median_table"]
+
+MEDIANS_TABLE = "engine-cpu-medians"
+_S, _I, _F = "string", "Int64", "float64"
+MEDIAN_KEYS = ("model", "gpu", "engine", "weights", "batch_size", "input_len", "output_len")
+#: metric -> doc; the median and its min/max over the passing repeats
+MEDIAN_METRICS: dict[str, str] = {
+    "throughput_tok_s": "total (input + output) token throughput, tokens/s",
+    "e2e_s": "mean request end-to-end latency of a run, s",
+    "mean_ttft_ms": "mean time to first token of a run, ms",
+    "mean_tpot_ms": "mean time per output token (first excluded) of a run, ms",
+    "mean_itl_ms": "mean inter-token latency of a run, ms",
+    "duration_s": "benchmark duration of a run, s",
+}
+MEDIAN_SCHEMA: dict[str, tuple[str, str]] = {
+    "model": (_S, "served model (registry name)"),
+    "gpu": (_S, "device registry name ('cpu': the host CPU)"),
+    "engine": (_S, "serving engine and version"),
+    "weights": (_S, "random (--load-format dummy) or checkpoint"),
+    "batch_size": (_I, "batch cap B = --max-concurrency of the client"),
+    "input_len": (_I, "prompt tokens per request (IL)"),
+    "output_len": (_I, "output tokens per request (OL)"),
+    **{
+        col: spec
+        for m, doc in MEDIAN_METRICS.items()
+        for col, spec in (
+            (m, (_F, f"median over the passing repeats: {doc}")),
+            (f"{m}_min", (_F, f"smallest over the passing repeats: {doc}")),
+            (f"{m}_max", (_F, f"largest over the passing repeats: {doc}")),
+        )
+    },
+    "n_repeats": (_I, "passing repeats the medians are taken over"),
+    "n_excluded": (_I, "repeats of the configuration that failed a physical check (in the exclusions table)"),
+}
+
+
+def median_table(runs: pd.DataFrame) -> pd.DataFrame:
+    """The medians table (columns `MEDIAN_SCHEMA`) of a runs table with ``checks_failed`` (sorted by model, IL,
+    OL, B)."""
+    keys = list(MEDIAN_KEYS)
+    bad = runs["checks_failed"].fillna("").astype(str) != ""
+    n_excluded = runs[bad].groupby(keys, sort=False).size()
+    ok = runs[~bad]
+    if ok.empty:
+        return pd.DataFrame(columns=list(MEDIAN_SCHEMA))
+    g = ok.groupby(keys, sort=False)
+    metrics = list(MEDIAN_METRICS)
+    med = g[metrics].median()
+    lo = g[metrics].min().add_suffix("_min")
+    hi = g[metrics].max().add_suffix("_max")
+    out = pd.concat([med, lo, hi], axis=1)
+    out["n_repeats"] = g.size()
+    out["n_excluded"] = n_excluded.reindex(out.index).fillna(0).astype(int)
+    out = out.reset_index()
+    out = out.sort_values(["model", "input_len", "output_len", "batch_size"], kind="mergesort")
+    return out.loc[:, list(MEDIAN_SCHEMA)].reset_index(drop=True)
