@@ -23,12 +23,37 @@ def test_bootstrap_interval_is_deterministic_and_contains_the_point_estimate():
         assert point == pytest.approx(v.mean())
         assert lo <= point <= hi
         assert lo >= v.min() and hi <= v.max()
-    # a different seed or label gives another stream, a larger sample a narrower interval
+    # a different seed or other values give another stream, a larger sample a narrower interval
     v = rng.normal(10, 2, 30)
     assert U.bootstrap_mean_ci(v, seed=1, label="a") != U.bootstrap_mean_ci(v, seed=2, label="a")
+    w = v.copy()
+    w[0] += 1e-9
+    assert U.bootstrap_mean_ci(v, seed=1)[1:] != U.bootstrap_mean_ci(w, seed=1)[1:]
     wide = U.bootstrap_mean_ci(v[:8], seed=1)
     narrow = U.bootstrap_mean_ci(np.tile(v, 10), seed=1)
     assert narrow[2] - narrow[1] < wide[2] - wide[1]
+
+
+def test_one_statistic_has_one_interval_whatever_its_label_or_table():
+    """The stream is seeded from the data, not the label: the same errors give the same interval under any label,
+    and the same cell computed by `mape_intervals` and by `group_intervals` (two files) agrees."""
+    rng = np.random.default_rng(3)
+    v = rng.lognormal(1.0, 1.0, 25)
+    assert U.bootstrap_mean_ci(v, label="table02 / slim") == U.bootstrap_mean_ci(v, label="peers / SLIM")
+    d = rng.normal(0.3, 1.0, 25)
+    assert U.paired_comparison(d + 5, np.full(25, 5.0), label="a") == U.paired_comparison(
+        d + 5, np.full(25, 5.0), label="b"
+    )
+    n = 20
+    true = rng.uniform(50, 150, n)
+    preds = pd.DataFrame(
+        {"scenario": "s", "method": "m", "batch_size": np.arange(n), "throughput_tok_s": true,
+         "pred_throughput_tok_s": true * rng.uniform(0.8, 1.2, n), "e2e_s": true, "pred_e2e_s": true}
+    )  # fmt: skip
+    long = U.mape_intervals(preds, reference="m", metrics=("throughput",), n_boot=400)
+    grouped = U.group_intervals(preds.assign(fold="other label"), ["fold"], n_boot=400)
+    cols = ["mape_pct", "ci_lo_pct", "ci_hi_pct"]
+    assert long[cols].to_numpy().tolist() == grouped[cols].to_numpy().tolist()
 
 
 def test_bootstrap_edge_cases():
