@@ -301,26 +301,71 @@ _LATEX_SPECIAL = {
     "<": r"$<$",
     ">": r"$>$",
 }
+#: Two-character operators typeset as one symbol (checked before the single characters).
+_LATEX_PAIRS = {"<=": r"$\leq$", ">=": r"$\geq$"}
+#: Packages a `.tex` table needs, named in its first line.
+LATEX_PACKAGES = ("booktabs", "array", "graphicx")
+#: A text column whose longest cell is longer than this many characters wraps in a `p{}` column; a column whose
+#: header is longer than its cells and than this wraps its header.
+WRAP_CHARS = 24
+#: Approximate width of one character of the table's font, in em, for `p{}` column widths.
+_EM_PER_CHAR = 0.55
 
 
 def latex_escape(text: str) -> str:
-    """`text` with LaTeX's special characters escaped."""
-    return "".join(_LATEX_SPECIAL.get(ch, ch) for ch in str(text))
+    """`text` with LaTeX's special characters escaped; ``<=`` and ``>=`` as the symbols."""
+    text, out, i = str(text), [], 0
+    while i < len(text):
+        pair = text[i : i + 2]
+        if pair in _LATEX_PAIRS:
+            out.append(_LATEX_PAIRS[pair])
+            i += 2
+            continue
+        out.append(_LATEX_SPECIAL.get(text[i], text[i]))
+        i += 1
+    return "".join(out)
+
+
+def _column_spec(header: str, cells: list[str], numeric: bool) -> str:
+    """`l`/`r`, or a ragged `p{}` column when a text cell or the header is too long for one line."""
+    longest = max((len(str(c)) for c in cells), default=0)
+    wrap = (not numeric and longest > WRAP_CHARS) or len(header) > max(longest, WRAP_CHARS // 2)
+    if not wrap:
+        return "r" if numeric else "l"
+    longest_word = max((len(w) for w in header.split()), default=1)
+    width = max(min(longest, WRAP_CHARS), longest_word, 6) * _EM_PER_CHAR
+    align = r"\raggedleft" if numeric else r"\raggedright"
+    return f">{{{align}\\arraybackslash}}p{{{width:.1f}em}}"
 
 
 def latex(text: pd.DataFrame, numeric: list[bool], notes: Iterable[str] = ()) -> str:
-    """A booktabs `tabular` of already formatted cells (needs `\\usepackage{booktabs}`), notes as table rows."""
-    spec = "".join("r" if n else "l" for n in numeric)
-    lines = [f"\\begin{{tabular}}{{{spec}}}", r"\toprule"]
+    """A booktabs `tabular` of already formatted cells that fits a two-column page: long text cells and long
+    headers wrap in `p{}` columns, the table shrinks to `\\linewidth` when still wider (put a wide one in a
+    `table*`), and the notes follow as a wrapped footnote-size paragraph. Needs `LATEX_PACKAGES`."""
+    spec = "".join(
+        _column_spec(str(h), list(text.iloc[:, i]), n)
+        for i, (h, n) in enumerate(zip(text.columns, numeric, strict=True))
+    )
+    lines = [
+        f"% slimlib table: needs \\usepackage{{{','.join(LATEX_PACKAGES)}}}; shrinks to \\linewidth when wider "
+        "(put a wide table in a table* float)",
+        r"\setbox0=\hbox{%",
+        f"\\begin{{tabular}}{{{spec}}}",
+        r"\toprule",
+    ]
     lines.append(" & ".join(latex_escape(h) for h in text.columns) + r" \\")
     lines.append(r"\midrule")
     for row in text.itertuples(index=False, name=None):
         cells = [f"\\textbf{{{latex_escape(c)}}}" if _is_bold(c) else latex_escape(c) for c in row]
         lines.append(" & ".join(cells) + r" \\")
     lines.append(r"\bottomrule")
-    for n in notes:
-        lines.append(f"\\multicolumn{{{len(numeric)}}}{{l}}{{\\footnotesize Note: {latex_escape(n)}}} \\\\")
-    lines.append(r"\end{tabular}")
+    lines.append(r"\end{tabular}}%")
+    lines.append(r"\ifdim\wd0>\linewidth\resizebox{\linewidth}{!}{\box0}\else\leavevmode\box0\fi\par")
+    notes = list(notes)
+    if notes:
+        lines.append(r"{\footnotesize\raggedright")
+        lines += [f"Note: {latex_escape(n)}\\par" for n in notes]
+        lines.append("}")
     return "\n".join(lines) + "\n"
 
 
