@@ -96,7 +96,7 @@ def _predictions():
 
 def test_mape_intervals_point_estimates_pairing_and_gaps():
     pred = _predictions()
-    out = U.mape_intervals(pred, n_boot=500)
+    out = U.mape_intervals(pred, reference="SLIM", n_boot=500)
     assert len(out) == 2 * 3 * 2
     for r in out.itertuples():
         sel = pred[(pred["scenario"] == r.scenario) & (pred["method"] == r.method)]
@@ -110,10 +110,10 @@ def test_mape_intervals_point_estimates_pairing_and_gaps():
             assert np.isnan(r.diff_vs_ref_pct) and np.isnan(r.p_wilcoxon)
     better = out[(out["method"] == "Better") & (out["metric"] == "throughput")]
     assert (better["diff_vs_ref_pct"] < 0).all() and (better["p_wilcoxon"] < 0.05).all()
-    assert out.equals(U.mape_intervals(pred, n_boot=500))  # deterministic
+    assert out.equals(U.mape_intervals(pred, reference="SLIM", n_boot=500))  # deterministic
     dup = pd.concat([pred, pred.iloc[[0]]], ignore_index=True)
     with pytest.raises(DataError, match="not unique"):
-        U.mape_intervals(dup, n_boot=50)
+        U.mape_intervals(dup, reference="SLIM", n_boot=50)
 
 
 def test_format_helpers():
@@ -128,7 +128,7 @@ def test_no_latency_at_or_below_zero_enters_a_mape_uncounted():
     bad = (pred["method"] == "Better") & (pred["scenario"] == "transfer") & (pred["batch_size"] >= 32)
     pred.loc[bad, "pred_e2e_s"] = -pred.loc[bad, "e2e_s"]  # 3 rows cross zero
     pred.loc[bad & (pred["batch_size"] == 64), "pred_e2e_s"] = 0.0
-    out = U.mape_intervals(pred, n_boot=200)
+    out = U.mape_intervals(pred, reference="SLIM", n_boot=200)
     for r in out.itertuples():
         sel = pred[(pred["scenario"] == r.scenario) & (pred["method"] == r.method)]
         col = U.METRIC_COLUMNS[r.metric][1]

@@ -204,7 +204,7 @@ CAPTIONS: dict[str, Caption] = {
         "Table II",
         "reproduced (other models, vLLM version and scenarios' lengths than the paper)",
         "Throughput and latency MAPE of every method in every scenario (long form) with bootstrap 95% "
-        "intervals over test configurations and the paired comparison with faithful SLIM on the same rows "
+        "intervals over test configurations and the paired comparison with SLIM (paper) on the same rows "
         "(mean difference, paired-bootstrap and Wilcoxon signed-rank p-values), and per cell the number of "
         "non-physical predictions (<= 0), counted as failures. The input-length row is the paper's experiment "
         '(its row measured on the project vLLM CPU engine, labelled so); the row "context transfer IL = OL (LLM-Inference-Bench, '
@@ -214,14 +214,14 @@ CAPTIONS: dict[str, Caption] = {
     "table02_mape_throughput": Caption(
         "Table II",
         "reproduced (in the paper's shape: scenarios as rows, methods as columns)",
-        "Throughput MAPE (%) with bootstrap 95% interval and the Wilcoxon p-value against faithful SLIM; best "
+        "Throughput MAPE (%) with bootstrap 95% interval and the Wilcoxon p-value against SLIM (paper); best "
         'per scenario in bold (never a cell with non-physical predictions, marked "(k <= 0)").',
         EVAL_TABLE2,
     ),
     "table02_mape_latency": Caption(
         "Table II",
         "reproduced (in the paper's shape; online latency is the in-engine request time by Little's law)",
-        "E2E-latency MAPE (%) with bootstrap 95% interval and the Wilcoxon p-value against faithful SLIM; best "
+        "E2E-latency MAPE (%) with bootstrap 95% interval and the Wilcoxon p-value against SLIM (paper); best "
         'per scenario in bold (never a cell with non-physical predictions, marked "(k <= 0)").',
         EVAL_TABLE2,
     ),
@@ -546,7 +546,7 @@ CAPTIONS: dict[str, Caption] = {
         "reproduced on the CPU engine (random weights): the paper's five scenarios",
         "Throughput and latency MAPE of every registered method in the paper's five scenarios (same curve, model "
         "transfer, output-length transfer, input-length transfer, combined) with bootstrap 95% intervals, the "
-        "paired comparison with faithful SLIM, and the measured noise floor in the notes.",
+        "paired comparison with SLIM (paper), and the measured noise floor in the notes.",
         ENGINE_CPU,
     ),
     "engine_bca_summary": Caption(

@@ -6,6 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from slimlib.model import method_label
+
 
 def _names(items: list[str]) -> str:
     return ", ".join(items) if items else "no model"
@@ -73,7 +75,9 @@ def _p(p: float) -> str:
     return "p<0.001" if p < 0.001 else f"p={p:.3f}"
 
 
-def comparison_counts(long: pd.DataFrame, metric: str, reference: str = "SLIM", alpha: float = 0.05) -> str:
+def comparison_counts(
+    long: pd.DataFrame, metric: str, reference: str = method_label("paper"), alpha: float = 0.05
+) -> str:
     """For each method, in how many scenarios its MAPE is significantly lower / higher than `reference`'s (paired
     Wilcoxon p < `alpha`) or not significantly different; `long` as written to table02_mape.csv."""
     t = long[(long["metric"] == metric) & long["mape_pct"].notna()]
@@ -93,7 +97,9 @@ def comparison_counts(long: pd.DataFrame, metric: str, reference: str = "SLIM", 
     return f"{metric} MAPE against {reference} (Wilcoxon p < {alpha}): " + "; ".join(parts) + "."
 
 
-def ablation_report(long: pd.DataFrame, ablations, reference: str = "SLIM", alpha: float = 0.05) -> str:
+def ablation_report(
+    long: pd.DataFrame, ablations, reference: str = method_label("paper"), alpha: float = 0.05
+) -> str:
     """Every ablation in every scenario and metric with data: its MAPE, the reference's, the difference and the
     Wilcoxon p-value, and whether removing the term wins, loses or makes no significant difference."""
     lines = []

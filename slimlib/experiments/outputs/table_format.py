@@ -10,6 +10,7 @@ percents; the unit suffix (``_tok_s``, ``_s``, ``_ms``, ``_gb``, ...) becomes th
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
@@ -18,6 +19,7 @@ import pandas as pd
 
 from slimlib.errors import DataError, UnknownNameError
 from slimlib.experiments.outputs.uncertainty import format_p
+from slimlib.model import METHODS, method_label
 from slimlib.registry.gpus import get_gpu
 
 #: Human headers of common machine column names (units in parentheses).
@@ -93,7 +95,15 @@ FRACTION_NAMES = ("efficiency", "measured_efficiency", "share", "util")
 #: Words kept as written when a machine name is turned into a header.
 _KEEP_CASE = {"kv": "KV", "sm": "SM", "dram": "DRAM", "e2e": "E2E", "itl": "ITL", "ttft": "TTFT", "gpu": "GPU",
               "slo": "SLO", "ctx": "context", "bw": "BW", "mem": "memory", "ci": "CI", "ol": "OL", "il": "IL",
-              "mape": "MAPE", "slim": "SLIM", "tp": "TP"}  # fmt: skip
+              "mape": "MAPE", "tp": "TP"}  # fmt: skip
+#: ``diff_vs_<method>_pct`` (``_`` for ``-`` in the name): a difference against a registered method, in points.
+_DIFF_VS = re.compile(r"^diff_vs_(?P<method>\w+?)_pct$")
+
+
+def difference_header(reference: str, unit: str = "MAPE points") -> str:
+    """The header of a comparison column, naming its reference by its one label: ``Difference vs SLIM (paper)
+    (MAPE points)``."""
+    return f"Difference vs {method_label(reference)} ({unit})"
 
 
 @dataclass(frozen=True)
@@ -122,6 +132,9 @@ def human_header(name: str, percent: bool | None = None) -> str:
     n = str(name)
     if n in HEADERS:
         return HEADERS[n]
+    diff = _DIFF_VS.match(n)
+    if diff and diff["method"].replace("_", "-") in METHODS:
+        return difference_header(diff["method"].replace("_", "-"))
     if " " in n or n != n.lower():  # already a human header
         return n
     percent = is_fraction(n) if percent is None else percent
@@ -444,7 +457,7 @@ def paper_table2(
     long: pd.DataFrame,
     metric: str,
     *,
-    reference: str = "SLIM",
+    reference: str = "paper",
     na_reasons: Mapping[str, str] | None = None,
     method_labels: Mapping[str, str] | None = None,
     scenario_labels: Mapping[str, str] | None = None,

@@ -124,7 +124,7 @@ def n_nonphysical(pred) -> int:
 def mape_intervals(
     predictions: pd.DataFrame,
     *,
-    reference: str = "SLIM",
+    reference: str = "paper",
     metrics: Sequence[str] = ("throughput", "latency"),
     n_boot: int = N_BOOT,
     level: float = 0.95,
