@@ -10,6 +10,7 @@ Saving the same figure twice gives byte-identical files. Tables are written thro
 from __future__ import annotations
 
 import io
+import os
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -207,6 +208,20 @@ def new_figure(
     return plt.subplots(nrows, ncols, figsize=(width, height), **subplots_kw)
 
 
+#: Environment variable naming the output folder of notebooks run with the default (empty) `figures_dir`.
+FIGURES_ENV = "SLIM_FIGURES_DIR"
+
+
+def figures_folder(path: str | Path = "") -> Path:
+    """The output folder of a notebook: `path` when given (absolute, or relative to the working directory); for an
+    empty `path`, `$SLIM_FIGURES_DIR`, else the repository's `figures/` beside the `slimlib` package, whatever the
+    working directory (JupyterLab opens a notebook in `notebooks/`, papermill runs it where it is called)."""
+    if str(path):
+        return Path(path)
+    env = os.environ.get(FIGURES_ENV)
+    return Path(env) if env else Path(__file__).resolve().parents[3] / "figures"
+
+
 def _check_name(name: str) -> str:
     name = str(name)
     if not _NAME_RE.match(name) or name.endswith((".pdf", ".png", ".csv", ".md", ".tex")):
@@ -285,7 +300,7 @@ def table_to_latex(
     notes=(),
     na="n/a (no data)",
 ) -> str:
-    """A paper-ready booktabs `tabular` of `df` (needs `\\usepackage{booktabs}`), for `\\input` in a table."""
+    """A paper-ready booktabs `tabular` of `df` (needs `table_format.LATEX_PACKAGES`), for `\\input` in a table."""
 
     return T.latex(*_text_table(df, index, digits, columns, na), notes)
 
