@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import struct
 import subprocess
 import sys
@@ -236,3 +237,23 @@ def test_plain_log_axis_labels_have_no_powers():
     labels = [t.get_text() for t in ax.get_yticklabels() if t.get_text()]
     assert "1" in labels and "10" in labels and "20" in labels
     assert not any("10^" in lab or "times" in lab or "e+" in lab for lab in labels)
+
+
+def test_notebooks_write_into_the_repositorys_figures_from_any_working_directory(tmp_path, monkeypatch):
+    from slimlib.experiments.outputs.plotting import FIGURES_ENV, figures_folder
+
+    repo = Path(__file__).resolve().parents[1]
+    monkeypatch.delenv(FIGURES_ENV, raising=False)
+    monkeypatch.chdir(tmp_path)
+    assert figures_folder("") == repo / "figures"
+    assert figures_folder("out") == Path("out")
+    monkeypatch.setenv(FIGURES_ENV, str(tmp_path / "f"))
+    assert figures_folder("") == tmp_path / "f"
+    for nb in sorted((repo / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+        code = [
+            "".join(c["source"])
+            for c in json.loads(nb.read_text(encoding="utf-8"))["cells"]
+            if c["cell_type"] == "code"
+        ]
+        assert 'figures_dir: str = ""' in code[0], nb.name  # the parameters cell: no "../figures"
+        assert "figures_dir = figures_folder(figures_dir)" in "\n".join(code[1:]), nb.name
