@@ -26,7 +26,7 @@ def _wide_table() -> str:
     cols = {f"Long header number {k} of the table (%) [95% CI]": ["84.6 [65.9, 98.5]", "97.1 [92.7, 100.0]"]
             for k in range(11)}  # fmt: skip
     df = pd.DataFrame(
-        {"Advisor": ["SLIM-BCA faithful (paper model, Eq. 13, no memory constraint)", "SLIM-BCA project"],
+        {"Advisor": ["SLIM-BCA faithful (paper model, Eq. 13, no memory constraint)", "SLIM-BCA project †"],
          **cols, "Predictions <= 0": [0, 3]}
     )  # fmt: skip
     note = "Mean over curves with a bootstrap 95% interval (10000 resamples); p <= 0.05 is significant. " * 4

@@ -462,16 +462,22 @@ def paper_table2(
     method_labels: Mapping[str, str] | None = None,
     scenario_labels: Mapping[str, str] | None = None,
     decimals: int = 1,
+    truths: Mapping[str, str] | None = None,
+    not_held_out: Mapping[str, str] | None = None,
+    alpha: float = 0.05,
 ) -> pd.DataFrame:
     """Table II in the paper's shape for one metric: scenarios as rows (named by `scenario_labels`, default
     `SCENARIO_LABELS`), methods as columns, each cell "MAPE [95% CI]" plus the Wilcoxon p-value against
-    `reference`; the lowest MAPE of each row in bold. A cell whose predictions include non-physical values
-    (``n_nonphysical`` > 0: a predicted value <= 0) is marked "(k <= 0)" and is never the row's best.
-    Long n/a reasons become "n/a (note k)"; ``attrs["notes"]`` holds the reasons and the non-physical counts.
+    `reference`. The lowest MAPE of a row is bold only where it is significantly lowest (`significantly_best`).
+    A cell whose predictions include non-physical values (``n_nonphysical`` > 0: a predicted value <= 0) is marked
+    "(k <= 0)", a cell in `not_held_out` ("scenario / method" -> why its test rows are not held out) is marked
+    "†"; neither is ever bold. `truths` (scenario -> ground truth of `metric`) become notes, scenarios sharing one
+    definition listed together. Long n/a reasons become "n/a (note k)"; ``attrs["notes"]`` holds the notes.
 
     `long` has columns scenario, method, metric, n_train, n_test, mape_pct, ci_lo_pct, ci_hi_pct, p_wilcoxon
     (and n_nonphysical); `na_reasons` maps "scenario" or "scenario / method" to the reason a cell is empty."""
     na_reasons = dict(na_reasons or {})
+    held_out_not = dict(not_held_out or {})
     labels = dict(method_labels or {})
     slabels = dict(SCENARIO_LABELS if scenario_labels is None else scenario_labels)
     t = long[long["metric"] == metric]
@@ -489,8 +495,9 @@ def paper_table2(
             "Scenario": slabels.get(s, s),
             "Train / test rows": f"{int(first['n_train'])} / {int(first['n_test'])}",
         }
-        finite = part.loc[n_bad == 0, "mape_pct"].dropna()
-        best = finite.idxmin() if len(finite) else None
+        best = significantly_best(
+            part[n_bad == 0], reference, [m for m in part.index if f"{s} / {m}" in held_out_not], alpha
+        )
         for m in methods:
             head = labels.get(m, m)
             r = part.loc[m] if m in part.index else None
@@ -507,6 +514,9 @@ def paper_table2(
             if n_bad[m] > 0:
                 text += f" ({n_bad[m]} <= 0)"
                 bad_cells.append(f"{slabels.get(s, s)} / {head}: {n_bad[m]} of {int(r['n_test'])}")
+            if f"{s} / {m}" in held_out_not:
+                text += " †"
+                notes.append(f"† {slabels.get(s, s)} / {head}: not held out ({held_out_not[f'{s} / {m}']}).")
             row[head] = Bold(text) if m == best else text
         rows.append(row)
     if bad_cells:
@@ -516,9 +526,43 @@ def paper_table2(
             + ". Each enters the MAPE with an absolute error of at least 100%, so these cells measure a "
             "broken baseline, not an error level; they are never marked best."
         )
+    notes.append(
+        f"Bold: the lowest MAPE of its row where its 95% interval overlaps no other method's and, for a method "
+        f"other than {method_label(reference)}, its Wilcoxon p against {method_label(reference)} is below {alpha}; "
+        "a row without such a cell has none in bold."
+    )
+    by_truth: dict[str, list[str]] = {}
+    for scen, truth in (truths or {}).items():
+        if scen in scenarios:
+            by_truth.setdefault(truth, []).append(slabels.get(scen, scen))
+    notes += [f"Ground truth of {', '.join(names)}: {truth}." for truth, names in by_truth.items()]
     out = pd.DataFrame(rows, dtype=object)
     out.attrs["notes"] = notes
     return out
+
+
+def significantly_best(
+    part: pd.DataFrame, reference: str, never_bold: Iterable[str] = (), alpha: float = 0.05
+) -> str | None:
+    """The method of one Table II row (`part`: indexed by method, columns mape_pct, ci_lo_pct, ci_hi_pct,
+    p_wilcoxon against `reference`) whose MAPE is lowest and significantly so: its 95% interval lies below every
+    other method's, and (unless it is the reference) its Wilcoxon p against the reference is below `alpha`;
+    None when no cell qualifies. Methods in `never_bold` (cells not held out) are never best, but still compared
+    against; leave cells with non-physical predictions out of `part`."""
+    finite = part[np.isfinite(part["mape_pct"].astype(float))]
+    if finite.empty:
+        return None
+    best = str(finite["mape_pct"].astype(float).idxmin())
+    if best in set(never_bold):
+        return None
+    others = finite.drop(index=best)
+    if (others["ci_lo_pct"].astype(float) <= float(finite.loc[best, "ci_hi_pct"])).any():
+        return None
+    if best != reference and len(others):
+        p = float(finite.loc[best].get("p_wilcoxon", np.nan))
+        if not (np.isfinite(p) and p < alpha):
+            return None
+    return best
 
 
 def bca_summary_display(summary: pd.DataFrame, labels: Mapping[str, str] | None = None) -> pd.DataFrame:
