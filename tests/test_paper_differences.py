@@ -11,6 +11,7 @@ import pytest
 from shared_paths import REPO
 
 from slimlib.errors import DataError
+from slimlib.experiments.outputs import captions
 from slimlib.experiments.outputs import paper_differences as D
 
 FIGURES = REPO / "figures"
@@ -114,12 +115,17 @@ def test_writer_and_readme_sync(figures, tmp_path):
     assert md_path.read_text().startswith("| Paper item | Paper's claim (section) |")
     readme = tmp_path / "README.md"
     start, end = D.README_MARKERS
-    readme.write_text(f"intro\n{start}\nold\n{end}\nrest\n", encoding="utf-8")
+    i_start, i_end = captions.README_MARKERS
+    readme.write_text(f"a\n{i_start}\nold\n{i_end}\nintro\n{start}\nold\n{end}\nrest\n", encoding="utf-8")
     assert D.sync_readme(readme, figures) is True
-    assert readme.read_text() == f"intro\n{start}\n{md_path.read_text()}{end}\nrest\n"
+    items = captions.readme_table(figures)
+    assert (
+        readme.read_text()
+        == f"a\n{i_start}\n{items}{i_end}\nintro\n{start}\n{md_path.read_text()}{end}\nrest\n"
+    )
     assert D.sync_readme(readme, figures) is False
     readme.write_text("no markers\n")
-    with pytest.raises(DataError, match="paper_differences:start"):
+    with pytest.raises(DataError, match="needs one <!-- paper_items:start --> line"):
         D.sync_readme(readme, figures)
 
 

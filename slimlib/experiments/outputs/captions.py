@@ -576,6 +576,130 @@ CAPTIONS: dict[str, Caption] = {
 }
 
 
+#: Notebook -> the outputs it writes (every `CAPTIONS` stem in exactly one notebook; a test checks it against the
+#: notebooks' save calls). The README's paper-item table is generated from this and `CAPTIONS`.
+NOTEBOOK_OUTPUTS: dict[str, tuple[str, ...]] = {
+    "01_plateau": (
+        "fig01_plateau",
+        "fig01_plateau_summary",
+    ),
+    "02_active_context": (
+        "fig02_saturation",
+        "fig02_active_context",
+        "fig02_knees",
+    ),
+    "03_prefill_decode": (
+        "fig03_prefill_decode",
+        "fig03_prefill_decode_summary",
+    ),
+    "04_gpu_utilization": ("fig04_gpu_utilization_proxy",),
+    "05_kernels_roofline": (
+        "fig05_decode_breakdown",
+        "fig06_attention_roofline",
+        "table01_attention_roofline",
+    ),
+    "06_slim_evaluation": (
+        "table02_mape",
+        "table02_mape_throughput",
+        "table02_mape_latency",
+        "eval_curves",
+        "eval_parity",
+        "eval_slim_params",
+        "extrap_cv",
+        "extrap_coverage",
+    ),
+    "07_advisor": (
+        "bca_curves",
+        "bca_recommendations",
+        "bca_summary",
+        "bca_effort",
+        "bca_quality_vs_effort",
+        "bca_memory",
+        "bca_memory_saved",
+    ),
+    "08_kernel_counters": (
+        "fig04_kit_decode_counters",
+        "fig05_kit_kernel_shares",
+        "fig06_kit_attention_roofline",
+        "table01_kit_attention_roofline",
+        "fig07_kit_cache_hit_rates",
+        "fig08_kit_stalls_occupancy",
+        "fig07_fig08_kit_attention_memory",
+    ),
+    "09_kernels_measured": (
+        "fig02_length_panels_aic",
+        "fig03_length_panels_aic",
+        "fig04_step_utilization_aic",
+        "fig05_decode_breakdown_aic",
+        "fig05_crossover_aic",
+        "fig06_attention_roofline_aic",
+        "table01_attention_roofline_aic",
+        "kernels_plateau_by_gpu",
+        "kernels_eta_m_check",
+        "kernels_moe_check",
+        "kernels_moe_layouts",
+        "kernels_mla_check",
+        "kernels_moe_a2a",
+    ),
+    "10_transfer": (
+        "transfer_context_mape",
+        "transfer_context_by_length",
+        "transfer_context_residuals",
+        "transfer_tp_mape",
+        "transfer_gpu_mape",
+        "transfer_parity",
+        "transfer_mi300x_knee",
+        "transfer_mi250_evidence",
+        "peers_mape",
+    ),
+    "11_engine_cpu": (
+        "engine_noise_floor",
+        "fig01_engine_plateau",
+        "fig02_engine_saturation",
+        "fig03_engine_phases",
+        "table02_engine_mape",
+        "engine_bca_summary",
+        "engine_bca_recommendations",
+    ),
+    "12_paper_differences": ("paper_differences",),
+}
+
+#: The README's paper-item table lies between these lines (`readme_table` writes it).
+README_MARKERS = ("<!-- paper_items:start -->", "<!-- paper_items:end -->")
+
+
+def notebook_of(stem: str) -> str:
+    """The notebook that writes output `stem` (`NOTEBOOK_OUTPUTS`); DataError for an output no notebook lists."""
+    for nb, stems in NOTEBOOK_OUTPUTS.items():
+        if stem in stems:
+            return nb
+    raise DataError(f"output {stem!r} is in no notebook's list: add it to captions.NOTEBOOK_OUTPUTS")
+
+
+def _item_order(item: str) -> tuple[int, int, str]:
+    """Sort key of a paper item: figures by number, then tables, other paper sections, outputs of no paper item."""
+    m = re.match(r"(Figs?\.|Table) ([0-9IVX]+)", item)
+    if not m:
+        return (2 if item else 3, 0, item)
+    roman = {"I": 1, "II": 2}
+    number = int(m.group(2)) if m.group(2).isdigit() else roman.get(m.group(2), 9)
+    return (0 if m.group(1).startswith("Fig") else 1, number, item)
+
+
+def readme_table(figures_dir: str | Path | None = None) -> str:
+    """The README's paper-item table: one row per output of `CAPTIONS` (paper item, notebook, files, status in
+    the registry's words, as in CAPTIONS.md), ordered by paper item. With `figures_dir`, an output not there is
+    marked "not generated" (the kit outputs of notebook 08 need a GPU campaign)."""
+    present = set(output_stems(figures_dir)) if figures_dir is not None else set(CAPTIONS)
+    rows = sorted(CAPTIONS.items(), key=lambda kv: (_item_order(kv[1].paper_item), notebook_of(kv[0]), kv[0]))
+    lines = ["| Paper item | Notebook | Output (`figures/`) | Status |", "|---|---|---|---|"]
+    for stem, c in rows:
+        shown = f"`{stem}.*`" + ("" if stem in present else " (not generated)")
+        status = c.status.replace("|", "/")
+        lines.append(f"| {c.paper_item or 'none'} | `{notebook_of(stem)}` | {shown} | {status} |")
+    return "\n".join(lines) + "\n"
+
+
 def paper_item_of(stem: str) -> str | None:
     """The paper item an output name claims by its prefix (``fig06_...`` -> "Fig. 6"), or None."""
     m = _PAPER_PREFIX.match(stem)

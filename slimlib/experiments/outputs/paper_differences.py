@@ -16,10 +16,11 @@ from pathlib import Path
 import pandas as pd
 
 from slimlib.errors import DataError
+from slimlib.experiments.outputs import captions
 from slimlib.experiments.outputs.narrative import knee_vs_kv_sentence
 from slimlib.experiments.outputs.plotting import save_table
 from slimlib.experiments.outputs.table_format import format_sig
-from slimlib.io import write_text
+from slimlib.io import replace_marked_block
 from slimlib.model import method_label
 
 VERDICTS = ("agree", "disagree", "not testable")
@@ -303,20 +304,12 @@ def readme_block(figures_dir: str | Path = "figures") -> str:
     return path.read_text(encoding="utf-8")
 
 
-def sync_readme(readme: str | Path, figures_dir: str | Path = "figures") -> bool:
-    """Replace the README's block between `README_MARKERS` by `readme_block`; True when the file changed."""
-    readme = Path(readme)
-    text = readme.read_text(encoding="utf-8")
-    start, end = README_MARKERS
-    if text.count(start) != 1 or text.count(end) != 1 or text.index(start) > text.index(end):
-        raise DataError(f"{readme}: needs one {start} line followed by one {end} line")
-    head, rest = text.split(start, 1)
-    tail = rest.split(end, 1)[1]
-    new = f"{head}{start}\n{readme_block(figures_dir)}{end}{tail}"
-    if new == text:
-        return False
-    write_text(readme, new)
-    return True
+def sync_readme(readme: str | Path = "README.md", figures_dir: str | Path = "figures") -> bool:
+    """Regenerate the README's generated blocks from `figures_dir`: the paper-item table
+    (`captions.README_MARKERS`, from the captions registry) and the differences table (`README_MARKERS`); True when
+    the file changed. Run after `slim reproduce`; tests check that both agree with the outputs."""
+    items = replace_marked_block(readme, *captions.README_MARKERS, captions.readme_table(figures_dir))
+    return replace_marked_block(readme, *README_MARKERS, readme_block(figures_dir)) or items
 
 
 def verdict_counts(table: pd.DataFrame) -> dict[str, int]:
