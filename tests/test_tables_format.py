@@ -147,6 +147,8 @@ def test_parameter_display_units_and_bounds():
     assert out.loc[0, "Unit"] == "µs/token" and out.loc[0, "Estimate"] == "0.167"
     assert out.loc[0, "95% CI"] == "[0.055, 0.280]"  # fixed decimals, not significant figures
     assert out.loc[1, "Std. error"] == "n/a (at bound)" and out.loc[1, "95% CI"] == "n/a (at bound)"
+    gamma = T.parameter_display(params.assign(unit=["s/(layer (D/1024)^2 token)", "-"]))  # the unit of Eq. 10
+    assert gamma.loc[0, "Unit"] == "ns/(layer (D/1024)^2 token)" and gamma.loc[0, "Estimate"] == "167.000"
 
 
 def test_p_values_never_print_as_zero_and_headers_carry_units_in_words():

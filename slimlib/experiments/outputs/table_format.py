@@ -406,7 +406,12 @@ def format_sig(x: float, sig: int = 3, na: str = "n/a") -> str:
 
 
 #: Display scaling of parameter units (seconds-based units shown in ms or microseconds to avoid tiny numbers).
-UNIT_SCALES = {"s/token": (1e6, "µs/token"), "s/step": (1e3, "ms/step"), "-": (1.0, "dimensionless")}
+UNIT_SCALES = {
+    "s/token": (1e6, "µs/token"),
+    "s/step": (1e3, "ms/step"),
+    "s/(layer (D/1024)^2 token)": (1e9, "ns/(layer (D/1024)^2 token)"),  # gamma of Eq. 10: about 1e-7 s
+    "-": (1.0, "dimensionless"),
+}
 
 
 def parameter_display(params: pd.DataFrame, decimals: int = 3) -> pd.DataFrame:
