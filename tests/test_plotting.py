@@ -257,3 +257,15 @@ def test_notebooks_write_into_the_repositorys_figures_from_any_working_directory
         ]
         assert 'figures_dir: str = ""' in code[0], nb.name  # the parameters cell: no "../figures"
         assert "figures_dir = figures_folder(figures_dir)" in "\n".join(code[1:]), nb.name
+
+
+def test_one_colour_per_method_in_every_figure():
+    from slimlib.experiments.outputs.plotting import METHOD_FALLBACK_COLORS, METHOD_STYLES, method_style
+    from slimlib.model import METHODS
+
+    colours = [c for c, _ in METHOD_STYLES.values()]
+    assert len(set(colours)) == len(colours)  # no two methods (registered or peer) share a colour
+    assert set(METHODS) <= set(METHOD_STYLES)
+    assert {"roofline", "genz", "llm-analysis", "aiconfigurator"} <= set(METHOD_STYLES)  # peers_mape's peers
+    assert not set(METHOD_FALLBACK_COLORS) & set(colours)
+    assert method_style("some-new-peer")[0] in METHOD_FALLBACK_COLORS

@@ -45,7 +45,8 @@ OL_STYLES = {
     390: ("#20A386", "^"),
     520: ("#86D549", "D"),
 }
-#: Estimator (registry name, `slimlib.model.methods.METHODS`) -> (colour, line style) on every prediction plot.
+#: Estimator (registry name, `slimlib.model.methods.METHODS`, or peer name) -> (colour, line style) on every
+#: plot: one colour per method, no two methods alike.
 METHOD_STYLES = {
     "paper": ("#0072B2", "-"),
     "slim": ("#D55E00", "--"),
@@ -54,7 +55,15 @@ METHOD_STYLES = {
     "no-dense-decode": ("#CC79A7", (0, (1, 1))),
     "llmvisor-agg": ("#009E73", "-."),
     "imai-ood-lr": ("#E69F00", ":"),
+    # peer estimators (`slimlib.experiments.transfer_study.peer_comparison`): Paul Tol's muted colours, no
+    # Okabe-Ito hue, so no peer shares a colour with a registered method
+    "roofline": ("#882255", (0, (4, 1, 1, 1, 1, 1))),
+    "genz": ("#999933", (0, (6, 2))),
+    "llm-analysis": ("#332288", (0, (2, 2))),
+    "aiconfigurator": ("#44AA99", (0, (8, 2, 2, 2))),
 }
+#: Colours of estimators neither map lists (Tol muted): none is a colour of METHOD_STYLES.
+METHOD_FALLBACK_COLORS = ["#117733", "#88CCEE", "#AA4499", "#DDCC77", "#661100", "#6699CC"]
 _FALLBACK_MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*"]
 #: Batch-size tick positions (powers of four, plain numbers).
 BATCH_TICKS = [1, 4, 16, 64, 256, 1024]
@@ -92,7 +101,7 @@ def length_color(length: float, lo: float = 64.0, hi: float = 4096.0) -> str:
 
 def method_style(method: str) -> tuple[str, object]:
     """(colour, line style) of an estimator (registry name) in every figure."""
-    return METHOD_STYLES.get(method) or (_fallback(method, HOUSE_COLORS[:6])[0], "-")
+    return METHOD_STYLES.get(method) or (_fallback(method, METHOD_FALLBACK_COLORS)[0], "-")
 
 
 def batch_axis(ax, axis: str = "x") -> None:
