@@ -62,6 +62,20 @@ METHOD_STYLES = {
     "llm-analysis": ("#332288", (0, (2, 2))),
     "aiconfigurator": ("#44AA99", (0, (8, 2, 2, 2))),
 }
+#: Scenario (train/validation design) colours: Paul Tol's vibrant scheme without grey, none a method's, model's or
+#: length's colour; with `SCENARIO_MARKERS` (cycled together) every scenario gets its own colour-marker pair.
+SCENARIO_COLORS = ["#0077BB", "#EE7733", "#009988", "#EE3377", "#33BBEE", "#CC3311"]
+SCENARIO_MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*", "h", "p"]
+
+
+def scenario_styles(names) -> dict[str, tuple[str, str]]:
+    """(colour, marker) of each scenario name, in the order given."""
+    return {
+        n: (SCENARIO_COLORS[i % len(SCENARIO_COLORS)], SCENARIO_MARKERS[i % len(SCENARIO_MARKERS)])
+        for i, n in enumerate(dict.fromkeys(names))
+    }
+
+
 #: Colours of estimators neither map lists (Tol muted): none is a colour of METHOD_STYLES.
 METHOD_FALLBACK_COLORS = ["#117733", "#88CCEE", "#AA4499", "#DDCC77", "#661100", "#6699CC"]
 _FALLBACK_MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*"]
