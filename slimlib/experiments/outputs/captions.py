@@ -214,15 +214,21 @@ CAPTIONS: dict[str, Caption] = {
     "table02_mape_throughput": Caption(
         "Table II",
         "reproduced (in the paper's shape: scenarios as rows, methods as columns)",
-        "Throughput MAPE (%) with bootstrap 95% interval and the Wilcoxon p-value against SLIM (paper); best "
-        'per scenario in bold (never a cell with non-physical predictions, marked "(k <= 0)").',
+        "Throughput MAPE (%) with bootstrap 95% interval and the Wilcoxon p-value against SLIM (paper). A row's "
+        "lowest MAPE is bold only where it is significantly lowest (its interval apart from every other "
+        "method's and, unless it is SLIM (paper), Wilcoxon p < 0.05 against SLIM (paper)); never bold: a cell with "
+        'non-physical predictions (marked "(k <= 0)") or not held out (marked "†"). The notes give each '
+        "scenario's ground truth.",
         EVAL_TABLE2,
     ),
     "table02_mape_latency": Caption(
         "Table II",
         "reproduced (in the paper's shape; online latency is the in-engine request time by Little's law)",
-        "E2E-latency MAPE (%) with bootstrap 95% interval and the Wilcoxon p-value against SLIM (paper); best "
-        'per scenario in bold (never a cell with non-physical predictions, marked "(k <= 0)").',
+        "E2E-latency MAPE (%) with bootstrap 95% interval and the Wilcoxon p-value against SLIM (paper). A row's "
+        "lowest MAPE is bold only where it is significantly lowest (its interval apart from every other "
+        "method's and, unless it is SLIM (paper), Wilcoxon p < 0.05 against SLIM (paper)); never bold: a cell with "
+        'non-physical predictions (marked "(k <= 0)") or not held out (marked "†"). The notes give each '
+        "scenario's ground truth.",
         EVAL_TABLE2,
     ),
     "eval_curves": Caption(
