@@ -16,7 +16,9 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from slimlib.data import load
 from slimlib.errors import DataError
+from slimlib.experiments.characterization.plateau import offline_batch_sweeps
 from slimlib.io import write_text
 
 #: Paper items by output-name prefix number (SLIM paper: Figs. 1-8, Tables I-II).
@@ -63,10 +65,10 @@ MEMGAP_SHAREGPT = (
     "of 2000 ShareGPT prompts at request rate inf (family `background`, no chunked prefill): vLLM 0.5.2 on one "
     "H100 SXM 64 GB; `data/memgap-online.csv`"
 )
-#: Profiler of the four timing-valid offline sweeps (PROVENANCE.md and the launcher's config-*.txt).
+#: Profiler of the timing-valid offline sweeps (PROVENANCE.md and the launcher's config-*.txt); the counts are
+#: computed (`caption_facts`).
 OFFLINE_NSYS = (
-    "3 of the 4 offline sweeps (all but OPT-2.7B's `prefill_vs_decode/batch_evolution`) ran under Nsight Systems "
-    "(`profiler = nsys`; timings kept: its overhead is small, unlike Nsight Compute's)"
+    "<<offline_nsys>> (`profiler = nsys`; timings kept: its overhead is small, unlike Nsight Compute's)"
 )
 #: AIConfigurator source naming only the GPUs of the H100/H200 tables.
 AIC_H100_H200 = (
@@ -120,7 +122,7 @@ CAPTIONS: dict[str, Caption] = {
         "reproduced (other models and vLLM version than the paper)",
         "Throughput plateau: (a) total-token throughput and (b) mean inter-token latency of online serving "
         "(2000 ShareGPT prompts at request rate inf) against the batch-size cap; (c) end-to-end latency of one "
-        f"offline batch (IL = 161, OL = 338; {OFFLINE_NSYS}). Circles mark the knee, crosses the first cap at "
+        f"offline batch (<<offline_sweep_lengths>>; {OFFLINE_NSYS}). Circles mark the knee, crosses the first cap at "
         "which the KV cache is full or vLLM preempts.",
         f"{MEMGAP_SHAREGPT}; {MEMGAP_OFFLINE}",
     ),
@@ -136,7 +138,7 @@ CAPTIONS: dict[str, Caption] = {
         "Fig. 2",
         "reproduced (batch-size and output-length panels; the public data has no input-length sweep)",
         "Throughput saturation against the batch-size cap for output lengths 130-520 at a fixed input length "
-        "(IL = 242 tokens for OPT, 250 for Llama-2), one panel per model; circles mark each curve's knee.",
+        "(<<advisor_input_lengths>>), one panel per model; circles mark each curve's knee.",
         MEMGAP_ONLINE,
     ),
     "fig02_active_context": Caption(
@@ -156,7 +158,7 @@ CAPTIONS: dict[str, Caption] = {
     "fig03_prefill_decode": Caption(
         "Fig. 3",
         "reproduced (batch-size panel only; no IL/OL sweep with valid timings in the public data)",
-        "Prefill/decode split against the batch size (IL = 161, OL = 338): (a) decode share of "
+        "Prefill/decode split against the batch size (<<offline_sweep_lengths>>): (a) decode share of "
         f"prefill + decode time, (b) absolute phase times; {OFFLINE_NSYS}.",
         MEMGAP_OFFLINE,
     ),
@@ -706,6 +708,52 @@ def readme_table(figures_dir: str | Path | None = None) -> str:
     return "\n".join(lines) + "\n"
 
 
+#: `<<name>>` in a caption: a number computed from the committed tables (`caption_facts`), never typed by hand.
+_FACT = re.compile(r"<<(\w+)>>")
+
+
+def _joined(values) -> str:
+    return "/".join(f"{v:.0f}" for v in sorted({float(x) for x in values}))
+
+
+def caption_facts() -> dict[str, str]:
+    """The numbers quoted in captions, computed from the committed tables in `data/` with the selections the
+    figures use: the offline batch sweeps' lengths and profilers (`offline_batch_sweeps`), the online advisor
+    runs' input length per model."""
+    sweeps = offline_batch_sweeps(load("memgap-offline"))
+    per_model = list(sweeps.groupby("model", sort=True))
+    nsys = [str(m) for m, g in per_model if (g["profiler"] == "nsys").all()]
+    others = [f"{m}'s `{g['family'].iloc[0]}`" for m, g in per_model if str(m) not in nsys]
+    online = load("memgap-online")
+    by_il: dict[str, list[str]] = {}
+    for m, g in online[online["family"] == "advisor"].groupby("model", sort=True):
+        by_il.setdefault(_joined(g["input_len"]), []).append(str(m))
+    return {
+        "offline_sweep_lengths": f"IL = {_joined(sweeps['input_len'])}, OL = {_joined(sweeps['output_len'])}",
+        "offline_nsys": f"{len(nsys)} of the {len(per_model)} offline sweeps"
+        + (f" (all but {', '.join(others)})" if others else "")
+        + " ran under Nsight Systems",
+        "advisor_input_lengths": "IL = "
+        + "; ".join(f"{il} tokens for {', '.join(models)}" for il, models in by_il.items()),
+    }
+
+
+def fill_facts(text: str, facts: dict[str, str]) -> str:
+    """`text` with every `<<name>>` replaced by its computed value; DataError names an unknown fact."""
+
+    def value(m: re.Match[str]) -> str:
+        if m.group(1) not in facts:
+            raise DataError(f"caption fact <<{m.group(1)}>> is not computed by captions.caption_facts")
+        return facts[m.group(1)]
+
+    return _FACT.sub(value, text)
+
+
+def caption_text(stem: str, facts: dict[str, str] | None = None) -> str:
+    """The caption of output `stem` as CAPTIONS.md prints it (computed numbers filled in)."""
+    return fill_facts(CAPTIONS[stem].text, caption_facts() if facts is None else facts)
+
+
 def paper_item_of(stem: str) -> str | None:
     """The paper item an output name claims by its prefix (``fig06_...`` -> "Fig. 6"), or None."""
     m = _PAPER_PREFIX.match(stem)
@@ -755,8 +803,10 @@ def output_stems(figures_dir: str | Path) -> dict[str, list[str]]:
 
 
 def render_captions(stems: dict[str, list[str]], registry: dict[str, Caption] | None = None) -> str:
-    """The text of CAPTIONS.md for the outputs `stems` (stem -> extensions)."""
+    """The text of CAPTIONS.md for the outputs `stems` (stem -> extensions), computed numbers filled in
+    (`caption_facts`, read once and only when a listed caption quotes one)."""
     registry = CAPTIONS if registry is None else registry
+    facts: dict[str, str] | None = None
     lines = [
         "# Captions of the generated figures and tables",
         "",
@@ -778,12 +828,16 @@ def render_captions(stems: dict[str, list[str]], registry: dict[str, Caption] | 
                 "",
             ]
             continue
+        text, source = c.text, c.source
+        if "<<" in text + source:
+            facts = caption_facts() if facts is None else facts
+            text, source = fill_facts(text, facts), fill_facts(source, facts)
         lines += [
             f"Paper item: {c.paper_item or 'none'}. Status: {c.status}.",
             "",
-            c.text,
+            text,
             "",
-            f"Data: {c.source}.",
+            f"Data: {source}.",
             "",
         ]
     return "\n".join(lines).rstrip("\n") + "\n"
