@@ -281,7 +281,8 @@ def display_table(table: pd.DataFrame) -> pd.DataFrame:
 
 
 NOTES = (
-    "Claims quoted from the paper's text (SLIM-paper.txt); the package's figures are read from the CSVs in "
+    "Claims from the paper's text (SLIM-paper.txt, quoted or closely paraphrased); the package's figures are read "
+    "from the CSVs in "
     "figures/ of the same run. Verdicts: agree / disagree with the claim on this package's data (which is not "
     "the paper's: other GPUs, engine versions and workloads, named in CAPTIONS.md); not testable where the paper "
     "prints no number to compare with or the output was not computed.",
