@@ -75,3 +75,16 @@ def test_bound_report():
     )
     assert N.bound_report(p).startswith("2 of 3 fitted values sit at a bound (SLIM eta_c: 2)")
     assert N.bound_report(p.assign(at_bound=False)) == "None of the 3 fitted values sits at a bound."
+
+
+def test_variant_comparison_says_whether_the_difference_is_significant():
+    summary = pd.DataFrame(
+        {"variant": ["faithful", "faithful", "project", "project"], "slo": ["tight", "loose", "tight", "loose"],
+         "mean_quality_pct": [84.6, 75.0, 97.1, 93.8], "p_quality_vs_ref": [np.nan, np.nan, 0.157, 0.01]}
+    )  # fmt: skip
+    text = N.variant_comparison(summary)
+    assert (
+        "tight SLO: project 97.1% vs faithful 84.6% mean quality (p=0.157, not significant at 0.05)" in text
+    )
+    assert "loose SLO: project 93.8% vs faithful 75.0% mean quality (p=0.010, significant at 0.05)" in text
+    assert N.variant_comparison(summary[summary["variant"] == "project"]).startswith("No variant")

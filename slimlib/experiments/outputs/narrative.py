@@ -123,6 +123,29 @@ def ablation_report(
     return "\n".join(lines)
 
 
+def variant_comparison(summary: pd.DataFrame, reference: str = "faithful", alpha: float = 0.05) -> str:
+    """Per SLO, each SLIM-BCA variant's mean recommendation quality against the `reference` variant's, with the
+    Wilcoxon p-value and whether the difference is significant at `alpha` (`summary`: bca_summary.csv's columns
+    variant, slo, mean_quality_pct, p_quality_vs_ref)."""
+    parts = []
+    for slo, g in summary.groupby("slo", sort=False):
+        ref = g[g["variant"] == reference]
+        if ref.empty:
+            continue
+        for r in g[g["variant"] != reference].itertuples():
+            p = float(r.p_quality_vs_ref)
+            if not np.isfinite(p):
+                continue
+            verdict = "significant" if p < alpha else "not significant"
+            parts.append(
+                f"{slo} SLO: {r.variant} {r.mean_quality_pct:.1f}% vs {reference} "
+                f"{float(ref['mean_quality_pct'].iloc[0]):.1f}% mean quality ({_p(p)}, {verdict} at {alpha})"
+            )
+    if not parts:
+        return f"No variant has a paired comparison with {reference}."
+    return "Advisor variants against " + reference + ": " + "; ".join(parts) + "."
+
+
 def bound_report(params: pd.DataFrame) -> str:
     """How many fitted values sit at a bound, per method and parameter (`params`: method, parameter, at_bound)."""
     n = int(params["at_bound"].sum())
