@@ -221,6 +221,21 @@ def write_text(path: str | Path, text: str, *, executable: bool = False) -> Path
     return Path(path)
 
 
+def replace_marked_block(path: str | Path, start: str, end: str, block: str) -> bool:
+    """Replace the text between the lines `start` and `end` of the file `path` by `block` (atomically); True when
+    the file changed. DataError when the markers are not there once each, in that order."""
+    path = Path(path)
+    text = path.read_text(encoding="utf-8")
+    if text.count(start) != 1 or text.count(end) != 1 or text.index(start) > text.index(end):
+        raise DataError(f"{path}: needs one {start} line followed by one {end} line")
+    head, rest = text.split(start, 1)
+    new = f"{head}{start}\n{block}{end}{rest.split(end, 1)[1]}"
+    if new == text:
+        return False
+    write_text(path, new)
+    return True
+
+
 def write_bytes(path: str | Path, data: bytes) -> Path:
     """Write `data` to `path` atomically."""
     with atomic_open(path, "wb") as fh:

@@ -66,7 +66,7 @@ def _saved_names(nb_path: Path) -> set[str]:
 
 def test_every_name_a_notebook_saves_has_a_caption():
     names = set()
-    for nb in sorted((REPO / "notebooks").glob("0*.ipynb")):
+    for nb in sorted((REPO / "notebooks").glob("[0-9][0-9]_*.ipynb")):  # every notebook, 10 and up too
         names |= {n for n in _saved_names(nb) if "{" not in n}
     from slimlib.experiments.characterization.kit_figures import ATTENTION_MEMORY_FIGURES
 
@@ -77,6 +77,8 @@ def test_every_name_a_notebook_saves_has_a_caption():
         "table02_mape",
         "fig01_plateau",
         "fig07_kit_cache_hit_rates",
+        "peers_mape",  # notebook 10
+        "table02_engine_mape",  # notebook 11
     } <= names
     assert sorted(n for n in names if n not in CAPTIONS) == []
 
@@ -119,3 +121,36 @@ def test_absolute_path_pattern_catches_machine_paths():
     assert ABSOLUTE.search("mirrored under `/work/shared/data/x`")
     assert ABSOLUTE.search("C:\\\\Users\\\\me")
     assert not ABSOLUTE.search("mirrored under `../shared/data/x` and https://github.com/a/b")
+
+
+def test_every_output_belongs_to_one_notebook_that_saves_it():
+    from slimlib.experiments.outputs.captions import NOTEBOOK_OUTPUTS, notebook_of
+
+    listed = [s for stems in NOTEBOOK_OUTPUTS.values() for s in stems]
+    assert sorted(listed) == sorted(CAPTIONS)  # every captioned output in exactly one notebook
+    notebooks = {p.stem: p for p in (REPO / "notebooks").glob("[0-9][0-9]_*.ipynb")}
+    assert set(NOTEBOOK_OUTPUTS) <= set(notebooks)
+    for nb, path in notebooks.items():
+        saved = {n for n in _saved_names(path) if "{" not in n}
+        assert sorted(n for n in saved if notebook_of(n) != nb) == [], (
+            nb
+        )  # the list names the notebook saving it
+    with pytest.raises(Exception, match="NOTEBOOK_OUTPUTS"):
+        notebook_of("no_such_output")
+
+
+def test_readme_paper_item_table_is_generated_from_the_captions_registry():
+    from slimlib.experiments.outputs.captions import README_MARKERS, readme_table
+
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    start, end = README_MARKERS
+    assert readme.count(start) == 1 and readme.count(end) == 1
+    block = readme.split(start, 1)[1].split(end, 1)[0]
+    assert block == "\n" + readme_table(FIGURES), (
+        "README's paper-item table differs from the captions registry: run `python -c \"from "
+        'slimlib.experiments.outputs.paper_differences import sync_readme; sync_readme()"`'
+    )
+    for stem, c in CAPTIONS.items():  # status words identical to CAPTIONS.md's
+        assert (
+            f"`{stem}.*`" in block and f"| {c.status} |" in block.split(f"`{stem}.*`", 1)[1].split("\n", 1)[0]
+        )

@@ -316,3 +316,12 @@ def test_real_runs_round_trip_into_slim_model(tmp_path):
     pred = SlimModel().fit(table).predict(table)
     for col in ("pred_throughput_tok_s", "pred_e2e_s", "pred_prefill_s", "pred_decode_s"):
         assert col in pred.columns and pred[col].notna().all()
+
+
+def test_ingest_takes_one_result_file_as_well_as_a_folder(runs, tmp_path):
+    out = tmp_path / "one.csv"
+    assert main(["data", "ingest", str(runs / NEW), "--gpu", "h100-sxm-80gb", "--out", str(out)]) == 0
+    df = pd.read_csv(out)
+    assert df["source_file"].tolist() == [NEW] and df["batch_size"].tolist() == [16]
+    with pytest.raises(DataError, match="no such folder or result file"):
+        ingest(runs / "missing.json", gpu="h100-sxm-80gb")

@@ -48,7 +48,7 @@ def test_table_is_computed_from_the_data():
     assert empty["mape_pct"].isna().all() and (empty["n_train"] == 0).all()
     assert clean.attrs["notes"]["empty"] == "no data: test"
     wide = wide_table(clean)
-    assert list(wide.columns[:3]) == ["scenario", "n_train", "n_test"] and "SLIM" in wide.columns
+    assert list(wide.columns[:3]) == ["scenario", "n_train", "n_test"] and "SLIM (paper)" in wide.columns
 
 
 def test_missing_baseline_inputs_give_a_note_not_a_crash():

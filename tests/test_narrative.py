@@ -51,20 +51,22 @@ def test_knee_sentence_names_coincident_knees():
 def _long():
     rows = []
     for scen, (ref, abl) in {"a": (10.0, 5.0), "b": (10.0, 15.0), "c": (10.0, 10.2)}.items():
-        rows.append({"scenario": scen, "method": "SLIM", "metric": "throughput", "mape_pct": ref,
+        rows.append({"scenario": scen, "method": "SLIM (paper)", "metric": "throughput", "mape_pct": ref,
                      "diff_vs_ref_pct": np.nan, "p_wilcoxon": np.nan})  # fmt: skip
-        rows.append({"scenario": scen, "method": "SLIM no-kv-scan", "metric": "throughput", "mape_pct": abl,
+        rows.append({"scenario": scen, "method": "SLIM (paper) no-kv-scan", "metric": "throughput", "mape_pct": abl,
                      "diff_vs_ref_pct": abl - ref, "p_wilcoxon": 0.3 if scen == "c" else 0.002})  # fmt: skip
     return pd.DataFrame(rows)
 
 
 def test_ablation_report_lists_wins_losses_and_ties():
-    text = N.ablation_report(_long(), ["SLIM no-kv-scan"])
+    text = N.ablation_report(
+        _long(), ["SLIM (paper) no-kv-scan"]
+    )  # labels; the reference defaults to the paper's
     assert "a 5.0% vs 10.0% (-5.0 points, p=0.002: removing the term wins)" in text
     assert "b 15.0% vs 10.0% (+5.0 points, p=0.002: removing the term loses)" in text
     assert "c 10.2% vs 10.0% (+0.2 points, p=0.300: no significant difference)" in text
     counts = N.comparison_counts(_long(), "throughput")
-    assert "SLIM no-kv-scan lower in 1, higher in 1, not different in 1 of 3" in counts
+    assert "SLIM (paper) no-kv-scan lower in 1, higher in 1, not different in 1 of 3" in counts
 
 
 def test_bound_report():
@@ -73,3 +75,16 @@ def test_bound_report():
     )
     assert N.bound_report(p).startswith("2 of 3 fitted values sit at a bound (SLIM eta_c: 2)")
     assert N.bound_report(p.assign(at_bound=False)) == "None of the 3 fitted values sits at a bound."
+
+
+def test_variant_comparison_says_whether_the_difference_is_significant():
+    summary = pd.DataFrame(
+        {"variant": ["faithful", "faithful", "project", "project"], "slo": ["tight", "loose", "tight", "loose"],
+         "mean_quality_pct": [84.6, 75.0, 97.1, 93.8], "p_quality_vs_ref": [np.nan, np.nan, 0.157, 0.01]}
+    )  # fmt: skip
+    text = N.variant_comparison(summary)
+    assert (
+        "tight SLO: project 97.1% vs faithful 84.6% mean quality (p=0.157, not significant at 0.05)" in text
+    )
+    assert "loose SLO: project 93.8% vs faithful 75.0% mean quality (p=0.010, significant at 0.05)" in text
+    assert N.variant_comparison(summary[summary["variant"] == "project"]).startswith("No variant")

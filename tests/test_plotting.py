@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import struct
 import subprocess
 import sys
@@ -172,10 +173,10 @@ def test_markdown_table_format(table):
 def test_latex_table_escapes_and_aligns(table):
     tex = table_to_latex(table, digits=4)
     lines = tex.splitlines()
-    assert lines[0] == r"\begin{tabular}{lrrr}"
-    assert lines[2] == r"Model & Batch size B & MAPE \% & Throughput (tok/s) \\"
+    start = lines.index(r"\begin{tabular}{lrr>{\raggedleft\arraybackslash}p{5.5em}}")  # the long header wraps
+    assert lines[start + 2] == r"Model & Batch size B & MAPE \% & Throughput (tok/s) \\"
     assert r"llama\_2\_7b & 256 & n/a (no data) & 0.0001 \\" in lines
-    assert lines[-1] == r"\end{tabular}"
+    assert r"\end{tabular}}%" in lines
     assert tex.count(r"\toprule") == tex.count(r"\midrule") == tex.count(r"\bottomrule") == 1
 
 
@@ -236,3 +237,35 @@ def test_plain_log_axis_labels_have_no_powers():
     labels = [t.get_text() for t in ax.get_yticklabels() if t.get_text()]
     assert "1" in labels and "10" in labels and "20" in labels
     assert not any("10^" in lab or "times" in lab or "e+" in lab for lab in labels)
+
+
+def test_notebooks_write_into_the_repositorys_figures_from_any_working_directory(tmp_path, monkeypatch):
+    from slimlib.experiments.outputs.plotting import FIGURES_ENV, figures_folder
+
+    repo = Path(__file__).resolve().parents[1]
+    monkeypatch.delenv(FIGURES_ENV, raising=False)
+    monkeypatch.chdir(tmp_path)
+    assert figures_folder("") == repo / "figures"
+    assert figures_folder("out") == Path("out")
+    monkeypatch.setenv(FIGURES_ENV, str(tmp_path / "f"))
+    assert figures_folder("") == tmp_path / "f"
+    for nb in sorted((repo / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+        code = [
+            "".join(c["source"])
+            for c in json.loads(nb.read_text(encoding="utf-8"))["cells"]
+            if c["cell_type"] == "code"
+        ]
+        assert 'figures_dir: str = ""' in code[0], nb.name  # the parameters cell: no "../figures"
+        assert "figures_dir = figures_folder(figures_dir)" in "\n".join(code[1:]), nb.name
+
+
+def test_one_colour_per_method_in_every_figure():
+    from slimlib.experiments.outputs.plotting import METHOD_FALLBACK_COLORS, METHOD_STYLES, method_style
+    from slimlib.model import METHODS
+
+    colours = [c for c, _ in METHOD_STYLES.values()]
+    assert len(set(colours)) == len(colours)  # no two methods (registered or peer) share a colour
+    assert set(METHODS) <= set(METHOD_STYLES)
+    assert {"roofline", "genz", "llm-analysis", "aiconfigurator"} <= set(METHOD_STYLES)  # peers_mape's peers
+    assert not set(METHOD_FALLBACK_COLORS) & set(colours)
+    assert method_style("some-new-peer")[0] in METHOD_FALLBACK_COLORS

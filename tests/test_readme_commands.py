@@ -27,6 +27,10 @@ BLOCKS: dict[str, str | None] = {
         "tests/test_cli_reproduce.py and tests/test_notebooks_run.py run `slim reproduce` in quick mode"
     ),
     "slim models": None,
+    ".venv/bin/jupyter lab notebooks/": (
+        "starts an interactive JupyterLab server that runs until stopped; tests/test_plotting.py checks that every "
+        "notebook writes into the repository's figures/ from any working directory"
+    ),
     "slim plan --model llama-2-7b --gpu h100-sxm-64gb --input-len 250 --output-len 130 520 --out plan/": None,
     "slim advise params.json --model llama-2-7b --input-len 250 --output-len 260 --slo-s 30 --epsilon 0.3": None,
     "source .venv/bin/activate": None,

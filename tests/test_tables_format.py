@@ -73,8 +73,9 @@ def _long():
 
 def test_table2_in_the_paper_shape_bold_best_with_intervals_and_p_values():
     shown = T.paper_table2(
-        _long(), "throughput", na_reasons={"no-data": "no data"}, method_labels={"SLIM": "SLIM (faithful)"}
-    )
+        _long(), "throughput", reference="SLIM", na_reasons={"no-data": "no data"},
+        method_labels={"SLIM": "SLIM (faithful)"},
+    )  # fmt: skip
     assert list(shown.columns) == [
         "Scenario",
         "Train / test rows",
@@ -92,6 +93,29 @@ def test_table2_in_the_paper_shape_bold_best_with_intervals_and_p_values():
     assert "**4.4 [3.4, 5.4], p<0.001**" in md and "**1.1 [0.1, 2.1], p<0.001**" in md
     tex = T.latex(*T.format_table(shown), notes=["x > 100%"])
     assert r"\textbf{4.4 [3.4, 5.4], p$<$0.001}" in tex and r"Note: x $>$ 100\%" in tex  # math-mode < and >
+
+
+def test_table2_bolds_only_a_significantly_lowest_cell_and_marks_cells_not_held_out():
+    long = _long()
+    same = (long["scenario"] == "same-curve") & (long["method"] == "SLIM-extended")
+    long.loc[same, "ci_hi_pct"] = 12.0  # overlaps SLIM's [11.9, 13.9]: lowest, but not significantly
+    comb = (long["scenario"] == "combined") & (long["method"] == "SLIM-extended")
+    long.loc[comb, "p_wilcoxon"] = 0.13  # intervals apart, but the paired test does not reject
+    shown = T.paper_table2(
+        long, "throughput", reference="SLIM", truths={"same-curve": "measured", "combined": "measured"}
+    )
+    assert not any(isinstance(c, T.Bold) for c in shown.iloc[:2].to_numpy().ravel())
+    assert "Ground truth of same-curve, combined: measured." in shown.attrs["notes"]
+    shown = T.paper_table2(
+        _long(), "throughput", reference="SLIM", not_held_out={"combined / SLIM-extended": "tuned on it"}
+    )
+    assert isinstance(shown.iloc[0]["SLIM-extended"], T.Bold)  # significant and held out
+    cell = shown.iloc[1]["SLIM-extended"]
+    assert cell.endswith(" †") and not isinstance(cell, T.Bold)
+    assert not isinstance(shown.iloc[1]["SLIM"], T.Bold)  # the second-lowest is never promoted to bold
+    assert any(
+        n.startswith("† combined / SLIM-extended: not held out (tuned on it)") for n in shown.attrs["notes"]
+    )
 
 
 def test_high_mape_note():
@@ -123,6 +147,8 @@ def test_parameter_display_units_and_bounds():
     assert out.loc[0, "Unit"] == "µs/token" and out.loc[0, "Estimate"] == "0.167"
     assert out.loc[0, "95% CI"] == "[0.055, 0.280]"  # fixed decimals, not significant figures
     assert out.loc[1, "Std. error"] == "n/a (at bound)" and out.loc[1, "95% CI"] == "n/a (at bound)"
+    gamma = T.parameter_display(params.assign(unit=["s/(layer (D/1024)^2 token)", "-"]))  # the unit of Eq. 10
+    assert gamma.loc[0, "Unit"] == "ns/(layer (D/1024)^2 token)" and gamma.loc[0, "Estimate"] == "167.000"
 
 
 def test_p_values_never_print_as_zero_and_headers_carry_units_in_words():
@@ -143,7 +169,9 @@ def test_long_na_reasons_go_to_a_note_and_nonphysical_cells_are_marked_never_bes
                      "p_wilcoxon": 0.5, "n_nonphysical": bad})  # fmt: skip
     long = pd.DataFrame(rows)
     reason = "not fitted: LLMVisor-Agg needs TTFT and ITL, which this benchmark does not report at all"
-    shown = T.paper_table2(long, "latency", na_reasons={"context-transfer / LLMVisor-Agg": reason})
+    shown = T.paper_table2(
+        long, "latency", reference="SLIM", na_reasons={"context-transfer / LLMVisor-Agg": reason}
+    )
     row = shown.iloc[0]
     assert row["Scenario"] == "context transfer IL = OL (LLM-Inference-Bench, MI300X/MI250)"
     assert row["LLMVisor-Agg"] == "n/a (note 1)" and shown.attrs["notes"][0] == f"n/a (note 1): {reason}"

@@ -23,12 +23,37 @@ def test_bootstrap_interval_is_deterministic_and_contains_the_point_estimate():
         assert point == pytest.approx(v.mean())
         assert lo <= point <= hi
         assert lo >= v.min() and hi <= v.max()
-    # a different seed or label gives another stream, a larger sample a narrower interval
+    # a different seed or other values give another stream, a larger sample a narrower interval
     v = rng.normal(10, 2, 30)
     assert U.bootstrap_mean_ci(v, seed=1, label="a") != U.bootstrap_mean_ci(v, seed=2, label="a")
+    w = v.copy()
+    w[0] += 1e-9
+    assert U.bootstrap_mean_ci(v, seed=1)[1:] != U.bootstrap_mean_ci(w, seed=1)[1:]
     wide = U.bootstrap_mean_ci(v[:8], seed=1)
     narrow = U.bootstrap_mean_ci(np.tile(v, 10), seed=1)
     assert narrow[2] - narrow[1] < wide[2] - wide[1]
+
+
+def test_one_statistic_has_one_interval_whatever_its_label_or_table():
+    """The stream is seeded from the data, not the label: the same errors give the same interval under any label,
+    and the same cell computed by `mape_intervals` and by `group_intervals` (two files) agrees."""
+    rng = np.random.default_rng(3)
+    v = rng.lognormal(1.0, 1.0, 25)
+    assert U.bootstrap_mean_ci(v, label="table02 / slim") == U.bootstrap_mean_ci(v, label="peers / SLIM")
+    d = rng.normal(0.3, 1.0, 25)
+    assert U.paired_comparison(d + 5, np.full(25, 5.0), label="a") == U.paired_comparison(
+        d + 5, np.full(25, 5.0), label="b"
+    )
+    n = 20
+    true = rng.uniform(50, 150, n)
+    preds = pd.DataFrame(
+        {"scenario": "s", "method": "m", "batch_size": np.arange(n), "throughput_tok_s": true,
+         "pred_throughput_tok_s": true * rng.uniform(0.8, 1.2, n), "e2e_s": true, "pred_e2e_s": true}
+    )  # fmt: skip
+    long = U.mape_intervals(preds, reference="m", metrics=("throughput",), n_boot=400)
+    grouped = U.group_intervals(preds.assign(fold="other label"), ["fold"], n_boot=400)
+    cols = ["mape_pct", "ci_lo_pct", "ci_hi_pct"]
+    assert long[cols].to_numpy().tolist() == grouped[cols].to_numpy().tolist()
 
 
 def test_bootstrap_edge_cases():
@@ -71,7 +96,7 @@ def _predictions():
 
 def test_mape_intervals_point_estimates_pairing_and_gaps():
     pred = _predictions()
-    out = U.mape_intervals(pred, n_boot=500)
+    out = U.mape_intervals(pred, reference="SLIM", n_boot=500)
     assert len(out) == 2 * 3 * 2
     for r in out.itertuples():
         sel = pred[(pred["scenario"] == r.scenario) & (pred["method"] == r.method)]
@@ -85,10 +110,10 @@ def test_mape_intervals_point_estimates_pairing_and_gaps():
             assert np.isnan(r.diff_vs_ref_pct) and np.isnan(r.p_wilcoxon)
     better = out[(out["method"] == "Better") & (out["metric"] == "throughput")]
     assert (better["diff_vs_ref_pct"] < 0).all() and (better["p_wilcoxon"] < 0.05).all()
-    assert out.equals(U.mape_intervals(pred, n_boot=500))  # deterministic
+    assert out.equals(U.mape_intervals(pred, reference="SLIM", n_boot=500))  # deterministic
     dup = pd.concat([pred, pred.iloc[[0]]], ignore_index=True)
     with pytest.raises(DataError, match="not unique"):
-        U.mape_intervals(dup, n_boot=50)
+        U.mape_intervals(dup, reference="SLIM", n_boot=50)
 
 
 def test_format_helpers():
@@ -103,7 +128,7 @@ def test_no_latency_at_or_below_zero_enters_a_mape_uncounted():
     bad = (pred["method"] == "Better") & (pred["scenario"] == "transfer") & (pred["batch_size"] >= 32)
     pred.loc[bad, "pred_e2e_s"] = -pred.loc[bad, "e2e_s"]  # 3 rows cross zero
     pred.loc[bad & (pred["batch_size"] == 64), "pred_e2e_s"] = 0.0
-    out = U.mape_intervals(pred, n_boot=200)
+    out = U.mape_intervals(pred, reference="SLIM", n_boot=200)
     for r in out.itertuples():
         sel = pred[(pred["scenario"] == r.scenario) & (pred["method"] == r.method)]
         col = U.METRIC_COLUMNS[r.metric][1]

@@ -34,7 +34,11 @@ class Method:
     experimental: str = ""
 
 
-#: name -> method, in the order of the evaluation tables
+#: The paper's model in every header and legend ("SLIM" alone would also name the extended model `slim`).
+PAPER_LABEL = "SLIM (paper)"
+
+#: name -> method, in the order of the evaluation tables; `label` is the method's one display name (legends,
+#: headers, prose), the name itself is what CSVs hold
 METHODS: dict[str, Method] = {
     m.name: m
     for m in (
@@ -47,7 +51,10 @@ METHODS: dict[str, Method] = {
             "TPOT on 2 cores): scored by `scripts/extrapolation_cv.py --candidates slim,slim-roofline`, not by "
             "`slim reproduce`",
         ),  # fmt: skip
-        *(Method(v, SlimModel, "SLIM" if v == "paper" else f"SLIM {v}", {"variant": v}) for v in VARIANTS),
+        *(
+            Method(v, SlimModel, PAPER_LABEL if v == "paper" else f"{PAPER_LABEL} {v}", {"variant": v})
+            for v in VARIANTS
+        ),
         Method("llmvisor-agg", LLMVisorAgg, "LLMVisor-Agg", calibrated=False),
         Method("imai-ood-lr", ImaiOodLR, "IMAI OOD-LR", calibrated=False),
     )
@@ -65,7 +72,8 @@ FORMAT_SINCE = {"slim": 3}
 
 
 def method_label(name: str) -> str:
-    """Display label of a registered method (tables' headers, legends); any other name is returned as given."""
+    """The one display label of a registered method (headers, legends, prose: `paper` -> "SLIM (paper)", `slim` ->
+    "SLIM-extended"); any other name is returned as given."""
     m = METHODS.get(name)
     return m.label if m is not None else name
 

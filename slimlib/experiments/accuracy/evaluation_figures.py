@@ -6,7 +6,12 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from slimlib.experiments.outputs.plotting import HOUSE_COLORS, batch_axis, method_style, new_figure
+from slimlib.experiments.outputs.plotting import (
+    batch_axis,
+    method_style,
+    new_figure,
+    scenario_styles,
+)
 from slimlib.model import method_label
 
 #: Panels of the predicted-vs-measured figure: (scenario, curve label or None for the scenario's last curve).
@@ -149,8 +154,7 @@ def eval_parity(pred: pd.DataFrame):
     the panel title; nothing is left out."""
     methods = list(dict.fromkeys(pred["method"]))
     scenarios = list(dict.fromkeys(pred["scenario"]))
-    colors = dict(zip(scenarios, HOUSE_COLORS, strict=False))
-    markers = dict(zip(scenarios, ["o", "s", "^", "D", "v", "P", "X", "*"], strict=False))
+    styles = scenario_styles(scenarios)
     nrows, ncols = panel_grid(len(methods))
     fig, axes = new_figure(nrows, ncols, double=True, height=2.1 * nrows + 0.5, squeeze=False)
     flat = list(axes.flat)
@@ -159,8 +163,8 @@ def eval_parity(pred: pd.DataFrame):
         bad = m["pred_throughput_tok_s"] <= 0
         for scen in dict.fromkeys(m["scenario"]):
             s = m[(m["scenario"] == scen) & ~bad]
-            ax.loglog(s["throughput_tok_s"], s["pred_throughput_tok_s"], markers.get(scen, "o"), ms=2.5,
-                      color=colors.get(scen, "gray"), label=scen, alpha=0.8)  # fmt: skip
+            ax.loglog(s["throughput_tok_s"], s["pred_throughput_tok_s"], styles[scen][1], ms=2.5,
+                      color=styles[scen][0], label=scen, alpha=0.8)  # fmt: skip
         if bad.any():
             ax.plot(m.loc[bad, "throughput_tok_s"], np.full(int(bad.sum()), FLOOR * 1.3), "|", ms=5, mew=0.8,
                     color="#777777", label="prediction <= 0 (drawn at the floor)")  # fmt: skip
@@ -168,18 +172,23 @@ def eval_parity(pred: pd.DataFrame):
         ax.set_xlim(50, 3e4)
         ax.set_ylim(FLOOR, 1e5)
         title = method_label(method) + (f" ({int(bad.sum())} predictions <= 0)" if bad.any() else "")
-        ax.set_title(title, fontsize=7)
+        ax.set_title(title, fontsize=6.5)
     handles: dict[str, object] = {}
     for ax in flat[: len(methods)]:
         for h, lab in zip(*ax.get_legend_handles_labels(), strict=True):
             handles.setdefault(lab, h)
     labels = list(handles)
     for ax in flat[len(methods) :]:
-        ax.set_visible(False)
+        ax.set_axis_off()
     fig.supxlabel("measured throughput (tok/s)", fontsize=8)
     fig.supylabel("predicted throughput (tok/s)", fontsize=8)
-    fig.legend([handles[k] for k in labels], labels, fontsize=5.5, loc="outside lower center",
-               ncol=min(len(labels), 5), frameon=False)  # fmt: skip
+    legend = ([handles[k] for k in labels], labels)
+    if len(flat) > len(methods):  # the legend fills the empty panels, clear of the axis label below
+        leg = flat[len(methods)].legend(*legend, fontsize=6, loc="center left", bbox_to_anchor=(0.0, 0.5),
+                                        frameon=False, title="scenario", title_fontsize=6.5)  # fmt: skip
+        leg.set_in_layout(False)  # the empty panels' room, without widening their column
+    else:
+        fig.legend(*legend, fontsize=5.5, loc="outside upper center", ncol=min(len(labels), 5), frameon=False)
     return fig
 
 

@@ -19,6 +19,8 @@ from slimlib.experiments.outputs.plotting import (
 #: Marker of each advisor variant's B_cap.
 VARIANT_MARKERS = {"faithful": "+", "project": "x"}
 VARIANT_LINES = {"faithful": "--", "project": "-"}
+#: Marker of each advisor variant, so series that coincide stay distinguishable (circles over squares).
+VARIANT_MARKERS = {"faithful": "o", "project": "s"}
 
 
 def bca_curves(curves: pd.DataFrame, rec: pd.DataFrame, slo: str = "tight"):
@@ -79,14 +81,28 @@ def bca_quality_vs_effort(effort: pd.DataFrame, main_row: pd.Series):
     fig, ax = new_figure(height=2.9)
     slos = sorted(effort["slo"].unique())
     colors = dict(zip(slos, HOUSE_COLORS, strict=False))
+    drawn: dict[tuple, list[str]] = {}  # (x, y) of each series -> its labels: coinciding series get a note
     for (variant, name), part in effort.groupby(["variant", "slo"], sort=True):
         part = part.sort_values("k")
         x = part["gpu_s_calibration"] / 3600
-        ls = VARIANT_LINES.get(variant, ":")
-        ax.plot(x, part["mean_quality_pct"], ls=ls, marker="o", ms=3, color=colors[name],
-                label=f"{name} SLO, {variant}: mean")  # fmt: skip
-        ax.plot(x, part["min_quality_pct"], ls=ls, lw=0.6, marker="o", ms=3, mfc="none", color=colors[name],
-                label=f"{name} SLO, {variant}: worst")  # fmt: skip
+        ls, mk = VARIANT_LINES.get(variant, ":"), VARIANT_MARKERS.get(variant, "D")
+        size = 4 if mk == "o" else 2.5  # the larger open circle rings a square drawn on the same point
+        for col, what, lw, face in (
+            ("mean_quality_pct", "mean", None, None),
+            ("min_quality_pct", "worst", 0.6, "none"),
+        ):
+            label = f"{name} SLO, {variant}: {what}"
+            ax.plot(x, part[col], ls=ls, lw=lw, marker=mk, ms=size, mfc=face, color=colors[name], label=label)
+            key = (tuple(np.round(x, 6)), tuple(np.round(part[col].to_numpy(dtype=float), 6)))
+            drawn.setdefault(key, []).append(label)
+    notes = [
+        "same values (drawn on one another): " + ", ".join(labels)
+        for labels in drawn.values()
+        if len(labels) > 1
+    ]
+    for i, note in enumerate(notes):
+        ax.text(0.98, 0.05 + 0.05 * i, note, transform=ax.transAxes, ha="right", fontsize=4.5, color="#444444",
+                in_layout=False)  # fmt: skip
     full_h = float(main_row["gpu_s_full"]) / 3600
     ax.axvline(full_h, color="grey", lw=0.6, ls=":")
     ax.set_xlim(0, full_h * 1.04)

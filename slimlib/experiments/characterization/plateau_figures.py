@@ -83,8 +83,9 @@ def fig02_saturation(advisor: pd.DataFrame, knees: pd.DataFrame, models: list[st
 
 def fig02_active_context(advisor: pd.DataFrame, offline: pd.DataFrame, models: list[str], output_lens: list):
     """Fig. 2 (right): throughput against the mean active context of Eq. 3. (a) online fixed-length runs, one
-    small panel per model (shared axes; colour and marker = output length, the sequential length map), so the
-    16 curves do not overlap; (b) offline batch sweeps (colour = model)."""
+    small panel per model (shared x axis, each model its own throughput range so the small models' curves are not
+    flattened; colour and marker = output length, the sequential length map), so the 16 curves do not overlap;
+    (b) offline batch sweeps (colour = model), their IL and OL read from the data."""
     import matplotlib.pyplot as plt
 
     fig = plt.figure(figsize=(DOUBLE_COLUMN_IN, 3.6), layout="constrained")
@@ -92,7 +93,6 @@ def fig02_active_context(advisor: pd.DataFrame, offline: pd.DataFrame, models: l
     panels = [fig.add_subplot(grid[i // 2, i % 2]) for i in range(len(models[:4]))]
     for ax in panels[1:]:
         ax.sharex(panels[0])
-        ax.sharey(panels[0])
     off_ax = fig.add_subplot(grid[:, 2])
     for ax, m in zip(panels, models, strict=False):
         for ol in output_lens:
@@ -100,7 +100,7 @@ def fig02_active_context(advisor: pd.DataFrame, offline: pd.DataFrame, models: l
             color, marker = ol_style(ol)
             ax.plot(g["active_ctx_mean"], g["throughput_tok_s"] / 1e3, marker=marker, ms=2.5, ls="-", lw=0.8,
                     color=color, label=f"OL={ol:.0f}")  # fmt: skip
-        ax.set_title(f"(a) {m}", fontsize=7)
+        ax.set_title(m, fontsize=7)
         plain_log_axis(ax, "x", subs=(1.0,))
     for ax in panels[-2:]:
         ax.set_xlabel("mean active context A (tokens)", fontsize=7)
@@ -114,7 +114,11 @@ def fig02_active_context(advisor: pd.DataFrame, offline: pd.DataFrame, models: l
     plain_log_axis(off_ax, "x", subs=(1.0,))
     off_ax.set_xlabel("mean active context A (tokens, Eq. 3)")
     off_ax.set_ylabel("throughput (k tok/s)")
-    off_ax.set_title("(b) offline batch sweeps (IL=161, OL=338)", fontsize=7)
+    lengths = ""
+    if {"input_len", "output_len"} <= set(offline.columns):
+        il, ol = (sorted({f"{v:.0f}" for v in offline[c].dropna()}) for c in ("input_len", "output_len"))
+        lengths = f" (IL={'/'.join(il)}, OL={'/'.join(ol)})"
+    off_ax.set_title(f"(b) offline batch sweeps{lengths}", fontsize=7)
     off_ax.legend(fontsize=6, loc="upper left")
     fig.suptitle("(a) online, fixed lengths (advisor runs), one panel per model", fontsize=7)
     return fig

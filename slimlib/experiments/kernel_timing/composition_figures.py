@@ -99,8 +99,11 @@ def plot_breakdown(ax, df: pd.DataFrame, x: str, cross=None):
         xs = df[x].to_numpy(float)
         j = np.interp(np.log(cross), np.log(xs), pos)
         ax.axvline(j, color="black", ls="--", lw=0.9)
-        ax.text(j - 0.1, 97, f"attn > GEMMs\nat B={cross:.0f}", fontsize=5.5, ha="right", va="top",
-                bbox={"facecolor": "white", "edgecolor": "none", "pad": 1})  # fmt: skip
+        # named above the axes (on a top tick), never over the bars; the measured B are categories, so the line
+        # sits where log(B) interpolates between its two neighbours
+        top = ax.secondary_xaxis("top")
+        top.set_ticks([j], [f"attention > GEMMs from B ≈ {cross:.0f} (log-interpolated)"], fontsize=5)
+        top.tick_params(length=2, pad=1)
 
 
 # ------------------------------------------------------------------------------------------- Fig. 6, Table I
@@ -137,10 +140,15 @@ def plot_roofline(ax, tables: dict[str, pd.DataFrame], sets: dict[str, KernelSet
         ks = sets[name]
         ax.loglog(ai, np.minimum(ks.peak_flops, ai * ks.mem_bw) / 1e12, color="black", lw=1.0,
                   ls=["-", "--", ":", "-."][n], label=f"{GPU_LABEL[ks.system]} roof")  # fmt: skip
+        # the first GPU filled and small, the others open and larger: points of one shape (same analytic
+        # intensity) on several GPUs stay visible instead of hiding one another
+        filled = n == 0
         for b, g in t.groupby("batch_size"):
-            ax.scatter(g["ai_flop_per_byte"], g["achieved_tflop_s"], s=10, marker=markers[n], color=colors[int(b)],
-                       edgecolor="none", label=f"B={b}" if n == 0 else None, zorder=3)  # fmt: skip
-        ax.scatter([], [], marker=markers[n], color="grey", s=10, label=f"{GPU_LABEL[ks.system]} points")
+            ax.scatter(g["ai_flop_per_byte"], g["achieved_tflop_s"], s=8 if filled else 26, marker=markers[n],
+                       facecolor=colors[int(b)] if filled else "none", edgecolor="none" if filled else colors[int(b)],
+                       linewidths=0.8, label=f"B={b}" if n == 0 else None, zorder=3 + (not filled))  # fmt: skip
+        ax.scatter([], [], marker=markers[n], s=8 if filled else 26, facecolor="grey" if filled else "none",
+                   edgecolor="none" if filled else "grey", label=f"{GPU_LABEL[ks.system]} points")  # fmt: skip
     ax.set_xlabel("arithmetic intensity (FLOP/byte, analytic)")
     ax.set_ylabel("TFLOP/s (analytic FLOPs / measured time)")
 

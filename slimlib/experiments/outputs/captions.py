@@ -16,7 +16,9 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from slimlib.data import load
 from slimlib.errors import DataError
+from slimlib.experiments.characterization.plateau import offline_batch_sweeps
 from slimlib.io import write_text
 
 #: Paper items by output-name prefix number (SLIM paper: Figs. 1-8, Tables I-II).
@@ -63,10 +65,10 @@ MEMGAP_SHAREGPT = (
     "of 2000 ShareGPT prompts at request rate inf (family `background`, no chunked prefill): vLLM 0.5.2 on one "
     "H100 SXM 64 GB; `data/memgap-online.csv`"
 )
-#: Profiler of the four timing-valid offline sweeps (PROVENANCE.md and the launcher's config-*.txt).
+#: Profiler of the timing-valid offline sweeps (PROVENANCE.md and the launcher's config-*.txt); the counts are
+#: computed (`caption_facts`).
 OFFLINE_NSYS = (
-    "3 of the 4 offline sweeps (all but OPT-2.7B's `prefill_vs_decode/batch_evolution`) ran under Nsight Systems "
-    "(`profiler = nsys`; timings kept: its overhead is small, unlike Nsight Compute's)"
+    "<<offline_nsys>> (`profiler = nsys`; timings kept: its overhead is small, unlike Nsight Compute's)"
 )
 #: AIConfigurator source naming only the GPUs of the H100/H200 tables.
 AIC_H100_H200 = (
@@ -122,7 +124,7 @@ CAPTIONS: dict[str, Caption] = {
         "reproduced (other models and vLLM version than the paper)",
         "Throughput plateau: (a) total-token throughput and (b) mean inter-token latency of online serving "
         "(2000 ShareGPT prompts at request rate inf) against the batch-size cap; (c) end-to-end latency of one "
-        f"offline batch (IL = 161, OL = 338; {OFFLINE_NSYS}). Circles mark the knee, crosses the first cap at "
+        f"offline batch (<<offline_sweep_lengths>>; {OFFLINE_NSYS}). Circles mark the knee, crosses the first cap at "
         "which the KV cache is full or vLLM preempts.",
         f"{MEMGAP_SHAREGPT}; {MEMGAP_OFFLINE}",
     ),
@@ -138,7 +140,7 @@ CAPTIONS: dict[str, Caption] = {
         "Fig. 2",
         "reproduced (batch-size and output-length panels; the public data has no input-length sweep)",
         "Throughput saturation against the batch-size cap for output lengths 130-520 at a fixed input length "
-        "(IL = 242 tokens for OPT, 250 for Llama-2), one panel per model; circles mark each curve's knee.",
+        "(<<advisor_input_lengths>>), one panel per model; circles mark each curve's knee.",
         MEMGAP_ONLINE,
     ),
     "fig02_active_context": Caption(
@@ -158,7 +160,7 @@ CAPTIONS: dict[str, Caption] = {
     "fig03_prefill_decode": Caption(
         "Fig. 3",
         "reproduced (batch-size panel only; no IL/OL sweep with valid timings in the public data)",
-        "Prefill/decode split against the batch size (IL = 161, OL = 338): (a) decode share of "
+        "Prefill/decode split against the batch size (<<offline_sweep_lengths>>): (a) decode share of "
         f"prefill + decode time, (b) absolute phase times; {OFFLINE_NSYS}.",
         MEMGAP_OFFLINE,
     ),
@@ -206,7 +208,7 @@ CAPTIONS: dict[str, Caption] = {
         "Table II",
         "reproduced (other models, vLLM version and scenarios' lengths than the paper)",
         "Throughput and latency MAPE of every method in every scenario (long form) with bootstrap 95% "
-        "intervals over test configurations and the paired comparison with faithful SLIM on the same rows "
+        "intervals over test configurations and the paired comparison with SLIM (paper) on the same rows "
         "(mean difference, paired-bootstrap and Wilcoxon signed-rank p-values), and per cell the number of "
         "non-physical predictions (<= 0), counted as failures. The input-length row is the paper's experiment "
         '(its row measured on the project vLLM CPU engine, labelled so); the row "context transfer IL = OL (LLM-Inference-Bench, '
@@ -216,15 +218,21 @@ CAPTIONS: dict[str, Caption] = {
     "table02_mape_throughput": Caption(
         "Table II",
         "reproduced (in the paper's shape: scenarios as rows, methods as columns)",
-        "Throughput MAPE (%) with bootstrap 95% interval and the Wilcoxon p-value against faithful SLIM; best "
-        'per scenario in bold (never a cell with non-physical predictions, marked "(k <= 0)").',
+        "Throughput MAPE (%) with bootstrap 95% interval and the Wilcoxon p-value against SLIM (paper). A row's "
+        "lowest MAPE is bold only where it is significantly lowest (its interval apart from every other "
+        "method's and, unless it is SLIM (paper), Wilcoxon p < 0.05 against SLIM (paper)); never bold: a cell with "
+        'non-physical predictions (marked "(k <= 0)") or not held out (marked "†"). The notes give each '
+        "scenario's ground truth.",
         EVAL_TABLE2,
     ),
     "table02_mape_latency": Caption(
         "Table II",
         "reproduced (in the paper's shape; online latency is the in-engine request time by Little's law)",
-        "E2E-latency MAPE (%) with bootstrap 95% interval and the Wilcoxon p-value against faithful SLIM; best "
-        'per scenario in bold (never a cell with non-physical predictions, marked "(k <= 0)").',
+        "E2E-latency MAPE (%) with bootstrap 95% interval and the Wilcoxon p-value against SLIM (paper). A row's "
+        "lowest MAPE is bold only where it is significantly lowest (its interval apart from every other "
+        "method's and, unless it is SLIM (paper), Wilcoxon p < 0.05 against SLIM (paper)); never bold: a cell with "
+        'non-physical predictions (marked "(k <= 0)") or not held out (marked "†"). The notes give each '
+        "scenario's ground truth.",
         EVAL_TABLE2,
     ),
     "eval_curves": Caption(
@@ -387,9 +395,11 @@ CAPTIONS: dict[str, Caption] = {
     ),
     "fig05_crossover_aic": Caption(
         "Fig. 5",
-        _AIC_ROOFLINE_PROXY,
-        "The batch size at which decode attention takes longer than all GEMMs of the step, by cached context and "
-        "GPU (H100, H200).",
+        "reproduced (measured vLLM kernel times of attention and GEMMs, no analytic counts; the batch size is "
+        "interpolated between the measured ones)",
+        "The batch size at which the measured decode-attention time exceeds the measured time of all GEMMs of "
+        "the step, by cached context and GPU (H100, H200); n/a where attention stays below the GEMMs at every "
+        "measured batch size.",
         AIC_H100_H200,
     ),
     "fig06_attention_roofline_aic": Caption(
@@ -575,7 +585,7 @@ CAPTIONS: dict[str, Caption] = {
         "reproduced on the CPU engine (random weights): the paper's five scenarios",
         "Throughput and latency MAPE of every registered method in the paper's five scenarios (same curve, model "
         "transfer, output-length transfer, input-length transfer, combined; one row per model family) on the "
-        "medians, with bootstrap 95% intervals, the paired comparison with faithful SLIM, and in the notes the "
+        "medians, with bootstrap 95% intervals, the paired comparison with SLIM (paper), and in the notes the "
         "noise floor of the medians and which differences are resolved (paired interval excluding zero) or within "
         "noise.",
         ENGINE_CPU,
@@ -594,7 +604,190 @@ CAPTIONS: dict[str, Caption] = {
         "throughput, E2E and efficiency at B_cap.",
         ENGINE_CPU,
     ),
+    # notebook 12
+    "paper_differences": Caption(
+        "",
+        "extension (what this package reproduces of the paper's claims, and what it does not)",
+        "Differences from the paper: each claim of the paper's text (Figs. 1-3, 5, 6, Tables I-II, Eqs. 7-11) "
+        "with its section, this package's figure on it read from the other outputs of the same run, and the "
+        "verdict (agree, disagree, not testable: the paper's text prints no Table II or ablation MAPE, so none is "
+        "quoted as the paper's).",
+        "the outputs named in each row (their own data sources are in their captions)",
+    ),
 }
+
+
+#: Notebook -> the outputs it writes (every `CAPTIONS` stem in exactly one notebook; a test checks it against the
+#: notebooks' save calls). The README's paper-item table is generated from this and `CAPTIONS`.
+NOTEBOOK_OUTPUTS: dict[str, tuple[str, ...]] = {
+    "01_plateau": (
+        "fig01_plateau",
+        "fig01_plateau_summary",
+    ),
+    "02_active_context": (
+        "fig02_saturation",
+        "fig02_active_context",
+        "fig02_knees",
+    ),
+    "03_prefill_decode": (
+        "fig03_prefill_decode",
+        "fig03_prefill_decode_summary",
+    ),
+    "04_gpu_utilization": ("fig04_gpu_utilization_proxy",),
+    "05_kernels_roofline": (
+        "fig05_decode_breakdown",
+        "fig06_attention_roofline",
+        "table01_attention_roofline",
+    ),
+    "06_slim_evaluation": (
+        "table02_mape",
+        "table02_mape_throughput",
+        "table02_mape_latency",
+        "eval_curves",
+        "eval_parity",
+        "eval_slim_params",
+        "extrap_cv",
+        "extrap_coverage",
+    ),
+    "07_advisor": (
+        "bca_curves",
+        "bca_recommendations",
+        "bca_summary",
+        "bca_effort",
+        "bca_quality_vs_effort",
+        "bca_memory",
+        "bca_memory_saved",
+        "bca_slo_eval",
+        "bca_slo_summary",
+        "bca_frontier",
+    ),
+    "08_kernel_counters": (
+        "fig04_kit_decode_counters",
+        "fig05_kit_kernel_shares",
+        "fig06_kit_attention_roofline",
+        "table01_kit_attention_roofline",
+        "fig07_kit_cache_hit_rates",
+        "fig08_kit_stalls_occupancy",
+        "fig07_fig08_kit_attention_memory",
+    ),
+    "09_kernels_measured": (
+        "fig02_length_panels_aic",
+        "fig03_length_panels_aic",
+        "fig04_step_utilization_aic",
+        "fig05_decode_breakdown_aic",
+        "fig05_crossover_aic",
+        "fig06_attention_roofline_aic",
+        "table01_attention_roofline_aic",
+        "kernels_plateau_by_gpu",
+        "kernels_eta_m_check",
+        "kernels_moe_check",
+        "kernels_moe_layouts",
+        "kernels_mla_check",
+        "kernels_moe_a2a",
+    ),
+    "10_transfer": (
+        "transfer_context_mape",
+        "transfer_context_by_length",
+        "transfer_context_residuals",
+        "transfer_tp_mape",
+        "transfer_gpu_mape",
+        "transfer_parity",
+        "transfer_mi300x_knee",
+        "transfer_mi250_evidence",
+        "peers_mape",
+    ),
+    "11_engine_cpu": (
+        "engine_noise_floor",
+        "fig01_engine_plateau",
+        "fig02_engine_saturation",
+        "fig03_engine_phases",
+        "table02_engine_mape",
+        "engine_bca_summary",
+        "engine_bca_recommendations",
+    ),
+    "12_paper_differences": ("paper_differences",),
+}
+
+#: The README's paper-item table lies between these lines (`readme_table` writes it).
+README_MARKERS = ("<!-- paper_items:start -->", "<!-- paper_items:end -->")
+
+
+def notebook_of(stem: str) -> str:
+    """The notebook that writes output `stem` (`NOTEBOOK_OUTPUTS`); DataError for an output no notebook lists."""
+    for nb, stems in NOTEBOOK_OUTPUTS.items():
+        if stem in stems:
+            return nb
+    raise DataError(f"output {stem!r} is in no notebook's list: add it to captions.NOTEBOOK_OUTPUTS")
+
+
+def _item_order(item: str) -> tuple[int, int, str]:
+    """Sort key of a paper item: figures by number, then tables, other paper sections, outputs of no paper item."""
+    m = re.match(r"(Figs?\.|Table) ([0-9IVX]+)", item)
+    if not m:
+        return (2 if item else 3, 0, item)
+    roman = {"I": 1, "II": 2}
+    number = int(m.group(2)) if m.group(2).isdigit() else roman.get(m.group(2), 9)
+    return (0 if m.group(1).startswith("Fig") else 1, number, item)
+
+
+def readme_table(figures_dir: str | Path | None = None) -> str:
+    """The README's paper-item table: one row per output of `CAPTIONS` (paper item, notebook, files, status in
+    the registry's words, as in CAPTIONS.md), ordered by paper item. With `figures_dir`, an output not there is
+    marked "not generated" (the kit outputs of notebook 08 need a GPU campaign)."""
+    present = set(output_stems(figures_dir)) if figures_dir is not None else set(CAPTIONS)
+    rows = sorted(CAPTIONS.items(), key=lambda kv: (_item_order(kv[1].paper_item), notebook_of(kv[0]), kv[0]))
+    lines = ["| Paper item | Notebook | Output (`figures/`) | Status |", "|---|---|---|---|"]
+    for stem, c in rows:
+        shown = f"`{stem}.*`" + ("" if stem in present else " (not generated)")
+        status = c.status.replace("|", "/")
+        lines.append(f"| {c.paper_item or 'none'} | `{notebook_of(stem)}` | {shown} | {status} |")
+    return "\n".join(lines) + "\n"
+
+
+#: `<<name>>` in a caption: a number computed from the committed tables (`caption_facts`), never typed by hand.
+_FACT = re.compile(r"<<(\w+)>>")
+
+
+def _joined(values) -> str:
+    return "/".join(f"{v:.0f}" for v in sorted({float(x) for x in values}))
+
+
+def caption_facts() -> dict[str, str]:
+    """The numbers quoted in captions, computed from the committed tables in `data/` with the selections the
+    figures use: the offline batch sweeps' lengths and profilers (`offline_batch_sweeps`), the online advisor
+    runs' input length per model."""
+    sweeps = offline_batch_sweeps(load("memgap-offline"))
+    per_model = list(sweeps.groupby("model", sort=True))
+    nsys = [str(m) for m, g in per_model if (g["profiler"] == "nsys").all()]
+    others = [f"{m}'s `{g['family'].iloc[0]}`" for m, g in per_model if str(m) not in nsys]
+    online = load("memgap-online")
+    by_il: dict[str, list[str]] = {}
+    for m, g in online[online["family"] == "advisor"].groupby("model", sort=True):
+        by_il.setdefault(_joined(g["input_len"]), []).append(str(m))
+    return {
+        "offline_sweep_lengths": f"IL = {_joined(sweeps['input_len'])}, OL = {_joined(sweeps['output_len'])}",
+        "offline_nsys": f"{len(nsys)} of the {len(per_model)} offline sweeps"
+        + (f" (all but {', '.join(others)})" if others else "")
+        + " ran under Nsight Systems",
+        "advisor_input_lengths": "IL = "
+        + "; ".join(f"{il} tokens for {', '.join(models)}" for il, models in by_il.items()),
+    }
+
+
+def fill_facts(text: str, facts: dict[str, str]) -> str:
+    """`text` with every `<<name>>` replaced by its computed value; DataError names an unknown fact."""
+
+    def value(m: re.Match[str]) -> str:
+        if m.group(1) not in facts:
+            raise DataError(f"caption fact <<{m.group(1)}>> is not computed by captions.caption_facts")
+        return facts[m.group(1)]
+
+    return _FACT.sub(value, text)
+
+
+def caption_text(stem: str, facts: dict[str, str] | None = None) -> str:
+    """The caption of output `stem` as CAPTIONS.md prints it (computed numbers filled in)."""
+    return fill_facts(CAPTIONS[stem].text, caption_facts() if facts is None else facts)
 
 
 def paper_item_of(stem: str) -> str | None:
@@ -646,8 +839,10 @@ def output_stems(figures_dir: str | Path) -> dict[str, list[str]]:
 
 
 def render_captions(stems: dict[str, list[str]], registry: dict[str, Caption] | None = None) -> str:
-    """The text of CAPTIONS.md for the outputs `stems` (stem -> extensions)."""
+    """The text of CAPTIONS.md for the outputs `stems` (stem -> extensions), computed numbers filled in
+    (`caption_facts`, read once and only when a listed caption quotes one)."""
     registry = CAPTIONS if registry is None else registry
+    facts: dict[str, str] | None = None
     lines = [
         "# Captions of the generated figures and tables",
         "",
@@ -669,12 +864,16 @@ def render_captions(stems: dict[str, list[str]], registry: dict[str, Caption] | 
                 "",
             ]
             continue
+        text, source = c.text, c.source
+        if "<<" in text + source:
+            facts = caption_facts() if facts is None else facts
+            text, source = fill_facts(text, facts), fill_facts(source, facts)
         lines += [
             f"Paper item: {c.paper_item or 'none'}. Status: {c.status}.",
             "",
-            c.text,
+            text,
             "",
-            f"Data: {c.source}.",
+            f"Data: {source}.",
             "",
         ]
     return "\n".join(lines).rstrip("\n") + "\n"

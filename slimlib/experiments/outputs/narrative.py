@@ -6,6 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from slimlib.model import method_label
+
 
 def _names(items: list[str]) -> str:
     return ", ".join(items) if items else "no model"
@@ -73,7 +75,9 @@ def _p(p: float) -> str:
     return "p<0.001" if p < 0.001 else f"p={p:.3f}"
 
 
-def comparison_counts(long: pd.DataFrame, metric: str, reference: str = "SLIM", alpha: float = 0.05) -> str:
+def comparison_counts(
+    long: pd.DataFrame, metric: str, reference: str = method_label("paper"), alpha: float = 0.05
+) -> str:
     """For each method, in how many scenarios its MAPE is significantly lower / higher than `reference`'s (paired
     Wilcoxon p < `alpha`) or not significantly different; `long` as written to table02_mape.csv."""
     t = long[(long["metric"] == metric) & long["mape_pct"].notna()]
@@ -93,7 +97,9 @@ def comparison_counts(long: pd.DataFrame, metric: str, reference: str = "SLIM", 
     return f"{metric} MAPE against {reference} (Wilcoxon p < {alpha}): " + "; ".join(parts) + "."
 
 
-def ablation_report(long: pd.DataFrame, ablations, reference: str = "SLIM", alpha: float = 0.05) -> str:
+def ablation_report(
+    long: pd.DataFrame, ablations, reference: str = method_label("paper"), alpha: float = 0.05
+) -> str:
     """Every ablation in every scenario and metric with data: its MAPE, the reference's, the difference and the
     Wilcoxon p-value, and whether removing the term wins, loses or makes no significant difference."""
     lines = []
@@ -115,6 +121,29 @@ def ablation_report(long: pd.DataFrame, ablations, reference: str = "SLIM", alph
             if items:
                 lines.append(f"- **{abl}**, {metric}: " + "; ".join(items) + ".")
     return "\n".join(lines)
+
+
+def variant_comparison(summary: pd.DataFrame, reference: str = "faithful", alpha: float = 0.05) -> str:
+    """Per SLO, each SLIM-BCA variant's mean recommendation quality against the `reference` variant's, with the
+    Wilcoxon p-value and whether the difference is significant at `alpha` (`summary`: bca_summary.csv's columns
+    variant, slo, mean_quality_pct, p_quality_vs_ref)."""
+    parts = []
+    for slo, g in summary.groupby("slo", sort=False):
+        ref = g[g["variant"] == reference]
+        if ref.empty:
+            continue
+        for r in g[g["variant"] != reference].itertuples():
+            p = float(r.p_quality_vs_ref)
+            if not np.isfinite(p):
+                continue
+            verdict = "significant" if p < alpha else "not significant"
+            parts.append(
+                f"{slo} SLO: {r.variant} {r.mean_quality_pct:.1f}% vs {reference} "
+                f"{float(ref['mean_quality_pct'].iloc[0]):.1f}% mean quality ({_p(p)}, {verdict} at {alpha})"
+            )
+    if not parts:
+        return f"No variant has a paired comparison with {reference}."
+    return "Advisor variants against " + reference + ": " + "; ".join(parts) + "."
 
 
 def bound_report(params: pd.DataFrame) -> str:

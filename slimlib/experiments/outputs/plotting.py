@@ -10,6 +10,7 @@ Saving the same figure twice gives byte-identical files. Tables are written thro
 from __future__ import annotations
 
 import io
+import os
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -44,7 +45,8 @@ OL_STYLES = {
     390: ("#20A386", "^"),
     520: ("#86D549", "D"),
 }
-#: Estimator (registry name, `slimlib.model.methods.METHODS`) -> (colour, line style) on every prediction plot.
+#: Estimator (registry name, `slimlib.model.methods.METHODS`, or peer name) -> (colour, line style) on every
+#: plot: one colour per method, no two methods alike.
 METHOD_STYLES = {
     "paper": ("#0072B2", "-"),
     "slim": ("#D55E00", "--"),
@@ -53,7 +55,29 @@ METHOD_STYLES = {
     "no-dense-decode": ("#CC79A7", (0, (1, 1))),
     "llmvisor-agg": ("#009E73", "-."),
     "imai-ood-lr": ("#E69F00", ":"),
+    # peer estimators (`slimlib.experiments.transfer_study.peer_comparison`): Paul Tol's muted colours, no
+    # Okabe-Ito hue, so no peer shares a colour with a registered method
+    "roofline": ("#882255", (0, (4, 1, 1, 1, 1, 1))),
+    "genz": ("#999933", (0, (6, 2))),
+    "llm-analysis": ("#332288", (0, (2, 2))),
+    "aiconfigurator": ("#44AA99", (0, (8, 2, 2, 2))),
 }
+#: Scenario (train/validation design) colours: Paul Tol's vibrant scheme without grey, none a method's, model's or
+#: length's colour; with `SCENARIO_MARKERS` (cycled together) every scenario gets its own colour-marker pair.
+SCENARIO_COLORS = ["#0077BB", "#EE7733", "#009988", "#EE3377", "#33BBEE", "#CC3311"]
+SCENARIO_MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*", "h", "p"]
+
+
+def scenario_styles(names) -> dict[str, tuple[str, str]]:
+    """(colour, marker) of each scenario name, in the order given."""
+    return {
+        n: (SCENARIO_COLORS[i % len(SCENARIO_COLORS)], SCENARIO_MARKERS[i % len(SCENARIO_MARKERS)])
+        for i, n in enumerate(dict.fromkeys(names))
+    }
+
+
+#: Colours of estimators neither map lists (Tol muted): none is a colour of METHOD_STYLES.
+METHOD_FALLBACK_COLORS = ["#117733", "#88CCEE", "#AA4499", "#DDCC77", "#661100", "#6699CC"]
 _FALLBACK_MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*"]
 #: Batch-size tick positions (powers of four, plain numbers).
 BATCH_TICKS = [1, 4, 16, 64, 256, 1024]
@@ -91,7 +115,7 @@ def length_color(length: float, lo: float = 64.0, hi: float = 4096.0) -> str:
 
 def method_style(method: str) -> tuple[str, object]:
     """(colour, line style) of an estimator (registry name) in every figure."""
-    return METHOD_STYLES.get(method) or (_fallback(method, HOUSE_COLORS[:6])[0], "-")
+    return METHOD_STYLES.get(method) or (_fallback(method, METHOD_FALLBACK_COLORS)[0], "-")
 
 
 def batch_axis(ax, axis: str = "x") -> None:
@@ -207,6 +231,20 @@ def new_figure(
     return plt.subplots(nrows, ncols, figsize=(width, height), **subplots_kw)
 
 
+#: Environment variable naming the output folder of notebooks run with the default (empty) `figures_dir`.
+FIGURES_ENV = "SLIM_FIGURES_DIR"
+
+
+def figures_folder(path: str | Path = "") -> Path:
+    """The output folder of a notebook: `path` when given (absolute, or relative to the working directory); for an
+    empty `path`, `$SLIM_FIGURES_DIR`, else the repository's `figures/` beside the `slimlib` package, whatever the
+    working directory (JupyterLab opens a notebook in `notebooks/`, papermill runs it where it is called)."""
+    if str(path):
+        return Path(path)
+    env = os.environ.get(FIGURES_ENV)
+    return Path(env) if env else Path(__file__).resolve().parents[3] / "figures"
+
+
 def _check_name(name: str) -> str:
     name = str(name)
     if not _NAME_RE.match(name) or name.endswith((".pdf", ".png", ".csv", ".md", ".tex")):
@@ -285,7 +323,7 @@ def table_to_latex(
     notes=(),
     na="n/a (no data)",
 ) -> str:
-    """A paper-ready booktabs `tabular` of `df` (needs `\\usepackage{booktabs}`), for `\\input` in a table."""
+    """A paper-ready booktabs `tabular` of `df` (needs `table_format.LATEX_PACKAGES`), for `\\input` in a table."""
 
     return T.latex(*_text_table(df, index, digits, columns, na), notes)
 

@@ -10,6 +10,7 @@ percents; the unit suffix (``_tok_s``, ``_s``, ``_ms``, ``_gb``, ...) becomes th
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
@@ -18,6 +19,7 @@ import pandas as pd
 
 from slimlib.errors import DataError, UnknownNameError
 from slimlib.experiments.outputs.uncertainty import format_p
+from slimlib.model import METHODS, method_label
 from slimlib.registry.gpus import get_gpu
 
 #: Human headers of common machine column names (units in parentheses).
@@ -93,7 +95,15 @@ FRACTION_NAMES = ("efficiency", "measured_efficiency", "share", "util")
 #: Words kept as written when a machine name is turned into a header.
 _KEEP_CASE = {"kv": "KV", "sm": "SM", "dram": "DRAM", "e2e": "E2E", "itl": "ITL", "ttft": "TTFT", "gpu": "GPU",
               "slo": "SLO", "ctx": "context", "bw": "BW", "mem": "memory", "ci": "CI", "ol": "OL", "il": "IL",
-              "mape": "MAPE", "slim": "SLIM", "tp": "TP"}  # fmt: skip
+              "mape": "MAPE", "tp": "TP"}  # fmt: skip
+#: ``diff_vs_<method>_pct`` (``_`` for ``-`` in the name): a difference against a registered method, in points.
+_DIFF_VS = re.compile(r"^diff_vs_(?P<method>\w+?)_pct$")
+
+
+def difference_header(reference: str, unit: str = "MAPE points") -> str:
+    """The header of a comparison column, naming its reference by its one label: ``Difference vs SLIM (paper)
+    (MAPE points)``."""
+    return f"Difference vs {method_label(reference)} ({unit})"
 
 
 @dataclass(frozen=True)
@@ -122,6 +132,9 @@ def human_header(name: str, percent: bool | None = None) -> str:
     n = str(name)
     if n in HEADERS:
         return HEADERS[n]
+    diff = _DIFF_VS.match(n)
+    if diff and diff["method"].replace("_", "-") in METHODS:
+        return difference_header(diff["method"].replace("_", "-"))
     if " " in n or n != n.lower():  # already a human header
         return n
     percent = is_fraction(n) if percent is None else percent
@@ -301,26 +314,71 @@ _LATEX_SPECIAL = {
     "<": r"$<$",
     ">": r"$>$",
 }
+#: Two-character operators typeset as one symbol (checked before the single characters).
+_LATEX_PAIRS = {"<=": r"$\leq$", ">=": r"$\geq$"}
+#: Packages a `.tex` table needs, named in its first line.
+LATEX_PACKAGES = ("booktabs", "array", "graphicx")
+#: A text column whose longest cell is longer than this many characters wraps in a `p{}` column; a column whose
+#: header is longer than its cells and than this wraps its header.
+WRAP_CHARS = 24
+#: Approximate width of one character of the table's font, in em, for `p{}` column widths.
+_EM_PER_CHAR = 0.55
 
 
 def latex_escape(text: str) -> str:
-    """`text` with LaTeX's special characters escaped."""
-    return "".join(_LATEX_SPECIAL.get(ch, ch) for ch in str(text))
+    """`text` with LaTeX's special characters escaped; ``<=`` and ``>=`` as the symbols."""
+    text, out, i = str(text), [], 0
+    while i < len(text):
+        pair = text[i : i + 2]
+        if pair in _LATEX_PAIRS:
+            out.append(_LATEX_PAIRS[pair])
+            i += 2
+            continue
+        out.append(_LATEX_SPECIAL.get(text[i], text[i]))
+        i += 1
+    return "".join(out)
+
+
+def _column_spec(header: str, cells: list[str], numeric: bool) -> str:
+    """`l`/`r`, or a ragged `p{}` column when a text cell or the header is too long for one line."""
+    longest = max((len(str(c)) for c in cells), default=0)
+    wrap = (not numeric and longest > WRAP_CHARS) or len(header) > max(longest, WRAP_CHARS // 2)
+    if not wrap:
+        return "r" if numeric else "l"
+    longest_word = max((len(w) for w in header.split()), default=1)
+    width = max(min(longest, WRAP_CHARS), longest_word, 6) * _EM_PER_CHAR
+    align = r"\raggedleft" if numeric else r"\raggedright"
+    return f">{{{align}\\arraybackslash}}p{{{width:.1f}em}}"
 
 
 def latex(text: pd.DataFrame, numeric: list[bool], notes: Iterable[str] = ()) -> str:
-    """A booktabs `tabular` of already formatted cells (needs `\\usepackage{booktabs}`), notes as table rows."""
-    spec = "".join("r" if n else "l" for n in numeric)
-    lines = [f"\\begin{{tabular}}{{{spec}}}", r"\toprule"]
+    """A booktabs `tabular` of already formatted cells that fits a two-column page: long text cells and long
+    headers wrap in `p{}` columns, the table shrinks to `\\linewidth` when still wider (put a wide one in a
+    `table*`), and the notes follow as a wrapped footnote-size paragraph. Needs `LATEX_PACKAGES`."""
+    spec = "".join(
+        _column_spec(str(h), list(text.iloc[:, i]), n)
+        for i, (h, n) in enumerate(zip(text.columns, numeric, strict=True))
+    )
+    lines = [
+        f"% slimlib table: needs \\usepackage{{{','.join(LATEX_PACKAGES)}}}; shrinks to \\linewidth when wider "
+        "(put a wide table in a table* float)",
+        r"\setbox0=\hbox{%",
+        f"\\begin{{tabular}}{{{spec}}}",
+        r"\toprule",
+    ]
     lines.append(" & ".join(latex_escape(h) for h in text.columns) + r" \\")
     lines.append(r"\midrule")
     for row in text.itertuples(index=False, name=None):
         cells = [f"\\textbf{{{latex_escape(c)}}}" if _is_bold(c) else latex_escape(c) for c in row]
         lines.append(" & ".join(cells) + r" \\")
     lines.append(r"\bottomrule")
-    for n in notes:
-        lines.append(f"\\multicolumn{{{len(numeric)}}}{{l}}{{\\footnotesize Note: {latex_escape(n)}}} \\\\")
-    lines.append(r"\end{tabular}")
+    lines.append(r"\end{tabular}}%")
+    lines.append(r"\ifdim\wd0>\linewidth\resizebox{\linewidth}{!}{\box0}\else\leavevmode\box0\fi\par")
+    notes = list(notes)
+    if notes:
+        lines.append(r"{\footnotesize\raggedright")
+        lines += [f"Note: {latex_escape(n)}\\par" for n in notes]
+        lines.append("}")
     return "\n".join(lines) + "\n"
 
 
@@ -348,7 +406,12 @@ def format_sig(x: float, sig: int = 3, na: str = "n/a") -> str:
 
 
 #: Display scaling of parameter units (seconds-based units shown in ms or microseconds to avoid tiny numbers).
-UNIT_SCALES = {"s/token": (1e6, "µs/token"), "s/step": (1e3, "ms/step"), "-": (1.0, "dimensionless")}
+UNIT_SCALES = {
+    "s/token": (1e6, "µs/token"),
+    "s/step": (1e3, "ms/step"),
+    "s/(layer (D/1024)^2 token)": (1e9, "ns/(layer (D/1024)^2 token)"),  # gamma of Eq. 10: about 1e-7 s
+    "-": (1.0, "dimensionless"),
+}
 
 
 def parameter_display(params: pd.DataFrame, decimals: int = 3) -> pd.DataFrame:
@@ -399,21 +462,27 @@ def paper_table2(
     long: pd.DataFrame,
     metric: str,
     *,
-    reference: str = "SLIM",
+    reference: str = "paper",
     na_reasons: Mapping[str, str] | None = None,
     method_labels: Mapping[str, str] | None = None,
     scenario_labels: Mapping[str, str] | None = None,
     decimals: int = 1,
+    truths: Mapping[str, str] | None = None,
+    not_held_out: Mapping[str, str] | None = None,
+    alpha: float = 0.05,
 ) -> pd.DataFrame:
     """Table II in the paper's shape for one metric: scenarios as rows (named by `scenario_labels`, default
     `SCENARIO_LABELS`), methods as columns, each cell "MAPE [95% CI]" plus the Wilcoxon p-value against
-    `reference`; the lowest MAPE of each row in bold. A cell whose predictions include non-physical values
-    (``n_nonphysical`` > 0: a predicted value <= 0) is marked "(k <= 0)" and is never the row's best.
-    Long n/a reasons become "n/a (note k)"; ``attrs["notes"]`` holds the reasons and the non-physical counts.
+    `reference`. The lowest MAPE of a row is bold only where it is significantly lowest (`significantly_best`).
+    A cell whose predictions include non-physical values (``n_nonphysical`` > 0: a predicted value <= 0) is marked
+    "(k <= 0)", a cell in `not_held_out` ("scenario / method" -> why its test rows are not held out) is marked
+    "†"; neither is ever bold. `truths` (scenario -> ground truth of `metric`) become notes, scenarios sharing one
+    definition listed together. Long n/a reasons become "n/a (note k)"; ``attrs["notes"]`` holds the notes.
 
     `long` has columns scenario, method, metric, n_train, n_test, mape_pct, ci_lo_pct, ci_hi_pct, p_wilcoxon
     (and n_nonphysical); `na_reasons` maps "scenario" or "scenario / method" to the reason a cell is empty."""
     na_reasons = dict(na_reasons or {})
+    held_out_not = dict(not_held_out or {})
     labels = dict(method_labels or {})
     slabels = dict(SCENARIO_LABELS if scenario_labels is None else scenario_labels)
     t = long[long["metric"] == metric]
@@ -431,8 +500,9 @@ def paper_table2(
             "Scenario": slabels.get(s, s),
             "Train / test rows": f"{int(first['n_train'])} / {int(first['n_test'])}",
         }
-        finite = part.loc[n_bad == 0, "mape_pct"].dropna()
-        best = finite.idxmin() if len(finite) else None
+        best = significantly_best(
+            part[n_bad == 0], reference, [m for m in part.index if f"{s} / {m}" in held_out_not], alpha
+        )
         for m in methods:
             head = labels.get(m, m)
             r = part.loc[m] if m in part.index else None
@@ -449,6 +519,9 @@ def paper_table2(
             if n_bad[m] > 0:
                 text += f" ({n_bad[m]} <= 0)"
                 bad_cells.append(f"{slabels.get(s, s)} / {head}: {n_bad[m]} of {int(r['n_test'])}")
+            if f"{s} / {m}" in held_out_not:
+                text += " †"
+                notes.append(f"† {slabels.get(s, s)} / {head}: not held out ({held_out_not[f'{s} / {m}']}).")
             row[head] = Bold(text) if m == best else text
         rows.append(row)
     if bad_cells:
@@ -458,9 +531,43 @@ def paper_table2(
             + ". Each enters the MAPE with an absolute error of at least 100%, so these cells measure a "
             "broken baseline, not an error level; they are never marked best."
         )
+    notes.append(
+        f"Bold: the lowest MAPE of its row where its 95% interval overlaps no other method's and, for a method "
+        f"other than {method_label(reference)}, its Wilcoxon p against {method_label(reference)} is below {alpha}; "
+        "a row without such a cell has none in bold."
+    )
+    by_truth: dict[str, list[str]] = {}
+    for scen, truth in (truths or {}).items():
+        if scen in scenarios:
+            by_truth.setdefault(truth, []).append(slabels.get(scen, scen))
+    notes += [f"Ground truth of {', '.join(names)}: {truth}." for truth, names in by_truth.items()]
     out = pd.DataFrame(rows, dtype=object)
     out.attrs["notes"] = notes
     return out
+
+
+def significantly_best(
+    part: pd.DataFrame, reference: str, never_bold: Iterable[str] = (), alpha: float = 0.05
+) -> str | None:
+    """The method of one Table II row (`part`: indexed by method, columns mape_pct, ci_lo_pct, ci_hi_pct,
+    p_wilcoxon against `reference`) whose MAPE is lowest and significantly so: its 95% interval lies below every
+    other method's, and (unless it is the reference) its Wilcoxon p against the reference is below `alpha`;
+    None when no cell qualifies. Methods in `never_bold` (cells not held out) are never best, but still compared
+    against; leave cells with non-physical predictions out of `part`."""
+    finite = part[np.isfinite(part["mape_pct"].astype(float))]
+    if finite.empty:
+        return None
+    best = str(finite["mape_pct"].astype(float).idxmin())
+    if best in set(never_bold):
+        return None
+    others = finite.drop(index=best)
+    if (others["ci_lo_pct"].astype(float) <= float(finite.loc[best, "ci_hi_pct"])).any():
+        return None
+    if best != reference and len(others):
+        p = float(finite.loc[best].get("p_wilcoxon", np.nan))
+        if not (np.isfinite(p) and p < alpha):
+            return None
+    return best
 
 
 def bca_summary_display(summary: pd.DataFrame, labels: Mapping[str, str] | None = None) -> pd.DataFrame:

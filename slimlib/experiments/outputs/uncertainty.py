@@ -3,13 +3,14 @@ paired comparisons of two methods on the same test rows (paired bootstrap and Wi
 
 MAPE = mean of the absolute percentage errors (APE) of the test rows (`slimlib.metrics`), so its bootstrap
 interval resamples rows with replacement and takes the 2.5th and 97.5th percentiles of the resampled means. Each
-interval uses its own random stream, seeded from `seed` and the label of what it measures, so intervals are
-deterministic and do not depend on which other intervals were computed.
+interval uses its own random stream, seeded from `seed` and a hash of the values it resamples (`rng_for`), so the
+same data gives the same interval in every table and file, whatever it is called there, and no interval depends
+on which other intervals were computed.
 """
 
 from __future__ import annotations
 
-import zlib
+import hashlib
 from collections.abc import Sequence
 
 import numpy as np
@@ -29,9 +30,13 @@ METRIC_COLUMNS = {
 }
 
 
-def rng_for(seed: int, label: str) -> np.random.Generator:
-    """A random generator seeded from `seed` and a stable hash of `label` (same label, same stream)."""
-    return np.random.default_rng([int(seed), zlib.crc32(str(label).encode("utf-8"))])
+def rng_for(seed: int, values, stream: str = "") -> np.random.Generator:
+    """A random generator seeded from `seed`, a SHA-256 hash of `values` (as little-endian float64, -0.0 as 0.0)
+    and the name of the `stream` (one per kind of resampling: an interval, a null distribution): the same data
+    gives the same stream, whatever label its statistic carries."""
+    v = np.ascontiguousarray(np.asarray(values, dtype="<f8") + 0.0)
+    digest = hashlib.sha256(v.tobytes() + b"|" + str(stream).encode("utf-8")).digest()
+    return np.random.default_rng([int(seed), *np.frombuffer(digest[:16], dtype="<u4").tolist()])
 
 
 def ape(true, pred) -> np.ndarray:
@@ -51,19 +56,21 @@ def bootstrap_mean_ci(
 ) -> tuple[float, float, float]:
     """(mean, low, high): the mean of `values` and its percentile bootstrap interval at `level`.
 
-    Rows are resampled with replacement `n_boot` times. The interval is widened to contain the mean where the
-    percentiles would miss it (possible only for tiny, very skewed samples). NaN triple for no values."""
+    Rows are resampled with replacement `n_boot` times, from a stream seeded by `seed` and the values themselves
+    (`rng_for`); `label` names the statistic in error messages only. The interval is widened to contain the mean
+    where the percentiles would miss it (possible only for tiny, very skewed samples). NaN triple for no values."""
     v = np.asarray(values, dtype=float)
+    where = f"bootstrap_mean_ci ({label})" if label else "bootstrap_mean_ci"
     if v.ndim != 1:
-        raise DataError("bootstrap_mean_ci: values must be one-dimensional")
+        raise DataError(f"{where}: values must be one-dimensional")
     if not (0 < level < 1):
-        raise DataError(f"bootstrap_mean_ci: level must be in (0, 1), got {level!r}")
+        raise DataError(f"{where}: level must be in (0, 1), got {level!r}")
     if v.size == 0 or not np.isfinite(v).all():
         return (float("nan"),) * 3
     point = float(v.mean())
     if v.size == 1:
         return point, point, point
-    idx = rng_for(seed, label).integers(0, v.size, size=(int(n_boot), v.size))
+    idx = rng_for(seed, v, "interval").integers(0, v.size, size=(int(n_boot), v.size))
     means = v[idx].mean(axis=1)
     lo, hi = np.quantile(means, [(1 - level) / 2, 1 - (1 - level) / 2])
     return point, float(min(lo, point)), float(max(hi, point))
@@ -74,13 +81,15 @@ def paired_comparison(
 ) -> dict:
     """Compare two methods' absolute errors on the same rows: mean difference a - b with its paired bootstrap
     interval, the paired-bootstrap p-value (resampling the centred differences, two-sided) and the Wilcoxon
-    signed-rank p-value (scipy, two-sided; 1.0 when every difference is zero)."""
+    signed-rank p-value (scipy, two-sided; 1.0 when every difference is zero). The streams are seeded from the
+    differences (`rng_for`); `label` names the comparison in error messages."""
     from scipy.stats import wilcoxon
 
     a = np.asarray(errors_a, dtype=float)
     b = np.asarray(errors_b, dtype=float)
     if a.shape != b.shape or a.ndim != 1:
-        raise DataError(f"paired_comparison: need two equally long 1-D arrays, got {a.shape} and {b.shape}")
+        where = f"paired_comparison ({label})" if label else "paired_comparison"
+        raise DataError(f"{where}: need two equally long 1-D arrays, got {a.shape} and {b.shape}")
     nan = float("nan")
     if a.size == 0 or not (np.isfinite(a).all() and np.isfinite(b).all()):
         return {"n": int(a.size), "mean_diff": nan, "diff_lo": nan, "diff_hi": nan, "p_bootstrap": nan,
@@ -88,7 +97,7 @@ def paired_comparison(
     d = a - b
     mean, lo, hi = bootstrap_mean_ci(d, n_boot=n_boot, level=level, seed=seed, label=label)
     if d.size > 1 and np.any(d != d[0]):
-        idx = rng_for(seed, "null " + label).integers(0, d.size, size=(int(n_boot), d.size))
+        idx = rng_for(seed, d, "paired null").integers(0, d.size, size=(int(n_boot), d.size))
         null = (d - d.mean())[idx].mean(axis=1)
         p_boot = float((np.sum(np.abs(null) >= abs(d.mean())) + 1) / (n_boot + 1))
     else:
@@ -115,7 +124,7 @@ def n_nonphysical(pred) -> int:
 def mape_intervals(
     predictions: pd.DataFrame,
     *,
-    reference: str = "SLIM",
+    reference: str = "paper",
     metrics: Sequence[str] = ("throughput", "latency"),
     n_boot: int = N_BOOT,
     level: float = 0.95,
@@ -181,7 +190,8 @@ def group_intervals(
 ) -> pd.DataFrame:
     """MAPE with its bootstrap interval for every group `by` of `predictions` (e.g. scenario, fold, method, or
     fold, method, input_len): columns `by` + ``n, n_nonphysical, mape_pct, ci_lo_pct, ci_hi_pct``. A group with a
-    missing prediction gets NaN (the method predicts no such quantity there); the streams are seeded per group."""
+    missing prediction gets NaN (the method predicts no such quantity there); each stream is seeded from the
+    group's errors (`rng_for`)."""
     true_c, pred_c = METRIC_COLUMNS[metric]
     missing = [c for c in [*by, true_c, pred_c] if c not in predictions.columns]
     if missing:

@@ -28,7 +28,7 @@ import pandas as pd
 from slimlib.data.catalog import data_dir
 from slimlib.experiments.accuracy.scenarios import offline_table, pre_knee_points
 from slimlib.experiments.outputs import uncertainty as U
-from slimlib.experiments.outputs.plotting import HOUSE_COLORS, METHOD_STYLES
+from slimlib.experiments.outputs.plotting import method_style
 from slimlib.experiments.transfer_study.transfer_eval import DEVICES, llmib_table
 from slimlib.metrics import mape
 from slimlib.model import equations as eq
@@ -176,7 +176,7 @@ def plot_peers(table: pd.DataFrame, ax) -> None:
         t = table[table["method"] == m].set_index("dataset").reindex(names)
         y = t["throughput_mape_pct"].to_numpy(dtype=float)
         err = np.vstack([y - t["ci_lo_pct"].to_numpy(dtype=float), t["ci_hi_pct"].to_numpy(dtype=float) - y])
-        color = METHOD_STYLES.get(m, (HOUSE_COLORS[j % len(HOUSE_COLORS)],))[0]
+        color = method_style(m)[0]
         ax.bar(np.arange(len(names)) + j * width, y, width, yerr=err, label=method_label(m), color=color,
                error_kw={"lw": 0.6, "capsize": 1.5})  # fmt: skip
     ax.set_yscale("log")

@@ -1,0 +1,143 @@
+"""The "Differences from the paper" table (slimlib.experiments.outputs.paper_differences): every verdict and number
+computed from the outputs' CSVs, a missing output listed as not testable, the README showing the generated file."""
+
+from __future__ import annotations
+
+import re
+import shutil
+
+import pandas as pd
+import pytest
+from shared_paths import REPO
+
+from slimlib.errors import DataError
+from slimlib.experiments.outputs import captions
+from slimlib.experiments.outputs import paper_differences as D
+
+FIGURES = REPO / "figures"
+
+
+def _row(table: pd.DataFrame, item: str, words: str) -> pd.Series:
+    sel = table[(table["item"] == item) & table["claim"].str.contains(words, regex=False)]
+    assert len(sel) == 1, (item, words)
+    return sel.iloc[0]
+
+
+@pytest.fixture
+def figures(tmp_path):
+    """A copy of the committed outputs' CSVs (the tests edit them)."""
+    out = tmp_path / "figures"
+    out.mkdir()
+    for p in FIGURES.glob("*.csv"):
+        shutil.copy(p, out / p.name)
+    return out
+
+
+def test_every_claim_gets_a_verdict_and_names_its_outputs(figures):
+    table = D.paper_differences(figures)
+    assert len(table) == len(D.CLAIMS)
+    assert set(table["verdict"]) <= set(D.VERDICTS)
+    assert table["finding"].str.len().min() > 20
+    assert _row(table, "Table II", "MAPE")["verdict"] == "not testable"  # the paper's text prints no MAPE
+
+
+def test_no_number_is_quoted_as_the_papers_unless_the_paper_prints_it(figures):
+    paper = (REPO.parent / "shared" / "paper" / "SLIM-paper.txt").read_text(encoding="utf-8")
+    for claim in D.CLAIMS:
+        for number in re.findall(r"\d+\.\d+|\d{2,}", claim.claim):
+            assert number in paper, (claim.item, number)
+
+
+def test_verdicts_follow_the_data(figures):
+    roof = pd.read_csv(figures / "table01_attention_roofline_aic.csv")
+    base = pd.read_csv(figures / "table01_attention_roofline.csv")
+    base.assign(achieved_tflop_s=base["achieved_tflop_s"].clip(upper=5.0)).to_csv(
+        figures / "table01_attention_roofline.csv", index=False
+    )
+    roof.assign(achieved_tflop_s=roof["achieved_tflop_s"].clip(upper=5.5)).to_csv(
+        figures / "table01_attention_roofline_aic.csv", index=False
+    )
+    knees = pd.read_csv(figures / "fig01_plateau_summary.csv")
+    knees.assign(kv_full_batch=knees["knee_batch"] * 2).to_csv(
+        figures / "fig01_plateau_summary.csv", index=False
+    )
+    table = D.paper_differences(figures)
+    tflops = _row(table, "Table I / Fig. 6", "6 TFLOP/s")
+    assert tflops["verdict"] == "agree" and "up to 5.5 TFLOP/s" in tflops["finding"]
+    assert _row(table, "Fig. 1", "well before")["verdict"] == "agree"
+    roof.assign(achieved_tflop_s=6.5).to_csv(figures / "table01_attention_roofline_aic.csv", index=False)
+    knees.assign(kv_full_batch=knees["knee_batch"]).to_csv(figures / "fig01_plateau_summary.csv", index=False)
+    table = D.paper_differences(figures)
+    assert _row(table, "Table I / Fig. 6", "6 TFLOP/s")["verdict"] == "disagree"
+    assert _row(table, "Fig. 1", "well before")["verdict"] == "disagree"
+
+
+def test_ablation_verdict_counts_significant_losses(figures):
+    t = pd.read_csv(figures / "table02_mape.csv")
+    abl = (t["method"] == "no-kv-scan") & (t["metric"] == "throughput")
+    t.loc[abl, "p_wilcoxon"], t.loc[abl, "diff_vs_ref_pct"] = 0.001, 5.0
+    t.to_csv(figures / "table02_mape.csv", index=False)
+    row = _row(D.paper_differences(figures), "Eq. 11 (ablation)", "KV")
+    n = int(abl.sum())
+    assert (
+        row["verdict"] == "agree"
+        and f"significantly (Wilcoxon p < 0.05) in {n} of {n} scenarios" in row["finding"]
+    )
+    t.loc[abl, "p_wilcoxon"] = 0.2
+    t.to_csv(figures / "table02_mape.csv", index=False)
+    row = _row(D.paper_differences(figures), "Eq. 11 (ablation)", "KV")
+    assert row["verdict"] == "disagree" and f"in 0 of {n} scenarios" in row["finding"]
+
+
+def test_a_missing_output_is_not_testable_and_named_and_a_broken_one_refused(figures):
+    (figures / "fig02_knees.csv").unlink()
+    row = _row(D.paper_differences(figures), "Fig. 2", "greater than 64")
+    assert (
+        row["verdict"] == "not testable"
+        and "fig02_knees" in row["finding"]
+        and "02_active_context" in row["finding"]
+    )
+    pd.DataFrame({"x": [1]}).to_csv(figures / "fig01_plateau_summary.csv", index=False)
+    with pytest.raises(DataError, match="fig01_plateau_summary.*01_plateau"):
+        D.paper_differences(figures)
+
+
+def test_writer_and_readme_sync(figures, tmp_path):
+    csv_path, md_path, tex_path = D.write_paper_differences(figures)
+    assert pd.read_csv(csv_path).columns.tolist() == [
+        "item",
+        "claim",
+        "where",
+        "finding",
+        "verdict",
+        "outputs",
+    ]
+    assert md_path.read_text().startswith("| Paper item | Paper's claim (section) |")
+    readme = tmp_path / "README.md"
+    start, end = D.README_MARKERS
+    i_start, i_end = captions.README_MARKERS
+    readme.write_text(f"a\n{i_start}\nold\n{i_end}\nintro\n{start}\nold\n{end}\nrest\n", encoding="utf-8")
+    assert D.sync_readme(readme, figures) is True
+    items = captions.readme_table(figures)
+    assert (
+        readme.read_text()
+        == f"a\n{i_start}\n{items}{i_end}\nintro\n{start}\n{md_path.read_text()}{end}\nrest\n"
+    )
+    assert D.sync_readme(readme, figures) is False
+    readme.write_text("no markers\n")
+    with pytest.raises(DataError, match="needs one <!-- paper_items:start --> line"):
+        D.sync_readme(readme, figures)
+
+
+def test_readme_shows_the_generated_differences_table():
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    start, end = D.README_MARKERS
+    assert readme.count(start) == 1 and readme.count(end) == 1, "README lacks the paper_differences markers"
+    generated = FIGURES / f"{D.OUTPUT_NAME}.md"
+    if not generated.is_file():
+        pytest.skip("figures/paper_differences.md not generated yet (notebook 12 writes it)")
+    block = readme.split(start, 1)[1].split(end, 1)[0]
+    assert block == "\n" + generated.read_text(encoding="utf-8"), (
+        "README's differences table differs from figures/paper_differences.md: run "
+        "`python -c \"from slimlib.experiments.outputs.paper_differences import sync_readme; sync_readme('README.md')\"`"
+    )
