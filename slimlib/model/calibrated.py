@@ -30,9 +30,9 @@ import pandas as pd
 from slimlib.errors import DataError, FitError, SlimError
 from slimlib.metrics import mape, relative_error
 from slimlib.model import equations as eq
-from slimlib.model.base import Arrays4, Arrays6, Estimator, IdentifiabilityWarning, Progress
+from slimlib.model.base import PRED_COLUMNS, Arrays4, Arrays6, Estimator, IdentifiabilityWarning, Progress
 from slimlib.model.features import Features, FloatArray, model_features, resolve_gpu
-from slimlib.model.intervals import IntervalWarning
+from slimlib.model.intervals import INTERVAL_QUANTITIES, IntervalWarning
 from slimlib.model.params import ParamSpec
 from slimlib.model.terms import (
     STEP_OVERHEAD,
@@ -329,9 +329,10 @@ class CalibratedModel(Estimator):
         self.jac_rank_ = int(np.sum(sv > sv.max() * 1e-8)) if sv.size else 0
 
     # -- predict ------------------------------------------------------------------------------------------------
-    def _arrays(self, feats: Features, hw: GPU) -> Arrays4 | Arrays6:
+    def _arrays(self, feats: Features, hw: GPU, p: dict[str, float] | None = None) -> Arrays4 | Arrays6:
+        """`PRED_COLUMNS`'s arrays at the parameters `p` (default: the fitted ones)."""
         with np.errstate(divide="ignore", invalid="ignore"):
-            pre, dec, e2e = self._components(self.params_, feats, hw)
+            pre, dec, e2e = self._components(self.params_ if p is None else p, feats, hw)
             thr = eq.throughput(feats["batch_size"], feats["input_len"], feats["output_len"], e2e)
         return thr, e2e, pre, dec
 
@@ -346,10 +347,11 @@ class CalibratedModel(Estimator):
         cov = self.corr_.to_numpy(dtype=float) * np.outer(se, se)
         return pd.DataFrame(cov, index=names, columns=names)
 
-    def log_sd(self, data: pd.DataFrame, hw: GPU) -> FloatArray | None:
-        """Standard deviation of log E2E per row by the delta method: forward differences of log E2E in each free
-        parameter (step 1e-4 of max(|estimate|, spec scale), inside the bounds) and `covariance`. Parameters
-        without a finite covariance are left out, with an `IntervalWarning` naming them."""
+    def log_sds(self, data: pd.DataFrame, hw: GPU) -> dict[str, FloatArray] | None:
+        """Standard deviation of the log of each predicted quantity (`INTERVAL_QUANTITIES`: throughput and E2E,
+        and TTFT and TPOT where the method predicts them) per row by the delta method: forward differences in each
+        free parameter (step 1e-4 of max(|estimate|, spec scale), inside the bounds) and `covariance`.
+        Parameters without a finite covariance are left out, with an `IntervalWarning` naming them."""
         feats = self._features(data, hw)
         specs = {s.name: s for s in self.param_specs()}
         cov = self.covariance()
@@ -361,21 +363,31 @@ class CalibratedModel(Estimator):
                 f"{self.variant}: no parameter covariance for {', '.join(left_out)}; the interval leaves their "
                 "uncertainty out", IntervalWarning, stacklevel=4,
             )  # fmt: skip
+        cols = {q: PRED_COLUMNS.index(col) for q, (col, _) in INTERVAL_QUANTITIES.items()}
+
+        def logs(p: dict[str, float]) -> dict[str, FloatArray]:
+            arrays = self._arrays(feats, hw, p)
+            return {q: np.log(arrays[i]) for q, i in cols.items() if i < len(arrays)}
+
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            base = np.log(self._components(self.params_, feats, hw)[2])
-            grads = []
+            base = logs(self.params_)
+            grads: dict[str, list[FloatArray]] = {q: [] for q in base}
             for k in names:
                 s, v = specs[k], self.params_[k]
                 h = 1e-4 * max(abs(v), s.scale)
                 h = h if v + h <= s.upper else -h  # stay inside the bounds
-                p = {**self.params_, k: v + h}
-                grads.append((np.log(self._components(p, feats, hw)[2]) - base) / h)
+                moved = logs({**self.params_, k: v + h})
+                for q in base:
+                    grads[q].append((moved[q] - base[q]) / h)
         if not names:
-            return np.zeros(len(data))
-        g = np.array(grads)  # (params, rows)
+            return {q: np.zeros(len(data)) for q in base}
         c = cov.loc[names, names].to_numpy()
-        var = np.einsum("ir,ij,jr->r", g, c, g)
-        return np.asarray(np.sqrt(np.clip(var, 0.0, None)), dtype=float)
+        out = {}
+        for q, g in grads.items():
+            ga = np.array(g)  # (params, rows)
+            var = np.einsum("ir,ij,jr->r", ga, c, ga)
+            out[q] = np.asarray(np.sqrt(np.clip(var, 0.0, None)), dtype=float)
+        return out
 
     # -- parameters ---------------------------------------------------------------------------------------------
     def summary(self) -> pd.DataFrame:

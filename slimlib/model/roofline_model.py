@@ -103,7 +103,7 @@ def serving_latencies(
     return np.asarray(ttft, dtype=float), np.asarray(tpot, dtype=float)
 
 
-def _measured(data: pd.DataFrame, columns: tuple[str, ...]) -> FloatArray:
+def measured_latency_s(data: pd.DataFrame, columns: tuple[str, ...]) -> FloatArray:
     """The first of `columns` `data` has, in seconds (NaN where absent or empty)."""
     for c in columns:
         if c in data.columns:
@@ -137,9 +137,9 @@ class RooflineSlimModel(CalibratedModel):
         return roofline_terms()
 
     # -- predict ------------------------------------------------------------------------------------------------
-    def _arrays(self, feats: Features, hw: GPU) -> Arrays6:
+    def _arrays(self, feats: Features, hw: GPU, p: dict[str, float] | None = None) -> Arrays6:
         with np.errstate(divide="ignore", invalid="ignore"):
-            pre, dec, e2e = self._components(self.params_, feats, hw)
+            pre, dec, e2e = self._components(self.params_ if p is None else p, feats, hw)
             thr = eq.throughput(feats["batch_size"], feats["input_len"], feats["output_len"], e2e)
         ttft, tpot = serving_latencies(pre, dec, e2e, feats)
         return thr, e2e, pre, dec, ttft, tpot
@@ -147,8 +147,8 @@ class RooflineSlimModel(CalibratedModel):
     # -- fit ----------------------------------------------------------------------------------------------------
     def _fit_targets(self, data: pd.DataFrame) -> dict[str, FloatArray]:
         out = super()._fit_targets(data)
-        out["ttft"] = _measured(data, TTFT_COLUMNS)
-        out["tpot"] = _measured(data, TPOT_COLUMNS)
+        out["ttft"] = measured_latency_s(data, TTFT_COLUMNS)
+        out["tpot"] = measured_latency_s(data, TPOT_COLUMNS)
         return out
 
     def _n_observations(self, data: pd.DataFrame) -> int:
