@@ -22,6 +22,7 @@ from slimlib.experiments.accuracy.extrapolation_coverage import (
 from slimlib.experiments.accuracy.extrapolation_folds import AxisFolds
 from slimlib.experiments.accuracy.scenarios import Fold
 from slimlib.model import PRED_COLUMNS, SlimModel, load_params
+from slimlib.model.extended import ExtendedSlimModel
 from slimlib.model.intervals import (
     GRID,
     INTERVAL_COLUMNS,
@@ -277,3 +278,49 @@ def test_slim_fit_intervals_stores_the_residual_model_of_the_cross_validation(
         == 0
     )
     assert "intervals" not in json.loads((tmp_path / "p2.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def slim_fitted():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return ExtendedSlimModel(gpu=GPU, n_starts=0).fit(noisy(0))
+
+
+def test_the_recommended_model_predicts_ttft_and_tpot_from_its_prefill_and_decode(slim_fitted):
+    """Static batch of B = 8 prompts of 128 tokens in 512-token chunked passes: n_c = 2 passes, so the mean TTFT
+    waits for t_fixed + 3/4 of the batch prefill; TPOT is the rest of E2E over OL - 1 tokens."""
+    df = noisy(1).head(3).assign(batch_size=8.0, input_len=128.0, output_len=64.0, static_batch=True,
+                                 chunked_prefill=True)  # fmt: skip
+    pred = slim_fitted.predict(df)
+    fixed = pred["pred_e2e_s"] - pred["pred_prefill_s"] - pred["pred_decode_s"]
+    assert (fixed > 0).all()
+    np.testing.assert_allclose(pred["pred_ttft_s"], fixed + 0.75 * pred["pred_prefill_s"], rtol=1e-12)
+    np.testing.assert_allclose(pred["pred_ttft_s"] + 63 * pred["pred_tpot_s"], pred["pred_e2e_s"], rtol=1e-12)
+    cont = slim_fitted.predict(df.assign(static_batch=False))  # continuous: the whole batch prefill
+    np.testing.assert_allclose(cont["pred_ttft_s"], fixed + cont["pred_prefill_s"], rtol=1e-12)
+
+
+def test_ttft_and_tpot_get_intervals_from_their_own_residual_part(slim_fitted):
+    rng = np.random.default_rng(2)
+    errors = pd.concat([pd.DataFrame({"axis": "batch", "quantity": q, "fold": rng.integers(0, 4, 400),
+                                      "log_error": s * rng.standard_normal(400)})
+                        for q, s in (("throughput", 0.05), ("e2e", 0.05), ("ttft", 0.4), ("tpot", 0.1))])  # fmt: skip
+    m = ExtendedSlimModel(gpu=GPU, n_starts=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        m.fit(noisy(0))
+    m.attach_intervals(ResidualModel.from_errors(errors), noisy(0))
+    df = noisy(5).head(4).assign(batch_size=1024.0)  # beyond the fitted B: the batch axis's parts
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", IntervalWarning)
+        pred = m.predict(df, interval=0.9)
+    widths = {}
+    for q, (lo, hi) in INTERVAL_COLUMNS.items():
+        p = pred[INTERVAL_QUANTITIES[q][0]]
+        assert (pred[lo] < p).all() and (p < pred[hi]).all()
+        widths[q] = float(np.median(np.log(pred[hi] / pred[lo])))
+    assert widths["ttft"] > 3 * widths["tpot"] > 3 * widths["throughput"]  # each from its own errors
+    m.attach_intervals(ResidualModel.from_errors(errors[errors["quantity"] != "ttft"]), noisy(0))
+    with pytest.warns(IntervalWarning, match="no 'ttft' part"):
+        m.predict(df, interval=0.9)

@@ -44,7 +44,9 @@ from slimlib.model.terms import (
     contributions,
     model_specs,
 )
+from slimlib.model.terms import specs as ps
 from slimlib.model.terms.batch import chunked_prefill_column, static_batch_column
+from slimlib.model.terms.rooflines import STEP_GEMM_ROOFLINE, STEP_GEMM_ROOFLINE_ALL
 from slimlib.registry.gpus import GPU, get_gpu
 from slimlib.schema import validate_table
 
@@ -65,8 +67,9 @@ SPREAD_FLOOR = 1e-3
 class CalibratedModel(Estimator):
     """A SLIM-like model: a list of terms (subclasses define `terms()`), calibrated by least squares.
 
-    `predict`'s ``pred_ttft_s`` and ``pred_tpot_s`` are NaN: Eq. 5's batch E2E splits into a batch prefill and
-    decode, not into a request's first-token time and token gaps (`slimlib.model.roofline_model` predicts them).
+    `predict`'s ``pred_ttft_s`` and ``pred_tpot_s`` are NaN here: Eq. 5's batch E2E splits into a batch prefill and
+    decode, not into a request's first-token time and token gaps (the recommended model, `slimlib.model.extended`,
+    and `slimlib.model.roofline_model` predict them).
 
     Parameters
     ----------
@@ -128,13 +131,24 @@ class CalibratedModel(Estimator):
         return contributions(self.terms(), self.params_, self._features(data, hw), hw)
 
     def _held(self, data: pd.DataFrame) -> dict[str, tuple[float, str]]:
-        """Parameters held in a fit on `data` -> (value, reason): the constructor's `fixed`, plus ``t_step`` = 0
-        when `data` holds one architecture and the model has both a per-step weight read and ``t_step`` (on one
-        architecture the weight read ``P b_w / (eta_w BW)`` is a constant per step: the two are one constant)."""
+        """Parameters held in a fit on `data` -> (value, reason): the constructor's `fixed`, plus, when `data`
+        holds one architecture and the model has both a per-step weight read and ``t_step`` (on one architecture
+        the weight read ``P b_w / (eta_w BW)`` is a constant per step: the two are one constant), ``t_step`` = 0,
+        or ``eta_w`` at its prior where the weight read is a roofline (`STEP_GEMM_ROOFLINE`: eta_w also sets
+        its ridge, which a constant absorbed into it would move)."""
         held = {k: (float(v), "fixed by the caller") for k, v in (self.fixed or {}).items()}
         names = {t.name for t in self.terms()}
-        pair = {STEP_WEIGHT_READ.name, STEP_OVERHEAD.name} <= names
-        if pair and data["model"].nunique() == 1 and "t_step" not in held:
+        roof = {STEP_GEMM_ROOFLINE.name, STEP_GEMM_ROOFLINE_ALL.name} & names
+        pair = STEP_OVERHEAD.name in names and bool(({STEP_WEIGHT_READ.name} | roof) & names)
+        one_arch = data["model"].nunique() == 1
+        prior = ps.ETA_W.prior
+        if pair and one_arch and roof and prior is not None and "eta_w" not in held:
+            held["eta_w"] = (
+                prior.median,
+                f"held at prior {prior.median:g} ({prior.source}): one architecture, so the per-step weight read "
+                "and t_step are one constant; the prior keeps the decode GEMMs' ridge where the device puts it",
+            )
+        elif pair and one_arch and "t_step" not in held:
             held["t_step"] = (
                 0.0,
                 "held at 0: one architecture, so the per-step weight read and t_step are one constant",
