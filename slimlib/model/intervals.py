@@ -179,8 +179,10 @@ class ResidualModel:
         missing = [c for c in ("axis", "quantity", "log_error") if c not in errors.columns]
         if missing:
             raise DataError(f"residual model: the error table lacks column(s) {missing}")
-        defaults = {"distance": 0.0, "train_error": np.nan, "log_sd": 0.0, "fold": ""}
-        ok = errors.assign(**{k: v for k, v in defaults.items() if k not in errors.columns})
+        ok = errors.copy()
+        for col, default in (("distance", 0.0), ("train_error", np.nan), ("log_sd", 0.0), ("fold", "")):
+            if col not in ok.columns:
+                ok[col] = default
         ok = ok[np.isfinite(ok["log_error"].to_numpy(dtype=float))]
         ok = ok.assign(log_sd=np.nan_to_num(ok["log_sd"].to_numpy(dtype=float), nan=0.0))
         out: dict[str, dict[str, AxisResiduals]] = {}
