@@ -138,7 +138,7 @@ class AxisResiduals:
 
 
 def _learn(g: pd.DataFrame) -> AxisResiduals:
-    """`AxisResiduals` of the held-out rows `g` (module docstring: the narrowest (lambda, beta))."""
+    """`AxisResiduals` of the held-out rows `g` (module docstring: the (lambda, beta) of the most alike scores)."""
     r = np.abs(g["log_error"].to_numpy(dtype=float))
     d = g["distance"].to_numpy(dtype=float)
     e_raw = g["train_error"].to_numpy(dtype=float)
@@ -174,17 +174,16 @@ class ResidualModel:
         cls, errors: pd.DataFrame, method: str = "", source: str = "", min_folds: int = 1
     ) -> ResidualModel:
         """From a table of held-out log errors: columns ``axis``, ``quantity``, ``log_error`` and, optional,
-        ``distance`` (0), ``train_error`` (none), ``log_sd`` (0) and ``fold`` (one fold). An axis with fewer than
+        ``distance`` (0), ``train_error`` (none) and ``fold`` (one fold). An axis with fewer than
         `min_folds` folds gets no model of its own (its rows use `POOLED`, learned from every row)."""
         missing = [c for c in ("axis", "quantity", "log_error") if c not in errors.columns]
         if missing:
             raise DataError(f"residual model: the error table lacks column(s) {missing}")
         ok = errors.copy()
-        for col, default in (("distance", 0.0), ("train_error", np.nan), ("log_sd", 0.0), ("fold", "")):
+        for col, default in (("distance", 0.0), ("train_error", np.nan), ("fold", "")):
             if col not in ok.columns:
                 ok[col] = default
         ok = ok[np.isfinite(ok["log_error"].to_numpy(dtype=float))]
-        ok = ok.assign(log_sd=np.nan_to_num(ok["log_sd"].to_numpy(dtype=float), nan=0.0))
         out: dict[str, dict[str, AxisResiduals]] = {}
         for (axis, quantity), g in ok.groupby(["axis", "quantity"], sort=True):
             if g["fold"].nunique() >= min_folds:
