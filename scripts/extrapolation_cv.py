@@ -5,7 +5,7 @@ data and validated on another along each axis a user extrapolates on (batch, inp
 size, device, tensor parallelism; `slimlib.experiments.accuracy.extrapolation`); the recommended model is the one
 with the best worst-axis throughput MAPE. Also prints the nested coverage of the 90% prediction intervals.
 
-Run: python scripts/extrapolation_cv.py [--candidates slim,paper] [--starts 2] [--out DIR]   (about 25 s a candidate on 2 cores)
+Run: python scripts/extrapolation_cv.py [--candidates slim,paper,slim+step-roofline] [--starts 2] [--out DIR]   (about 25 s a candidate on 2 cores)
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import warnings
 import pandas as pd
 
 from slimlib.experiments.accuracy.extrapolation import CV_STARTS, run_extrapolation_cv, wide_table
+from slimlib.experiments.accuracy.extrapolation_candidates import TERM_CANDIDATES, resolve_candidate
 from slimlib.experiments.accuracy.extrapolation_outputs import coverage_display, write_extrapolation_outputs
 from slimlib.model import method_label
 
@@ -24,7 +25,9 @@ from slimlib.model import method_label
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument(
-        "--candidates", help="comma-separated registered method names (default: every calibrated one)"
+        "--candidates",
+        help="comma-separated registered method names or term-list candidates "
+        f"({', '.join(TERM_CANDIDATES)}; default: every calibrated method)",
     )
     ap.add_argument(
         "--starts", type=int, default=CV_STARTS, help=f"Sobol starts per fit (default {CV_STARTS})"
@@ -34,7 +37,7 @@ def main() -> None:
     )
     ap.add_argument("--out", default="extrapolation-cv", help="folder for extrap_cv.* and extrap_coverage.*")
     args = ap.parse_args()
-    candidates = args.candidates.split(",") if args.candidates else None
+    candidates = [resolve_candidate(c) for c in args.candidates.split(",")] if args.candidates else None
     t0 = time.perf_counter()
     with warnings.catch_warnings(record=True) as caught:  # counted below, never silenced
         warnings.simplefilter("always")

@@ -22,15 +22,20 @@ from slimlib.experiments.accuracy.extrapolation_coverage import (
 from slimlib.experiments.accuracy.extrapolation_folds import AxisFolds
 from slimlib.experiments.accuracy.scenarios import Fold
 from slimlib.model import PRED_COLUMNS, SlimModel, load_params
+from slimlib.model.extended import ExtendedSlimModel
 from slimlib.model.intervals import (
     GRID,
     INTERVAL_COLUMNS,
+    INTERVAL_QUANTITIES,
     IntervalWarning,
     ResidualModel,
-    conformal_probs,
+    conformal_prob,
+    extrapolation_distance,
     fit_domain,
     row_axes,
 )
+from slimlib.registry.architectures import get_architecture
+from slimlib.registry.gpus import get_gpu
 
 GPU = "h100-sxm-80gb"
 NOISE = 0.05
@@ -74,7 +79,10 @@ def test_interval_columns_present_and_ordered(fitted):
     with pytest.warns(IntervalWarning, match="no residual model"):
         pred = fitted.predict(df, interval=0.9)
     for quantity, (lo, hi) in INTERVAL_COLUMNS.items():
-        p = pred["pred_throughput_tok_s" if quantity == "throughput" else "pred_e2e_s"]
+        p = pred[INTERVAL_QUANTITIES[quantity][0]]
+        if quantity in ("ttft", "tpot"):  # the paper model predicts no TTFT/TPOT: no interval either
+            assert p.isna().all() and pred[lo].isna().all() and pred[hi].isna().all()
+            continue
         assert (pred[lo] <= p).all() and (p <= pred[hi]).all()
         assert (pred[lo] < pred[hi]).all()  # the parameter part alone gives a width
     assert list(fitted.predict(df).columns) == list(
@@ -112,7 +120,7 @@ def test_parameter_file_round_trips_residual_model_domain_and_covariance(fitted,
     with warnings.catch_warnings():
         warnings.simplefilter("error", IntervalWarning)  # full intervals: no warning
         pd.testing.assert_frame_equal(back.predict(df, interval=0.9), m.predict(df, interval=0.9))
-    doc["intervals"]["residuals"]["quantiles"]["batch"]["throughput"] = [0.0, 1.0]
+    doc["intervals"]["residuals"]["axes"]["batch"]["throughput"]["quantiles"] = [0.0, 1.0]
     with pytest.raises(DataError, match="do not have"):
         load_params(json.dumps(doc))
     doc["intervals"] = {"residuals": None, "domain": None}
@@ -142,14 +150,53 @@ def test_residual_model_quantiles_of_a_known_distribution():
         {"axis": "batch", "quantity": "throughput", "log_error": 0.1 * rng.standard_normal(20000)}
     )
     rm = ResidualModel.from_errors(errors)
-    lo, hi = rm.offsets("batch", "throughput", 0.9)
-    assert lo == pytest.approx(-0.1645, abs=0.005) and hi == pytest.approx(0.1645, abs=0.005)
-    assert rm.offsets("pooled", "throughput", 0.9) == (lo, hi)
-    assert len(rm.quantiles["batch"]["throughput"]) == len(GRID)
+    one = np.zeros(1)
+    h = rm.half_widths("batch", "throughput", 0.9, one, np.nan)
+    assert h[0] == pytest.approx(0.1645, abs=0.005)  # |N(0, 0.1)| at 0.9
+    assert rm.half_widths("pooled", "throughput", 0.9, one, np.nan) == pytest.approx(h)
+    assert len(rm.axes["batch"]["throughput"].quantiles) == len(GRID)
     assert ResidualModel.from_dict(json.loads(json.dumps(rm.to_dict()))) == rm
-    with pytest.raises(DataError, match="no 'e2e' quantiles"):
-        rm.offsets("batch", "e2e", 0.9)
-    assert conformal_probs(9, 0.8) == pytest.approx((0.0, 1.0))  # ceil(10 * 0.9) / 9 > 1: the whole range
+    with pytest.raises(DataError, match="no 'e2e' part"):
+        rm.half_widths("batch", "e2e", 0.9, one, np.nan)
+    assert conformal_prob(9, 0.9) == 1.0 and conformal_prob(99, 0.9) == pytest.approx(90 / 99)
+    with pytest.raises(DataError, match="earlier form"):
+        ResidualModel.from_dict({"quantiles": {}, "n": {}})  # a residual model of the signed form: refit
+
+
+def test_the_scale_grows_with_the_extrapolation_distance_when_the_errors_do():
+    """Errors whose spread grows as 1 + d: the learned scale picks a positive lambda, and the interval of a far row
+    is wider than a near one's; the nested coverage of such errors is near nominal at both distances."""
+    rng = np.random.default_rng(1)
+    d = rng.uniform(0.0, 4.0, 4000)
+    errors = pd.DataFrame({"axis": "batch", "quantity": "throughput", "distance": d,
+                           "log_error": 0.05 * (1 + d) * rng.standard_normal(d.size)})  # fmt: skip
+    rm = ResidualModel.from_errors(errors)
+    m = rm.axes["batch"]["throughput"]
+    assert m.lam >= 0.5
+    near, far = rm.half_widths("batch", "throughput", 0.9, np.array([0.0, 4.0]), np.nan)
+    assert far / near == pytest.approx(5.0, rel=0.3)
+    test_d = rng.uniform(0.0, 4.0, 4000)
+    r = 0.05 * (1 + test_d) * rng.standard_normal(test_d.size)
+    h = rm.half_widths("batch", "throughput", 0.9, test_d, np.nan)
+    for sel in (test_d < 1.0, test_d > 3.0):
+        assert 0.86 <= np.mean(np.abs(r[sel]) <= h[sel]) <= 0.94
+    flat = ResidualModel.from_errors(errors.assign(log_error=0.05 * rng.standard_normal(d.size)))
+    assert flat.axes["batch"]["throughput"].lam <= 0.25  # errors that do not grow: no (or little) slope
+
+
+def test_extrapolation_distance_sums_the_log_ratios_outside_the_domain():
+    train = pd.DataFrame({"model": ["opt-1.3b"] * 2, "batch_size": [1.0, 4.0], "input_len": [128.0, 128.0],
+                          "output_len": [64.0, 64.0]})  # fmt: skip
+    dom = fit_domain(train, GPU)
+    rows = pd.DataFrame({"model": ["opt-1.3b", "opt-1.3b", "opt-1.3b"], "batch_size": [2.0, 16.0, 16.0],
+                         "input_len": [128.0, 128.0, 512.0], "output_len": [64.0, 64.0, 64.0]})  # fmt: skip
+    d = extrapolation_distance(rows, dom, GPU)
+    assert d == pytest.approx([0.0, np.log(4.0), np.log(4.0) + np.log(4.0)])
+    other = extrapolation_distance(rows.iloc[:1].assign(model="opt-6.7b"), dom, GPU)[0]
+    sizes = [get_architecture(m).n_params for m in ("opt-1.3b", "opt-6.7b")]
+    assert other == pytest.approx(np.log(sizes[1] / sizes[0]))
+    moved = extrapolation_distance(rows.iloc[:1], dom, "mi300x")[0]
+    assert moved == pytest.approx(abs(np.log(get_gpu("mi300x").mem_bw / get_gpu(GPU).mem_bw)))
 
 
 def test_rows_are_assigned_the_axes_they_extrapolate_on():
@@ -231,3 +278,49 @@ def test_slim_fit_intervals_stores_the_residual_model_of_the_cross_validation(
         == 0
     )
     assert "intervals" not in json.loads((tmp_path / "p2.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def slim_fitted():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return ExtendedSlimModel(gpu=GPU, n_starts=0).fit(noisy(0))
+
+
+def test_the_recommended_model_predicts_ttft_and_tpot_from_its_prefill_and_decode(slim_fitted):
+    """Static batch of B = 8 prompts of 128 tokens in 512-token chunked passes: n_c = 2 passes, so the mean TTFT
+    waits for t_fixed + 3/4 of the batch prefill; TPOT is the rest of E2E over OL - 1 tokens."""
+    df = noisy(1).head(3).assign(batch_size=8.0, input_len=128.0, output_len=64.0, static_batch=True,
+                                 chunked_prefill=True)  # fmt: skip
+    pred = slim_fitted.predict(df)
+    fixed = pred["pred_e2e_s"] - pred["pred_prefill_s"] - pred["pred_decode_s"]
+    assert (fixed > 0).all()
+    np.testing.assert_allclose(pred["pred_ttft_s"], fixed + 0.75 * pred["pred_prefill_s"], rtol=1e-12)
+    np.testing.assert_allclose(pred["pred_ttft_s"] + 63 * pred["pred_tpot_s"], pred["pred_e2e_s"], rtol=1e-12)
+    cont = slim_fitted.predict(df.assign(static_batch=False))  # continuous: the whole batch prefill
+    np.testing.assert_allclose(cont["pred_ttft_s"], fixed + cont["pred_prefill_s"], rtol=1e-12)
+
+
+def test_ttft_and_tpot_get_intervals_from_their_own_residual_part(slim_fitted):
+    rng = np.random.default_rng(2)
+    errors = pd.concat([pd.DataFrame({"axis": "batch", "quantity": q, "fold": rng.integers(0, 4, 400),
+                                      "log_error": s * rng.standard_normal(400)})
+                        for q, s in (("throughput", 0.05), ("e2e", 0.05), ("ttft", 0.4), ("tpot", 0.1))])  # fmt: skip
+    m = ExtendedSlimModel(gpu=GPU, n_starts=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        m.fit(noisy(0))
+    m.attach_intervals(ResidualModel.from_errors(errors), noisy(0))
+    df = noisy(5).head(4).assign(batch_size=1024.0)  # beyond the fitted B: the batch axis's parts
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", IntervalWarning)
+        pred = m.predict(df, interval=0.9)
+    widths = {}
+    for q, (lo, hi) in INTERVAL_COLUMNS.items():
+        p = pred[INTERVAL_QUANTITIES[q][0]]
+        assert (pred[lo] < p).all() and (p < pred[hi]).all()
+        widths[q] = float(np.median(np.log(pred[hi] / pred[lo])))
+    assert widths["ttft"] > 3 * widths["tpot"] > 3 * widths["throughput"]  # each from its own errors
+    m.attach_intervals(ResidualModel.from_errors(errors[errors["quantity"] != "ttft"]), noisy(0))
+    with pytest.warns(IntervalWarning, match="no 'ttft' part"):
+        m.predict(df, interval=0.9)

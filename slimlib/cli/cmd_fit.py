@@ -72,7 +72,7 @@ Output: the input columns plus {", ".join(PRED_COLUMNS)}; with --interval LEVEL 
 examples:
   slim predict params.json grid.csv --out pred.csv
   slim predict params.json grid.csv            # prints CSV to stdout
-  slim predict params.json grid.csv --interval 0.9 --out pred.csv   # adds low/high columns
+  slim predict params.json grid.csv --interval 0.9 --out pred.csv   # adds low/high columns (each quantity)
 
 {OUTPUTS_NOTE}
 """

@@ -36,13 +36,15 @@ from slimlib.model.features import FloatArray, resolve_gpu
 from slimlib.model.intervals import (
     INTERVAL_COLUMNS,
     INTERVAL_QUANTITIES,
+    POOLED,
     Domain,
     IntervalWarning,
     ResidualModel,
     check_level,
+    extrapolation_distance,
     fit_domain,
     interval_bounds,
-    residual_offsets,
+    residual_half_widths,
     row_axes,
 )
 from slimlib.registry.gpus import GPU
@@ -151,20 +153,39 @@ class Estimator(ABC):
         return out
 
     # -- intervals -----------------------------------------------------------------------------------------------
-    def log_sd(self, data: pd.DataFrame, hw: GPU) -> FloatArray | None:
-        """Standard deviation of log E2E (= of log throughput) per row from the fit's parameter covariance, or
-        None where the method has none (the default; `slimlib.model.calibrated` computes it)."""
+    def log_sds(self, data: pd.DataFrame, hw: GPU) -> dict[str, FloatArray] | None:
+        """Per quantity of `slimlib.model.intervals.INTERVAL_QUANTITIES` the model predicts, the standard deviation
+        of its log per row from the fit's parameter covariance, or None where the method has none (the default;
+        `slimlib.model.calibrated` computes it)."""
         return None
+
+    def log_sd(self, data: pd.DataFrame, hw: GPU) -> FloatArray | None:
+        """`log_sds`'s E2E part (= the throughput's: Eq. 6), or None."""
+        sds = self.log_sds(data, hw)
+        return None if sds is None else sds["e2e"]
+
+    def parameter_log_sds(self, df: pd.DataFrame) -> dict[str, FloatArray] | None:
+        """`log_sds` for the rows of `df` (validated as `predict` does)."""
+        self.check_fitted()
+        data = validate_table(df, require_target=False, require_gpu="gpu" in df.columns)
+        return self.log_sds(data, resolve_gpu(data, self.gpu_))
 
     def parameter_log_sd(self, df: pd.DataFrame) -> FloatArray | None:
         """`log_sd` for the rows of `df` (validated as `predict` does)."""
+        sds = self.parameter_log_sds(df)
+        return None if sds is None else sds["e2e"]
+
+    def training_error(self) -> float:
+        """The fit's throughput MAPE on its own rows as a fraction (``fit_info_["train_mape_pct"] / 100``), NaN
+        where the method records none; a term of the interval's scale (`slimlib.model.intervals`)."""
         self.check_fitted()
-        data = validate_table(df, require_target=False, require_gpu="gpu" in df.columns)
-        return self.log_sd(data, resolve_gpu(data, self.gpu_))
+        v = dict(getattr(self, "fit_info_", {}) or {}).get("train_mape_pct")
+        return float(v) / 100.0 if isinstance(v, int | float) and math.isfinite(v) else float("nan")
 
     def attach_intervals(self, residuals: ResidualModel, train: pd.DataFrame) -> Self:
         """Store the residual model learned in the extrapolation cross-validation and the training table's
-        domain (which rows extrapolate on which axis); both are saved in the parameter file. Returns self."""
+        domain (which rows extrapolate on which axis, and how far); both are saved in the parameter file.
+        Returns self."""
         self.check_fitted()
         self.residuals_ = residuals
         self.domain_ = fit_domain(train, self.gpu_)
@@ -173,28 +194,37 @@ class Estimator(ABC):
     def _add_intervals(self, out: pd.DataFrame, data: pd.DataFrame, hw: GPU, level: float) -> None:
         residuals: ResidualModel | None = getattr(self, "residuals_", None)
         domain: Domain | None = getattr(self, "domain_", None)
-        sd = self.log_sd(data, hw)
+        sds = self.log_sds(data, hw)
         missing = []
-        if sd is None:
-            sd = np.zeros(len(data))
+        if sds is None:
             missing.append(f"{self.variant or type(self).__name__} has no parameter covariance")
         if residuals is None or domain is None:
             missing.append(
                 "no residual model is stored with these parameters (refit with `slim fit ... --intervals`)"
             )
             axes: list[list[str]] = [[] for _ in range(len(data))]
+            distance = np.zeros(len(data))
         else:
             axes = row_axes(data, domain, hw.name)
+            distance = extrapolation_distance(data, domain, hw.name)
+        train_error = self.training_error()
+        for quantity, (pred_col, _) in INTERVAL_QUANTITIES.items():
+            pred = out[pred_col].to_numpy(dtype=float)
+            predicted = bool(np.isfinite(pred).any())
+            if predicted and residuals is not None and not residuals.has(POOLED, quantity):
+                missing.append(
+                    f"the stored residual model has no {quantity!r} part (its method predicts none)"
+                )
+            half = residual_half_widths(residuals, axes, quantity, level, distance, train_error)
+            sd = np.zeros(len(data)) if sds is None else sds.get(quantity, np.zeros(len(data)))
+            lo, hi = interval_bounds(pred, sd, half, level)
+            low_col, high_col = INTERVAL_COLUMNS[quantity]
+            out[low_col], out[high_col] = lo, hi
         if missing:
             warnings.warn(
                 "prediction interval from part of its uncertainty only: " + "; ".join(missing),
                 IntervalWarning, stacklevel=3,
             )  # fmt: skip
-        for quantity, (pred_col, _) in INTERVAL_QUANTITIES.items():
-            q_lo, q_hi = residual_offsets(residuals, axes, quantity, level)
-            lo, hi = interval_bounds(out[pred_col].to_numpy(dtype=float), sd, q_lo, q_hi, level)
-            low_col, high_col = INTERVAL_COLUMNS[quantity]
-            out[low_col], out[high_col] = lo, hi
 
     def predict_grid(self, workloads: pd.DataFrame, batch_sizes: FloatArray) -> tuple[FloatArray, FloatArray]:
         """Throughput and E2E, each of shape (workloads, batch sizes): `predict` on the cross product of the

@@ -30,9 +30,9 @@ import pandas as pd
 from slimlib.errors import DataError, FitError, SlimError
 from slimlib.metrics import mape, relative_error
 from slimlib.model import equations as eq
-from slimlib.model.base import Arrays4, Arrays6, Estimator, IdentifiabilityWarning, Progress
+from slimlib.model.base import PRED_COLUMNS, Arrays4, Arrays6, Estimator, IdentifiabilityWarning, Progress
 from slimlib.model.features import Features, FloatArray, model_features, resolve_gpu
-from slimlib.model.intervals import IntervalWarning
+from slimlib.model.intervals import INTERVAL_QUANTITIES, IntervalWarning
 from slimlib.model.params import ParamSpec
 from slimlib.model.terms import (
     STEP_OVERHEAD,
@@ -44,7 +44,9 @@ from slimlib.model.terms import (
     contributions,
     model_specs,
 )
+from slimlib.model.terms import specs as ps
 from slimlib.model.terms.batch import chunked_prefill_column, static_batch_column
+from slimlib.model.terms.rooflines import STEP_GEMM_ROOFLINE, STEP_GEMM_ROOFLINE_ALL
 from slimlib.registry.gpus import GPU, get_gpu
 from slimlib.schema import validate_table
 
@@ -65,8 +67,9 @@ SPREAD_FLOOR = 1e-3
 class CalibratedModel(Estimator):
     """A SLIM-like model: a list of terms (subclasses define `terms()`), calibrated by least squares.
 
-    `predict`'s ``pred_ttft_s`` and ``pred_tpot_s`` are NaN: Eq. 5's batch E2E splits into a batch prefill and
-    decode, not into a request's first-token time and token gaps (`slimlib.model.roofline_model` predicts them).
+    `predict`'s ``pred_ttft_s`` and ``pred_tpot_s`` are NaN here: Eq. 5's batch E2E splits into a batch prefill and
+    decode, not into a request's first-token time and token gaps (the recommended model, `slimlib.model.extended`,
+    and `slimlib.model.roofline_model` predict them).
 
     Parameters
     ----------
@@ -128,13 +131,24 @@ class CalibratedModel(Estimator):
         return contributions(self.terms(), self.params_, self._features(data, hw), hw)
 
     def _held(self, data: pd.DataFrame) -> dict[str, tuple[float, str]]:
-        """Parameters held in a fit on `data` -> (value, reason): the constructor's `fixed`, plus ``t_step`` = 0
-        when `data` holds one architecture and the model has both a per-step weight read and ``t_step`` (on one
-        architecture the weight read ``P b_w / (eta_w BW)`` is a constant per step: the two are one constant)."""
+        """Parameters held in a fit on `data` -> (value, reason): the constructor's `fixed`, plus, when `data`
+        holds one architecture and the model has both a per-step weight read and ``t_step`` (on one architecture
+        the weight read ``P b_w / (eta_w BW)`` is a constant per step: the two are one constant), ``t_step`` = 0,
+        or ``eta_w`` at its prior where the weight read is a roofline (`STEP_GEMM_ROOFLINE`: eta_w also sets
+        its ridge, which a constant absorbed into it would move)."""
         held = {k: (float(v), "fixed by the caller") for k, v in (self.fixed or {}).items()}
         names = {t.name for t in self.terms()}
-        pair = {STEP_WEIGHT_READ.name, STEP_OVERHEAD.name} <= names
-        if pair and data["model"].nunique() == 1 and "t_step" not in held:
+        roof = {STEP_GEMM_ROOFLINE.name, STEP_GEMM_ROOFLINE_ALL.name} & names
+        pair = STEP_OVERHEAD.name in names and bool(({STEP_WEIGHT_READ.name} | roof) & names)
+        one_arch = data["model"].nunique() == 1
+        prior = ps.ETA_W.prior
+        if pair and one_arch and roof and prior is not None and "eta_w" not in held:
+            held["eta_w"] = (
+                prior.median,
+                f"held at prior {prior.median:g} ({prior.source}): one architecture, so the per-step weight read "
+                "and t_step are one constant; the prior keeps the decode GEMMs' ridge where the device puts it",
+            )
+        elif pair and one_arch and "t_step" not in held:
             held["t_step"] = (
                 0.0,
                 "held at 0: one architecture, so the per-step weight read and t_step are one constant",
@@ -329,9 +343,10 @@ class CalibratedModel(Estimator):
         self.jac_rank_ = int(np.sum(sv > sv.max() * 1e-8)) if sv.size else 0
 
     # -- predict ------------------------------------------------------------------------------------------------
-    def _arrays(self, feats: Features, hw: GPU) -> Arrays4 | Arrays6:
+    def _arrays(self, feats: Features, hw: GPU, p: dict[str, float] | None = None) -> Arrays4 | Arrays6:
+        """`PRED_COLUMNS`'s arrays at the parameters `p` (default: the fitted ones)."""
         with np.errstate(divide="ignore", invalid="ignore"):
-            pre, dec, e2e = self._components(self.params_, feats, hw)
+            pre, dec, e2e = self._components(self.params_ if p is None else p, feats, hw)
             thr = eq.throughput(feats["batch_size"], feats["input_len"], feats["output_len"], e2e)
         return thr, e2e, pre, dec
 
@@ -346,10 +361,11 @@ class CalibratedModel(Estimator):
         cov = self.corr_.to_numpy(dtype=float) * np.outer(se, se)
         return pd.DataFrame(cov, index=names, columns=names)
 
-    def log_sd(self, data: pd.DataFrame, hw: GPU) -> FloatArray | None:
-        """Standard deviation of log E2E per row by the delta method: forward differences of log E2E in each free
-        parameter (step 1e-4 of max(|estimate|, spec scale), inside the bounds) and `covariance`. Parameters
-        without a finite covariance are left out, with an `IntervalWarning` naming them."""
+    def log_sds(self, data: pd.DataFrame, hw: GPU) -> dict[str, FloatArray] | None:
+        """Standard deviation of the log of each predicted quantity (`INTERVAL_QUANTITIES`: throughput and E2E,
+        and TTFT and TPOT where the method predicts them) per row by the delta method: forward differences in each
+        free parameter (step 1e-4 of max(|estimate|, spec scale), inside the bounds) and `covariance`.
+        Parameters without a finite covariance are left out, with an `IntervalWarning` naming them."""
         feats = self._features(data, hw)
         specs = {s.name: s for s in self.param_specs()}
         cov = self.covariance()
@@ -361,21 +377,31 @@ class CalibratedModel(Estimator):
                 f"{self.variant}: no parameter covariance for {', '.join(left_out)}; the interval leaves their "
                 "uncertainty out", IntervalWarning, stacklevel=4,
             )  # fmt: skip
+        cols = {q: PRED_COLUMNS.index(col) for q, (col, _) in INTERVAL_QUANTITIES.items()}
+
+        def logs(p: dict[str, float]) -> dict[str, FloatArray]:
+            arrays = self._arrays(feats, hw, p)
+            return {q: np.log(arrays[i]) for q, i in cols.items() if i < len(arrays)}
+
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            base = np.log(self._components(self.params_, feats, hw)[2])
-            grads = []
+            base = logs(self.params_)
+            grads: dict[str, list[FloatArray]] = {q: [] for q in base}
             for k in names:
                 s, v = specs[k], self.params_[k]
                 h = 1e-4 * max(abs(v), s.scale)
                 h = h if v + h <= s.upper else -h  # stay inside the bounds
-                p = {**self.params_, k: v + h}
-                grads.append((np.log(self._components(p, feats, hw)[2]) - base) / h)
+                moved = logs({**self.params_, k: v + h})
+                for q in base:
+                    grads[q].append((moved[q] - base[q]) / h)
         if not names:
-            return np.zeros(len(data))
-        g = np.array(grads)  # (params, rows)
+            return {q: np.zeros(len(data)) for q in base}
         c = cov.loc[names, names].to_numpy()
-        var = np.einsum("ir,ij,jr->r", g, c, g)
-        return np.asarray(np.sqrt(np.clip(var, 0.0, None)), dtype=float)
+        out = {}
+        for q, g in grads.items():
+            ga = np.array(g)  # (params, rows)
+            var = np.einsum("ir,ij,jr->r", ga, c, ga)
+            out[q] = np.asarray(np.sqrt(np.clip(var, 0.0, None)), dtype=float)
+        return out
 
     # -- parameters ---------------------------------------------------------------------------------------------
     def summary(self) -> pd.DataFrame:

@@ -16,6 +16,13 @@ the kernels differ from Eqs. 5-12:
 5. Several GPUs: per-GPU features plus all-reduces (tensor parallelism) and expert all-to-alls (expert
    parallelism), `slimlib.model.parallel`.
 
+TTFT and TPOT (`predict`'s ``pred_ttft_s``, ``pred_tpot_s``): the batch E2E split as the serving engine emits
+tokens (`slimlib.model.terms.serving_mode.serving_latencies`): ``TTFT = t_fixed + s T_pre`` with ``s`` the
+share of the batch prefill a request waits for (``(n_c + 1) / (2 n_c)`` for a static batch prefilled in ``n_c``
+chunked passes; 1 otherwise: all B prompts' prefill before the first token, an upper bound under continuous
+batching), ``TPOT = (E2E - TTFT) / (OL - 1)``. Not fitted to measured TTFT/TPOT (the fit reads throughput only);
+their accuracy and intervals are measured by the extrapolation cross-validation where the data have them.
+
 Each component was chosen on training rows only (`scripts/choose_components.py` prints the training MAPE of each
 alternative per scenario, built from the same term objects): ``alpha`` against a FLOP-based per-request term
 ``OL F_tok / (eta_d F_max)`` (and both together): lower on the vLLM 0.5.2 H100 scenarios, within a few hundredths
@@ -33,6 +40,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from slimlib.model.base import Arrays6
 from slimlib.model.calibrated import CalibratedModel
 from slimlib.model.features import Features, FloatArray
 from slimlib.model.terms import (
@@ -50,6 +58,7 @@ from slimlib.model.terms import (
     effective_batch_term,
 )
 from slimlib.model.terms.batch import KV_CONTEXT_FRAC
+from slimlib.model.terms.serving_mode import serving_latencies, ttft_share
 from slimlib.registry.gpus import GPU
 
 
@@ -101,6 +110,12 @@ class ExtendedSlimModel(CalibratedModel):
 
     def terms(self) -> tuple[Term, ...]:
         return slim_terms(float(self.kv_context_frac))
+
+    def _arrays(self, feats: Features, hw: GPU, p: dict[str, float] | None = None) -> Arrays6:
+        """`PRED_COLUMNS`'s arrays: the calibrated model's four and TTFT and TPOT (module docstring)."""
+        thr, e2e, pre, dec = super()._arrays(feats, hw, p)[:4]
+        ttft, tpot = serving_latencies(pre, dec, e2e, ttft_share(feats), feats["output_len"])
+        return thr, e2e, pre, dec, ttft, tpot
 
     def effective_batch(self, df: pd.DataFrame, hw: GPU) -> FloatArray:
         """``B_eff`` per row of `df` (`slimlib.model.terms.batch`), the batch the model predicts with."""

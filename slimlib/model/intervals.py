@@ -1,21 +1,33 @@
 """Prediction intervals: parameter uncertainty plus a residual model learned in the extrapolation cross-validation.
 
+The API (stable; the CLI's ``slim predict --interval`` and the advisor call it): ``model.predict(df,
+interval=0.9)`` adds, for every quantity of `INTERVAL_QUANTITIES` the model predicts, the low and high columns of
+`INTERVAL_COLUMNS` (``pred_throughput_low_tok_s`` / ``_high_tok_s``, ``pred_e2e_low_s`` / ``_high_s``,
+``pred_ttft_low_s`` / ``_high_s``, ``pred_tpot_low_s`` / ``_high_s``; NaN where the prediction is NaN, e.g. TTFT
+for a method without it). The residual model comes from `Estimator.attach_intervals` (``slim fit --intervals``);
+without one the interval holds the parameter uncertainty only and an `IntervalWarning` says so.
+
 An interval at level ``a`` around a prediction ``p`` is built in log space from two parts:
 
 * parameter uncertainty: the standard deviation ``s`` of ``log p`` from the fit's covariance by the delta method
-  (forward differences of the prediction in each free parameter; deterministic). ``log T = log B (IL + OL) -
-  log E2E`` (Eq. 6), so throughput and E2E share ``s``;
-* residual model (`ResidualModel`): the empirical quantiles of the signed log error ``r = log(measured /
-  predicted)`` of held-out rows, per extrapolation axis and quantity (split-conformal quantiles, learned by
-  `slimlib.experiments.accuracy.extrapolation`).
+  (`Estimator.log_sds`: forward differences of each predicted quantity in each free parameter; deterministic);
+* residual model (`ResidualModel`), per extrapolation axis and quantity: the split-conformal quantile ``q`` of the
+  scaled score ``|r| / w`` of held-out rows, ``r = log(measured / predicted)``, with the row's scale
+  ``w = max(e_train, E_FLOOR)^beta (1 + lambda d)``: ``d`` the row's extrapolation distance from the fit's domain
+  (`extrapolation_distance`), ``e_train`` the fit's own training error (throughput MAPE / 100), so that a row far
+  outside the fitted range, or predicted by a fit that already missed its training rows, gets a wider interval.
+  ``(lambda, beta)`` are chosen per axis and quantity from `LAMBDAS` x `BETAS` on the held-out rows the model is
+  learned from (never on the rows it is applied to) as the pair whose scores are the most alike (least variance
+  of ``log(|r| / w)``): the scale that makes the errors of near and far rows one distribution, so that the
+  interval's coverage holds at every distance, not only on average.
 
-With ``q_lo <= 0 <= q_hi`` the residual quantiles at ``(1 - a) / 2`` and ``(1 + a) / 2`` (each clipped to its side
-of 0) and ``z`` the normal quantile of level ``a``, the interval is ``p exp(-sqrt(q_lo^2 + (z s)^2))`` to
-``p exp(sqrt(q_hi^2 + (z s)^2))``: the two parts combined in quadrature, so ``low <= p <= high`` always.
+The interval is ``p exp(-h)`` to ``p exp(h)`` with ``h = sqrt((q w)^2 + (z s)^2)`` (``z`` the normal quantile of
+level ``a``): the two parts combined in quadrature, so ``low <= p <= high`` always.
 
 Which axis a row extrapolates on is read from the fit's domain (`fit_domain`): batch size, input or output length
 above the largest fitted, a model the fit never saw, a larger tensor-parallel degree, another GPU; a row on several
-axes gets the widest of their intervals, a row on none the quantiles pooled over every axis (``pooled``).
+axes gets the widest of their intervals, a row on none (or on an axis the model has too few folds for) the model
+pooled over every axis (``pooled``).
 """
 
 from __future__ import annotations
@@ -28,21 +40,36 @@ import numpy as np
 import pandas as pd
 
 from slimlib.errors import DataError
+from slimlib.registry.architectures import get_architecture
+from slimlib.registry.gpus import get_gpu
 
-#: quantity -> (predicted column, measured column) an interval is given for (TTFT/TPOT join where a model predicts them)
+#: quantity -> (predicted column, measured column) an interval is given for
 INTERVAL_QUANTITIES: dict[str, tuple[str, str]] = {
     "throughput": ("pred_throughput_tok_s", "throughput_tok_s"),
     "e2e": ("pred_e2e_s", "e2e_s"),
+    "ttft": ("pred_ttft_s", "ttft_s"),
+    "tpot": ("pred_tpot_s", "tpot_s"),
 }
 #: quantity -> (low, high) column names `Estimator.predict(df, interval=...)` adds
 INTERVAL_COLUMNS: dict[str, tuple[str, str]] = {
     "throughput": ("pred_throughput_low_tok_s", "pred_throughput_high_tok_s"),
     "e2e": ("pred_e2e_low_s", "pred_e2e_high_s"),
+    "ttft": ("pred_ttft_low_s", "pred_ttft_high_s"),
+    "tpot": ("pred_tpot_low_s", "pred_tpot_high_s"),
 }
-#: probabilities at which a residual model stores its quantiles (0, 0.005, ..., 1)
+#: probabilities at which a residual model stores the quantiles of its scaled scores (0, 0.005, ..., 1)
 GRID = np.linspace(0.0, 1.0, 201)
-#: name of the quantiles pooled over every axis (rows that extrapolate on no axis)
+#: name of the model pooled over every axis (rows that extrapolate on no axis, or on one with too few folds)
 POOLED = "pooled"
+#: candidate distance slopes lambda and training-error powers beta of the scale ``w`` (module docstring)
+LAMBDAS = (0.0, 0.25, 0.5, 1.0, 2.0, 4.0)
+BETAS = (0.0, 0.5, 1.0)
+#: floor of the training error in the scale (a fit that matches its rows to 0.5% still extrapolates worse)
+E_FLOOR = 0.02
+#: |log error| below which a score counts at this value when (lambda, beta) are chosen (log of 0)
+SCORE_FLOOR = 1e-4
+#: version of the residual model's stored form (1: signed quantiles per axis, without scale; refused)
+RESIDUAL_FORMAT = 2
 #: table column (of the fit's domain) -> the cross-validation axes whose residuals cover extrapolation along it
 AXES_OF = {
     "batch_size": ("batch", "batch-knee"),
@@ -72,78 +99,144 @@ def check_level(level: float) -> float:
     return float(level)
 
 
-def conformal_probs(n: int, level: float) -> tuple[float, float]:
-    """Probabilities of the lower and upper split-conformal quantiles of `n` held-out scores at `level`
-    (``ceil((n + 1)(1 - alpha/2)) / n`` and its mirror, clipped to [0, 1])."""
-    alpha = 1.0 - level
-    if n <= 0:
-        return 0.0, 1.0
-    hi = min(1.0, math.ceil((n + 1) * (1.0 - alpha / 2.0)) / n)
-    lo = max(0.0, 1.0 - hi)
-    return lo, hi
+def conformal_prob(n: int, level: float) -> float:
+    """Probability of the split-conformal quantile of `n` held-out absolute scores at `level`:
+    ``ceil((n + 1) level) / n``, clipped to [0, 1] (1 for n = 0)."""
+    return 1.0 if n <= 0 else min(1.0, math.ceil((n + 1) * level) / n)
+
+
+def scale(distance: np.ndarray, train_error: np.ndarray, lam: float, beta: float) -> np.ndarray:
+    """The score scale ``w = max(e_train, E_FLOOR)^beta (1 + lambda d)`` per row (module docstring)."""
+    e = np.maximum(np.asarray(train_error, dtype=float), E_FLOOR)
+    return np.asarray(e**beta * (1.0 + lam * np.asarray(distance, dtype=float)), dtype=float)
+
+
+@dataclass(frozen=True)
+class AxisResiduals:
+    """The residual model of one axis and quantity: the scale's ``lam`` and ``beta``, the quantiles (at `GRID`) of
+    the scaled scores ``|r| / w``, the held-out rows and folds they come from, and the median training error of
+    their fits (used for a fit that records none)."""
+
+    lam: float
+    beta: float
+    quantiles: tuple[float, ...]
+    n: int
+    n_folds: int
+    train_error: float | None
+
+    def half_widths(self, level: float, distance: np.ndarray, train_error: np.ndarray) -> np.ndarray:
+        """``q w`` per row: the residual part of the log half width at `level`."""
+        fallback = E_FLOOR if self.train_error is None else self.train_error
+        e = np.where(np.isfinite(train_error), train_error, fallback)
+        i = min(int(np.searchsorted(GRID, conformal_prob(self.n, level) - 1e-12)), len(GRID) - 1)
+        q = float(self.quantiles[i])  # the grid's next order statistic at or above the conformal one
+        return q * scale(distance, e, self.lam, self.beta)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"lambda": self.lam, "beta": self.beta, "quantiles": list(self.quantiles), "n": self.n,
+                "n_folds": self.n_folds, "train_error": self.train_error}  # fmt: skip
+
+
+def _learn(g: pd.DataFrame) -> AxisResiduals:
+    """`AxisResiduals` of the held-out rows `g` (module docstring: the (lambda, beta) of the most alike scores)."""
+    r = np.abs(g["log_error"].to_numpy(dtype=float))
+    d = g["distance"].to_numpy(dtype=float)
+    e_raw = g["train_error"].to_numpy(dtype=float)
+    med = float(np.nanmedian(e_raw)) if np.isfinite(e_raw).any() else None
+    betas = BETAS if med is not None else (0.0,)
+    e = np.where(np.isfinite(e_raw), e_raw, E_FLOOR if med is None else med)
+    logs = np.log(np.maximum(r, SCORE_FLOOR))
+    best: tuple[float, float, float] | None = None
+    for beta in betas:
+        for lam in LAMBDAS:
+            spread = float(np.var(logs - np.log(scale(d, e, lam, beta))))
+            if best is None or spread < best[0] - 1e-12:
+                best = (spread, lam, beta)
+    assert best is not None
+    _, lam, beta = best
+    scores = r / scale(d, e, lam, beta)
+    return AxisResiduals(lam, beta, tuple(float(x) for x in np.quantile(scores, GRID, method="inverted_cdf")), int(r.size),
+                         int(g["fold"].nunique()), med)  # fmt: skip
 
 
 @dataclass(frozen=True)
 class ResidualModel:
-    """Quantiles (at `GRID`) of the signed log error of held-out predictions, per axis and quantity.
+    """Per axis and quantity, the `AxisResiduals` learned from held-out predictions (module docstring).
 
-    ``quantiles[axis][quantity]`` is a list of len(GRID) values, ``n[axis][quantity]`` the held-out rows they
-    come from; ``source`` says what they were learned on (method, datasets, folds)."""
+    ``axes[axis][quantity]``; ``source`` says what they were learned on (method, datasets, folds)."""
 
-    quantiles: dict[str, dict[str, list[float]]]
-    n: dict[str, dict[str, int]]
+    axes: dict[str, dict[str, AxisResiduals]]
     source: str = ""
     method: str = ""
 
     @classmethod
-    def from_errors(cls, errors: pd.DataFrame, method: str = "", source: str = "") -> ResidualModel:
-        """From a table of held-out log errors (columns ``axis``, ``quantity``, ``log_error``); adds `POOLED`."""
+    def from_errors(
+        cls, errors: pd.DataFrame, method: str = "", source: str = "", min_folds: int = 1
+    ) -> ResidualModel:
+        """From a table of held-out log errors: columns ``axis``, ``quantity``, ``log_error`` and, optional,
+        ``distance`` (0), ``train_error`` (none) and ``fold`` (one fold). An axis with fewer than
+        `min_folds` folds gets no model of its own (its rows use `POOLED`, learned from every row)."""
         missing = [c for c in ("axis", "quantity", "log_error") if c not in errors.columns]
         if missing:
             raise DataError(f"residual model: the error table lacks column(s) {missing}")
-        ok = errors[np.isfinite(errors["log_error"].to_numpy(dtype=float))]
-        quantiles: dict[str, dict[str, list[float]]] = {}
-        n: dict[str, dict[str, int]] = {}
-        groups = [(str(a), str(q), g) for (a, q), g in ok.groupby(["axis", "quantity"], sort=True)]
-        groups += [(POOLED, str(q), g) for q, g in ok.groupby("quantity", sort=True)]
-        for axis, quantity, g in groups:
-            v = g["log_error"].to_numpy(dtype=float)
-            quantiles.setdefault(axis, {})[quantity] = [float(x) for x in np.quantile(v, GRID)]
-            n.setdefault(axis, {})[quantity] = int(v.size)
-        return cls(quantiles, n, source, method)
+        ok = errors.copy()
+        for col, default in (("distance", 0.0), ("train_error", np.nan), ("fold", "")):
+            if col not in ok.columns:
+                ok[col] = default
+        ok = ok[np.isfinite(ok["log_error"].to_numpy(dtype=float))]
+        out: dict[str, dict[str, AxisResiduals]] = {}
+        for (axis, quantity), g in ok.groupby(["axis", "quantity"], sort=True):
+            if g["fold"].nunique() >= min_folds:
+                out.setdefault(str(axis), {})[str(quantity)] = _learn(g)
+        for quantity, g in ok.groupby("quantity", sort=True):
+            out.setdefault(POOLED, {})[str(quantity)] = _learn(g)
+        return cls(out, source, method)
 
-    def offsets(self, axis: str, quantity: str, level: float) -> tuple[float, float]:
-        """(q_lo, q_hi): the split-conformal log-error quantiles of `axis` at `level`, clipped to each side of 0."""
-        if axis not in self.quantiles or quantity not in self.quantiles[axis]:
+    def has(self, axis: str, quantity: str) -> bool:
+        return quantity in self.axes.get(axis, {})
+
+    def half_widths(
+        self, axis: str, quantity: str, level: float, distance: np.ndarray, train_error: np.ndarray
+    ) -> np.ndarray:
+        """``q w`` per row for `axis` and `quantity` at `level` (`AxisResiduals.half_widths`)."""
+        if not self.has(axis, quantity):
             raise DataError(
-                f"the residual model has no {quantity!r} quantiles for axis {axis!r} (it has "
-                f"{sorted(self.quantiles)}); relearn it with the extrapolation cross-validation"
+                f"the residual model has no {quantity!r} part for axis {axis!r} (it has {sorted(self.axes)}); "
+                "relearn it with the extrapolation cross-validation"
             )
-        p_lo, p_hi = conformal_probs(self.n[axis][quantity], level)
-        q = np.asarray(self.quantiles[axis][quantity], dtype=float)
-        return min(float(np.interp(p_lo, GRID, q)), 0.0), max(float(np.interp(p_hi, GRID, q)), 0.0)
+        return self.axes[axis][quantity].half_widths(level, distance, train_error)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"quantiles": self.quantiles, "n": self.n, "source": self.source, "method": self.method,
-                "grid_size": len(GRID)}  # fmt: skip
+        return {"format": RESIDUAL_FORMAT, "grid_size": len(GRID), "source": self.source, "method": self.method,
+                "axes": {a: {q: m.to_dict() for q, m in per.items()} for a, per in self.axes.items()}}  # fmt: skip
 
     @classmethod
     def from_dict(cls, d: Any, where: str = "parameter file") -> ResidualModel:
-        """Rebuild from `to_dict`'s content; DataError naming `where` when a field is missing or malformed."""
+        """Rebuild from `to_dict`'s content; DataError naming `where` when a field is missing or malformed or the
+        model is of an earlier form."""
+        if not isinstance(d, dict) or d.get("format") != RESIDUAL_FORMAT:
+            raise DataError(
+                f"{where}: field 'intervals.residuals' is malformed or of an earlier form; refit with "
+                "`slim fit ... --intervals`"
+            )
         try:
-            quantiles = {
-                str(a): {str(k): [float(x) for x in v] for k, v in per.items()}
-                for a, per in dict(d["quantiles"]).items()
-            }
-            n = {str(a): {str(k): int(v) for k, v in per.items()} for a, per in dict(d["n"]).items()}
+            axes = {
+                str(a): {
+                    str(k): AxisResiduals(float(v["lambda"]), float(v["beta"]),
+                                          tuple(float(x) for x in v["quantiles"]), int(v["n"]), int(v["n_folds"]),
+                                          None if v["train_error"] is None else float(v["train_error"]))
+                    for k, v in dict(per).items()
+                }
+                for a, per in dict(d["axes"]).items()
+            }  # fmt: skip
         except (KeyError, TypeError, ValueError, AttributeError):
             raise DataError(
                 f"{where}: field 'intervals.residuals' is malformed; refit with `slim fit ... --intervals`"
             ) from None
-        bad = [f"{a}/{k}" for a, per in quantiles.items() for k, v in per.items() if len(v) != len(GRID)]
+        bad = [f"{a}/{k}" for a, per in axes.items() for k, v in per.items() if len(v.quantiles) != len(GRID)]
         if bad:
             raise DataError(f"{where}: residual quantiles {bad[:3]} do not have {len(GRID)} values; refit")
-        return cls(quantiles, n, str(d.get("source", "")), str(d.get("method", "")))
+        return cls(axes, str(d.get("source", "")), str(d.get("method", "")))
 
 
 @dataclass(frozen=True)
@@ -195,30 +288,62 @@ def row_axes(data: pd.DataFrame, domain: Domain, gpu: str) -> list[list[str]]:
     return out
 
 
+def extrapolation_distance(data: pd.DataFrame, domain: Domain, gpu: str) -> np.ndarray:
+    """Per row of `data`, how far it lies outside the fit's `domain`, in natural-log units summed over the axes:
+    ``log(x / x_max)`` for a batch size, input or output length or TP degree above the fitted maximum,
+    ``|log(N / N_fit)|`` for a model the fit never saw (``N`` the registry parameter count, ``N_fit`` the nearest
+    fitted one) and ``|log(BW / BW_fit)|`` on another GPU (registry memory bandwidths); 0 inside the domain."""
+    d = np.zeros(len(data))
+    for col in ("batch_size", "input_len", "output_len", "tensor_parallel"):
+        top = domain.max_values.get(col)
+        if top is None or not top > 0:
+            continue
+        x = data[col].to_numpy(dtype=float) if col in data.columns else np.ones(len(data))
+        d += np.maximum(np.log(np.maximum(x, 1e-300) / top), 0.0)
+    fitted = np.log([float(get_architecture(m).n_params) for m in domain.models]) if domain.models else None
+    if fitted is not None:
+        sizes: dict[str, float] = {}
+        for m in set(map(str, data["model"])) - set(domain.models):
+            n = np.log(float(get_architecture(m).n_params))
+            sizes[m] = float(np.min(np.abs(fitted - n)))
+        d += np.array([sizes.get(str(m), 0.0) for m in data["model"]])
+    if domain.gpu and gpu != domain.gpu:
+        d += abs(math.log(get_gpu(gpu).mem_bw / get_gpu(domain.gpu).mem_bw))
+    return d
+
+
 def interval_bounds(
-    pred: np.ndarray, log_sd: np.ndarray, q_lo: np.ndarray, q_hi: np.ndarray, level: float
+    pred: np.ndarray, log_sd: np.ndarray, half: np.ndarray, level: float
 ) -> tuple[np.ndarray, np.ndarray]:
-    """(low, high) around `pred` from the parameter part `log_sd` and the residual offsets (module docstring)."""
+    """(low, high) = ``pred exp(-+h)``, ``h = sqrt(half^2 + (z log_sd)^2)``: the residual half width `half` and
+    the parameter part combined in quadrature (module docstring)."""
     zs = normal_quantile(level) * np.nan_to_num(np.asarray(log_sd, dtype=float), nan=0.0)
+    h = np.sqrt(np.asarray(half, dtype=float) ** 2 + zs**2)
     p = np.asarray(pred, dtype=float)
-    lo = p * np.exp(-np.sqrt(np.minimum(q_lo, 0.0) ** 2 + zs**2))
-    hi = p * np.exp(np.sqrt(np.maximum(q_hi, 0.0) ** 2 + zs**2))
-    return lo, hi
+    return p * np.exp(-h), p * np.exp(h)
 
 
-def residual_offsets(
-    residuals: ResidualModel | None, axes: list[list[str]], quantity: str, level: float
-) -> tuple[np.ndarray, np.ndarray]:
-    """Per row, the widest (q_lo, q_hi) over the row's axes that the residual model has; zeros without a model."""
+def residual_half_widths(
+    residuals: ResidualModel | None,
+    axes: list[list[str]],
+    quantity: str,
+    level: float,
+    distance: np.ndarray,
+    train_error: float,
+) -> np.ndarray:
+    """Per row, the widest residual half width ``q w`` over the row's axes that the residual model has (else
+    `POOLED`); zeros without a model or without a part for `quantity`."""
     n = len(axes)
-    if residuals is None:
-        return np.zeros(n), np.zeros(n)
-    lo, hi = np.zeros(n), np.zeros(n)
-    cache: dict[str, tuple[float, float]] = {}
-    for i, row in enumerate(axes):
-        known = [a for a in row if quantity in residuals.quantiles.get(a, {})] or [POOLED]
-        for a in known:
-            if a not in cache:
-                cache[a] = residuals.offsets(a, quantity, level)
-            lo[i], hi[i] = min(lo[i], cache[a][0]), max(hi[i], cache[a][1])
-    return lo, hi
+    if residuals is None or not residuals.has(POOLED, quantity):
+        return np.zeros(n)
+    e = np.full(n, train_error, dtype=float)
+    d = np.asarray(distance, dtype=float)
+    out = np.zeros(n)
+    for a in sorted({a for row in axes for a in row} | {POOLED}):
+        if not residuals.has(a, quantity):
+            continue
+        rows = np.array([a in row or (a == POOLED and not any(residuals.has(b, quantity) for b in row))
+                         for row in axes])  # fmt: skip
+        if rows.any():
+            out[rows] = np.maximum(out[rows], residuals.half_widths(a, quantity, level, d[rows], e[rows]))
+    return out

@@ -55,7 +55,7 @@ from slimlib.model.terms.rooflines import (
     ROOF_SEQUENCE_OVERHEAD,
     ROOF_STEP_OVERHEAD,
 )
-from slimlib.model.terms.serving_mode import SERVING_MODE
+from slimlib.model.terms.serving_mode import SERVING_MODE, serving_latencies
 from slimlib.registry.architectures import get_architecture
 from slimlib.registry.gpus import GPU
 
@@ -91,19 +91,14 @@ def roofline_terms() -> tuple[Term, ...]:
     )
 
 
-def serving_latencies(
+def latencies(
     pre: FloatArray, dec: FloatArray, e2e: FloatArray, f: Features
 ) -> tuple[FloatArray, FloatArray]:
-    """(TTFT, TPOT) from the composed prefill, decode and E2E seconds (module docstring)."""
-    fixed = e2e - pre - dec
-    ttft = fixed + f["ttft_share"] * pre
-    later = f["output_len"] - 1.0
-    with np.errstate(divide="ignore", invalid="ignore"):
-        tpot = np.where(later > 0, (e2e - ttft) / later, np.nan)
-    return np.asarray(ttft, dtype=float), np.asarray(tpot, dtype=float)
+    """(TTFT, TPOT) of the serving mode's steps (`serving_latencies` with the mode's ``ttft_share``)."""
+    return serving_latencies(pre, dec, e2e, f["ttft_share"], f["output_len"])
 
 
-def _measured(data: pd.DataFrame, columns: tuple[str, ...]) -> FloatArray:
+def measured_latency_s(data: pd.DataFrame, columns: tuple[str, ...]) -> FloatArray:
     """The first of `columns` `data` has, in seconds (NaN where absent or empty)."""
     for c in columns:
         if c in data.columns:
@@ -137,18 +132,18 @@ class RooflineSlimModel(CalibratedModel):
         return roofline_terms()
 
     # -- predict ------------------------------------------------------------------------------------------------
-    def _arrays(self, feats: Features, hw: GPU) -> Arrays6:
+    def _arrays(self, feats: Features, hw: GPU, p: dict[str, float] | None = None) -> Arrays6:
         with np.errstate(divide="ignore", invalid="ignore"):
-            pre, dec, e2e = self._components(self.params_, feats, hw)
+            pre, dec, e2e = self._components(self.params_ if p is None else p, feats, hw)
             thr = eq.throughput(feats["batch_size"], feats["input_len"], feats["output_len"], e2e)
-        ttft, tpot = serving_latencies(pre, dec, e2e, feats)
+        ttft, tpot = latencies(pre, dec, e2e, feats)
         return thr, e2e, pre, dec, ttft, tpot
 
     # -- fit ----------------------------------------------------------------------------------------------------
     def _fit_targets(self, data: pd.DataFrame) -> dict[str, FloatArray]:
         out = super()._fit_targets(data)
-        out["ttft"] = _measured(data, TTFT_COLUMNS)
-        out["tpot"] = _measured(data, TPOT_COLUMNS)
+        out["ttft"] = measured_latency_s(data, TTFT_COLUMNS)
+        out["tpot"] = measured_latency_s(data, TPOT_COLUMNS)
         return out
 
     def _n_observations(self, data: pd.DataFrame) -> int:
@@ -163,7 +158,7 @@ class RooflineSlimModel(CalibratedModel):
     ) -> FloatArray:
         pre, dec, e2e = self._components(p, feats, hw)
         thr = eq.throughput(feats["batch_size"], feats["input_len"], feats["output_len"], e2e)
-        ttft, tpot = serving_latencies(pre, dec, e2e, feats)
+        ttft, tpot = latencies(pre, dec, e2e, feats)
         parts = [relative_error(targets["throughput"], thr)]
         for name, pred in (("ttft", ttft), ("tpot", tpot)):
             y = targets[name]

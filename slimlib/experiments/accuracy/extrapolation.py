@@ -2,8 +2,11 @@
 of the data and predicting another, along every axis a user extrapolates on (`extrapolation_folds`).
 
 `run_extrapolation_cv` fits every candidate on every fold (the same folds and test rows for every candidate) and
-records, per test row, the measured and predicted throughput and E2E and the parameter part of the prediction's
-uncertainty (`Estimator.parameter_log_sd`). A fold whose fit or prediction fails (a `SlimError`, or a non-finite
+records, per test row, the measured and predicted throughput, E2E, TTFT and TPOT (measured TTFT/TPOT where the test
+table has them: ``mean_ttft_ms``, ``mean_tpot_ms`` or ``mean_itl_ms``; not on `NO_MEASURED_TTFT`), the parameter
+part of each prediction's uncertainty (`Estimator.parameter_log_sds`), the row's extrapolation distance from the
+fold's training domain (`slimlib.model.intervals.extrapolation_distance`) and the fold fit's own training error
+(`Estimator.training_error`): what the residual model of the intervals is learned from. A fold whose fit or prediction fails (a `SlimError`, or a non-finite
 prediction) is recorded in ``failures`` and its cell is left empty for that candidate, never dropped silently.
 `extrapolation_table` gives MAPE and bias (mean signed % error) per (axis, dataset) and candidate with bootstrap
 95% intervals (`slimlib.experiments.outputs.uncertainty`); `recommend` picks the candidate with the best worst-axis
@@ -27,6 +30,8 @@ from slimlib.experiments.outputs.uncertainty import N_BOOT, SEED, bootstrap_mean
 from slimlib.model import METHODS, Estimator, load_params, make_model
 from slimlib.model.calibrated import TermModel
 from slimlib.model.gpu_transfer import transfer_params, transferred_params, untransferred
+from slimlib.model.intervals import extrapolation_distance, fit_domain
+from slimlib.model.roofline_model import TPOT_COLUMNS, TTFT_COLUMNS, measured_latency_s
 from slimlib.model.terms import Term
 from slimlib.registry.gpus import get_gpu
 
@@ -37,8 +42,12 @@ CV_STARTS = 2
 #: columns of `CVResult.predictions`
 PRED_COLUMNS = (
     "axis", "dataset", "fold", "method", "model", "gpu", "batch_size", "input_len", "output_len",
-    "throughput_tok_s", "e2e_s", "pred_throughput_tok_s", "pred_e2e_s", "log_sd",
+    "throughput_tok_s", "e2e_s", "ttft_s", "tpot_s", "pred_throughput_tok_s", "pred_e2e_s", "pred_ttft_s",
+    "pred_tpot_s", "log_sd", "log_sd_ttft", "log_sd_tpot", "distance", "train_error",
 )  # fmt: skip
+#: datasets whose ``mean_ttft_ms`` is not a measured TTFT (memgap online: one engine step stands in for the
+#: queue-inflated client TTFT, `slimlib.experiments.accuracy.scenarios.online_table`): no TTFT is scored there
+NO_MEASURED_TTFT = ("memgap-online",)
 #: columns of `extrapolation_table`
 TABLE_COLUMNS = (
     "axis", "dataset", "method", "n_folds", "n_failed_folds", "n_test", "mape_pct", "mape_lo_pct", "mape_hi_pct",
@@ -96,13 +105,25 @@ class CVResult:
 
 
 def _fit_fold(candidate: Candidate, axis: AxisFolds, fold_train: pd.DataFrame, fold_test: pd.DataFrame,
-              n_starts: int) -> tuple[Estimator, pd.DataFrame, np.ndarray]:  # fmt: skip
+              n_starts: int) -> tuple[Estimator, pd.DataFrame, dict[str, np.ndarray]]:  # fmt: skip
     model = new_model(candidate, n_starts).fit(fold_train)
+    train_error = model.training_error()
+    gpu = str(fold_test["gpu"].iloc[0])
     if axis.transfer:
-        model = transferred(model, str(fold_test["gpu"].iloc[0]))
+        model = transferred(model, gpu)
     pred = model.predict(fold_test)
-    sd = model.parameter_log_sd(fold_test)
-    return model, pred, np.zeros(len(fold_test)) if sd is None else np.asarray(sd, dtype=float)
+    sds = model.parameter_log_sds(fold_test) or {}
+    zero = np.zeros(len(fold_test))
+    extra = {
+        "log_sd": np.asarray(sds.get("e2e", zero), dtype=float),
+        "log_sd_ttft": np.asarray(sds.get("ttft", zero), dtype=float),
+        "log_sd_tpot": np.asarray(sds.get("tpot", zero), dtype=float),
+        "distance": extrapolation_distance(
+            fold_test, fit_domain(fold_train, str(fold_train["gpu"].iloc[0])), gpu
+        ),
+        "train_error": np.full(len(fold_test), train_error),
+    }
+    return model, pred, extra
 
 
 def run_extrapolation_cv(
@@ -129,7 +150,7 @@ def run_extrapolation_cv(
                 with warnings.catch_warnings(record=True) as record:
                     warnings.simplefilter("always")
                     try:
-                        model, pred, sd = _fit_fold(cand, ax, fold.train, fold.test, n_starts)
+                        model, pred, extra = _fit_fold(cand, ax, fold.train, fold.test, n_starts)
                     except SlimError as exc:
                         failures.append({**key, "error": f"{type(exc).__name__}: {exc}"})
                         model = None
@@ -146,8 +167,14 @@ def run_extrapolation_cv(
                 if keep_models:
                     models[(ax.axis, ax.dataset, fold.label, name)] = model
                 t = fold.test
+                measured = ax.dataset not in NO_MEASURED_TTFT
+                nan = np.full(len(t), np.nan)
                 part = pd.DataFrame({**key, **{c: t[c].to_numpy() for c in PRED_COLUMNS[4:11]},
-                                     "pred_throughput_tok_s": p_thr, "pred_e2e_s": p_e2e, "log_sd": sd})  # fmt: skip
+                                     "ttft_s": measured_latency_s(t, TTFT_COLUMNS) if measured else nan,
+                                     "tpot_s": measured_latency_s(t, TPOT_COLUMNS),
+                                     "pred_throughput_tok_s": p_thr, "pred_e2e_s": p_e2e,
+                                     "pred_ttft_s": pred["pred_ttft_s"].to_numpy(dtype=float),
+                                     "pred_tpot_s": pred["pred_tpot_s"].to_numpy(dtype=float), **extra})  # fmt: skip
                 parts.append(part)
     preds = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=list(PRED_COLUMNS))
     return CVResult(

@@ -188,3 +188,34 @@ ROOF_SEQUENCE_OVERHEAD = Term(
     "roof_sequence_overhead", "t_seq per sequence per engine step (scheduler, sampler, detokenizer)",
     (ps.T_SEQ,), _sequence_overhead, reads=(*_STEPS, "pass_seqs", "step_seqs"),
 )  # fmt: skip
+
+
+def _step_gemm(all_weights: bool) -> TimeFn:
+    def times(p: Params, f: Features, hw: GPU) -> Times:
+        per_token = (
+            2.0 * f["dense_weight_bytes"] / f["bytes_per_weight"]
+            if all_weights
+            else dense_linear_flops_per_token(f)
+        )
+        t = roofline(f["batch_size"] * per_token, f["dense_weight_bytes"], prefill_peak_flops(f, hw), hw.mem_bw,
+                     p["eta_c"], p["eta_w"])  # fmt: skip
+        return Times(step=t)
+
+    return times
+
+
+#: the recommended model's per-step weight read made a roofline (a candidate of the batch axis, beyond the paper):
+#: a decode step of B sequences reads the dense weights once and multiplies each by B tokens, so it takes
+#: ``max(W / (eta_w BW), B F_tok / (eta_c F_max))`` and turns compute-bound past `decode_gemm_ridge` (about 14 on
+#: the CPU engine, hundreds on GPUs); ``eta_c`` is the prefill GEMMs' efficiency (`PREFILL_SERVED`'s)
+STEP_GEMM_ROOFLINE = Term(
+    "step_gemm_roofline", "decode step's dense GEMMs: max(W_dense / (eta_w BW), B F_dense / (eta_c F_max))",
+    (ps.ETA_W, ps.ETA_C), _step_gemm(False), reads=("dense_weight_bytes", "linear_flops_per_token"),
+)  # fmt: skip
+#: the same with 2 FLOPs per dense weight byte / b_w per token: every weight a step reads, the LM head included
+#: (and the input embedding, a lookup, over-counted for untied models)
+STEP_GEMM_ROOFLINE_ALL = Term(
+    "step_gemm_roofline_all_weights",
+    "decode step's dense GEMMs: max(W_dense / (eta_w BW), B 2 W_dense / b_w / (eta_c F_max)), LM head included",
+    (ps.ETA_W, ps.ETA_C), _step_gemm(True), reads=("dense_weight_bytes", "bytes_per_weight"),
+)  # fmt: skip
