@@ -78,13 +78,15 @@ def test_cpu_is_a_device_wherever_a_gpu_name_is():
     assert abs(config.kv_pool + config.weights - HOST_CPU_KV_SPACE_GIB * 2**30) < 2**20
 
 
-def test_cpu_peaks_are_the_committed_campaigns_measurement():
-    manifest = json.loads((data_dir() / "engine-cpu" / "manifest.json").read_text())
-    micro = manifest["sessions"][0]["microbenchmark"]
+def test_cpu_peaks_are_the_best_of_the_committed_campaigns_measurements():
+    micros = []
+    for folder in ("engine-cpu-pre-protocol", "engine-cpu"):
+        manifest = json.loads((data_dir() / folder / "manifest.json").read_text())
+        micros.append(manifest["sessions"][0]["microbenchmark"])
+        assert manifest["sessions"][0]["engine_env"]["VLLM_CPU_KVCACHE_SPACE"] == f"{HOST_CPU_KV_SPACE_GIB:g}"
     cpu = get_gpu("cpu")
-    assert cpu.peak_flops == pytest.approx(micro["gemm"]["peak_flops"], rel=1e-3)
-    assert cpu.mem_bw == pytest.approx(micro["triad"]["peak_bytes_s"], rel=1e-3)
-    assert manifest["sessions"][0]["engine_env"]["VLLM_CPU_KVCACHE_SPACE"] == f"{HOST_CPU_KV_SPACE_GIB:g}"
+    assert cpu.peak_flops == pytest.approx(max(m["gemm"]["peak_flops"] for m in micros), rel=1e-3)
+    assert cpu.mem_bw == pytest.approx(max(m["triad"]["peak_bytes_s"] for m in micros), rel=1e-3)
 
 
 def test_launcher_answers_the_vllm_metadata_lookup_with_vllm_cpu(monkeypatch):

@@ -16,7 +16,7 @@ from slimlib.data.engine_runs import EXCLUSIONS_TABLE, RUNS_TABLE, build_engine_
 from slimlib.errors import DataError
 from slimlib.kit.vllm_runner import sha256_file
 
-SOURCE = data_dir() / "engine-cpu"
+SOURCE = data_dir() / "engine-cpu-pre-protocol"  # the campaign before the protocol (2026-11)
 #: real runs of one configuration family (opt-13b-s8, IL 128, OL 128), used as repeats 0-2 of B = 8
 REPEATS = [
     "opt-13b-s8_b8_il128_ol128.json",

@@ -15,7 +15,7 @@ from slimlib.data.ingest import checked, ingest
 from slimlib.data.physical_checks import CHECKS, LATENCY_SUM_REL_TOL, check_runs, count_lines
 from slimlib.errors import DataError
 
-RESULTS = data_dir() / "engine-cpu" / "results"
+RESULTS = data_dir() / "engine-cpu-pre-protocol" / "results"  # the campaign before the protocol (2026-11)
 GOOD = "opt-13b-s8_b8_il128_ol256.json"  # a real committed run
 ZERO_TPOT = "opt-1.3b-s8_b2_il128_ol32.json"  # a real committed run whose tokens arrived in one chunk
 

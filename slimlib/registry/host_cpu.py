@@ -1,8 +1,10 @@
 """The host CPU as a device, ``cpu``: peaks measured on this project's CPU-engine campaign, not from a data sheet.
 
 The numbers are the micro-benchmark of `slimlib.kit.cpu_microbench` (best of 5: a bfloat16 GEMM with torch for
-``peak_flops``, a STREAM-style float32 triad for ``mem_bw``) recorded in ``data/engine-cpu/manifest.json`` at the
-start of the committed campaign. The CPU backend sizes its KV pool directly (``VLLM_CPU_KVCACHE_SPACE``), not as a
+``peak_flops``, a STREAM-style float32 triad for ``mem_bw``) recorded at the start of each committed campaign
+(``data/engine-cpu-pre-protocol/manifest.json``, 2026-11: 417.0 GFLOP/s, 30.62 GB/s; ``data/engine-cpu/manifest.json``,
+2026-12: 365.8 GFLOP/s, 33.36 GB/s): a peak is the best the host was measured to sustain, so each is the larger of
+the two (the host drifts by about 10% between sessions; the manifests keep both). The CPU backend sizes its KV pool directly (``VLLM_CPU_KVCACHE_SPACE``), not as a
 fraction of device memory: ``mem_bytes`` is the memory for which the package's default accounting
 (`slimlib.model.memory.kv_pool_bytes`: memory x 0.9 - 1.5 GiB reserve - weights) gives that pool plus the weights,
 so the advisor's KV capacity matches the engine's. A test checks these values against the manifest.
@@ -22,12 +24,12 @@ HOST_CPU: dict[str, Any] = {
     "name": "cpu",
     "label": "host CPU",
     "peak_flops": 417.01e9,
-    "mem_bw": 30.621e9,
+    "mem_bw": 33.357e9,
     "mem_bytes": round((HOST_CPU_KV_SPACE_GIB + 1.5) / 0.9 * 2**30),
     "aliases": ("host-cpu", "vllm-cpu"),
     "source": (
-        "measured on the campaign host (data/engine-cpu/manifest.json, 'microbenchmark'): bfloat16 GEMM 2048^3 "
-        "and float32 triad of 256 MiB arrays with torch on all cores, best of 5 (slimlib.kit.cpu_microbench)"
+        "measured on the campaign host (the 'microbenchmark' of data/engine-cpu*/manifest.json, the larger "
+        "of the committed campaigns): bfloat16 GEMM 2048^3 and float32 triad of 256 MiB arrays with torch on all cores, best of 5 (slimlib.kit.cpu_microbench)"
     ),
     "notes": (
         "A 2-core AMD EPYC virtual machine. mem_bytes is not the host's RAM: it is sized so that the default KV "

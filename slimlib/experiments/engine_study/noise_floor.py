@@ -58,8 +58,8 @@ def noise_floor(
     n_rep = float(np.mean([len(g) for g in groups]))
     rows = []
     for metric, col in NOISE_METRICS.items():
-        rng = U.rng_for(seed, f"noise floor inner {metric}")
         values = [g[col].to_numpy(dtype=float) for g in groups]
+        rng = U.rng_for(seed, np.concatenate(values), "noise floor inner")
         per = {
             "median of R": np.array([_median_deviation(x, n_inner, rng) for x in values]),
             "single run": np.array([np.mean(np.abs(x - np.median(x))) / np.median(x) for x in values]),
