@@ -346,7 +346,7 @@ def test_dry_run_prints_plan_size_and_estimate(tmp_path, capsys):
     assert main(args) == 0
     out = capsys.readouterr().out
     assert "plan: 468 runs = 156 configurations x 3 repeats, 6 models, 18 server starts" in out
-    assert "estimate: " in out and "qwen3s-h1024: opt-13b-s8's fit x" in out
+    assert "estimate: " in out and "wave times of qwen3s-h1024:" in out
     assert not (tmp_path / "c").exists()  # nothing measured or written
     assert main([*args, "--models", "opt-1.3b-s8", "--repeats", "1"]) == 0
     assert (

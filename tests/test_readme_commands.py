@@ -39,7 +39,7 @@ BLOCKS: dict[str, str | None] = {
     ),
     "mkdir -p example": None,
     "slim advise example/params.json --model llama-2-7b --input-len 250 --output-len 260 --ttft-ms 2000 --tpot-ms 40 \\": None,
-    "scripts/engine_env.sh && slim bench campaign --out camp --engine-python .venv-engine/bin/python": (
+    "scripts/engine_env.sh && slim bench campaign --out camp --engine-python .venv-engine/bin/python \\": (
         "the full CPU-engine campaign (hours on 2 cores; --dry-run prints the estimate, and it needs the machine to itself); "
         "scripts/test_engine.sh (run by .ci/run) runs the same plan -> bench -> ingest -> fit -> advise loop on three "
         "configurations"

@@ -351,6 +351,11 @@ def _column_spec(header: str, cells: list[str], numeric: bool) -> str:
     return f">{{{align}\\arraybackslash}}p{{{width:.1f}em}}"
 
 
+def _breakable(tex: str) -> str:
+    """Let a note break after underscores and slashes (file and column names are long unbreakable words)."""
+    return tex.replace("\\_", "\\_\\allowbreak{}").replace("/", "/\\allowbreak{}")
+
+
 def latex(text: pd.DataFrame, numeric: list[bool], notes: Iterable[str] = ()) -> str:
     """A booktabs `tabular` of already formatted cells that fits a two-column page: long text cells and long
     headers wrap in `p{}` columns, the table shrinks to `\\linewidth` when still wider (put a wide one in a
@@ -373,11 +378,11 @@ def latex(text: pd.DataFrame, numeric: list[bool], notes: Iterable[str] = ()) ->
         lines.append(" & ".join(cells) + r" \\")
     lines.append(r"\bottomrule")
     lines.append(r"\end{tabular}}%")
-    lines.append(r"\ifdim\wd0>\linewidth\resizebox{\linewidth}{!}{\box0}\else\leavevmode\box0\fi\par")
+    lines.append(r"\par\noindent\ifdim\wd0>\linewidth\resizebox{\linewidth}{!}{\box0}\else\box0\fi\par")
     notes = list(notes)
     if notes:
         lines.append(r"{\footnotesize\raggedright")
-        lines += [f"Note: {latex_escape(n)}\\par" for n in notes]
+        lines += [f"Note: {_breakable(latex_escape(n))}\\par" for n in notes]
         lines.append("}")
     return "\n".join(lines) + "\n"
 
