@@ -84,29 +84,8 @@ def _arch_config(arch: Architecture) -> dict[str, Any]:
     tied = (
         arch.embedding_params == arch.vocab_size * arch.hidden_size
     )  # one embedding matrix: the head is tied
-    if arch.family == "qwen3":  # Qwen3's config.json: per-head q/k RMSNorm is implied by the model type
-        return {
-            "architectures": ["Qwen3ForCausalLM"],
-            "model_type": "qwen3",
-            "hidden_size": arch.hidden_size,
-            "num_hidden_layers": arch.n_layers,
-            "num_attention_heads": arch.n_heads,
-            "num_key_value_heads": arch.n_kv_heads,
-            "head_dim": arch.head_dim,
-            "intermediate_size": arch.ffn_size,
-            "vocab_size": arch.vocab_size,
-            "max_position_embeddings": arch.max_position or 4096,
-            "hidden_act": "silu",
-            "rms_norm_eps": 1e-6,
-            "rope_theta": 1000000.0,
-            "attention_bias": False,
-            "use_sliding_window": False,
-            "tie_word_embeddings": tied,
-            "torch_dtype": dtype,
-        }
-    return {
-        "architectures": ["LlamaForCausalLM"],
-        "model_type": "llama",
+    qwen3 = arch.family == "qwen3"  # Qwen3's config.json: per-head q/k RMSNorm is implied by the model type
+    shape = {
         "hidden_size": arch.hidden_size,
         "num_hidden_layers": arch.n_layers,
         "num_attention_heads": arch.n_heads,
@@ -116,10 +95,13 @@ def _arch_config(arch: Architecture) -> dict[str, Any]:
         "vocab_size": arch.vocab_size,
         "max_position_embeddings": arch.max_position or 4096,
         "hidden_act": "silu",
-        "rms_norm_eps": 1e-5,
-        "tie_word_embeddings": False,
-        "torch_dtype": dtype,
     }
+    if qwen3:
+        return {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", **shape, "rms_norm_eps": 1e-6,
+                "rope_theta": 1000000.0, "attention_bias": False, "use_sliding_window": False,
+                "tie_word_embeddings": tied, "torch_dtype": dtype}  # fmt: skip
+    return {"architectures": ["LlamaForCausalLM"], "model_type": "llama", **shape, "rms_norm_eps": 1e-5,
+            "tie_word_embeddings": False, "torch_dtype": dtype}  # fmt: skip
 
 
 def _key(config: dict[str, Any], field: str) -> str | None:
