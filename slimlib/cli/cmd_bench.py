@@ -33,6 +33,7 @@ from slimlib.experiments.engine_study.campaign_grid import (
     merged_plan,
     wave_sources,
 )
+from slimlib.experiments.engine_study.rerun_check import rerun_summary
 from slimlib.io import write_text
 from slimlib.kit.cpu_microbench import host_facts, measure_peaks
 from slimlib.kit.model_folder import Scaling, model_config, write_model_folder
@@ -72,6 +73,11 @@ examples:
 _TABLE_EXAMPLES = """\
 examples:
   slim bench table data/engine-cpu --out engine-cpu-runs.csv
+"""
+_COMPARE_EXAMPLES = """\
+examples:
+  slim bench compare camp2/                   # a rerun folder of the README's campaign command
+  slim bench compare camp2/runs.csv --against data/engine-cpu-runs.csv --out rerun-diff.csv
 """
 ARGVS = ArgvBuilders(server=server_args, client=client_args)
 
@@ -162,6 +168,19 @@ def register_cli(sub: argparse._SubParsersAction) -> None:
     t.add_argument("campaign", help="campaign folder of `slim bench run`")
     t.add_argument("--out", required=True, help="CSV to write (beside it: *-medians.csv, *-exclusions.csv)")
     t.set_defaults(func=_cmd_table)
+
+    c = s.add_parser("compare", help="does a rerun reproduce the committed medians? (within the noise floor)",
+                     description="Compare a rerun campaign's medians with the committed campaign's, on the "
+                     "configurations both hold: mean |difference| and drift with bootstrap intervals, against the "
+                     "disagreement two campaigns drawn from the committed repeats would show "
+                     "(slimlib.experiments.engine_study.rerun_check).",
+                     epilog=_COMPARE_EXAMPLES, formatter_class=fmt)  # fmt: skip
+    c.add_argument(
+        "rerun", help="the rerun's campaign folder, or its runs table (runs.csv of `slim bench table`)"
+    )
+    c.add_argument("--against", help="committed runs table (default: the package's engine-cpu-runs)")
+    c.add_argument("--out", help="CSV of the per-configuration differences")
+    c.set_defaults(func=_cmd_compare)
 
 
 def _cmd_model(args: argparse.Namespace) -> int:
@@ -271,3 +290,36 @@ def _cmd_table(args: argparse.Namespace) -> int:
         print(line, file=sys.stdout)
     print(f"wrote {args.out} and its -medians.csv and -exclusions.csv beside it", file=sys.stdout)
     return 0
+
+
+def _runs_table(source: str) -> pd.DataFrame:
+    """A runs table (every repeat, ``checks_failed``) from a campaign folder or a runs CSV."""
+    path = Path(source)
+    if path.is_dir():
+        return build_engine_tables(path)[RUNS_TABLE]
+    if not path.is_file():
+        raise DataError(
+            f"{source}: no such campaign folder or runs table; give the folder of `slim bench campaign`"
+        )
+    try:
+        df = pd.read_csv(path, dtype=str, keep_default_na=False, na_values=[""])
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+        raise DataError(f"{source}: not a readable runs table ({exc})") from None
+    return coerce(RUNS_TABLE, df)
+
+
+def _cmd_compare(args: argparse.Namespace) -> int:
+    if args.out:
+        output_file(args.out, "--out")
+    committed = _runs_table(args.against) if args.against else load(RUNS_TABLE)
+    summary, pairs = rerun_summary(committed, _runs_table(args.rerun))
+    for r in summary.itertuples():
+        verdict = "within the floor" if r.within_floor else "NOT within the floor"
+        print(f"{r.metric}: {r.n_configs} configurations, mean |rerun/committed - 1| {r.disagreement_pct:.2f}% "
+              f"[{r.disagreement_lo_pct:.2f}, {r.disagreement_hi_pct:.2f}], drift {r.drift_pct:+.2f}% "
+              f"[{r.drift_lo_pct:+.2f}, {r.drift_hi_pct:+.2f}]; two draws of the committed repeats differ by "
+              f"{r.expected_pct:.2f}%: {verdict}")  # fmt: skip
+    if args.out:
+        write_text(args.out, pairs.to_csv(index=False, lineterminator="\n", float_format="%.6g"))
+        print(f"wrote {args.out}")
+    return 0 if bool(summary["within_floor"].all()) else 1

@@ -559,6 +559,16 @@ CAPTIONS: dict[str, Caption] = {
         "95% intervals over configurations.",
         ENGINE_CPU,
     ),
+    "engine_rerun_check": Caption(
+        "",
+        "extension (not in the paper)",
+        "Rerun of the CPU-engine campaign against the committed one, on the configurations both hold: mean "
+        "|rerun / committed - 1| of the medians and the drift (mean signed difference), with bootstrap 95% "
+        "intervals over configurations, beside the disagreement two campaigns drawn from the committed repeats "
+        "would show; 'within floor' when the rerun is no further apart than that.",
+        ENGINE_CPU
+        + "; the rerun: `data/engine-cpu-rerun/` (same command, another session, its own manifest)",
+    ),
     "fig01_engine_plateau": Caption(
         "Fig. 1",
         "reproduced on the CPU engine (random weights)",
@@ -698,6 +708,7 @@ NOTEBOOK_OUTPUTS: dict[str, tuple[str, ...]] = {
     ),
     "11_engine_cpu": (
         "engine_noise_floor",
+        "engine_rerun_check",
         "fig01_engine_plateau",
         "fig02_engine_saturation",
         "fig03_engine_phases",

