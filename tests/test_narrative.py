@@ -88,3 +88,9 @@ def test_variant_comparison_says_whether_the_difference_is_significant():
     )
     assert "loose SLO: project 93.8% vs faithful 75.0% mean quality (p=0.010, significant at 0.05)" in text
     assert N.variant_comparison(summary[summary["variant"] == "project"]).startswith("No variant")
+    named = N.variant_comparison(
+        summary, labels={"project": "SLIM-BCA (project)", "faithful": "SLIM-BCA (paper)"}
+    )
+    assert named.startswith(
+        "Advisor variants against SLIM-BCA (paper): tight SLO: SLIM-BCA (project) 97.1% vs"
+    )

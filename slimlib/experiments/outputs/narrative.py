@@ -3,6 +3,8 @@ from the data of that run, and the wording can be tested)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import numpy as np
 import pandas as pd
 
@@ -123,10 +125,16 @@ def ablation_report(
     return "\n".join(lines)
 
 
-def variant_comparison(summary: pd.DataFrame, reference: str = "faithful", alpha: float = 0.05) -> str:
+def variant_comparison(
+    summary: pd.DataFrame,
+    reference: str = "faithful",
+    alpha: float = 0.05,
+    labels: Mapping[str, str] | None = None,
+) -> str:
     """Per SLO, each SLIM-BCA variant's mean recommendation quality against the `reference` variant's, with the
     Wilcoxon p-value and whether the difference is significant at `alpha` (`summary`: bca_summary.csv's columns
-    variant, slo, mean_quality_pct, p_quality_vs_ref)."""
+    variant, slo, mean_quality_pct, p_quality_vs_ref); `labels` maps variant names to their display names."""
+    name = dict(labels or {})
     parts = []
     for slo, g in summary.groupby("slo", sort=False):
         ref = g[g["variant"] == reference]
@@ -138,12 +146,13 @@ def variant_comparison(summary: pd.DataFrame, reference: str = "faithful", alpha
                 continue
             verdict = "significant" if p < alpha else "not significant"
             parts.append(
-                f"{slo} SLO: {r.variant} {r.mean_quality_pct:.1f}% vs {reference} "
+                f"{slo} SLO: {name.get(r.variant, r.variant)} {r.mean_quality_pct:.1f}% vs "
+                f"{name.get(reference, reference)} "
                 f"{float(ref['mean_quality_pct'].iloc[0]):.1f}% mean quality ({_p(p)}, {verdict} at {alpha})"
             )
     if not parts:
-        return f"No variant has a paired comparison with {reference}."
-    return "Advisor variants against " + reference + ": " + "; ".join(parts) + "."
+        return f"No variant has a paired comparison with {name.get(reference, reference)}."
+    return "Advisor variants against " + name.get(reference, reference) + ": " + "; ".join(parts) + "."
 
 
 def bound_report(params: pd.DataFrame) -> str:

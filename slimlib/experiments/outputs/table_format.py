@@ -323,6 +323,9 @@ LATEX_PACKAGES = ("booktabs", "array", "graphicx")
 WRAP_CHARS = 24
 #: Approximate width of one character of the table's font, in em, for `p{}` column widths.
 _EM_PER_CHAR = 0.55
+#: Width of one character of a header word, in em: the widest letters (capitals, m, w) run to about 0.75 em, so a
+#: header word that cannot break is given room for them (at 0.55 em some overran their column by up to 7 pt).
+_HEADER_EM_PER_CHAR = 0.75
 
 
 def latex_escape(text: str) -> str:
@@ -346,7 +349,7 @@ def _column_spec(header: str, cells: list[str], numeric: bool) -> str:
     if not wrap:
         return "r" if numeric else "l"
     longest_word = max((len(w) for w in header.split()), default=1)
-    width = max(min(longest, WRAP_CHARS), longest_word, 6) * _EM_PER_CHAR
+    width = max(max(min(longest, WRAP_CHARS), 6) * _EM_PER_CHAR, longest_word * _HEADER_EM_PER_CHAR)
     align = r"\raggedleft" if numeric else r"\raggedright"
     return f">{{{align}\\arraybackslash}}p{{{width:.1f}em}}"
 
