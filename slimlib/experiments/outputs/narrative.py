@@ -134,25 +134,27 @@ def variant_comparison(
     """Per SLO, each SLIM-BCA variant's mean recommendation quality against the `reference` variant's, with the
     Wilcoxon p-value and whether the difference is significant at `alpha` (`summary`: bca_summary.csv's columns
     variant, slo, mean_quality_pct, p_quality_vs_ref); `labels` maps variant names to their display names."""
-    name = dict(labels or {})
+    name: dict[str, str] = dict(labels or {})
+    ref_name = name.get(reference, reference)
     parts = []
     for slo, g in summary.groupby("slo", sort=False):
         ref = g[g["variant"] == reference]
         if ref.empty:
             continue
+        ref_quality = float(ref["mean_quality_pct"].iloc[0])
         for r in g[g["variant"] != reference].itertuples():
             p = float(r.p_quality_vs_ref)
             if not np.isfinite(p):
                 continue
             verdict = "significant" if p < alpha else "not significant"
+            variant = str(r.variant)
             parts.append(
-                f"{slo} SLO: {name.get(r.variant, r.variant)} {r.mean_quality_pct:.1f}% vs "
-                f"{name.get(reference, reference)} "
-                f"{float(ref['mean_quality_pct'].iloc[0]):.1f}% mean quality ({_p(p)}, {verdict} at {alpha})"
+                f"{slo} SLO: {name.get(variant, variant)} {float(r.mean_quality_pct):.1f}% vs {ref_name} "
+                f"{ref_quality:.1f}% mean quality ({_p(p)}, {verdict} at {alpha})"
             )
     if not parts:
-        return f"No variant has a paired comparison with {name.get(reference, reference)}."
-    return "Advisor variants against " + name.get(reference, reference) + ": " + "; ".join(parts) + "."
+        return f"No variant has a paired comparison with {ref_name}."
+    return f"Advisor variants against {ref_name}: " + "; ".join(parts) + "."
 
 
 def bound_report(params: pd.DataFrame) -> str:
