@@ -55,3 +55,36 @@ def test_candidates_are_the_recommended_terms_with_one_change():
     assert resolve_candidate("slim") == "slim"
     with pytest.raises(UnknownNameError, match="slim\\+step-roofline"):
         resolve_candidate("slim+step-rooflin")
+
+
+def test_the_layer_overhead_is_per_layer_of_the_model_and_not_divided_by_tp():
+    from slimlib.model.terms import LAYER_STEP_OVERHEAD
+
+    df = pd.DataFrame({"model": "llama-2-70b", "gpu": "h100-sxm-80gb", "batch_size": [8.0, 8.0],
+                       "input_len": 128.0, "output_len": 64.0, "tensor_parallel": [1, 4]})  # fmt: skip
+    hw = get_gpu("h100-sxm-80gb")
+    f = model_features(df, hw)
+    assert LAYER_STEP_OVERHEAD.times is not None
+    step = np.asarray(LAYER_STEP_OVERHEAD.times({"t_layer": 2e-5}, f, hw).step, dtype=float)
+    np.testing.assert_allclose(step, [80 * 2e-5, 80 * 2e-5])  # 80 layers, every rank launches every one
+    assert f["n_layers"][1] == pytest.approx(20.0)  # while the per-rank layer costs are split
+
+
+def test_a_fit_holds_t_layer_on_one_layer_count_and_recovers_it_on_two():
+    from slimlib.model.calibrated import TermModel
+
+    terms = TERM_CANDIDATES["slim+layer-overhead"]
+    truth = {"eta_c": 0.6, "t_fixed": 0.05, "eta_attn": 0.8, "eta_w": 0.9, "eta_e": 0.5, "alpha": 2e-5,
+             "t_step": 2e-3, "t_layer": 5e-5}  # fmt: skip
+    grid = [(m, b, ol) for m in ("llama-2-7b", "llama-2-13b", "llama-2-70b") for b in (1, 4, 16, 64)
+            for ol in (64, 256)]  # fmt: skip
+    df = pd.DataFrame(grid, columns=["model", "batch_size", "output_len"]).assign(
+        gpu="h100-sxm-80gb", input_len=256
+    )
+    gen = TermModel.with_params(truth, "h100-sxm-80gb", term_list=terms)
+    df["throughput_tok_s"] = gen.predict(df)["pred_throughput_tok_s"].to_numpy()
+    one = TermModel(terms, n_starts=2).fit(df[df["model"] == "llama-2-7b"])
+    assert one.params_["t_layer"] == 0.0 and "one layer count" in one.held_reasons_["t_layer"]
+    two = TermModel(terms, n_starts=2).fit(df)
+    assert "t_layer" not in two.held_
+    assert two.params_["t_layer"] == pytest.approx(5e-5, rel=0.05)

@@ -35,6 +35,7 @@ from slimlib.model.features import Features, FloatArray, model_features, resolve
 from slimlib.model.intervals import INTERVAL_QUANTITIES, IntervalWarning
 from slimlib.model.params import ParamSpec
 from slimlib.model.terms import (
+    LAYER_STEP_OVERHEAD,
     STEP_OVERHEAD,
     STEP_WEIGHT_READ,
     Contribution,
@@ -155,6 +156,19 @@ class CalibratedModel(Estimator):
             )
         return held
 
+    def _layer_hold(
+        self, feats: Features, held: dict[str, tuple[float, str]]
+    ) -> dict[str, tuple[float, str]]:
+        """`held` plus ``t_layer`` = 0 when the model has a per-layer step overhead (`LAYER_STEP_OVERHEAD`) and the
+        training rows hold one layer count: ``t_layer L`` is then one constant per step with ``t_step``."""
+        names = {t.name for t in self.terms()}
+        if LAYER_STEP_OVERHEAD.name not in names or "t_layer" in held:
+            return held
+        if np.unique(feats["n_layers_total"]).size > 1:
+            return held
+        why = "held at 0: the rows hold one layer count, so t_layer L and t_step are one constant per step"
+        return {**held, "t_layer": (0.0, why)}
+
     def _hold_at_priors(
         self, n_rows: int, held: dict[str, tuple[float, str]]
     ) -> dict[str, tuple[float, str]]:
@@ -190,7 +204,7 @@ class CalibratedModel(Estimator):
         y = data["throughput_tok_s"].to_numpy(dtype=float)
         specs = self.param_specs()
         n_obs = self._n_observations(data)
-        held_why = self._hold_at_priors(n_obs, self._held(data))
+        held_why = self._hold_at_priors(n_obs, self._layer_hold(feats, self._held(data)))
         held = {k: v for k, (v, _) in held_why.items()}
         free = [s for s in specs if s.name not in held]
         if n_obs < len(free):

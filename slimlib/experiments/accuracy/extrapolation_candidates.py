@@ -8,7 +8,11 @@ that the cross-validation's worst-axis error (never the training error) decides 
 * ``slim+step-roofline-all``: the same with the FLOPs of every dense weight, the LM head included
   (`STEP_GEMM_ROOFLINE_ALL`);
 * ``slim+seq-overhead``: plus ``t_seq`` per running sequence and decode step (`SEQUENCE_OVERHEAD`);
-* ``slim+step-roofline+seq``: both changes.
+* ``slim+step-roofline+seq``: both changes;
+* ``slim+layer-overhead``: plus ``t_layer`` per layer of the model and decode step (`LAYER_STEP_OVERHEAD`: kernel
+  launches, which every tensor-parallel rank pays for every layer, so TP does not divide them; the tensor-parallel
+  axis);
+* ``slim+step-roofline+layer``: the step roofline and the per-layer overhead.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from slimlib.errors import UnknownNameError, close_matches_message
 from slimlib.experiments.accuracy.extrapolation import Candidate
 from slimlib.model import METHODS
 from slimlib.model.extended import slim_terms
-from slimlib.model.terms import SEQUENCE_OVERHEAD, STEP_WEIGHT_READ, Term
+from slimlib.model.terms import LAYER_STEP_OVERHEAD, SEQUENCE_OVERHEAD, STEP_WEIGHT_READ, Term
 from slimlib.model.terms.rooflines import STEP_GEMM_ROOFLINE, STEP_GEMM_ROOFLINE_ALL
 
 
@@ -31,6 +35,8 @@ TERM_CANDIDATES: dict[str, tuple[Term, ...]] = {
     "slim+step-roofline-all": _replaced(STEP_WEIGHT_READ, STEP_GEMM_ROOFLINE_ALL),
     "slim+seq-overhead": (*slim_terms(), SEQUENCE_OVERHEAD),
     "slim+step-roofline+seq": (*_replaced(STEP_WEIGHT_READ, STEP_GEMM_ROOFLINE), SEQUENCE_OVERHEAD),
+    "slim+layer-overhead": (*slim_terms(), LAYER_STEP_OVERHEAD),
+    "slim+step-roofline+layer": (*_replaced(STEP_WEIGHT_READ, STEP_GEMM_ROOFLINE), LAYER_STEP_OVERHEAD),
 }
 
 

@@ -20,6 +20,10 @@ differ from Eqs. 5-12, and the alternatives `scripts/choose_components.py` score
 * `PER_TOKEN_DECODE`: Eq. 10's ``alpha OL`` without ``gamma``, inside Eq. 9 (at decode batch sizes the projection
   and FFN GEMMs are bound by reading their weights, which `STEP_WEIGHT_READ` charges).
 * `SEQUENCE_OVERHEAD`: ``t_seq`` per running sequence and step (host work that grows with B).
+* `LAYER_STEP_OVERHEAD`: ``t_layer L`` per decode step, ``L`` the model's own layer count (feature
+  ``n_layers_total``): launching each layer's kernels, which every tensor-parallel rank does for every layer, so
+  unlike the weight read and the attention it is not divided by the TP degree; on one layer count it is one
+  constant with ``t_step``.
 * `DECODE_GEMM_COMPUTE`: decode GEMM FLOPs ``B OL F_tok / (eta_d F_max)``, the FLOP-based alternative to
   ``alpha``.
 """
@@ -102,6 +106,10 @@ def _step_overhead(p: Params, f: Features, hw: GPU) -> Times:
     return Times(step=np.full(np.shape(f["batch_size"]), p["t_step"]))
 
 
+def _layer_step_overhead(p: Params, f: Features, hw: GPU) -> Times:
+    return Times(step=p["t_layer"] * f["n_layers_total"])
+
+
 def _sequence_overhead(p: Params, f: Features, hw: GPU) -> Times:
     return Times(step=f["batch_size"] * p["t_seq"])
 
@@ -133,6 +141,10 @@ STEP_OVERHEAD = Term("step_overhead", "t_step per decode step", (ps.T_STEP,), _s
 SEQUENCE_OVERHEAD = Term(
     "sequence_overhead", "t_seq per running sequence and decode step", (ps.T_SEQ,), _sequence_overhead
 )
+LAYER_STEP_OVERHEAD = Term(
+    "layer_step_overhead", "t_layer per layer of the model (not per rank) and decode step", (ps.T_LAYER,),
+    _layer_step_overhead, reads=("n_layers_total",),
+)  # fmt: skip
 DECODE_GEMM_COMPUTE = Term(
     "decode_gemm_compute", "decode GEMM FLOPs B OL F_tok / (eta_d F_max)", (ps.ETA_D,), _decode_gemm_compute,
     reads=("linear_flops_per_token",),

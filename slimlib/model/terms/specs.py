@@ -39,6 +39,11 @@ ETA_W = ParamSpec(
 T_STEP = ParamSpec(
     "t_step", 0.0, 1.0, 1e-3, 1e-3, "s/step", "per-decode-step overhead independent of batch and model"
 )
+T_LAYER = ParamSpec(
+    "t_layer", 0.0, 1e-2, 1e-5, 1e-5, "s/(layer step)",
+    "per-layer, per-decode-step overhead (launching one layer's kernels; every tensor-parallel rank launches every "
+    "layer, so it does not shrink with TP)",
+)  # fmt: skip
 T_SEQ = ParamSpec(
     "t_seq", 0.0, 0.1, 1e-5, 1e-5, "s/(sequence step)",
     "per-sequence, per-decode-step overhead (scheduler, sampler, detokenizer work for each running sequence)",
