@@ -19,9 +19,18 @@ from slimlib.model import (
     variant_names,
 )
 from slimlib.model.terms import effective_batch
+from slimlib.model.terms import specs as ps
 from slimlib.registry.gpus import get_gpu
 
-TRUE = {"eta_c": 0.4, "t_fixed": 0.1, "eta_attn": 0.5, "eta_w": 0.7, "alpha": 3e-5, "t_step": 2e-3}
+TRUE = {
+    "eta_c": 0.4,
+    "t_fixed": 0.1,
+    "eta_attn": 0.5,
+    "eta_w": 0.7,
+    "alpha": 3e-5,
+    "t_step": 2e-3,
+    "t_layer": 3e-5,
+}
 GPU = "h100-sxm-64gb"
 
 
@@ -81,13 +90,17 @@ def test_extended_recovers_its_own_synthetic_parameters():
     assert thr[-1] == pytest.approx(thr[-2], rel=1e-12)
 
 
-def test_single_architecture_holds_t_step_at_zero():
+def test_single_architecture_holds_eta_w_at_its_prior_and_t_layer_at_zero():
+    # one architecture: the weight read, t_step and t_layer L are one constant per step; eta_w keeps the decode
+    # GEMMs' ridge where the device puts it, the constant goes to t_step
     truth = ExtendedSlimModel.with_params(TRUE, gpu=GPU)
     df = synthesize(truth, _grid())
     one = df[df["model"] == "opt-1.3b"]
     m = ExtendedSlimModel(n_starts=2).fit(one)
-    assert m.params_["t_step"] == 0.0 and m.held_ == ["t_step"] and m.fixed is None
-    assert m.fit(df).params_["t_step"] == pytest.approx(TRUE["t_step"], rel=1e-3)  # a refit decides afresh
+    assert m.held_ == ["eta_w", "t_layer"] and m.params_["t_layer"] == 0.0 and m.fixed is None
+    assert m.params_["eta_w"] == ps.ETA_W.prior.median  # type: ignore[union-attr]
+    assert m.params_["t_step"] > 0
+    assert m.fit(df).params_["t_layer"] == pytest.approx(TRUE["t_layer"], rel=1e-3)  # a refit decides afresh
     assert m.held_ == []
 
 
@@ -100,10 +113,10 @@ def test_saved_single_architecture_fit_refits_t_step_on_several(tmp_path):
     path = tmp_path / "one.json"
     ExtendedSlimModel(n_starts=2).fit(df[df["model"] == df["model"].iloc[0]]).to_json(path)
     loaded = load_params(path)
-    assert loaded.fixed is None and loaded.held_ == ["t_step"]
+    assert loaded.fixed is None and loaded.held_ == ["eta_w", "t_layer"]
     refit = loaded.fit(df)
     fresh = ExtendedSlimModel(n_starts=2).fit(df)
-    assert refit.held_ == [] and refit.params_["t_step"] == pytest.approx(TRUE["t_step"], rel=1e-3)
+    assert refit.held_ == [] and refit.params_["t_layer"] == pytest.approx(TRUE["t_layer"], rel=1e-3)
     assert refit.params_ == pytest.approx(fresh.params_, rel=1e-6)
 
 

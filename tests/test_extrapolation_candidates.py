@@ -10,7 +10,12 @@ import pandas as pd
 import pytest
 
 from slimlib.errors import UnknownNameError
-from slimlib.experiments.accuracy.extrapolation_candidates import TERM_CANDIDATES, resolve_candidate
+from slimlib.experiments.accuracy.extrapolation_candidates import (
+    REPRODUCED_CANDIDATES,
+    SLIM_V3_TERMS,
+    TERM_CANDIDATES,
+    resolve_candidate,
+)
 from slimlib.model.extended import slim_terms
 from slimlib.model.features import model_features
 from slimlib.model.terms.rooflines import STEP_GEMM_ROOFLINE, STEP_GEMM_ROOFLINE_ALL, decode_gemm_ridge
@@ -45,16 +50,25 @@ def test_the_step_gemm_roofline_turns_compute_bound_at_the_decode_gemm_ridge(mod
     assert (t_all >= t - 1e-15).all()  # the LM head's FLOPs only add (earlier turn)
 
 
-def test_candidates_are_the_recommended_terms_with_one_change():
-    base = [t.name for t in slim_terms()]
+def test_candidates_are_the_previous_recommended_terms_with_one_change():
+    base = [t.name for t in SLIM_V3_TERMS]
     for name, terms in TERM_CANDIDATES.items():
         names = [t.name for t in terms]
-        assert len(set(names) ^ set(base)) in (1, 2, 3), name
+        assert len(set(names) ^ set(base)) in (0, 1, 2), name
         assert resolve_candidate(name) == (name, terms)
-    assert "step_weight_read" not in [t.name for t in TERM_CANDIDATES["slim+step-roofline"]]
+    assert "step_weight_read" not in [t.name for t in TERM_CANDIDATES["slim-v3+step-roofline"]]
     assert resolve_candidate("slim") == "slim"
-    with pytest.raises(UnknownNameError, match="slim\\+step-roofline"):
-        resolve_candidate("slim+step-rooflin")
+    with pytest.raises(UnknownNameError, match="slim-v3\\+step-roofline"):
+        resolve_candidate("slim-v3+step-rooflin")
+    assert set(REPRODUCED_CANDIDATES) <= set(TERM_CANDIDATES)
+
+
+def test_the_recommended_terms_are_v3_with_the_step_roofline_and_the_layer_overhead():
+    # the two changes the cross-validation admitted (README "Selection by extrapolation"), nothing else
+    now = {t.name for t in slim_terms()}
+    roof = {t.name for t in TERM_CANDIDATES["slim-v3+step-roofline"]}
+    layer = {t.name for t in TERM_CANDIDATES["slim-v3+layer-overhead"]}
+    assert now == (roof | layer) - {"step_weight_read"}
 
 
 def test_the_layer_overhead_is_per_layer_of_the_model_and_not_divided_by_tp():
@@ -73,7 +87,7 @@ def test_the_layer_overhead_is_per_layer_of_the_model_and_not_divided_by_tp():
 def test_a_fit_holds_t_layer_on_one_layer_count_and_recovers_it_on_two():
     from slimlib.model.calibrated import TermModel
 
-    terms = TERM_CANDIDATES["slim+layer-overhead"]
+    terms = TERM_CANDIDATES["slim-v3+layer-overhead"]
     truth = {"eta_c": 0.6, "t_fixed": 0.05, "eta_attn": 0.8, "eta_w": 0.9, "eta_e": 0.5, "alpha": 2e-5,
              "t_step": 2e-3, "t_layer": 5e-5}  # fmt: skip
     grid = [(m, b, ol) for m in ("llama-2-7b", "llama-2-13b", "llama-2-70b") for b in (1, 4, 16, 64)

@@ -15,7 +15,15 @@ from slimlib.experiments.accuracy.scenarios import Fold, Scenario, build_scenari
 from slimlib.model import ExtendedSlimModel, IdentifiabilityWarning, SlimModel, load_params
 
 GPU = "h100-sxm-64gb"
-SLIM_TRUE = {"eta_c": 0.4, "t_fixed": 0.1, "eta_attn": 0.5, "eta_w": 0.7, "alpha": 3e-5, "t_step": 2e-3}
+SLIM_TRUE = {
+    "eta_c": 0.4,
+    "t_fixed": 0.1,
+    "eta_attn": 0.5,
+    "eta_w": 0.7,
+    "alpha": 3e-5,
+    "t_step": 2e-3,
+    "t_layer": 0.0,
+}
 
 
 def _summary(model) -> pd.DataFrame:
@@ -93,29 +101,33 @@ def test_gamma_unit_is_per_layer_width_and_token():
 
 
 def test_three_points_of_one_curve_fit_with_efficiencies_at_priors():
-    """3 rows, 5 free parameters (t_step is held for one architecture): eta_c, eta_attn, eta_w are held at the kernel
-    data's priors and t_fixed, alpha are fitted; the summary says so and gives held parameters no interval."""
+    """3 rows of one curve, 4 free parameters (one architecture: eta_w at its prior and t_layer at 0; one output
+    length: t_step at 0): eta_c, eta_attn are held at the kernel data's priors and t_fixed, alpha are fitted; the
+    summary says so and gives held parameters no interval."""
     prior = {s.name: s.prior.median for s in ExtendedSlimModel().param_specs() if s.prior is not None}
     truth_p = {**SLIM_TRUE, **prior, "t_step": 0.0}
     truth = ExtendedSlimModel.with_params(truth_p, gpu=GPU)
     rows = synthesize(truth, grid(models=("llama-2-7b",), gpu=GPU, batch=(4, 16, 64), input_len=(512,),
                                   output_len=(256,)))  # fmt: skip
     m = ExtendedSlimModel(n_starts=2).fit(rows)
-    assert m.held_ == ["eta_attn", "eta_c", "eta_w", "t_step"] and m.free_params_ == ["t_fixed", "alpha"]
+    assert m.held_ == ["eta_attn", "eta_c", "eta_w", "t_layer", "t_step"] and m.free_params_ == [
+        "t_fixed",
+        "alpha",
+    ]
     assert m.params_["t_fixed"] == pytest.approx(SLIM_TRUE["t_fixed"], rel=1e-4)
     assert m.params_["alpha"] == pytest.approx(SLIM_TRUE["alpha"], rel=1e-4)
     t = _summary(m)
     for k in ("eta_c", "eta_attn", "eta_w"):
         assert t.loc[k, "estimate"] == prior[k] and t.loc[k, "fixed"]
-        assert (
-            t.loc[k, "note"].startswith("held at prior") and "3 rows < 5 free parameters" in t.loc[k, "note"]
-        )
+        assert t.loc[k, "note"].startswith("held at prior")
         assert np.isnan(t.loc[k, "ci95_low"]) and np.isnan(t.loc[k, "ci95_high"])
-    assert "one architecture" in t.loc["t_step", "note"]
+    assert all("3 rows < 4 free parameters" in t.loc[k, "note"] for k in ("eta_c", "eta_attn"))
+    assert "one architecture" in t.loc["eta_w", "note"] and "one layer count" in t.loc["t_layer", "note"]
+    assert "one output length" in t.loc["t_step", "note"]
     assert t.loc[["t_fixed", "alpha"], "ci95_low"].notna().all()
     # with enough rows nothing is held at a prior
     many = synthesize(truth, grid(models=("llama-2-7b",), gpu=GPU))
-    assert ExtendedSlimModel(n_starts=2).fit(many).held_ == ["t_step"]
+    assert ExtendedSlimModel(n_starts=2).fit(many).held_ == ["eta_w", "t_layer"]
 
 
 def test_failing_fold_drops_the_whole_scenario_with_the_reason():
@@ -139,6 +151,6 @@ def test_cli_fits_three_runs_of_one_curve_and_says_what_it_held(tmp_path, capsys
     rows.to_csv(tmp_path / "three.csv", index=False)
     assert main(["fit", str(tmp_path / "three.csv"), "--out", str(tmp_path / "p.json"), "--quiet"]) == 0
     out = capsys.readouterr().out
-    assert "eta_attn: held at prior 0.845" in out and "3 rows < 5 free parameters" in out
+    assert "eta_attn: held at prior 0.845" in out and "3 rows < 4 free parameters" in out
     assert "fit stability:" in out
-    assert load_params(tmp_path / "p.json").held_ == ["eta_attn", "eta_c", "eta_w", "t_step"]
+    assert load_params(tmp_path / "p.json").held_ == ["eta_attn", "eta_c", "eta_w", "t_layer", "t_step"]

@@ -143,7 +143,15 @@ def test_tp1_gives_exactly_the_paper_equations(with_column):
     e2e = eq.e2e_latency(pre, dec, paper["t_fixed"])
     np.testing.assert_array_equal(got["pred_e2e_s"], e2e)  # bit for bit: no all-reduce term at 1 GPU
     np.testing.assert_array_equal(got["pred_throughput_tok_s"], eq.throughput(b, il, ol, e2e))
-    ext = {"eta_c": 0.4, "t_fixed": 0.2, "eta_attn": 0.6, "eta_w": 0.7, "alpha": 2e-4, "t_step": 1e-3}
+    ext = {
+        "eta_c": 0.4,
+        "t_fixed": 0.2,
+        "eta_attn": 0.6,
+        "eta_w": 0.7,
+        "alpha": 2e-4,
+        "t_step": 1e-3,
+        "t_layer": 0.0,
+    }
     a = ExtendedSlimModel.with_params(ext, "mi300x").predict(df)
     b2 = ExtendedSlimModel.with_params(ext, "mi300x").predict(
         df.drop(columns="tensor_parallel", errors="ignore")
@@ -152,7 +160,15 @@ def test_tp1_gives_exactly_the_paper_equations(with_column):
 
 
 def test_more_ranks_predict_faster_decode_of_a_big_model():
-    ext = {"eta_c": 0.4, "t_fixed": 0.0, "eta_attn": 0.6, "eta_w": 0.7, "alpha": 0.0, "t_step": 0.0}
+    ext = {
+        "eta_c": 0.4,
+        "t_fixed": 0.0,
+        "eta_attn": 0.6,
+        "eta_w": 0.7,
+        "alpha": 0.0,
+        "t_step": 0.0,
+        "t_layer": 0.0,
+    }
     m = ExtendedSlimModel.with_params(ext, "mi300x")
     e2e = [m.predict(_table(models=("llama-2-70b",), tp=p))["pred_e2e_s"].to_numpy() for p in (1, 2, 8)]
     assert (e2e[1] < e2e[0]).all() and (e2e[2] < e2e[1]).all()

@@ -36,7 +36,15 @@ DRAWS: dict[str, Draw] = {
 #: GPUs a tensor-parallel degree above 1 can be drawn for (those with an interconnect in the registry)
 TP_CHOICES = (1, 2, 4, 8)
 PARAMS = {
-    "slim": {"eta_c": 0.6, "t_fixed": 0.05, "eta_attn": 0.8, "eta_w": 0.9, "alpha": 2e-5, "t_step": 3e-3},
+    "slim": {
+        "eta_c": 0.6,
+        "t_fixed": 0.05,
+        "eta_attn": 0.8,
+        "eta_w": 0.9,
+        "alpha": 2e-5,
+        "t_step": 3e-3,
+        "t_layer": 0.0,
+    },
     "paper": {"eta_c": 0.6, "t_fixed": 0.05, "eta_m": 0.8, "B0": 4.0, "alpha": 2e-5, "gamma": 3e-7},
     "slim-roofline": {
         "eta_c": 0.6,

@@ -11,11 +11,11 @@ import pytest
 from synthetic import TRUE_PARAMS, grid
 
 from slimlib.errors import SlimError
+from slimlib.experiments.accuracy.extrapolation_candidates import SLIM_V3_TERMS
 from slimlib.model import ExtendedSlimModel, SlimModel, make_model
 from slimlib.model import equations as eq
 from slimlib.model import terms as T
 from slimlib.model.calibrated import TermModel
-from slimlib.model.extended import slim_terms
 from slimlib.model.parallel import allreduce_latency, group_bandwidth
 from slimlib.model.params import ParamSpec
 from slimlib.model.roofline_model import RooflineSlimModel
@@ -24,7 +24,15 @@ from slimlib.model.terms import specs as ps
 from slimlib.registry.gpus import get_gpu
 
 HW = get_gpu("h100-sxm-80gb")
-SLIM_P = {"eta_c": 0.4, "t_fixed": 0.1, "eta_attn": 0.5, "eta_w": 0.7, "alpha": 3e-5, "t_step": 2e-3}
+SLIM_P = {
+    "eta_c": 0.4,
+    "t_fixed": 0.1,
+    "eta_attn": 0.5,
+    "eta_w": 0.7,
+    "alpha": 3e-5,
+    "t_step": 2e-3,
+    "t_layer": 0.0,
+}
 ALL = {**TRUE_PARAMS, **SLIM_P, "t_seq": 4e-6, "eta_d": 0.3}
 
 
@@ -124,8 +132,9 @@ def test_moe_step_weight_read_follows_the_expert_touch_curve():
     assert np.all(np.diff(t.step) > 0) and t.step[-1] == pytest.approx(e / bw, rel=1e-9)  # the plateau
     assert t.prefill == pytest.approx(np.full(b.size, e / bw), rel=1e-9)
     assert eq.experts_touched(b, x, k) == pytest.approx(touched)
-    # through the recommended model: decode per step = (dense + touched experts) / (eta_w BW) + t_step + ...
-    model = TermModel(slim_terms())
+    # through the model with the per-step weight read (slim-v3): decode per step = (dense + touched experts) /
+    # (eta_w BW) + t_step + ...
+    model = TermModel(SLIM_V3_TERMS)
     contrib = T.contributions(model.terms(), ALL, f, HW)
     moe = contrib["moe_experts"].decode / f["output_len"]
     assert moe == pytest.approx(e * touched / x / bw, rel=1e-12)
@@ -198,7 +207,7 @@ def test_ablation_is_the_paper_model_without_one_term(variant, dropped):
 
 def test_slim_parameters_in_the_old_order():
     assert [s.name for s in ExtendedSlimModel().param_specs()] == [
-        "eta_c", "t_fixed", "eta_attn", "eta_w", "alpha", "t_step"]  # fmt: skip
+        "eta_c", "t_fixed", "eta_attn", "eta_w", "alpha", "t_step", "t_layer"]  # fmt: skip
     assert [s.name for s in SlimModel().param_specs()] == [
         "eta_c",
         "t_fixed",
@@ -213,7 +222,7 @@ def test_slim_parameters_in_the_old_order():
 def test_a_parameter_name_means_one_quantity():
     every = [v for v in vars(ps).values() if isinstance(v, ParamSpec)]
     assert len({s.name for s in every}) == len(every)
-    assert len(T.CATALOGUE) == 26 and all(name == t.name for name, t in T.CATALOGUE.items())
+    assert len(T.CATALOGUE) == 27 and all(name == t.name for name, t in T.CATALOGUE.items())
     T.model_specs(T.CATALOGUE.values())  # all terms together: no name with two meanings
     for term in T.CATALOGUE.values():
         for s in term.specs:

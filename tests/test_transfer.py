@@ -124,7 +124,15 @@ def test_transfer_applies_the_estimators_own_declaration():
     assert SlimModel.with_params(PAPER, "mi250-gcd").transfer_scaling() == {
         "eta_c": "kept", "t_fixed": "kept", "eta_m": "kept", "B0": "kept", "alpha": "kept", "gamma": "flops",
     }  # fmt: skip
-    slim = {"eta_c": 0.4, "t_fixed": 0.1, "eta_attn": 0.5, "eta_w": 0.7, "alpha": 3e-5, "t_step": 2e-3}
+    slim = {
+        "eta_c": 0.4,
+        "t_fixed": 0.1,
+        "eta_attn": 0.5,
+        "eta_w": 0.7,
+        "alpha": 3e-5,
+        "t_step": 2e-3,
+        "t_layer": 0.0,
+    }
     m = ExtendedSlimModel.with_params(slim, "mi250-gcd")
     m.fit_info_ = {}
     assert set(m.transfer_scaling().values()) == {"kept"}

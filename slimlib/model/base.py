@@ -66,7 +66,9 @@ PARAMS_FORMAT = "slim-params"
 #: version 2: ``fixed`` holds the constructor's fixed parameters only, ``held`` those the fit also held;
 #: version 3: models are term lists (`slimlib.model.terms`): ``slim``'s attention efficiency is ``eta_attn`` (was
 #: ``eta_m``, the paper's name for another quantity) and its KV/token-budget options are serving features
-PARAMS_FORMAT_VERSION = 3
+#: version 4: ``slim``'s decode step is a roofline of its GEMMs and it has a per-layer step overhead ``t_layer``
+#: (chosen by the extrapolation cross-validation, issue 28)
+PARAMS_FORMAT_VERSION = 4
 #: a fit progress callback: ``progress(done, total)``
 Progress = Callable[[int, int], None]
 

@@ -159,15 +159,25 @@ class CalibratedModel(Estimator):
     def _layer_hold(
         self, feats: Features, held: dict[str, tuple[float, str]]
     ) -> dict[str, tuple[float, str]]:
-        """`held` plus ``t_layer`` = 0 when the model has a per-layer step overhead (`LAYER_STEP_OVERHEAD`) and the
-        training rows hold one layer count: ``t_layer L`` is then one constant per step with ``t_step``."""
+        """`held` plus the per-step overheads the rows cannot tell apart: ``t_layer`` = 0 when the model has a
+        per-layer step overhead (`LAYER_STEP_OVERHEAD`) and the rows hold one layer count (``t_layer L`` is then
+        one constant per step with ``t_step``), and ``t_step`` = 0 when the model has `STEP_OVERHEAD` and the rows
+        hold one output length (``t_step OL`` is then one constant per batch with ``t_fixed``)."""
         names = {t.name for t in self.terms()}
-        if LAYER_STEP_OVERHEAD.name not in names or "t_layer" in held:
-            return held
-        if np.unique(feats["n_layers_total"]).size > 1:
-            return held
-        why = "held at 0: the rows hold one layer count, so t_layer L and t_step are one constant per step"
-        return {**held, "t_layer": (0.0, why)}
+        out = dict(held)
+        if (
+            LAYER_STEP_OVERHEAD.name in names
+            and "t_layer" not in out
+            and np.unique(feats["n_layers_total"]).size == 1
+        ):
+            why = (
+                "held at 0: the rows hold one layer count, so t_layer L and t_step are one constant per step"
+            )
+            out["t_layer"] = (0.0, why)
+        if STEP_OVERHEAD.name in names and "t_step" not in out and np.unique(feats["output_len"]).size == 1:
+            why = "held at 0: the rows hold one output length, so t_step OL and t_fixed are one constant per batch"
+            out["t_step"] = (0.0, why)
+        return out
 
     def _hold_at_priors(
         self, n_rows: int, held: dict[str, tuple[float, str]]

@@ -5,9 +5,14 @@ the kernels differ from Eqs. 5-12:
 
 1. **Effective batch** (`slimlib.model.terms.batch`): ``B_eff = min(B, B_kv, B_tok)`` from the KV token slots and
    the chunked-prefill token budget of the serving configuration, ``kappa = 1`` for static batches.
-2. **Per-step weight read instead of B0**: every decode step reads the weights every token uses once, whatever
-   the batch, at efficiency ``eta_w``, plus a fixed ``t_step`` (scheduling, launches, sampling); a mixture of
-   experts adds the routed experts the step's tokens touch (`slimlib.model.terms.MOE_EXPERTS`).
+2. **A decode step's GEMMs as a roofline, instead of B0** (`slimlib.model.terms.rooflines.STEP_GEMM_ROOFLINE`):
+   every decode step reads the weights every token uses once and multiplies each by the step's B tokens, so it
+   takes ``max(W / (eta_w BW), B F_dense / (eta_c F_max))``: flat in B below the device's ridge point (about 14 on
+   the CPU engine, hundreds on GPUs) and compute-bound past it, with the registry's peaks and ``eta_c`` shared with
+   the prefill; plus a fixed ``t_step`` (scheduling, sampling) and ``t_layer`` per layer of the model
+   (`LAYER_STEP_OVERHEAD`: kernel launches, which every tensor-parallel rank pays for every layer, so TP does not
+   divide them); a mixture of experts adds the routed experts the step's tokens touch
+   (`slimlib.model.terms.MOE_EXPERTS`).
 3. **Decode attention traffic by kernel regime** (`slimlib.model.terms.recommended`): Eq. 11 on the attention bytes per
    context token (the latent for MLA, the window for sliding-window layers), widened to the query width above
    vLLM's paged-attention switch, at bandwidth efficiency ``eta_attn``: Eq. 9's ``B / eta_attn [T_d + M_dec / BW]``.
@@ -23,17 +28,19 @@ chunked passes; 1 otherwise: all B prompts' prefill before the first token, an u
 batching), ``TPOT = (E2E - TTFT) / (OL - 1)``. Not fitted to measured TTFT/TPOT (the fit reads throughput only);
 their accuracy and intervals are measured by the extrapolation cross-validation where the data have them.
 
-Each component was chosen on training rows only (`scripts/choose_components.py` prints the training MAPE of each
-alternative per scenario, built from the same term objects): ``alpha`` against a FLOP-based per-request term
-``OL F_tok / (eta_d F_max)`` (and both together): lower on the vLLM 0.5.2 H100 scenarios, within a few hundredths
-of a point on LLM-Inference-Bench, with one parameter fewer than both; the attention rule against ``D_kv`` always:
-lower on LLM-Inference-Bench, equal on the multi-head models of the H100 data; ``kappa = 1`` for static batches
-against 0.5 everywhere: lower or equal.
+The step roofline and ``t_layer`` were admitted by the extrapolation cross-validation
+(`slimlib.experiments.accuracy.extrapolation`, README "Selection by extrapolation"): the model without them
+(``slim-v3``, `slimlib.experiments.accuracy.extrapolation_candidates`) and with each one alone are scored by fitting
+one region and predicting another along every axis, and this term set has the best worst-axis throughput error. The
+earlier components were chosen on training rows (`scripts/choose_components.py`): ``alpha`` against a FLOP-based
+per-request term, the attention rule against ``D_kv`` always, ``kappa = 1`` for static batches against 0.5.
 
-When the training table holds one architecture the weight read ``P b_w / (eta_w BW)`` is a constant per step and
-cannot be told apart from ``t_step``: `fit` then holds t_step at 0 (recorded in ``held_``; the constructor's
-``fixed`` is not changed). The bandwidth efficiencies may reach 1.5: they are relative to the registry's bandwidth,
-which for some GPUs is derived rather than measured (h100-sxm-64gb: uncertain by up to +25%).
+Rows that cannot tell per-step constants apart hold them (``held_`` and ``held_reasons_`` say which; the
+constructor's ``fixed`` is not changed): on one architecture the weight read, ``t_step`` and ``t_layer L`` are one
+constant per step, so ``eta_w`` is held at its measured prior (keeping the ridge where the device puts it) and
+``t_layer`` at 0; on one output length ``t_step OL`` and ``t_fixed`` are one constant per batch, so ``t_step`` is
+held at 0. The bandwidth efficiencies may reach 1.5: they are relative to the registry's bandwidth, which for some
+GPUs is derived rather than measured (h100-sxm-64gb: uncertain by up to +25%).
 """
 
 from __future__ import annotations
@@ -49,15 +56,16 @@ from slimlib.model.terms import (
     BATCH_FIXED,
     DECODE_ATTENTION,
     EXPERT_ALLTOALL,
+    LAYER_STEP_OVERHEAD,
     MOE_EXPERTS,
     PER_TOKEN_DECODE,
     PREFILL_SERVED,
     STEP_OVERHEAD,
-    STEP_WEIGHT_READ,
     Term,
     effective_batch_term,
 )
 from slimlib.model.terms.batch import KV_CONTEXT_FRAC
+from slimlib.model.terms.rooflines import STEP_GEMM_ROOFLINE
 from slimlib.model.terms.serving_mode import serving_latencies, ttft_share
 from slimlib.registry.gpus import GPU
 
@@ -70,10 +78,11 @@ def slim_terms(kv_context_frac: float = KV_CONTEXT_FRAC) -> tuple[Term, ...]:
         BATCH_FIXED,
         ATTENTION_FACTOR,
         DECODE_ATTENTION,
-        STEP_WEIGHT_READ,
+        STEP_GEMM_ROOFLINE,
         MOE_EXPERTS,
         PER_TOKEN_DECODE,
         STEP_OVERHEAD,
+        LAYER_STEP_OVERHEAD,
         ALLREDUCE,
         EXPERT_ALLTOALL,
     )

@@ -1,18 +1,21 @@
-"""Term-list candidates of the extrapolation cross-validation beyond the registered methods: the batch axis's
-physics (issue 28), each the recommended model's terms (`slimlib.model.extended.slim_terms`) with one change, so
-that the cross-validation's worst-axis error (never the training error) decides whether a term is admitted.
+"""Term-list candidates of the extrapolation cross-validation beyond the registered methods (issue 28): the
+recommended model before the cross-validation chose its current terms (``slim-v3``, parameter-file format 3), and
+that model with one change each, so that the cross-validation's worst-axis error (never the training error) decides
+whether a term is admitted:
 
-* ``slim+step-roofline``: the per-step weight read made a roofline of the decode GEMMs
+* ``slim-v3``: `SLIM_V3_TERMS`, the per-step weight read at ``eta_w`` (`STEP_WEIGHT_READ`) and a fixed
+  ``t_step``, no per-layer overhead;
+* ``slim-v3+step-roofline``: the per-step weight read made a roofline of the decode GEMMs
   (`slimlib.model.terms.rooflines.STEP_GEMM_ROOFLINE`: compute-bound past the device's ridge point, FLOPs over the
   registry peak of the precision, bytes over the bandwidth, the larger);
-* ``slim+step-roofline-all``: the same with the FLOPs of every dense weight, the LM head included
+* ``slim-v3+step-roofline-all``: the same with the FLOPs of every dense weight, the LM head included
   (`STEP_GEMM_ROOFLINE_ALL`);
-* ``slim+seq-overhead``: plus ``t_seq`` per running sequence and decode step (`SEQUENCE_OVERHEAD`);
-* ``slim+step-roofline+seq``: both changes;
-* ``slim+layer-overhead``: plus ``t_layer`` per layer of the model and decode step (`LAYER_STEP_OVERHEAD`: kernel
-  launches, which every tensor-parallel rank pays for every layer, so TP does not divide them; the tensor-parallel
-  axis);
-* ``slim+step-roofline+layer``: the step roofline and the per-layer overhead.
+* ``slim-v3+seq-overhead``: plus ``t_seq`` per running sequence and decode step (`SEQUENCE_OVERHEAD`);
+* ``slim-v3+layer-overhead``: plus ``t_layer`` per layer of the model and decode step (`LAYER_STEP_OVERHEAD`:
+  kernel launches, which every tensor-parallel rank pays for every layer, so TP does not divide them).
+
+The recommended ``slim`` (`slimlib.model.extended.slim_terms`) is ``slim-v3`` with both the step roofline and the
+per-layer overhead: the best worst-axis error of these candidates (README "Selection by extrapolation").
 """
 
 from __future__ import annotations
@@ -20,24 +23,47 @@ from __future__ import annotations
 from slimlib.errors import UnknownNameError, close_matches_message
 from slimlib.experiments.accuracy.extrapolation import Candidate
 from slimlib.model import METHODS
-from slimlib.model.extended import slim_terms
-from slimlib.model.terms import LAYER_STEP_OVERHEAD, SEQUENCE_OVERHEAD, STEP_WEIGHT_READ, Term
+from slimlib.model.terms import (
+    ALLREDUCE,
+    ATTENTION_FACTOR,
+    BATCH_FIXED,
+    DECODE_ATTENTION,
+    EXPERT_ALLTOALL,
+    LAYER_STEP_OVERHEAD,
+    MOE_EXPERTS,
+    PER_TOKEN_DECODE,
+    PREFILL_SERVED,
+    SEQUENCE_OVERHEAD,
+    STEP_OVERHEAD,
+    STEP_WEIGHT_READ,
+    Term,
+    effective_batch_term,
+)
 from slimlib.model.terms.rooflines import STEP_GEMM_ROOFLINE, STEP_GEMM_ROOFLINE_ALL
+
+#: the recommended model's terms at parameter-file format 3 (before the cross-validation admitted the step roofline
+#: and the per-layer overhead)
+SLIM_V3_TERMS: tuple[Term, ...] = (
+    effective_batch_term(), PREFILL_SERVED, BATCH_FIXED, ATTENTION_FACTOR, DECODE_ATTENTION, STEP_WEIGHT_READ,
+    MOE_EXPERTS, PER_TOKEN_DECODE, STEP_OVERHEAD, ALLREDUCE, EXPERT_ALLTOALL,
+)  # fmt: skip
 
 
 def _replaced(old: Term, new: Term) -> tuple[Term, ...]:
-    return tuple(new if t.name == old.name else t for t in slim_terms())
+    return tuple(new if t.name == old.name else t for t in SLIM_V3_TERMS)
 
 
 #: name -> term list (module docstring)
 TERM_CANDIDATES: dict[str, tuple[Term, ...]] = {
-    "slim+step-roofline": _replaced(STEP_WEIGHT_READ, STEP_GEMM_ROOFLINE),
-    "slim+step-roofline-all": _replaced(STEP_WEIGHT_READ, STEP_GEMM_ROOFLINE_ALL),
-    "slim+seq-overhead": (*slim_terms(), SEQUENCE_OVERHEAD),
-    "slim+step-roofline+seq": (*_replaced(STEP_WEIGHT_READ, STEP_GEMM_ROOFLINE), SEQUENCE_OVERHEAD),
-    "slim+layer-overhead": (*slim_terms(), LAYER_STEP_OVERHEAD),
-    "slim+step-roofline+layer": (*_replaced(STEP_WEIGHT_READ, STEP_GEMM_ROOFLINE), LAYER_STEP_OVERHEAD),
+    "slim-v3": SLIM_V3_TERMS,
+    "slim-v3+step-roofline": _replaced(STEP_WEIGHT_READ, STEP_GEMM_ROOFLINE),
+    "slim-v3+step-roofline-all": _replaced(STEP_WEIGHT_READ, STEP_GEMM_ROOFLINE_ALL),
+    "slim-v3+seq-overhead": (*SLIM_V3_TERMS, SEQUENCE_OVERHEAD),
+    "slim-v3+layer-overhead": (*SLIM_V3_TERMS, LAYER_STEP_OVERHEAD),
 }
+#: the candidates the reproduction's cross-validation scores beside the registered methods (notebook 06): the
+#: previous recommended model and its two admitted changes one at a time
+REPRODUCED_CANDIDATES = ("slim-v3", "slim-v3+step-roofline", "slim-v3+layer-overhead")
 
 
 def resolve_candidate(name: str) -> Candidate:
