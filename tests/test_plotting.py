@@ -173,7 +173,9 @@ def test_markdown_table_format(table):
 def test_latex_table_escapes_and_aligns(table):
     tex = table_to_latex(table, digits=4)
     lines = tex.splitlines()
-    start = lines.index(r"\begin{tabular}{lrr>{\raggedleft\arraybackslash}p{7.5em}}")  # the long header wraps; "Throughput" has room at 0.75 em a letter
+    start = lines.index(
+        r"\begin{tabular}{lrr>{\raggedleft\arraybackslash}p{7.5em}}"
+    )  # the long header wraps; "Throughput" has room at 0.75 em a letter
     assert lines[start + 2] == r"Model & Batch size B & MAPE \% & Throughput (tok/s) \\"
     assert r"llama\_2\_7b & 256 & n/a (no data) & 0.0001 \\" in lines
     assert r"\end{tabular}}%" in lines
