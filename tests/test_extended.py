@@ -8,7 +8,7 @@ import warnings
 import numpy as np
 import pandas as pd
 import pytest
-from synthetic import grid, synthesize
+from synthetic import SLIM_TRUE_PARAMS, grid, synthesize
 
 from slimlib.errors import SlimError
 from slimlib.model import (
@@ -22,15 +22,7 @@ from slimlib.model.terms import effective_batch
 from slimlib.model.terms import specs as ps
 from slimlib.registry.gpus import get_gpu
 
-TRUE = {
-    "eta_c": 0.4,
-    "t_fixed": 0.1,
-    "eta_attn": 0.5,
-    "eta_w": 0.7,
-    "alpha": 3e-5,
-    "t_step": 2e-3,
-    "t_layer": 3e-5,
-}
+TRUE = {**SLIM_TRUE_PARAMS, "t_layer": 3e-5}
 GPU = "h100-sxm-64gb"
 
 

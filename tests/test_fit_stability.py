@@ -7,7 +7,7 @@ import warnings
 import numpy as np
 import pandas as pd
 import pytest
-from synthetic import TRUE_PARAMS, grid, synthesize
+from synthetic import SLIM_TRUE_PARAMS, TRUE_PARAMS, grid, synthesize
 
 from slimlib.cli.main import main
 from slimlib.experiments.accuracy.evaluation import run_evaluation
@@ -15,15 +15,7 @@ from slimlib.experiments.accuracy.scenarios import Fold, Scenario, build_scenari
 from slimlib.model import ExtendedSlimModel, IdentifiabilityWarning, SlimModel, load_params
 
 GPU = "h100-sxm-64gb"
-SLIM_TRUE = {
-    "eta_c": 0.4,
-    "t_fixed": 0.1,
-    "eta_attn": 0.5,
-    "eta_w": 0.7,
-    "alpha": 3e-5,
-    "t_step": 2e-3,
-    "t_layer": 0.0,
-}
+SLIM_TRUE = dict(SLIM_TRUE_PARAMS)
 
 
 def _summary(model) -> pd.DataFrame:

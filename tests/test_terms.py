@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from synthetic import TRUE_PARAMS, grid
+from synthetic import SLIM_TRUE_PARAMS, TRUE_PARAMS, grid
 
 from slimlib.errors import SlimError
 from slimlib.experiments.accuracy.extrapolation_candidates import SLIM_V3_TERMS
@@ -24,15 +24,7 @@ from slimlib.model.terms import specs as ps
 from slimlib.registry.gpus import get_gpu
 
 HW = get_gpu("h100-sxm-80gb")
-SLIM_P = {
-    "eta_c": 0.4,
-    "t_fixed": 0.1,
-    "eta_attn": 0.5,
-    "eta_w": 0.7,
-    "alpha": 3e-5,
-    "t_step": 2e-3,
-    "t_layer": 0.0,
-}
+SLIM_P = dict(SLIM_TRUE_PARAMS)
 ALL = {**TRUE_PARAMS, **SLIM_P, "t_seq": 4e-6, "eta_d": 0.3}
 
 

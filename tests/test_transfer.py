@@ -7,6 +7,7 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
+from synthetic import SLIM_TRUE_PARAMS
 
 from slimlib.cli.main import main
 from slimlib.errors import DataError, SlimError
@@ -124,15 +125,7 @@ def test_transfer_applies_the_estimators_own_declaration():
     assert SlimModel.with_params(PAPER, "mi250-gcd").transfer_scaling() == {
         "eta_c": "kept", "t_fixed": "kept", "eta_m": "kept", "B0": "kept", "alpha": "kept", "gamma": "flops",
     }  # fmt: skip
-    slim = {
-        "eta_c": 0.4,
-        "t_fixed": 0.1,
-        "eta_attn": 0.5,
-        "eta_w": 0.7,
-        "alpha": 3e-5,
-        "t_step": 2e-3,
-        "t_layer": 0.0,
-    }
+    slim = dict(SLIM_TRUE_PARAMS)
     m = ExtendedSlimModel.with_params(slim, "mi250-gcd")
     m.fit_info_ = {}
     assert set(m.transfer_scaling().values()) == {"kept"}

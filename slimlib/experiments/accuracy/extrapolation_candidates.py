@@ -23,30 +23,17 @@ from __future__ import annotations
 from slimlib.errors import UnknownNameError, close_matches_message
 from slimlib.experiments.accuracy.extrapolation import Candidate
 from slimlib.model import METHODS
-from slimlib.model.terms import (
-    ALLREDUCE,
-    ATTENTION_FACTOR,
-    BATCH_FIXED,
-    DECODE_ATTENTION,
-    EXPERT_ALLTOALL,
-    LAYER_STEP_OVERHEAD,
-    MOE_EXPERTS,
-    PER_TOKEN_DECODE,
-    PREFILL_SERVED,
-    SEQUENCE_OVERHEAD,
-    STEP_OVERHEAD,
-    STEP_WEIGHT_READ,
-    Term,
-    effective_batch_term,
-)
+from slimlib.model.extended import slim_terms
+from slimlib.model.terms import LAYER_STEP_OVERHEAD, SEQUENCE_OVERHEAD, STEP_WEIGHT_READ, Term
 from slimlib.model.terms.rooflines import STEP_GEMM_ROOFLINE, STEP_GEMM_ROOFLINE_ALL
 
 #: the recommended model's terms at parameter-file format 3 (before the cross-validation admitted the step roofline
-#: and the per-layer overhead)
-SLIM_V3_TERMS: tuple[Term, ...] = (
-    effective_batch_term(), PREFILL_SERVED, BATCH_FIXED, ATTENTION_FACTOR, DECODE_ATTENTION, STEP_WEIGHT_READ,
-    MOE_EXPERTS, PER_TOKEN_DECODE, STEP_OVERHEAD, ALLREDUCE, EXPERT_ALLTOALL,
-)  # fmt: skip
+#: and the per-layer overhead): `slim_terms` with the per-step weight read in the roofline's place, no t_layer
+SLIM_V3_TERMS: tuple[Term, ...] = tuple(
+    STEP_WEIGHT_READ if t.name == STEP_GEMM_ROOFLINE.name else t
+    for t in slim_terms()
+    if t.name != LAYER_STEP_OVERHEAD.name
+)
 
 
 def _replaced(old: Term, new: Term) -> tuple[Term, ...]:
