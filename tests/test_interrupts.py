@@ -419,3 +419,35 @@ def test_no_recorded_signal_outlives_the_command(tmp_path, monkeypatch, capsys):
     assert main(argv) == 143
     capsys.readouterr()
     assert write_text(tmp_path / "later.txt", "ok\n").read_text() == "ok\n"
+
+
+def test_the_interrupted_program_exits_without_finalizing(tmp_path):
+    """As the `slim` program, an interrupted command prints its one line and exits 128 + the signal at once: the
+    interpreter's finalization (here an exit handler that would print) does not run, so nothing it could do, such as
+    aborting after an extension's import was cut short, can change the exit status. Completed, it finalizes."""
+    program = (
+        "import atexit, signal, sys; sys.argv[0] = 'slim'; cut = sys.argv.pop() == 'signal'\n"
+        "atexit.register(lambda: print('finalized', file=sys.stderr))\n"
+        "import slimlib.advisor.plan as plan\n"
+        "write_text = plan.write_text\n"
+        "def write_then_signal(path, text, **kw):\n"
+        "    if cut:\n"
+        "        signal.raise_signal(signal.SIGTERM)\n"
+        "    return write_text(path, text, **kw)\n"
+        "plan.write_text = write_then_signal\n"
+        "from slimlib.cli.main import main\n"
+        "sys.exit(main())\n"
+    )  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])}
+    base = [sys.executable, "-c", program, "plan", "--model", "opt-1.3b", "--gpu", "h100-sxm-80gb", "--out"]
+    cut = subprocess.run(
+        [*base, str(tmp_path / "a"), "signal"], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert cut.returncode == 143, cut.stderr
+    assert cut.stderr.splitlines() == [
+        "slim plan: interrupted (SIGTERM); outputs not finished keep their previous content"
+    ], cut.stderr
+    done = subprocess.run(
+        [*base, str(tmp_path / "b"), "done"], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0 and done.stderr.splitlines()[-1] == "finalized", done.stderr

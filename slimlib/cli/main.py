@@ -14,7 +14,7 @@ from types import FrameType, ModuleType
 from typing import NoReturn
 
 from slimlib import __version__
-from slimlib.cli import exit_while_starting
+from slimlib.cli import AS_PROGRAM, exit_interrupted, exit_while_starting
 from slimlib.cli.table import COMMANDS, OUTPUTS_NOTE
 from slimlib.errors import (
     Interrupted,
@@ -107,7 +107,16 @@ def _one_line_warning(
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point: run one subcommand. A SlimError becomes a one-line message and exit status 2; SIGINT (Ctrl-C)
+    """Entry point: run one subcommand (`run`); as the `slim` program, an interrupted command exits at once
+    (`slimlib.cli.exit_interrupted`)."""
+    rc = run(argv)
+    if AS_PROGRAM and argv is None and rc >= 128:  # only `_interrupted` returns 128 + a signal
+        exit_interrupted(rc)
+    return rc
+
+
+def run(argv: list[str] | None = None) -> int:
+    """Run one subcommand. A SlimError becomes a one-line message and exit status 2; SIGINT (Ctrl-C)
     and SIGTERM exit with 128 + the signal number and one line, leaving every output being written through
     `slimlib.io` with its previous content and no temporary file. A signal whose exception was swallowed (inside a
     finalizer) or turned into another error (an import cut short) ends the command the same way: the handler
