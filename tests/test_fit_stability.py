@@ -94,19 +94,19 @@ def test_gamma_unit_is_per_layer_width_and_token():
 
 def test_three_points_of_one_curve_fit_with_efficiencies_at_priors():
     """3 rows of one curve, 4 free parameters (one architecture: eta_w at its prior and t_layer at 0; one output
-    length: t_step at 0): eta_c, eta_attn are held at the kernel data's priors and t_fixed, alpha are fitted; the
-    summary says so and gives held parameters no interval."""
+    length: t_fixed at 0, its constant given to t_step): eta_c, eta_attn are held at the kernel data's priors and
+    t_step, alpha are fitted; the summary says so and gives held parameters no interval."""
     prior = {s.name: s.prior.median for s in ExtendedSlimModel().param_specs() if s.prior is not None}
-    truth_p = {**SLIM_TRUE, **prior, "t_step": 0.0}
+    truth_p = {**SLIM_TRUE, **prior, "t_fixed": 0.0}
     truth = ExtendedSlimModel.with_params(truth_p, gpu=GPU)
     rows = synthesize(truth, grid(models=("llama-2-7b",), gpu=GPU, batch=(4, 16, 64), input_len=(512,),
                                   output_len=(256,)))  # fmt: skip
     m = ExtendedSlimModel(n_starts=2).fit(rows)
-    assert m.held_ == ["eta_attn", "eta_c", "eta_w", "t_layer", "t_step"] and m.free_params_ == [
-        "t_fixed",
+    assert m.held_ == ["eta_attn", "eta_c", "eta_w", "t_fixed", "t_layer"] and m.free_params_ == [
         "alpha",
+        "t_step",
     ]
-    assert m.params_["t_fixed"] == pytest.approx(SLIM_TRUE["t_fixed"], rel=1e-4)
+    assert m.params_["t_step"] == pytest.approx(SLIM_TRUE["t_step"], rel=1e-4)
     assert m.params_["alpha"] == pytest.approx(SLIM_TRUE["alpha"], rel=1e-4)
     t = _summary(m)
     for k in ("eta_c", "eta_attn", "eta_w"):
@@ -115,8 +115,8 @@ def test_three_points_of_one_curve_fit_with_efficiencies_at_priors():
         assert np.isnan(t.loc[k, "ci95_low"]) and np.isnan(t.loc[k, "ci95_high"])
     assert all("3 rows < 4 free parameters" in t.loc[k, "note"] for k in ("eta_c", "eta_attn"))
     assert "one architecture" in t.loc["eta_w", "note"] and "one layer count" in t.loc["t_layer", "note"]
-    assert "one output length" in t.loc["t_step", "note"]
-    assert t.loc[["t_fixed", "alpha"], "ci95_low"].notna().all()
+    assert "one output length" in t.loc["t_fixed", "note"]
+    assert t.loc[["t_step", "alpha"], "ci95_low"].notna().all()
     # with enough rows nothing is held at a prior
     many = synthesize(truth, grid(models=("llama-2-7b",), gpu=GPU))
     assert ExtendedSlimModel(n_starts=2).fit(many).held_ == ["eta_w", "t_layer"]
@@ -137,7 +137,7 @@ def test_failing_fold_drops_the_whole_scenario_with_the_reason():
 
 
 def test_cli_fits_three_runs_of_one_curve_and_says_what_it_held(tmp_path, capsys):
-    truth = ExtendedSlimModel.with_params({**SLIM_TRUE, "t_step": 0.0}, gpu=GPU)
+    truth = ExtendedSlimModel.with_params({**SLIM_TRUE, "t_fixed": 0.0}, gpu=GPU)
     rows = synthesize(truth, grid(models=("llama-2-7b",), gpu=GPU, batch=(4, 16, 64), input_len=(512,),
                                   output_len=(256,)))  # fmt: skip
     rows.to_csv(tmp_path / "three.csv", index=False)
@@ -145,4 +145,4 @@ def test_cli_fits_three_runs_of_one_curve_and_says_what_it_held(tmp_path, capsys
     out = capsys.readouterr().out
     assert "eta_attn: held at prior 0.845" in out and "3 rows < 4 free parameters" in out
     assert "fit stability:" in out
-    assert load_params(tmp_path / "p.json").held_ == ["eta_attn", "eta_c", "eta_w", "t_layer", "t_step"]
+    assert load_params(tmp_path / "p.json").held_ == ["eta_attn", "eta_c", "eta_w", "t_fixed", "t_layer"]

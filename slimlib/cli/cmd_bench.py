@@ -73,10 +73,11 @@ examples:
 _TABLE_EXAMPLES = """\
 examples:
   slim bench table data/engine-cpu --out engine-cpu-runs.csv
+  slim bench table data/engine-cpu data/engine-cpu-rerun data/engine-cpu-rerun2 --out engine-cpu-runs.csv
 """
 _COMPARE_EXAMPLES = """\
 examples:
-  slim bench compare camp2/                   # a rerun folder of the README's campaign command
+  slim bench compare camp4/                   # a new session of the README's campaign command
   slim bench compare camp2/runs.csv --against data/engine-cpu-runs.csv --out rerun-diff.csv
 """
 ARGVS = ArgvBuilders(server=server_args, client=client_args)
@@ -163,17 +164,20 @@ def register_cli(sub: argparse._SubParsersAction) -> None:
 
     t = s.add_parser("table", help="tidy table of a campaign folder (and its exclusions)",
                      description="Write the tidy runs table (every repeat), the medians (fit table) and the exclusions "
-                     "(with the physical checks' counts) from a campaign folder.",
+                     "(with the physical checks' counts) from a campaign folder, or from several sessions of one "
+                     "campaign command pooled (a run's session column names its folder; medians over every session's "
+                     "passing repeats).",
                      epilog=_TABLE_EXAMPLES, formatter_class=fmt)  # fmt: skip
-    t.add_argument("campaign", help="campaign folder of `slim bench run`")
+    t.add_argument("campaign", nargs="+", help="campaign folder(s) of `slim bench run`, one per session")
     t.add_argument("--out", required=True, help="CSV to write (beside it: *-medians.csv, *-exclusions.csv)")
     t.set_defaults(func=_cmd_table)
 
     c = s.add_parser("compare", help="does a rerun reproduce the committed medians? (within the noise floor)",
-                     description="Compare a rerun campaign's medians with the committed campaign's, on the "
+                     description="Compare a rerun campaign's medians with the committed (pooled) medians, on the "
                      "configurations both hold: mean |difference| and drift with bootstrap intervals, against the "
-                     "disagreement two campaigns drawn from the committed repeats would show "
-                     "(slimlib.experiments.engine_study.rerun_check).",
+                     "disagreement expected of a new session from the committed sessions' spread (or, with one "
+                     "committed session, from its repeats) (slimlib.experiments.engine_study.rerun_check). Exit 1 "
+                     "when it is further apart than that.",
                      epilog=_COMPARE_EXAMPLES, formatter_class=fmt)  # fmt: skip
     c.add_argument(
         "rerun", help="the rerun's campaign folder, or its runs table (runs.csv of `slim bench table`)"
@@ -213,7 +217,7 @@ def _run(plan: pd.DataFrame, args: argparse.Namespace, models_dir: str | None) -
     session = manifest["sessions"][-1]
     state = session["state"]
     try:
-        _write_tables(args.out, Path(args.out) / "runs.csv")
+        _write_tables([args.out], Path(args.out) / "runs.csv")
     except DataError as exc:  # the results are kept; `slim bench table` rebuilds the tables once readable
         print(f"the runs are measured but the tidy table was not written: {exc}", file=sys.stderr)
         state = "measured, tables not written"
@@ -270,10 +274,10 @@ def _dry_run(plan: pd.DataFrame, args: argparse.Namespace) -> int:
     return 0
 
 
-def _write_tables(campaign: str | Path, out: str | Path) -> None:
+def _write_tables(campaigns: list[str], out: str | Path) -> None:
     """The runs table at `out`, its medians (``*-medians.csv``) and exclusions (``*-exclusions.csv``) beside it,
     in `slim data build`'s format (schema dtypes, fixed float format), each written atomically."""
-    tables = build_engine_tables(campaign)
+    tables = build_engine_tables(*campaigns)
     base = Path(out)
     paths = {RUNS_TABLE: base, MEDIANS_TABLE: base.with_name(base.stem + "-medians.csv"),
              EXCLUSIONS_TABLE: base.with_name(base.stem + "-exclusions.csv")}  # fmt: skip
@@ -286,8 +290,9 @@ def _write_tables(campaign: str | Path, out: str | Path) -> None:
 def _cmd_table(args: argparse.Namespace) -> int:
     output_file(args.out, "--out")
     _write_tables(args.campaign, args.out)
-    for line in check_report(args.campaign):
-        print(line, file=sys.stdout)
+    for campaign in args.campaign:
+        for line in check_report(campaign):
+            print(f"{campaign}: {line}" if len(args.campaign) > 1 else line, file=sys.stdout)
     print(f"wrote {args.out} and its -medians.csv and -exclusions.csv beside it", file=sys.stdout)
     return 0
 
@@ -317,8 +322,8 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         verdict = "within the floor" if r.within_floor else "NOT within the floor"
         print(f"{r.metric}: {r.n_configs} configurations, mean |rerun/committed - 1| {r.disagreement_pct:.2f}% "
               f"[{r.disagreement_lo_pct:.2f}, {r.disagreement_hi_pct:.2f}], drift {r.drift_pct:+.2f}% "
-              f"[{r.drift_lo_pct:+.2f}, {r.drift_hi_pct:+.2f}]; two draws of the committed repeats differ by "
-              f"{r.expected_pct:.2f}%: {verdict}")  # fmt: skip
+              f"[{r.drift_lo_pct:+.2f}, {r.drift_hi_pct:+.2f}]; expected from the committed "
+              f"{r.expected_from} {r.expected_pct:.2f}%: {verdict}")  # fmt: skip
     if args.out:
         write_text(args.out, pairs.to_csv(index=False, lineterminator="\n", float_format="%.6g"))
         print(f"wrote {args.out}")

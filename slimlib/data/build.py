@@ -17,7 +17,7 @@ from slimlib.data.aiconfigurator import SOURCE as AIC_SOURCE
 from slimlib.data.aiconfigurator_moe import build_moe_mla_tables
 from slimlib.data.aiconfigurator_moe import readme_section as moe_readme_section
 from slimlib.data.catalog import SCHEMA, _file_name, coerce, data_dir
-from slimlib.data.engine_runs import ENGINE_DIR, RUNS_TABLE, build_engine_tables
+from slimlib.data.engine_runs import ENGINE_SESSIONS, RUNS_TABLE, build_engine_tables
 from slimlib.data.engine_runs import readme_lines as engine_readme
 from slimlib.data.llmib import LLMIB_NAME, build_llmib_tables
 from slimlib.data.markdown import count_table
@@ -117,6 +117,11 @@ def build_kit_tables(
     return out, files
 
 
+def _engine_sessions() -> list[Path]:
+    """The committed sessions of the CPU-engine campaign (`ENGINE_SESSIONS` folders of data/ with a manifest)."""
+    return [data_dir() / name for name in ENGINE_SESSIONS if (data_dir() / name / MANIFEST).is_file()]
+
+
 def build_all(raw: str | Path, out: str | Path, kit: list[str | Path] | None = None) -> dict[str, Path]:
     """Parse the raw mirrors under `raw` (the data root holding vllm-batching-memory-gap/ and vidur-profiling/,
     or the memgap mirror itself) and write every table into `out`; returns table name -> written path.
@@ -148,9 +153,9 @@ def build_all(raw: str | Path, out: str | Path, kit: list[str | Path] | None = N
         lt, lfiles = build_llmib_tables(llmib_root)
         tables.update(lt)
         files = files + list(lfiles)
-    engine_root = data_dir() / ENGINE_DIR  # the project's own CPU-engine campaign, committed in data/
-    if (engine_root / MANIFEST).is_file():
-        tables.update(build_engine_tables(engine_root))
+    engine_sessions = _engine_sessions()  # the project's own CPU-engine campaign, committed in data/
+    if engine_sessions:
+        tables.update(build_engine_tables(*engine_sessions))
     rows = []
     for f in sorted(set(files), key=lambda p: p.as_posix()):
         try:
@@ -234,7 +239,7 @@ def render_readme(tables: dict[str, pd.DataFrame], written: dict[str, Path]) -> 
     if "aic-moe" in tables:
         lines += moe_readme_section(tables)
     if RUNS_TABLE in tables:
-        lines += [*engine_readme(tables, data_dir() / ENGINE_DIR), ""]
+        lines += [*engine_readme(tables, _engine_sessions()), ""]
     lines += [
         "## Notes",
         "",

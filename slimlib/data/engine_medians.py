@@ -5,7 +5,7 @@ A configuration is (model, gpu, engine, weights, batch_size, input_len, output_l
 `slimlib.data.physical_checks`) are counted in ``n_excluded`` and take no part. For each metric the row holds the
 median over the passing repeats (the column keeps the runs table's name, so every consumer reads it as one run)
 and the spread beside it (``<metric>_min``, ``<metric>_max``). A configuration whose every repeat fails is not
-a row here: its runs are in the exclusions table.
+a row here: its runs are in the exclusions table. The repeats of every session (``session``) are pooled.
 """
 
 from __future__ import annotations
@@ -44,6 +44,7 @@ MEDIAN_SCHEMA: dict[str, tuple[str, str]] = {
         )
     },
     "n_repeats": (_I, "passing repeats the medians are taken over"),
+    "n_sessions": (_I, "sessions (campaign folders) those repeats come from"),
     "n_excluded": (_I, "repeats of the configuration that failed a physical check (in the exclusions table)"),
 }
 
@@ -64,6 +65,7 @@ def median_table(runs: pd.DataFrame) -> pd.DataFrame:
     hi = g[metrics].max().add_suffix("_max")
     out = pd.concat([med, lo, hi], axis=1)
     out["n_repeats"] = g.size()
+    out["n_sessions"] = g["session"].nunique() if "session" in ok.columns else 1
     out["n_excluded"] = n_excluded.reindex(out.index).fillna(0).astype(int)
     out = out.reset_index()
     out = out.sort_values(["model", "input_len", "output_len", "batch_size"], kind="mergesort")

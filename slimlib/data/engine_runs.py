@@ -7,12 +7,17 @@ manifest's sha256, and adds the labels a measurement on random weights needs: ``
 (`slimlib.data.physical_checks`). The exclusions (`exclusions`) list planned rows that were skipped or failed,
 runs failing a physical check and copies the runner flagged and re-ran (``results/flagged/``), each with its
 reason; the fit table is the medians over the passing repeats (`slimlib.data.engine_medians`).
+
+The committed tables pool several sessions of one campaign command (`ENGINE_SESSIONS`: campaign folders run on
+different days on the same host): a run's ``session`` names its folder, and a configuration's median is taken over
+the passing repeats of every session, so the host's change between sessions is averaged as repeat noise is.
 """
 
 from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from pathlib import Path
 
 import pandas as pd
@@ -29,6 +34,7 @@ __all__ = [
     "engine_table",
     "exclusions",
     "build_engine_tables",
+    "ENGINE_SESSIONS",
     "check_report",
     "RUN_COLUMNS",
     "RUN_SCHEMA",
@@ -36,6 +42,8 @@ __all__ = [
 ]
 
 ENGINE_DIR = "engine-cpu"
+#: the committed sessions of the campaign command (folders of data/, in the order they were measured)
+ENGINE_SESSIONS = (ENGINE_DIR, "engine-cpu-rerun", "engine-cpu-rerun2")
 RUNS_TABLE, EXCLUSIONS_TABLE = "engine-cpu-runs", "engine-cpu-exclusions"
 _S, _I, _F = "string", "Int64", "float64"
 #: column -> (dtype, doc) of the runs table, in file order (the catalog's schema entry)
@@ -54,6 +62,7 @@ RUN_SCHEMA: dict[str, tuple[str, str]] = {
     "input_len": (_I, "prompt tokens per request (IL, fixed: --random-range-ratio 0)"),
     "output_len": (_I, "output tokens per request (OL, fixed: --ignore-eos)"),
     "repeat": (_I, "pass over the configuration (0: first; >= 1: repeats that measure run-to-run noise)"),
+    "session": (_S, "campaign folder of the run: one session of the campaign command (data/<session>/)"),
     "throughput_tok_s": (_F, "total (input + output) token throughput, tokens/s"),
     "e2e_s": (_F, "mean request end-to-end latency, s (mean_e2el_ms / 1000)"),
     "mean_ttft_ms": (_F, "mean time to first token, ms"),
@@ -68,8 +77,8 @@ RUN_SCHEMA: dict[str, tuple[str, str]] = {
     "total_input_tokens": (_I, "prompt tokens of the completed requests (vLLM's count)"),
     "total_output_tokens": (_I, "output tokens of the completed requests (vLLM's count)"),
     "max_concurrency": (_I, "client --max-concurrency"),
-    "source_file": (_S, "result JSON in data/engine-cpu/results/"),
-    "sha256": (_S, "sha256 of the result JSON (also in data/engine-cpu/manifest.json)"),
+    "source_file": (_S, "result JSON in data/<session>/results/"),
+    "sha256": (_S, "sha256 of the result JSON (also in data/<session>/manifest.json)"),
 }
 #: The measurement protocol's per-run columns (sidecar ``slim-runs.csv``; empty for campaigns that lack them)
 PROTOCOL_SCHEMA: dict[str, tuple[str, str]] = {
@@ -93,6 +102,7 @@ RUN_SCHEMA["checks_failed"] = (
     "the exclusions, never in the medians",
 )
 EXCLUSION_SCHEMA: dict[str, tuple[str, str]] = {
+    "session": (_S, "campaign folder of the run or planned configuration (data/<session>/)"),
     "file": (_S, "result file (flagged/<name>: a copy the runner flagged and re-ran)"),
     "status": (
         _S,
@@ -149,6 +159,7 @@ def _runs_and_checks(campaign_dir: str | Path) -> tuple[pd.DataFrame, Checked]:
     for col, (dtype, _doc) in PROTOCOL_SCHEMA.items():
         df[col] = _protocol_column(df, col, dtype, results)
     df["engine"], df["weights"] = _engine_label(manifest)
+    df["session"] = root.name
     df["input_len"] = df["input_len"].round().astype(int)
     df["output_len"] = df["output_len"].round().astype(int)
     checked = check_runs(df)
@@ -202,18 +213,20 @@ def _exclusions(campaign_dir: str | Path, checked: Checked) -> pd.DataFrame:
     manifest = _manifest(root)
     have = {r["file"] for r in manifest.get("results", [])}
     rows: dict[str, dict[str, str]] = {}
+    session = root.name
     for s in manifest.get("sessions", []):
         for status in ("skipped", "failed"):
             for f, why in s.get(status, {}).items():
                 if f not in have:
-                    rows[f] = {"file": f, "status": status, "check": "", "reason": why}
+                    rows[f] = {"session": session, "file": f, "status": status, "check": "", "reason": why}
     out = [rows[f] for f in sorted(rows)]
     ex = checked.exclusions.sort_values("source_file", kind="mergesort")
-    out += [{"file": str(r.source_file), "status": "excluded", "check": str(r.check), "reason": str(r.reason)}
-            for r in ex.itertuples()]  # fmt: skip
+    out += [{"session": session, "file": str(r.source_file), "status": "excluded", "check": str(r.check),
+             "reason": str(r.reason)} for r in ex.itertuples()]  # fmt: skip
     flagged = root / "results" / FLAGGED_DIR
     for p in sorted(flagged.glob("*.json")) if flagged.is_dir() else []:
-        out.append({"file": f"{FLAGGED_DIR}/{p.name}", "status": "flagged", "check": "outside_load",
+        out.append({"session": session, "file": f"{FLAGGED_DIR}/{p.name}", "status": "flagged",
+                    "check": "outside_load",
                     "reason": "the runner flagged outside load during the run and re-ran it; this copy is kept"})  # fmt: skip
     return pd.DataFrame(out, columns=list(EXCLUSION_SCHEMA))
 
@@ -225,13 +238,35 @@ def exclusions(campaign_dir: str | Path) -> pd.DataFrame:
     return _exclusions(campaign_dir, _runs_and_checks(campaign_dir)[1])
 
 
-def build_engine_tables(campaign_dir: str | Path) -> dict[str, pd.DataFrame]:
-    """``engine-cpu-runs``, ``engine-cpu-medians`` and ``engine-cpu-exclusions`` of a campaign folder."""
-    runs, checked = _runs_and_checks(campaign_dir)
+def build_engine_tables(*campaign_dirs: str | Path) -> dict[str, pd.DataFrame]:
+    """``engine-cpu-runs``, ``engine-cpu-medians`` and ``engine-cpu-exclusions`` of one campaign folder, or of
+    several sessions of one campaign command pooled (module docstring). DataError when the folders share a name
+    (a session is named by its folder) or mix engines or weight kinds."""
+    if not campaign_dirs:
+        raise ValueError("build_engine_tables needs at least one campaign folder")
+    names = [Path(d).name for d in campaign_dirs]
+    if len(set(names)) != len(names):
+        raise DataError(
+            f"campaign folders {names} share a name; a session is named by its folder: rename one"
+        )
+    parts = [_runs_and_checks(d) for d in campaign_dirs]
+    runs = pd.concat([r for r, _ in parts], ignore_index=True)
+    labels = sorted(set(zip(runs["engine"], runs["weights"], strict=True)))
+    if len(labels) > 1:
+        raise DataError(
+            f"the campaign folders mix engines or weight kinds {labels}; pool sessions of one engine"
+        )
+    order = {name: i for i, name in enumerate(names)}
+    runs = runs.assign(_s=runs["session"].map(order)).sort_values(
+        ["model", "input_len", "output_len", "_s", "repeat", "batch_size"], kind="mergesort"
+    )
+    excl = pd.concat(
+        [_exclusions(d, c) for d, (_, c) in zip(campaign_dirs, parts, strict=True)], ignore_index=True
+    )
     return {
-        RUNS_TABLE: runs,
+        RUNS_TABLE: runs.drop(columns="_s").reset_index(drop=True),
         MEDIANS_TABLE: median_table(runs),
-        EXCLUSIONS_TABLE: _exclusions(campaign_dir, checked),
+        EXCLUSIONS_TABLE: excl,
     }
 
 
@@ -241,37 +276,43 @@ def check_report(campaign_dir: str | Path) -> list[str]:
     return count_lines(checked, len(runs))
 
 
-def readme_lines(tables: dict[str, pd.DataFrame], campaign_dir: str | Path) -> list[str]:
-    """README section on the CPU-engine campaign: what it measured, where, and the command that reruns it."""
-    m = _manifest(Path(campaign_dir))
-    s = m["sessions"][0]
+def readme_lines(tables: dict[str, pd.DataFrame], campaign_dirs: Sequence[str | Path]) -> list[str]:
+    """README section on the CPU-engine campaign: what it measured, where, in which sessions, and the commands that
+    rerun it and rebuild its tables."""
+    firsts = [_manifest(Path(d))["sessions"][0] for d in campaign_dirs]
+    s = firsts[0]
     runs = tables[RUNS_TABLE]
     host = s.get("host", {})
     micro = s.get("microbenchmark", {})
+    folders = " ".join(f"data/{Path(d).name}" for d in campaign_dirs)
+    sessions = "; ".join(f"`data/{Path(d).name}/` started {f.get('started_utc', '?')}"
+                         for d, f in zip(campaign_dirs, firsts, strict=True))  # fmt: skip
     return [
         "## CPU-engine campaign (engine-cpu-* tables)",
         "",
         f"Measured by the project on vLLM's CPU build ({runs['engine'].iloc[0]}) serving the scaled engine models "
         f"with **random weights** (`--load-format dummy`), on {host.get('cpu_model', '?')} with "
-        f"{host.get('usable_cores', '?')} cores, started {s.get('started_utc', '?')}. Raw result JSONs, the plan "
-        "and the manifest (engine, host, server flags, load average every minute, micro-benchmark, sha256 of "
-        "every result) are in `data/engine-cpu/`.",
+        f"{host.get('usable_cores', '?')} cores, in {len(campaign_dirs)} session(s) of the same campaign command "
+        f"on the same host: {sessions}. Each folder holds its raw result JSONs, the plan and the manifest (engine, "
+        "host, server flags, load average every minute, micro-benchmark, sha256 of every result); a run's "
+        "`session` names its folder.",
         f"Host peaks (micro-benchmark, {micro.get('library', '?')}): bf16 GEMM "
         f"{HOST_CPU['peak_flops'] / 1e9:.1f} GFLOP/s, fp32 triad {HOST_CPU['mem_bw'] / 1e9:.2f} GB/s.",
         "Rerun: `scripts/engine_env.sh && slim bench campaign --out CAMP --engine-python .venv-engine/bin/python`;",
         "the tables are rebuilt from the committed results by `slim data build` (or, alone, by",
-        "`slim bench table data/engine-cpu --out data/engine-cpu-runs.csv`, byte-identical).",
+        f"`slim bench table {folders} --out data/engine-cpu-runs.csv`, byte-identical).",
         f"Physical checks (slimlib.data.physical_checks): {_excluded_counts(tables[EXCLUSIONS_TABLE])}; the fit "
-        f"table `{MEDIANS_TABLE}` holds the median over the passing repeats of each of its "
+        f"table `{MEDIANS_TABLE}` holds the median over the passing repeats of every session of each of its "
         f"{len(tables[MEDIANS_TABLE])} configurations.",
         "",
-        count_table(runs, ["model", "repeat"]),
+        count_table(runs, ["model", "session"]),
     ]
 
 
 def _excluded_counts(ex: pd.DataFrame) -> str:
     """'N run(s) excluded (check n, ...)' from an exclusions table (status excluded)."""
     bad = ex[ex["status"] == "excluded"]
-    per = bad.groupby("check")["file"].nunique()
+    run = bad["session"].astype(str) + "/" + bad["file"].astype(str)
+    per = run.groupby(bad["check"]).nunique()
     counts = ", ".join(f"{c} {int(per.get(c, 0))}" for c in CHECKS)
-    return f"{bad['file'].nunique()} run(s) excluded ({counts})"
+    return f"{run.nunique()} run(s) excluded ({counts})"

@@ -35,6 +35,7 @@ from slimlib.model.features import Features, FloatArray, model_features, resolve
 from slimlib.model.intervals import INTERVAL_QUANTITIES, IntervalWarning
 from slimlib.model.params import ParamSpec
 from slimlib.model.terms import (
+    BATCH_FIXED,
     LAYER_STEP_OVERHEAD,
     STEP_OVERHEAD,
     STEP_WEIGHT_READ,
@@ -161,8 +162,10 @@ class CalibratedModel(Estimator):
     ) -> dict[str, tuple[float, str]]:
         """`held` plus the per-step overheads the rows cannot tell apart: ``t_layer`` = 0 when the model has a
         per-layer step overhead (`LAYER_STEP_OVERHEAD`) and the rows hold one layer count (``t_layer L`` is then
-        one constant per step with ``t_step``), and ``t_step`` = 0 when the model has `STEP_OVERHEAD` and the rows
-        hold one output length (``t_step OL`` is then one constant per batch with ``t_fixed``)."""
+        one constant per step with ``t_step``), and ``t_fixed`` = 0 when the model has `STEP_OVERHEAD` and the rows
+        hold one output length (``t_step OL`` is then one constant per batch with ``t_fixed``): the constant goes
+        to ``t_step``, because fits on rows of several output lengths put most of it there (the public H100 and
+        MI300X/MI250 curves; `scripts/hold_evidence.py` prints them)."""
         names = {t.name for t in self.terms()}
         out = dict(held)
         if (
@@ -174,9 +177,17 @@ class CalibratedModel(Estimator):
                 "held at 0: the rows hold one layer count, so t_layer L and t_step are one constant per step"
             )
             out["t_layer"] = (0.0, why)
-        if STEP_OVERHEAD.name in names and "t_step" not in out and np.unique(feats["output_len"]).size == 1:
-            why = "held at 0: the rows hold one output length, so t_step OL and t_fixed are one constant per batch"
-            out["t_step"] = (0.0, why)
+        if (
+            STEP_OVERHEAD.name in names
+            and BATCH_FIXED.name in names
+            and not {"t_step", "t_fixed"} & set(out)
+            and np.unique(feats["output_len"]).size == 1
+        ):
+            why = (
+                "held at 0: the rows hold one output length, so t_step OL and t_fixed are one constant per batch; "
+                "it is given to t_step, where fits on several output lengths put it"
+            )
+            out["t_fixed"] = (0.0, why)
         return out
 
     def _hold_at_priors(

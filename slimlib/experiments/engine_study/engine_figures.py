@@ -32,6 +32,9 @@ def engine_model_style(model: str) -> tuple[str, str]:
 
 
 def _first(runs: pd.DataFrame) -> pd.DataFrame:
+    """One run per configuration of a runs table (the first session's first repeat); a medians table as it is."""
+    if "session" in runs.columns:
+        runs = runs[runs["session"] == runs["session"].iloc[0]]
     if "repeat" in runs.columns:
         runs = runs[runs["repeat"].astype(int) == 0]
     return runs.sort_values("batch_size")

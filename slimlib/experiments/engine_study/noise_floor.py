@@ -10,8 +10,22 @@ median m:
   mean over the repeats of ``|x_r - m| / m`` (computed exactly: it is the expectation of that bootstrap).
 
 Each floor is the mean of the per-configuration deviations, in percent, with a percentile bootstrap 95% interval
-over configurations. It measures run-to-run spread within the campaign (the repeats are spread over it), not bias
-common to every repeat. A model error below the median floor cannot be told from measurement noise.
+over configurations. These two treat the repeats as exchangeable, so they measure run-to-run spread, not a change
+of the host common to a whole session.
+
+Across sessions (runs with a ``session`` column naming S >= 2 campaign folders of the same command), each session's
+median of a configuration is taken as its long-run value plus a session deviation of spread sigma (the host's
+change between sessions and the repeat noise of that session's median), independent between sessions and, for the
+scaling of mean absolute values, normal. Then, with ``pairwise`` the mean over pairs of sessions of
+``|m_i - m_j| / m`` (m: the pooled median), E|m_i - m_j| is proportional to sqrt(2) sigma and:
+
+* **session floor** (`SESSION_ESTIMATE`, the noise of a pooled median, whose spread is sigma / sqrt(S)):
+  ``pairwise x sqrt(1 / (2 S))``;
+* **a new session against the pooled medians** (`new_session_factor`, spread sigma sqrt(1 + 1/S)):
+  ``pairwise x sqrt((1 + 1/S) / 2)``.
+
+A model error below the session floor cannot be told from the measurement, whose sessions disagree by more than
+their repeats do.
 """
 
 from __future__ import annotations
@@ -22,11 +36,20 @@ import pandas as pd
 from slimlib.errors import DataError
 from slimlib.experiments.outputs import uncertainty as U
 
-__all__ = ["NOISE_COLUMNS", "NOISE_METRICS", "noise_floor"]
+__all__ = [
+    "NOISE_COLUMNS",
+    "NOISE_METRICS",
+    "SESSION_ESTIMATE",
+    "new_session_factor",
+    "noise_floor",
+    "session_deviations",
+]
 
 CONFIG_KEYS = ("model", "gpu", "batch_size", "input_len", "output_len")
 #: metric name -> column of the runs table
 NOISE_METRICS = {"throughput": "throughput_tok_s", "latency": "e2e_s"}
+#: the estimate name of the floor across sessions
+SESSION_ESTIMATE = "across sessions"
 NOISE_COLUMNS = ("metric", "estimate", "n_configs", "mean_repeats", "floor_pct", "ci_lo_pct", "ci_hi_pct",
                  "max_pct")  # fmt: skip
 
@@ -35,6 +58,31 @@ def _passing(runs: pd.DataFrame) -> pd.DataFrame:
     if "checks_failed" not in runs.columns:
         return runs
     return runs[runs["checks_failed"].fillna("").astype(str) == ""]
+
+
+def new_session_factor(n_sessions: np.ndarray | float) -> np.ndarray | float:
+    """The factor sqrt((1 + 1/S) / 2) from the pairwise disagreement of S sessions to a new session's expected
+    disagreement with their pooled medians (module docstring)."""
+    return np.sqrt((1.0 + 1.0 / np.asarray(n_sessions, dtype=float)) / 2.0)
+
+
+def session_deviations(runs: pd.DataFrame, col: str) -> pd.DataFrame:
+    """Per configuration with passing runs in >= 2 sessions: its keys, ``n_sessions`` (S) and ``pairwise_pct``,
+    the mean over pairs of sessions of ``|m_i - m_j| / m`` in percent (m_i: session i's median of `col` over its
+    passing repeats; m: the median over all of them). Empty without a ``session`` column or a second session."""
+    ok = _passing(runs)
+    keys = [k for k in CONFIG_KEYS if k in ok.columns]
+    if "session" not in ok.columns or ok["session"].nunique() < 2:
+        return pd.DataFrame(columns=[*keys, "n_sessions", "pairwise_pct"])
+    rows = []
+    for key, g in ok.groupby(keys, sort=True):
+        m = g.groupby("session", sort=True)[col].median().to_numpy(dtype=float)
+        if m.size < 2:
+            continue
+        i, j = np.triu_indices(m.size, k=1)
+        pooled = float(np.median(g[col].to_numpy(dtype=float)))
+        rows.append([*key, m.size, 100.0 * float(np.mean(np.abs(m[i] - m[j]))) / pooled])
+    return pd.DataFrame(rows, columns=[*keys, "n_sessions", "pairwise_pct"])
 
 
 def _median_deviation(x: np.ndarray, n_inner: int, rng: np.random.Generator) -> float:
@@ -46,10 +94,10 @@ def _median_deviation(x: np.ndarray, n_inner: int, rng: np.random.Generator) -> 
 def noise_floor(
     runs: pd.DataFrame, n_boot: int = 10_000, seed: int = 20_240_613, n_inner: int = 1000
 ) -> pd.DataFrame:
-    """Median and single-run noise floors (module docstring) of a runs table with every repeat (repeats that
-    fail a physical check left out). Columns `NOISE_COLUMNS`, one row per metric and estimate ("median of R" /
-    "single run"); ``max_pct`` is the largest per-configuration deviation. DataError without any configuration
-    of >= 2 passing repeats."""
+    """Median, single-run and (with >= 2 sessions) session floors (module docstring) of a runs table with every
+    repeat (repeats that fail a physical check left out). Columns `NOISE_COLUMNS`, one row per metric and estimate
+    ("median of R", "single run", `SESSION_ESTIMATE`); ``max_pct`` is the largest per-configuration deviation.
+    DataError without any configuration of >= 2 passing repeats."""
     ok = _passing(runs)
     keys = [k for k in CONFIG_KEYS if k in ok.columns]
     groups = [g for _, g in ok.groupby(keys, sort=True) if len(g) >= 2]
@@ -61,14 +109,21 @@ def noise_floor(
         values = [g[col].to_numpy(dtype=float) for g in groups]
         rng = U.rng_for(seed, np.concatenate(values), "noise floor inner")
         per = {
-            "median of R": np.array([_median_deviation(x, n_inner, rng) for x in values]),
-            "single run": np.array([np.mean(np.abs(x - np.median(x))) / np.median(x) for x in values]),
+            "median of R": 100.0 * np.array([_median_deviation(x, n_inner, rng) for x in values]),
+            "single run": 100.0
+            * np.array([np.mean(np.abs(x - np.median(x))) / np.median(x) for x in values]),
         }
-        for estimate, dev in per.items():
-            pct = 100.0 * dev
+        sessions = session_deviations(runs, col)
+        if not sessions.empty:
+            s_count = sessions["n_sessions"].to_numpy(dtype=float)
+            per[SESSION_ESTIMATE] = sessions["pairwise_pct"].to_numpy(dtype=float) * np.sqrt(
+                1.0 / (2.0 * s_count)
+            )
+        for estimate, pct in per.items():
             m, lo, hi = U.bootstrap_mean_ci(
                 pct, n_boot=n_boot, seed=seed, label=f"noise floor {metric} {estimate}"
             )
-            rows.append({"metric": metric, "estimate": estimate, "n_configs": len(groups), "mean_repeats": n_rep,
+            n = len(sessions) if estimate == SESSION_ESTIMATE else len(groups)
+            rows.append({"metric": metric, "estimate": estimate, "n_configs": n, "mean_repeats": n_rep,
                          "floor_pct": m, "ci_lo_pct": lo, "ci_hi_pct": hi, "max_pct": float(pct.max())})  # fmt: skip
     return pd.DataFrame(rows, columns=list(NOISE_COLUMNS))

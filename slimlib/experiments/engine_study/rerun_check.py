@@ -8,15 +8,18 @@ configuration's passing repeats). On the configurations both hold (identical row
 * **disagreement**: the mean of ``|diff_pct|`` over configurations, with a percentile bootstrap 95% interval;
 * **drift**: the mean of ``diff_pct`` (a shift common to every configuration: the host between sessions), with its
   interval;
-* **expected disagreement**: what two campaigns drawn from the committed repeats would show, by the bootstrap of
-  `slimlib.experiments.engine_study.noise_floor`: per configuration the mean of ``|m1* - m2*| / m`` over pairs of
-  medians of R repeats resampled from the committed repeats, averaged over configurations (about sqrt(2) times
-  the committed median floor, which is the deviation of one median);
+* **expected disagreement** (``expected_from`` says which):
+  - from **sessions**, when the committed runs pool S >= 2 sessions (``session``): per configuration the mean
+    pairwise disagreement of its sessions' medians times sqrt((1 + 1/S) / 2), averaged over configurations
+    (`slimlib.experiments.engine_study.noise_floor`, module docstring: a new session against the pooled medians);
+  - from **repeats**, with one committed session: the bootstrap mean of ``|m1* - m2*| / m`` over pairs of medians
+    of R repeats resampled from the committed repeats, averaged over configurations. It measures spread within a
+    session only, so a change of the host between sessions (a drift whose interval excludes zero) exceeds it;
 * **within floor**: the disagreement is no larger than the expected disagreement (its interval's lower end at or
-  below it), i.e. the rerun is as close as repeats of the committed campaign are to each other.
+  below it).
 
-The floor only measures spread within a campaign; a drift whose interval excludes zero is a change of the host
-between the campaigns, reported as such.
+`leave_one_session_out` runs the check once per session of a pooled runs table: that session against the pooled
+medians of the others, with the expectation from the others alone.
 """
 
 from __future__ import annotations
@@ -26,13 +29,26 @@ import pandas as pd
 
 from slimlib.data.engine_medians import MEDIAN_KEYS, median_table
 from slimlib.errors import DataError
-from slimlib.experiments.engine_study.noise_floor import NOISE_METRICS
+from slimlib.experiments.engine_study.noise_floor import (
+    CONFIG_KEYS,
+    NOISE_METRICS,
+    new_session_factor,
+    session_deviations,
+)
 from slimlib.experiments.outputs import uncertainty as U
 
-__all__ = ["RERUN_COLUMNS", "expected_disagreement", "paired_medians", "rerun_summary"]
+__all__ = [
+    "RERUN_COLUMNS",
+    "expected_disagreement",
+    "leave_one_session_out",
+    "paired_medians",
+    "rerun_summary",
+    "session_expected",
+]
 
 RERUN_COLUMNS = ("metric", "n_configs", "disagreement_pct", "disagreement_lo_pct", "disagreement_hi_pct",
-                 "drift_pct", "drift_lo_pct", "drift_hi_pct", "expected_pct", "within_floor")  # fmt: skip
+                 "drift_pct", "drift_lo_pct", "drift_hi_pct", "expected_pct", "expected_from",
+                 "within_floor")  # fmt: skip
 
 
 def _keys(a: pd.DataFrame, b: pd.DataFrame) -> list[str]:
@@ -89,6 +105,21 @@ def expected_disagreement(
     return 100.0 * float(np.mean(dev))
 
 
+def session_expected(
+    committed_runs: pd.DataFrame, configs: pd.DataFrame, col: str
+) -> tuple[float, int] | None:
+    """(expected disagreement in percent, S) of a new session against the pooled medians of the committed
+    sessions, over the `configs` measured in >= 2 of them (module docstring); None with fewer than two sessions."""
+    dev = session_deviations(committed_runs, col)
+    keys = [k for k in CONFIG_KEYS if k in dev.columns and k in configs.columns]
+    dev = dev.merge(configs[keys].drop_duplicates(), on=keys)
+    if dev.empty:
+        return None
+    s_count = dev["n_sessions"].to_numpy(dtype=float)
+    expected = dev["pairwise_pct"].to_numpy(dtype=float) * new_session_factor(s_count)
+    return float(np.mean(expected)), int(s_count.max())
+
+
 def rerun_summary(
     committed_runs: pd.DataFrame, rerun_runs: pd.DataFrame, n_boot: int = 10_000, seed: int = 20_240_613
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -102,9 +133,36 @@ def rerun_summary(
             np.abs(d), n_boot=n_boot, seed=seed, label=f"rerun |diff| {metric}"
         )
         dr, dr_lo, dr_hi = U.bootstrap_mean_ci(d, n_boot=n_boot, seed=seed, label=f"rerun drift {metric}")
-        expected = expected_disagreement(committed_runs, pairs, col, seed)
+        by_session = session_expected(committed_runs, pairs, col)
+        if by_session is not None:
+            expected, basis = by_session[0], f"{by_session[1]} sessions"
+        else:
+            expected, basis = expected_disagreement(committed_runs, pairs, col, seed), "repeats"
         rows.append({"metric": metric, "n_configs": len(pairs), "disagreement_pct": dis,
                      "disagreement_lo_pct": dis_lo, "disagreement_hi_pct": dis_hi, "drift_pct": dr,
                      "drift_lo_pct": dr_lo, "drift_hi_pct": dr_hi, "expected_pct": expected,
-                     "within_floor": bool(dis_lo <= expected)})  # fmt: skip
+                     "expected_from": basis, "within_floor": bool(dis_lo <= expected)})  # fmt: skip
     return pd.DataFrame(rows, columns=list(RERUN_COLUMNS)), pairs
+
+
+def leave_one_session_out(
+    runs: pd.DataFrame, n_boot: int = 10_000, seed: int = 20_240_613
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(summary, pairs) of `rerun_summary` once per session of a pooled runs table, in the table's order: that
+    session against the others, each row and pair with ``held_out`` (the session) first. DataError with fewer than
+    two sessions."""
+    if "session" not in runs.columns or runs["session"].nunique() < 2:
+        raise DataError(
+            "the runs table holds one session; leave-one-session-out needs two or more (column session)"
+        )
+    summaries, pairs = [], []
+    for s in dict.fromkeys(runs["session"]):
+        held = runs["session"] == s
+        summary, p = rerun_summary(runs[~held], runs[held], n_boot=n_boot, seed=seed)
+        summaries.append(summary.assign(held_out=s))
+        pairs.append(p.assign(held_out=s))
+    out = pd.concat(summaries, ignore_index=True)
+    both = pd.concat(pairs, ignore_index=True)
+    return out[["held_out", *RERUN_COLUMNS]], both[
+        ["held_out", *[c for c in both.columns if c != "held_out"]]
+    ]

@@ -355,7 +355,8 @@ def _column_spec(header: str, cells: list[str], numeric: bool) -> str:
 
 
 def _breakable(tex: str) -> str:
-    """Let a note break after underscores and slashes (file and column names are long unbreakable words)."""
+    """Let a note or a wrapping cell break after underscores and slashes (file and column names are long
+    unbreakable words)."""
     return tex.replace("\\_", "\\_\\allowbreak{}").replace("/", "/\\allowbreak{}")
 
 
@@ -363,10 +364,13 @@ def latex(text: pd.DataFrame, numeric: list[bool], notes: Iterable[str] = ()) ->
     """A booktabs `tabular` of already formatted cells that fits a two-column page: long text cells and long
     headers wrap in `p{}` columns, the table shrinks to `\\linewidth` when still wider (put a wide one in a
     `table*`), and the notes follow as a wrapped footnote-size paragraph. Needs `LATEX_PACKAGES`."""
-    spec = "".join(
+    specs = [
         _column_spec(str(h), list(text.iloc[:, i]), n)
         for i, (h, n) in enumerate(zip(text.columns, numeric, strict=True))
-    )
+    ]
+    spec = "".join(specs)
+    # a wrapping text column may hold a file or column name longer than its width: let it break there too
+    wraps = [s.startswith(">") and not n for s, n in zip(specs, numeric, strict=True)]
     lines = [
         f"% slimlib table: needs \\usepackage{{{','.join(LATEX_PACKAGES)}}}; shrinks to \\linewidth when wider "
         "(put a wide table in a table* float)",
@@ -377,7 +381,8 @@ def latex(text: pd.DataFrame, numeric: list[bool], notes: Iterable[str] = ()) ->
     lines.append(" & ".join(latex_escape(h) for h in text.columns) + r" \\")
     lines.append(r"\midrule")
     for row in text.itertuples(index=False, name=None):
-        cells = [f"\\textbf{{{latex_escape(c)}}}" if _is_bold(c) else latex_escape(c) for c in row]
+        tex = [_breakable(latex_escape(c)) if w else latex_escape(c) for c, w in zip(row, wraps, strict=True)]
+        cells = [f"\\textbf{{{t}}}" if _is_bold(c) else t for c, t in zip(row, tex, strict=True)]
         lines.append(" & ".join(cells) + r" \\")
     lines.append(r"\bottomrule")
     lines.append(r"\end{tabular}}%")
