@@ -26,8 +26,9 @@ AS_PROGRAM = Path(sys.argv[0]).name == "slim"
 
 def exit_interrupted(rc: int) -> None:
     """End the interrupted `slim` program with `rc` at once: its outputs are settled and its line printed, and the
-    interpreter's finalization is skipped, since after a signal cut an extension's import short it can abort the
-    process (``Fatal Python error: ... finalizing``, exit -6, seen once in CI) instead of exiting with `rc`."""
+    interpreter's finalization is skipped: after a signal early in a run (while extensions are still being imported)
+    it aborted the process once in CI (``Fatal Python error: ... finalizing``, exit -6) instead of exiting with
+    `rc`."""
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
