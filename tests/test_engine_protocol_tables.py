@@ -96,3 +96,19 @@ def test_a_bad_protocol_cell_names_the_sidecar_row(camp):
         DataError, match=r"slim-runs.csv: row of opt-13b-s8_b8_il128_ol128_r1.json, field 'wall_s'"
     ):
         build_engine_tables(camp)
+
+
+def test_two_sessions_pool_into_one_median_and_a_repeated_folder_name_is_refused(camp, tmp_path):
+    other = tmp_path / "other" / "camp2"
+    shutil.copytree(camp, other)
+    tables = build_engine_tables(camp, other)
+    runs = tables[RUNS_TABLE]
+    assert list(runs["session"]) == ["camp"] * 3 + ["camp2"] * 3
+    (med,) = tables["engine-cpu-medians"].to_dict("records")
+    assert med["n_repeats"] == 4 and med["n_sessions"] == 2 and med["n_excluded"] == 2
+    ex = tables[EXCLUSIONS_TABLE]
+    assert sorted(set(ex["session"])) == ["camp", "camp2"]
+    twin = tmp_path / "twin" / "camp"
+    shutil.copytree(camp, twin)
+    with pytest.raises(DataError, match="share a name; a session is named by its folder"):
+        build_engine_tables(camp, twin)

@@ -8,8 +8,8 @@ manifest's sha256, and adds the labels a measurement on random weights needs: ``
 runs failing a physical check and copies the runner flagged and re-ran (``results/flagged/``), each with its
 reason; the fit table is the medians over the passing repeats (`slimlib.data.engine_medians`).
 
-The committed tables pool several sessions of one campaign command (`ENGINE_SESSIONS`: campaign folders run on
-different days on the same host): a run's ``session`` names its folder, and a configuration's median is taken over
+The committed tables pool several sessions of one campaign command (`ENGINE_SESSIONS`: campaign folders run hours
+apart on the same host): a run's ``session`` names its folder, and a configuration's median is taken over
 the passing repeats of every session, so the host's change between sessions is averaged as repeat noise is.
 """
 

@@ -42,6 +42,7 @@ __all__ = [
     "SESSION_ESTIMATE",
     "new_session_factor",
     "noise_floor",
+    "passing_runs",
     "session_deviations",
 ]
 
@@ -54,7 +55,8 @@ NOISE_COLUMNS = ("metric", "estimate", "n_configs", "mean_repeats", "floor_pct",
                  "max_pct")  # fmt: skip
 
 
-def _passing(runs: pd.DataFrame) -> pd.DataFrame:
+def passing_runs(runs: pd.DataFrame) -> pd.DataFrame:
+    """The rows of `runs` that pass every physical check (all of them without a ``checks_failed`` column)."""
     if "checks_failed" not in runs.columns:
         return runs
     return runs[runs["checks_failed"].fillna("").astype(str) == ""]
@@ -70,7 +72,7 @@ def session_deviations(runs: pd.DataFrame, col: str) -> pd.DataFrame:
     """Per configuration with passing runs in >= 2 sessions: its keys, ``n_sessions`` (S) and ``pairwise_pct``,
     the mean over pairs of sessions of ``|m_i - m_j| / m`` in percent (m_i: session i's median of `col` over its
     passing repeats; m: the median over all of them). Empty without a ``session`` column or a second session."""
-    ok = _passing(runs)
+    ok = passing_runs(runs)
     keys = [k for k in CONFIG_KEYS if k in ok.columns]
     if "session" not in ok.columns or ok["session"].nunique() < 2:
         return pd.DataFrame(columns=[*keys, "n_sessions", "pairwise_pct"])
@@ -98,7 +100,7 @@ def noise_floor(
     repeat (repeats that fail a physical check left out). Columns `NOISE_COLUMNS`, one row per metric and estimate
     ("median of R", "single run", `SESSION_ESTIMATE`); ``max_pct`` is the largest per-configuration deviation.
     DataError without any configuration of >= 2 passing repeats."""
-    ok = _passing(runs)
+    ok = passing_runs(runs)
     keys = [k for k in CONFIG_KEYS if k in ok.columns]
     groups = [g for _, g in ok.groupby(keys, sort=True) if len(g) >= 2]
     if not groups:

@@ -33,6 +33,7 @@ from slimlib.experiments.engine_study.noise_floor import (
     CONFIG_KEYS,
     NOISE_METRICS,
     new_session_factor,
+    passing_runs,
     session_deviations,
 )
 from slimlib.experiments.outputs import uncertainty as U
@@ -74,19 +75,13 @@ def paired_medians(committed_runs: pd.DataFrame, rerun_runs: pd.DataFrame) -> pd
     return m.sort_values(keys).reset_index(drop=True)
 
 
-def _passing(runs: pd.DataFrame) -> pd.DataFrame:
-    if "checks_failed" not in runs.columns:
-        return runs
-    return runs[runs["checks_failed"].fillna("").astype(str) == ""]
-
-
 def expected_disagreement(
     committed_runs: pd.DataFrame, configs: pd.DataFrame, col: str, seed: int, n_inner: int = 1000
 ) -> float:
     """Mean over `configs` (rows with the median keys) of the expected ``|m1* - m2*| / m`` (percent) of two medians
     of R repeats resampled from the committed passing repeats (module docstring); configurations with one repeat
     add nothing."""
-    ok = _passing(committed_runs)
+    ok = passing_runs(committed_runs)
     keys = _keys(ok, configs)
     wanted = configs[keys].drop_duplicates()
     groups = ok.merge(wanted, on=keys).groupby(keys, sort=True)[col]
