@@ -44,6 +44,8 @@ __all__ = [
     "noise_floor",
     "passing_runs",
     "session_deviations",
+    "session_scales",
+    "without_session_scales",
 ]
 
 CONFIG_KEYS = ("model", "gpu", "batch_size", "input_len", "output_len")
@@ -85,6 +87,46 @@ def session_deviations(runs: pd.DataFrame, col: str) -> pd.DataFrame:
         pooled = float(np.median(g[col].to_numpy(dtype=float)))
         rows.append([*key, m.size, 100.0 * float(np.mean(np.abs(m[i] - m[j]))) / pooled])
     return pd.DataFrame(rows, columns=[*keys, "n_sessions", "pairwise_pct"])
+
+
+def session_scales(runs: pd.DataFrame, col: str) -> pd.Series:
+    """Per session, its common factor on `col`: ``exp(median over configurations of log(m_s / m))`` (m_s: the
+    session's median of a configuration's passing repeats, m: the median over every session's), the host's speed in
+    that session relative to the pool. Empty without a ``session`` column."""
+    ok = passing_runs(runs)
+    keys = [k for k in CONFIG_KEYS if k in ok.columns]
+    if "session" not in ok.columns or ok.empty:
+        return pd.Series(dtype=float, name="scale")
+    pooled = ok.groupby(keys, sort=True)[col].median().rename("pooled")
+    per = (
+        ok.groupby([*keys, "session"], sort=True)[col]
+        .median()
+        .rename("m")
+        .reset_index()
+        .merge(pooled.reset_index(), on=keys)
+    )
+    logs = np.log(per["m"].to_numpy(dtype=float) / per["pooled"].to_numpy(dtype=float))
+    return (
+        pd.Series(logs, index=per["session"])
+        .groupby(level=0, sort=False)
+        .median()
+        .map(np.exp)
+        .rename("scale")
+    )
+
+
+def without_session_scales(runs: pd.DataFrame) -> pd.DataFrame:
+    """`runs` with every metric of `NOISE_METRICS` divided by its session's `session_scales`: what is left of the
+    sessions' disagreement once each session's common factor is removed."""
+    out = runs.copy()
+    if "session" not in out.columns:
+        return out
+    for col in NOISE_METRICS.values():
+        scale = session_scales(runs, col)
+        out[col] = out[col].to_numpy(dtype=float) / out["session"].map(scale).fillna(1.0).to_numpy(
+            dtype=float
+        )
+    return out
 
 
 def _median_deviation(x: np.ndarray, n_inner: int, rng: np.random.Generator) -> float:

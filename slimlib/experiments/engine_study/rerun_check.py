@@ -16,7 +16,13 @@ configuration's passing repeats). On the configurations both hold (identical row
     of R repeats resampled from the committed repeats, averaged over configurations. It measures spread within a
     session only, so a change of the host between sessions (a drift whose interval excludes zero) exceeds it;
 * **within floor**: the disagreement is no larger than the expected disagreement (its interval's lower end at or
-  below it).
+  below it);
+* **up to a session scale factor** (the host's speed moves between sessions as a whole): ``scale_pct``, the rerun's
+  common factor ``100 (exp(median log(rerun / committed)) - 1)``; ``residual_pct``, the mean of
+  ``|rerun / (committed x scale) - 1|`` with its interval; ``expected_residual_pct``, the expectation from
+  sessions as above on the committed runs with each session's own common factor removed
+  (`slimlib.experiments.engine_study.noise_floor.without_session_scales`; NaN with one committed session);
+  ``within_floor_scaled`` as ``within_floor`` on these.
 
 `leave_one_session_out` runs the check once per session of a pooled runs table: that session against the pooled
 medians of the others, with the expectation from the others alone.
@@ -35,6 +41,7 @@ from slimlib.experiments.engine_study.noise_floor import (
     new_session_factor,
     passing_runs,
     session_deviations,
+    without_session_scales,
 )
 from slimlib.experiments.outputs import uncertainty as U
 
@@ -49,7 +56,8 @@ __all__ = [
 
 RERUN_COLUMNS = ("metric", "n_configs", "disagreement_pct", "disagreement_lo_pct", "disagreement_hi_pct",
                  "drift_pct", "drift_lo_pct", "drift_hi_pct", "expected_pct", "expected_from",
-                 "within_floor")  # fmt: skip
+                 "within_floor", "scale_pct", "residual_pct", "residual_lo_pct", "residual_hi_pct",
+                 "expected_residual_pct", "within_floor_scaled")  # fmt: skip
 
 
 def _keys(a: pd.DataFrame, b: pd.DataFrame) -> list[str]:
@@ -133,10 +141,20 @@ def rerun_summary(
             expected, basis = by_session[0], f"{by_session[1]} sessions"
         else:
             expected, basis = expected_disagreement(committed_runs, pairs, col, seed), "repeats"
+        ratio = pairs[f"{col}_rerun"].to_numpy(dtype=float) / pairs[f"{col}_committed"].to_numpy(dtype=float)
+        scale = float(np.exp(np.median(np.log(ratio))))
+        res, res_lo, res_hi = U.bootstrap_mean_ci(
+            100.0 * np.abs(ratio / scale - 1.0), n_boot=n_boot, seed=seed, label=f"rerun residual {metric}"
+        )
+        scaled = session_expected(without_session_scales(committed_runs), pairs, col)
+        expected_res = scaled[0] if scaled is not None else float("nan")
         rows.append({"metric": metric, "n_configs": len(pairs), "disagreement_pct": dis,
                      "disagreement_lo_pct": dis_lo, "disagreement_hi_pct": dis_hi, "drift_pct": dr,
                      "drift_lo_pct": dr_lo, "drift_hi_pct": dr_hi, "expected_pct": expected,
-                     "expected_from": basis, "within_floor": bool(dis_lo <= expected)})  # fmt: skip
+                     "expected_from": basis, "within_floor": bool(dis_lo <= expected),
+                     "scale_pct": 100.0 * (scale - 1.0), "residual_pct": res, "residual_lo_pct": res_lo,
+                     "residual_hi_pct": res_hi, "expected_residual_pct": expected_res,
+                     "within_floor_scaled": bool(res_lo <= expected_res)})  # fmt: skip
     return pd.DataFrame(rows, columns=list(RERUN_COLUMNS)), pairs
 
 
