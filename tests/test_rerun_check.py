@@ -6,7 +6,12 @@ import pandas as pd
 import pytest
 
 from slimlib.errors import DataError
-from slimlib.experiments.engine_study.noise_floor import SESSION_ESTIMATE, noise_floor
+from slimlib.experiments.engine_study.noise_floor import (
+    SESSION_ESTIMATE,
+    noise_floor,
+    session_scales,
+    without_session_scales,
+)
 from slimlib.experiments.engine_study.rerun_check import (
     expected_disagreement,
     leave_one_session_out,
@@ -94,11 +99,14 @@ def test_slim_bench_compare_reports_the_verdict_and_writes_the_differences(tmp_p
     )
     out = capsys.readouterr().out
     assert "throughput: 115 configurations" in out and "within the floor" in out
+    assert "up to the rerun's common factor +0.00%: mean residual 0.00%" in out
     assert len(pd.read_csv(tmp_path / "d.csv")) == 115
     shifted = runs.assign(throughput_tok_s=runs["throughput_tok_s"] * 1.5)
     shifted.to_csv(tmp_path / "shifted.csv", index=False)
     assert main(["bench", "compare", str(tmp_path / "shifted.csv"), "--against", str(committed)]) == 1
-    assert "NOT within the floor" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "NOT within the floor" in out
+    assert "common factor +50.00%: mean residual 0.00%" in out and "within the floor up to a scale factor" in out
     assert main(["bench", "compare", str(tmp_path / "missing.csv")]) == 2
     assert "no such campaign folder or runs table" in capsys.readouterr().err
 
@@ -146,3 +154,37 @@ def test_leave_one_session_out_holds_out_each_session_in_turn():
     assert first["disagreement_pct"] == pytest.approx(100 * (1 / 1.075 - 1) * -1)
     with pytest.raises(DataError, match="one session"):
         leave_one_session_out(_runs(COMMITTED))
+
+
+def _shaped(scale: float, shape: dict[int, float], session: str) -> pd.DataFrame:
+    """One session: one run per configuration of `COMMITTED`'s middle repeats times `scale` and `shape[B]`."""
+    one = {b: [xs[1] * shape.get(b, 1.0)] for b, xs in COMMITTED.items()}
+    return _runs(one, scale=scale, session=session)
+
+
+def test_a_session_scale_factor_is_removed_and_only_the_shape_is_judged():
+    """Sessions that differ by a common factor only: each session's scale is that factor over the pool's, nothing
+    is left once it is removed, and a rerun of the same shape at another speed reproduces them up to its factor
+    (residual 0, within) while it is NOT within the unscaled floor; a rerun of another shape is not within either."""
+    committed = pd.concat([_shaped(1.0, {}, "s0"), _shaped(1.2, {}, "s1"), _shaped(0.9, {}, "s2")])
+    scales = session_scales(committed, "throughput_tok_s")
+    assert scales.to_dict() == pytest.approx({"s0": 1.0, "s1": 1.2, "s2": 0.9})
+    flat = without_session_scales(committed)
+    assert flat.groupby("batch_size")["throughput_tok_s"].nunique().eq(1).all()
+    assert flat["e2e_s"].to_numpy() == pytest.approx(1.0 / flat["throughput_tok_s"].to_numpy())
+    summary, _ = rerun_summary(committed, _shaped(1.5, {}, "new"), n_boot=200)
+    s = summary.set_index("metric")
+    assert s.loc["throughput", "scale_pct"] == pytest.approx(50.0)
+    assert s.loc["latency", "scale_pct"] == pytest.approx(100 * (1 / 1.5 - 1))
+    assert s.loc["throughput", "residual_pct"] == pytest.approx(0, abs=1e-9)
+    assert s.loc["throughput", "expected_residual_pct"] == pytest.approx(0, abs=1e-9)
+    assert s["within_floor_scaled"].all() and not s["within_floor"].any()
+    # committed sessions whose shapes differ by up to 4% at B = 8: a rerun of a shape 20-30% off is not reproduced
+    noisy = pd.concat([_shaped(1.0, {8: 1.02}, "s0"), _shaped(1.2, {8: 0.98}, "s1"), _shaped(0.9, {}, "s2")])
+    far, _ = rerun_summary(noisy, _shaped(1.1, {1: 1.3, 2: 0.8, 4: 1.25, 8: 0.75}, "new"), n_boot=200)
+    f = far.set_index("metric")
+    assert 0 < f.loc["throughput", "expected_residual_pct"] < f.loc["throughput", "residual_lo_pct"]
+    assert not f.loc["throughput", "within_floor_scaled"]
+    # one committed session: no expectation from sessions, so no scaled verdict
+    alone, _ = rerun_summary(_runs(COMMITTED), _runs(COMMITTED, scale=1.2, session="other"), n_boot=200)
+    assert alone["expected_residual_pct"].isna().all() and not alone["within_floor_scaled"].any()

@@ -7,6 +7,7 @@ import io
 import sys
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from slimlib.advisor.commands import client_args, server_args
@@ -73,7 +74,7 @@ examples:
 _TABLE_EXAMPLES = """\
 examples:
   slim bench table data/engine-cpu --out engine-cpu-runs.csv
-  slim bench table data/engine-cpu data/engine-cpu-rerun data/engine-cpu-rerun2 --out engine-cpu-runs.csv
+  slim bench table data/engine-cpu data/engine-cpu-rerun data/engine-cpu-rerun2 data/engine-cpu-rerun3 --out engine-cpu-runs.csv
 """
 _COMPARE_EXAMPLES = """\
 examples:
@@ -176,8 +177,10 @@ def register_cli(sub: argparse._SubParsersAction) -> None:
                      description="Compare a rerun campaign's medians with the committed (pooled) medians, on the "
                      "configurations both hold: mean |difference| and drift with bootstrap intervals, against the "
                      "disagreement expected of a new session from the committed sessions' spread (or, with one "
-                     "committed session, from its repeats) (slimlib.experiments.engine_study.rerun_check). Exit 1 "
-                     "when it is further apart than that.",
+                     "committed session, from its repeats), and the same once the rerun's one common factor (the host's "
+                     "speed in that session) is removed, against the committed sessions' residual "
+                     "(slimlib.experiments.engine_study.rerun_check). Exit 1 when it is further apart than the "
+                     "unscaled expectation.",
                      epilog=_COMPARE_EXAMPLES, formatter_class=fmt)  # fmt: skip
     c.add_argument(
         "rerun", help="the rerun's campaign folder, or its runs table (runs.csv of `slim bench table`)"
@@ -324,6 +327,11 @@ def _cmd_compare(args: argparse.Namespace) -> int:
               f"[{r.disagreement_lo_pct:.2f}, {r.disagreement_hi_pct:.2f}], drift {r.drift_pct:+.2f}% "
               f"[{r.drift_lo_pct:+.2f}, {r.drift_hi_pct:+.2f}]; expected from the committed "
               f"{r.expected_from} {r.expected_pct:.2f}%: {verdict}")  # fmt: skip
+        if np.isfinite(r.expected_residual_pct):
+            scaled = "within" if r.within_floor_scaled else "NOT within"
+            print(f"  up to the rerun's common factor {r.scale_pct:+.2f}%: mean residual {r.residual_pct:.2f}% "
+                  f"[{r.residual_lo_pct:.2f}, {r.residual_hi_pct:.2f}]; expected {r.expected_residual_pct:.2f}%: "
+                  f"{scaled} the floor up to a scale factor")  # fmt: skip
     if args.out:
         write_text(args.out, pairs.to_csv(index=False, lineterminator="\n", float_format="%.6g"))
         print(f"wrote {args.out}")

@@ -43,7 +43,7 @@ __all__ = [
 
 ENGINE_DIR = "engine-cpu"
 #: the committed sessions of the campaign command (folders of data/, in the order they were measured)
-ENGINE_SESSIONS = (ENGINE_DIR, "engine-cpu-rerun", "engine-cpu-rerun2")
+ENGINE_SESSIONS = (ENGINE_DIR, "engine-cpu-rerun", "engine-cpu-rerun2", "engine-cpu-rerun3")
 RUNS_TABLE, EXCLUSIONS_TABLE = "engine-cpu-runs", "engine-cpu-exclusions"
 _S, _I, _F = "string", "Int64", "float64"
 #: column -> (dtype, doc) of the runs table, in file order (the catalog's schema entry)

@@ -97,8 +97,9 @@ AIC_MOE_MLA = (
 )
 ENGINE_CPU = (
     "the project's CPU-engine campaign (`data/engine-cpu-medians.csv`: per configuration the median over the "
-    "repeats that pass the physical checks in three sessions of the same command, from `data/engine-cpu-runs.csv`; "
-    "`data/engine-cpu/`, `data/engine-cpu-rerun/`, `data/engine-cpu-rerun2/`, each with its manifest): "
+    "repeats that pass the physical checks in the sessions of the same command, from `data/engine-cpu-runs.csv`; "
+    "`data/engine-cpu/`, `data/engine-cpu-rerun/`, `data/engine-cpu-rerun2/` and, for opt-13b-s8 and qwen3s-h512, "
+    "`data/engine-cpu-rerun3/`, each with its manifest): "
     "`vllm bench serve` on vLLM's CPU build serving scaled engine models (slimlib.registry.engine_models) with "
     "random weights (--load-format dummy) on the 2-core host CPU (device `cpu`); measurements of the engine, not "
     "of trained models"
