@@ -106,7 +106,9 @@ def test_slim_bench_compare_reports_the_verdict_and_writes_the_differences(tmp_p
     assert main(["bench", "compare", str(tmp_path / "shifted.csv"), "--against", str(committed)]) == 1
     out = capsys.readouterr().out
     assert "NOT within the floor" in out
-    assert "common factor +50.00%: mean residual 0.00%" in out and "within the floor up to a scale factor" in out
+    assert (
+        "common factor +50.00%: mean residual 0.00%" in out and "within the floor up to a scale factor" in out
+    )
     assert main(["bench", "compare", str(tmp_path / "missing.csv")]) == 2
     assert "no such campaign folder or runs table" in capsys.readouterr().err
 
