@@ -73,8 +73,12 @@ def test_engine_terms_by_hand():
     f = feats()
     b, il, ol, L, D = 4.0, 500.0, 100.0, 32.0, 4096.0
     lin = f["linear_flops_per_token"][0]
-    pre = (b * il * lin + L * 4 * b * il**2 * D) / (ALL["eta_c"] * HW.peak_flops)
+    pre = (b * il * lin + L * 2 * b * il**2 * D) / (
+        ALL["eta_c"] * HW.peak_flops
+    )  # causal: half Eq. 8's square
     assert _times(T.PREFILL_SERVED, f).prefill[0] == pytest.approx(pre, rel=1e-12)
+    pre_eq8 = (b * il * lin + L * 4 * b * il**2 * D) / (ALL["eta_c"] * HW.peak_flops)
+    assert _times(T.PREFILL_SERVED_EQ8, f).prefill[0] == pytest.approx(pre_eq8, rel=1e-12)
     assert _times(T.ATTENTION_FACTOR, f).factor[0] == pytest.approx(b / ALL["eta_attn"], rel=1e-12)
     assert _times(T.STEP_WEIGHT_READ, f).step[0] == pytest.approx(
         14e9 / (ALL["eta_w"] * HW.mem_bw), rel=1e-12
@@ -214,7 +218,7 @@ def test_slim_parameters_in_the_old_order():
 def test_a_parameter_name_means_one_quantity():
     every = [v for v in vars(ps).values() if isinstance(v, ParamSpec)]
     assert len({s.name for s in every}) == len(every)
-    assert len(T.CATALOGUE) == 27 and all(name == t.name for name, t in T.CATALOGUE.items())
+    assert len(T.CATALOGUE) == 28 and all(name == t.name for name, t in T.CATALOGUE.items())
     T.model_specs(T.CATALOGUE.values())  # all terms together: no name with two meanings
     for term in T.CATALOGUE.values():
         for s in term.specs:

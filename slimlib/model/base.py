@@ -68,7 +68,8 @@ PARAMS_FORMAT = "slim-params"
 #: ``eta_m``, the paper's name for another quantity) and its KV/token-budget options are serving features
 #: version 4: ``slim``'s decode step is a roofline of its GEMMs and it has a per-layer step overhead ``t_layer``
 #: (chosen by the extrapolation cross-validation, issue 28)
-PARAMS_FORMAT_VERSION = 4
+#: version 5: ``slim``'s prefill counts a causal prompt's attention FLOPs, half Eq. 8's (cross-validation, issue 28)
+PARAMS_FORMAT_VERSION = 5
 #: a fit progress callback: ``progress(done, total)``
 Progress = Callable[[int, int], None]
 

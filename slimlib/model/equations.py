@@ -25,6 +25,8 @@ __all__ = [
     "active_context",
     "prefill_flops",
     "layer_prefill_flops",
+    "ATTENTION_FLOPS_EQ8",
+    "ATTENTION_FLOPS_CAUSAL",
     "dense_flops_per_token",
     "prefill_time",
     "kv_scan_tokens",
@@ -75,20 +77,29 @@ def prefill_flops(
     return layer_prefill_flops(batch_size, input_len, n_layers, hidden_size, per_token)
 
 
+#: prefill attention FLOPs per layer and prompt in units of ``IL^2 D``: Eq. 8 counts ``QK^T`` and ``PV`` over the
+#: whole ``IL x IL`` square (4); a causal decoder's kernel computes the lower triangle only (FlashAttention-style
+#: kernels skip the masked blocks), half of it (2), the count of the recommended model
+ATTENTION_FLOPS_EQ8 = 4.0
+ATTENTION_FLOPS_CAUSAL = 2.0
+
+
 def layer_prefill_flops(
     batch_size: ArrayLike,
     input_len: ArrayLike,
     n_layers: ArrayLike,
     hidden_size: ArrayLike,
     linear_flops_per_layer: ArrayLike,
+    attention_flops: float = ATTENTION_FLOPS_EQ8,
 ) -> FloatArray:
     """Eq. 8 given the linear (projection and FFN) FLOPs of one token in one layer, ``F_lin``:
-    ``L [B IL F_lin + 4 B IL^2 D]``."""
+    ``L [B IL F_lin + a B IL^2 D]``, ``a`` = `attention_flops` (Eq. 8's 4, or `ATTENTION_FLOPS_CAUSAL`)."""
     b = np.asarray(batch_size, dtype=float)
     il = np.asarray(input_len, dtype=float)
     dim = np.asarray(hidden_size, dtype=float)
     per_token = np.asarray(linear_flops_per_layer, dtype=float)
-    return cast(FloatArray, np.asarray(n_layers, dtype=float) * (b * il * per_token + 4.0 * b * il**2 * dim))
+    attn = float(attention_flops) * b * il**2 * dim
+    return cast(FloatArray, np.asarray(n_layers, dtype=float) * (b * il * per_token + attn))
 
 
 def dense_flops_per_token(

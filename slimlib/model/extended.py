@@ -4,7 +4,8 @@ It is the term list `slim_terms` (`slimlib.model.terms`), each the paper's term 
 the kernels differ from Eqs. 5-12:
 
 1. **Effective batch** (`slimlib.model.terms.batch`): ``B_eff = min(B, B_kv, B_tok)`` from the KV token slots and
-   the chunked-prefill token budget of the serving configuration, ``kappa = 1`` for static batches.
+   the chunked-prefill token budget of the serving configuration, ``kappa = 1`` for static batches. The prefill
+   (`PREFILL_SERVED`) counts the served model's linear FLOPs and a causal prompt's attention, half Eq. 8's square.
 2. **A decode step's GEMMs as a roofline, instead of B0** (`slimlib.model.terms.rooflines.STEP_GEMM_ROOFLINE`):
    every decode step reads the weights every token uses once and multiplies each by the step's B tokens, so it
    takes ``max(W / (eta_w BW), B F_dense / (eta_c F_max))``: flat in B below the device's ridge point (about 14 on
@@ -28,10 +29,11 @@ chunked passes; 1 otherwise: all B prompts' prefill before the first token, an u
 batching), ``TPOT = (E2E - TTFT) / (OL - 1)``. Not fitted to measured TTFT/TPOT (the fit reads throughput only);
 their accuracy and intervals are measured by the extrapolation cross-validation where the data have them.
 
-The step roofline and ``t_layer`` were admitted by the extrapolation cross-validation
-(`slimlib.experiments.accuracy.extrapolation`, README "Selection by extrapolation"): the model without them
-(``slim-v3``, `slimlib.experiments.accuracy.extrapolation_candidates`) and with each one alone are scored by fitting
-one region and predicting another along every axis, and this term set has the best worst-axis throughput error. The
+The step roofline, ``t_layer`` and the causal prefill attention count were admitted by the extrapolation
+cross-validation (`slimlib.experiments.accuracy.extrapolation`, README "Selection by extrapolation"): the model
+without the first two (``slim-v3``, `slimlib.experiments.accuracy.extrapolation_candidates`), with each one alone,
+and without the causal count (``slim-v4``) are scored by fitting one region and predicting another along every axis,
+and this term set has the best worst-axis throughput error. The
 earlier components were chosen on training rows (`scripts/choose_components.py`): ``alpha`` against a FLOP-based
 per-request term, the attention rule against ``D_kv`` always, ``kappa = 1`` for static batches against 0.5.
 

@@ -12,10 +12,13 @@ whether a term is admitted:
   (`STEP_GEMM_ROOFLINE_ALL`);
 * ``slim-v3+seq-overhead``: plus ``t_seq`` per running sequence and decode step (`SEQUENCE_OVERHEAD`);
 * ``slim-v3+layer-overhead``: plus ``t_layer`` per layer of the model and decode step (`LAYER_STEP_OVERHEAD`:
-  kernel launches, which every tensor-parallel rank pays for every layer, so TP does not divide them).
+  kernel launches, which every tensor-parallel rank pays for every layer, so TP does not divide them);
+* ``slim-v4``: the recommended model at parameter-file format 4, before the prefill counted a causal prompt's
+  attention: `slim_terms` with Eq. 8's whole ``4 B IL^2 D`` (`PREFILL_SERVED_EQ8`).
 
 The recommended ``slim`` (`slimlib.model.extended.slim_terms`) is ``slim-v3`` with both the step roofline and the
-per-layer overhead: the best worst-axis error of these candidates (README "Selection by extrapolation").
+per-layer overhead, and the causal prefill attention count (``slim-v4`` with it): the best worst-axis error of these
+candidates (README "Selection by extrapolation"). The ``slim-v3`` candidates keep Eq. 8's count, as format 3 had.
 """
 
 from __future__ import annotations
@@ -24,14 +27,25 @@ from slimlib.errors import UnknownNameError, close_matches_message
 from slimlib.experiments.accuracy.extrapolation import Candidate
 from slimlib.model import METHODS
 from slimlib.model.extended import slim_terms
-from slimlib.model.terms import LAYER_STEP_OVERHEAD, SEQUENCE_OVERHEAD, STEP_WEIGHT_READ, Term
+from slimlib.model.terms import (
+    LAYER_STEP_OVERHEAD,
+    PREFILL_SERVED,
+    PREFILL_SERVED_EQ8,
+    SEQUENCE_OVERHEAD,
+    STEP_WEIGHT_READ,
+    Term,
+)
 from slimlib.model.terms.rooflines import STEP_GEMM_ROOFLINE, STEP_GEMM_ROOFLINE_ALL
 
-#: the recommended model's terms at parameter-file format 3 (before the cross-validation admitted the step roofline
-#: and the per-layer overhead): `slim_terms` with the per-step weight read in the roofline's place, no t_layer
+#: the recommended model's terms at parameter-file format 4 (before the causal prefill attention count)
+#: and at format 3 (before the cross-validation admitted the step roofline and the per-layer overhead): format 4's
+#: with the per-step weight read in the roofline's place, no t_layer
+SLIM_V4_TERMS: tuple[Term, ...] = tuple(
+    PREFILL_SERVED_EQ8 if t.name == PREFILL_SERVED.name else t for t in slim_terms()
+)
 SLIM_V3_TERMS: tuple[Term, ...] = tuple(
     STEP_WEIGHT_READ if t.name == STEP_GEMM_ROOFLINE.name else t
-    for t in slim_terms()
+    for t in SLIM_V4_TERMS
     if t.name != LAYER_STEP_OVERHEAD.name
 )
 
@@ -47,10 +61,11 @@ TERM_CANDIDATES: dict[str, tuple[Term, ...]] = {
     "slim-v3+step-roofline-all": _replaced(STEP_WEIGHT_READ, STEP_GEMM_ROOFLINE_ALL),
     "slim-v3+seq-overhead": (*SLIM_V3_TERMS, SEQUENCE_OVERHEAD),
     "slim-v3+layer-overhead": (*SLIM_V3_TERMS, LAYER_STEP_OVERHEAD),
+    "slim-v4": SLIM_V4_TERMS,
 }
 #: the candidates the reproduction's cross-validation scores beside the registered methods (notebook 06): the
-#: previous recommended model and its two admitted changes one at a time
-REPRODUCED_CANDIDATES = ("slim-v3", "slim-v3+step-roofline", "slim-v3+layer-overhead")
+#: recommended model of format 3 and its two admitted changes one at a time, and that of format 4 (Eq. 8's count)
+REPRODUCED_CANDIDATES = ("slim-v3", "slim-v3+step-roofline", "slim-v3+layer-overhead", "slim-v4")
 
 
 def resolve_candidate(name: str) -> Candidate:

@@ -32,6 +32,7 @@ from slimlib.model.terms.recommended import (
     LAYER_STEP_OVERHEAD,
     PER_TOKEN_DECODE,
     PREFILL_SERVED,
+    PREFILL_SERVED_EQ8,
     SEQUENCE_OVERHEAD,
     STEP_OVERHEAD,
     STEP_WEIGHT_READ,
@@ -63,7 +64,7 @@ CATALOGUE: dict[str, Term] = {
     t.name: t
     for t in (
         PREFILL_COMPUTE, BATCH_FIXED, PAPER_DECODE_FACTOR, DENSE_DECODE, KV_SCAN,
-        effective_batch_term(), effective_batch_term(static_kappa=False), PREFILL_SERVED, ATTENTION_FACTOR,
+        effective_batch_term(), effective_batch_term(static_kappa=False), PREFILL_SERVED, PREFILL_SERVED_EQ8, ATTENTION_FACTOR,
         DECODE_ATTENTION, decode_attention(regime_rule=False), STEP_WEIGHT_READ, PER_TOKEN_DECODE, STEP_OVERHEAD,
         SEQUENCE_OVERHEAD, LAYER_STEP_OVERHEAD, DECODE_GEMM_COMPUTE, MOE_EXPERTS, ALLREDUCE, EXPERT_ALLTOALL,
         SERVING_MODE, ROOF_LINEAR, ROOF_EXPERTS, ROOF_PREFILL_ATTENTION, ROOF_DECODE_ATTENTION, ROOF_STEP_OVERHEAD,
@@ -87,6 +88,7 @@ __all__ = [
     "PER_TOKEN_DECODE",
     "PREFILL_COMPUTE",
     "PREFILL_SERVED",
+    "PREFILL_SERVED_EQ8",
     "ROOF_DECODE_ATTENTION",
     "ROOF_EXPERTS",
     "ROOF_LINEAR",

@@ -3,7 +3,9 @@ differ from Eqs. 5-12, and the alternatives `scripts/choose_components.py` score
 
 * `PREFILL_SERVED`: Eq. 7 with the served model's linear FLOPs per token (feature ``linear_flops_per_token``: the
   projections, dense FFNs and the experts a token passes through, per GPU; Eq. 8 spreads them evenly over the
-  layers) plus Eq. 8's attention FLOPs ``4 B IL^2 D`` per layer.
+  layers) plus the causal prefill's attention FLOPs ``2 B IL^2 D`` per layer (`slimlib.model.equations.
+  ATTENTION_FLOPS_CAUSAL`: the lower triangle of Eq. 8's ``4 B IL^2 D``; chosen by the extrapolation
+  cross-validation, issue 28); `PREFILL_SERVED_EQ8` counts Eq. 8's whole square (parameter-file format 4).
 * `ATTENTION_FACTOR`: Eq. 9's factor without B0, ``B / eta_attn`` (``eta_attn``: the decode attention's bandwidth
   efficiency; the paper's ``eta_m`` is another quantity, offset by B0).
 * `decode_attention`: Eq. 11's traffic per request, ``b_ctx C(IL, OL) + b_win C_W(IL, OL)`` over the bandwidth:
@@ -35,18 +37,23 @@ import numpy as np
 from slimlib.model import equations as eq
 from slimlib.model.features import Features, FloatArray, prefill_peak_flops
 from slimlib.model.terms import specs as ps
-from slimlib.model.terms.term import Params, Term, Times
+from slimlib.model.terms.term import Params, Term, TimeFn, Times
 from slimlib.registry.gpus import GPU
 
 #: (sequence, query head) pairs per rank above which vLLM runs its unpartitioned paged-attention kernel
 ATTENTION_SWITCH_PAIRS = 512
 
 
-def _prefill_served(p: Params, f: Features, hw: GPU) -> Times:
-    layers = f["n_layers"]
-    per_layer = f["linear_flops_per_token"] / layers
-    flops = eq.layer_prefill_flops(f["batch_size"], f["input_len"], layers, f["hidden_size"], per_layer)
-    return Times(prefill=eq.prefill_time(flops, prefill_peak_flops(f, hw), p["eta_c"]))
+def _prefill_served(attention_flops: float) -> TimeFn:
+    def times(p: Params, f: Features, hw: GPU) -> Times:
+        layers = f["n_layers"]
+        per_layer = f["linear_flops_per_token"] / layers
+        flops = eq.layer_prefill_flops(
+            f["batch_size"], f["input_len"], layers, f["hidden_size"], per_layer, attention_flops
+        )
+        return Times(prefill=eq.prefill_time(flops, prefill_peak_flops(f, hw), p["eta_c"]))
+
+    return times
 
 
 def _attention_factor(p: Params, f: Features, hw: GPU) -> Times:
@@ -120,8 +127,14 @@ def _decode_gemm_compute(p: Params, f: Features, hw: GPU) -> Times:
 
 
 PREFILL_SERVED = Term(
-    "prefill_compute_served", "prefill FLOPs (served linear FLOPs per token + Eq. 8's attention) at eta_c (Eq. 7)",
-    (ps.ETA_C,), _prefill_served, reads=("linear_flops_per_token",),
+    "prefill_compute_served",
+    "prefill FLOPs (served linear FLOPs per token + causal attention, half Eq. 8's) at eta_c (Eq. 7)",
+    (ps.ETA_C,), _prefill_served(eq.ATTENTION_FLOPS_CAUSAL), reads=("linear_flops_per_token",),
+)  # fmt: skip
+PREFILL_SERVED_EQ8 = Term(
+    "prefill_compute_served_eq8",
+    "prefill FLOPs (served linear FLOPs per token + Eq. 8's attention) at eta_c (Eq. 7)",
+    (ps.ETA_C,), _prefill_served(eq.ATTENTION_FLOPS_EQ8), reads=("linear_flops_per_token",),
 )  # fmt: skip
 ATTENTION_FACTOR = Term(
     "attention_factor", "Eq. 9's factor without B0: B / eta_attn", (ps.ETA_ATTN,), _attention_factor
