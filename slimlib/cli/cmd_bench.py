@@ -7,7 +7,6 @@ import io
 import sys
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from slimlib.advisor.commands import client_args, server_args
@@ -327,7 +326,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
               f"[{r.disagreement_lo_pct:.2f}, {r.disagreement_hi_pct:.2f}], drift {r.drift_pct:+.2f}% "
               f"[{r.drift_lo_pct:+.2f}, {r.drift_hi_pct:+.2f}]; expected from the committed "
               f"{r.expected_from} {r.expected_pct:.2f}%: {verdict}")  # fmt: skip
-        if np.isfinite(float(r.expected_residual_pct)):
+        if pd.notna(r.expected_residual_pct):
             scaled = "within" if r.within_floor_scaled else "NOT within"
             print(f"  up to the rerun's common factor {r.scale_pct:+.2f}%: mean residual {r.residual_pct:.2f}% "
                   f"[{r.residual_lo_pct:.2f}, {r.residual_hi_pct:.2f}]; expected {r.expected_residual_pct:.2f}%: "
