@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import math
 import sys
 from pathlib import Path
 
@@ -326,11 +327,13 @@ def _cmd_compare(args: argparse.Namespace) -> int:
               f"[{r.disagreement_lo_pct:.2f}, {r.disagreement_hi_pct:.2f}], drift {r.drift_pct:+.2f}% "
               f"[{r.drift_lo_pct:+.2f}, {r.drift_hi_pct:+.2f}]; expected from the committed "
               f"{r.expected_from} {r.expected_pct:.2f}%: {verdict}")  # fmt: skip
-        if pd.notna(r.expected_residual_pct):
+        res: dict[str, float] = {k: float(getattr(r, k)) for k in ("scale_pct", "residual_pct", "residual_lo_pct",
+                                                                  "residual_hi_pct", "expected_residual_pct")}  # fmt: skip
+        if math.isfinite(res["expected_residual_pct"]):
             scaled = "within" if r.within_floor_scaled else "NOT within"
-            print(f"  up to the rerun's common factor {r.scale_pct:+.2f}%: mean residual {r.residual_pct:.2f}% "
-                  f"[{r.residual_lo_pct:.2f}, {r.residual_hi_pct:.2f}]; expected {r.expected_residual_pct:.2f}%: "
-                  f"{scaled} the floor up to a scale factor")  # fmt: skip
+            print(f"  up to the rerun's common factor {res['scale_pct']:+.2f}%: mean residual "
+                  f"{res['residual_pct']:.2f}% [{res['residual_lo_pct']:.2f}, {res['residual_hi_pct']:.2f}]; "
+                  f"expected {res['expected_residual_pct']:.2f}%: {scaled} the floor up to a scale factor")  # fmt: skip
     if args.out:
         write_text(args.out, pairs.to_csv(index=False, lineterminator="\n", float_format="%.6g"))
         print(f"wrote {args.out}")
