@@ -171,6 +171,10 @@ def test_a_session_scale_factor_is_removed_and_only_the_shape_is_judged():
     committed = pd.concat([_shaped(1.0, {}, "s0"), _shaped(1.2, {}, "s1"), _shaped(0.9, {}, "s2")])
     scales = session_scales(committed, "throughput_tok_s")
     assert scales.to_dict() == pytest.approx({"s0": 1.0, "s1": 1.2, "s2": 0.9})
+    # a configuration only one session measured says nothing of its speed against the others: left out
+    alone = _runs({16: [5.0], 32: [7.0], 64: [9.0], 128: [11.0]}, session="s1")
+    widened = session_scales(pd.concat([committed, alone]), "throughput_tok_s")
+    assert widened.to_dict() == pytest.approx(scales.to_dict())
     flat = without_session_scales(committed)
     assert flat.groupby("batch_size")["throughput_tok_s"].nunique().eq(1).all()
     assert flat["e2e_s"].to_numpy() == pytest.approx(1.0 / flat["throughput_tok_s"].to_numpy())

@@ -321,19 +321,17 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         output_file(args.out, "--out")
     committed = _runs_table(args.against) if args.against else load(RUNS_TABLE)
     summary, pairs = rerun_summary(committed, _runs_table(args.rerun))
-    for r in summary.itertuples():
-        verdict = "within the floor" if r.within_floor else "NOT within the floor"
-        print(f"{r.metric}: {r.n_configs} configurations, mean |rerun/committed - 1| {r.disagreement_pct:.2f}% "
-              f"[{r.disagreement_lo_pct:.2f}, {r.disagreement_hi_pct:.2f}], drift {r.drift_pct:+.2f}% "
-              f"[{r.drift_lo_pct:+.2f}, {r.drift_hi_pct:+.2f}]; expected from the committed "
-              f"{r.expected_from} {r.expected_pct:.2f}%: {verdict}")  # fmt: skip
-        res: dict[str, float] = {k: float(getattr(r, k)) for k in ("scale_pct", "residual_pct", "residual_lo_pct",
-                                                                  "residual_hi_pct", "expected_residual_pct")}  # fmt: skip
-        if math.isfinite(res["expected_residual_pct"]):
-            scaled = "within" if r.within_floor_scaled else "NOT within"
-            print(f"  up to the rerun's common factor {res['scale_pct']:+.2f}%: mean residual "
-                  f"{res['residual_pct']:.2f}% [{res['residual_lo_pct']:.2f}, {res['residual_hi_pct']:.2f}]; "
-                  f"expected {res['expected_residual_pct']:.2f}%: {scaled} the floor up to a scale factor")  # fmt: skip
+    for r in summary.to_dict("records"):
+        verdict = "within the floor" if r["within_floor"] else "NOT within the floor"
+        print(f"{r['metric']}: {r['n_configs']} configurations, mean |rerun/committed - 1| "
+              f"{r['disagreement_pct']:.2f}% [{r['disagreement_lo_pct']:.2f}, {r['disagreement_hi_pct']:.2f}], drift "
+              f"{r['drift_pct']:+.2f}% [{r['drift_lo_pct']:+.2f}, {r['drift_hi_pct']:+.2f}]; expected from the "
+              f"committed {r['expected_from']} {r['expected_pct']:.2f}%: {verdict}")  # fmt: skip
+        if math.isfinite(r["expected_residual_pct"]):
+            scaled = "within" if r["within_floor_scaled"] else "NOT within"
+            print(f"  up to the rerun's common factor {r['scale_pct']:+.2f}%: mean residual {r['residual_pct']:.2f}% "
+                  f"[{r['residual_lo_pct']:.2f}, {r['residual_hi_pct']:.2f}]; expected "
+                  f"{r['expected_residual_pct']:.2f}%: {scaled} the floor up to a scale factor")  # fmt: skip
     if args.out:
         write_text(args.out, pairs.to_csv(index=False, lineterminator="\n", float_format="%.6g"))
         print(f"wrote {args.out}")

@@ -40,6 +40,7 @@ __all__ = [
     "NOISE_COLUMNS",
     "NOISE_METRICS",
     "SESSION_ESTIMATE",
+    "common_factor",
     "new_session_factor",
     "noise_floor",
     "passing_runs",
@@ -89,30 +90,27 @@ def session_deviations(runs: pd.DataFrame, col: str) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=[*keys, "n_sessions", "pairwise_pct"])
 
 
+def common_factor(ratios: np.ndarray) -> float:
+    """The one factor common to a set of per-configuration ratios: ``exp(median(log ratio))``."""
+    return float(np.exp(np.median(np.log(np.asarray(ratios, dtype=float)))))
+
+
 def session_scales(runs: pd.DataFrame, col: str) -> pd.Series:
-    """Per session, its common factor on `col`: ``exp(median over configurations of log(m_s / m))`` (m_s: the
-    session's median of a configuration's passing repeats, m: the median over every session's), the host's speed in
-    that session relative to the pool. Empty without a ``session`` column."""
+    """Per session, its `common_factor` on `col` over the configurations measured in >= 2 sessions: of the ratios
+    ``m_s / m`` (m_s: the session's median of a configuration's passing repeats, m: the median over every
+    session's), the host's speed in that session relative to the pool. Empty without a ``session`` column."""
     ok = passing_runs(runs)
     keys = [k for k in CONFIG_KEYS if k in ok.columns]
     if "session" not in ok.columns or ok.empty:
         return pd.Series(dtype=float, name="scale")
     pooled = ok.groupby(keys, sort=True)[col].median().rename("pooled")
-    per = (
-        ok.groupby([*keys, "session"], sort=True)[col]
-        .median()
-        .rename("m")
-        .reset_index()
-        .merge(pooled.reset_index(), on=keys)
-    )
-    logs = np.log(per["m"].to_numpy(dtype=float) / per["pooled"].to_numpy(dtype=float))
-    return (
-        pd.Series(logs, index=per["session"])
-        .groupby(level=0, sort=False)
-        .median()
-        .map(np.exp)
-        .rename("scale")
-    )
+    per = ok.groupby([*keys, "session"], sort=True)[col].median().rename("m").reset_index()
+    per = per[per.groupby(keys)["session"].transform("size") >= 2].merge(pooled.reset_index(), on=keys)
+    ratio = per["m"].to_numpy(dtype=float) / per["pooled"].to_numpy(dtype=float)
+    factors = {
+        s: common_factor(ratio[(per["session"] == s).to_numpy()]) for s in dict.fromkeys(per["session"])
+    }
+    return pd.Series(factors, dtype=float, name="scale")
 
 
 def without_session_scales(runs: pd.DataFrame) -> pd.DataFrame:

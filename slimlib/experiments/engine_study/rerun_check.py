@@ -38,6 +38,7 @@ from slimlib.errors import DataError
 from slimlib.experiments.engine_study.noise_floor import (
     CONFIG_KEYS,
     NOISE_METRICS,
+    common_factor,
     new_session_factor,
     passing_runs,
     session_deviations,
@@ -129,6 +130,7 @@ def rerun_summary(
     """(summary, pairs): one summary row per metric (`RERUN_COLUMNS`, module docstring) and the per-configuration
     table of `paired_medians`."""
     pairs = paired_medians(committed_runs, rerun_runs)
+    committed_flat = without_session_scales(committed_runs)
     rows = []
     for metric, col in NOISE_METRICS.items():
         d = pairs[f"{metric}_diff_pct"].to_numpy(dtype=float)
@@ -142,11 +144,11 @@ def rerun_summary(
         else:
             expected, basis = expected_disagreement(committed_runs, pairs, col, seed), "repeats"
         ratio = pairs[f"{col}_rerun"].to_numpy(dtype=float) / pairs[f"{col}_committed"].to_numpy(dtype=float)
-        scale = float(np.exp(np.median(np.log(ratio))))
+        scale = common_factor(ratio)
         res, res_lo, res_hi = U.bootstrap_mean_ci(
             100.0 * np.abs(ratio / scale - 1.0), n_boot=n_boot, seed=seed, label=f"rerun residual {metric}"
         )
-        scaled = session_expected(without_session_scales(committed_runs), pairs, col)
+        scaled = session_expected(committed_flat, pairs, col)
         expected_res = scaled[0] if scaled is not None else float("nan")
         rows.append({"metric": metric, "n_configs": len(pairs), "disagreement_pct": dis,
                      "disagreement_lo_pct": dis_lo, "disagreement_hi_pct": dis_hi, "drift_pct": dr,
