@@ -157,13 +157,15 @@ def test_old_slim_parameter_files_are_refused_with_one_line(tmp_path):
                                          r"`slim fit DATA.csv --variant slim`") as err:  # fmt: skip
         load_params(path)
     assert "\n" not in str(err.value)
-    v4 = {
-        **doc,
-        "format_version": 4,
-    }  # format 5 counts a causal prompt's attention: the same names, other times
-    path.write_text(json.dumps(v4), encoding="utf-8")
-    with pytest.raises(SlimError, match=r"format version 4.*refit with `slim fit DATA.csv --variant slim`"):
-        load_params(path)
+    for version in (
+        4,
+        5,
+    ):  # format 5 counts a causal prompt's attention, 6 a measured decode-GEMM roof: other times
+        path.write_text(json.dumps({**doc, "format_version": version}), encoding="utf-8")
+        with pytest.raises(
+            SlimError, match=rf"format version {version}.*refit with `slim fit DATA.csv --variant slim`"
+        ):
+            load_params(path)
     paper = json.loads(
         make_model("paper")
         .with_params(

@@ -18,7 +18,12 @@ from slimlib.experiments.accuracy.extrapolation_candidates import (
 )
 from slimlib.model.extended import slim_terms
 from slimlib.model.features import model_features
-from slimlib.model.terms.rooflines import STEP_GEMM_ROOFLINE, STEP_GEMM_ROOFLINE_ALL, decode_gemm_ridge
+from slimlib.model.terms.rooflines import (
+    STEP_GEMM_ROOFLINE,
+    STEP_GEMM_ROOFLINE_ALL,
+    STEP_GEMM_ROOFLINE_V5,
+    decode_gemm_ridge,
+)
 from slimlib.registry.gpus import get_gpu
 
 P = {"eta_c": 0.7, "eta_w": 0.9}
@@ -26,12 +31,16 @@ P = {"eta_c": 0.7, "eta_w": 0.9}
 
 @pytest.mark.parametrize(("model", "gpu"), [("llama-2-7b", "h100-sxm-80gb"), ("opt-6.7b-s8", "cpu")])
 def test_the_step_gemm_roofline_turns_compute_bound_at_the_decode_gemm_ridge(model, gpu):
+    """Format 5's step roofline (eta_c of the registry peak on every device), which the recommended one still is on
+    a device without a measured decode-GEMM roof."""
     b = np.unique(np.round(np.geomspace(1, 8192, 200)))
     df = pd.DataFrame({"model": model, "gpu": gpu, "batch_size": b, "input_len": 128.0, "output_len": 128.0})
     hw = get_gpu(gpu)
     f = model_features(df, hw)
-    assert STEP_GEMM_ROOFLINE.times is not None
-    t = np.asarray(STEP_GEMM_ROOFLINE.times(P, f, hw).step, dtype=float)
+    assert STEP_GEMM_ROOFLINE_V5.times is not None and STEP_GEMM_ROOFLINE.times is not None
+    t = np.asarray(STEP_GEMM_ROOFLINE_V5.times(P, f, hw).step, dtype=float)
+    if hw.decode_gemm_flops is None:
+        np.testing.assert_array_equal(np.asarray(STEP_GEMM_ROOFLINE.times(P, f, hw).step, dtype=float), t)
     ridge = float(decode_gemm_ridge(f, hw, P["eta_c"], P["eta_w"])[0])
     below, above = b < ridge, b > ridge
     assert below.any() and above.any()
@@ -50,11 +59,33 @@ def test_the_step_gemm_roofline_turns_compute_bound_at_the_decode_gemm_ridge(mod
     assert (t_all >= t - 1e-15).all()  # the LM head's FLOPs only add (earlier turn)
 
 
+def test_on_the_cpu_engine_the_step_gemms_run_at_the_measured_decode_gemm_roof():
+    """``B (F_dense + F_head) / decode_gemm_flops`` past the weight read: the FLOPs the benchmark timed, over its
+    roof, no eta_c; the weight read unchanged."""
+    hw = get_gpu("cpu")
+    assert hw.decode_gemm_flops is not None and hw.decode_gemm_flops < hw.peak_flops  # one thread of two
+    b = np.arange(1.0, 257.0)
+    df = pd.DataFrame({"model": "qwen3s-h1024", "gpu": "cpu", "batch_size": b, "input_len": 128.0,
+                       "output_len": 64.0})  # fmt: skip
+    f = model_features(df, hw)
+    assert STEP_GEMM_ROOFLINE.times is not None
+    t = np.asarray(STEP_GEMM_ROOFLINE.times(P, f, hw).step, dtype=float)
+    read = f["dense_weight_bytes"][0] / (P["eta_w"] * hw.mem_bw)
+    per_seq = (f["linear_flops_per_token"][0] + f["lm_head_flops_per_token"][0]) / hw.decode_gemm_flops
+    np.testing.assert_allclose(t, np.maximum(read, b * per_seq), rtol=1e-12)
+    assert t[0] == pytest.approx(read) and t[-1] == pytest.approx(256 * per_seq)
+    assert f["lm_head_flops_per_token"][0] == pytest.approx(
+        2 * 18992 * 1024
+    )  # Qwen3's vocabulary / 8, D 1024
+    p = {**P, "eta_c": 0.1}  # eta_c no longer enters the CPU's decode GEMMs
+    np.testing.assert_array_equal(np.asarray(STEP_GEMM_ROOFLINE.times(p, f, hw).step, dtype=float), t)
+
+
 def test_candidates_are_the_previous_recommended_terms_with_one_change():
     base = [t.name for t in SLIM_V3_TERMS]
     for name, terms in TERM_CANDIDATES.items():
-        if name == "slim-v4":
-            continue  # the recommended terms before the causal count (next test)
+        if name in ("slim-v4", "slim-v5"):
+            continue  # the recommended terms before the causal count and the measured roof (next test)
         names = [t.name for t in terms]
         assert len(set(names) ^ set(base)) in (0, 1, 2), name
         assert resolve_candidate(name) == (name, terms)
@@ -74,6 +105,9 @@ def test_the_recommended_terms_are_v3_with_the_step_roofline_the_layer_overhead_
     assert v4 == (roof | layer) - {"step_weight_read"}
     assert now == v4 - {"prefill_compute_served_eq8"} | {"prefill_compute_served"}
     assert "prefill_compute_served_eq8" in {t.name for t in SLIM_V3_TERMS}  # format 3 counted Eq. 8's square
+    v5 = TERM_CANDIDATES["slim-v5"]  # format 5: the same names, the step roofline at eta_c everywhere
+    assert [t.name for t in v5] == [t.name for t in slim_terms()]
+    assert STEP_GEMM_ROOFLINE in slim_terms() and STEP_GEMM_ROOFLINE_V5 in v5 and STEP_GEMM_ROOFLINE not in v5
 
 
 def test_the_layer_overhead_is_per_layer_of_the_model_and_not_divided_by_tp():

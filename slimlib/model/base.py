@@ -69,7 +69,9 @@ PARAMS_FORMAT = "slim-params"
 #: version 4: ``slim``'s decode step is a roofline of its GEMMs and it has a per-layer step overhead ``t_layer``
 #: (chosen by the extrapolation cross-validation, issue 28)
 #: version 5: ``slim``'s prefill counts a causal prompt's attention FLOPs, half Eq. 8's (cross-validation, issue 28)
-PARAMS_FORMAT_VERSION = 5
+#: version 6: ``slim``'s decode GEMMs run at the device's measured decode-GEMM roof where the registry has one (the
+#: CPU engine, `slimlib.data.decode_gemm`), not at the prefill's ``eta_c`` (cross-validation, issue 28)
+PARAMS_FORMAT_VERSION = 6
 #: a fit progress callback: ``progress(done, total)``
 Progress = Callable[[int, int], None]
 

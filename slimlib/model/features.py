@@ -42,7 +42,8 @@ Features = dict[str, FloatArray]
 #: ``sliding_window`` (W, 0: none), ``expert_parallel`` (1: off), ``n_moe_layers`` (per rank: ``/ p``),
 #: ``n_experts_per_gpu`` (whole experts with expert parallelism, else all X, tensor-split),
 #: ``linear_flops_per_token`` (``2 x`` the active parameters of the layers ``/ p``: embeddings and LM head
-#: excluded, as Eq. 8's bracket), ``latent_attention`` (1 for MLA), ``bytes_per_weight`` (of the quantized linear
+#: excluded, as Eq. 8's bracket), ``lm_head_flops_per_token`` (``2 V D / p``: the LM head's GEMM, vocabulary-split
+#: over the ranks), ``latent_attention`` (1 for MLA), ``bytes_per_weight`` (of the quantized linear
 #: layers, `ServingConfig.bytes_per_weight`), ``attn_flops_per_kv_byte`` (the decode attention's FLOPs per KV byte
 #: it reads on one GPU, `attention_intensity`). `model_features` adds
 #: ``tensor_parallel``, ``n_layers_total``, ``batch_size``, ``input_len``, ``output_len``.
@@ -71,6 +72,7 @@ FEATURE_NAMES = (
     "n_moe_layers",
     "n_experts_per_gpu",
     "linear_flops_per_token",
+    "lm_head_flops_per_token",
     "latent_attention",
     "bytes_per_weight",
     "attn_flops_per_kv_byte",
@@ -125,6 +127,7 @@ def _config_row(a: Architecture, s: ServingConfig) -> list[float]:
         "n_moe_layers": a.n_moe_layers,
         "n_experts_per_gpu": s.n_experts_per_gpu,
         "linear_flops_per_token": s.linear_flops_per_token,
+        "lm_head_flops_per_token": s.lm_head_flops_per_token,
         "latent_attention": float(a.is_mla),
         "bytes_per_weight": s.bytes_per_weight,
         "attn_flops_per_kv_byte": attention_intensity(a, s),

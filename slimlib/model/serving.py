@@ -105,6 +105,7 @@ class ServingConfig:
     sliding_window: int
     n_experts_per_gpu: int
     linear_flops_per_token: float
+    lm_head_flops_per_token: float
 
     @property
     def weights(self) -> float:
@@ -409,4 +410,5 @@ def serving_config(
         sliding_window=window,
         n_experts_per_gpu=per_gpu_experts,
         linear_flops_per_token=_linear_flops_per_token(arch, tp),
+        lm_head_flops_per_token=2.0 * arch.vocab_size * arch.hidden_size / tp,
     )

@@ -51,7 +51,9 @@ class GPU:
     the peak one-direction interconnect bandwidth in bytes/s, per GPU (``link_kind`` "switch") or per GPU pair
     ("pair"), see the module docstring; `link_source` says where it comes from. `allreduce_latency_s` holds
     (group size, seconds) pairs of the small-message all-reduce latency, `allreduce_source` their origin.
-    `label` is the short name figures and tables print.
+    `label` is the short name figures and tables print. `decode_gemm_flops`: FLOP/s the serving engine's decode
+    GEMMs sustain at their compute roof, measured with the engine's own kernel and thread count (None: not measured;
+    the decode GEMMs then run at the prefill's efficiency of `peak_flops`), `decode_gemm_source` its origin.
     """
 
     name: str
@@ -74,6 +76,8 @@ class GPU:
     #: (weight-only Marlin kernels below the precision's own tensor cores), CUDA GPUs list,
     #: https://developer.nvidia.com/cuda-gpus
     compute_capability: float = 0.0
+    decode_gemm_flops: float | None = None
+    decode_gemm_source: str = ""
 
     @property
     def mem_gb(self) -> float:

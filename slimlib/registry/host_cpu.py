@@ -7,7 +7,9 @@ The numbers are the micro-benchmark of `slimlib.kit.cpu_microbench` (best of 5: 
 the two (the host drifts by about 10% between sessions; the manifests keep both). The CPU backend sizes its KV pool directly (``VLLM_CPU_KVCACHE_SPACE``), not as a
 fraction of device memory: ``mem_bytes`` is the memory for which the package's default accounting
 (`slimlib.model.memory.kv_pool_bytes`: memory x 0.9 - 1.5 GiB reserve - weights) gives that pool plus the weights,
-so the advisor's KV capacity matches the engine's. A test checks these values against the manifest.
+so the advisor's KV capacity matches the engine's. ``decode_gemm_flops`` is the roof of the engine's own decode
+GEMMs (`slimlib.data.decode_gemm`: vLLM's oneDNN GEMM on one thread, 194.4 GFLOP/s), below ``peak_flops`` because the
+engine's worker runs one OMP thread. Tests check these values against the manifests and the table.
 """
 
 from __future__ import annotations
@@ -26,6 +28,12 @@ HOST_CPU: dict[str, Any] = {
     "peak_flops": 417.01e9,
     "mem_bw": 33.357e9,
     "mem_bytes": round((HOST_CPU_KV_SPACE_GIB + 1.5) / 0.9 * 2**30),
+    "decode_gemm_flops": 194.4e9,
+    "decode_gemm_source": (
+        "data/engine-cpu-gemm (slim bench gemm, 2026-12-02): vLLM's CPU GEMM (onednn_mm) over every dense weight of "
+        "each campaign model, LM head included, one thread as the engine's worker runs; median over the 6 models at "
+        "M = 256 tokens (slimlib.data.decode_gemm.decode_gemm_flops)"
+    ),
     "aliases": ("host-cpu", "vllm-cpu"),
     "source": (
         "measured on the campaign host (the 'microbenchmark' of data/engine-cpu*/manifest.json, the larger "

@@ -14,11 +14,14 @@ whether a term is admitted:
 * ``slim-v3+layer-overhead``: plus ``t_layer`` per layer of the model and decode step (`LAYER_STEP_OVERHEAD`:
   kernel launches, which every tensor-parallel rank pays for every layer, so TP does not divide them);
 * ``slim-v4``: the recommended model at parameter-file format 4, before the prefill counted a causal prompt's
-  attention: `slim_terms` with Eq. 8's whole ``4 B IL^2 D`` (`PREFILL_SERVED_EQ8`).
+  attention: `slim_terms` with Eq. 8's whole ``4 B IL^2 D`` (`PREFILL_SERVED_EQ8`);
+* ``slim-v5``: the recommended model at parameter-file format 5, before the step roofline's compute side took the
+  CPU engine's measured decode-GEMM roof (`slimlib.model.terms.rooflines.STEP_GEMM_ROOFLINE_V5`: ``eta_c`` of the
+  registry peak on every device).
 
 The recommended ``slim`` (`slimlib.model.extended.slim_terms`) is ``slim-v3`` with both the step roofline and the
-per-layer overhead, and the causal prefill attention count (``slim-v4`` with it): the best worst-axis error of these
-candidates (README "Selection by extrapolation"). The ``slim-v3`` candidates keep Eq. 8's count, as format 3 had.
+per-layer overhead, the causal prefill attention count (``slim-v4`` with it) and the measured decode-GEMM roof
+(``slim-v5`` with it): the best worst-axis error of these candidates (README "Selection by extrapolation"). The ``slim-v3`` candidates keep Eq. 8's count, as format 3 had.
 """
 
 from __future__ import annotations
@@ -35,13 +38,16 @@ from slimlib.model.terms import (
     STEP_WEIGHT_READ,
     Term,
 )
-from slimlib.model.terms.rooflines import STEP_GEMM_ROOFLINE, STEP_GEMM_ROOFLINE_ALL
+from slimlib.model.terms.rooflines import STEP_GEMM_ROOFLINE, STEP_GEMM_ROOFLINE_ALL, STEP_GEMM_ROOFLINE_V5
 
 #: the recommended model's terms at parameter-file format 4 (before the causal prefill attention count)
 #: and at format 3 (before the cross-validation admitted the step roofline and the per-layer overhead): format 4's
 #: with the per-step weight read in the roofline's place, no t_layer
+SLIM_V5_TERMS: tuple[Term, ...] = tuple(
+    STEP_GEMM_ROOFLINE_V5 if t.name == STEP_GEMM_ROOFLINE.name else t for t in slim_terms()
+)
 SLIM_V4_TERMS: tuple[Term, ...] = tuple(
-    PREFILL_SERVED_EQ8 if t.name == PREFILL_SERVED.name else t for t in slim_terms()
+    PREFILL_SERVED_EQ8 if t.name == PREFILL_SERVED.name else t for t in SLIM_V5_TERMS
 )
 SLIM_V3_TERMS: tuple[Term, ...] = tuple(
     STEP_WEIGHT_READ if t.name == STEP_GEMM_ROOFLINE.name else t
@@ -57,15 +63,17 @@ def _replaced(old: Term, new: Term) -> tuple[Term, ...]:
 #: name -> term list (module docstring)
 TERM_CANDIDATES: dict[str, tuple[Term, ...]] = {
     "slim-v3": SLIM_V3_TERMS,
-    "slim-v3+step-roofline": _replaced(STEP_WEIGHT_READ, STEP_GEMM_ROOFLINE),
+    "slim-v3+step-roofline": _replaced(STEP_WEIGHT_READ, STEP_GEMM_ROOFLINE_V5),
     "slim-v3+step-roofline-all": _replaced(STEP_WEIGHT_READ, STEP_GEMM_ROOFLINE_ALL),
     "slim-v3+seq-overhead": (*SLIM_V3_TERMS, SEQUENCE_OVERHEAD),
     "slim-v3+layer-overhead": (*SLIM_V3_TERMS, LAYER_STEP_OVERHEAD),
     "slim-v4": SLIM_V4_TERMS,
+    "slim-v5": SLIM_V5_TERMS,
 }
 #: the candidates the reproduction's cross-validation scores beside the registered methods (notebook 06): the
-#: recommended model of format 3 and its two admitted changes one at a time, and that of format 4 (Eq. 8's count)
-REPRODUCED_CANDIDATES = ("slim-v3", "slim-v3+step-roofline", "slim-v3+layer-overhead", "slim-v4")
+#: recommended model of format 3 and its two admitted changes one at a time, and those of formats 4 (Eq. 8's count)
+#: and 5 (the registry peak's eta_c in the CPU engine's step roofline)
+REPRODUCED_CANDIDATES = ("slim-v3", "slim-v3+step-roofline", "slim-v3+layer-overhead", "slim-v4", "slim-v5")
 
 
 def resolve_candidate(name: str) -> Candidate:

@@ -190,8 +190,12 @@ ROOF_SEQUENCE_OVERHEAD = Term(
 )  # fmt: skip
 
 
-def _step_gemm(all_weights: bool) -> TimeFn:
+def _step_gemm(all_weights: bool, measured_roof: bool = False) -> TimeFn:
     def times(p: Params, f: Features, hw: GPU) -> Times:
+        if measured_roof and hw.decode_gemm_flops:
+            flops = f["batch_size"] * (dense_linear_flops_per_token(f) + f["lm_head_flops_per_token"])
+            compute = flops / hw.decode_gemm_flops
+            return Times(step=np.maximum(compute, f["dense_weight_bytes"] / (p["eta_w"] * hw.mem_bw)))
         per_token = (
             2.0 * f["dense_weight_bytes"] / f["bytes_per_weight"]
             if all_weights
@@ -206,9 +210,19 @@ def _step_gemm(all_weights: bool) -> TimeFn:
 
 #: the recommended model's per-step weight read made a roofline (a candidate of the batch axis, beyond the paper):
 #: a decode step of B sequences reads the dense weights once and multiplies each by B tokens, so it takes
-#: ``max(W / (eta_w BW), B F_tok / (eta_c F_max))`` and turns compute-bound past `decode_gemm_ridge` (about 14 on
-#: the CPU engine, hundreds on GPUs); ``eta_c`` is the prefill GEMMs' efficiency (`PREFILL_SERVED`'s)
+#: ``max(W / (eta_w BW), B F_tok / (eta_c F_max))`` and turns compute-bound past `decode_gemm_ridge` (hundreds on
+#: GPUs); ``eta_c`` is the prefill GEMMs' efficiency (`PREFILL_SERVED`'s). On a device whose registry entry holds
+#: the engine's measured decode-GEMM roof (``decode_gemm_flops``: the CPU engine, `slimlib.data.decode_gemm`), the
+#: compute side is the FLOPs the benchmark timed, the layers' and the LM head's, over that roof:
+#: ``B (F_dense + F_head) / F_dec``, no fitted efficiency
 STEP_GEMM_ROOFLINE = Term(
+    "step_gemm_roofline", "decode step's dense GEMMs: max(W_dense / (eta_w BW), B F_dense / (eta_c F_max)), or "
+    "B (F_dense + F_head) / F_dec on a device with a measured decode-GEMM roof",
+    (ps.ETA_W, ps.ETA_C), _step_gemm(False, measured_roof=True),
+    reads=("dense_weight_bytes", "linear_flops_per_token", "lm_head_flops_per_token"),
+)  # fmt: skip
+#: format 5's step roofline (the candidate ``slim-v5``): ``eta_c`` of the registry peak on every device
+STEP_GEMM_ROOFLINE_V5 = Term(
     "step_gemm_roofline", "decode step's dense GEMMs: max(W_dense / (eta_w BW), B F_dense / (eta_c F_max))",
     (ps.ETA_W, ps.ETA_C), _step_gemm(False), reads=("dense_weight_bytes", "linear_flops_per_token"),
 )  # fmt: skip
