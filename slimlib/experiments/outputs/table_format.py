@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from slimlib.errors import DataError, UnknownNameError
+from slimlib.experiments.outputs import latex as L
 from slimlib.experiments.outputs.uncertainty import format_p
 from slimlib.model import METHODS, method_label
 from slimlib.registry.gpus import get_gpu
@@ -317,7 +318,7 @@ _LATEX_SPECIAL = {
 #: Two-character operators typeset as one symbol (checked before the single characters).
 _LATEX_PAIRS = {"<=": r"$\leq$", ">=": r"$\geq$"}
 #: Packages a `.tex` table needs, named in its first line.
-LATEX_PACKAGES = ("booktabs", "array", "graphicx")
+LATEX_PACKAGES = L.PACKAGES
 #: A text column whose longest cell is longer than this many characters wraps in a `p{}` column; a column whose
 #: header is longer than its cells and than this wraps its header.
 WRAP_CHARS = 24
@@ -361,38 +362,45 @@ def _breakable(tex: str) -> str:
 
 
 def latex(text: pd.DataFrame, numeric: list[bool], notes: Iterable[str] = ()) -> str:
-    """A booktabs `tabular` of already formatted cells that fits a two-column page: long text cells and long
-    headers wrap in `p{}` columns, the table shrinks to `\\linewidth` when still wider (put a wide one in a
-    `table*`), and the notes follow as a wrapped footnote-size paragraph. Needs `LATEX_PACKAGES`."""
+    """The `.tex` of already formatted cells, laid out for a two-column paper and ready for ``\\input``: booktabs
+    tabulars in their own floats, long text cells and long headers wrapping in `p{}` columns, the notes a wrapped
+    footnote-size paragraph after the table. Needs `LATEX_PACKAGES`.
+
+    The layout follows from the table's estimated size (`slimlib.experiments.outputs.latex`, which states the rule
+    and the page it sizes for): a ``table`` at ``\\columnwidth`` when the table fits the column at scale >= 0.85;
+    else one ``table*`` at ``\\textwidth`` when it fits there at scale >= 0.75; else column parts, each a
+    ``table*`` repeating the key (row-label) columns. A table taller than the page is cut into row chunks that
+    repeat the header, floats after the first captioned "(continued)". A float shrinks to its width only when
+    wider; its estimated scale is written as ``% slim-scale: 0.83`` before it (never below 0.7). The caption is
+    the document's: ``\\def\\slimcaption{...}`` (and ``\\def\\slimlabel{...}``) before ``\\input``."""
+    headers = [str(h) for h in text.columns]
     specs = [
-        _column_spec(str(h), list(text.iloc[:, i]), n)
-        for i, (h, n) in enumerate(zip(text.columns, numeric, strict=True))
+        _column_spec(h, list(text.iloc[:, i]), n)
+        for i, (h, n) in enumerate(zip(headers, numeric, strict=True))
     ]
-    spec = "".join(specs)
     # a wrapping text column may hold a file or column name longer than its width: let it break there too
     wraps = [s.startswith(">") and not n for s, n in zip(specs, numeric, strict=True)]
-    lines = [
-        f"% slimlib table: needs \\usepackage{{{','.join(LATEX_PACKAGES)}}}; shrinks to \\linewidth when wider "
-        "(put a wide table in a table* float)",
-        r"\setbox0=\hbox{%",
-        f"\\begin{{tabular}}{{{spec}}}",
-        r"\toprule",
-    ]
-    lines.append(" & ".join(latex_escape(h) for h in text.columns) + r" \\")
-    lines.append(r"\midrule")
-    for row in text.itertuples(index=False, name=None):
+    rows = list(text.itertuples(index=False, name=None))
+    rows_tex = []
+    for row in rows:
         tex = [_breakable(latex_escape(c)) if w else latex_escape(c) for c, w in zip(row, wraps, strict=True)]
-        cells = [f"\\textbf{{{t}}}" if _is_bold(c) else t for c, t in zip(row, tex, strict=True)]
-        lines.append(" & ".join(cells) + r" \\")
-    lines.append(r"\bottomrule")
-    lines.append(r"\end{tabular}}%")
-    lines.append(r"\par\noindent\ifdim\wd0>\linewidth\resizebox{\linewidth}{!}{\box0}\else\box0\fi\par")
-    notes = list(notes)
-    if notes:
-        lines.append(r"{\footnotesize\raggedright")
-        lines += [f"Note: {_breakable(latex_escape(n))}\\par" for n in notes]
-        lines.append("}")
-    return "\n".join(lines) + "\n"
+        rows_tex.append([f"\\textbf{{{t}}}" if _is_bold(c) else t for c, t in zip(row, tex, strict=True)])
+    notes = [str(n) for n in notes]
+    layout = L.plan(
+        headers,
+        [[str(c) for c in row] for row in rows],
+        specs,
+        bold=[[_is_bold(c) for c in row] for row in rows],
+        breakable=wraps,
+        notes=notes,
+    )
+    return L.render(
+        layout,
+        specs,
+        [latex_escape(h) for h in headers],
+        rows_tex,
+        [_breakable(latex_escape(n)) for n in notes],
+    )
 
 
 def high_mape_note(values: Mapping[str, float], limit: float = 100.0) -> str | None:
