@@ -46,11 +46,11 @@ examples:
 """
 
 INGEST_EXAMPLES = f"""\
-Settings come from, per field: a sidecar slim-runs.csv/.yaml in DIR (columns file,batch_size,input_len,
+Settings come from, per field: a sidecar slim-runs.csv/.yaml beside the results (columns file,batch_size,input_len,
 output_len,model,gpu), then the JSON (max_concurrency or --metadata max_num_seqs=B, token counts, model_id,
 --metadata gpu=NAME), then these options. A campaign folder of `slim plan --scheduler slurm` (slurm_tasks.tsv)
 is read task by task: settings from its table, missing and failed tasks reported with their logs (no table is
-written then, unless --allow-incomplete). Several DIRs are merged; duplicates must agree.
+written then, unless --allow-incomplete). Several PATHs are merged; duplicates must agree.
 
 examples:
   slim data ingest runs/ --gpu h100-sxm-80gb --out my-runs.csv
@@ -123,15 +123,15 @@ def register_cli(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
 
     ing = data_sub.add_parser(
         "ingest",
-        help="turn a folder of your vLLM benchmark result JSONs into the table `slim fit` reads",
-        description="Read every *.json result of `benchmark_serving.py` / `vllm bench serve` (--save-result) "
-        "in DIR into one CSV row each.",
+        help="turn your vLLM benchmark result JSONs (files or folders) into the table `slim fit` reads",
+        description="Read each result *.json of `benchmark_serving.py` / `vllm bench serve` (--save-result) given "
+        "as PATH, or every one in a folder PATH, into one CSV row each.",
         epilog=INGEST_EXAMPLES,
         formatter_class=fmt,
     )
     ing.add_argument(
         "folder",
-        metavar="DIR",
+        metavar="PATH",
         nargs="+",
         help="folder(s) of result *.json files, single result files, or campaign folders of "
         "`slim plan --scheduler slurm` (merged)",

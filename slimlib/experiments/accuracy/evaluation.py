@@ -8,6 +8,7 @@ everywhere; display labels (`slimlib.model.method_label`) appear only in `wide_t
 
 from __future__ import annotations
 
+import re
 import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -17,6 +18,7 @@ import pandas as pd
 
 from slimlib.errors import SlimError, UnknownNameError, close_matches_message
 from slimlib.experiments.accuracy.scenarios import Scenario, build_scenarios
+from slimlib.experiments.outputs.table_format import SCENARIO_LABELS
 from slimlib.metrics import mape
 from slimlib.model import METHODS as REGISTRY
 from slimlib.model import Estimator, IdentifiabilityWarning, make_model, method_label
@@ -247,3 +249,93 @@ def fitted_parameters(result: EvaluationResult, method: str = "paper") -> pd.Dat
                          "start_dispersion": float(r.get("start_dispersion", np.nan)), "unstable": bool(r.get("unstable", False)),
                          "fit_unstable": unstable_fit, "note": str(r.get("note", ""))})  # fmt: skip
     return pd.DataFrame(rows, columns=list(PARAMETER_COLUMNS))
+
+
+# ------------------------------------------------------------------------------------------- Table II's notes
+#: Table II cells whose test rows are not held out ("scenario / method" -> why), marked "†" in every Table II output
+NOT_HELD_OUT = {"context-transfer / slim": "its decode-attention rule was developed on this data"}
+_NA_NOTE = re.compile(r"n/a \(note (\d+)\)")
+
+
+def table2_row_notes(
+    scenarios: list[Scenario], metric: str | None = None, scenario_labels: dict[str, str] | None = None
+) -> list[str]:
+    """Table II's notes on its rows, one note per fact: each scenario without data (its reason); each
+    LLM-Inference-Bench row's design and that it is not the paper's experiment; for latency (`metric` "latency",
+    or None: the long table of both metrics) that the online ground truth's running batch is smaller than the cap
+    B that SLIM (paper) predicts at where the KV cache binds; that SLIM-extended's terms were chosen on the same
+    data. Rows are named as the table names them: by scenario name in the long table (`metric` None), else by
+    `scenario_labels` (default `table_format.SCENARIO_LABELS`)."""
+    labels = dict(SCENARIO_LABELS if scenario_labels is None else scenario_labels)
+
+    def row(s: Scenario) -> str:
+        return s.name if metric is None else labels.get(s.name, s.name)
+
+    notes = [f"{s.name}: {s.reason}." for s in scenarios if not s.available]
+    notes += [
+        f"{row(s)}: {s.description} (data/llmib-runs.csv); a different experiment from the paper's input-length row."
+        for s in scenarios
+        if s.available and "LLM-Inference-Bench" in s.description
+    ]
+    online = [row(s) for s in scenarios if s.available and "Little's law" in s.latency_truth]
+    if online and metric in (None, "latency"):
+        notes.append(
+            f"Latency of {', '.join(online)}: the ground truth (Little's law: mean running batch / request throughput) "
+            "is the time of the batch that actually ran, which is smaller than the cap B where the KV cache (or the "
+            f"chunked-prefill token budget) binds; {method_label('paper')} has no KV-cache limit and predicts at the "
+            "cap B there (slimlib.experiments.accuracy.scenarios)."
+        )
+    notes.append(
+        f"{method_label('slim')}: its terms were chosen by the extrapolation cross-validation (extrap_cv) on the "
+        "same datasets as this table, so its rows are not independent of that choice."
+    )
+    return notes
+
+
+def table2_truth_notes(scenarios: list[Scenario]) -> list[str]:
+    """The long Table II's ground-truth notes: per metric, the scenarios sharing one ground truth listed together
+    (as the paper-shaped tables list them)."""
+    notes = []
+    for metric in METRICS:
+        by_truth: dict[str, list[str]] = {}
+        for s in scenarios:
+            if s.available:
+                by_truth.setdefault(getattr(s, f"{metric}_truth"), []).append(s.name)
+        notes += [f"Ground truth of {', '.join(n)} ({metric}): {t}." for t, n in by_truth.items()]
+    return notes
+
+
+def mark_not_held_out(long: pd.DataFrame, not_held_out: dict[str, str] | None = None) -> pd.DataFrame:
+    """The long Table II for display: the cells of `not_held_out` (default `NOT_HELD_OUT`) marked "†" in the
+    ``note`` column with the reason, as the paper-shaped tables mark them."""
+    marks = NOT_HELD_OUT if not_held_out is None else not_held_out
+    out = long.copy()
+    key = out["scenario"].astype(str) + " / " + out["method"].astype(str)
+    old = out["note"].where(out["note"].notna(), "").astype(str)
+    mark = key.map(lambda k: f"† not held out ({marks[k]})" if k in marks else "")
+    out["note"] = [("; ".join(p for p in (m, o) if p) or np.nan) for m, o in zip(mark, old, strict=True)]
+    return out
+
+
+def number_notes(
+    notes: list[str], display: pd.DataFrame | None = None
+) -> tuple[list[str], pd.DataFrame | None]:
+    """`notes` numbered "(1) ...", in order, and `display` (a table from `table_format.paper_table2`, whose
+    "n/a (note k)" cells count only its own notes) with every such reference, in its cells and in the notes,
+    renumbered to the note it names in the full list."""
+    renumber = {}
+    for i, n in enumerate(notes, start=1):
+        m = re.match(r"n/a \(note (\d+)\): ", n)
+        if m:
+            renumber[m.group(1)] = str(i)
+
+    def fix(text: str) -> str:
+        return _NA_NOTE.sub(lambda m: f"n/a (note {renumber.get(m.group(1), m.group(1))})", text)
+
+    numbered = [f"({i}) {fix(n)}" for i, n in enumerate(notes, start=1)]
+    if display is None:
+        return numbered, None
+    shown = display.copy()
+    for c in shown.columns:
+        shown[c] = [fix(v) if type(v) is str else v for v in shown[c]]  # a Bold cell is never n/a
+    return numbered, shown

@@ -5,11 +5,18 @@ writer (`slimlib.experiments.outputs.plotting.save_table`); `scripts/extrapolati
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pandas as pd
 
-from slimlib.experiments.accuracy.extrapolation import CVResult, extrapolation_table, recommend, wide_table
+from slimlib.experiments.accuracy.extrapolation import (
+    CVResult,
+    extrapolation_table,
+    recommend,
+    wide_table,
+    worst_axis,
+)
 from slimlib.experiments.accuracy.extrapolation_coverage import (
     LEVEL,
     MIN_AXIS_FOLDS,
@@ -19,7 +26,41 @@ from slimlib.experiments.accuracy.extrapolation_coverage import (
 from slimlib.experiments.accuracy.extrapolation_folds import DATASETS
 from slimlib.experiments.outputs.plotting import save_table
 from slimlib.experiments.outputs.uncertainty import N_BOOT, SEED
-from slimlib.model import method_label
+from slimlib.model import METHODS, method_label
+
+#: a term-set candidate (`extrapolation_candidates.TERM_CANDIDATES`): an earlier version of the recommended model's
+#: terms, ``slim-v3`` or ``slim-v3+step-roofline``, with optional ``+addition`` parts
+_VERSION_CANDIDATE = re.compile(r"^slim-(v\d+)((?:\+[a-z0-9-]+)*)$")
+
+
+def candidate_label(name: str) -> str:
+    """The one display label of a cross-validation candidate: a registered method's label (`method_label`), an
+    earlier version of the recommended model's terms as that model's label with its version and additions
+    (``slim-v3`` -> "SLIM-extended v3", ``slim-v3+step-roofline`` -> "SLIM-extended v3 + step roofline"); any
+    other name as given."""
+    m = _VERSION_CANDIDATE.match(name)
+    if name in METHODS or m is None:
+        return method_label(name)
+    additions = [a.replace("-", " ") for a in m.group(2).split("+") if a]
+    return " + ".join([f"{method_label('slim')} {m.group(1)}", *additions])
+
+
+def recommendation_note(table: pd.DataFrame, best: str) -> str:
+    """The note naming the recommended candidate `best` (`recommend`'s choice) and every other candidate's
+    worst-axis throughput MAPE, each by its display label (`candidate_label`)."""
+    w = worst_axis(table).set_index("method")
+
+    def worst(m: str) -> str:
+        r = w.loc[m]
+        if r["n_failed_cells"]:
+            return f"{int(r['n_failed_cells'])} cell(s) not fitted"
+        return f"{r['worst_mape_pct']:.1f}% ({r['worst_cell']})"
+
+    others = "; ".join(f"{candidate_label(str(m))}: {worst(str(m))}" for m in w.index if m != best)
+    return (
+        f"Recommended by the worst-axis error: {candidate_label(best)}, best worst-axis throughput MAPE "
+        f"{worst(best)}; others: {others or 'none'}."
+    )
 
 
 def coverage_display(coverage: pd.DataFrame, quantity: str = "throughput") -> pd.DataFrame:
@@ -36,7 +77,7 @@ def coverage_display(coverage: pd.DataFrame, quantity: str = "throughput") -> pd
             "n_test": int(g["n_test"].iloc[0]),
         }
         for m, r in g.iterrows():
-            row[method_label(str(m))] = (
+            row[candidate_label(str(m))] = (
                 f"{100 * r['coverage']:.0f}% [{100 * r['coverage_lo']:.0f}, {100 * r['coverage_hi']:.0f}] "
                 f"(x{r['median_width']:.2f})" if pd.notna(r["coverage"]) else "n/a"
             )  # fmt: skip
@@ -52,13 +93,13 @@ def write_extrapolation_outputs(
     table = extrapolation_table(result, n_boot=n_boot, seed=seed)
     coverage = coverage_table(result)
     choice = recommend(table)
-    labels = {m: method_label(m) for m in result.methods}
+    labels = {m: candidate_label(m) for m in result.methods}
     used = sorted(set(table["dataset"]))
     notes = [
         "Throughput MAPE (%) [bootstrap 95% interval over test rows] (bias: mean signed % error, + over-predicts) "
         f"per axis and dataset; {n_boot} resamples, seed {seed}. Worst axis: the largest MAPE of a candidate.",
-        f"Fits: {result.n_starts} Sobol starts besides the default start per fit (the package default is 8). "
-        f"Recommended by the worst-axis error: {choice[1]}.",
+        f"Fits: {result.n_starts} Sobol starts besides the default start per fit (the package default is 8).",
+        recommendation_note(table, choice[0]),
         *[f"{d}: {DATASETS[d]}." for d in used],
     ]
     save_table(table, "extrap_cv", figures_dir, display=wide_table(table, labels), notes=notes)

@@ -18,8 +18,10 @@ from pathlib import Path
 
 from slimlib.data import load
 from slimlib.errors import DataError
+from slimlib.experiments.accuracy.scenarios import device_rows, llmib_table
 from slimlib.experiments.characterization.plateau import offline_batch_sweeps
 from slimlib.io import write_text
+from slimlib.model import method_label
 
 #: Paper items by output-name prefix number (SLIM paper: Figs. 1-8, Tables I-II).
 PAPER_FIGURES = {f"fig{n:02d}": f"Fig. {n}" for n in range(1, 9)}
@@ -62,8 +64,8 @@ LLMIB = (
 #: The online workload of Fig. 1 (family `background`): ShareGPT prompts, not the advisor family's fixed lengths.
 MEMGAP_SHAREGPT = (
     "vLLMBatchingMemoryGap public measurements (arXiv:2503.08311, commit a918634), online `benchmark_serving` runs "
-    "of 2000 ShareGPT prompts at request rate inf (family `background`, no chunked prefill): vLLM 0.5.2 on one "
-    "H100 SXM 64 GB; `data/memgap-online.csv`"
+    "of <<sharegpt_prompts>> ShareGPT prompts at request rate inf (family `background`, no chunked prefill): "
+    "vLLM 0.5.2 on one H100 SXM 64 GB; `data/memgap-online.csv`"
 )
 #: Profiler of the timing-valid offline sweeps (PROVENANCE.md and the launcher's config-*.txt); the counts are
 #: computed (`caption_facts`).
@@ -125,9 +127,9 @@ CAPTIONS: dict[str, Caption] = {
         "Fig. 1",
         "reproduced (other models and vLLM version than the paper)",
         "Throughput plateau: (a) total-token throughput and (b) mean inter-token latency of online serving "
-        "(2000 ShareGPT prompts at request rate inf) against the batch-size cap; (c) end-to-end latency of one "
-        f"offline batch (<<offline_sweep_lengths>>; {OFFLINE_NSYS}). Circles mark the knee, crosses the first cap at "
-        "which the KV cache is full or vLLM preempts.",
+        "(<<sharegpt_prompts>> ShareGPT prompts at request rate inf) against the batch-size cap; (c) end-to-end "
+        f"latency of one offline batch (<<offline_sweep_lengths>>; {OFFLINE_NSYS}). Circles mark the knee, "
+        "crosses the first cap at which the KV cache is full or vLLM preempts.",
         f"{MEMGAP_SHAREGPT}; {MEMGAP_OFFLINE}",
     ),
     "fig01_plateau_summary": Caption(
@@ -141,8 +143,8 @@ CAPTIONS: dict[str, Caption] = {
     "fig02_saturation": Caption(
         "Fig. 2",
         "reproduced (batch-size and output-length panels; the public data has no input-length sweep)",
-        "Throughput saturation against the batch-size cap for output lengths 130-520 at a fixed input length "
-        "(<<advisor_input_lengths>>), one panel per model; circles mark each curve's knee.",
+        "Throughput saturation against the batch-size cap for output lengths <<advisor_output_lengths>> at a fixed "
+        "input length (<<advisor_input_lengths>>), one panel per model; circles mark each curve's knee.",
         MEMGAP_ONLINE,
     ),
     "fig02_active_context": Caption(
@@ -214,7 +216,9 @@ CAPTIONS: dict[str, Caption] = {
         "(mean difference, paired-bootstrap and Wilcoxon signed-rank p-values), and per cell the number of "
         "non-physical predictions (<= 0), counted as failures. The input-length row is the paper's experiment "
         '(its row measured on the project vLLM CPU engine, labelled so); the row "context transfer IL = OL (LLM-Inference-Bench, '
-        'MI300X/MI250)" is a different experiment on AMD GPUs, on which the decode-attention rule of the recommended model (from the earlier SLIM-longctx) was developed.',
+        'MI300X/MI250)" is a different experiment on AMD GPUs, on which the decode-attention rule of '
+        f"{method_label('slim')} (added as the retired method `longctx`) was developed, so that cell is marked "
+        '"†" (not held out) in the Note column. The notes give each scenario\'s ground truth.',
         EVAL_TABLE2,
     ),
     "table02_mape_throughput": Caption(
@@ -254,8 +258,8 @@ CAPTIONS: dict[str, Caption] = {
     "eval_slim_params": Caption(
         "",
         "extension (not in the paper)",
-        "Fitted SLIM parameters (faithful and extended model) per scenario and fold: estimate, standard error "
-        "and normal-approximation 95% interval, with units; parameters at a bound are flagged.",
+        f"Fitted parameters of {method_label('paper')} and {method_label('slim')} per scenario and fold: estimate, "
+        "standard error and normal-approximation 95% interval, with units; parameters at a bound are flagged.",
         EVAL,
     ),
     # notebook 07
@@ -368,8 +372,10 @@ CAPTIONS: dict[str, Caption] = {
         "Fig. 2",
         "proxy (decode and prefill time composed from measured vLLM kernels stand in for end-to-end serving "
         "runs; no scheduling, sampling or launch overheads)",
-        "Throughput of a Mistral-7B batch composed from measured kernels as the input length (128-16384) and the "
-        "output length (32-2048) grow, at fixed batch sizes: the input- and output-length panels of Fig. 2.",
+        "Throughput of a Mistral-7B batch composed from measured kernels as the input length and the output length "
+        "grow, at fixed batch sizes: the input- and output-length panels of Fig. 2. The lengths are notebook 09's "
+        "parameters `input_lens` and `output_lens` (on the axes); every composed point, and any left out for lying "
+        "outside the measured kernel grids, is in `fig03_length_panels_aic.csv`.",
         AIC,
     ),
     "fig03_length_panels_aic": Caption(
@@ -429,7 +435,8 @@ CAPTIONS: dict[str, Caption] = {
         "",
         "extension (not in the paper)",
         "Physics check of the calibrated models: the decode-attention bandwidth efficiency implied by the kernel "
-        "data against SLIM's fitted eta_m (and the recommended model's eta_attn, eta_w).",
+        f"data against eta_m as fitted by {method_label('paper')}, and eta_attn and eta_w as fitted by "
+        f"{method_label('slim')}.",
         f"{AIC}; {MEMGAP_ONLINE}",
     ),
     "kernels_moe_check": Caption(
@@ -530,9 +537,10 @@ CAPTIONS: dict[str, Caption] = {
     "transfer_mi300x_knee": Caption(
         "",
         "extension (not in the paper)",
-        "MI300X throughput curves up to B = 256 at L = 1024 with the B_cap that SLIM-BCA recommends from the "
-        "SLIM-extended fit (the recommended model `slim`, named on the figure) against the best measured batch under the same SLO; "
-        "recommendations of B = 1 are flagged.",
+        "MI300X throughput curves at IL = OL = L (notebook 10's parameter `knee_length`, the table's `length` "
+        "column) over every measured batch size (<<mi300x_knee_batches>>) with the B_cap that SLIM-BCA "
+        f"recommends from the {method_label('slim')} fit (the recommended model `slim`, named on the figure) "
+        "against the best measured batch under the same SLO; recommendations of B = 1 are flagged.",
         LLMIB,
     ),
     "transfer_mi250_evidence": Caption(
@@ -545,7 +553,8 @@ CAPTIONS: dict[str, Caption] = {
     "peers_mape": Caption(
         "",
         "extension (not in the paper)",
-        "SLIM (calibrated on at most 3 points per curve) against peer estimators run uncalibrated (GenZ, "
+        f"{method_label('slim')} (calibrated on at most 3 points per curve) against peer estimators run "
+        "uncalibrated (GenZ, "
         "llm-analysis, AIConfigurator, a plain roofline): throughput MAPE, signed bias and calibration points per "
         "method and dataset; AIConfigurator runs on its 80 GB H100 model for the 64 GB H100 rows.",
         f"{LLMIB}; {MEMGAP_OFFLINE}; peer predictions in `data/peers/llmib-peer-predictions.csv` (tool, version "
@@ -577,7 +586,8 @@ CAPTIONS: dict[str, Caption] = {
         "Fig. 1",
         "reproduced on the CPU engine (random weights)",
         "Throughput and mean request E2E (medians over passing repeats) against the batch cap for every engine "
-        "model at the shortest input length and OL = 256: throughput plateaus while latency keeps growing.",
+        "model at the shortest input length (<<engine_shortest_il>>) and one output length (notebook 11's parameter "
+        "`plateau_ol`; IL and OL on the axis label): throughput plateaus while latency keeps growing.",
         ENGINE_CPU,
     ),
     "fig02_engine_saturation": Caption(
@@ -770,14 +780,20 @@ def _joined(values) -> str:
 def caption_facts() -> dict[str, str]:
     """The numbers quoted in captions, computed from the committed tables in `data/` with the selections the
     figures use: the offline batch sweeps' lengths and profilers (`offline_batch_sweeps`), the online advisor
-    runs' input length per model."""
+    runs' input length per model and output lengths (notebook 02), the prompts of the online ShareGPT runs
+    (notebook 01), the shortest input length of the CPU engine's medians (notebook 11) and the batch sizes of the
+    one-device MI300X curves (notebook 10)."""
     sweeps = offline_batch_sweeps(load("memgap-offline"))
     per_model = list(sweeps.groupby("model", sort=True))
     nsys = [str(m) for m, g in per_model if (g["profiler"] == "nsys").all()]
     others = [f"{m}'s `{g['family'].iloc[0]}`" for m, g in per_model if str(m) not in nsys]
     online = load("memgap-online")
+    advisor = online[(online["family"] == "advisor") & (online["n_replicas"] == 1)]
+    sharegpt = online[
+        (online["family"] == "background") & (online["n_replicas"] == 1) & (online["profiler"] == "none")
+    ]
     by_il: dict[str, list[str]] = {}
-    for m, g in online[online["family"] == "advisor"].groupby("model", sort=True):
+    for m, g in advisor.groupby("model", sort=True):
         by_il.setdefault(_joined(g["input_len"]), []).append(str(m))
     return {
         "offline_sweep_lengths": f"IL = {_joined(sweeps['input_len'])}, OL = {_joined(sweeps['output_len'])}",
@@ -786,6 +802,10 @@ def caption_facts() -> dict[str, str]:
         + " ran under Nsight Systems",
         "advisor_input_lengths": "IL = "
         + "; ".join(f"{il} tokens for {', '.join(models)}" for il, models in by_il.items()),
+        "advisor_output_lengths": _joined(advisor["output_len"]),
+        "sharegpt_prompts": _joined(sharegpt["num_prompts"]),
+        "engine_shortest_il": f"IL = {load('engine-cpu-medians')['input_len'].min():.0f}",
+        "mi300x_knee_batches": f"B = {_joined(device_rows(llmib_table(), 'mi300x')['batch_size'])}",
     }
 
 

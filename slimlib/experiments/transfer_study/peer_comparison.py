@@ -43,6 +43,15 @@ PREDICTION_COLUMNS = (
 )  # fmt: skip
 PEER_TABLE = "llmib-peer-predictions"
 SLIM_METHOD = "slim"
+#: display label of each peer (legends, prose; the tables keep the tool names), as the tools spell themselves
+PEER_LABELS = {"roofline": "Roofline", "genz": "GenZ", "llm-analysis": "llm-analysis",
+               "aiconfigurator": "AIConfigurator"}  # fmt: skip
+
+
+def peer_label(name: str) -> str:
+    """The display label of a method of `peer_table`: a peer's `PEER_LABELS` entry, else the registry's label
+    (`method_label`: ``slim`` -> "SLIM-extended")."""
+    return PEER_LABELS.get(name) or method_label(name)
 
 
 def datasets(table: pd.DataFrame | None = None) -> dict[str, pd.DataFrame]:
@@ -177,7 +186,7 @@ def plot_peers(table: pd.DataFrame, ax) -> None:
         y = t["throughput_mape_pct"].to_numpy(dtype=float)
         err = np.vstack([y - t["ci_lo_pct"].to_numpy(dtype=float), t["ci_hi_pct"].to_numpy(dtype=float) - y])
         color = method_style(m)[0]
-        ax.bar(np.arange(len(names)) + j * width, y, width, yerr=err, label=method_label(m), color=color,
+        ax.bar(np.arange(len(names)) + j * width, y, width, yerr=err, label=peer_label(m), color=color,
                error_kw={"lw": 0.6, "capsize": 1.5})  # fmt: skip
     ax.set_yscale("log")
     n_common = table.drop_duplicates("dataset").set_index("dataset")["n_common"]
