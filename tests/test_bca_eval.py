@@ -46,3 +46,52 @@ def test_quality_never_rewards_a_pick_that_breaks_the_measured_constraints(rec):
             assert row.quality_pct == pytest.approx(row.throughput_ratio_pct)
     summary = AE.summary_with_uncertainty(r, n_boot=200)
     assert (summary["mean_quality_pct"] <= 100.0 + 1e-9).all()
+
+
+def test_each_miss_names_the_measured_constraints_it_breaks(rec):
+    cur, r = rec
+    for row in r.itertuples():
+        at = cur[(cur["model"] == row.model) & (cur["output_len"] == row.output_len)
+                 & (cur["batch_size"] == row.b_cap)].iloc[0]  # fmt: skip
+        assert row.preempted == bool(at["preempted"])
+        assert row.efficiency_below_epsilon == (at["efficiency"] <= row.epsilon)
+        expected = [text for flag, text in ((row.slo_violation, "SLO violated"),
+                                            (row.efficiency_below_epsilon, "efficiency below epsilon"),
+                                            (row.preempted, "preemption")) if flag]  # fmt: skip
+        assert row.quality_zero_reason == ("; ".join(expected) or "none")
+        assert (row.quality_zero_reason == "none") == row.feasible
+    assert AE.zero_quality_reason({"b_cap": 0}) == "no B_cap"
+    nan_flag = {"b_cap": 8, "slo_violation": float("nan"), "preempted": True}
+    assert AE.zero_quality_reason(nan_flag) == "preemption"
+
+
+def test_recommendation_table_keeps_the_old_columns_and_adds_the_reasons(rec):
+    _, r = rec
+    table = AE.recommendation_table(r)
+    old = ["variant", "model", "output_len", "slo", "slo_s", "b_cap", "binding", "b_true", "pred_throughput_tok_s",
+           "measured_throughput_tok_s", "true_throughput_tok_s", "quality_pct", "measured_e2e_s", "slo_violation",
+           "measured_efficiency"]  # fmt: skip
+    assert set(old) <= set(table.columns)
+    assert {"epsilon", "preempted", "efficiency_below_epsilon", "quality_zero_reason"} <= set(table.columns)
+    assert list(table.columns) == AE.RECOMMENDATION_COLUMNS and len(table) == len(r)
+    assert set(AE.RECOMMENDATION_COLS) <= set(table.columns)
+    zero = table[table["quality_pct"] == 0.0]
+    assert (zero["quality_zero_reason"] != "none").all()  # every 0 says why
+
+
+def test_a_preempting_pick_says_so():
+    """llama-2-13b, OL = 130, loose SLO: the faithful pick meets the SLO and the efficiency floor (35% > 30%) at
+    B_cap, and scores 0 only because that run preempted requests (memgap-online)."""
+    from slimlib.data import load
+
+    cur = AE.measured_curves(load("memgap-online"))
+    cur = cur[cur["model"] == "llama-2-13b"]  # one fit per model, on all its output lengths
+    fits = AE.fit_per_model(AE.calibration_subset(cur, 3), variant="paper", n_starts=1)
+    one = cur[cur["output_len"] == 130]
+    slos = AE.slo_table(one)
+    r = AE.evaluate_recommendations(one, fits, slos[slos["slo"] == "loose"], 0.3, respect_memory=False)
+    r = r.iloc[0]
+    if not r["preempted"]:
+        pytest.skip(f"the faithful pick is B = {r['b_cap']}, which did not preempt")
+    assert r["quality_pct"] == 0.0 and not r["slo_violation"] and not r["efficiency_below_epsilon"]
+    assert r["quality_zero_reason"] == "preemption"

@@ -13,6 +13,7 @@ from slimlib.experiments.outputs.plotting import (
     scenario_styles,
 )
 from slimlib.model import method_label
+from slimlib.registry.gpus import get_gpu
 
 #: Panels of the predicted-vs-measured figure: (scenario, curve label or None for the scenario's last curve).
 CURVE_PANELS = [
@@ -105,8 +106,8 @@ def eval_curves(result, panels=CURVE_PANELS, methods=CURVE_METHODS, n: int = 64)
                     hidden.append(m)
                 ax.plot(d["batch_size"], physical / 1e3, color=color, ls=ls, lw=1.1, label=method_label(m))
         if hidden:
-            ax.text(0.98, 0.02, "not drawn where <= 0:\n" + ", ".join(hidden), transform=ax.transAxes,
-                    ha="right", va="bottom", fontsize=5)  # fmt: skip
+            ax.text(0.98, 0.02, "not drawn where <= 0:\n" + ", ".join(method_label(m) for m in hidden),
+                    transform=ax.transAxes, ha="right", va="bottom", fontsize=5)  # fmt: skip
         ax.plot(
             test["batch_size"],
             test["throughput_tok_s"] / 1e3,
@@ -216,3 +217,32 @@ def plateau_growth(dense: pd.DataFrame, pred: pd.DataFrame, method: str = "paper
                      "measured_growth_pct": (hi["throughput_tok_s"] / lo["throughput_tok_s"] - 1) * 100,
                      "predicted_growth_pct": (p_hi / p_lo - 1) * 100})  # fmt: skip
     return pd.DataFrame(rows)
+
+
+#: Bandwidth-efficiency parameters of the recommended model (`slimlib.model.extended`): fractions of the GPU
+#: registry's memory bandwidth, bounded at 1.5 in the fit.
+BANDWIDTH_EFFICIENCIES = ("eta_attn", "eta_w")
+
+
+def slim_params_notes(params: pd.DataFrame, gpu: str = "h100-sxm-64gb") -> list[str]:
+    """Notes of the `eval_slim_params` table: why a bandwidth efficiency (eta_attn, eta_w) can exceed 1. They are
+    relative to the registry's bandwidth of `gpu`, which for the h100-sxm-64gb is derived (memory clock x an assumed
+    4096-bit bus), not read from a data sheet, and uncertain by up to +25% (`slimlib.model.extended`,
+    `slimlib.registry.gpus`). Empty when `params` has no such estimate above 1."""
+    eta = params[params["parameter"].isin(BANDWIDTH_EFFICIENCIES)]
+    above = eta[eta["estimate"].astype(float) > 1.0]
+    if above.empty:
+        return []
+    spec = get_gpu(gpu)
+    where = above["scenario"] if "scenario" in above.columns else [""] * len(above)
+    shown = ", ".join(
+        f"{p} {v:.3f}" + (f" in {s}" if s else "")
+        for p, v, s in zip(above["parameter"], above["estimate"], where, strict=True)
+    )
+    return [
+        f"Bandwidth efficiencies above 1 ({shown}): eta_attn and eta_w are relative to the registry's memory "
+        f"bandwidth of the {spec.name} ({spec.mem_bw / 1e12:.2f} TB/s), which is derived (memory clock x an assumed "
+        "4096-bit bus), not from a data sheet, and uncertain by up to +25% (2.04 TB/s with a 5120-bit bus): an "
+        "estimate up to 1.25 can be an efficiency below 1 of the true bandwidth (slimlib.model.extended; the fit "
+        "bounds them at 1.5)."
+    ]

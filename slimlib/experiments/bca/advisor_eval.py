@@ -10,6 +10,7 @@ from slimlib.advisor.capacity import BINDING_LABELS, advise_many, check_epsilon
 from slimlib.advisor.plan import CALIBRATION_ORDER
 from slimlib.errors import DataError
 from slimlib.experiments.accuracy.scenarios import in_engine_latency_s, online_runs
+from slimlib.experiments.outputs import table_format as T
 from slimlib.experiments.outputs import uncertainty as U
 from slimlib.model import DEFAULT_VARIANT, make_model
 from slimlib.model.memory import GIB
@@ -101,6 +102,65 @@ def measured_feasible(curve: pd.DataFrame, slo_s: float, epsilon: float) -> pd.S
     return (curve["measured_e2e_s"] <= slo_s) & (curve["efficiency"] > epsilon) & ~curve["preempted"]
 
 
+#: Why a pick scores quality 0: each measured constraint at B_cap that it breaks (`measured_feasible`).
+ZERO_REASONS = {
+    "slo_violation": "SLO violated",
+    "efficiency_below_epsilon": "efficiency below epsilon",
+    "preempted": "preemption",
+}
+
+
+def zero_quality_reason(row) -> str:
+    """The measured constraints a recommendation breaks at B_cap, joined by "; " (`ZERO_REASONS`: SLO violated,
+    efficiency below epsilon, preemption), i.e. why it scores quality 0; "none" when it meets them all, "no B_cap"
+    when the advisor recommends nothing."""
+    if not row.get("b_cap", 0) > 0:
+        return "no B_cap"
+    broken = [text for col, text in ZERO_REASONS.items() if _flag(row.get(col))]
+    return "; ".join(broken) or "none"
+
+
+def _flag(value) -> bool:
+    """A measured yes/no flag, False where missing (None or NaN)."""
+    return value is not None and bool(pd.notna(value)) and bool(value)
+
+
+#: Columns of the `bca_recommendations` table (notebook 07), in order: the pick, its score and why a pick scores 0,
+#: then each measured constraint at B_cap (SLO, efficiency floor epsilon, preemption). Names as in
+#: `evaluate_recommendations`.
+RECOMMENDATION_COLUMNS = [
+    "variant", "model", "output_len", "slo", "slo_s", "epsilon", "b_cap", "binding", "b_true",
+    "pred_throughput_tok_s", "measured_throughput_tok_s", "true_throughput_tok_s", "quality_pct",
+    "quality_zero_reason", "measured_e2e_s", "slo_violation", "measured_efficiency", "efficiency_below_epsilon",
+    "preempted",
+]  # fmt: skip
+#: Display of the columns `RECOMMENDATION_COLUMNS` adds (for `save_table(columns=...)`).
+RECOMMENDATION_COLS = {
+    "epsilon": T.Col(header="Efficiency floor epsilon (%)", decimals=0, percent=True),
+    "quality_zero_reason": T.Col(header="Why quality is 0 (measured at B_cap)"),
+    "efficiency_below_epsilon": T.Col(header="Efficiency <= epsilon"),
+    "preempted": T.Col(header="Preempted at B_cap"),
+}
+#: Note of the `bca_recommendations` table explaining the reason column.
+ZERO_REASON_NOTE = (
+    "Why quality is 0: the measured constraints B_cap breaks (SLO violated: in-engine latency above the SLO; "
+    "efficiency below epsilon: measured T(B) / (B T(1)) <= epsilon; preemption: the run at B_cap preempted "
+    "requests); none: the pick meets all three."
+)
+
+
+def recommendation_table(rec: pd.DataFrame) -> pd.DataFrame:
+    """The `bca_recommendations` table: `RECOMMENDATION_COLUMNS` of `evaluate_recommendations` output (or of
+    `recommendations_by_variant`, which adds ``variant``), sorted by variant, model, output length and SLO."""
+    keys = ["variant", "model", "output_len", "slo"]
+    missing = [c for c in [*keys, "b_cap"] if c not in rec.columns]
+    if missing:
+        raise DataError(f"recommendation_table needs columns {missing} (recommendations_by_variant)")
+    # the measured-at-B_cap columns stay empty where no variant made a pick
+    table = rec.reindex(columns=RECOMMENDATION_COLUMNS)
+    return table.sort_values(keys, kind="mergesort").reset_index(drop=True)
+
+
 def evaluate_recommendations(
     curves: pd.DataFrame, fits: dict, slos: pd.DataFrame, epsilon: float = 0.3, respect_memory: bool = True
 ) -> pd.DataFrame:
@@ -112,8 +172,10 @@ def evaluate_recommendations(
     no preemption. Quality: ``quality_pct`` = measured throughput at B_cap / ground-truth throughput x 100 when
     B_cap meets those same measured constraints (``feasible``), else 0: a recommendation that violates the SLO,
     misses the efficiency floor or preempts is a miss, never a score above 100% (``throughput_ratio_pct`` keeps
-    the plain ratio). ``kv_saved_gb`` = logged default KV allocation minus the blocks B_cap needs; ``binding``
-    names what stops B_cap (`slimlib.advisor.capacity.BINDING_LABELS`: latency SLO, efficiency floor, KV capacity,
+    the plain ratio). At B_cap the measured outcome of each constraint is kept (``slo_violation``,
+    ``efficiency_below_epsilon``, ``preempted``) and ``quality_zero_reason`` names the ones a miss breaks
+    (`zero_quality_reason`: "none" for a pick that meets them all, "no B_cap" without a pick). ``kv_saved_gb`` =
+    logged default KV allocation minus the blocks B_cap needs; ``binding`` names what stops B_cap (`slimlib.advisor.capacity.BINDING_LABELS`: latency SLO, efficiency floor, KV capacity,
     max-num-seqs = the largest measured batch, or a throughput peak).
     """
     check_epsilon(epsilon)
@@ -159,6 +221,8 @@ def evaluate_recommendations(
                     measured_efficiency=float(at["efficiency"]),
                     slo_violation=bool(at["measured_e2e_s"] > s["slo_s"]),
                     slo_excess_pct=max(0.0, (at["measured_e2e_s"] / s["slo_s"] - 1) * 100),
+                    efficiency_below_epsilon=bool(at["efficiency"] <= epsilon),
+                    preempted=bool(at["preempted"]),
                     kv_needed_gb=needed / GIB,
                     kv_default_gb=kv_default / GIB,
                     kv_saved_gb=(kv_default - needed) / GIB,
@@ -169,6 +233,7 @@ def evaluate_recommendations(
             row["quality_pct"] = (
                 ratio if row.get("feasible", False) else (0.0 if np.isfinite(ratio) else np.nan)
             )
+            row["quality_zero_reason"] = zero_quality_reason(row)
             out.append(row)
     return pd.DataFrame(out)
 

@@ -5,22 +5,26 @@ paper model) and the project variant (extended model + KV-memory constraint); se
 
 from __future__ import annotations
 
+import textwrap
+
 import numpy as np
 import pandas as pd
 
 from slimlib.experiments.outputs.plotting import (
-    HOUSE_COLORS,
+    SLO_COLORS,
     batch_axis,
+    category_color,
     new_figure,
     ol_style,
     plain_log_axis,
 )
 
-#: Marker of each advisor variant's B_cap.
+#: Marker of each advisor variant's B_cap on the curves (`bca_curves`; the measured best is an open square).
 VARIANT_MARKERS = {"faithful": "+", "project": "x"}
 VARIANT_LINES = {"faithful": "--", "project": "-"}
-#: Marker of each advisor variant, so series that coincide stay distinguishable (circles over squares).
-VARIANT_MARKERS = {"faithful": "o", "project": "s"}
+#: Marker of each advisor variant's quality series (`bca_quality_vs_effort`), so series that coincide stay
+#: distinguishable (circles over squares).
+EFFORT_MARKERS = {"faithful": "o", "project": "s"}
 
 
 def bca_curves(curves: pd.DataFrame, rec: pd.DataFrame, slo: str = "tight"):
@@ -29,7 +33,7 @@ def bca_curves(curves: pd.DataFrame, rec: pd.DataFrame, slo: str = "tight"):
     both variants, `advisor_eval.measured_feasible`). The latency is the mean time a request spends in the running
     batch by Little's law (`advisor_eval.measured_curves`), not a client-measured E2E."""
     models = sorted(curves["model"].unique())
-    fig, axes = new_figure(2, len(models), double=True, height=3.8, sharex=True)
+    fig, axes = new_figure(2, len(models), double=True, height=3.8, sharex=True, squeeze=False)
     ol_show = sorted(curves["output_len"].unique())
     for j, m in enumerate(models):
         for ol in ol_show:
@@ -67,7 +71,7 @@ def bca_curves(curves: pd.DataFrame, rec: pd.DataFrame, slo: str = "tight"):
     axes[0, 0].legend(loc="upper left", fontsize=5, handlelength=1.2)
     fig.suptitle(
         f"{slo} SLO (dotted): + = faithful SLIM-BCA (paper model, Eq. 13), x = project variant (extended model + "
-        "KV memory), square = measured best",
+        "KV memory),\n+ over x = both variants pick that B, square = measured best",
         fontsize=6.5,
     )
     return fig
@@ -80,12 +84,12 @@ def bca_quality_vs_effort(effort: pd.DataFrame, main_row: pd.Series):
     measured constraint scores 0 (`advisor_eval.evaluate_recommendations`), so the worst curve can reach 0."""
     fig, ax = new_figure(height=2.9)
     slos = sorted(effort["slo"].unique())
-    colors = dict(zip(slos, HOUSE_COLORS, strict=False))
+    colors = {name: SLO_COLORS.get(name, category_color(2 + i)) for i, name in enumerate(slos)}
     drawn: dict[tuple, list[str]] = {}  # (x, y) of each series -> its labels: coinciding series get a note
     for (variant, name), part in effort.groupby(["variant", "slo"], sort=True):
         part = part.sort_values("k")
         x = part["gpu_s_calibration"] / 3600
-        ls, mk = VARIANT_LINES.get(variant, ":"), VARIANT_MARKERS.get(variant, "D")
+        ls, mk = VARIANT_LINES.get(variant, ":"), EFFORT_MARKERS.get(variant, "D")
         size = 4 if mk == "o" else 2.5  # the larger open circle rings a square drawn on the same point
         for col, what, lw, face in (
             ("mean_quality_pct", "mean", None, None),
@@ -96,13 +100,15 @@ def bca_quality_vs_effort(effort: pd.DataFrame, main_row: pd.Series):
             key = (tuple(np.round(x, 6)), tuple(np.round(part[col].to_numpy(dtype=float), 6)))
             drawn.setdefault(key, []).append(label)
     notes = [
-        "same values (drawn on one another): " + ", ".join(labels)
+        "same values, drawn on one another:\n" + "\n".join(textwrap.fill(lab, 34) for lab in labels)
         for labels in drawn.values()
         if len(labels) > 1
     ]
-    for i, note in enumerate(notes):
-        ax.text(0.98, 0.05 + 0.05 * i, note, transform=ax.transAxes, ha="right", fontsize=4.5, color="#444444",
-                in_layout=False)  # fmt: skip
+    if notes:  # one label a line inside the axes, right of the legend, clear of the curves and tick labels
+        text = "\n".join(notes)
+        ax.text(
+            0.9, 0.4, text, transform=ax.transAxes, ha="right", va="center", fontsize=4.5, color="#444444"
+        )
     full_h = float(main_row["gpu_s_full"]) / 3600
     ax.axvline(full_h, color="grey", lw=0.6, ls=":")
     ax.set_xlim(0, full_h * 1.04)
@@ -114,7 +120,7 @@ def bca_quality_vs_effort(effort: pd.DataFrame, main_row: pd.Series):
     top.set_xlabel("k (calibration runs per curve)", fontsize=6)
     ax.set_xlabel("profiling GPU-hours (benchmark durations)")
     ax.set_ylabel("throughput at B_cap / best (%)")
-    ax.legend(fontsize=4.8, loc="center left", bbox_to_anchor=(0.3, 0.35), ncol=1, frameon=False)
+    ax.legend(fontsize=4.8, loc="center left", bbox_to_anchor=(0.02, 0.4), ncol=1, frameon=False)
     return fig
 
 
@@ -153,7 +159,7 @@ def bca_frontier(front: pd.DataFrame, picks: dict | None = None, title: str = ""
     groups = front.groupby(["tensor_parallel", "precision"], sort=True)
     for k, ((tp, prec), part) in enumerate(groups):
         ax.plot(part["per_user_tok_s"], part["throughput_per_gpu_tok_s"], "o", ms=2.5,
-                color=HOUSE_COLORS[k % len(HOUSE_COLORS)], label=f"TP{tp} {prec}")  # fmt: skip
+                color=category_color(k), label=f"TP{tp} {prec}")  # fmt: skip
     ax.plot(front["per_user_tok_s"], front["throughput_per_gpu_tok_s"], "-", lw=0.5, color="grey")
     for (label, (x, y)), marker in zip((picks or {}).items(), "*Dv^", strict=False):
         ax.plot(x, y, marker, ms=7, mfc="none", mec="black", mew=0.9, label=label)

@@ -10,7 +10,13 @@ import textwrap
 import numpy as np
 import pandas as pd
 
-from slimlib.experiments.outputs.plotting import HOUSE_COLORS, OKABE_ITO, new_figure
+from slimlib.experiments.outputs.plotting import (
+    COMPONENT_COLORS,
+    REGIME_COLORS,
+    batch_color,
+    category_color,
+    new_figure,
+)
 from slimlib.kit import analysis as an
 from slimlib.model import roofline
 
@@ -37,9 +43,9 @@ def fig04_kit_decode_counters(phase: pd.DataFrame, source: str):
     for ax, (vals, name, color) in zip(
         axes,
         [
-            (phase["tensor_pct"], "tensor-pipe activity (%)", OKABE_ITO[4]),
-            (phase["sm_issue_pct"], "SM issue (%)", OKABE_ITO[2]),
-            (read, read_name, OKABE_ITO[5]),
+            (phase["tensor_pct"], "tensor-pipe activity (%)", COMPONENT_COLORS["tensor"]),
+            (phase["sm_issue_pct"], "SM issue (%)", COMPONENT_COLORS["sm_issue"]),
+            (read, read_name, COMPONENT_COLORS["dram"]),
         ],
         strict=True,
     ):
@@ -74,9 +80,8 @@ def fig05_kit_kernel_shares(shares: pd.DataFrame, source: str):
         "norm_elementwise": "norm / elementwise",
         "other": "other",
     }
-    for cat, color in zip(
-        an.SHARE_CATEGORIES, [OKABE_ITO[5], OKABE_ITO[4], OKABE_ITO[0], OKABE_ITO[7]], strict=True
-    ):
+    for cat in an.SHARE_CATEGORIES:
+        color = COMPONENT_COLORS[cat]
         vals = 100 * shares[cat].fillna(0).to_numpy()
         ax.bar(x, vals, bottom=bottom, color=color, width=0.7, label=names[cat])
         bottom += vals
@@ -108,9 +113,9 @@ def fig06_kit_attention_roofline(table1: pd.DataFrame, source: str):
                 ai_grid, roof / 1e12, color="black", lw=1.0, ls=["-", "--", ":"][i % 3], label=f"roof {g}"
             )
             ridge = float(roofline.ridge_point(pf(g), bw(g)))
-            ax.axvspan(lo, ridge, color="#D55E00", alpha=0.06, lw=0)
-            ax.axvspan(ridge, 1e4, color="#009E73", alpha=0.06, lw=0)
-    colors = dict(zip(sorted(table1["batch_size"].unique()), HOUSE_COLORS, strict=False))
+            ax.axvspan(lo, ridge, color=REGIME_COLORS["memory-bound"], alpha=0.12, lw=0)
+            ax.axvspan(ridge, 1e4, color=REGIME_COLORS["compute-bound"], alpha=0.12, lw=0)
+    colors = {b: batch_color(b) for b in sorted(table1["batch_size"].unique())}
     for b, g in table1.groupby("batch_size", sort=True):
         ax.scatter(
             g["ai_flop_per_byte"],
@@ -148,7 +153,9 @@ def kit_attention_memory(mem: pd.DataFrame, name: str, source: str):
     """Fig. 7 (cache hit rates) or Fig. 8 (stalls, occupancy) of the attention kernel against active context."""
     pairs, ylabel = ATTENTION_MEMORY_FIGURES[name]
     fig, ax = new_figure(height=2.4)
-    for (col, label), color, marker in zip(pairs, [OKABE_ITO[4], OKABE_ITO[5]], ["o", "s"], strict=True):
+    for (col, label), color, marker in zip(
+        pairs, [category_color(0), category_color(1)], ["o", "s"], strict=True
+    ):
         ax.plot(mem["active_context"], mem[col], marker=marker, color=color, label=label)
     ax.set_xscale("log")
     ax.set_xlabel("active context at the profiled step (tokens)")

@@ -11,8 +11,10 @@ import numpy as np
 import pandas as pd
 
 from slimlib.experiments.outputs.plotting import (
+    COMPONENT_COLORS,
     DOUBLE_COLUMN_IN,
-    OKABE_ITO,
+    REGIME_COLORS,
+    REGIME_TEXT_COLOR,
     batch_axis,
     length_color,
     model_style,
@@ -211,9 +213,9 @@ def fig05_decode_breakdown(breakdown: pd.DataFrame, breakdown_context: int):
     x = np.arange(len(at))
     bottom = np.zeros(len(at))
     parts = [
-        ("attention_share", "attention", OKABE_ITO[5]),
-        ("gemm_share", "dense GEMMs (QKV/out proj., FFN)", OKABE_ITO[4]),
-        ("other_share", "other (norms, RoPE, act., add)", OKABE_ITO[7]),
+        ("attention_share", "attention", COMPONENT_COLORS["attention"]),
+        ("gemm_share", "dense GEMMs (QKV/out proj., FFN)", COMPONENT_COLORS["gemm"]),
+        ("other_share", "other (norms, RoPE, act., add)", COMPONENT_COLORS["other"]),
     ]
     for col, label, color in parts:
         axes[0].bar(x, 100 * at[col].to_numpy(), bottom=bottom, color=color, label=label, width=0.7)
@@ -246,10 +248,10 @@ def fig06_attention_roofline(table1: pd.DataFrame, gpu, batch_sizes: list[int], 
     ridge = float(roofline.ridge_point(gpu.peak_flops, gpu.mem_bw))
     ax = axes[0]
     ax.loglog(ai_grid, roof / 1e12, color="black", lw=1.2)
-    ax.axvspan(ai_grid[0], ridge, color="#D55E00", alpha=0.08, lw=0)
-    ax.axvspan(ridge, ai_grid[-1], color="#009E73", alpha=0.08, lw=0)
-    ax.text(0.6, 0.08, "memory-bound", fontsize=6, color="#D55E00")
-    ax.text(ridge * 1.5, gpu.peak_flops / 1e12 * 1.3, "compute-bound", fontsize=6, color="#009E73")
+    ax.axvspan(ai_grid[0], ridge, color=REGIME_COLORS["memory-bound"], alpha=0.25, lw=0)
+    ax.axvspan(ridge, ai_grid[-1], color=REGIME_COLORS["compute-bound"], alpha=0.25, lw=0)
+    ax.text(0.6, 0.08, "memory-bound", fontsize=6, color=REGIME_TEXT_COLOR)
+    ax.text(ridge * 1.5, gpu.peak_flops / 1e12 * 1.3, "compute-bound", fontsize=6, color=REGIME_TEXT_COLOR)
     bcolors = dict(
         zip(batch_sizes, plt.get_cmap("plasma")(np.linspace(0, 0.85, len(batch_sizes))), strict=True)
     )

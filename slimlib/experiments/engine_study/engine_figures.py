@@ -6,29 +6,47 @@ repeat 0) and returns the Figure.
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from slimlib.experiments.outputs.plotting import (
-    HOUSE_COLORS,
+    ENGINE_MODEL_STYLES,
     batch_axis,
+    length_color,
     model_style,
     new_figure,
-    ol_style,
     plain_log_axis,
 )
-from slimlib.registry.engine_models import ENGINE_MODELS
 
 __all__ = ["fig01_engine_plateau", "fig02_engine_saturation", "fig03_engine_phases"]
 
-_IL_STYLES = {128: ("#0072B2", "o"), 512: ("#D55E00", "s"), 1024: ("#009E73", "^"), 2048: ("#CC79A7", "D")}
-_OL_STYLES = {32: ("#E69F00", "v"), 64: ("#009E73", "<"), 128: ("#56B4E9", "P"), 256: ("#0072B2", "X"),
-              512: ("#D55E00", "*")}  # fmt: skip
-_MODEL_STYLES = {m: (HOUSE_COLORS[i], "osD^"[i % 4]) for i, m in enumerate(ENGINE_MODELS)}
+#: Token lengths of the engine campaign (input and output alike) span this range of the sequential length colours.
+_LENGTH_RANGE = (32.0, 2048.0)
+_LENGTH_MARKERS = ["v", "<", "o", "P", "s", "X", "^", "*", "D"]  # one per power of two from 32
+
+
+def length_style(length: float) -> tuple[str, str]:
+    """(colour, marker) of an input or output length in the engine figures: the house's sequential length colours
+    (viridis, short dark, long light) over 32-2048 tokens, a marker per power of two; IL and OL of one value look
+    alike (a length is a length)."""
+    i = int(round(np.log2(max(float(length), 1.0)) - 5))
+    return length_color(length, *_LENGTH_RANGE), _LENGTH_MARKERS[i % len(_LENGTH_MARKERS)]
 
 
 def engine_model_style(model: str) -> tuple[str, str]:
     """(colour, marker) of a model of the engine family (distinct per size), else the house style."""
-    return _MODEL_STYLES.get(model) or model_style(model)
+    return ENGINE_MODEL_STYLES.get(model) or model_style(model)
+
+
+def _row_legend(axes_row, **kw) -> None:
+    """One legend on the row's first panel listing every series drawn in any panel of the row (by label, in
+    increasing length), so a length drawn only for some models is still named."""
+    handles: dict[str, object] = {}
+    for ax in axes_row:
+        for h, lab in zip(*ax.get_legend_handles_labels(), strict=True):
+            handles.setdefault(lab, h)
+    labels = sorted(handles, key=lambda lab: float(lab.split("=")[1].split()[0]))
+    axes_row[0].legend([handles[k] for k in labels], labels, **kw)
 
 
 def _first(runs: pd.DataFrame) -> pd.DataFrame:
@@ -69,13 +87,13 @@ def fig02_engine_saturation(runs: pd.DataFrame, models: list[str], il: int = 128
     for j, m in enumerate(models):
         g = r[r["model"] == m]
         for o in sorted(g.loc[g["input_len"] == il, "output_len"].unique()):
-            color, marker = _OL_STYLES.get(int(o)) or ol_style(o)
+            color, marker = length_style(o)
             c = g[(g["input_len"] == il) & (g["output_len"] == o)]
             axes[0, j].plot(
                 c["batch_size"], c["throughput_tok_s"], marker=marker, color=color, label=f"OL={o}"
             )
         for i in sorted(g.loc[g["output_len"] == ol, "input_len"].unique()):
-            color, marker = _IL_STYLES.get(int(i), ("#000000", "D"))
+            color, marker = length_style(i)
             c = g[(g["input_len"] == i) & (g["output_len"] == ol)]
             axes[1, j].plot(
                 c["batch_size"], c["throughput_tok_s"], marker=marker, color=color, label=f"IL={i}"
@@ -86,8 +104,8 @@ def fig02_engine_saturation(runs: pd.DataFrame, models: list[str], il: int = 128
         axes[1, j].set_xlabel("batch cap B")
     axes[0, 0].set_ylabel(f"throughput (tok/s), IL={il}")
     axes[1, 0].set_ylabel(f"throughput (tok/s), OL={ol}")
-    axes[0, 0].legend(fontsize="x-small", loc="upper left")
-    axes[1, 0].legend(fontsize="x-small", loc="upper left")
+    for row in (0, 1):
+        _row_legend(axes[row], fontsize="x-small", loc="upper left")
     return fig
 
 
@@ -98,7 +116,7 @@ def fig03_engine_phases(runs: pd.DataFrame, model: str, ol: int = 256):
     r = _first(runs)
     g = r[(r["model"] == model) & (r["output_len"] == ol)]
     for i in sorted(g["input_len"].unique()):
-        color, marker = _IL_STYLES.get(int(i), ("#000000", "D"))
+        color, marker = length_style(i)
         c = g[g["input_len"] == i]
         ttft = c["mean_ttft_ms"] / 1000.0
         decode = c["e2e_s"] - ttft

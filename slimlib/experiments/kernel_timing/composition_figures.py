@@ -21,16 +21,17 @@ from slimlib.experiments.kernel_timing.composition import (
     gemm_bytes,
     gemm_flops,
 )
-from slimlib.experiments.outputs.plotting import OKABE_ITO, new_figure
+from slimlib.experiments.outputs.plotting import COMPONENT_COLORS, batch_color, new_figure
 from slimlib.registry.gpus import gpu_label
 
 #: kernel-table system -> the GPU registry's label of its GPU
 GPU_LABEL = {system: gpu_label(spec["gpu"]) for system, spec in SYSTEMS.items()}
+#: kernel groups of the decode step: (column, legend, colour of `plotting.COMPONENT_COLORS`, not a method's)
 _PARTS = (
-    ("attention", "decode attention", OKABE_ITO[5]),
-    ("proj_gemm", "QKV + out proj. GEMMs", OKABE_ITO[1]),
-    ("ffn_gemm", "FFN GEMMs", OKABE_ITO[4]),
-    ("lm_head", "LM head GEMM", OKABE_ITO[7]),
+    ("attention", "decode attention", COMPONENT_COLORS["attention"]),
+    ("proj_gemm", "QKV + out proj. GEMMs", COMPONENT_COLORS["proj_gemm"]),
+    ("ffn_gemm", "FFN GEMMs", COMPONENT_COLORS["ffn_gemm"]),
+    ("lm_head", "LM head GEMM", COMPONENT_COLORS["lm_head"]),
 )
 
 
@@ -97,13 +98,21 @@ def plot_breakdown(ax, df: pd.DataFrame, x: str, cross=None):
     ax.set_ylabel("share of decode step (%)")
     if cross is not None and np.isfinite(cross):
         xs = df[x].to_numpy(float)
-        j = np.interp(np.log(cross), np.log(xs), pos)
-        ax.axvline(j, color="black", ls="--", lw=0.9)
-        # named above the axes (on a top tick), never over the bars; the measured B are categories, so the line
-        # sits where log(B) interpolates between its two neighbours
-        top = ax.secondary_xaxis("top")
-        top.set_ticks([j], [f"attention > GEMMs from B ≈ {cross:.0f} (log-interpolated)"], fontsize=5)
-        top.tick_params(length=2, pad=1)
+        # the measured B are categories: the line goes in the gap before the first bar at or above the crossover
+        # (every bar right of it has attention > GEMMs), never through a bar whose B is not the crossover
+        after = np.flatnonzero(xs >= cross)
+        if len(after):
+            j = pos[after[0]] - 0.5
+            ax.axvline(j, color="black", ls="--", lw=0.9)
+            where = (
+                f"between B = {xs[after[0] - 1]:.0f} and {xs[after[0]]:.0f}"
+                if after[0]
+                else "from the first bar"
+            )
+            text = f"attention > GEMMs from B ≈ {cross:.0f} ({where})"
+            top = ax.secondary_xaxis("top")  # named above the axes (on a top tick), never over the bars
+            top.set_ticks([j], [text], fontsize=5)
+            top.tick_params(length=2, pad=1)
 
 
 # ------------------------------------------------------------------------------------------- Fig. 6, Table I
@@ -216,9 +225,9 @@ def plot_length_panels(axes, sweep: pd.DataFrame, il_fixed: int, ol_fixed: int, 
         ax = axes[col]
         ax.set_title(f"{fixed_col.split('_')[0]} length {fixed}", fontsize=7)
         if kind == "throughput":
-            for i, b in enumerate(bs):
+            for b in bs:
                 g = sub[sub["batch_size"] == b].sort_values(x)
-                color = [c for j, c in enumerate(OKABE_ITO) if j != 3][i % 7]  # no yellow on white
+                color = batch_color(b)  # batch sizes: the sequential plasma colours of every figure
                 ax.plot(g[x], g["throughput_tok_s"] / 1e3, marker="o", ms=3, color=color, label=f"B={b}")
             ax.set_xscale("log", base=2)
             ax.set_ylabel("throughput (k tok/s)")
@@ -227,8 +236,10 @@ def plot_length_panels(axes, sweep: pd.DataFrame, il_fixed: int, ol_fixed: int, 
             bmax = max(full)
             g = sub[sub["batch_size"] == bmax].sort_values(x)
             pos = np.arange(len(g))
-            ax.bar(pos, g["prefill_s"], color=OKABE_ITO[1], label="prefill")
-            ax.bar(pos, g["decode_s"], bottom=g["prefill_s"], color=OKABE_ITO[5], label="decode")
+            ax.bar(pos, g["prefill_s"], color=COMPONENT_COLORS["prefill"], label="prefill")
+            ax.bar(
+                pos, g["decode_s"], bottom=g["prefill_s"], color=COMPONENT_COLORS["decode"], label="decode"
+            )
             ax.set_xticks(pos, [str(v) for v in g[x]], rotation=45)
             ax.set_ylabel(f"E2E at B={bmax} (s)")
         ax.set_xlabel(x.replace("_len", " length") + " (tokens)")

@@ -26,7 +26,7 @@ from slimlib.experiments.kernel_timing.moe_mla_terms import (
     roofline_time,
     weight_bytes,
 )
-from slimlib.experiments.outputs.plotting import OKABE_ITO
+from slimlib.experiments.outputs.plotting import category_color
 from slimlib.experiments.outputs.uncertainty import N_BOOT, ape, bootstrap_mean_ci
 from slimlib.registry.gpus import get_gpu, gpu_label
 from slimlib.registry.precision import kv_bytes_per_element
@@ -273,7 +273,7 @@ def plot_moe_check(ax, points: pd.DataFrame, gpu: str, dtype: str, shapes: list[
         s = sel[sel["shape"] == shape]
         if len(s) == 0:
             raise DataError(f"no MoE points of shape {shape!r} on {gpu} {dtype}")
-        c = OKABE_ITO[i % len(OKABE_ITO)]
+        c = category_color(i)
         ax.plot(s["num_tokens"], s["latency_ms"], "o", ms=2.5, color=c, label=f"{shape} measured")
         ax.plot(s["num_tokens"], s["modelled_ms"], "-", lw=1, color=c, label=f"{shape} term")
         ax.axvline(float(s["knee_tokens"].iloc[0]), color=c, ls=":", lw=0.8)
@@ -298,7 +298,7 @@ def plot_mla_check(ax, points: pd.DataFrame, gpu: str, kv_dtype: str, heads: lis
         if len(s) == 0:
             raise DataError(f"no MLA decode points with {h} heads, batch {batch} on {gpu} {kv_dtype}")
         s = s[s["gemm_type"] == s["gemm_type"].iloc[0]]
-        c = OKABE_ITO[i % len(OKABE_ITO)]
+        c = category_color(i)
         ax.plot(s["context"], s["latency_ms"], "o", ms=2.5, color=c, label=f"{h} heads measured")
         ax.plot(s["context"], s["modelled_ms"], "-", lw=1, color=c, label=f"{h} heads term")
     ax.set_xscale("log", base=2)
@@ -320,7 +320,7 @@ def plot_a2a(ax, a2a: pd.DataFrame, hidden: int, top_k: int, n_experts: int, pha
     for (gpu, backend, sms), s in sel.groupby(["gpu", "comm_backend", "sms"], sort=True):
         s = s.sort_values("num_tokens")
         ax.plot(s["num_tokens"], s["latency_us"], styles.get(str(backend), "-"), marker="o", ms=2, lw=1,
-                color=OKABE_ITO[gpus.index(gpu) % len(OKABE_ITO)],
+                color=category_color(gpus.index(gpu)),
                 label=f"{gpu_label(str(gpu))} {backend}" + (f" {sms} SMs" if sms else ""))  # fmt: skip
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")

@@ -28,9 +28,11 @@ from slimlib.io import write_bytes, write_text
 OKABE_ITO = ["#E69F00", "#56B4E9", "#009E73", "#F0E442", "#0072B2", "#D55E00", "#CC79A7", "#000000"]
 #: The house colours: Okabe-Ito without yellow (#F0E442 has too little contrast on white), blue first.
 HOUSE_COLORS = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000"]
-# One meaning per colour family across figures: the Okabe-Ito hues of METHOD_STYLES mean estimators; models take
-# earth tones (brown OPT, purple Llama-2, darker = larger); lengths take the sequential viridis map (short dark,
-# long light). No figure uses one family for another meaning.
+# One meaning per colour family across figures: the Okabe-Ito hues of METHOD_STYLES mean estimators (Tol muted:
+# peer estimators); models take earth tones (brown OPT, purple Llama-2, slate for the engine's GQA family, darker =
+# larger); lengths take the sequential viridis map (short dark, long light), batch sizes plasma; kernel groups and
+# phases COMPONENT_COLORS; scenarios and other categories CATEGORY_COLORS. No non-method series takes a method colour
+# (`tests/test_plotting_colours.py` checks every map).
 #: Model -> (colour, marker): brown OPT, purple Llama-2 (darker = larger), and a distinct marker for each.
 MODEL_STYLES = {
     "opt-1.3b": ("#BF812D", "o"),
@@ -62,18 +64,60 @@ METHOD_STYLES = {
     "llm-analysis": ("#332288", (0, (2, 2))),
     "aiconfigurator": ("#44AA99", (0, (8, 2, 2, 2))),
 }
-#: Scenario (train/validation design) colours: Paul Tol's vibrant scheme without grey, none a method's, model's or
-#: length's colour; with `SCENARIO_MARKERS` (cycled together) every scenario gets its own colour-marker pair.
-SCENARIO_COLORS = ["#0077BB", "#EE7733", "#009988", "#EE3377", "#33BBEE", "#CC3311"]
+#: Qualitative colours of non-method categories (scenarios, SLO levels, deployments, GPUs): ten saturated hues
+#: from ColorBrewer Set1/Dark2, matplotlib tab10 and Tol dark, each at least 20 CIELAB units from every colour of
+#: METHOD_STYLES and METHOD_FALLBACK_COLORS and 25 from one another, so none reads as a method.
+CATEGORY_COLORS = ["#E41A1C", "#17BECF", "#2CA02C", "#9467BD", "#BCBD22", "#E7298A", "#222255", "#7F7F7F",
+                   "#666633", "#225555"]  # fmt: skip
+#: Scenario (train/validation design) colours: the category colours, one per scenario (the evaluation has 8);
+#: with `SCENARIO_MARKERS` every scenario gets its own colour-marker pair.
+SCENARIO_COLORS = CATEGORY_COLORS
 SCENARIO_MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*", "h", "p"]
+#: SLO level -> colour (category colours).
+SLO_COLORS = {"tight": CATEGORY_COLORS[0], "loose": CATEGORY_COLORS[1]}
+#: Kernel group, serving phase or hardware counter -> colour of its bars: Tol light and dark shades, none a
+#: method's colour; one component keeps its colour in every breakdown (attention salmon, GEMMs dark teal).
+COMPONENT_COLORS = {
+    "attention": "#EE8866",
+    "gemm": "#225555",
+    "ffn_gemm": "#225555",
+    "proj_gemm": "#99DDFF",
+    "lm_head": "#666633",
+    "norm_elementwise": "#EEDD88",
+    "other": "#BBBBBB",
+    "prefill": "#BBCC33",
+    "decode": "#222255",
+    "tensor": "#225555",
+    "sm_issue": "#666633",
+    "dram": "#EE8866",
+}
+#: Roofline regime -> shading colour (light, drawn with low alpha; labels in REGIME_TEXT_COLOR).
+REGIME_COLORS = {"memory-bound": "#FFAABB", "compute-bound": "#BBCC33"}
+REGIME_TEXT_COLOR = "#444444"
+#: Models of the CPU-engine campaign (`slimlib.registry.engine_models`): earth tones as in MODEL_STYLES, OPT
+#: shapes / 8 in browns and the Qwen3-style GQA family in slate greys, darker = larger, a marker each.
+ENGINE_MODEL_STYLES = {
+    "opt-1.3b-s8": ("#C8A064", "o"),
+    "opt-2.7b-s8": ("#A6611A", "s"),
+    "opt-6.7b-s8": ("#70400C", "D"),
+    "opt-13b-s8": ("#3F2406", "^"),
+    "qwen3s-h512": ("#8FA3B5", "v"),
+    "qwen3s-h768": ("#5C7389", "P"),
+    "qwen3s-h1024": ("#2F4558", "X"),
+}
 
 
 def scenario_styles(names) -> dict[str, tuple[str, str]]:
-    """(colour, marker) of each scenario name, in the order given."""
+    """(colour, marker) of each scenario name, in the order given (distinct for up to 10 scenarios)."""
     return {
         n: (SCENARIO_COLORS[i % len(SCENARIO_COLORS)], SCENARIO_MARKERS[i % len(SCENARIO_MARKERS)])
         for i, n in enumerate(dict.fromkeys(names))
     }
+
+
+def category_color(i: int) -> str:
+    """The `i`-th category colour (cycled)."""
+    return CATEGORY_COLORS[int(i) % len(CATEGORY_COLORS)]
 
 
 #: Colours of estimators neither map lists (Tol muted): none is a colour of METHOD_STYLES.
@@ -111,6 +155,15 @@ def length_color(length: float, lo: float = 64.0, hi: float = 4096.0) -> str:
 
     x = (np.log(max(float(length), lo)) - np.log(lo)) / (np.log(hi) - np.log(lo))
     return str(to_hex(mpl.colormaps["viridis"](0.85 * float(np.clip(x, 0.0, 1.0)))))
+
+
+def batch_color(batch_size: float, lo: float = 1.0, hi: float = 1024.0) -> str:
+    """Sequential (plasma, 0-0.85) colour of a batch size on a log scale from `lo` to `hi`: the one colour family
+    for batch sizes in every figure (not viridis, which means lengths)."""
+    from matplotlib.colors import to_hex
+
+    x = (np.log(max(float(batch_size), lo)) - np.log(lo)) / (np.log(hi) - np.log(lo))
+    return str(to_hex(mpl.colormaps["plasma"](0.85 * float(np.clip(x, 0.0, 1.0)))))
 
 
 def method_style(method: str) -> tuple[str, object]:
@@ -323,7 +376,9 @@ def table_to_latex(
     notes=(),
     na="n/a (no data)",
 ) -> str:
-    """A paper-ready booktabs `tabular` of `df` (needs `table_format.LATEX_PACKAGES`), for `\\input` in a table."""
+    """A paper-ready LaTeX table of `df` (needs `table_format.LATEX_PACKAGES`): its own floats (`table`, `table*`, or
+    column and row parts, `slimlib.experiments.outputs.latex`), for `\\input` where the table goes; the caption comes
+    from ``\\def\\slimcaption{...}`` before the `\\input`."""
 
     return T.latex(*_text_table(df, index, digits, columns, na), notes)
 
