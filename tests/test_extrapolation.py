@@ -19,6 +19,7 @@ from slimlib.experiments.accuracy.extrapolation import (
     recommend,
     run_extrapolation_cv,
     signed_pct_error,
+    tied_best,
     wide_table,
     worst_axis,
 )
@@ -144,6 +145,17 @@ def test_recommend_picks_the_best_worst_axis_not_the_best_mean():
     w = worst_axis(t).set_index("method")
     assert w.loc["flexible", "mean_mape_pct"] < w.loc["steady", "mean_mape_pct"]
     assert w.loc["flexible", "worst_cell"] == f"{AXES[2]} / d"
+
+
+def test_a_tie_on_the_worst_axis_goes_to_the_lower_mean():
+    t = _table({"older": [5.0, 9.0, 30.0], "newer": [5.0, 4.0, 30.04], "worse": [1.0, 1.0, 31.0]})
+    name, reason = recommend(t)
+    assert name == "newer"  # 30.04 and 30.0 print as 30.0: a tie, broken by the mean (13.0 < 14.7)
+    assert "tied with older" in reason and "newer 13.0%" in reason and "older 14.7%" in reason
+    assert list(tied_best(t)["method"]) == ["newer", "older"]
+    assert (
+        recommend(_table({"a": [1.0, 2.0, 30.0], "b": [1.0, 1.0, 31.0]}))[0] == "a"
+    )  # no tie: the worst axis
 
 
 def test_signed_error_is_positive_when_over_predicting():

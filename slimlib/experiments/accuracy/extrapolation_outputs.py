@@ -14,6 +14,7 @@ from slimlib.experiments.accuracy.extrapolation import (
     CVResult,
     extrapolation_table,
     recommend,
+    tied_best,
     wide_table,
     worst_axis,
 )
@@ -57,9 +58,18 @@ def recommendation_note(table: pd.DataFrame, best: str) -> str:
         return f"{r['worst_mape_pct']:.1f}% ({r['worst_cell']})"
 
     others = "; ".join(f"{candidate_label(str(m))}: {worst(str(m))}" for m in w.index if m != best)
+    tied = tied_best(table)
+    tie = (
+        f" (tied with {', '.join(candidate_label(str(m)) for m in tied['method'] if m != best)}; chosen by the "
+        "lower mean MAPE over the cells: "
+        + ", ".join(f"{candidate_label(str(r.method))} {r.mean_mape_pct:.1f}%" for r in tied.itertuples())
+        + ")"
+        if len(tied) > 1
+        else ""
+    )
     return (
         f"Recommended by the worst-axis error: {candidate_label(best)}, best worst-axis throughput MAPE "
-        f"{worst(best)}; others: {others or 'none'}."
+        f"{worst(best)}{tie}; others: {others or 'none'}."
     )
 
 
