@@ -56,7 +56,7 @@ def _time_pass(model: str, config: dict[str, Any], tokens: list[int], repeats: i
     for _, k, n in shapes:
         w = torch.randn(n, k, dtype=torch.bfloat16)
         handles.append((ops.create_onednn_mm(w.t(), 32), k))
-    weight_bytes = 2.0 * sum(k * n for _, k, n in shapes)
+    weights = float(sum(k * n for _, k, n in shapes))  # bf16: 2 bytes and, per token, 2 FLOPs each
     out = []
     for m in tokens:
         xs = {k: torch.randn(m, k, dtype=torch.bfloat16) for _, k, _ in shapes}
@@ -73,9 +73,8 @@ def _time_pass(model: str, config: dict[str, Any], tokens: list[int], repeats: i
             times.append(time.perf_counter() - t0)
         times.sort()
         best, median = times[0], times[len(times) // 2]
-        flops = 2.0 * m * weight_bytes / 2.0
-        out.append({"model": model, "tokens": m, "n_gemms": len(shapes), "weight_bytes": weight_bytes,
-                    "flops": flops, "best_s": best, "median_s": median, "repeats": repeats})  # fmt: skip
+        out.append({"model": model, "tokens": m, "n_gemms": len(shapes), "weight_bytes": 2.0 * weights,
+                    "flops": 2.0 * m * weights, "best_s": best, "median_s": median, "repeats": repeats})  # fmt: skip
     return out
 
 

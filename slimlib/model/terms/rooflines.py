@@ -192,10 +192,10 @@ ROOF_SEQUENCE_OVERHEAD = Term(
 
 def _step_gemm(all_weights: bool, measured_roof: bool = False) -> TimeFn:
     def times(p: Params, f: Features, hw: GPU) -> Times:
-        if measured_roof and hw.decode_gemm_flops:
+        if measured_roof and hw.decode_gemm_flops:  # the measured roof holds its efficiency: eta 1
             flops = f["batch_size"] * (dense_linear_flops_per_token(f) + f["lm_head_flops_per_token"])
-            compute = flops / hw.decode_gemm_flops
-            return Times(step=np.maximum(compute, f["dense_weight_bytes"] / (p["eta_w"] * hw.mem_bw)))
+            roof = roofline(flops, f["dense_weight_bytes"], hw.decode_gemm_flops, hw.mem_bw, 1.0, p["eta_w"])
+            return Times(step=roof)
         per_token = (
             2.0 * f["dense_weight_bytes"] / f["bytes_per_weight"]
             if all_weights
