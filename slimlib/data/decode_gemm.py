@@ -15,8 +15,6 @@ every model's pass is compute-bound: the roof of the decode GEMMs' roofline
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
-import io
 import json
 import os
 import resource
@@ -29,8 +27,8 @@ from typing import Any
 
 import pandas as pd
 
+from slimlib.data.manifest_folder import read_manifest_table, write_manifest_folder
 from slimlib.errors import DataError
-from slimlib.io import atomic_folder
 from slimlib.kit import decode_gemm_bench
 from slimlib.kit.cpu_microbench import host_facts
 from slimlib.kit.host_load import load_split, take_snapshot
@@ -114,38 +112,13 @@ def run_decode_gemm(
 
 def write_decode_gemm(out: str | Path, table: pd.DataFrame, manifest: dict[str, Any]) -> Path:
     """``decode_gemm.csv`` and ``manifest.json`` (with the table's sha256) into folder `out`, together."""
-    buf = io.StringIO()
-    table.to_csv(buf, index=False, float_format="%.6g", lineterminator="\n")
-    text = buf.getvalue()
-    manifest = {
-        **manifest,
-        "files": [{"file": TABLE_FILE, "sha256": hashlib.sha256(text.encode()).hexdigest()}],
-    }
-    with atomic_folder(out, replaces=(TABLE_FILE, "manifest.json")) as tmp:
-        (tmp / TABLE_FILE).write_text(text, encoding="utf-8")
-        (tmp / "manifest.json").write_text(
-            json.dumps(manifest, indent=1, sort_keys=True) + "\n", encoding="utf-8"
-        )
-    return Path(out)
+    return write_manifest_folder(out, TABLE_FILE, table, manifest)
 
 
 def read_decode_gemm(folder: str | Path = COMMITTED) -> pd.DataFrame:
     """The table of a benchmark folder, checked against its manifest's sha256; DataError naming what is wrong."""
-    folder = Path(folder)
-    path, mpath = folder / TABLE_FILE, folder / "manifest.json"
-    for p in (path, mpath):
-        if not p.is_file():
-            raise DataError(f"{p}: missing; run `slim bench gemm --out {folder}`")
-    text = path.read_bytes()
-    want = {f["file"]: f["sha256"] for f in json.loads(mpath.read_text(encoding="utf-8")).get("files", [])}
-    if want.get(TABLE_FILE) != hashlib.sha256(text).hexdigest():
-        raise DataError(
-            f"{path}: sha256 differs from {mpath.name}; the table was changed after the benchmark"
-        )
-    df = pd.read_csv(io.BytesIO(text))
-    missing = [c for c in COLUMNS if c not in df.columns]
-    if missing:
-        raise DataError(f"{path}: missing column(s) {missing}")
+    df = read_manifest_table(folder, TABLE_FILE, COLUMNS, "slim bench gemm")
+    path = Path(folder) / TABLE_FILE
     bad = df[~((df["best_s"] > 0) & (df["flops"] > 0))]
     if len(bad):
         raise DataError(f"{path}: row {int(bad.index[0]) + 2}: best_s and flops must be > 0")

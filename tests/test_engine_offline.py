@@ -1,0 +1,183 @@
+"""The CPU engine's offline campaign (the served configurations on the engine alone): the runner spreads repeats,
+re-runs a run with outside load once and refuses a second, every run passes its physical checks before it is used,
+the committed folder is intact and covers the served grid, and the cross-validation scores it as its own dataset
+(a stand-in engine interpreter here; the real one needs vLLM's CPU build)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import stat
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from slimlib.data import load
+from slimlib.data.engine_offline import (
+    COMMITTED,
+    TABLE_FILE,
+    offline_medians,
+    read_engine_offline,
+    run_engine_offline,
+    write_engine_offline,
+)
+from slimlib.errors import DataError
+from slimlib.experiments.accuracy.extrapolation_folds import build_axis_folds
+from slimlib.experiments.accuracy.scenarios import engine_offline_rows
+from slimlib.experiments.engine_study.offline import paired, served_over_offline
+from slimlib.kit.offline_engine_bench import TOKEN_RANGE, prompt_ids
+
+QUIET = {"cpu_user": 0.5, "cpu_system": 0.0, "cpu_steal": 0.0, "cpu_idle": 0.5, "outside_cpu": 0.0,
+         "outside_load": False}  # fmt: skip
+BUSY = {**QUIET, "outside_cpu": 0.9, "outside_load": True}
+
+
+def _fake_engine(tmp_path, e2e=0.5, tokens_short=0, rc=0):
+    """An interpreter stand-in: prints a version for ``-c``, else one JSON row per run of the spec it is given."""
+    script = tmp_path / "fake-python"
+    script.write_text(
+        f"#!{sys.executable}\nimport json, sys\nif sys.argv[1] == '-c':\n    print('0.0-test'); sys.exit(0)\n"
+        "spec = json.load(open(sys.argv[-1]))\n"
+        "for b, il, ol in spec['runs']:\n"
+        "    print(json.dumps({'model': spec['model'], 'batch_size': b, 'input_len': il, 'output_len': ol,\n"
+        f"        'repeat': spec['repeat'], 'e2e_s': {e2e} * b, 'process_cpu_s': 1.0, 'completed': b,\n"
+        f"        'output_tokens': b * ol - {tokens_short}, 'prompt_tokens': b * il, 'threads': 1}}))\n"
+        f"print('a log line', file=sys.stderr)\nsys.exit({rc})\n",
+        encoding="utf-8",
+    )
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    return str(script)
+
+
+def _models_dir(tmp_path, *models):
+    for m in models:
+        (tmp_path / "models" / m).mkdir(parents=True)
+        (tmp_path / "models" / m / "config.json").write_text("{}", encoding="utf-8")
+    return tmp_path / "models"
+
+
+GRID = pd.DataFrame({"model": ["a", "a", "b"], "batch_size": [1, 4, 2], "input_len": [128, 128, 64],
+                     "output_len": [16, 16, 8]})  # fmt: skip
+
+
+def test_the_runner_spreads_repeats_and_writes_a_checked_table(tmp_path, monkeypatch):
+    import slimlib.data.engine_offline as mod
+
+    monkeypatch.setattr(mod, "load_split", lambda *a, **k: QUIET)
+    said: list[str] = []
+    table, manifest = run_engine_offline(_fake_engine(tmp_path), _models_dir(tmp_path, "a", "b"), GRID, 2,
+                                         say=said.append)  # fmt: skip
+    assert len(table) == 6 and sorted(table["repeat"].unique()) == [0, 1]
+    # repeat-major: every model's repeat 0 before any repeat 1, and repeat 1 runs in reverse order
+    order = [(s.split()[0], s.split()[1], s.split()[2]) for s in said]
+    assert order == [("r0", "a", "B=1"), ("r0", "a", "B=4"), ("r0", "b", "B=2"),
+                     ("r1", "a", "B=4"), ("r1", "a", "B=1"), ("r1", "b", "B=2")]  # fmt: skip
+    assert np.allclose(table["throughput_tok_s"], table["batch_size"] * (table["input_len"] + table["output_len"])
+                       / table["e2e_s"])  # fmt: skip
+    assert manifest["engine_version"] == "0.0-test" and manifest["repeats"] == 2 and manifest["reruns"] == []
+    assert manifest["engine_env"]["OMP_NUM_THREADS"] == "1"  # the served worker's one thread
+    back = read_engine_offline(write_engine_offline(tmp_path / "out", table, manifest))
+    assert (back["checks_failed"] == "").all()
+    med = offline_medians(back, "0.0-test")
+    assert len(med) == 3 and (med["n_repeats"] == 2).all() and med["static_batch"].all()
+
+
+def test_a_run_with_outside_load_is_rerun_once_then_refused(tmp_path, monkeypatch):
+    import slimlib.data.engine_offline as mod
+
+    calls = iter([BUSY, QUIET, QUIET, QUIET])
+    monkeypatch.setattr(mod, "load_split", lambda *a, **k: next(calls))
+    table, manifest = run_engine_offline(_fake_engine(tmp_path), _models_dir(tmp_path, "a", "b"), GRID, 1,
+                                         say=lambda s: None)  # fmt: skip
+    assert manifest["reruns"] == ["a B=1 IL=128 OL=16 r0"] and len(table) == 3
+    assert not table["outside_load"].any()
+    monkeypatch.setattr(mod, "load_split", lambda *a, **k: BUSY)
+    with pytest.raises(DataError, match=r"outside load during a B=1 IL=128 OL=16 repeat 0 and its re-run"):
+        run_engine_offline(_fake_engine(tmp_path), tmp_path / "models", GRID, 1, say=lambda s: None)
+
+
+def test_a_failing_engine_and_a_missing_model_folder_are_one_line(tmp_path):
+    with pytest.raises(
+        DataError, match=r"fake-python: the offline engine run of a failed \(exit 3\): a log line"
+    ):
+        run_engine_offline(
+            _fake_engine(tmp_path, rc=3), _models_dir(tmp_path, "a", "b"), GRID, 1, say=lambda s: None
+        )
+    with pytest.raises(DataError, match=r"nowhere/a: no config.json; write it with `slim bench model a"):
+        run_engine_offline(_fake_engine(tmp_path), tmp_path / "nowhere", GRID, 1, say=lambda s: None)
+
+
+def test_a_run_that_fails_its_physics_is_kept_but_not_used(tmp_path, monkeypatch):
+    import slimlib.data.engine_offline as mod
+
+    monkeypatch.setattr(mod, "load_split", lambda *a, **k: QUIET)
+    table, manifest = run_engine_offline(_fake_engine(tmp_path, tokens_short=1), _models_dir(tmp_path, "a", "b"),
+                                         GRID, 1, say=lambda s: None)  # fmt: skip
+    back = read_engine_offline(write_engine_offline(tmp_path / "out", table, manifest))
+    assert len(back) == 3 and (back["checks_failed"] == "output_tokens").all()
+    assert offline_medians(back, "x").empty
+
+
+def test_a_changed_table_is_refused_naming_the_file(tmp_path):
+    folder = tmp_path / "offline"
+    shutil.copytree(COMMITTED, folder)
+    path = folder / TABLE_FILE
+    path.write_text(path.read_text(encoding="utf-8") + "\n", encoding="utf-8")
+    with pytest.raises(DataError, match=r"runs.csv: sha256 differs from manifest.json"):
+        read_engine_offline(folder)
+    with pytest.raises(DataError, match=r"nothing/runs.csv: missing; run `slim bench offline --out "):
+        read_engine_offline(tmp_path / "nothing")
+
+
+def test_prompts_are_deterministic_distinct_and_inside_every_vocabulary():
+    a, b = prompt_ids(0, 64, 0), prompt_ids(1, 64, 0)
+    assert a == prompt_ids(0, 64, 0) and a != b and a != prompt_ids(0, 64, 1) and len(a) == 64
+    assert (
+        min(a + b) >= TOKEN_RANGE[0] and max(a + b) < TOKEN_RANGE[1] < 6284
+    )  # the smallest engine vocabulary
+
+
+def test_the_committed_campaign_passes_its_checks_and_covers_the_served_grid():
+    runs = read_engine_offline()
+    manifest = json.loads((COMMITTED / "manifest.json").read_text(encoding="utf-8"))
+    assert (runs["checks_failed"] == "").all() and not runs["outside_load"].any()
+    assert set(runs["threads"]) == {1}  # the engine on the one thread its served worker has
+    assert set(runs["repeat"]) == set(range(manifest["repeats"])) and manifest["repeats"] >= 3
+    keys = ["model", "batch_size", "input_len", "output_len"]
+    served = load("engine-cpu-medians")[keys].drop_duplicates()
+    got = runs[keys].drop_duplicates()
+    assert len(got.merge(served)) == len(served) == len(got)
+    rows = engine_offline_rows()
+    assert rows is not None and len(rows) == len(served) and rows["static_batch"].all()
+    # on the served worker's one thread, the engine alone takes the served engine's time: the front end on the other
+    # core costs it nothing beyond the sessions' drift (about 10% between sessions on this host)
+    ratio = paired(load("engine-cpu-medians"), rows)["ratio"]
+    assert len(ratio) == len(served) and 0.9 < ratio.mean() < 1.1 and ratio.between(0.75, 1.4).all()
+
+
+def test_the_cross_validation_scores_the_offline_campaign_on_the_engines_axes():
+    axes = {(a.axis, a.dataset) for a in build_axis_folds()}
+    for axis in ("batch", "batch-knee", "input", "output", "model"):
+        assert (axis, "engine-cpu-offline") in axes
+
+
+def test_the_served_over_offline_table_pairs_identical_configurations():
+    keys = {
+        "model": ["a", "a", "a"],
+        "batch_size": [1, 1, 2],
+        "input_len": [8, 16, 8],
+        "output_len": [4, 4, 4],
+    }
+    served = pd.DataFrame({**keys, "e2e_s": [2.0, 3.0, 5.0]})
+    offline = pd.DataFrame({**keys, "e2e_s": [1.0, 3.0, 4.0]}).iloc[[2, 0, 1]]  # another order
+    table = served_over_offline(
+        served, offline.iloc[:2], n_boot=200, seed=1
+    )  # B = 1, IL = 16 has no offline run
+    assert table[["batch_size", "n_configs"]].values.tolist() == [[1, 1], [2, 1]]
+    assert table["ratio_mean"].tolist() == pytest.approx([2.0, 1.25])
+    full = served_over_offline(served, offline, n_boot=200, seed=1)
+    row = full[full["batch_size"] == 1].iloc[0]
+    assert row["n_configs"] == 2 and row["ratio_mean"] == pytest.approx(1.5)
+    assert row["ratio_lo"] <= 1.5 <= row["ratio_hi"] and (row["ratio_min"], row["ratio_max"]) == (1.0, 2.0)
