@@ -19,6 +19,9 @@ Axes (`AXES`) and the datasets that support them (every split is defined by conf
 * ``device``: fit one AMD device's rows, transfer the parameter file (`slimlib.model.gpu_transfer`), validate the
   other device, both directions (LLM-Inference-Bench: the only dataset with two devices).
 * ``tp``: per device, fit the one-device TP degree, validate the larger degrees (LLM-Inference-Bench).
+
+The CPU engine's offline campaign (``engine-cpu-offline``: the served campaign's configurations on the engine
+alone, no API server or benchmark client sharing the 2-core host) takes the CPU engine's folds of every axis.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from slimlib.experiments.accuracy.scenarios import (
     context_scenario,
     device_rows,
     engine_eval_rows,
+    engine_offline_rows,
     llmib_table,
     offline_table,
     online_table,
@@ -52,6 +56,8 @@ DATASETS = {
     "memgap-online": "vLLM 0.5.2, H100, online advisor sweep (data/memgap-online.csv)",
     "memgap-offline": "vLLM 0.5.2, H100, offline batches (data/memgap-offline.csv)",
     "engine-cpu": "vLLM CPU engine campaign, medians over passing repeats (data/engine-cpu-medians.csv)",
+    "engine-cpu-offline": "the same configurations on the engine alone, offline LLM.generate, no server or client "
+    "(data/engine-cpu-offline)",
     "llmib": "LLM-Inference-Bench, vLLM 0.6.1, MI300X/MI250 (data/llmib-runs.csv)",
 }
 #: batch axis: largest fitted and smallest validated batch size
@@ -145,14 +151,23 @@ def build_axis_folds(
     offline: pd.DataFrame | None = None,
     engine: pd.DataFrame | None = None,
     llmib: pd.DataFrame | None = None,
+    engine_offline: pd.DataFrame | None = None,
 ) -> list[AxisFolds]:
     """Every (axis, dataset) of the protocol with its folds, in `AXES` order; tables default to the committed data
-    (the CPU engine only where ``engine-cpu-medians`` exists). A table given as an empty frame is skipped."""
+    (the CPU engine only where ``engine-cpu-medians`` exists, its offline campaign where ``data/engine-cpu-offline``
+    does; `engine_offline` in `engine_offline_rows`' layout). A table given as an empty frame is skipped."""
     on = online_table() if online is None else online
     off = offline_table() if offline is None else offline
     eng = (engine_eval_rows() if available(ENGINE_TABLE) else None) if engine is None else engine
     lib = llmib_table() if llmib is None else llmib
-    tables = {"memgap-online": on, "memgap-offline": off, "engine-cpu": eng, "llmib": lib}
+    eoff = engine_offline_rows() if engine_offline is None else engine_offline
+    tables = {
+        "memgap-online": on,
+        "memgap-offline": off,
+        "engine-cpu": eng,
+        "engine-cpu-offline": eoff,
+        "llmib": lib,
+    }
     tables = {k: v for k, v in tables.items() if v is not None and len(v)}
     out: list[AxisFolds] = []
 
@@ -166,7 +181,7 @@ def build_axis_folds(
         ("batch", batch_split, batch_design),
         ("batch-knee", knee_split, knee_design),
     ):
-        for name in ("memgap-online", "memgap-offline", "engine-cpu"):
+        for name in ("memgap-online", "memgap-offline", "engine-cpu", "engine-cpu-offline"):
             if name in POOLED:
                 add(axis, name, design.replace("per model", "all models in one fit"),
                     _one("all models", *split(tables[name])) if name in tables else [])  # fmt: skip
@@ -175,18 +190,13 @@ def build_axis_folds(
     if "llmib" in tables:
         folds = [f for label, d in _device_groups(lib) for f in _per_model(d, knee_split, f"{label} ")]
         add("batch-knee", "llmib", knee_design + " (one device's TP degree)", folds)
-    if "engine-cpu" in tables:
-        folds = _per_model(eng, _largest_len("input_len"))
-        add(
-            "input", "engine-cpu", "per model: fit the shorter ILs, validate the longest IL (every OL)", folds
-        )
-        folds = _per_model(eng, _largest_len("output_len"))
-        add(
-            "output",
-            "engine-cpu",
-            "per model: fit the shorter OLs, validate the longest OL (every IL)",
-            folds,
-        )
+    for name in ("engine-cpu", "engine-cpu-offline"):
+        if name in tables:
+            t = tables[name]
+            add("input", name, "per model: fit the shorter ILs, validate the longest IL (every OL)",
+                _per_model(t, _largest_len("input_len")))  # fmt: skip
+            add("output", name, "per model: fit the shorter OLs, validate the longest OL (every IL)",
+                _per_model(t, _largest_len("output_len")))  # fmt: skip
     if "memgap-online" in tables:
         add("output", "memgap-online", "per model: fit OL 130-390, validate OL 520",
             _per_model(on, _largest_len("output_len")))  # fmt: skip
@@ -197,7 +207,7 @@ def build_axis_folds(
             "IL = OL, per device: fit L <= 256, validate L >= 512",
             context_scenario(lib).folds,
         )
-    for name in ("memgap-online", "memgap-offline", "engine-cpu"):
+    for name in ("memgap-online", "memgap-offline", "engine-cpu", "engine-cpu-offline"):
         if name in tables:
             tr, te = largest_split(tables[name])
             add(

@@ -29,6 +29,8 @@ import numpy as np
 import pandas as pd
 
 from slimlib.data import available, load
+from slimlib.data.engine_offline import COMMITTED as OFFLINE_DIR
+from slimlib.data.engine_offline import offline_medians, read_engine_offline
 from slimlib.errors import DataError, UnknownNameError, close_matches_message
 from slimlib.experiments.characterization.knees import LINEAR_GAIN, linear_regime
 from slimlib.model import equations as eq
@@ -425,6 +427,28 @@ def engine_eval_rows(medians: pd.DataFrame | None = None) -> pd.DataFrame:
         True  # B equal requests sent together at --max-concurrency B: they grow to IL + OL together
     )
     out["source"] = "engine-cpu"
+    return _finish(out)
+
+
+def engine_offline_rows(medians: pd.DataFrame | None = None) -> pd.DataFrame | None:
+    """The offline CPU-engine campaign (``data/engine-cpu-offline``: the served campaign's configurations on the
+    engine alone, `slimlib.data.engine_offline`), medians over passing repeats, in the scenario layout of
+    `engine_eval_rows` (static batches, chunked prefill, the campaign's KV space); None where the folder is absent."""
+    if medians is None:
+        if not (OFFLINE_DIR / "manifest.json").is_file():
+            return None
+        medians = offline_medians(read_engine_offline(OFFLINE_DIR), "")
+    out = pd.DataFrame({
+        "model": medians["model"].astype(str), "gpu": medians["gpu"].astype(str),
+        **{c: medians[c].astype(float) for c in ("batch_size", "input_len", "output_len", "throughput_tok_s", "e2e_s")},
+    })  # fmt: skip
+    out["gpu_blocks"] = cpu_kv_blocks(out["model"])
+    out["block_size"] = float(DEFAULT_BLOCK_SIZE)
+    out["chunked_prefill"] = True
+    out["static_batch"] = True  # one LLM.generate call of B prompts
+    out["mean_ttft_ms"] = np.nan  # LLM.generate's batch has no streamed client timings
+    out["mean_itl_ms"] = np.nan
+    out["source"] = "engine-cpu-offline"
     return _finish(out)
 
 

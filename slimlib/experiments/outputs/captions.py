@@ -571,6 +571,17 @@ CAPTIONS: dict[str, Caption] = {
         "exchangeable) and of a single run from the median.",
         ENGINE_CPU,
     ),
+    "engine_served_vs_offline": Caption(
+        "",
+        "extension (not in the paper)",
+        "The CPU engine behind its OpenAI server against the engine alone: per model and batch size, the mean over "
+        "the lengths both campaigns ran of the served median E2E over the offline median E2E (`slim bench offline`: "
+        "the same configurations, one static batch of `LLM.generate` in one process on the one OMP thread the served "
+        "engine's worker has, no API server or benchmark client on the 2-core host), with a bootstrap 95% interval "
+        "over those configurations and the range: what the serving front end costs the engine on this host, "
+        "measured.",
+        f"{ENGINE_CPU}; the offline campaign `data/engine-cpu-offline/` (runs and manifest)",
+    ),
     "engine_rerun_check": Caption(
         "",
         "extension (not in the paper)",
@@ -723,6 +734,7 @@ NOTEBOOK_OUTPUTS: dict[str, tuple[str, ...]] = {
     "11_engine_cpu": (
         "engine_noise_floor",
         "engine_rerun_check",
+        "engine_served_vs_offline",
         "fig01_engine_plateau",
         "fig02_engine_saturation",
         "fig03_engine_phases",
