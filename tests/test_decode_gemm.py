@@ -9,12 +9,14 @@ import shutil
 import stat
 import sys
 
+import numpy as np
 import pandas as pd
 import pytest
 
 from slimlib.data.decode_gemm import (
     COMMITTED,
     TABLE_FILE,
+    decode_gemm_curve,
     decode_gemm_flops,
     read_decode_gemm,
     run_decode_gemm,
@@ -58,6 +60,12 @@ def test_the_committed_table_is_physical_and_gives_the_registrys_roof():
         (by_model.loc[256] / by_model.loc[128]).between(1.7, 2.3).all()
     )  # and about twice for twice the tokens
     assert cpu.decode_gemm_flops == pytest.approx(decode_gemm_flops(table), rel=5e-4)
+    curve = decode_gemm_curve(table)
+    assert [m for m, _ in cpu.decode_gemm_curve] == [m for m, _ in curve] == sorted(set(table["tokens"]))
+    np.testing.assert_allclose([s for _, s in cpu.decode_gemm_curve], [s for _, s in curve], rtol=5e-5)
+    one = table[table["tokens"] == 32]  # bf16: weight_bytes / 2 weights
+    assert dict(curve)[32] == pytest.approx(float((one["best_s"] / (one["weight_bytes"] / 2)).median()))
+    assert dict(curve)[256] > 1.8 * dict(curve)[128]  # compute-bound at the end: the extension's slope
     top = table[table["tokens"] == table["tokens"].max()]
     assert decode_gemm_flops(table) == pytest.approx(float((top["flops"] / top["best_s"]).median()))
 
@@ -101,6 +109,9 @@ def test_the_runner_writes_the_scripts_rows_with_a_manifest(tmp_path):
     back = read_decode_gemm(out)
     pd.testing.assert_frame_equal(back, table, check_dtype=False)
     assert decode_gemm_flops(back) == pytest.approx(8e6 / 2e-4)
+    assert decode_gemm_curve(back) == ((4, pytest.approx(1e-4 / 5e5)), (8, pytest.approx(2e-4 / 5e5)))
+    with pytest.raises(DataError, match="1 token count"):
+        decode_gemm_curve(back[back["tokens"] == 4])
 
 
 def test_a_failing_benchmark_is_one_line_naming_the_interpreter(tmp_path):

@@ -22,7 +22,9 @@ from slimlib.model.terms.rooflines import (
     STEP_GEMM_ROOFLINE,
     STEP_GEMM_ROOFLINE_ALL,
     STEP_GEMM_ROOFLINE_V5,
+    STEP_GEMM_ROOFLINE_V6,
     decode_gemm_ridge,
+    measured_curve_time,
 )
 from slimlib.registry.gpus import get_gpu
 
@@ -39,7 +41,7 @@ def test_the_step_gemm_roofline_turns_compute_bound_at_the_decode_gemm_ridge(mod
     f = model_features(df, hw)
     assert STEP_GEMM_ROOFLINE_V5.times is not None and STEP_GEMM_ROOFLINE.times is not None
     t = np.asarray(STEP_GEMM_ROOFLINE_V5.times(P, f, hw).step, dtype=float)
-    if hw.decode_gemm_flops is None:
+    if hw.decode_gemm_flops is None and not hw.decode_gemm_curve:
         np.testing.assert_array_equal(np.asarray(STEP_GEMM_ROOFLINE.times(P, f, hw).step, dtype=float), t)
     ridge = float(decode_gemm_ridge(f, hw, P["eta_c"], P["eta_w"])[0])
     below, above = b < ridge, b > ridge
@@ -59,7 +61,7 @@ def test_the_step_gemm_roofline_turns_compute_bound_at_the_decode_gemm_ridge(mod
     assert (t_all >= t - 1e-15).all()  # the LM head's FLOPs only add (earlier turn)
 
 
-def test_on_the_cpu_engine_the_step_gemms_run_at_the_measured_decode_gemm_roof():
+def test_format_6_runs_the_cpu_engines_step_gemms_at_the_measured_decode_gemm_roof():
     """``B (F_dense + F_head) / decode_gemm_flops`` past the weight read: the FLOPs the benchmark timed, over its
     roof, no eta_c; the weight read unchanged."""
     hw = get_gpu("cpu")
@@ -68,8 +70,8 @@ def test_on_the_cpu_engine_the_step_gemms_run_at_the_measured_decode_gemm_roof()
     df = pd.DataFrame({"model": "qwen3s-h1024", "gpu": "cpu", "batch_size": b, "input_len": 128.0,
                        "output_len": 64.0})  # fmt: skip
     f = model_features(df, hw)
-    assert STEP_GEMM_ROOFLINE.times is not None
-    t = np.asarray(STEP_GEMM_ROOFLINE.times(P, f, hw).step, dtype=float)
+    assert STEP_GEMM_ROOFLINE_V6.times is not None
+    t = np.asarray(STEP_GEMM_ROOFLINE_V6.times(P, f, hw).step, dtype=float)
     read = f["dense_weight_bytes"][0] / (P["eta_w"] * hw.mem_bw)
     per_seq = (f["linear_flops_per_token"][0] + f["lm_head_flops_per_token"][0]) / hw.decode_gemm_flops
     np.testing.assert_allclose(t, np.maximum(read, b * per_seq), rtol=1e-12)
@@ -78,14 +80,67 @@ def test_on_the_cpu_engine_the_step_gemms_run_at_the_measured_decode_gemm_roof()
         2 * 18992 * 1024
     )  # Qwen3's vocabulary / 8, D 1024
     p = {**P, "eta_c": 0.1}  # eta_c no longer enters the CPU's decode GEMMs
-    np.testing.assert_array_equal(np.asarray(STEP_GEMM_ROOFLINE.times(p, f, hw).step, dtype=float), t)
+    np.testing.assert_array_equal(np.asarray(STEP_GEMM_ROOFLINE_V6.times(p, f, hw).step, dtype=float), t)
+
+
+def test_on_the_cpu_engine_the_step_gemms_follow_the_measured_decode_gemm_curve():
+    """The weights the benchmark timed times the registry's seconds per weight: the measured pass itself at every
+    measured token count, linear between them and past the last one; no eta_w, no eta_c."""
+    hw = get_gpu("cpu")
+    curve = dict(hw.decode_gemm_curve)
+    assert sorted(curve) == [1, 2, 4, 8, 16, 32, 64, 128, 256]
+    b = np.arange(1.0, 513.0)
+    df = pd.DataFrame({"model": "qwen3s-h1024", "gpu": "cpu", "batch_size": b, "input_len": 128.0,
+                       "output_len": 64.0})  # fmt: skip
+    f = model_features(df, hw)
+    assert STEP_GEMM_ROOFLINE.times is not None
+    t = np.asarray(STEP_GEMM_ROOFLINE.times(P, f, hw).step, dtype=float)
+    weights = (f["linear_flops_per_token"][0] + f["lm_head_flops_per_token"][0]) / 2
+    for m, s in curve.items():
+        assert t[m - 1] == pytest.approx(weights * s, rel=1e-12)
+    assert t[11] == pytest.approx(weights * (curve[8] + curve[16]) / 2, rel=1e-12)  # B 12: halfway
+    slope = (curve[256] - curve[128]) / 128
+    assert t[511] == pytest.approx(weights * (curve[256] + 256 * slope), rel=1e-12)  # past 256: its slope
+    # near the ridge the measured pass is slower than the max of its weight read and its roof (one thread)
+    read, roof = weights * curve[1], 16 * 2 * weights / hw.decode_gemm_flops
+    assert t[15] / max(read, roof) == pytest.approx(1.36, abs=0.005)  # the figure the docs quote
+    for p in ({**P, "eta_c": 0.1}, {**P, "eta_w": 0.1}):  # neither efficiency enters
+        np.testing.assert_array_equal(np.asarray(STEP_GEMM_ROOFLINE.times(p, f, hw).step, dtype=float), t)
+    # a GPU without a curve keeps the roofline of the registry peaks
+    gpu = get_gpu("h100-sxm-80gb")
+    g = model_features(df.assign(model="llama-2-7b", gpu=gpu.name), gpu)
+    np.testing.assert_array_equal(np.asarray(STEP_GEMM_ROOFLINE.times(P, g, gpu).step, dtype=float),
+                                  np.asarray(STEP_GEMM_ROOFLINE_V5.times(P, g, gpu).step, dtype=float))  # type: ignore[misc]  # fmt: skip
+
+
+def test_the_measured_curve_is_linear_between_points_flat_below_and_extended_past_the_last():
+    points = ((1, 2.0), (4, 2.0), (8, 4.0))
+    got = measured_curve_time(points, [0.5, 1, 2.5, 6, 8, 12])
+    np.testing.assert_allclose(got, [2.0, 2.0, 2.0, 3.0, 4.0, 6.0])
+
+
+def test_a_fit_on_the_cpu_engine_holds_eta_w_and_fits_t_step():
+    """On a device with a measured curve the recommended model reads no eta_w: it is held (saying why), and
+    t_step is no longer one constant with the weight read, so it is fitted."""
+    from slimlib.model.extended import ExtendedSlimModel
+
+    truth = {"eta_c": 0.6, "t_fixed": 0.05, "eta_attn": 1.0, "eta_w": 0.758, "eta_e": 0.437, "alpha": 2e-5,
+             "t_step": 4e-3, "t_layer": 0.0}  # fmt: skip
+    df = pd.DataFrame([(b, il, ol) for b in (1, 2, 4, 8, 16, 32) for il in (128, 512) for ol in (64, 256)],
+                      columns=["batch_size", "input_len", "output_len"]).assign(model="qwen3s-h768", gpu="cpu")  # fmt: skip
+    gen = ExtendedSlimModel.with_params(truth, "cpu")
+    df["throughput_tok_s"] = gen.predict(df)["pred_throughput_tok_s"].to_numpy()
+    fit = ExtendedSlimModel(n_starts=2).fit(df)
+    assert "unused" in fit.held_reasons_["eta_w"] and "decode_gemm_curve" in fit.held_reasons_["eta_w"]
+    assert "t_step" not in fit.held_
+    assert fit.params_["t_step"] == pytest.approx(4e-3, rel=0.05)
 
 
 def test_candidates_are_the_previous_recommended_terms_with_one_change():
     base = [t.name for t in SLIM_V3_TERMS]
     for name, terms in TERM_CANDIDATES.items():
-        if name in ("slim-v4", "slim-v5"):
-            continue  # the recommended terms before the causal count and the measured roof (next test)
+        if name in ("slim-v4", "slim-v5", "slim-v6"):
+            continue  # the recommended terms before the causal count, the measured roof and curve (next test)
         names = [t.name for t in terms]
         assert len(set(names) ^ set(base)) in (0, 1, 2), name
         assert resolve_candidate(name) == (name, terms)
@@ -108,6 +163,9 @@ def test_the_recommended_terms_are_v3_with_the_step_roofline_the_layer_overhead_
     v5 = TERM_CANDIDATES["slim-v5"]  # format 5: the same names, the step roofline at eta_c everywhere
     assert [t.name for t in v5] == [t.name for t in slim_terms()]
     assert STEP_GEMM_ROOFLINE in slim_terms() and STEP_GEMM_ROOFLINE_V5 in v5 and STEP_GEMM_ROOFLINE not in v5
+    v6 = TERM_CANDIDATES["slim-v6"]  # format 6: the same names, the measured roof's max instead of the curve
+    assert [t.name for t in v6] == [t.name for t in slim_terms()]
+    assert STEP_GEMM_ROOFLINE_V6 in v6 and STEP_GEMM_ROOFLINE not in v6
 
 
 def test_the_layer_overhead_is_per_layer_of_the_model_and_not_divided_by_tp():

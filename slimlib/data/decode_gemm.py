@@ -6,10 +6,13 @@ is refused, not written) and writes
 ``decode_gemm.csv`` (one row per model and token count) and ``manifest.json`` (engine version, threads, host, date,
 load, sha256 of the table) into one folder, together (`slimlib.io.atomic_folder`).
 
-`decode_gemm_flops` is the number the registry's host CPU takes from the committed table
-(``data/engine-cpu-gemm/``): the median over models of the pass's FLOP/s at the largest token count measured, where
-every model's pass is compute-bound: the roof of the decode GEMMs' roofline
-(`slimlib.model.terms.rooflines.STEP_GEMM_ROOFLINE`).
+The registry's host CPU takes two facts from the committed table (``data/engine-cpu-gemm/``):
+
+* `decode_gemm_curve`: the pass's seconds per weight at each token count measured (median over models): the
+  measured curve the recommended model's decode GEMMs follow on that device
+  (`slimlib.model.terms.rooflines.STEP_GEMM_ROOFLINE`), weight read, compute and the transition between them;
+* `decode_gemm_flops`: the median over models of the pass's FLOP/s at the largest token count measured, where every
+  model's pass is compute-bound: the roof of format 6's decode-GEMM roofline (``STEP_GEMM_ROOFLINE_V6``).
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from slimlib.kit.host_load import load_split, take_snapshot
 __all__ = [
     "COLUMNS",
     "TABLE_FILE",
+    "decode_gemm_curve",
     "decode_gemm_flops",
     "read_decode_gemm",
     "run_decode_gemm",
@@ -129,3 +133,15 @@ def decode_gemm_flops(table: pd.DataFrame) -> float:
     """FLOP/s of the decode GEMMs: median over models of ``flops / best_s`` at the largest token count."""
     top = table[table["tokens"] == table["tokens"].max()]
     return float((top["flops"] / top["best_s"]).median())
+
+
+def decode_gemm_curve(table: pd.DataFrame) -> tuple[tuple[int, float], ...]:
+    """(tokens, seconds per weight) of the pass at each token count: median over models of ``best_s`` over the
+    pass's weights (``flops / (2 tokens)``); DataError for fewer than two token counts (no slope to extend)."""
+    per_weight = table["best_s"] / (table["flops"] / (2.0 * table["tokens"]))
+    curve = per_weight.groupby(table["tokens"]).median().sort_index()
+    if len(curve) < 2:
+        raise DataError(
+            f"decode-GEMM table: {len(curve)} token count(s); the curve needs at least two (slim bench gemm --tokens)"
+        )
+    return tuple((int(m), float(s)) for m, s in curve.items())

@@ -71,7 +71,10 @@ PARAMS_FORMAT = "slim-params"
 #: version 5: ``slim``'s prefill counts a causal prompt's attention FLOPs, half Eq. 8's (cross-validation, issue 28)
 #: version 6: ``slim``'s decode GEMMs run at the device's measured decode-GEMM roof where the registry has one (the
 #: CPU engine, `slimlib.data.decode_gemm`), not at the prefill's ``eta_c`` (cross-validation, issue 28)
-PARAMS_FORMAT_VERSION = 6
+#: version 7: ``slim``'s decode GEMMs follow the device's measured decode-GEMM curve where the registry has one (the
+#: CPU engine: weight read, roof and the bend between them as measured; ``eta_w`` unused there; cross-validation,
+#: issue 28)
+PARAMS_FORMAT_VERSION = 7
 #: a fit progress callback: ``progress(done, total)``
 Progress = Callable[[int, int], None]
 

@@ -132,19 +132,28 @@ class CalibratedModel(Estimator):
         hw = resolve_gpu(data, self.gpu_)
         return contributions(self.terms(), self.params_, self._features(data, hw), hw)
 
-    def _held(self, data: pd.DataFrame) -> dict[str, tuple[float, str]]:
-        """Parameters held in a fit on `data` -> (value, reason): the constructor's `fixed`, plus, when `data`
-        holds one architecture and the model has both a per-step weight read and ``t_step`` (on one architecture
-        the weight read ``P b_w / (eta_w BW)`` is a constant per step: the two are one constant), ``t_step`` = 0,
-        or ``eta_w`` at its prior where the weight read is a roofline (`STEP_GEMM_ROOFLINE`: eta_w also sets
-        its ridge, which a constant absorbed into it would move)."""
+    def _held(self, data: pd.DataFrame, hw: GPU) -> dict[str, tuple[float, str]]:
+        """Parameters held in a fit on `data` on `hw` -> (value, reason): the constructor's `fixed`, plus
+        ``eta_w`` at its prior where the decode GEMMs follow the device's measured curve (`STEP_GEMM_ROOFLINE` on a
+        device with ``decode_gemm_curve``: it reads no eta_w), else, when `data` holds one architecture and the
+        model has both a per-step weight read and ``t_step`` (on one architecture the weight read
+        ``P b_w / (eta_w BW)`` is a constant per step: the two are one constant), ``t_step`` = 0, or ``eta_w`` at
+        its prior where the weight read is a roofline (`STEP_GEMM_ROOFLINE`: eta_w also sets its ridge, which a
+        constant absorbed into it would move)."""
         held = {k: (float(v), "fixed by the caller") for k, v in (self.fixed or {}).items()}
         names = {t.name for t in self.terms()}
         roof = {STEP_GEMM_ROOFLINE.name, STEP_GEMM_ROOFLINE_ALL.name} & names
         pair = STEP_OVERHEAD.name in names and bool(({STEP_WEIGHT_READ.name} | roof) & names)
         one_arch = data["model"].nunique() == 1
         prior = ps.ETA_W.prior
-        if pair and one_arch and roof and prior is not None and "eta_w" not in held:
+        curve = hw.decode_gemm_curve and any(t is STEP_GEMM_ROOFLINE for t in self.terms())
+        if curve and prior is not None and "eta_w" not in held:
+            held["eta_w"] = (
+                prior.median,
+                f"held at prior {prior.median:g}, unused: on {hw.name} the decode GEMMs follow the device's measured "
+                "curve (registry decode_gemm_curve), weight read included",
+            )
+        elif pair and one_arch and roof and prior is not None and "eta_w" not in held:
             held["eta_w"] = (
                 prior.median,
                 f"held at prior {prior.median:g} ({prior.source}): one architecture, so the per-step weight read "
@@ -225,7 +234,7 @@ class CalibratedModel(Estimator):
         y = data["throughput_tok_s"].to_numpy(dtype=float)
         specs = self.param_specs()
         n_obs = self._n_observations(data)
-        held_why = self._hold_at_priors(n_obs, self._layer_hold(feats, self._held(data)))
+        held_why = self._hold_at_priors(n_obs, self._layer_hold(feats, self._held(data, hw)))
         held = {k: v for k, (v, _) in held_why.items()}
         free = [s for s in specs if s.name not in held]
         if n_obs < len(free):

@@ -10,9 +10,10 @@ the kernels differ from Eqs. 5-12:
    every decode step reads the weights every token uses once and multiplies each by the step's B tokens, so it
    takes ``max(W / (eta_w BW), B F_dense / (eta_c F_max))``: flat in B below the device's ridge point (hundreds on
    GPUs) and compute-bound past it, with the registry's peaks and ``eta_c`` shared with
-   the prefill; on a device whose registry entry holds the engine's measured decode-GEMM roof (``decode_gemm_flops``:
-   the CPU engine, `slimlib.data.decode_gemm`) the compute side is the layers' and the LM head's FLOPs over that roof,
-   ``B (F_dense + F_head) / F_dec`` (ridge 8-10 sequences on the campaign's models at ``eta_w``'s prior); plus a fixed ``t_step`` (scheduling, sampling) and ``t_layer`` per layer of the model
+   the prefill; on a device whose registry entry holds the engine's measured decode-GEMM curve (``decode_gemm_curve``:
+   the CPU engine, `slimlib.data.decode_gemm`) the step takes the layers' and the LM head's weights times the
+   curve's seconds per weight at B (flat to about 8 sequences, then bending into the roof; ``eta_w`` unused there);
+   plus a fixed ``t_step`` (scheduling, sampling) and ``t_layer`` per layer of the model
    (`LAYER_STEP_OVERHEAD`: kernel launches, which every tensor-parallel rank pays for every layer, so TP does not
    divide them); a mixture of experts adds the routed experts the step's tokens touch
    (`slimlib.model.terms.MOE_EXPERTS`).
@@ -31,11 +32,12 @@ chunked passes; 1 otherwise: all B prompts' prefill before the first token, an u
 batching), ``TPOT = (E2E - TTFT) / (OL - 1)``. Not fitted to measured TTFT/TPOT (the fit reads throughput only);
 their accuracy and intervals are measured by the extrapolation cross-validation where the data have them.
 
-The step roofline, ``t_layer``, the causal prefill attention count and the measured decode-GEMM roof were admitted
-by the extrapolation cross-validation (`slimlib.experiments.accuracy.extrapolation`, README "Selection by
+The step roofline, ``t_layer``, the causal prefill attention count and the measured decode-GEMM roof and curve were
+admitted by the extrapolation cross-validation (`slimlib.experiments.accuracy.extrapolation`, README "Selection by
 extrapolation"): the model without the first two (``slim-v3``, `slimlib.experiments.accuracy.extrapolation_candidates`),
-with each one alone, without the causal count (``slim-v4``) and without the measured roof (``slim-v5``) are scored by fitting one region and predicting another along every axis,
-and this term set has the best worst-axis throughput error. The
+with each one alone, without the causal count (``slim-v4``), without the measured roof (``slim-v5``) and with the
+roof's max instead of the measured curve (``slim-v6``) are scored by fitting one region and predicting another along
+every axis, and this term set has the best worst-axis throughput error. The
 earlier components were chosen on training rows (`scripts/choose_components.py`): ``alpha`` against a FLOP-based
 per-request term, the attention rule against ``D_kv`` always, ``kappa = 1`` for static batches against 0.5.
 

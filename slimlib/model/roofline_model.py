@@ -167,7 +167,7 @@ class RooflineSlimModel(CalibratedModel):
                 parts.append(robust_residuals(np.log(pred[keep] / y[keep])))
         return np.concatenate(parts)
 
-    def _held(self, data: pd.DataFrame) -> dict[str, tuple[float, str]]:
+    def _held(self, data: pd.DataFrame, hw: GPU) -> dict[str, tuple[float, str]]:
         """The constructor's `fixed`; ``eta_w`` at its prior on one architecture, ``eta_e`` without experts,
         ``eta_ac`` without latent attention; the efficiencies a first fit left unresolved (module docstring)."""
         held = {k: (float(v), "fixed by the caller") for k, v in (self.fixed or {}).items()}

@@ -54,6 +54,8 @@ class GPU:
     `label` is the short name figures and tables print. `decode_gemm_flops`: FLOP/s the serving engine's decode
     GEMMs sustain at their compute roof, measured with the engine's own kernel and thread count (None: not measured;
     the decode GEMMs then run at the prefill's efficiency of `peak_flops`), `decode_gemm_source` its origin.
+    `decode_gemm_curve`: (tokens, seconds per weight) of the same measured pass at each token count measured (empty:
+    not measured; with it, the recommended model's decode GEMMs follow the curve, `slimlib.model.terms.rooflines`).
     """
 
     name: str
@@ -78,6 +80,7 @@ class GPU:
     compute_capability: float = 0.0
     decode_gemm_flops: float | None = None
     decode_gemm_source: str = ""
+    decode_gemm_curve: tuple[tuple[int, float], ...] = ()
 
     @property
     def mem_gb(self) -> float:

@@ -9,7 +9,10 @@ fraction of device memory: ``mem_bytes`` is the memory for which the package's d
 (`slimlib.model.memory.kv_pool_bytes`: memory x 0.9 - 1.5 GiB reserve - weights) gives that pool plus the weights,
 so the advisor's KV capacity matches the engine's. ``decode_gemm_flops`` is the roof of the engine's own decode
 GEMMs (`slimlib.data.decode_gemm`: vLLM's oneDNN GEMM on one thread, 194.4 GFLOP/s), below ``peak_flops`` because the
-engine's worker runs one OMP thread. Tests check these values against the manifests and the table.
+engine's worker runs one OMP thread; ``decode_gemm_curve`` is the same pass's seconds per weight at 1-256 tokens
+(`slimlib.data.decode_gemm.decode_gemm_curve`): flat near 1.5e-10 s (about 13 GB/s of bf16 weights, below the
+2-core triad) to 8 tokens, then bending into the roof, 1.36x the larger of the two at 16 tokens. Tests check these
+values against the manifests and the table.
 """
 
 from __future__ import annotations
@@ -32,7 +35,19 @@ HOST_CPU: dict[str, Any] = {
     "decode_gemm_source": (
         "data/engine-cpu-gemm (slim bench gemm, 2026-12-02): vLLM's CPU GEMM (onednn_mm) over every dense weight of "
         "each campaign model, LM head included, one thread as the engine's worker runs; median over the 6 models at "
-        "M = 256 tokens (slimlib.data.decode_gemm.decode_gemm_flops)"
+        "M = 256 tokens (slimlib.data.decode_gemm.decode_gemm_flops); the curve: median over the 6 models of the "
+        "pass's seconds per weight at each M (slimlib.data.decode_gemm.decode_gemm_curve)"
+    ),
+    "decode_gemm_curve": (
+        (1, 1.44969e-10),
+        (2, 1.62787e-10),
+        (4, 1.18268e-10),
+        (8, 1.57785e-10),
+        (16, 2.24160e-10),
+        (32, 3.82276e-10),
+        (64, 7.05250e-10),
+        (128, 1.33818e-09),
+        (256, 2.63418e-09),
     ),
     "aliases": ("host-cpu", "vllm-cpu"),
     "source": (

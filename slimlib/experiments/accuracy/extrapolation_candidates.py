@@ -17,11 +17,15 @@ whether a term is admitted:
   attention: `slim_terms` with Eq. 8's whole ``4 B IL^2 D`` (`PREFILL_SERVED_EQ8`);
 * ``slim-v5``: the recommended model at parameter-file format 5, before the step roofline's compute side took the
   CPU engine's measured decode-GEMM roof (`slimlib.model.terms.rooflines.STEP_GEMM_ROOFLINE_V5`: ``eta_c`` of the
-  registry peak on every device).
+  registry peak on every device);
+* ``slim-v6``: the recommended model at parameter-file format 6, before the CPU engine's decode GEMMs followed the
+  measured decode-GEMM curve (`slimlib.model.terms.rooflines.STEP_GEMM_ROOFLINE_V6`: the max of the weight read
+  at ``eta_w`` and the measured roof).
 
 The recommended ``slim`` (`slimlib.model.extended.slim_terms`) is ``slim-v3`` with both the step roofline and the
-per-layer overhead, the causal prefill attention count (``slim-v4`` with it) and the measured decode-GEMM roof
-(``slim-v5`` with it): the best worst-axis error of these candidates (README "Selection by extrapolation"). The ``slim-v3`` candidates keep Eq. 8's count, as format 3 had.
+per-layer overhead, the causal prefill attention count (``slim-v4`` with it), the measured decode-GEMM roof
+(``slim-v5`` with it) and the measured curve (``slim-v6`` with it): the best worst-axis error of these candidates
+(README "Selection by extrapolation"). The ``slim-v3`` candidates keep Eq. 8's count, as format 3 had.
 """
 
 from __future__ import annotations
@@ -38,11 +42,20 @@ from slimlib.model.terms import (
     STEP_WEIGHT_READ,
     Term,
 )
-from slimlib.model.terms.rooflines import STEP_GEMM_ROOFLINE, STEP_GEMM_ROOFLINE_ALL, STEP_GEMM_ROOFLINE_V5
+from slimlib.model.terms.rooflines import (
+    STEP_GEMM_ROOFLINE,
+    STEP_GEMM_ROOFLINE_ALL,
+    STEP_GEMM_ROOFLINE_V5,
+    STEP_GEMM_ROOFLINE_V6,
+)
 
-#: the recommended model's terms at parameter-file format 4 (before the causal prefill attention count)
-#: and at format 3 (before the cross-validation admitted the step roofline and the per-layer overhead): format 4's
-#: with the per-step weight read in the roofline's place, no t_layer
+#: the recommended model's terms at parameter-file formats 6 (before the measured decode-GEMM curve), 5 (before
+#: the measured roof), 4 (before the causal prefill attention count) and 3 (before the cross-validation admitted
+#: the step roofline and the per-layer overhead): format 4's with the per-step weight read in the roofline's place,
+#: no t_layer
+SLIM_V6_TERMS: tuple[Term, ...] = tuple(
+    STEP_GEMM_ROOFLINE_V6 if t.name == STEP_GEMM_ROOFLINE.name else t for t in slim_terms()
+)
 SLIM_V5_TERMS: tuple[Term, ...] = tuple(
     STEP_GEMM_ROOFLINE_V5 if t.name == STEP_GEMM_ROOFLINE.name else t for t in slim_terms()
 )
@@ -69,11 +82,14 @@ TERM_CANDIDATES: dict[str, tuple[Term, ...]] = {
     "slim-v3+layer-overhead": (*SLIM_V3_TERMS, LAYER_STEP_OVERHEAD),
     "slim-v4": SLIM_V4_TERMS,
     "slim-v5": SLIM_V5_TERMS,
+    "slim-v6": SLIM_V6_TERMS,
 }
 #: the candidates the reproduction's cross-validation scores beside the registered methods (notebook 06): the
-#: recommended model of format 3 and its two admitted changes one at a time, and those of formats 4 (Eq. 8's count)
-#: and 5 (the registry peak's eta_c in the CPU engine's step roofline)
-REPRODUCED_CANDIDATES = ("slim-v3", "slim-v3+step-roofline", "slim-v3+layer-overhead", "slim-v4", "slim-v5")
+#: recommended model of format 3 and its two admitted changes one at a time, and those of formats 4 (Eq. 8's count),
+#: 5 (the registry peak's eta_c in the CPU engine's step roofline) and 6 (the measured roof's max, not the curve)
+REPRODUCED_CANDIDATES = (
+    "slim-v3", "slim-v3+step-roofline", "slim-v3+layer-overhead", "slim-v4", "slim-v5", "slim-v6",
+)  # fmt: skip
 
 
 def resolve_candidate(name: str) -> Candidate:

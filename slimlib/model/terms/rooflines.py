@@ -190,10 +190,28 @@ ROOF_SEQUENCE_OVERHEAD = Term(
 )  # fmt: skip
 
 
-def _step_gemm(all_weights: bool, measured_roof: bool = False) -> TimeFn:
+def measured_curve_time(points: tuple[tuple[int, float], ...], tokens: ArrayLike) -> FloatArray:
+    """Seconds per weight at `tokens` on a measured curve of (tokens, seconds per weight) points: linear between the
+    points, the first point's value below it, and past the last point the last segment's slope (there the pass is
+    compute-bound: its time grows linearly with the tokens)."""
+    m = np.array([p[0] for p in points], dtype=float)
+    s = np.array([p[1] for p in points], dtype=float)
+    x = np.asarray(tokens, dtype=float)
+    slope = (s[-1] - s[-2]) / (m[-1] - m[-2])
+    return np.asarray(np.where(x <= m[-1], np.interp(x, m, s), s[-1] + slope * (x - m[-1])), dtype=float)
+
+
+def _step_gemm(all_weights: bool, measured: tuple[str, ...] = ()) -> TimeFn:
+    """A decode step's dense GEMMs; `measured` the registry measurements used where the device has them, in order:
+    ``"curve"`` (``decode_gemm_curve``), ``"roof"`` (``decode_gemm_flops``)."""
+
     def times(p: Params, f: Features, hw: GPU) -> Times:
-        if measured_roof and hw.decode_gemm_flops:  # the measured roof holds its efficiency: eta 1
-            flops = f["batch_size"] * (dense_linear_flops_per_token(f) + f["lm_head_flops_per_token"])
+        # the weights the benchmark timed; its curve: weight read, compute and the bend between them, measured
+        weights = (dense_linear_flops_per_token(f) + f["lm_head_flops_per_token"]) / 2.0
+        if "curve" in measured and hw.decode_gemm_curve:
+            return Times(step=weights * measured_curve_time(hw.decode_gemm_curve, f["batch_size"]))
+        if "roof" in measured and hw.decode_gemm_flops:  # the measured roof holds its efficiency: eta 1
+            flops = 2.0 * f["batch_size"] * weights
             roof = roofline(flops, f["dense_weight_bytes"], hw.decode_gemm_flops, hw.mem_bw, 1.0, p["eta_w"])
             return Times(step=roof)
         per_token = (
@@ -212,13 +230,22 @@ def _step_gemm(all_weights: bool, measured_roof: bool = False) -> TimeFn:
 #: a decode step of B sequences reads the dense weights once and multiplies each by B tokens, so it takes
 #: ``max(W / (eta_w BW), B F_tok / (eta_c F_max))`` and turns compute-bound past `decode_gemm_ridge` (hundreds on
 #: GPUs); ``eta_c`` is the prefill GEMMs' efficiency (`PREFILL_SERVED`'s). On a device whose registry entry holds
-#: the engine's measured decode-GEMM roof (``decode_gemm_flops``: the CPU engine, `slimlib.data.decode_gemm`), the
-#: compute side is the FLOPs the benchmark timed, the layers' and the LM head's, over that roof:
-#: ``B (F_dense + F_head) / F_dec``, no fitted efficiency
+#: the engine's measured decode-GEMM curve (``decode_gemm_curve``: the CPU engine, `slimlib.data.decode_gemm`), the
+#: step takes the weights the benchmark timed, the layers' and the LM head's, times the curve's seconds per weight
+#: at B (`measured_curve_time`): no fitted efficiency, and the bend between the weight read and the roof as
+#: measured (on one CPU thread the two do not overlap: 1.36x the larger of them at 16 tokens)
 STEP_GEMM_ROOFLINE = Term(
     "step_gemm_roofline", "decode step's dense GEMMs: max(W_dense / (eta_w BW), B F_dense / (eta_c F_max)), or "
+    "(F_dense + F_head) / 2 x the measured seconds per weight at B on a device with a measured decode-GEMM curve",
+    (ps.ETA_W, ps.ETA_C), _step_gemm(False, measured=("curve",)),
+    reads=("dense_weight_bytes", "linear_flops_per_token", "lm_head_flops_per_token"),
+)  # fmt: skip
+#: format 6's step roofline (the candidate ``slim-v6``): on a device with a measured decode-GEMM roof
+#: (``decode_gemm_flops``) the compute side is ``B (F_dense + F_head) / F_dec``, the max with the weight read
+STEP_GEMM_ROOFLINE_V6 = Term(
+    "step_gemm_roofline", "decode step's dense GEMMs: max(W_dense / (eta_w BW), B F_dense / (eta_c F_max)), or "
     "B (F_dense + F_head) / F_dec on a device with a measured decode-GEMM roof",
-    (ps.ETA_W, ps.ETA_C), _step_gemm(False, measured_roof=True),
+    (ps.ETA_W, ps.ETA_C), _step_gemm(False, measured=("roof",)),
     reads=("dense_weight_bytes", "linear_flops_per_token", "lm_head_flops_per_token"),
 )  # fmt: skip
 #: format 5's step roofline (the candidate ``slim-v5``): ``eta_c`` of the registry peak on every device
