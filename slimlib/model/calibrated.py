@@ -146,7 +146,7 @@ class CalibratedModel(Estimator):
         pair = STEP_OVERHEAD.name in names and bool(({STEP_WEIGHT_READ.name} | roof) & names)
         one_arch = data["model"].nunique() == 1
         prior = ps.ETA_W.prior
-        curve = hw.decode_gemm_curve and any(t is STEP_GEMM_ROOFLINE for t in self.terms())
+        curve = bool(hw.decode_gemm_curve) and any(t is STEP_GEMM_ROOFLINE for t in self.terms())
         if curve and prior is not None and "eta_w" not in held:
             held["eta_w"] = (
                 prior.median,

@@ -44,8 +44,9 @@ per-request term, the attention rule against ``D_kv`` always, ``kappa = 1`` for 
 Rows that cannot tell per-step constants apart hold them (``held_`` and ``held_reasons_`` say which; the
 constructor's ``fixed`` is not changed): on one architecture the weight read, ``t_step`` and ``t_layer L`` are one
 constant per step, so ``eta_w`` is held at its measured prior (keeping the ridge where the device puts it) and
-``t_layer`` at 0; on one output length ``t_step OL`` and ``t_fixed`` are one constant per batch, so ``t_step`` is
-held at 0. The bandwidth efficiencies may reach 1.5: they are relative to the registry's bandwidth, which for some
+``t_layer`` at 0; on a device with a measured decode-GEMM curve ``eta_w`` is unused and held, and ``t_step`` is
+fitted; on one output length ``t_step OL`` and ``t_fixed`` are one constant per batch, so ``t_fixed`` is held at 0.
+The bandwidth efficiencies may reach 1.5: they are relative to the registry's bandwidth, which for some
 GPUs is derived rather than measured (h100-sxm-64gb: uncertain by up to +25%).
 """
 
