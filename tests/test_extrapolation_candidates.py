@@ -5,6 +5,8 @@ roofline turns compute-bound exactly at `decode_gemm_ridge`, the ridge `ROOF_LIN
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -61,17 +63,22 @@ def test_the_step_gemm_roofline_turns_compute_bound_at_the_decode_gemm_ridge(mod
     assert (t_all >= t - 1e-15).all()  # the LM head's FLOPs only add (earlier turn)
 
 
-def test_format_6_runs_the_cpu_engines_step_gemms_at_the_measured_decode_gemm_roof():
-    """``B (F_dense + F_head) / decode_gemm_flops`` past the weight read: the FLOPs the benchmark timed, over its
-    roof, no eta_c; the weight read unchanged."""
-    hw = get_gpu("cpu")
-    assert hw.decode_gemm_flops is not None and hw.decode_gemm_flops < hw.peak_flops  # one thread of two
-    b = np.arange(1.0, 257.0)
+def _cpu_steps(term, b_max: int, hw=None, p=P):
+    """(B, features, device, step seconds of `term`) for qwen3s-h1024 on the CPU engine at B = 1 ... `b_max`."""
+    hw = hw or get_gpu("cpu")
+    b = np.arange(1.0, b_max + 1.0)
     df = pd.DataFrame({"model": "qwen3s-h1024", "gpu": "cpu", "batch_size": b, "input_len": 128.0,
                        "output_len": 64.0})  # fmt: skip
     f = model_features(df, hw)
-    assert STEP_GEMM_ROOFLINE_V6.times is not None
-    t = np.asarray(STEP_GEMM_ROOFLINE_V6.times(P, f, hw).step, dtype=float)
+    assert term.times is not None
+    return b, f, hw, np.asarray(term.times(p, f, hw).step, dtype=float)
+
+
+def test_format_6_runs_the_cpu_engines_step_gemms_at_the_measured_decode_gemm_roof():
+    """``B (F_dense + F_head) / decode_gemm_flops`` past the weight read: the FLOPs the benchmark timed, over its
+    roof, no eta_c; the weight read unchanged."""
+    b, f, hw, t = _cpu_steps(STEP_GEMM_ROOFLINE_V6, 256)
+    assert hw.decode_gemm_flops is not None and hw.decode_gemm_flops < hw.peak_flops  # one thread of two
     read = f["dense_weight_bytes"][0] / (P["eta_w"] * hw.mem_bw)
     per_seq = (f["linear_flops_per_token"][0] + f["lm_head_flops_per_token"][0]) / hw.decode_gemm_flops
     np.testing.assert_allclose(t, np.maximum(read, b * per_seq), rtol=1e-12)
@@ -79,22 +86,19 @@ def test_format_6_runs_the_cpu_engines_step_gemms_at_the_measured_decode_gemm_ro
     assert f["lm_head_flops_per_token"][0] == pytest.approx(
         2 * 18992 * 1024
     )  # Qwen3's vocabulary / 8, D 1024
-    p = {**P, "eta_c": 0.1}  # eta_c no longer enters the CPU's decode GEMMs
-    np.testing.assert_array_equal(np.asarray(STEP_GEMM_ROOFLINE_V6.times(p, f, hw).step, dtype=float), t)
+    # eta_c no longer enters the CPU's decode GEMMs
+    np.testing.assert_array_equal(_cpu_steps(STEP_GEMM_ROOFLINE_V6, 256, p={**P, "eta_c": 0.1})[3], t)
+    # the recommended term on a device with the roof but no curve is format 6's
+    roof_only = replace(hw, decode_gemm_curve=())
+    np.testing.assert_array_equal(_cpu_steps(STEP_GEMM_ROOFLINE, 256, hw=roof_only)[3], t)
 
 
 def test_on_the_cpu_engine_the_step_gemms_follow_the_measured_decode_gemm_curve():
     """The weights the benchmark timed times the registry's seconds per weight: the measured pass itself at every
     measured token count, linear between them and past the last one; no eta_w, no eta_c."""
-    hw = get_gpu("cpu")
+    b, f, hw, t = _cpu_steps(STEP_GEMM_ROOFLINE, 512)
     curve = dict(hw.decode_gemm_curve)
     assert sorted(curve) == [1, 2, 4, 8, 16, 32, 64, 128, 256]
-    b = np.arange(1.0, 513.0)
-    df = pd.DataFrame({"model": "qwen3s-h1024", "gpu": "cpu", "batch_size": b, "input_len": 128.0,
-                       "output_len": 64.0})  # fmt: skip
-    f = model_features(df, hw)
-    assert STEP_GEMM_ROOFLINE.times is not None
-    t = np.asarray(STEP_GEMM_ROOFLINE.times(P, f, hw).step, dtype=float)
     weights = (f["linear_flops_per_token"][0] + f["lm_head_flops_per_token"][0]) / 2
     for m, s in curve.items():
         assert t[m - 1] == pytest.approx(weights * s, rel=1e-12)
@@ -105,10 +109,11 @@ def test_on_the_cpu_engine_the_step_gemms_follow_the_measured_decode_gemm_curve(
     read, roof = weights * curve[1], 16 * 2 * weights / hw.decode_gemm_flops
     assert t[15] / max(read, roof) == pytest.approx(1.36, abs=0.005)  # the figure the docs quote
     for p in ({**P, "eta_c": 0.1}, {**P, "eta_w": 0.1}):  # neither efficiency enters
-        np.testing.assert_array_equal(np.asarray(STEP_GEMM_ROOFLINE.times(p, f, hw).step, dtype=float), t)
+        np.testing.assert_array_equal(_cpu_steps(STEP_GEMM_ROOFLINE, 512, p=p)[3], t)
     # a GPU without a curve keeps the roofline of the registry peaks
     gpu = get_gpu("h100-sxm-80gb")
-    g = model_features(df.assign(model="llama-2-7b", gpu=gpu.name), gpu)
+    g = model_features(pd.DataFrame({"model": "llama-2-7b", "gpu": gpu.name, "batch_size": b, "input_len": 128.0,
+                                     "output_len": 64.0}), gpu)  # fmt: skip
     np.testing.assert_array_equal(np.asarray(STEP_GEMM_ROOFLINE.times(P, g, gpu).step, dtype=float),
                                   np.asarray(STEP_GEMM_ROOFLINE_V5.times(P, g, gpu).step, dtype=float))  # type: ignore[misc]  # fmt: skip
 

@@ -244,3 +244,12 @@ def test_cli_gpus_help_has_examples(capsys):
     assert info.value.code == 0
     out = capsys.readouterr().out
     assert "examples:" in out and "slim gpus h100 a100" in out
+
+
+def test_a_decode_gemm_curve_that_cannot_be_followed_is_a_registry_error(monkeypatch):
+    import slimlib.registry.gpus as gpus
+
+    one_point = dataclasses.replace(get_gpu("cpu"), name="x", aliases=(), decode_gemm_curve=((4, 1e-10),))
+    monkeypatch.setattr(gpus, "_GPUS", (one_point,))
+    with pytest.raises(RuntimeError, match="GPU x: decode_gemm_curve needs 2\\+ increasing token counts"):
+        gpus._build_index()

@@ -440,6 +440,15 @@ def _build_index() -> dict[str, GPU]:
             raise RuntimeError(
                 f"GPU {gpu.name}: link_kind {gpu.link_kind!r}"
             )  # pragma: no cover - registry bug
+        tokens = [m for m, _ in gpu.decode_gemm_curve]
+        if gpu.decode_gemm_curve and not (
+            len(tokens) >= 2
+            and tokens == sorted(set(tokens))
+            and min(s for _, s in gpu.decode_gemm_curve) > 0
+        ):  # pragma: no cover - registry bug
+            raise RuntimeError(
+                f"GPU {gpu.name}: decode_gemm_curve needs 2+ increasing token counts, seconds > 0"
+            )
         for key in (gpu.name, *gpu.aliases):
             k = _normalize(key)
             if k in index and index[k] is not gpu:

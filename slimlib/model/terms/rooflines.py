@@ -233,24 +233,24 @@ def _step_gemm(all_weights: bool, measured: tuple[str, ...] = ()) -> TimeFn:
 #: the engine's measured decode-GEMM curve (``decode_gemm_curve``: the CPU engine, `slimlib.data.decode_gemm`), the
 #: step takes the weights the benchmark timed, the layers' and the LM head's, times the curve's seconds per weight
 #: at B (`measured_curve_time`): no fitted efficiency, and the bend between the weight read and the roof as
-#: measured (on one CPU thread the two do not overlap: 1.36x the larger of them at 16 tokens)
+#: measured (on one CPU thread the two do not overlap: 1.36x the larger of them at 16 tokens); on a device with
+#: only a measured roof (``decode_gemm_flops``), format 6's max with it (`STEP_GEMM_ROOFLINE_V6`)
+_MEASURED_READS = ("dense_weight_bytes", "linear_flops_per_token", "lm_head_flops_per_token")
+_STEP_GEMM_DOC = "decode step's dense GEMMs: max(W_dense / (eta_w BW), B F_dense / (eta_c F_max))"
 STEP_GEMM_ROOFLINE = Term(
-    "step_gemm_roofline", "decode step's dense GEMMs: max(W_dense / (eta_w BW), B F_dense / (eta_c F_max)), or "
-    "(F_dense + F_head) / 2 x the measured seconds per weight at B on a device with a measured decode-GEMM curve",
-    (ps.ETA_W, ps.ETA_C), _step_gemm(False, measured=("curve",)),
-    reads=("dense_weight_bytes", "linear_flops_per_token", "lm_head_flops_per_token"),
+    "step_gemm_roofline", f"{_STEP_GEMM_DOC}, or (F_dense + F_head) / 2 x the measured seconds per weight at B on a "
+    "device with a measured decode-GEMM curve", (ps.ETA_W, ps.ETA_C), _step_gemm(False, measured=("curve", "roof")),
+    reads=_MEASURED_READS,
 )  # fmt: skip
 #: format 6's step roofline (the candidate ``slim-v6``): on a device with a measured decode-GEMM roof
 #: (``decode_gemm_flops``) the compute side is ``B (F_dense + F_head) / F_dec``, the max with the weight read
 STEP_GEMM_ROOFLINE_V6 = Term(
-    "step_gemm_roofline", "decode step's dense GEMMs: max(W_dense / (eta_w BW), B F_dense / (eta_c F_max)), or "
-    "B (F_dense + F_head) / F_dec on a device with a measured decode-GEMM roof",
-    (ps.ETA_W, ps.ETA_C), _step_gemm(False, measured=("roof",)),
-    reads=("dense_weight_bytes", "linear_flops_per_token", "lm_head_flops_per_token"),
+    "step_gemm_roofline", f"{_STEP_GEMM_DOC}, or B (F_dense + F_head) / F_dec on a device with a measured "
+    "decode-GEMM roof", (ps.ETA_W, ps.ETA_C), _step_gemm(False, measured=("roof",)), reads=_MEASURED_READS,
 )  # fmt: skip
 #: format 5's step roofline (the candidate ``slim-v5``): ``eta_c`` of the registry peak on every device
 STEP_GEMM_ROOFLINE_V5 = Term(
-    "step_gemm_roofline", "decode step's dense GEMMs: max(W_dense / (eta_w BW), B F_dense / (eta_c F_max))",
+    "step_gemm_roofline", _STEP_GEMM_DOC,
     (ps.ETA_W, ps.ETA_C), _step_gemm(False), reads=("dense_weight_bytes", "linear_flops_per_token"),
 )  # fmt: skip
 #: the same with 2 FLOPs per dense weight byte / b_w per token: every weight a step reads, the LM head included
