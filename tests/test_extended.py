@@ -22,8 +22,9 @@ from slimlib.model.terms import effective_batch
 from slimlib.model.terms import specs as ps
 from slimlib.registry.gpus import get_gpu
 
-TRUE = {**SLIM_TRUE_PARAMS, "t_layer": 3e-5}
 GPU = "h100-sxm-64gb"
+#: eta_attn at the GPU's measured decode-attention efficiency, which the recommended model reads there instead
+TRUE = {**SLIM_TRUE_PARAMS, "t_layer": 3e-5, "eta_attn": get_gpu(GPU).decode_attention_eff}
 
 
 def _grid():
@@ -71,6 +72,7 @@ def test_extended_recovers_its_own_synthetic_parameters():
     fitted = make_model("slim", n_starts=4).fit(df)
     for k, v in TRUE.items():
         assert fitted.params_[k] == pytest.approx(v, rel=1e-3), k
+    assert fitted.held_ == ["eta_attn"] and "decode_attention_eff" in fitted.held_reasons_["eta_attn"]
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         table = fitted.summary()
@@ -89,11 +91,11 @@ def test_single_architecture_holds_eta_w_at_its_prior_and_t_layer_at_zero():
     df = synthesize(truth, _grid())
     one = df[df["model"] == "opt-1.3b"]
     m = ExtendedSlimModel(n_starts=2).fit(one)
-    assert m.held_ == ["eta_w", "t_layer"] and m.params_["t_layer"] == 0.0 and m.fixed is None
+    assert m.held_ == ["eta_attn", "eta_w", "t_layer"] and m.params_["t_layer"] == 0.0 and m.fixed is None
     assert m.params_["eta_w"] == ps.ETA_W.prior.median  # type: ignore[union-attr]
     assert m.params_["t_step"] > 0
     assert m.fit(df).params_["t_layer"] == pytest.approx(TRUE["t_layer"], rel=1e-3)  # a refit decides afresh
-    assert m.held_ == []
+    assert m.held_ == ["eta_attn"]
 
 
 def test_saved_single_architecture_fit_refits_t_step_on_several(tmp_path):
@@ -105,10 +107,12 @@ def test_saved_single_architecture_fit_refits_t_step_on_several(tmp_path):
     path = tmp_path / "one.json"
     ExtendedSlimModel(n_starts=2).fit(df[df["model"] == df["model"].iloc[0]]).to_json(path)
     loaded = load_params(path)
-    assert loaded.fixed is None and loaded.held_ == ["eta_w", "t_layer"]
+    assert loaded.fixed is None and loaded.held_ == ["eta_attn", "eta_w", "t_layer"]
     refit = loaded.fit(df)
     fresh = ExtendedSlimModel(n_starts=2).fit(df)
-    assert refit.held_ == [] and refit.params_["t_layer"] == pytest.approx(TRUE["t_layer"], rel=1e-3)
+    assert refit.held_ == ["eta_attn"] and refit.params_["t_layer"] == pytest.approx(
+        TRUE["t_layer"], rel=1e-3
+    )
     assert refit.params_ == pytest.approx(fresh.params_, rel=1e-6)
 
 
@@ -176,3 +180,21 @@ def test_old_slim_parameter_files_are_refused_with_one_line(tmp_path):
     )
     (tmp_path / "paper.json").write_text(json.dumps({**paper, "format_version": 2}), encoding="utf-8")
     assert load_params(tmp_path / "paper.json").params_["eta_m"] == 0.5
+
+
+def test_decode_attention_runs_at_the_measured_efficiency_where_the_registry_has_one():
+    """On a GPU with a measured decode-attention efficiency (registry decode_attention_eff) eta_attn changes no
+    prediction and a fit holds it; on a GPU without one it is fitted and recovered."""
+    df = _grid()
+    low, high = ({**TRUE, "eta_attn": e} for e in (0.3, 0.9))
+    a, b = (ExtendedSlimModel.with_params(p, gpu=GPU).predict(df) for p in (low, high))
+    np.testing.assert_array_equal(a["pred_e2e_s"].to_numpy(), b["pred_e2e_s"].to_numpy())
+    amd = _grid().assign(gpu="mi300x")
+    a, b = (ExtendedSlimModel.with_params(p, gpu="mi300x").predict(amd) for p in (low, high))
+    assert (a["pred_decode_s"] > b["pred_decode_s"]).all()  # less efficient attention, longer decode
+    assert get_gpu("mi300x").decode_attention_eff is None
+    truth = {**TRUE, "eta_attn": 0.6}
+    fit = make_model("slim", n_starts=2).fit(
+        synthesize(ExtendedSlimModel.with_params(truth, gpu="mi300x"), amd)
+    )
+    assert "eta_attn" not in fit.held_ and fit.params_["eta_attn"] == pytest.approx(0.6, rel=1e-3)

@@ -20,6 +20,7 @@ from slimlib.experiments.accuracy.extrapolation_candidates import (
 )
 from slimlib.model.extended import slim_terms
 from slimlib.model.features import model_features
+from slimlib.model.terms import ATTENTION_FACTOR, ATTENTION_FACTOR_MEASURED
 from slimlib.model.terms.rooflines import (
     STEP_GEMM_ROOFLINE,
     STEP_GEMM_ROOFLINE_ALL,
@@ -144,8 +145,8 @@ def test_a_fit_on_the_cpu_engine_holds_eta_w_and_fits_t_step():
 def test_candidates_are_the_previous_recommended_terms_with_one_change():
     base = [t.name for t in SLIM_V3_TERMS]
     for name, terms in TERM_CANDIDATES.items():
-        if name in ("slim-v4", "slim-v5", "slim-v6"):
-            continue  # the recommended terms before the causal count, the measured roof and curve (next test)
+        if name in ("slim-v4", "slim-v5", "slim-v6", "slim-v7"):
+            continue  # the recommended terms before the causal count, the measured roof, curve, attention (next test)
         names = [t.name for t in terms]
         assert len(set(names) ^ set(base)) in (0, 1, 2), name
         assert resolve_candidate(name) == (name, terms)
@@ -163,14 +164,25 @@ def test_the_recommended_terms_are_v3_with_the_step_roofline_the_layer_overhead_
     layer = {t.name for t in TERM_CANDIDATES["slim-v3+layer-overhead"]}
     v4 = {t.name for t in TERM_CANDIDATES["slim-v4"]}
     assert v4 == (roof | layer) - {"step_weight_read"}
-    assert now == v4 - {"prefill_compute_served_eq8"} | {"prefill_compute_served"}
+    assert now == v4 - {"prefill_compute_served_eq8", "attention_factor"} | {
+        "prefill_compute_served",
+        "attention_factor_measured",
+    }
     assert "prefill_compute_served_eq8" in {t.name for t in SLIM_V3_TERMS}  # format 3 counted Eq. 8's square
-    v5 = TERM_CANDIDATES["slim-v5"]  # format 5: the same names, the step roofline at eta_c everywhere
-    assert [t.name for t in v5] == [t.name for t in slim_terms()]
+    v5 = TERM_CANDIDATES["slim-v5"]  # format 5: format 7's names, the step roofline at eta_c everywhere
+    assert [t.name for t in v5] == [t.name for t in TERM_CANDIDATES["slim-v7"]]
     assert STEP_GEMM_ROOFLINE in slim_terms() and STEP_GEMM_ROOFLINE_V5 in v5 and STEP_GEMM_ROOFLINE not in v5
-    v6 = TERM_CANDIDATES["slim-v6"]  # format 6: the same names, the measured roof's max instead of the curve
-    assert [t.name for t in v6] == [t.name for t in slim_terms()]
+    v7 = TERM_CANDIDATES["slim-v7"]  # format 7: eta_attn fitted on every device, nothing else changed
+    assert [t.name for t in v7 if t is not ATTENTION_FACTOR] == [
+        t.name for t in slim_terms() if t is not ATTENTION_FACTOR_MEASURED
+    ]
+    assert ATTENTION_FACTOR in v7 and ATTENTION_FACTOR_MEASURED in slim_terms()
+    v6 = TERM_CANDIDATES[
+        "slim-v6"
+    ]  # format 6: format 7's terms, the measured roof's max instead of the curve
+    assert [t.name for t in v6] == [t.name for t in v7]
     assert STEP_GEMM_ROOFLINE_V6 in v6 and STEP_GEMM_ROOFLINE not in v6
+    assert all(ATTENTION_FACTOR_MEASURED not in TERM_CANDIDATES[n] for n in TERM_CANDIDATES)
 
 
 def test_the_layer_overhead_is_per_layer_of_the_model_and_not_divided_by_tp():

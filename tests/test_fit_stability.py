@@ -14,7 +14,9 @@ from slimlib.experiments.accuracy.evaluation import run_evaluation
 from slimlib.experiments.accuracy.scenarios import Fold, Scenario, build_scenarios
 from slimlib.model import ExtendedSlimModel, IdentifiabilityWarning, SlimModel, load_params
 
-GPU = "h100-sxm-64gb"
+#: a GPU without a measured decode-attention efficiency (the recommended model then fits or holds eta_attn at its
+#: prior, as these tests check)
+GPU = "mi300x"
 SLIM_TRUE = dict(SLIM_TRUE_PARAMS)
 
 

@@ -157,12 +157,13 @@ def test_list_gpus_table():
     df = list_gpus()
     assert list(df.columns) == [
         "name", "label", "peak_tflops", "peak_fp8_tflops", "peak_fp4_tflops", "mem_bw_tb_s", "mem_gb", "link_gb_s",
-        "link_kind", "aliases", "source", "notes",
+        "link_kind", "attn_eff", "aliases", "source", "notes",
     ]  # fmt: skip
     assert list(df["name"]) == sorted([*REQUIRED, "cpu"])
     row = df.set_index("name").loc["h100-sxm-80gb"]
     assert row["peak_tflops"] == pytest.approx(989.4)
     assert row["mem_bw_tb_s"] == pytest.approx(3.35)
+    assert row["attn_eff"] == get_gpu("h100").decode_attention_eff
     assert "h100" in row["aliases"].split(", ")
     sub = list_gpus(["a100", "h100"])
     assert list(sub["name"]) == ["a100-sxm-80gb", "h100-sxm-80gb"]
@@ -252,4 +253,47 @@ def test_a_decode_gemm_curve_that_cannot_be_followed_is_a_registry_error(monkeyp
     one_point = dataclasses.replace(get_gpu("cpu"), name="x", aliases=(), decode_gemm_curve=((4, 1e-10),))
     monkeypatch.setattr(gpus, "_GPUS", (one_point,))
     with pytest.raises(RuntimeError, match="GPU x: decode_gemm_curve needs 2\\+ increasing token counts"):
+        gpus._build_index()
+
+
+def test_measured_decode_attention_efficiencies_are_the_kernel_tables():
+    """Each GPU with AIConfigurator kernel tables holds its own decode attention's median bandwidth efficiency (the
+    H100 one is the attention prior); same-die parts hold it as a labelled proxy; AMD and the CPU hold none."""
+    import numpy as np
+
+    from slimlib.data.aiconfigurator import SYSTEMS
+    from slimlib.experiments.kernel_timing.composition import kernel_set
+    from slimlib.experiments.kernel_timing.composition_figures import attention_roofline
+    from slimlib.model.priors import ATTENTION_BANDWIDTH
+
+    measured = {}
+    for system, spec in SYSTEMS.items():
+        mem = attention_roofline(kernel_set("mistral-7b", system), [1, 2, 4, 8, 16, 32, 64, 128, 256],
+                                 [127, 255, 511, 1023, 2047, 4095, 8191])  # fmt: skip
+        gpu = get_gpu(spec["gpu"])
+        eff = float(np.median(mem.loc[mem["active_context"] >= 65536, "bw_util"]))
+        assert gpu.decode_attention_eff == pytest.approx(eff, abs=6e-4), system
+        assert system in gpu.decode_attention_source and not gpu.decode_attention_source.startswith("proxy")
+        measured[gpu.name] = gpu.decode_attention_eff
+    assert measured["h100-sxm-80gb"] == ATTENTION_BANDWIDTH.median
+    for name in gpu_names():
+        g = get_gpu(name)
+        if g.name in measured or g.decode_attention_eff is None:
+            continue
+        assert g.decode_attention_source.startswith("proxy") and g.decode_attention_eff in measured.values()
+    assert {n for n in gpu_names() if get_gpu(n).decode_attention_eff is None} == {
+        "cpu",
+        "l40s",
+        "mi250",
+        "mi250-gcd",
+        "mi300x",
+    }
+
+
+def test_a_decode_attention_efficiency_outside_0_1_is_a_registry_error(monkeypatch):
+    import slimlib.registry.gpus as gpus
+
+    bad = dataclasses.replace(get_gpu("h100"), name="x", aliases=(), decode_attention_eff=1.2)
+    monkeypatch.setattr(gpus, "_GPUS", (bad,))
+    with pytest.raises(RuntimeError, match="GPU x: decode_attention_eff must lie in"):
         gpus._build_index()

@@ -305,7 +305,7 @@ def test_ttft_and_tpot_get_intervals_from_their_own_residual_part(slim_fitted):
     rng = np.random.default_rng(2)
     errors = pd.concat([pd.DataFrame({"axis": "batch", "quantity": q, "fold": rng.integers(0, 4, 400),
                                       "log_error": s * rng.standard_normal(400)})
-                        for q, s in (("throughput", 0.05), ("e2e", 0.05), ("ttft", 0.4), ("tpot", 0.1))])  # fmt: skip
+                        for q, s in (("throughput", 0.05), ("e2e", 0.05), ("ttft", 0.8), ("tpot", 0.2))])  # fmt: skip
     m = ExtendedSlimModel(gpu=GPU, n_starts=0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -137,6 +137,7 @@ def _cmd_gpus(args: argparse.Namespace) -> int:
         "mem_gb",
         "link_gb_s",
         "link_kind",
+        "attn_eff",
         "aliases",
     ]
     print(df[cols].to_string(index=False, na_rep=""))
@@ -150,6 +151,8 @@ def _cmd_gpus(args: argparse.Namespace) -> int:
             print(_wrap(g.link_source, "    interconnect: "))
         if g.allreduce_source:
             print(_wrap(g.allreduce_source, "    all-reduce latency: "))
+        if g.decode_attention_source:
+            print(_wrap(g.decode_attention_source, "    decode attention efficiency: "))
     return 0
 
 

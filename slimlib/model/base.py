@@ -74,7 +74,9 @@ PARAMS_FORMAT = "slim-params"
 #: version 7: ``slim``'s decode GEMMs follow the device's measured decode-GEMM curve where the registry has one (the
 #: CPU engine: weight read, roof and the bend between them as measured; ``eta_w`` unused there; cross-validation,
 #: issue 28)
-PARAMS_FORMAT_VERSION = 7
+#: version 8: ``slim``'s decode attention runs at the device's measured decode-attention efficiency where the registry
+#: has one (NVIDIA GPUs, AIConfigurator's vLLM kernel tables; ``eta_attn`` unused there; cross-validation, issue 28)
+PARAMS_FORMAT_VERSION = 8
 #: a fit progress callback: ``progress(done, total)``
 Progress = Callable[[int, int], None]
 

@@ -35,6 +35,7 @@ from slimlib.model.features import Features, FloatArray, model_features, resolve
 from slimlib.model.intervals import INTERVAL_QUANTITIES, IntervalWarning
 from slimlib.model.params import ParamSpec
 from slimlib.model.terms import (
+    ATTENTION_FACTOR_MEASURED,
     BATCH_FIXED,
     LAYER_STEP_OVERHEAD,
     STEP_OVERHEAD,
@@ -139,8 +140,20 @@ class CalibratedModel(Estimator):
         model has both a per-step weight read and ``t_step`` (on one architecture the weight read
         ``P b_w / (eta_w BW)`` is a constant per step: the two are one constant), ``t_step`` = 0, or ``eta_w`` at
         its prior where the weight read is a roofline (`STEP_GEMM_ROOFLINE`: eta_w also sets its ridge, which a
-        constant absorbed into it would move)."""
+        constant absorbed into it would move); and ``eta_attn`` at the device's measured decode-attention efficiency
+        where `ATTENTION_FACTOR_MEASURED` reads that instead (registry ``decode_attention_eff``; unused)."""
         held = {k: (float(v), "fixed by the caller") for k, v in (self.fixed or {}).items()}
+        eff = hw.decode_attention_eff
+        if (
+            eff is not None
+            and "eta_attn" not in held
+            and any(t is ATTENTION_FACTOR_MEASURED for t in self.terms())
+        ):
+            held["eta_attn"] = (
+                float(eff),
+                f"held at {eff:g}, unused: on {hw.name} the decode attention runs at the device's measured "
+                "efficiency (registry decode_attention_eff)",
+            )
         names = {t.name for t in self.terms()}
         roof = {STEP_GEMM_ROOFLINE.name, STEP_GEMM_ROOFLINE_ALL.name} & names
         pair = STEP_OVERHEAD.name in names and bool(({STEP_WEIGHT_READ.name} | roof) & names)

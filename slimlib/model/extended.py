@@ -19,7 +19,9 @@ the kernels differ from Eqs. 5-12:
    (`slimlib.model.terms.MOE_EXPERTS`).
 3. **Decode attention traffic by kernel regime** (`slimlib.model.terms.recommended`): Eq. 11 on the attention bytes per
    context token (the latent for MLA, the window for sliding-window layers), widened to the query width above
-   vLLM's paged-attention switch, at bandwidth efficiency ``eta_attn``: Eq. 9's ``B / eta_attn [T_d + M_dec / BW]``.
+   vLLM's paged-attention switch, at bandwidth efficiency ``eta_attn``: Eq. 9's ``B / eta_attn [T_d + M_dec / BW]``;
+   on a GPU whose registry entry holds vLLM's decode attention kernel's measured efficiency
+   (``decode_attention_eff``, from NVIDIA AIConfigurator's tables; `slim gpus` lists it) that value takes ``eta_attn``'s place (`ATTENTION_FACTOR_MEASURED`), which pre-knee points cannot see.
 4. **Dense decode**: ``T_d = alpha OL`` per request (Eq. 10 without ``gamma``), inside Eq. 9. At decode batch
    sizes the projection and FFN GEMMs are bound by reading their weights, which component 2 charges per step.
 5. Several GPUs: per-GPU features plus all-reduces (tensor parallelism) and expert all-to-alls (expert
@@ -32,12 +34,13 @@ chunked passes; 1 otherwise: all B prompts' prefill before the first token, an u
 batching), ``TPOT = (E2E - TTFT) / (OL - 1)``. Not fitted to measured TTFT/TPOT (the fit reads throughput only);
 their accuracy and intervals are measured by the extrapolation cross-validation where the data have them.
 
-The step roofline, ``t_layer``, the causal prefill attention count and the measured decode-GEMM roof and curve were
-admitted by the extrapolation cross-validation (`slimlib.experiments.accuracy.extrapolation`, README "Selection by
-extrapolation"): the model without the first two (``slim-v3``, `slimlib.experiments.accuracy.extrapolation_candidates`),
-with each one alone, without the causal count (``slim-v4``), without the measured roof (``slim-v5``) and with the
-roof's max instead of the measured curve (``slim-v6``) are scored by fitting one region and predicting another along
-every axis, and this term set has the best worst-axis throughput error. The
+The step roofline, ``t_layer``, the causal prefill attention count, the measured decode-GEMM roof and curve and the
+measured decode-attention efficiency were admitted by the extrapolation cross-validation
+(`slimlib.experiments.accuracy.extrapolation`, README "Selection by extrapolation"): the model without the first
+two (``slim-v3``, `slimlib.experiments.accuracy.extrapolation_candidates`), with each one alone, without the causal
+count (``slim-v4``), without the measured roof (``slim-v5``), with the roof's max instead of the measured curve
+(``slim-v6``) and with ``eta_attn`` fitted on every GPU (``slim-v7``) are scored by fitting one region and
+predicting another along every axis, and this term set has the best worst-axis throughput error (ties: the lower mean error). The
 earlier components were chosen on training rows (`scripts/choose_components.py`): ``alpha`` against a FLOP-based
 per-request term, the attention rule against ``D_kv`` always, ``kappa = 1`` for static batches against 0.5.
 
@@ -45,7 +48,8 @@ Rows that cannot tell per-step constants apart hold them (``held_`` and ``held_r
 constructor's ``fixed`` is not changed): on one architecture the weight read, ``t_step`` and ``t_layer L`` are one
 constant per step, so ``eta_w`` is held at its measured prior (keeping the ridge where the device puts it) and
 ``t_layer`` at 0; on a device with a measured decode-GEMM curve ``eta_w`` is unused and held, and ``t_step`` is
-fitted; on one output length ``t_step OL`` and ``t_fixed`` are one constant per batch, so ``t_fixed`` is held at 0.
+fitted; on a GPU with a measured decode-attention efficiency ``eta_attn`` is unused and held at that value; on one
+output length ``t_step OL`` and ``t_fixed`` are one constant per batch, so ``t_fixed`` is held at 0.
 The bandwidth efficiencies may reach 1.5: they are relative to the registry's bandwidth, which for some
 GPUs is derived rather than measured (h100-sxm-64gb: uncertain by up to +25%).
 """
@@ -59,7 +63,7 @@ from slimlib.model.calibrated import CalibratedModel
 from slimlib.model.features import Features, FloatArray
 from slimlib.model.terms import (
     ALLREDUCE,
-    ATTENTION_FACTOR,
+    ATTENTION_FACTOR_MEASURED,
     BATCH_FIXED,
     DECODE_ATTENTION,
     EXPERT_ALLTOALL,
@@ -83,7 +87,7 @@ def slim_terms(kv_context_frac: float = KV_CONTEXT_FRAC) -> tuple[Term, ...]:
         effective_batch_term(kv_context_frac),
         PREFILL_SERVED,
         BATCH_FIXED,
-        ATTENTION_FACTOR,
+        ATTENTION_FACTOR_MEASURED,
         DECODE_ATTENTION,
         STEP_GEMM_ROOFLINE,
         MOE_EXPERTS,

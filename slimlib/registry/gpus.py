@@ -56,6 +56,9 @@ class GPU:
     the decode GEMMs then run at the prefill's efficiency of `peak_flops`), `decode_gemm_source` its origin.
     `decode_gemm_curve`: (tokens, seconds per weight) of the same measured pass at each token count measured (empty:
     not measured; with it, the recommended model's decode GEMMs follow the curve, `slimlib.model.terms.rooflines`).
+    `decode_attention_eff`: bandwidth efficiency (bytes read / (time x `mem_bw`)) of the serving engine's decode
+    attention kernel, measured (None: not measured; the recommended model then fits ``eta_attn``), with
+    `decode_attention_source` its origin (`slimlib.model.terms.recommended.ATTENTION_FACTOR_MEASURED`).
     """
 
     name: str
@@ -81,6 +84,8 @@ class GPU:
     decode_gemm_flops: float | None = None
     decode_gemm_source: str = ""
     decode_gemm_curve: tuple[tuple[int, float], ...] = ()
+    decode_attention_eff: float | None = None
+    decode_attention_source: str = ""
 
     @property
     def mem_gb(self) -> float:
@@ -118,6 +123,20 @@ def _aic_allreduce(system: str, version: str) -> str:
     )
 
 
+def _aic_attention(system: str, version: str, proxy_of: str = "") -> str:
+    """Source of a measured decode-attention efficiency; `proxy_of`: the measured part a same-die GPU borrows it from."""
+    proxy = f"proxy (same die, the same vLLM kernel; measured on {proxy_of}): " if proxy_of else ""
+    return proxy + (
+        f"aiconfigurator_core 0.12.0 {system} decode attention (vLLM {version}, shared data aiconfigurator-kernels, "
+        "data/aic-decode-attention.csv): median of bytes read / (time x mem_bw) over the Mistral-7B shapes (32 query, "
+        "8 KV heads, head size 128, bf16 KV) at B 1-256, contexts 127-8191 with B x context >= 65,536 tokens"
+    )
+
+
+#: measured decode-attention bandwidth efficiencies per AIConfigurator system (tests/test_hardware.py recomputes
+#: them from data/aic-decode-attention.csv)
+_ATTN = {"h100_sxm": 0.845, "h200_sxm": 0.756, "a100_sxm": 0.697, "b200_sxm": 0.794}
+
 _GPUS: tuple[GPU, ...] = (
     GPU(
         name="h100-sxm-80gb",
@@ -140,6 +159,8 @@ _GPUS: tuple[GPU, ...] = (
             "sparsity, i.e. 989.4 dense; FP8 Tensor Core 3,958 with sparsity, i.e. 1,978.9 dense; 80 GB HBM3; "
             f"3.35 TB/s), {_NV_H100}"
         ),
+        decode_attention_eff=_ATTN["h100_sxm"],
+        decode_attention_source=_aic_attention("h100_sxm", "0.24.0"),
     ),
     GPU(
         name="h100-sxm-64gb",
@@ -181,6 +202,8 @@ _GPUS: tuple[GPU, ...] = (
             "1.63 TB/s as the best estimate, uncertain by up to +25%. nvidia-smi reports memory.total 65247 MiB."
         ),
         mem_bytes_reported=65247 * _MIB,
+        decode_attention_eff=_ATTN["h100_sxm"],
+        decode_attention_source=_aic_attention("h100_sxm", "0.24.0", "the H100 SXM 80GB"),
     ),
     GPU(
         name="h100-pcie-80gb",
@@ -206,6 +229,8 @@ _GPUS: tuple[GPU, ...] = (
             f"2 TB/s), {_NV_H100}"
         ),
         notes="1593 MHz x 2 x 5120 bit / 8 gives 2.04 TB/s; the data sheet rounds to 2 TB/s.",
+        decode_attention_eff=_ATTN["h100_sxm"],
+        decode_attention_source=_aic_attention("h100_sxm", "0.24.0", "the H100 SXM 80GB"),
     ),
     GPU(
         name="h200-sxm-141gb",
@@ -228,6 +253,8 @@ _GPUS: tuple[GPU, ...] = (
             "sparsity, i.e. 989.4 dense; FP8 Tensor Core 3,958 with sparsity, i.e. 1,978.9 dense; 141 GB HBM3e; "
             "4.8 TB/s), https://www.nvidia.com/en-us/data-center/h200/"
         ),
+        decode_attention_eff=_ATTN["h200_sxm"],
+        decode_attention_source=_aic_attention("h200_sxm", "0.24.0"),
     ),
     GPU(
         name="gh200-96gb",
@@ -252,6 +279,8 @@ _GPUS: tuple[GPU, ...] = (
             "https://www.nvidia.com/en-us/data-center/grace-hopper-superchip/"
         ),
         notes="GPU memory only; the Grace CPU's LPDDR5X (reachable over NVLink-C2C) is not counted.",
+        decode_attention_eff=_ATTN["h100_sxm"],
+        decode_attention_source=_aic_attention("h100_sxm", "0.24.0", "the H100 SXM 80GB"),
     ),
     GPU(
         name="a100-sxm-80gb",
@@ -272,6 +301,8 @@ _GPUS: tuple[GPU, ...] = (
             "NVIDIA A100 Tensor Core GPU datasheet, A100 80GB SXM column (FP16/BF16 Tensor Core 312 TFLOPS dense, "
             "624 with sparsity; 80 GB HBM2e; 2,039 GB/s), https://www.nvidia.com/en-us/data-center/a100/"
         ),
+        decode_attention_eff=_ATTN["a100_sxm"],
+        decode_attention_source=_aic_attention("a100_sxm", "0.14.0"),
     ),
     GPU(
         name="a100-sxm-40gb",
@@ -292,6 +323,8 @@ _GPUS: tuple[GPU, ...] = (
             "NVIDIA A100 Tensor Core GPU datasheet, A100 40GB SXM column (FP16/BF16 Tensor Core 312 TFLOPS dense; "
             "40 GB HBM2; 1,555 GB/s), https://www.nvidia.com/en-us/data-center/a100/"
         ),
+        decode_attention_eff=_ATTN["a100_sxm"],
+        decode_attention_source=_aic_attention("a100_sxm", "0.14.0", "the A100 SXM 80GB"),
     ),
     GPU(
         name="l40s",
@@ -343,6 +376,8 @@ _GPUS: tuple[GPU, ...] = (
         ),
         allreduce_latency_s=((2, 6.589e-6), (4, 6.859e-6), (8, 7.424e-6)),
         allreduce_source=_aic_allreduce("b200_sxm", "0.24.0"),
+        decode_attention_eff=_ATTN["b200_sxm"],
+        decode_attention_source=_aic_attention("b200_sxm", "0.24.0"),
     ),
     GPU(
         name="mi300x",
@@ -440,6 +475,8 @@ def _build_index() -> dict[str, GPU]:
             raise RuntimeError(
                 f"GPU {gpu.name}: link_kind {gpu.link_kind!r}"
             )  # pragma: no cover - registry bug
+        if gpu.decode_attention_eff is not None and not 0 < gpu.decode_attention_eff <= 1:
+            raise RuntimeError(f"GPU {gpu.name}: decode_attention_eff must lie in (0, 1]")  # pragma: no cover
         tokens = [m for m, _ in gpu.decode_gemm_curve]
         if gpu.decode_gemm_curve and not (
             len(tokens) >= 2
@@ -487,7 +524,8 @@ def gpu_label(name: str | GPU) -> str:
 
 def list_gpus(names: Iterable[str] | None = None) -> pd.DataFrame:
     """The registry as a table: name, label, peak_tflops (fp16/bf16), peak_fp8_tflops, peak_fp4_tflops,
-    mem_bw_tb_s, mem_gb, link_gb_s, link_kind, aliases, source, notes; sorted by name.
+    mem_bw_tb_s, mem_gb, link_gb_s, link_kind, attn_eff (measured decode-attention bandwidth efficiency, None where
+    not measured), aliases, source, notes; sorted by name.
 
     `names` (optional): only these GPUs (names or aliases), in the given order.
     """
@@ -503,6 +541,7 @@ def list_gpus(names: Iterable[str] | None = None) -> pd.DataFrame:
             "mem_gb": round(g.mem_gb, 6),
             "link_gb_s": round(g.link_bw / 1e9, 6) if g.link_bw else None,
             "link_kind": g.link_kind,
+            "attn_eff": g.decode_attention_eff,
             "aliases": ", ".join(g.aliases),
             "source": g.source,
             "notes": g.notes,

@@ -7,7 +7,12 @@ differ from Eqs. 5-12, and the alternatives `scripts/choose_components.py` score
   ATTENTION_FLOPS_CAUSAL`: the lower triangle of Eq. 8's ``4 B IL^2 D``; chosen by the extrapolation
   cross-validation, issue 28); `PREFILL_SERVED_EQ8` counts Eq. 8's whole square (parameter-file format 4).
 * `ATTENTION_FACTOR`: Eq. 9's factor without B0, ``B / eta_attn`` (``eta_attn``: the decode attention's bandwidth
-  efficiency; the paper's ``eta_m`` is another quantity, offset by B0).
+  efficiency; the paper's ``eta_m`` is another quantity, offset by B0). `ATTENTION_FACTOR_MEASURED` (the
+  recommended model's, chosen by the extrapolation cross-validation, issue 28): on a device whose registry entry
+  holds the decode attention kernel's measured bandwidth efficiency (``decode_attention_eff``: vLLM's kernel in
+  NVIDIA AIConfigurator's tables) that efficiency in ``eta_attn``'s place, ``eta_attn`` elsewhere: few pre-knee
+  points cannot see the attention, which grows with B and the context, so a fitted ``eta_attn`` is a guess where it
+  matters.
 * `decode_attention`: Eq. 11's traffic per request, ``b_ctx C(IL, OL) + b_win C_W(IL, OL)`` over the bandwidth:
   ``b_ctx`` the attention bytes per context token of one GPU's full-attention layers (feature
   ``attn_bytes_per_context_token``: ``2 L D_kv b_kv`` for MHA/GQA, the latent ``kv_lora_rank + rope`` values for
@@ -58,6 +63,16 @@ def _prefill_served(attention_flops: float) -> TimeFn:
 
 def _attention_factor(p: Params, f: Features, hw: GPU) -> Times:
     return Times(factor=eq.decode_batch_factor(f["batch_size"], p["eta_attn"], 0.0))
+
+
+def measured_attention_eff(p: Params, hw: GPU) -> float:
+    """The decode attention's bandwidth efficiency `ATTENTION_FACTOR_MEASURED` uses on `hw`: the registry's
+    ``decode_attention_eff`` where measured, else the parameter ``eta_attn``."""
+    return float(hw.decode_attention_eff) if hw.decode_attention_eff is not None else float(p["eta_attn"])
+
+
+def _attention_factor_measured(p: Params, f: Features, hw: GPU) -> Times:
+    return Times(factor=eq.decode_batch_factor(f["batch_size"], measured_attention_eff(p, hw), 0.0))
 
 
 def attention_widening(f: Features) -> FloatArray:
@@ -138,6 +153,13 @@ PREFILL_SERVED_EQ8 = Term(
 )  # fmt: skip
 ATTENTION_FACTOR = Term(
     "attention_factor", "Eq. 9's factor without B0: B / eta_attn", (ps.ETA_ATTN,), _attention_factor
+)
+ATTENTION_FACTOR_MEASURED = Term(
+    "attention_factor_measured",
+    "Eq. 9's factor without B0: B / eta, eta the device's measured decode-attention efficiency (registry "
+    "decode_attention_eff), else eta_attn",
+    (ps.ETA_ATTN,),
+    _attention_factor_measured,
 )
 DECODE_ATTENTION = decode_attention()
 STEP_WEIGHT_READ = Term(
