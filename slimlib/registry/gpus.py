@@ -133,6 +133,12 @@ def _aic_attention(system: str, version: str, proxy_of: str = "") -> str:
     )
 
 
+#: the AMD GPUs' all-reduce latency: no RCCL timings in the shared data
+_AMD_ALLREDUCE_PROXY = (
+    "proxy, likely an underestimate (no RCCL timings in the shared data; upstream vLLM all-reduces through RCCL on "
+    "ROCm until custom all-reduce for ROCm was merged, vllm-project/vllm#14125, March 2025, so vLLM 0.6.x pays "
+    "RCCL's latency, not a custom kernel's): " + _aic_allreduce("h100_sxm", "0.24.0")
+)
 #: measured decode-attention bandwidth efficiencies per AIConfigurator system (tests/test_hardware.py recomputes
 #: them from data/aic-decode-attention.csv)
 _ATTN = {"h100_sxm": 0.845, "h200_sxm": 0.756, "a100_sxm": 0.697, "b200_sxm": 0.794}
@@ -385,8 +391,7 @@ _GPUS: tuple[GPU, ...] = (
         peak_flops_fp8=2614.9e12,
         link_kind="pair",
         allreduce_latency_s=((2, 4.292e-6), (4, 4.589e-6), (8, 4.713e-6)),
-        allreduce_source="proxy (no RCCL timings in the shared data): "
-        + _aic_allreduce("h100_sxm", "0.24.0"),
+        allreduce_source=_AMD_ALLREDUCE_PROXY,
         peak_flops=1307.4e12,
         mem_bw=5.3e12,
         mem_bytes=192 * _GIB,
@@ -408,8 +413,7 @@ _GPUS: tuple[GPU, ...] = (
         label="MI250 die",
         link_kind="pair",
         allreduce_latency_s=((2, 4.292e-6), (4, 4.589e-6), (8, 4.713e-6)),
-        allreduce_source="proxy (no RCCL timings in the shared data): "
-        + _aic_allreduce("h100_sxm", "0.24.0"),
+        allreduce_source=_AMD_ALLREDUCE_PROXY,
         peak_flops=181.05e12,
         mem_bw=1.6384e12,
         mem_bytes=64 * _GIB,
@@ -437,8 +441,7 @@ _GPUS: tuple[GPU, ...] = (
         label="MI250",
         link_kind="pair",
         allreduce_latency_s=((2, 4.292e-6), (4, 4.589e-6), (8, 4.713e-6)),
-        allreduce_source="proxy (no RCCL timings in the shared data): "
-        + _aic_allreduce("h100_sxm", "0.24.0"),
+        allreduce_source=_AMD_ALLREDUCE_PROXY,
         peak_flops=362.1e12,
         mem_bw=3.2768e12,
         mem_bytes=128 * _GIB,
