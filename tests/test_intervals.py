@@ -32,6 +32,8 @@ from slimlib.model.intervals import (
     conformal_prob,
     extrapolation_distance,
     fit_domain,
+    interval_bounds,
+    normal_quantile,
     row_axes,
 )
 from slimlib.registry.architectures import get_architecture
@@ -324,3 +326,15 @@ def test_ttft_and_tpot_get_intervals_from_their_own_residual_part(slim_fitted):
     m.attach_intervals(ResidualModel.from_errors(errors[errors["quantity"] != "ttft"]), noisy(0))
     with pytest.warns(IntervalWarning, match="no 'ttft' part"):
         m.predict(df, interval=0.9)
+
+
+def test_the_interval_takes_the_larger_of_the_residual_and_the_parameter_part():
+    """h = max(q w, z s): the held-out residuals already hold a typical fit's parameter error, so the fit's own
+    part widens the interval only where it is the larger (never both added)."""
+    z = normal_quantile(0.9)
+    pred = np.array([100.0, 100.0, 100.0, 100.0])
+    sd = np.array([0.01, 0.2, 0.0, np.nan])
+    half = np.array([0.1, 0.1, 0.0, 0.1])
+    lo, hi = interval_bounds(pred, sd, half, 0.9)
+    np.testing.assert_allclose(np.log(hi / pred), [0.1, z * 0.2, 0.0, 0.1])
+    np.testing.assert_allclose(np.log(pred / lo), np.log(hi / pred))

@@ -21,8 +21,12 @@ An interval at level ``a`` around a prediction ``p`` is built in log space from 
   of ``log(|r| / w)``): the scale that makes the errors of near and far rows one distribution, so that the
   interval's coverage holds at every distance, not only on average.
 
-The interval is ``p exp(-h)`` to ``p exp(h)`` with ``h = sqrt((q w)^2 + (z s)^2)`` (``z`` the normal quantile of
-level ``a``): the two parts combined in quadrature, so ``low <= p <= high`` always.
+The interval is ``p exp(-h)`` to ``p exp(h)`` with ``h = max(q w, z s)`` (``z`` the normal quantile of level
+``a``), so ``low <= p <= high`` always. The larger part, not the two in quadrature: the held-out errors the residual
+model is learned from are the errors of fitted parameters, so ``q w`` already holds the parameter error of a typical
+fit; the fit's own ``z s`` widens the interval only where it exceeds that (a fit its rows determine poorly). Adding
+the two in quadrature (the earlier rule) counted the parameter error twice and made the intervals wider than their
+level on most axes of the protocol (issue 28).
 
 Which axis a row extrapolates on is read from the fit's domain (`fit_domain`): batch size, input or output length
 above the largest fitted, a model the fit never saw, a larger tensor-parallel degree, another GPU; a row on several
@@ -315,10 +319,10 @@ def extrapolation_distance(data: pd.DataFrame, domain: Domain, gpu: str) -> np.n
 def interval_bounds(
     pred: np.ndarray, log_sd: np.ndarray, half: np.ndarray, level: float
 ) -> tuple[np.ndarray, np.ndarray]:
-    """(low, high) = ``pred exp(-+h)``, ``h = sqrt(half^2 + (z log_sd)^2)``: the residual half width `half` and
-    the parameter part combined in quadrature (module docstring)."""
+    """(low, high) = ``pred exp(-+h)``, ``h = max(half, z log_sd)``: the residual half width `half` or the parameter
+    part, the larger (module docstring; `half` = 0 without a residual model gives the parameter part alone)."""
     zs = normal_quantile(level) * np.nan_to_num(np.asarray(log_sd, dtype=float), nan=0.0)
-    h = np.sqrt(np.asarray(half, dtype=float) ** 2 + zs**2)
+    h = np.maximum(np.asarray(half, dtype=float), zs)
     p = np.asarray(pred, dtype=float)
     return p * np.exp(-h), p * np.exp(h)
 

@@ -8,8 +8,8 @@ its own: its rows use the model pooled over every axis.
 
 Coverage is nested (`nested_intervals`): the interval of a held-out row of fold f is built by the same code as a
 prediction's (`slimlib.model.intervals.residual_half_widths`) from a residual model learned on every *other* fold
-of the protocol (its scale's ``(lambda, beta)`` and its quantiles alike), never from f's own errors, plus the
-parameter uncertainty of f's own fit; a row is covered when ``low <= measured <= high``. `coverage_table` adds the
+of the protocol (its scale's ``(lambda, beta)`` and its quantiles alike), never from f's own errors, or the
+parameter uncertainty of f's own fit where that is larger (`slimlib.model.intervals.interval_bounds`); a row is covered when ``low <= measured <= high``. `coverage_table` adds the
 exact binomial (Clopper-Pearson) 95% interval of each coverage.
 """
 

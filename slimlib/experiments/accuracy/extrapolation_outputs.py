@@ -120,7 +120,8 @@ def write_extrapolation_outputs(
                f"interval], per axis over its datasets, and the median width high/low; target {lo:.0%}-{hi:.0%} on "
                "every axis. Nested: a fold's residual model (scale and quantiles) is learned from every other fold "
                f"(its axis's own when it has {MIN_AXIS_FOLDS} or more, else all axes pooled), its parameter "
-               "uncertainty from its own fit (none after a GPU transfer, which clears the standard errors). Per "
+               "uncertainty from its own fit (none after a GPU transfer, which clears the standard errors); the "
+               "interval takes the larger of the two parts. Per "
                "dataset and for E2E, TTFT and TPOT: extrap_coverage.csv."],
     )  # fmt: skip
     return table, coverage, choice
