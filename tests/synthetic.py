@@ -8,9 +8,10 @@ import numpy as np
 import pandas as pd
 
 TRUE_PARAMS = {"eta_c": 0.45, "t_fixed": 0.2, "eta_m": 0.6, "B0": 3.0, "alpha": 2e-5, "gamma": 5e-7}
-#: parameters of the recommended `slim` for synthetic tables (t_layer 0: no per-layer overhead)
+#: parameters of the recommended `slim` for synthetic tables (t_layer, t_act 0: no per-layer overhead, no
+#: width-dependent per-sequence work)
 SLIM_TRUE_PARAMS = {"eta_c": 0.4, "t_fixed": 0.1, "eta_attn": 0.5, "eta_w": 0.7, "alpha": 3e-5, "t_step": 2e-3,
-                    "t_layer": 0.0}  # fmt: skip
+                    "t_layer": 0.0, "t_act": 0.0}  # fmt: skip
 
 
 def grid(models=("opt-125m", "opt-1.3b", "opt-6.7b"), gpu="h100-sxm-80gb", batch=(1, 4, 16, 64, 256),

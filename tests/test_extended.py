@@ -24,7 +24,7 @@ from slimlib.registry.gpus import get_gpu
 
 GPU = "h100-sxm-64gb"
 #: eta_attn at the GPU's measured decode-attention efficiency, which the recommended model reads there instead
-TRUE = {**SLIM_TRUE_PARAMS, "t_layer": 3e-5, "eta_attn": get_gpu(GPU).decode_attention_eff}
+TRUE = {**SLIM_TRUE_PARAMS, "t_layer": 3e-5, "t_act": 1e-7, "eta_attn": get_gpu(GPU).decode_attention_eff}
 
 
 def _grid():
@@ -84,17 +84,22 @@ def test_extended_recovers_its_own_synthetic_parameters():
     assert thr[-1] == pytest.approx(thr[-2], rel=1e-12)
 
 
-def test_single_architecture_holds_eta_w_at_its_prior_and_t_layer_at_zero():
+def test_single_architecture_holds_eta_w_at_its_prior_and_t_layer_and_t_act_at_zero():
     # one architecture: the weight read, t_step and t_layer L are one constant per step; eta_w keeps the decode
-    # GEMMs' ridge where the device puts it, the constant goes to t_step
+    # GEMMs' ridge where the device puts it, the constant goes to t_step; t_act L D and alpha are one constant per
+    # sequence and step
     truth = ExtendedSlimModel.with_params(TRUE, gpu=GPU)
     df = synthesize(truth, _grid())
     one = df[df["model"] == "opt-1.3b"]
     m = ExtendedSlimModel(n_starts=2).fit(one)
-    assert m.held_ == ["eta_attn", "eta_w", "t_layer"] and m.params_["t_layer"] == 0.0 and m.fixed is None
+    assert m.held_ == ["eta_attn", "eta_w", "t_act", "t_layer"] and m.fixed is None
+    assert m.params_["t_layer"] == 0.0 and m.params_["t_act"] == 0.0
+    assert "one layer count times width" in m.held_reasons_["t_act"]
     assert m.params_["eta_w"] == ps.ETA_W.prior.median  # type: ignore[union-attr]
     assert m.params_["t_step"] > 0
-    assert m.fit(df).params_["t_layer"] == pytest.approx(TRUE["t_layer"], rel=1e-3)  # a refit decides afresh
+    refit = m.fit(df).params_  # a refit decides afresh
+    assert refit["t_layer"] == pytest.approx(TRUE["t_layer"], rel=1e-3)
+    assert refit["t_act"] == pytest.approx(TRUE["t_act"], rel=1e-3)
     assert m.held_ == ["eta_attn"]
 
 
@@ -107,7 +112,7 @@ def test_saved_single_architecture_fit_refits_t_step_on_several(tmp_path):
     path = tmp_path / "one.json"
     ExtendedSlimModel(n_starts=2).fit(df[df["model"] == df["model"].iloc[0]]).to_json(path)
     loaded = load_params(path)
-    assert loaded.fixed is None and loaded.held_ == ["eta_attn", "eta_w", "t_layer"]
+    assert loaded.fixed is None and loaded.held_ == ["eta_attn", "eta_w", "t_act", "t_layer"]
     refit = loaded.fit(df)
     fresh = ExtendedSlimModel(n_starts=2).fit(df)
     assert refit.held_ == ["eta_attn"] and refit.params_["t_layer"] == pytest.approx(

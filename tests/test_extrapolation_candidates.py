@@ -20,7 +20,7 @@ from slimlib.experiments.accuracy.extrapolation_candidates import (
 )
 from slimlib.model.extended import slim_terms
 from slimlib.model.features import model_features
-from slimlib.model.terms import ATTENTION_FACTOR, ATTENTION_FACTOR_MEASURED
+from slimlib.model.terms import ACTIVATION_WORK, ATTENTION_FACTOR, ATTENTION_FACTOR_MEASURED
 from slimlib.model.terms.rooflines import (
     STEP_GEMM_ROOFLINE,
     STEP_GEMM_ROOFLINE_ALL,
@@ -131,7 +131,7 @@ def test_a_fit_on_the_cpu_engine_holds_eta_w_and_fits_t_step():
     from slimlib.model.extended import ExtendedSlimModel
 
     truth = {"eta_c": 0.6, "t_fixed": 0.05, "eta_attn": 1.0, "eta_w": 0.758, "eta_e": 0.437, "alpha": 2e-5,
-             "t_step": 4e-3, "t_layer": 0.0}  # fmt: skip
+             "t_step": 4e-3, "t_layer": 0.0, "t_act": 0.0}  # fmt: skip
     df = pd.DataFrame([(b, il, ol) for b in (1, 2, 4, 8, 16, 32) for il in (128, 512) for ol in (64, 256)],
                       columns=["batch_size", "input_len", "output_len"]).assign(model="qwen3s-h768", gpu="cpu")  # fmt: skip
     gen = ExtendedSlimModel.with_params(truth, "cpu")
@@ -145,8 +145,8 @@ def test_a_fit_on_the_cpu_engine_holds_eta_w_and_fits_t_step():
 def test_candidates_are_the_previous_recommended_terms_with_one_change():
     base = [t.name for t in SLIM_V3_TERMS]
     for name, terms in TERM_CANDIDATES.items():
-        if name in ("slim-v4", "slim-v5", "slim-v6", "slim-v7"):
-            continue  # the recommended terms before the causal count, the measured roof, curve, attention (next test)
+        if name in ("slim-v4", "slim-v5", "slim-v6", "slim-v7", "slim-v8"):
+            continue  # the recommended terms before the causal count, the measured roof, curve, attention, t_act (next test)
         names = [t.name for t in terms]
         assert len(set(names) ^ set(base)) in (0, 1, 2), name
         assert resolve_candidate(name) == (name, terms)
@@ -167,14 +167,18 @@ def test_the_recommended_terms_are_v3_with_the_step_roofline_the_layer_overhead_
     assert now == v4 - {"prefill_compute_served_eq8", "attention_factor"} | {
         "prefill_compute_served",
         "attention_factor_measured",
+        "activation_work",
     }
+    v8 = TERM_CANDIDATES["slim-v8"]  # format 8: the recommended terms without t_act, nothing else changed
+    assert [t.name for t in v8] == [t.name for t in slim_terms() if t is not ACTIVATION_WORK]
+    assert ACTIVATION_WORK in slim_terms()
     assert "prefill_compute_served_eq8" in {t.name for t in SLIM_V3_TERMS}  # format 3 counted Eq. 8's square
     v5 = TERM_CANDIDATES["slim-v5"]  # format 5: format 7's names, the step roofline at eta_c everywhere
     assert [t.name for t in v5] == [t.name for t in TERM_CANDIDATES["slim-v7"]]
     assert STEP_GEMM_ROOFLINE in slim_terms() and STEP_GEMM_ROOFLINE_V5 in v5 and STEP_GEMM_ROOFLINE not in v5
     v7 = TERM_CANDIDATES["slim-v7"]  # format 7: eta_attn fitted on every device, nothing else changed
     assert [t.name for t in v7 if t is not ATTENTION_FACTOR] == [
-        t.name for t in slim_terms() if t is not ATTENTION_FACTOR_MEASURED
+        t.name for t in v8 if t is not ATTENTION_FACTOR_MEASURED
     ]
     assert ATTENTION_FACTOR in v7 and ATTENTION_FACTOR_MEASURED in slim_terms()
     v6 = TERM_CANDIDATES[
@@ -182,7 +186,8 @@ def test_the_recommended_terms_are_v3_with_the_step_roofline_the_layer_overhead_
     ]  # format 6: format 7's terms, the measured roof's max instead of the curve
     assert [t.name for t in v6] == [t.name for t in v7]
     assert STEP_GEMM_ROOFLINE_V6 in v6 and STEP_GEMM_ROOFLINE not in v6
-    assert all(ATTENTION_FACTOR_MEASURED not in TERM_CANDIDATES[n] for n in TERM_CANDIDATES)
+    assert all(ATTENTION_FACTOR_MEASURED not in TERM_CANDIDATES[n] for n in TERM_CANDIDATES if n != "slim-v8")
+    assert all(ACTIVATION_WORK not in TERM_CANDIDATES[n] for n in TERM_CANDIDATES)
 
 
 def test_the_layer_overhead_is_per_layer_of_the_model_and_not_divided_by_tp():
@@ -216,3 +221,15 @@ def test_a_fit_holds_t_layer_on_one_layer_count_and_recovers_it_on_two():
     two = TermModel(terms, n_starts=2).fit(df)
     assert "t_layer" not in two.held_
     assert two.params_["t_layer"] == pytest.approx(5e-5, rel=0.05)
+
+
+def test_the_activation_work_is_per_sequence_layer_and_width_and_not_divided_by_tp():
+    df = pd.DataFrame({"model": ["llama-2-70b", "llama-2-70b", "llama-2-7b"], "gpu": "h100-sxm-80gb",
+                       "batch_size": [8.0, 8.0, 2.0], "input_len": 128.0, "output_len": 64.0,
+                       "tensor_parallel": [1, 4, 1]})  # fmt: skip
+    hw = get_gpu("h100-sxm-80gb")
+    f = model_features(df, hw)
+    assert ACTIVATION_WORK.times is not None
+    step = np.asarray(ACTIVATION_WORK.times({"t_act": 1e-7}, f, hw).step, dtype=float)
+    # B sequences x L layers x D / 1024: 70B has 80 layers of 8192, 7B 32 layers of 4096; TP does not split them
+    np.testing.assert_allclose(step, [8 * 80 * 8 * 1e-7, 8 * 80 * 8 * 1e-7, 2 * 32 * 4 * 1e-7])

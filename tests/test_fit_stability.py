@@ -95,7 +95,7 @@ def test_gamma_unit_is_per_layer_width_and_token():
 
 
 def test_three_points_of_one_curve_fit_with_efficiencies_at_priors():
-    """3 rows of one curve, 4 free parameters (one architecture: eta_w at its prior and t_layer at 0; one output
+    """3 rows of one curve, 4 free parameters (one architecture: eta_w at its prior, t_layer and t_act at 0; one output
     length: t_fixed at 0, its constant given to t_step): eta_c, eta_attn are held at the kernel data's priors and
     t_step, alpha are fitted; the summary says so and gives held parameters no interval."""
     prior = {s.name: s.prior.median for s in ExtendedSlimModel().param_specs() if s.prior is not None}
@@ -104,7 +104,7 @@ def test_three_points_of_one_curve_fit_with_efficiencies_at_priors():
     rows = synthesize(truth, grid(models=("llama-2-7b",), gpu=GPU, batch=(4, 16, 64), input_len=(512,),
                                   output_len=(256,)))  # fmt: skip
     m = ExtendedSlimModel(n_starts=2).fit(rows)
-    assert m.held_ == ["eta_attn", "eta_c", "eta_w", "t_fixed", "t_layer"] and m.free_params_ == [
+    assert m.held_ == ["eta_attn", "eta_c", "eta_w", "t_act", "t_fixed", "t_layer"] and m.free_params_ == [
         "alpha",
         "t_step",
     ]
@@ -117,11 +117,14 @@ def test_three_points_of_one_curve_fit_with_efficiencies_at_priors():
         assert np.isnan(t.loc[k, "ci95_low"]) and np.isnan(t.loc[k, "ci95_high"])
     assert all("3 rows < 4 free parameters" in t.loc[k, "note"] for k in ("eta_c", "eta_attn"))
     assert "one architecture" in t.loc["eta_w", "note"] and "one layer count" in t.loc["t_layer", "note"]
-    assert "one output length" in t.loc["t_fixed", "note"]
+    assert (
+        "one output length" in t.loc["t_fixed", "note"]
+        and "one layer count times width" in t.loc["t_act", "note"]
+    )
     assert t.loc[["t_step", "alpha"], "ci95_low"].notna().all()
     # with enough rows nothing is held at a prior
     many = synthesize(truth, grid(models=("llama-2-7b",), gpu=GPU))
-    assert ExtendedSlimModel(n_starts=2).fit(many).held_ == ["eta_w", "t_layer"]
+    assert ExtendedSlimModel(n_starts=2).fit(many).held_ == ["eta_w", "t_act", "t_layer"]
 
 
 def test_failing_fold_drops_the_whole_scenario_with_the_reason():
@@ -147,4 +150,11 @@ def test_cli_fits_three_runs_of_one_curve_and_says_what_it_held(tmp_path, capsys
     out = capsys.readouterr().out
     assert "eta_attn: held at prior 0.845" in out and "3 rows < 4 free parameters" in out
     assert "fit stability:" in out
-    assert load_params(tmp_path / "p.json").held_ == ["eta_attn", "eta_c", "eta_w", "t_fixed", "t_layer"]
+    assert load_params(tmp_path / "p.json").held_ == [
+        "eta_attn",
+        "eta_c",
+        "eta_w",
+        "t_act",
+        "t_fixed",
+        "t_layer",
+    ]

@@ -151,6 +151,7 @@ def test_tp1_gives_exactly_the_paper_equations(with_column):
         "alpha": 2e-4,
         "t_step": 1e-3,
         "t_layer": 0.0,
+        "t_act": 0.0,
     }
     a = ExtendedSlimModel.with_params(ext, "mi300x").predict(df)
     b2 = ExtendedSlimModel.with_params(ext, "mi300x").predict(
@@ -168,6 +169,7 @@ def test_more_ranks_predict_faster_decode_of_a_big_model():
         "alpha": 0.0,
         "t_step": 0.0,
         "t_layer": 0.0,
+        "t_act": 0.0,
     }
     m = ExtendedSlimModel.with_params(ext, "mi300x")
     e2e = [m.predict(_table(models=("llama-2-70b",), tp=p))["pred_e2e_s"].to_numpy() for p in (1, 2, 8)]

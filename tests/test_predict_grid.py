@@ -44,6 +44,7 @@ PARAMS = {
         "alpha": 2e-5,
         "t_step": 3e-3,
         "t_layer": 0.0,
+        "t_act": 0.0,
     },
     "paper": {"eta_c": 0.6, "t_fixed": 0.05, "eta_m": 0.8, "B0": 4.0, "alpha": 2e-5, "gamma": 3e-7},
     "slim-roofline": {

@@ -203,7 +203,7 @@ def test_ablation_is_the_paper_model_without_one_term(variant, dropped):
 
 def test_slim_parameters_in_the_old_order():
     assert [s.name for s in ExtendedSlimModel().param_specs()] == [
-        "eta_c", "t_fixed", "eta_attn", "eta_w", "alpha", "t_step", "t_layer"]  # fmt: skip
+        "eta_c", "t_fixed", "eta_attn", "eta_w", "alpha", "t_step", "t_layer", "t_act"]  # fmt: skip
     assert [s.name for s in SlimModel().param_specs()] == [
         "eta_c",
         "t_fixed",
@@ -218,7 +218,7 @@ def test_slim_parameters_in_the_old_order():
 def test_a_parameter_name_means_one_quantity():
     every = [v for v in vars(ps).values() if isinstance(v, ParamSpec)]
     assert len({s.name for s in every}) == len(every)
-    assert len(T.CATALOGUE) == 29 and all(name == t.name for name, t in T.CATALOGUE.items())
+    assert len(T.CATALOGUE) == 30 and all(name == t.name for name, t in T.CATALOGUE.items())
     T.model_specs(T.CATALOGUE.values())  # all terms together: no name with two meanings
     for term in T.CATALOGUE.values():
         for s in term.specs:

@@ -125,12 +125,15 @@ def test_transfer_applies_the_estimators_own_declaration():
     assert SlimModel.with_params(PAPER, "mi250-gcd").transfer_scaling() == {
         "eta_c": "kept", "t_fixed": "kept", "eta_m": "kept", "B0": "kept", "alpha": "kept", "gamma": "flops",
     }  # fmt: skip
-    slim = dict(SLIM_TRUE_PARAMS)
+    slim = {**SLIM_TRUE_PARAMS, "t_act": 1e-7}
     m = ExtendedSlimModel.with_params(slim, "mi250-gcd")
     m.fit_info_ = {}
-    assert set(m.transfer_scaling().values()) == {"kept"}
+    scaling = m.transfer_scaling()
+    assert scaling.pop("t_act") == "bandwidth" and set(scaling.values()) == {"kept"}
     new = transfer_params(json.loads(m.to_json()), "mi300x")
-    assert new["params"] == pytest.approx(slim) and new["transferred_from"]["scaling"] == m.transfer_scaling()
+    ratio = get_gpu("mi250-gcd").mem_bw / get_gpu("mi300x").mem_bw
+    assert new["params"] == pytest.approx({**slim, "t_act": 1e-7 * ratio}) and ratio < 0.5
+    assert new["transferred_from"]["scaling"] == m.transfer_scaling()
 
 
 def test_methods_without_a_hardware_term_refuse_to_transfer():

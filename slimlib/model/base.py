@@ -76,7 +76,9 @@ PARAMS_FORMAT = "slim-params"
 #: issue 28)
 #: version 8: ``slim``'s decode attention runs at the device's measured decode-attention efficiency where the registry
 #: has one (NVIDIA GPUs, AIConfigurator's vLLM kernel tables; ``eta_attn`` unused there; cross-validation, issue 28)
-PARAMS_FORMAT_VERSION = 8
+#: version 9: ``slim`` has a per-sequence, per-layer step term ``t_act`` that grows with the width (cross-validation
+#: over model sizes, issue 28)
+PARAMS_FORMAT_VERSION = 9
 #: a fit progress callback: ``progress(done, total)``
 Progress = Callable[[int, int], None]
 

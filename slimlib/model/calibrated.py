@@ -35,6 +35,7 @@ from slimlib.model.features import Features, FloatArray, model_features, resolve
 from slimlib.model.intervals import INTERVAL_QUANTITIES, IntervalWarning
 from slimlib.model.params import ParamSpec
 from slimlib.model.terms import (
+    ACTIVATION_WORK,
     ATTENTION_FACTOR_MEASURED,
     BATCH_FIXED,
     LAYER_STEP_OVERHEAD,
@@ -184,7 +185,8 @@ class CalibratedModel(Estimator):
     ) -> dict[str, tuple[float, str]]:
         """`held` plus the per-step overheads the rows cannot tell apart: ``t_layer`` = 0 when the model has a
         per-layer step overhead (`LAYER_STEP_OVERHEAD`) and the rows hold one layer count (``t_layer L`` is then
-        one constant per step with ``t_step``), and ``t_fixed`` = 0 when the model has `STEP_OVERHEAD` and the rows
+        one constant per step with ``t_step``), ``t_act`` = 0 when the model has `ACTIVATION_WORK` and the rows hold
+        one ``L D`` (``t_act B L D / 1024`` is then one constant per sequence and step with ``alpha``), and ``t_fixed`` = 0 when the model has `STEP_OVERHEAD` and the rows
         hold one output length (``t_step OL`` is then one constant per batch with ``t_fixed``): the constant goes
         to ``t_step``, because fits on rows of several output lengths put most of it there (the public H100 and
         MI300X/MI250 curves; `scripts/hold_evidence.py` prints them)."""
@@ -199,6 +201,16 @@ class CalibratedModel(Estimator):
                 "held at 0: the rows hold one layer count, so t_layer L and t_step are one constant per step"
             )
             out["t_layer"] = (0.0, why)
+        if (
+            ACTIVATION_WORK.name in names
+            and "t_act" not in out
+            and np.unique(feats["n_layers_total"] * feats["hidden_size"]).size == 1
+        ):
+            why = (
+                "held at 0: the rows hold one layer count times width L D, so t_act B L D / 1024 and the per-token "
+                "alpha are one constant per sequence and step"
+            )
+            out["t_act"] = (0.0, why)
         if (
             STEP_OVERHEAD.name in names
             and BATCH_FIXED.name in names

@@ -15,7 +15,8 @@ the kernels differ from Eqs. 5-12:
    curve's seconds per weight at B (flat to about 8 sequences, then bending into the roof; ``eta_w`` unused there);
    plus a fixed ``t_step`` (scheduling, sampling) and ``t_layer`` per layer of the model
    (`LAYER_STEP_OVERHEAD`: kernel launches, which every tensor-parallel rank pays for every layer, so TP does not
-   divide them); a mixture of experts adds the routed experts the step's tokens touch
+   divide them) and ``t_act B L (D / 1024)``, each running sequence's work per layer outside the GEMMs and the KV
+   read, growing with the width it touches (`ACTIVATION_WORK`: norms, activations, its attention call); a mixture of experts adds the routed experts the step's tokens touch
    (`slimlib.model.terms.MOE_EXPERTS`).
 3. **Decode attention traffic by kernel regime** (`slimlib.model.terms.recommended`): Eq. 11 on the attention bytes per
    context token (the latent for MLA, the window for sliding-window layers), widened to the query width above
@@ -34,12 +35,12 @@ chunked passes; 1 otherwise: all B prompts' prefill before the first token, an u
 batching), ``TPOT = (E2E - TTFT) / (OL - 1)``. Not fitted to measured TTFT/TPOT (the fit reads throughput only);
 their accuracy and intervals are measured by the extrapolation cross-validation where the data have them.
 
-The step roofline, ``t_layer``, the causal prefill attention count, the measured decode-GEMM roof and curve and the
-measured decode-attention efficiency were admitted by the extrapolation cross-validation
+The step roofline, ``t_layer``, the causal prefill attention count, the measured decode-GEMM roof and curve, the
+measured decode-attention efficiency and ``t_act`` were admitted by the extrapolation cross-validation
 (`slimlib.experiments.accuracy.extrapolation`, README "Selection by extrapolation"): the model without the first
 two (``slim-v3``, `slimlib.experiments.accuracy.extrapolation_candidates`), with each one alone, without the causal
 count (``slim-v4``), without the measured roof (``slim-v5``), with the roof's max instead of the measured curve
-(``slim-v6``) and with ``eta_attn`` fitted on every GPU (``slim-v7``) are scored by fitting one region and
+(``slim-v6``), with ``eta_attn`` fitted on every GPU (``slim-v7``) and without ``t_act`` (``slim-v8``) are scored by fitting one region and
 predicting another along every axis, and this term set has the best worst-axis throughput error (ties: the lower mean error). The
 earlier components were chosen on training rows (`scripts/choose_components.py`): ``alpha`` against a FLOP-based
 per-request term, the attention rule against ``D_kv`` always, ``kappa = 1`` for static batches against 0.5.
@@ -47,7 +48,8 @@ per-request term, the attention rule against ``D_kv`` always, ``kappa = 1`` for 
 Rows that cannot tell per-step constants apart hold them (``held_`` and ``held_reasons_`` say which; the
 constructor's ``fixed`` is not changed): on one architecture the weight read, ``t_step`` and ``t_layer L`` are one
 constant per step, so ``eta_w`` is held at its measured prior (keeping the ridge where the device puts it) and
-``t_layer`` at 0; on a device with a measured decode-GEMM curve ``eta_w`` is unused and held, and ``t_step`` is
+``t_layer`` and ``t_act`` at 0 (``t_act B L D / 1024`` is then one constant per sequence and step with
+``alpha``); on a device with a measured decode-GEMM curve ``eta_w`` is unused and held, and ``t_step`` is
 fitted; on a GPU with a measured decode-attention efficiency ``eta_attn`` is unused and held at that value; on one
 output length ``t_step OL`` and ``t_fixed`` are one constant per batch, so ``t_fixed`` is held at 0.
 The bandwidth efficiencies may reach 1.5: they are relative to the registry's bandwidth, which for some
@@ -62,6 +64,7 @@ from slimlib.model.base import Arrays6
 from slimlib.model.calibrated import CalibratedModel
 from slimlib.model.features import Features, FloatArray
 from slimlib.model.terms import (
+    ACTIVATION_WORK,
     ALLREDUCE,
     ATTENTION_FACTOR_MEASURED,
     BATCH_FIXED,
@@ -94,6 +97,7 @@ def slim_terms(kv_context_frac: float = KV_CONTEXT_FRAC) -> tuple[Term, ...]:
         PER_TOKEN_DECODE,
         STEP_OVERHEAD,
         LAYER_STEP_OVERHEAD,
+        ACTIVATION_WORK,
         ALLREDUCE,
         EXPERT_ALLTOALL,
     )

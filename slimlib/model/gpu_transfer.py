@@ -9,8 +9,8 @@ Each estimator declares how its parameters move (`slimlib.model.base.Estimator.t
   host and software overheads of the engine (``t_fixed``, ``t_step``, ``alpha``, ``B0``);
 * "flops": seconds of compute-bound GPU work (``gamma``, paper Eq. 10), times ``peak_flops(source) /
   peak_flops(target)``;
-* "bandwidth": seconds of memory-bound GPU work, times ``mem_bw(source) / mem_bw(target)`` (no current method has
-  one).
+* "bandwidth": seconds of memory-bound GPU work, times ``mem_bw(source) / mem_bw(target)`` (``t_act``: each
+  sequence's elementwise work per layer, which reads and writes its activation vectors).
 
 A method without a hardware term (LLMVisor-Agg, IMAI OOD-LR: regressions of times on token counts) declares None
 and is refused: its file would predict on the new GPU exactly what it predicted on the old one.

@@ -22,12 +22,14 @@ whether a term is admitted:
   measured decode-GEMM curve (`slimlib.model.terms.rooflines.STEP_GEMM_ROOFLINE_V6`: the max of the weight read
   at ``eta_w`` and the measured roof);
 * ``slim-v7``: the recommended model at parameter-file format 7, before the decode attention ran at the device's
-  measured efficiency where the registry has one (`ATTENTION_FACTOR`: ``eta_attn`` fitted on every device).
+  measured efficiency where the registry has one (`ATTENTION_FACTOR`: ``eta_attn`` fitted on every device);
+* ``slim-v8``: the recommended model at parameter-file format 8, before the per-sequence, per-layer step work that
+  grows with the width (`ACTIVATION_WORK`, ``t_act``).
 
 The recommended ``slim`` (`slimlib.model.extended.slim_terms`) is ``slim-v3`` with both the step roofline and the
 per-layer overhead, the causal prefill attention count (``slim-v4`` with it), the measured decode-GEMM roof
-(``slim-v5`` with it), the measured curve (``slim-v6`` with it) and the measured decode-attention efficiency
-(``slim-v7`` with it): the best worst-axis error of these candidates (README "Selection by extrapolation"). The
+(``slim-v5`` with it), the measured curve (``slim-v6`` with it), the measured decode-attention efficiency
+(``slim-v7`` with it) and ``t_act`` (``slim-v8`` with it): the best worst-axis error of these candidates (README "Selection by extrapolation"). The
 ``slim-v3`` candidates keep Eq. 8's count, as format 3 had; every earlier format fits ``eta_attn``.
 """
 
@@ -38,6 +40,7 @@ from slimlib.experiments.accuracy.extrapolation import Candidate
 from slimlib.model import METHODS
 from slimlib.model.extended import slim_terms
 from slimlib.model.terms import (
+    ACTIVATION_WORK,
     ATTENTION_FACTOR,
     ATTENTION_FACTOR_MEASURED,
     LAYER_STEP_OVERHEAD,
@@ -54,13 +57,14 @@ from slimlib.model.terms.rooflines import (
     STEP_GEMM_ROOFLINE_V6,
 )
 
-#: the recommended model's terms at parameter-file formats 7 (before the measured decode-attention efficiency), 6
+#: the recommended model's terms at parameter-file formats 8 (before t_act), 7 (before the measured decode-attention efficiency), 6
 #: (before the measured decode-GEMM curve), 5 (before
 #: the measured roof), 4 (before the causal prefill attention count) and 3 (before the cross-validation admitted
 #: the step roofline and the per-layer overhead): format 4's with the per-step weight read in the roofline's place,
 #: no t_layer
+SLIM_V8_TERMS: tuple[Term, ...] = tuple(t for t in slim_terms() if t.name != ACTIVATION_WORK.name)
 SLIM_V7_TERMS: tuple[Term, ...] = tuple(
-    ATTENTION_FACTOR if t.name == ATTENTION_FACTOR_MEASURED.name else t for t in slim_terms()
+    ATTENTION_FACTOR if t.name == ATTENTION_FACTOR_MEASURED.name else t for t in SLIM_V8_TERMS
 )
 SLIM_V6_TERMS: tuple[Term, ...] = tuple(
     STEP_GEMM_ROOFLINE_V6 if t.name == STEP_GEMM_ROOFLINE.name else t for t in SLIM_V7_TERMS
@@ -93,14 +97,15 @@ TERM_CANDIDATES: dict[str, tuple[Term, ...]] = {
     "slim-v5": SLIM_V5_TERMS,
     "slim-v6": SLIM_V6_TERMS,
     "slim-v7": SLIM_V7_TERMS,
+    "slim-v8": SLIM_V8_TERMS,
 }
 #: the candidates the reproduction's cross-validation scores beside the registered methods (notebook 06): the
 #: recommended model of format 3 and its two admitted changes one at a time, and those of formats 4 (Eq. 8's count),
-#: 6 (the measured roof's max, not the curve) and 7 (eta_attn fitted on every device); format 5 (the registry peak's
-#: eta_c in the CPU engine's step roofline), which format 6 replaced, stays a candidate by name and is left out to
-#: keep the reproduction's run time
+#: 6 (the measured roof's max, not the curve), 7 (eta_attn fitted on every device) and 8 (no t_act); format 5 (the
+#: registry peak's eta_c in the CPU engine's step roofline), which format 6 replaced, stays a candidate by name and
+#: is left out to keep the reproduction's run time
 REPRODUCED_CANDIDATES = (
-    "slim-v3", "slim-v3+step-roofline", "slim-v3+layer-overhead", "slim-v4", "slim-v6", "slim-v7",
+    "slim-v3", "slim-v3+step-roofline", "slim-v3+layer-overhead", "slim-v4", "slim-v6", "slim-v7", "slim-v8",
 )  # fmt: skip
 
 

@@ -31,6 +31,10 @@ differ from Eqs. 5-12, and the alternatives `scripts/choose_components.py` score
   ``n_layers_total``): launching each layer's kernels, which every tensor-parallel rank does for every layer, so
   unlike the weight read and the attention it is not divided by the TP degree; on one layer count it is one
   constant with ``t_step``.
+* `ACTIVATION_WORK`: ``t_act B L (D / 1024)`` per decode step, ``L`` the model's own layer count: each running
+  sequence's work per layer outside the GEMMs and the KV read (elementwise norms, activations, residual adds, its
+  attention call), which grows with the width ``D`` of the vectors it touches; on one ``L D`` it is one constant
+  per sequence and step with ``alpha`` (chosen by the extrapolation cross-validation over model sizes, issue 28).
 * `DECODE_GEMM_COMPUTE`: decode GEMM FLOPs ``B OL F_tok / (eta_d F_max)``, the FLOP-based alternative to
   ``alpha``.
 """
@@ -132,6 +136,10 @@ def _layer_step_overhead(p: Params, f: Features, hw: GPU) -> Times:
     return Times(step=p["t_layer"] * f["n_layers_total"])
 
 
+def _activation_work(p: Params, f: Features, hw: GPU) -> Times:
+    return Times(step=f["batch_size"] * p["t_act"] * f["n_layers_total"] * f["hidden_size"] / 1024.0)
+
+
 def _sequence_overhead(p: Params, f: Features, hw: GPU) -> Times:
     return Times(step=f["batch_size"] * p["t_seq"])
 
@@ -179,6 +187,10 @@ SEQUENCE_OVERHEAD = Term(
 LAYER_STEP_OVERHEAD = Term(
     "layer_step_overhead", "t_layer per layer of the model (not per rank) and decode step", (ps.T_LAYER,),
     _layer_step_overhead, reads=("n_layers_total",),
+)  # fmt: skip
+ACTIVATION_WORK = Term(
+    "activation_work", "t_act B L (D / 1024) per decode step: each sequence's per-layer work outside the GEMMs",
+    (ps.T_ACT,), _activation_work, reads=("n_layers_total", "hidden_size"),
 )  # fmt: skip
 DECODE_GEMM_COMPUTE = Term(
     "decode_gemm_compute", "decode GEMM FLOPs B OL F_tok / (eta_d F_max)", (ps.ETA_D,), _decode_gemm_compute,

@@ -44,6 +44,12 @@ T_LAYER = ParamSpec(
     "per-layer, per-decode-step overhead (launching one layer's kernels; every tensor-parallel rank launches every "
     "layer, so it does not shrink with TP)",
 )  # fmt: skip
+T_ACT = ParamSpec(
+    "t_act", 0.0, 1e-2, 1e-6, 1e-6, "s/(sequence layer step) per 1024 of width",
+    "per-sequence, per-layer, per-decode-step work that grows with the hidden width D (elementwise norms, "
+    "activations, residual adds, each sequence's attention call), per 1024 of D",
+    "bandwidth",
+)  # fmt: skip
 T_SEQ = ParamSpec(
     "t_seq", 0.0, 0.1, 1e-5, 1e-5, "s/(sequence step)",
     "per-sequence, per-decode-step overhead (scheduler, sampler, detokenizer work for each running sequence)",
