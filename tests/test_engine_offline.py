@@ -26,7 +26,7 @@ from slimlib.data.engine_offline import (
 from slimlib.errors import DataError
 from slimlib.experiments.accuracy.extrapolation_folds import build_axis_folds
 from slimlib.experiments.accuracy.scenarios import engine_offline_rows
-from slimlib.experiments.engine_study.offline import paired, served_over_offline
+from slimlib.experiments.engine_study.offline import order_effect, paired, served_over_offline
 from slimlib.kit.offline_engine_bench import TOKEN_RANGE, prompt_ids
 from slimlib.registry.architectures import get_architecture
 from slimlib.registry.engine_models import ALL_ENGINE_MODELS
@@ -199,3 +199,22 @@ def test_an_empty_grid_and_a_model_without_its_window_are_refused(tmp_path):
         run_engine_offline(_fake_engine(tmp_path), tmp_path, GRID.iloc[:0], 1, max_model_len=LENS)
     with pytest.raises(DataError, match=r"max_model_len: no value for model\(s\) \['b'\]"):
         run_engine_offline(_fake_engine(tmp_path), tmp_path, GRID, 1, max_model_len={"a": 512})
+
+
+def test_the_order_effect_is_the_reversed_repeats_over_the_forward_ones():
+    """Reversed (odd) repeats over the median of the forward (even) ones, per configuration; a run failing a check
+    is left out, and a configuration missing in one order is NaN."""
+    rows = [("m", 1, 128, 64, r, e2e, "") for r, e2e in ((0, 2.0), (1, 1.0), (2, 4.0))]
+    rows += [
+        ("m", 2, 128, 64, 0, 3.0, ""),
+        ("m", 2, 128, 64, 1, 9.0, "physics"),
+        ("m", 2, 128, 64, 3, 6.0, ""),
+    ]
+    rows += [("m", 4, 128, 64, 0, 5.0, "")]
+    runs = pd.DataFrame(rows, columns=["model", "batch_size", "input_len", "output_len", "repeat", "e2e_s",
+                                       "checks_failed"])  # fmt: skip
+    got = order_effect(runs)
+    assert list(got.columns) == ["model", "input_len", "output_len", "B=1", "B=2", "B=4"]
+    assert got.loc[0, "B=1"] == pytest.approx(1.0 / 3.0)  # 1.0 over the forward median of 2.0 and 4.0
+    assert got.loc[0, "B=2"] == pytest.approx(2.0)  # the failing reversed run is left out: 6.0 / 3.0
+    assert np.isnan(got.loc[0, "B=4"])

@@ -4,6 +4,10 @@
 The served campaign runs the API server and the benchmark client on the engine's 2-core host; the offline campaign
 runs the same configurations with ``LLM.generate`` in one process. The ratio of their E2E is what the serving front
 end costs the engine on this host (its per-token work and its share of the cores), a measurement, not a model.
+
+`order_effect`: the offline campaign runs each model's configurations by (IL, OL, B), in reverse on odd repeats (one
+process per model and repeat); a configuration's E2E in the reversed repeats over its median in the forward ones
+says whether a run's time depends on what the process ran before it.
 """
 
 from __future__ import annotations
@@ -15,6 +19,20 @@ from slimlib.experiments.outputs.uncertainty import bootstrap_mean_ci
 KEYS = ["model", "batch_size", "input_len", "output_len"]
 #: columns of `served_over_offline`
 COLUMNS = ("model", "batch_size", "n_configs", "ratio_mean", "ratio_lo", "ratio_hi", "ratio_min", "ratio_max")
+
+
+def order_effect(runs: pd.DataFrame) -> pd.DataFrame:
+    """Per model, IL and OL: for each B, the median E2E of the offline campaign's reversed-order repeats (odd
+    ``repeat``) over that of its forward-order repeats (even), on the runs that pass the physical checks; NaN where
+    either order has no such run. Columns ``model``, ``input_len``, ``output_len``, then one per B (``B=1``, ...)."""
+    ok = runs[runs["checks_failed"] == ""]
+    odd = ok["repeat"].astype(int) % 2 == 1
+    fwd = ok[~odd].groupby(KEYS)["e2e_s"].median()
+    rev = ok[odd].groupby(KEYS)["e2e_s"].median()
+    ratio = (rev / fwd).rename("ratio").reset_index()
+    wide = ratio.pivot(index=["model", "input_len", "output_len"], columns="batch_size", values="ratio")
+    wide.columns = [f"B={int(b)}" for b in wide.columns]
+    return wide.reset_index().sort_values(["model", "input_len", "output_len"]).reset_index(drop=True)
 
 
 def paired(served: pd.DataFrame, offline: pd.DataFrame) -> pd.DataFrame:

@@ -582,6 +582,15 @@ CAPTIONS: dict[str, Caption] = {
         "measured.",
         f"{ENGINE_CPU}; the offline campaign `data/engine-cpu-offline/` (runs and manifest)",
     ),
+    "engine_offline_order": Caption(
+        "",
+        "extension (not in the paper)",
+        "Whether a run's time on the CPU engine depends on what ran before it: per model, input and output length, "
+        "and batch size, the offline campaign's median E2E in its reversed-order repeat over the median of its "
+        "forward-order repeats (each repeat one process per model running the configurations by (IL, OL, B), in "
+        "reverse on odd repeats); 1 within the repeat noise if the configuration alone sets the time.",
+        "the offline campaign `data/engine-cpu-offline/` (runs and manifest)",
+    ),
     "engine_rerun_check": Caption(
         "",
         "extension (not in the paper)",
@@ -735,6 +744,7 @@ NOTEBOOK_OUTPUTS: dict[str, tuple[str, ...]] = {
         "engine_noise_floor",
         "engine_rerun_check",
         "engine_served_vs_offline",
+        "engine_offline_order",
         "fig01_engine_plateau",
         "fig02_engine_saturation",
         "fig03_engine_phases",
