@@ -16,6 +16,7 @@ import pytest
 
 from slimlib.data import load
 from slimlib.data.engine_offline import (
+    CACHED,
     COMMITTED,
     TABLE_FILE,
     offline_medians,
@@ -26,8 +27,13 @@ from slimlib.data.engine_offline import (
 from slimlib.errors import DataError
 from slimlib.experiments.accuracy.extrapolation_folds import build_axis_folds
 from slimlib.experiments.accuracy.scenarios import engine_offline_rows
-from slimlib.experiments.engine_study.offline import order_effect, paired, served_over_offline
-from slimlib.kit.offline_engine_bench import TOKEN_RANGE, prompt_ids
+from slimlib.experiments.engine_study.offline import (
+    order_effect,
+    paired,
+    prefix_cache_effect,
+    served_over_offline,
+)
+from slimlib.kit.offline_engine_bench import TOKEN_RANGE, prompt_ids, run_seed
 from slimlib.registry.architectures import get_architecture
 from slimlib.registry.engine_models import ALL_ENGINE_MODELS
 
@@ -36,7 +42,7 @@ QUIET = {"cpu_user": 0.5, "cpu_system": 0.0, "cpu_steal": 0.0, "cpu_idle": 0.5, 
 BUSY = {**QUIET, "outside_cpu": 0.9, "outside_load": True}
 
 
-def _fake_engine(tmp_path, e2e=0.5, tokens_short=0, rc=0):
+def _fake_engine(tmp_path, e2e=0.5, tokens_short=0, rc=0, caching=False):
     """An interpreter stand-in: prints a version for ``-c``, else one JSON row per run of the spec it is given."""
     script = tmp_path / "fake-python"
     script.write_text(
@@ -45,7 +51,8 @@ def _fake_engine(tmp_path, e2e=0.5, tokens_short=0, rc=0):
         "for b, il, ol in spec['runs']:\n"
         "    print(json.dumps({'model': spec['model'], 'batch_size': b, 'input_len': il, 'output_len': ol,\n"
         f"        'repeat': spec['repeat'], 'e2e_s': {e2e} * b, 'process_cpu_s': 1.0, 'completed': b,\n"
-        f"        'output_tokens': b * ol - {tokens_short}, 'prompt_tokens': b * il, 'threads': 1}}))\n"
+        f"        'output_tokens': b * ol - {tokens_short}, 'prompt_tokens': b * il, 'threads': 1,\n"
+        f"        'prefix_caching': {caching}}}))\n"
         f"print('a log line', file=sys.stderr)\nsys.exit({rc})\n",
         encoding="utf-8",
     )
@@ -132,6 +139,40 @@ def test_a_run_that_fails_its_physics_is_kept_but_not_used(tmp_path, monkeypatch
     assert offline_medians(back).empty
 
 
+def test_a_run_with_prefix_caching_on_is_kept_but_not_used(tmp_path, monkeypatch):
+    # with caching on, a prompt an earlier run prefilled skips its prefill: the run timed part of its work
+    import slimlib.data.engine_offline as mod
+
+    monkeypatch.setattr(mod, "load_split", lambda *a, **k: QUIET)
+    table, manifest = run_engine_offline(_fake_engine(tmp_path, caching=True), _models_dir(tmp_path, "a", "b"),
+                                         GRID, 1, max_model_len=LENS, say=lambda s: None)  # fmt: skip
+    assert manifest["flags"]["enable_prefix_caching"] is False
+    back = read_engine_offline(write_engine_offline(tmp_path / "out", table, manifest))
+    assert (back["checks_failed"] == "prefix_caching").all() and offline_medians(back).empty
+
+
+def test_a_campaign_that_did_not_record_prefix_caching_takes_it_from_its_manifest_or_is_refused(
+    tmp_path, monkeypatch
+):
+    import slimlib.data.engine_offline as mod
+
+    monkeypatch.setattr(mod, "load_split", lambda *a, **k: QUIET)
+    table, manifest = run_engine_offline(_fake_engine(tmp_path), _models_dir(tmp_path, "a", "b"), GRID, 1,
+                                         max_model_len=LENS, say=lambda s: None)  # fmt: skip
+    old = table.drop(columns="prefix_caching")
+    flags = {k: v for k, v in manifest["flags"].items() if k != "enable_prefix_caching"}
+    folder = write_engine_offline(tmp_path / "old", old, {**manifest, "flags": flags})
+    with pytest.raises(
+        DataError, match=r"old/runs.csv: no prefix_caching column and manifest.json has no flags"
+    ):
+        read_engine_offline(folder)
+    folder = write_engine_offline(
+        tmp_path / "old", old, {**manifest, "flags": {**flags, "enable_prefix_caching": True}}
+    )
+    back = read_engine_offline(folder)
+    assert (back["checks_failed"] == "prefix_caching").all() and offline_medians(back).empty
+
+
 def test_a_changed_table_is_refused_naming_the_file(tmp_path):
     folder = tmp_path / "offline"
     shutil.copytree(COMMITTED, folder)
@@ -146,6 +187,11 @@ def test_a_changed_table_is_refused_naming_the_file(tmp_path):
 def test_prompts_are_deterministic_distinct_and_inside_every_vocabulary():
     a, b = prompt_ids(0, 64, 0), prompt_ids(1, 64, 0)
     assert a == prompt_ids(0, 64, 0) and a != b and a != prompt_ids(0, 64, 1) and len(a) == 64
+    # every run of a campaign (warm-up 0, then 1..n; repeats 0..2) prompts its own tokens: no run shares a prefix
+    seeds = {run_seed(r, k) for r in range(3) for k in range(200)}
+    assert len(seeds) == 600
+    firsts = {tuple(prompt_ids(i, 8, s)) for s in seeds for i in range(4)}
+    assert len(firsts) == 2400
     smallest_vocab = min(get_architecture(m).vocab_size for m in ALL_ENGINE_MODELS)
     assert min(a + b) >= TOKEN_RANGE[0] and max(a + b) < TOKEN_RANGE[1] <= smallest_vocab
 
@@ -162,10 +208,28 @@ def test_the_committed_campaign_passes_its_checks_and_covers_the_served_grid():
     assert len(got.merge(served)) == len(served) == len(got)
     rows = engine_offline_rows()
     assert rows is not None and len(rows) == len(served) and rows["static_batch"].all()
-    # on the served worker's one thread, the engine alone takes the served engine's time: the front end on the other
-    # core costs it nothing beyond the sessions' drift (about 10% between sessions on this host)
-    ratio = paired(load("engine-cpu-medians"), rows)["ratio"]
-    assert len(ratio) == len(served) and 0.9 < ratio.mean() < 1.1 and ratio.between(0.75, 1.4).all()
+    assert manifest["flags"]["enable_prefix_caching"] is False and not runs["prefix_caching"].any()
+    # short prompts: the engine alone takes the served engine's time within the sessions' drift (the front end on the
+    # other core costs it little); long prompts: the served campaign (prefix caching on, prompts repeated across a
+    # server's runs) skipped about half its prefill, so from B = 4 on it is much faster than the engine alone
+    pairs = paired(load("engine-cpu-medians"), rows)
+    assert len(pairs) == len(served)
+    assert 0.95 < pairs.loc[pairs["input_len"] == 128, "ratio"].median() < 1.1
+    longest = pairs[(pairs["input_len"] == pairs.groupby("model")["input_len"].transform("max"))
+                    & (pairs["batch_size"] >= 4)]["ratio"]  # fmt: skip
+    assert len(longest) == 15 and longest.max() < 0.9 and longest.median() < 0.65
+
+
+def test_the_cached_campaign_fails_only_its_prefix_caching_check_and_timed_about_half_the_long_prefills():
+    cached = read_engine_offline(CACHED)
+    assert len(cached) == 345 and (cached["checks_failed"] == "prefix_caching").all()
+    assert offline_medians(cached).empty  # nothing fits on it
+    effect = prefix_cache_effect(cached, read_engine_offline())
+    bcols = [c for c in effect.columns if c.startswith("B=")]
+    longest = effect[effect["input_len"] == effect.groupby("model")["input_len"].transform("max")]
+    ratios = longest[bcols[2:]].to_numpy().ravel()  # B >= 4: most of a forward run's prompts were cached
+    ratios = ratios[np.isfinite(ratios)]
+    assert len(ratios) == 15 and ratios.max() < 0.95 and np.median(ratios) < 0.65
 
 
 def test_the_cross_validation_scores_the_offline_campaign_on_the_engines_axes():
@@ -218,3 +282,19 @@ def test_the_order_effect_is_the_reversed_repeats_over_the_forward_ones():
     assert got.loc[0, "B=1"] == pytest.approx(1.0 / 3.0)  # 1.0 over the forward median of 2.0 and 4.0
     assert got.loc[0, "B=2"] == pytest.approx(2.0)  # the failing reversed run is left out: 6.0 / 3.0
     assert np.isnan(got.loc[0, "B=4"])
+
+
+def test_the_prefix_cache_effect_is_the_cached_campaign_over_the_clean_one():
+    """Cached-campaign median E2E (runs failing only the prefix_caching check) over the clean campaign's median
+    (runs failing nothing); any other failure is left out, a configuration one campaign lacks is NaN."""
+    cols = ["model", "batch_size", "input_len", "output_len", "repeat", "e2e_s", "checks_failed"]
+    cached = pd.DataFrame([("m", 1, 128, 64, 0, 1.0, "prefix_caching"), ("m", 1, 128, 64, 1, 3.0, "prefix_caching"),
+                           ("m", 2, 128, 64, 0, 2.0, "prefix_caching;time"), ("m", 2, 128, 64, 1, 4.0, "prefix_caching"),
+                           ("m", 4, 128, 64, 0, 5.0, "prefix_caching")], columns=cols)  # fmt: skip
+    clean = pd.DataFrame([("m", 1, 128, 64, 0, 4.0, ""), ("m", 2, 128, 64, 0, 8.0, ""),
+                          ("m", 2, 128, 64, 1, 1.0, "prefix_caching")], columns=cols)  # fmt: skip
+    got = prefix_cache_effect(cached, clean)
+    assert list(got.columns) == ["model", "input_len", "output_len", "B=1", "B=2", "B=4"]
+    assert got.loc[0, "B=1"] == pytest.approx(0.5)  # median 2.0 over 4.0
+    assert got.loc[0, "B=2"] == pytest.approx(0.5)  # 4.0 over 8.0: the cached run failing time and the clean
+    assert np.isnan(got.loc[0, "B=4"])  # run failing prefix_caching are left out; B=4 has no clean run

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 from engine_double import SCRIPT
 
-from slimlib.advisor.commands import client_args, server_args
+from slimlib.advisor.commands import NO_PREFIX_CACHING, client_args, server_args
 from slimlib.data.engine_runs import engine_table, exclusions
 from slimlib.errors import DataError
 from slimlib.experiments.engine_study.campaign_grid import campaign_plan
@@ -88,6 +88,8 @@ def test_one_server_per_model_every_result_with_its_sha256(env, batched):
         "--max-num-seqs" in a and a[a.index("--max-num-seqs") + 1] == "16" for a in s["servers"].values()
     )
     assert "--load-format" in s["servers"]["opt-1.3b-s8"]
+    # the manifest shows every server ran with prefix caching off (the runs' prompts repeat across a server's runs)
+    assert all(NO_PREFIX_CACHING in a for a in s["servers"].values())
     assert {r["file"] for r in m["results"]} == set(plan["file"])
     assert all(len(r["sha256"]) == 64 for r in m["results"])
     assert len(s["load"]) >= 2 and {"load1", "load5", "load15"} <= set(s["load"][0])

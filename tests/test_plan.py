@@ -7,6 +7,7 @@ import shlex
 import pandas as pd
 import pytest
 
+from slimlib.advisor.commands import NO_PREFIX_CACHING
 from slimlib.advisor.plan import SIDECAR_COLUMNS, make_plan, write_plan
 from slimlib.cli.main import main
 from slimlib.data.ingest import SIDECAR_NAMES
@@ -39,6 +40,9 @@ def test_write_plan_commands_and_sidecar_lines(tmp_path):
     script = (tmp_path / "run_plan.sh").read_text()
     assert script.count("vllm serve facebook/opt-2.7b") == 3
     assert "--max-num-seqs 128" in script
+    # every server prefills every prompt it is timed on: the client's random prompts repeat across a server's runs
+    servers = [ln for ln in script.splitlines() if ln.startswith("vllm serve")]
+    assert len(servers) == 3 and all(NO_PREFIX_CACHING in shlex.split(ln.rstrip(" &")) for ln in servers)
     clients = [ln for ln in script.splitlines() if ln.startswith("vllm bench serve")]
     assert len(clients) == 6
     args = shlex.split(clients[0].split(" && ")[0])
@@ -84,10 +88,10 @@ def test_cli_plan(tmp_path, capsys):
                "--output-len", "130", "520", "--out", str(tmp_path / "p"), "--legacy-client"])  # fmt: skip
     out = capsys.readouterr().out
     assert rc == 0 and "6 runs for llama-2-7b" in out
-    assert (
-        "python benchmarks/benchmark_serving.py --backend vllm"
-        in (tmp_path / "p" / "run_plan.sh").read_text()
-    )
+    legacy = (tmp_path / "p" / "run_plan.sh").read_text()
+    assert "python benchmarks/benchmark_serving.py --backend vllm" in legacy
+    # a legacy vLLM has no such flag (and caches no prefix by default): the server line must not carry it
+    assert "vllm serve" in legacy and NO_PREFIX_CACHING not in legacy
     rc = main(["plan", "--model", "llama-2-7b", "--gpu", "h100-sxm-64gb", "--output-len", "5000", "--out",
                str(tmp_path / "q")])  # fmt: skip
     assert rc == 2 and "context" in capsys.readouterr().err

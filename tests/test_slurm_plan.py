@@ -180,6 +180,7 @@ def test_fake_campaign_fails_resumes_and_fits(tmp_path, capsys):
     assert "injected failure" in (plan_dir / "logs" / "task-3.log").read_text()
     served = [json.loads(ln) for ln in calls.read_text().splitlines() if '"serve"' in ln]
     assert len(served) == 6 and len({c["port"] for c in served}) >= 1
+    assert all(c["prefix_caching"] is False for c in served)  # every server told not to cache prefixes
     # ingest reports the failure (with the log) and refuses to write a table with fewer points
     got = collect([plan_dir])
     assert not got.complete and [f["task"] for f in got.failed] == ["3"] and len(got.table) == 5

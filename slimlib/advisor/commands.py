@@ -5,7 +5,14 @@ from __future__ import annotations
 import shlex
 from collections.abc import Sequence
 
-__all__ = ["LEGACY_CLIENT", "client_args", "client_command", "server_args", "server_command"]
+__all__ = [
+    "LEGACY_CLIENT",
+    "NO_PREFIX_CACHING",
+    "client_args",
+    "client_command",
+    "server_args",
+    "server_command",
+]
 
 #: Client percentile metrics; e2el gives mean_e2el_ms, from which ingest takes e2e_s.
 PERCENTILE_METRICS = "ttft,tpot,itl,e2el"
@@ -13,10 +20,17 @@ METRIC_PERCENTILES = "50,90,99"
 LEGACY_CLIENT = "benchmarks/benchmark_serving.py"
 
 
+#: vLLM >= 0.9 caches prefixes by default; a calibration run must prefill every prompt it times (the benchmark's
+#: random prompts repeat across the runs of one server, and a shorter prompt is a prefix of a longer one)
+NO_PREFIX_CACHING = "--no-enable-prefix-caching"
+
+
 def server_args(
-    hf_id: str, batch_size, max_model_len, port=8000, tensor_parallel=1, flags: Sequence[str] = ()
-) -> list[str]:
-    """`vllm serve` argv with the batch-size cap under test (values may be shell placeholders, see slurm), then
+    hf_id: str, batch_size, max_model_len, port=8000, tensor_parallel=1, flags: Sequence[str] = (),
+    legacy: bool = False,
+) -> list[str]:  # fmt: skip
+    """`vllm serve` argv with the batch-size cap under test (values may be shell placeholders, see slurm), prefix
+    caching off (`NO_PREFIX_CACHING`; `legacy`: a vLLM before the flag, where caching is off by default), then
     `flags` (the plan's precision and memory options)."""
     args = [
         "vllm",
@@ -29,6 +43,8 @@ def server_args(
     ]
     if str(tensor_parallel) != "1":
         args += ["--tensor-parallel-size", str(tensor_parallel)]
+    if not legacy:
+        args.append(NO_PREFIX_CACHING)
     # no --disable-log-requests: removed from recent vLLM (request logging is off by default there)
     return [*args, *flags, "--port", str(port)]
 
@@ -40,9 +56,10 @@ def server_command(
     port: int = 8000,
     tensor_parallel: int = 1,
     flags: Sequence[str] = (),
+    legacy: bool = False,
 ) -> str:
-    """`vllm serve` with the batch-size cap under test."""
-    return shlex.join(server_args(hf_id, batch_size, max_model_len, port, tensor_parallel, flags))
+    """`vllm serve` with the batch-size cap under test (`server_args`)."""
+    return shlex.join(server_args(hf_id, batch_size, max_model_len, port, tensor_parallel, flags, legacy))
 
 
 def client_args(

@@ -221,7 +221,7 @@ def _local_files(plan: pd.DataFrame, result_dir: str, legacy: bool, port: int) -
         lines += [
             "",
             f"# --- max_num_seqs = {b}",
-            f"{server_command(hf, int(b), max_len, port, tp, flags)} &",
+            f"{server_command(hf, int(b), max_len, port, tp, flags, legacy)} &",
             "SERVER=$!",
             "wait_ready",
         ]

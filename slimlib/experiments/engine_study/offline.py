@@ -8,6 +8,10 @@ end costs the engine on this host (its per-token work and its share of the cores
 `order_effect`: the offline campaign runs each model's configurations by (IL, OL, B), in reverse on odd repeats (one
 process per model and repeat); a configuration's E2E in the reversed repeats over its median in the forward ones
 says whether a run's time depends on what the process ran before it.
+
+`prefix_cache_effect`: the first offline campaign ran with vLLM's default prefix caching on and its prompts repeated
+across the runs of one process (`slimlib.data.engine_offline.CACHED`); its E2E over the re-run's (caching off,
+prompts distinct per run) is the share of each run's time that caching skipped.
 """
 
 from __future__ import annotations
@@ -29,8 +33,25 @@ def order_effect(runs: pd.DataFrame) -> pd.DataFrame:
     odd = ok["repeat"].astype(int) % 2 == 1
     fwd = ok[~odd].groupby(KEYS)["e2e_s"].median()
     rev = ok[odd].groupby(KEYS)["e2e_s"].median()
-    ratio = (rev / fwd).rename("ratio").reset_index()
-    wide = ratio.pivot(index=["model", "input_len", "output_len"], columns="batch_size", values="ratio")
+    return _by_b(rev / fwd)
+
+
+def prefix_cache_effect(cached: pd.DataFrame, clean: pd.DataFrame) -> pd.DataFrame:
+    """Per model, IL and OL: for each B, the median E2E of campaign `cached` (runs failing no physical check but
+    ``prefix_caching``) over that of campaign `clean` (runs failing none); NaN where either has no such run. Columns
+    as `order_effect`."""
+    a = cached[cached["checks_failed"].isin(["", "prefix_caching"])].groupby(KEYS)["e2e_s"].median()
+    b = clean[clean["checks_failed"] == ""].groupby(KEYS)["e2e_s"].median()
+    return _by_b(a / b)
+
+
+def _by_b(ratio: pd.Series) -> pd.DataFrame:
+    """A ratio indexed by `KEYS` as one row per (model, IL, OL) and one column per B (``B=1``, ...)."""
+    wide = (
+        ratio.rename("ratio")
+        .reset_index()
+        .pivot(index=["model", "input_len", "output_len"], columns="batch_size", values="ratio")
+    )
     wide.columns = [f"B={int(b)}" for b in wide.columns]
     return wide.reset_index().sort_values(["model", "input_len", "output_len"]).reset_index(drop=True)
 

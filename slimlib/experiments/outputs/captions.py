@@ -579,7 +579,8 @@ CAPTIONS: dict[str, Caption] = {
         "the same configurations, one static batch of `LLM.generate` in one process on the one OMP thread the served "
         "engine's worker has, no API server or benchmark client on the 2-core host), with a bootstrap 95% interval "
         "over those configurations and the range: what the serving front end costs the engine on this host, "
-        "measured.",
+        "measured, plus the prefill the served campaign's prefix caching skipped (its servers cached prefixes, the "
+        "offline re-run does not).",
         f"{ENGINE_CPU}; the offline campaign `data/engine-cpu-offline/` (runs and manifest)",
     ),
     "engine_offline_order": Caption(
@@ -590,6 +591,16 @@ CAPTIONS: dict[str, Caption] = {
         "forward-order repeats (each repeat one process per model running the configurations by (IL, OL, B), in "
         "reverse on odd repeats); 1 within the repeat noise if the configuration alone sets the time.",
         "the offline campaign `data/engine-cpu-offline/` (runs and manifest)",
+    ),
+    "engine_offline_prefix_cache": Caption(
+        "",
+        "extension (not in the paper)",
+        "What vLLM's default prefix caching hid on the CPU engine: per model, input and output length, and batch "
+        "size, the median E2E of the first offline campaign (caching on, prompt i the same in every run of a "
+        "process, so a run skipped the prefill of prompts an earlier run had prefilled) over the median of its "
+        "re-run (caching off, prompts distinct per run); below 1 by the share of the time caching skipped.",
+        "the offline campaigns `data/engine-cpu-offline-prefix-cached/` and `data/engine-cpu-offline/` (runs and "
+        "manifests)",
     ),
     "engine_rerun_check": Caption(
         "",
@@ -744,6 +755,7 @@ NOTEBOOK_OUTPUTS: dict[str, tuple[str, ...]] = {
         "engine_noise_floor",
         "engine_rerun_check",
         "engine_served_vs_offline",
+        "engine_offline_prefix_cache",
         "engine_offline_order",
         "fig01_engine_plateau",
         "fig02_engine_saturation",
