@@ -11,12 +11,13 @@ import pandas as pd
 import pytest
 from engine_double import SCRIPT
 
-from slimlib.advisor.commands import NO_PREFIX_CACHING, client_args, server_args
+from slimlib.advisor.commands import client_args, server_args
 from slimlib.data.engine_runs import engine_table, exclusions
 from slimlib.errors import DataError
 from slimlib.experiments.engine_study.campaign_grid import campaign_plan
 from slimlib.kit import vllm_runner
 from slimlib.kit.vllm_runner import ArgvBuilders, EngineError, EngineSpec, Protocol, run_plan
+from slimlib.registry.vllm_flags import NO_PREFIX_CACHING
 
 ARGVS = ArgvBuilders(server_args, client_args)
 #: one wave per run, no probe: the orchestration tests; the protocol has its own (tests/test_engine_protocol.py)

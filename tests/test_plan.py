@@ -7,11 +7,11 @@ import shlex
 import pandas as pd
 import pytest
 
-from slimlib.advisor.commands import NO_PREFIX_CACHING
 from slimlib.advisor.plan import SIDECAR_COLUMNS, make_plan, write_plan
 from slimlib.cli.main import main
 from slimlib.data.ingest import SIDECAR_NAMES
 from slimlib.errors import DataError
+from slimlib.registry.vllm_flags import NO_PREFIX_CACHING
 
 
 def test_plan_spans_batch_sizes_and_lengths():

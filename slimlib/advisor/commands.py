@@ -5,24 +5,14 @@ from __future__ import annotations
 import shlex
 from collections.abc import Sequence
 
-__all__ = [
-    "LEGACY_CLIENT",
-    "NO_PREFIX_CACHING",
-    "client_args",
-    "client_command",
-    "server_args",
-    "server_command",
-]
+from slimlib.registry.vllm_flags import NO_PREFIX_CACHING
+
+__all__ = ["LEGACY_CLIENT", "client_args", "client_command", "server_args", "server_command"]
 
 #: Client percentile metrics; e2el gives mean_e2el_ms, from which ingest takes e2e_s.
 PERCENTILE_METRICS = "ttft,tpot,itl,e2el"
 METRIC_PERCENTILES = "50,90,99"
 LEGACY_CLIENT = "benchmarks/benchmark_serving.py"
-
-
-#: vLLM >= 0.9 caches prefixes by default; a calibration run must prefill every prompt it times (the benchmark's
-#: random prompts repeat across the runs of one server, and a shorter prompt is a prefix of a longer one)
-NO_PREFIX_CACHING = "--no-enable-prefix-caching"
 
 
 def server_args(

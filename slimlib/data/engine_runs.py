@@ -22,7 +22,6 @@ from pathlib import Path
 
 import pandas as pd
 
-from slimlib.advisor.commands import NO_PREFIX_CACHING
 from slimlib.data.engine_medians import MEDIANS_TABLE, median_table
 from slimlib.data.ingest import ingest
 from slimlib.data.markdown import count_table
@@ -30,6 +29,7 @@ from slimlib.data.physical_checks import CHECKS, Checked, check_runs, count_line
 from slimlib.errors import DataError
 from slimlib.kit.vllm_runner import MANIFEST, sha256_file
 from slimlib.registry.host_cpu import HOST_CPU
+from slimlib.registry.vllm_flags import NO_PREFIX_CACHING
 
 __all__ = [
     "engine_table",

@@ -1,0 +1,10 @@
+"""Facts about vLLM's command line that the package's commands and readers share."""
+
+from __future__ import annotations
+
+__all__ = ["NO_PREFIX_CACHING"]
+
+#: turns off prefix caching, which vLLM caches by default since its V1 engine (0.32.0 here: `EngineArgs` leaves
+#: ``enable_prefix_caching`` None and the platform sets it on). A calibration run must prefill every prompt it times:
+#: the benchmark's random prompts repeat across the runs of one server, and a shorter prompt is a prefix of a longer one
+NO_PREFIX_CACHING = "--no-enable-prefix-caching"
