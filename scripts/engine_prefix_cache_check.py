@@ -15,8 +15,14 @@ caching off and prompts distinct per run (`slimlib.kit.offline_engine_bench`).
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import time
+from pathlib import Path
+
+#: the offline benchmark's module, loaded by path (the engine's interpreter has no slimlib installed; the module
+#: needs only the standard library): its prompts are the ones checked here
+_BENCH = Path(__file__).resolve().parents[1] / "slimlib" / "kit" / "offline_engine_bench.py"
 
 
 def main() -> None:
@@ -27,8 +33,13 @@ def main() -> None:
     os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
     from vllm import LLM, SamplingParams
 
+    spec = importlib.util.spec_from_file_location("offline_engine_bench", _BENCH)
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+
     def ids(i: int, n: int) -> list[int]:
-        return [10 + (7919 * (i + 1) + 31 * j * (i + 3)) % 5990 for j in range(n)]
+        return bench.prompt_ids(i, n, seed=0)
 
     sp = SamplingParams(max_tokens=1, min_tokens=1, ignore_eos=True)
     for caching in (None, False):  # None: the engine's default

@@ -32,6 +32,7 @@ from slimlib.experiments.engine_study.offline import (
     paired,
     prefix_cache_effect,
     served_over_offline,
+    without_caching_check,
 )
 from slimlib.kit.offline_engine_bench import TOKEN_RANGE, prompt_ids, run_seed
 from slimlib.registry.architectures import get_architecture
@@ -298,3 +299,7 @@ def test_the_prefix_cache_effect_is_the_cached_campaign_over_the_clean_one():
     assert got.loc[0, "B=1"] == pytest.approx(0.5)  # median 2.0 over 4.0
     assert got.loc[0, "B=2"] == pytest.approx(0.5)  # 4.0 over 8.0: the cached run failing time and the clean
     assert np.isnan(got.loc[0, "B=4"])  # run failing prefix_caching are left out; B=4 has no clean run
+    # only the caching check is set aside, whatever its place in checks_failed; the others still count
+    cleared = without_caching_check(cached.assign(checks_failed=["prefix_caching", "time;prefix_caching",
+                                                                 "prefix_caching;time", "", "completed"]))  # fmt: skip
+    assert list(cleared["checks_failed"]) == ["", "time", "time", "", "completed"]

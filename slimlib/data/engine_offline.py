@@ -77,7 +77,7 @@ RUN_CHECKS: dict[str, Callable[[pd.DataFrame], pd.Series]] = {
     "output_tokens": lambda d: d["output_tokens"] != d["batch_size"] * d["output_len"],
     "prompt_tokens": lambda d: d["prompt_tokens"] != d["batch_size"] * d["input_len"],
     "time": lambda d: ~((d["e2e_s"] > 0) & np.isfinite(d["e2e_s"])),
-    "prefix_caching": lambda d: d["prefix_caching"].astype(str) != "False",
+    "prefix_caching": lambda d: ~d["prefix_caching"].eq(False),
 }
 
 
