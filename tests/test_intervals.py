@@ -34,6 +34,7 @@ from slimlib.model.intervals import (
     fit_domain,
     interval_bounds,
     normal_quantile,
+    residual_half_widths,
     row_axes,
 )
 from slimlib.registry.architectures import get_architecture
@@ -163,6 +164,8 @@ def test_residual_model_quantiles_of_a_known_distribution():
     assert conformal_prob(9, 0.9) == 1.0 and conformal_prob(99, 0.9) == pytest.approx(90 / 99)
     with pytest.raises(DataError, match="earlier form"):
         ResidualModel.from_dict({"quantiles": {}, "n": {}})  # a residual model of the signed form: refit
+    with pytest.raises(DataError, match="earlier form"):
+        ResidualModel.from_dict({**rm.to_dict(), "format": 2})  # the larger-of-two rule's form: refit
 
 
 def test_the_scale_grows_with_the_extrapolation_distance_when_the_errors_do():
@@ -328,13 +331,39 @@ def test_ttft_and_tpot_get_intervals_from_their_own_residual_part(slim_fitted):
         m.predict(df, interval=0.9)
 
 
-def test_the_interval_takes_the_larger_of_the_residual_and_the_parameter_part():
-    """h = max(q w, z s): the held-out residuals already hold a typical fit's parameter error, so the fit's own
-    part widens the interval only where it is the larger (never both added)."""
+def test_the_interval_is_the_residual_part_where_a_model_applies_else_the_parameter_part():
+    """h = q w (the parameter part inside w) where the residual model gives a half width; z s alone where it gives
+    none (NaN); never the larger of the two, which over-covers where they are alike."""
     z = normal_quantile(0.9)
     pred = np.array([100.0, 100.0, 100.0, 100.0])
-    sd = np.array([0.01, 0.2, 0.0, np.nan])
-    half = np.array([0.1, 0.1, 0.0, 0.1])
+    sd = np.array([0.01, 0.2, 0.3, np.nan])
+    half = np.array([0.1, 0.1, np.nan, np.nan])
     lo, hi = interval_bounds(pred, sd, half, 0.9)
-    np.testing.assert_allclose(np.log(hi / pred), [0.1, z * 0.2, 0.0, 0.1])
+    np.testing.assert_allclose(np.log(hi / pred), [0.1, 0.1, z * 0.3, 0.0])
     np.testing.assert_allclose(np.log(pred / lo), np.log(hi / pred))
+    assert np.isnan(residual_half_widths(None, [["batch"]] * 2, "throughput", 0.9, np.zeros(2), 0.05)).all()
+
+
+def test_the_scale_takes_in_the_parameter_part_when_it_explains_the_errors():
+    """Held-out errors whose spread is the fit's parameter part s: the learned kappa is positive, a row with a
+    larger s gets a proportionally wider interval, and coverage is near nominal at small and large s alike; errors
+    unrelated to s: kappa 0 and the interval ignores s (the residual quantile already holds a typical fit's)."""
+    rng = np.random.default_rng(3)
+    s = rng.uniform(0.01, 0.3, 6000)
+    errors = pd.DataFrame({"axis": "batch", "quantity": "throughput", "log_sd": s, "train_error": 0.05,
+                           "log_error": s * rng.standard_normal(s.size)})  # fmt: skip
+    rm = ResidualModel.from_errors(errors)
+    assert rm.axes["batch"]["throughput"].kappa > 0
+    small, large = rm.half_widths(
+        "batch", "throughput", 0.9, np.zeros(2), np.full(2, 0.05), np.array([0.02, 0.2])
+    )
+    assert large / small == pytest.approx(10.0, rel=0.3)
+    test_s = rng.uniform(0.01, 0.3, 6000)
+    r = test_s * rng.standard_normal(test_s.size)
+    h = rm.half_widths("batch", "throughput", 0.9, np.zeros(test_s.size), np.full(test_s.size, 0.05), test_s)
+    for sel in (test_s < 0.1, test_s > 0.2):
+        assert 0.86 <= np.mean(np.abs(r[sel]) <= h[sel]) <= 0.94
+    flat = ResidualModel.from_errors(errors.assign(log_error=0.05 * rng.standard_normal(s.size)))
+    assert flat.axes["batch"]["throughput"].kappa == 0.0
+    a, b = flat.half_widths("batch", "throughput", 0.9, np.zeros(2), np.full(2, 0.05), np.array([0.01, 0.3]))
+    assert a == pytest.approx(b)

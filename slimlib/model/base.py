@@ -227,8 +227,8 @@ class Estimator(ABC):
                 missing.append(
                     f"the stored residual model has no {quantity!r} part (its method predicts none)"
                 )
-            half = residual_half_widths(residuals, axes, quantity, level, distance, train_error)
             sd = np.zeros(len(data)) if sds is None else sds.get(quantity, np.zeros(len(data)))
+            half = residual_half_widths(residuals, axes, quantity, level, distance, train_error, sd)
             lo, hi = interval_bounds(pred, sd, half, level)
             low_col, high_col = INTERVAL_COLUMNS[quantity]
             out[low_col], out[high_col] = lo, hi

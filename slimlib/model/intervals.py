@@ -7,26 +7,28 @@ interval=0.9)`` adds, for every quantity of `INTERVAL_QUANTITIES` the model pred
 for a method without it). The residual model comes from `Estimator.attach_intervals` (``slim fit --intervals``);
 without one the interval holds the parameter uncertainty only and an `IntervalWarning` says so.
 
-An interval at level ``a`` around a prediction ``p`` is built in log space from two parts:
+An interval at level ``a`` around a prediction ``p`` is built in log space from two kinds of uncertainty:
 
 * parameter uncertainty: the standard deviation ``s`` of ``log p`` from the fit's covariance by the delta method
   (`Estimator.log_sds`: forward differences of each predicted quantity in each free parameter; deterministic);
 * residual model (`ResidualModel`), per extrapolation axis and quantity: the split-conformal quantile ``q`` of the
   scaled score ``|r| / w`` of held-out rows, ``r = log(measured / predicted)``, with the row's scale
-  ``w = max(e_train, E_FLOOR)^beta (1 + lambda d)``: ``d`` the row's extrapolation distance from the fit's domain
-  (`extrapolation_distance`), ``e_train`` the fit's own training error (throughput MAPE / 100), so that a row far
-  outside the fitted range, or predicted by a fit that already missed its training rows, gets a wider interval.
-  ``(lambda, beta)`` are chosen per axis and quantity from `LAMBDAS` x `BETAS` on the held-out rows the model is
-  learned from (never on the rows it is applied to) as the pair whose scores are the most alike (least variance
-  of ``log(|r| / w)``): the scale that makes the errors of near and far rows one distribution, so that the
-  interval's coverage holds at every distance, not only on average.
+  ``w = sqrt((max(e_train, E_FLOOR)^beta (1 + lambda d))^2 + (kappa s)^2)``: ``d`` the row's extrapolation
+  distance from the fit's domain (`extrapolation_distance`), ``e_train`` the fit's own training error (throughput
+  MAPE / 100), ``s`` its parameter part, so that a row far outside the fitted range, predicted by a fit that
+  already missed its training rows, or by a fit its rows determine poorly, gets a wider interval.
+  ``(lambda, beta, kappa)`` are chosen per axis and quantity from `LAMBDAS` x `BETAS` x `KAPPAS` on the held-out
+  rows the model is learned from (never on the rows it is applied to) as the triple whose scores are the most alike
+  (least variance of ``log(|r| / w)``): the scale that makes the errors of near and far, well and poorly determined
+  rows one distribution, so that the interval's coverage holds across them, not only on average.
 
-The interval is ``p exp(-h)`` to ``p exp(h)`` with ``h = max(q w, z s)`` (``z`` the normal quantile of level
-``a``), so ``low <= p <= high`` always. The larger part, not the two in quadrature: the held-out errors the residual
-model is learned from are the errors of fitted parameters, so ``q w`` already holds the parameter error of a typical
-fit; the fit's own ``z s`` widens the interval only where it exceeds that (a fit its rows determine poorly). Adding
-the two in quadrature (the earlier rule) counted the parameter error twice and made the intervals wider than their
-level on most axes of the protocol (issue 28).
+The interval is ``p exp(-h)`` to ``p exp(h)`` with ``h = q w`` where a residual model applies, else ``h = z s``
+(``z`` the normal quantile of level ``a``: the parameter part alone, with an `IntervalWarning`), so ``low <= p <=
+high`` always. The parameter part enters the residual model's scale, weighted by how much of the held-out error it
+explains, rather than as a second interval: the earlier rule, the larger of ``q w`` and ``z s``, took the wider of
+two intervals each near its level and so covered more than its level wherever the two were alike (the output
+and batch-knee axes of the protocol, issue 28), and before it the two in quadrature counted the parameter error
+twice.
 
 Which axis a row extrapolates on is read from the fit's domain (`fit_domain`): batch size, input or output length
 above the largest fitted, a model the fit never saw, a larger tensor-parallel degree, another GPU; a row on several
@@ -65,15 +67,18 @@ INTERVAL_COLUMNS: dict[str, tuple[str, str]] = {
 GRID = np.linspace(0.0, 1.0, 201)
 #: name of the model pooled over every axis (rows that extrapolate on no axis, or on one with too few folds)
 POOLED = "pooled"
-#: candidate distance slopes lambda and training-error powers beta of the scale ``w`` (module docstring)
+#: candidate distance slopes lambda, training-error powers beta and parameter-part weights kappa of the scale ``w``
+#: (module docstring); kappa spans the ratio of the two parts of ``w`` (about 1 with beta 0, 0.02-0.2 with beta 1)
 LAMBDAS = (0.0, 0.25, 0.5, 1.0, 2.0, 4.0)
 BETAS = (0.0, 0.5, 1.0)
+KAPPAS = (0.0, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0)
 #: floor of the training error in the scale (a fit that matches its rows to 0.5% still extrapolates worse)
 E_FLOOR = 0.02
 #: |log error| below which a score counts at this value when (lambda, beta) are chosen (log of 0)
 SCORE_FLOOR = 1e-4
-#: version of the residual model's stored form (1: signed quantiles per axis, without scale; refused)
-RESIDUAL_FORMAT = 2
+#: version of the residual model's stored form (1: signed quantiles per axis, without scale; 2: scale without the
+#: parameter part, used with the larger-of-two rule; both refused)
+RESIDUAL_FORMAT = 3
 #: table column (of the fit's domain) -> the cross-validation axes whose residuals cover extrapolation along it
 AXES_OF = {
     "batch_size": ("batch", "batch-knee"),
@@ -109,35 +114,48 @@ def conformal_prob(n: int, level: float) -> float:
     return 1.0 if n <= 0 else min(1.0, math.ceil((n + 1) * level) / n)
 
 
-def scale(distance: np.ndarray, train_error: np.ndarray, lam: float, beta: float) -> np.ndarray:
-    """The score scale ``w = max(e_train, E_FLOOR)^beta (1 + lambda d)`` per row (module docstring)."""
+def scale(
+    distance: np.ndarray,
+    train_error: np.ndarray,
+    lam: float,
+    beta: float,
+    log_sd: Any = 0.0,
+    kappa: float = 0.0,
+) -> np.ndarray:
+    """The score scale ``w = sqrt((max(e_train, E_FLOOR)^beta (1 + lambda d))^2 + (kappa s)^2)`` per row, ``s`` =
+    `log_sd` (NaN counts as 0; module docstring)."""
     e = np.maximum(np.asarray(train_error, dtype=float), E_FLOOR)
-    return np.asarray(e**beta * (1.0 + lam * np.asarray(distance, dtype=float)), dtype=float)
+    base = e**beta * (1.0 + lam * np.asarray(distance, dtype=float))
+    s = np.nan_to_num(np.asarray(log_sd, dtype=float), nan=0.0)
+    return np.asarray(np.hypot(base, kappa * s), dtype=float)
 
 
 @dataclass(frozen=True)
 class AxisResiduals:
-    """The residual model of one axis and quantity: the scale's ``lam`` and ``beta``, the quantiles (at `GRID`) of
+    """The residual model of one axis and quantity: the scale's ``lam``, ``beta`` and ``kappa``, the quantiles (at `GRID`) of
     the scaled scores ``|r| / w``, the held-out rows and folds they come from, and the median training error of
     their fits (used for a fit that records none)."""
 
     lam: float
     beta: float
+    kappa: float
     quantiles: tuple[float, ...]
     n: int
     n_folds: int
     train_error: float | None
 
-    def half_widths(self, level: float, distance: np.ndarray, train_error: np.ndarray) -> np.ndarray:
-        """``q w`` per row: the residual part of the log half width at `level`."""
+    def half_widths(
+        self, level: float, distance: np.ndarray, train_error: np.ndarray, log_sd: Any = 0.0
+    ) -> np.ndarray:
+        """``q w`` per row: the log half width at `level` (`log_sd`: the rows' parameter part ``s``)."""
         fallback = E_FLOOR if self.train_error is None else self.train_error
         e = np.where(np.isfinite(train_error), train_error, fallback)
         i = min(int(np.searchsorted(GRID, conformal_prob(self.n, level) - 1e-12)), len(GRID) - 1)
         q = float(self.quantiles[i])  # the grid's next order statistic at or above the conformal one
-        return q * scale(distance, e, self.lam, self.beta)
+        return q * scale(distance, e, self.lam, self.beta, log_sd, self.kappa)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"lambda": self.lam, "beta": self.beta, "quantiles": list(self.quantiles), "n": self.n,
+        return {"lambda": self.lam, "beta": self.beta, "kappa": self.kappa, "quantiles": list(self.quantiles), "n": self.n,
                 "n_folds": self.n_folds, "train_error": self.train_error}  # fmt: skip
 
 
@@ -149,17 +167,20 @@ def _learn(g: pd.DataFrame) -> AxisResiduals:
     med = float(np.nanmedian(e_raw)) if np.isfinite(e_raw).any() else None
     betas = BETAS if med is not None else (0.0,)
     e = np.where(np.isfinite(e_raw), e_raw, E_FLOOR if med is None else med)
+    s = np.nan_to_num(g["log_sd"].to_numpy(dtype=float), nan=0.0)
+    kappas = KAPPAS if (s > 0).any() else (0.0,)
     logs = np.log(np.maximum(r, SCORE_FLOOR))
-    best: tuple[float, float, float] | None = None
+    best: tuple[float, float, float, float] | None = None
     for beta in betas:
         for lam in LAMBDAS:
-            spread = float(np.var(logs - np.log(scale(d, e, lam, beta))))
-            if best is None or spread < best[0] - 1e-12:
-                best = (spread, lam, beta)
+            for kappa in kappas:
+                spread = float(np.var(logs - np.log(scale(d, e, lam, beta, s, kappa))))
+                if best is None or spread < best[0] - 1e-12:
+                    best = (spread, lam, beta, kappa)
     assert best is not None
-    _, lam, beta = best
-    scores = r / scale(d, e, lam, beta)
-    return AxisResiduals(lam, beta, tuple(float(x) for x in np.quantile(scores, GRID, method="inverted_cdf")), int(r.size),
+    _, lam, beta, kappa = best
+    scores = r / scale(d, e, lam, beta, s, kappa)
+    return AxisResiduals(lam, beta, kappa, tuple(float(x) for x in np.quantile(scores, GRID, method="inverted_cdf")), int(r.size),
                          int(g["fold"].nunique()), med)  # fmt: skip
 
 
@@ -178,13 +199,13 @@ class ResidualModel:
         cls, errors: pd.DataFrame, method: str = "", source: str = "", min_folds: int = 1
     ) -> ResidualModel:
         """From a table of held-out log errors: columns ``axis``, ``quantity``, ``log_error`` and, optional,
-        ``distance`` (0), ``train_error`` (none) and ``fold`` (one fold). An axis with fewer than
+        ``distance`` (0), ``train_error`` (none), ``log_sd`` (0) and ``fold`` (one fold). An axis with fewer than
         `min_folds` folds gets no model of its own (its rows use `POOLED`, learned from every row)."""
         missing = [c for c in ("axis", "quantity", "log_error") if c not in errors.columns]
         if missing:
             raise DataError(f"residual model: the error table lacks column(s) {missing}")
         ok = errors.copy()
-        for col, default in (("distance", 0.0), ("train_error", np.nan), ("fold", "")):
+        for col, default in (("distance", 0.0), ("train_error", np.nan), ("log_sd", 0.0), ("fold", "")):
             if col not in ok.columns:
                 ok[col] = default
         ok = ok[np.isfinite(ok["log_error"].to_numpy(dtype=float))]
@@ -200,7 +221,13 @@ class ResidualModel:
         return quantity in self.axes.get(axis, {})
 
     def half_widths(
-        self, axis: str, quantity: str, level: float, distance: np.ndarray, train_error: np.ndarray
+        self,
+        axis: str,
+        quantity: str,
+        level: float,
+        distance: np.ndarray,
+        train_error: np.ndarray,
+        log_sd: Any = 0.0,
     ) -> np.ndarray:
         """``q w`` per row for `axis` and `quantity` at `level` (`AxisResiduals.half_widths`)."""
         if not self.has(axis, quantity):
@@ -208,7 +235,7 @@ class ResidualModel:
                 f"the residual model has no {quantity!r} part for axis {axis!r} (it has {sorted(self.axes)}); "
                 "relearn it with the extrapolation cross-validation"
             )
-        return self.axes[axis][quantity].half_widths(level, distance, train_error)
+        return self.axes[axis][quantity].half_widths(level, distance, train_error, log_sd)
 
     def to_dict(self) -> dict[str, Any]:
         return {"format": RESIDUAL_FORMAT, "grid_size": len(GRID), "source": self.source, "method": self.method,
@@ -226,7 +253,7 @@ class ResidualModel:
         try:
             axes = {
                 str(a): {
-                    str(k): AxisResiduals(float(v["lambda"]), float(v["beta"]),
+                    str(k): AxisResiduals(float(v["lambda"]), float(v["beta"]), float(v["kappa"]),
                                           tuple(float(x) for x in v["quantiles"]), int(v["n"]), int(v["n_folds"]),
                                           None if v["train_error"] is None else float(v["train_error"]))
                     for k, v in dict(per).items()
@@ -319,10 +346,11 @@ def extrapolation_distance(data: pd.DataFrame, domain: Domain, gpu: str) -> np.n
 def interval_bounds(
     pred: np.ndarray, log_sd: np.ndarray, half: np.ndarray, level: float
 ) -> tuple[np.ndarray, np.ndarray]:
-    """(low, high) = ``pred exp(-+h)``, ``h = max(half, z log_sd)``: the residual half width `half` or the parameter
-    part, the larger (module docstring; `half` = 0 without a residual model gives the parameter part alone)."""
+    """(low, high) = ``pred exp(-+h)``: ``h`` the residual model's half width `half` where it is finite, else the
+    parameter part ``z log_sd`` alone (a row no residual model covers; module docstring)."""
     zs = normal_quantile(level) * np.nan_to_num(np.asarray(log_sd, dtype=float), nan=0.0)
-    h = np.maximum(np.asarray(half, dtype=float), zs)
+    half = np.asarray(half, dtype=float)
+    h = np.where(np.isfinite(half), half, zs)
     p = np.asarray(pred, dtype=float)
     return p * np.exp(-h), p * np.exp(h)
 
@@ -334,14 +362,17 @@ def residual_half_widths(
     level: float,
     distance: np.ndarray,
     train_error: float,
+    log_sd: Any = 0.0,
 ) -> np.ndarray:
-    """Per row, the widest residual half width ``q w`` over the row's axes that the residual model has (else
-    `POOLED`); zeros without a model or without a part for `quantity`."""
+    """Per row, the widest half width ``q w`` over the row's axes that the residual model has (else `POOLED`),
+    `log_sd` the rows' parameter part; NaN without a model or without a part for `quantity` (`interval_bounds`
+    then takes the parameter part alone)."""
     n = len(axes)
     if residuals is None or not residuals.has(POOLED, quantity):
-        return np.zeros(n)
+        return np.full(n, np.nan)
     e = np.full(n, train_error, dtype=float)
     d = np.asarray(distance, dtype=float)
+    s = np.broadcast_to(np.nan_to_num(np.asarray(log_sd, dtype=float), nan=0.0), (n,))
     out = np.zeros(n)
     for a in sorted({a for row in axes for a in row} | {POOLED}):
         if not residuals.has(a, quantity):
@@ -349,5 +380,7 @@ def residual_half_widths(
         rows = np.array([a in row or (a == POOLED and not any(residuals.has(b, quantity) for b in row))
                          for row in axes])  # fmt: skip
         if rows.any():
-            out[rows] = np.maximum(out[rows], residuals.half_widths(a, quantity, level, d[rows], e[rows]))
+            out[rows] = np.maximum(
+                out[rows], residuals.half_widths(a, quantity, level, d[rows], e[rows], s[rows])
+            )
     return out

@@ -8,8 +8,9 @@ its own: its rows use the model pooled over every axis.
 
 Coverage is nested (`nested_intervals`): the interval of a held-out row of fold f is built by the same code as a
 prediction's (`slimlib.model.intervals.residual_half_widths`) from a residual model learned on every *other* fold
-of the protocol (its scale's ``(lambda, beta)`` and its quantiles alike), never from f's own errors, or the
-parameter uncertainty of f's own fit where that is larger (`slimlib.model.intervals.interval_bounds`); a row is covered when ``low <= measured <= high``. `coverage_table` adds the
+of the protocol (its scale's ``(lambda, beta, kappa)`` and its quantiles alike), never from f's own errors; the
+row's own parameter part (from f's fit) enters through the scale (`slimlib.model.intervals`). A row is covered
+when ``low <= measured <= high``. `coverage_table` adds the
 exact binomial (Clopper-Pearson) 95% interval of each coverage.
 """
 
@@ -79,7 +80,8 @@ def nested_intervals(result: CVResult, level: float = LEVEL) -> pd.DataFrame:
             axis = str(here["axis"].iloc[0])
             for quantity, h in here.groupby("quantity", sort=False):
                 half = residual_half_widths(rm, [[axis]] * len(h), str(quantity), level,
-                                            h["distance"].to_numpy(float), float(h["train_error"].iloc[0]))  # fmt: skip
+                                            h["distance"].to_numpy(float), float(h["train_error"].iloc[0]),
+                                            h["log_sd"].to_numpy(float))  # fmt: skip
                 lo, hi = interval_bounds(
                     h["predicted"].to_numpy(float), h["log_sd"].to_numpy(float), half, level
                 )

@@ -119,9 +119,9 @@ def write_extrapolation_outputs(
         notes=[f"Share of held-out rows inside the {LEVEL:.0%} prediction interval (throughput) [exact binomial 95% "
                f"interval], per axis over its datasets, and the median width high/low; target {lo:.0%}-{hi:.0%} on "
                "every axis. Nested: a fold's residual model (scale and quantiles) is learned from every other fold "
-               f"(its axis's own when it has {MIN_AXIS_FOLDS} or more, else all axes pooled), its parameter "
-               "uncertainty from its own fit (none after a GPU transfer, which clears the standard errors); the "
-               "interval takes the larger of the two parts. Per "
+               f"(its axis's own when it has {MIN_AXIS_FOLDS} or more, else all axes pooled); the parameter "
+               "uncertainty of the fold's own fit (none after a GPU transfer, which clears the standard errors) "
+               "enters the scale with the weight learned there. Per "
                "dataset and for E2E, TTFT and TPOT: extrap_coverage.csv."],
     )  # fmt: skip
     return table, coverage, choice

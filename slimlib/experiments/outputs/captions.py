@@ -510,8 +510,8 @@ CAPTIONS: dict[str, Caption] = {
     "extrap_coverage": Caption(
         "",
         "extension (not in the paper)",
-        "Coverage of the 90% prediction intervals (the larger of the parameter uncertainty and the residual "
-        "quantile learned in the extrapolation cross-validation) on held-out rows, nested (a fold's residual quantiles come from the other "
+        "Coverage of the 90% prediction intervals (a residual quantile learned in the extrapolation "
+        "cross-validation, scaled by extrapolation distance, training error and parameter uncertainty) on held-out rows, nested (a fold's residual quantiles come from the other "
         "folds of its axis), per candidate, axis and dataset, with the median interval width high/low.",
         f"{EVAL}; {LLMIB}; {ENGINE_CPU}",
     ),
