@@ -4,14 +4,12 @@ printed with a manifest (a stand-in engine interpreter; the real kernel needs vL
 
 from __future__ import annotations
 
-import json
 import shutil
-import stat
-import sys
 
 import numpy as np
 import pandas as pd
 import pytest
+from engine_doubles import fake_engine
 
 from slimlib.data.decode_gemm import (
     COMMITTED,
@@ -81,17 +79,6 @@ def test_a_changed_table_is_refused_naming_the_file(tmp_path):
         read_decode_gemm(tmp_path / "nothing")
 
 
-def _fake_engine(tmp_path, rows, rc=0):
-    """An interpreter stand-in: prints a version for ``-c``, else `rows` as JSON lines, exits `rc`."""
-    script = tmp_path / "fake-python"
-    lines = "\n".join(json.dumps(r) for r in rows)
-    script.write_text(f"#!{sys.executable}\nimport sys\nif sys.argv[1] == '-c':\n    print('0.0-test')\n"
-                      f"else:\n    print('''{lines}''')\n    print('a log line', file=sys.stderr)\n    sys.exit({rc})\n",
-                      encoding="utf-8")  # fmt: skip
-    script.chmod(script.stat().st_mode | stat.S_IEXEC)
-    return str(script)
-
-
 ROW = {"model": "m", "tokens": 4, "n_gemms": 5, "weight_bytes": 1e6, "flops": 4e6, "best_s": 1e-4,
        "median_s": 1.1e-4, "repeats": 3, "threads": 1}  # fmt: skip
 
@@ -99,7 +86,7 @@ ROW = {"model": "m", "tokens": 4, "n_gemms": 5, "weight_bytes": 1e6, "flops": 4e
 def test_the_runner_writes_the_scripts_rows_with_a_manifest(tmp_path):
     rows = [ROW, {**ROW, "tokens": 8, "flops": 8e6, "best_s": 2e-4}]
     # the test host's load is not the benchmark's: the refusal is tested below on a stand-in reading
-    table, manifest = run_decode_gemm(_fake_engine(tmp_path, rows), {"m": {}}, [4, 8], 3, 1, check_load=False)
+    table, manifest = run_decode_gemm(fake_engine(tmp_path, rows), {"m": {}}, [4, 8], 3, 1, check_load=False)
     assert table.to_dict("records") == rows
     assert (
         manifest["engine_version"] == "0.0-test" and manifest["threads"] == 1 and manifest["tokens"] == [4, 8]
@@ -115,7 +102,7 @@ def test_the_runner_writes_the_scripts_rows_with_a_manifest(tmp_path):
 
 
 def test_a_failing_benchmark_is_one_line_naming_the_interpreter(tmp_path):
-    engine = _fake_engine(tmp_path, [ROW], rc=3)
+    engine = fake_engine(tmp_path, [ROW], rc=3)
     with pytest.raises(
         DataError, match=r"fake-python: the decode-GEMM benchmark failed \(exit 3\): a log line"
     ):
@@ -124,7 +111,7 @@ def test_a_failing_benchmark_is_one_line_naming_the_interpreter(tmp_path):
 
 
 def test_a_benchmark_with_outside_load_is_refused(tmp_path, monkeypatch):
-    import slimlib.data.decode_gemm as mod
+    import slimlib.data.kernel_bench as mod
 
     busy = {"cpu_user": 0.9, "cpu_system": 0.1, "cpu_steal": 0.0, "cpu_idle": 0.0, "outside_cpu": 0.9,
             "outside_load": True}  # fmt: skip
@@ -132,7 +119,7 @@ def test_a_benchmark_with_outside_load_is_refused(tmp_path, monkeypatch):
     with pytest.raises(
         DataError, match=r"outside load during the decode-GEMM benchmark \(outside_cpu 0.9 cores"
     ):
-        run_decode_gemm(_fake_engine(tmp_path, [ROW]), {"m": {}}, [4], 3, 1)
+        run_decode_gemm(fake_engine(tmp_path, [ROW]), {"m": {}}, [4], 3, 1)
 
 
 def test_the_cli_writes_the_folder_and_prints_the_registry_fields_it_gives(tmp_path, monkeypatch, capsys):
@@ -142,7 +129,7 @@ def test_the_cli_writes_the_folder_and_prints_the_registry_fields_it_gives(tmp_p
     from slimlib.cli.main import main
 
     rows = [ROW, {**ROW, "tokens": 8, "flops": 8e6, "best_s": 2e-4}]
-    fake = _fake_engine(tmp_path, rows)
+    fake = fake_engine(tmp_path, rows)
     real = cmd_bench.run_decode_gemm
     monkeypatch.setattr(cmd_bench, "run_decode_gemm",
                         lambda *a, **k: real(*a, **{**k, "check_load": False}))  # fmt: skip

@@ -20,7 +20,13 @@ from slimlib.experiments.accuracy.extrapolation_candidates import (
 )
 from slimlib.model.extended import slim_terms
 from slimlib.model.features import model_features
-from slimlib.model.terms import ACTIVATION_WORK, ATTENTION_FACTOR, ATTENTION_FACTOR_MEASURED
+from slimlib.model.terms import (
+    ACTIVATION_WORK,
+    ATTENTION_FACTOR,
+    ATTENTION_FACTOR_MEASURED,
+    PREFILL_SERVED,
+    PREFILL_SERVED_MEASURED,
+)
 from slimlib.model.terms.rooflines import (
     STEP_GEMM_ROOFLINE,
     STEP_GEMM_ROOFLINE_ALL,
@@ -145,8 +151,9 @@ def test_a_fit_on_the_cpu_engine_holds_eta_w_and_fits_t_step():
 def test_candidates_are_the_previous_recommended_terms_with_one_change():
     base = [t.name for t in SLIM_V3_TERMS]
     for name, terms in TERM_CANDIDATES.items():
-        if name in ("slim-v4", "slim-v5", "slim-v6", "slim-v7", "slim-v8"):
-            continue  # the recommended terms before the causal count, the measured roof, curve, attention, t_act (next test)
+        if name in ("slim-v4", "slim-v5", "slim-v6", "slim-v7", "slim-v8", "slim-v9"):
+            continue  # the recommended terms before the causal count, the measured roof, curve, attention, t_act,
+            # the measured prefill-attention rate (next test)
         names = [t.name for t in terms]
         assert len(set(names) ^ set(base)) in (0, 1, 2), name
         assert resolve_candidate(name) == (name, terms)
@@ -165,12 +172,19 @@ def test_the_recommended_terms_are_v3_with_the_step_roofline_the_layer_overhead_
     v4 = {t.name for t in TERM_CANDIDATES["slim-v4"]}
     assert v4 == (roof | layer) - {"step_weight_read"}
     assert now == v4 - {"prefill_compute_served_eq8", "attention_factor"} | {
-        "prefill_compute_served",
+        "prefill_compute_served_measured",
         "attention_factor_measured",
         "activation_work",
     }
-    v8 = TERM_CANDIDATES["slim-v8"]  # format 8: the recommended terms without t_act, nothing else changed
-    assert [t.name for t in v8] == [t.name for t in slim_terms() if t is not ACTIVATION_WORK]
+    v9 = TERM_CANDIDATES[
+        "slim-v9"
+    ]  # format 9: the prompt's attention at eta_c everywhere, nothing else changed
+    assert [t.name for t in v9 if t is not PREFILL_SERVED] == [
+        t.name for t in slim_terms() if t is not PREFILL_SERVED_MEASURED
+    ]
+    assert PREFILL_SERVED in v9 and PREFILL_SERVED_MEASURED in slim_terms()
+    v8 = TERM_CANDIDATES["slim-v8"]  # format 8: format 9's terms without t_act, nothing else changed
+    assert [t.name for t in v8] == [t.name for t in v9 if t is not ACTIVATION_WORK]
     assert ACTIVATION_WORK in slim_terms()
     assert "prefill_compute_served_eq8" in {t.name for t in SLIM_V3_TERMS}  # format 3 counted Eq. 8's square
     v5 = TERM_CANDIDATES["slim-v5"]  # format 5: format 7's names, the step roofline at eta_c everywhere
@@ -186,8 +200,13 @@ def test_the_recommended_terms_are_v3_with_the_step_roofline_the_layer_overhead_
     ]  # format 6: format 7's terms, the measured roof's max instead of the curve
     assert [t.name for t in v6] == [t.name for t in v7]
     assert STEP_GEMM_ROOFLINE_V6 in v6 and STEP_GEMM_ROOFLINE not in v6
-    assert all(ATTENTION_FACTOR_MEASURED not in TERM_CANDIDATES[n] for n in TERM_CANDIDATES if n != "slim-v8")
-    assert all(ACTIVATION_WORK not in TERM_CANDIDATES[n] for n in TERM_CANDIDATES)
+    assert all(
+        ATTENTION_FACTOR_MEASURED not in TERM_CANDIDATES[n]
+        for n in TERM_CANDIDATES
+        if n not in ("slim-v8", "slim-v9")
+    )
+    assert all(PREFILL_SERVED_MEASURED not in TERM_CANDIDATES[n] for n in TERM_CANDIDATES)
+    assert all(ACTIVATION_WORK not in TERM_CANDIDATES[n] for n in TERM_CANDIDATES if n != "slim-v9")
 
 
 def test_the_layer_overhead_is_per_layer_of_the_model_and_not_divided_by_tp():

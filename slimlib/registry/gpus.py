@@ -59,6 +59,10 @@ class GPU:
     `decode_attention_eff`: bandwidth efficiency (bytes read / (time x `mem_bw`)) of the serving engine's decode
     attention kernel, measured (None: not measured; the recommended model then fits ``eta_attn``), with
     `decode_attention_source` its origin (`slimlib.model.terms.recommended.ATTENTION_FACTOR_MEASURED`).
+    `prefill_attention_flops`: FLOP/s of the serving engine's prefill attention kernel on a causal prompt, in the
+    causal count ``2 IL^2 D`` per layer, measured (None: not measured; the prompt's attention then runs at the
+    prefill's efficiency of `peak_flops`), `prefill_attention_source` its origin
+    (`slimlib.model.terms.recommended.PREFILL_SERVED_MEASURED`).
     """
 
     name: str
@@ -86,6 +90,8 @@ class GPU:
     decode_gemm_curve: tuple[tuple[int, float], ...] = ()
     decode_attention_eff: float | None = None
     decode_attention_source: str = ""
+    prefill_attention_flops: float | None = None
+    prefill_attention_source: str = ""
 
     @property
     def mem_gb(self) -> float:
@@ -480,6 +486,10 @@ def _build_index() -> dict[str, GPU]:
             )  # pragma: no cover - registry bug
         if gpu.decode_attention_eff is not None and not 0 < gpu.decode_attention_eff <= 1:
             raise RuntimeError(f"GPU {gpu.name}: decode_attention_eff must lie in (0, 1]")  # pragma: no cover
+        if gpu.prefill_attention_flops is not None and not 0 < gpu.prefill_attention_flops <= gpu.peak_flops:
+            raise RuntimeError(
+                f"GPU {gpu.name}: prefill_attention_flops must lie in (0, peak_flops]"
+            )  # pragma: no cover - registry bug
         tokens = [m for m, _ in gpu.decode_gemm_curve]
         if gpu.decode_gemm_curve and not (
             len(tokens) >= 2

@@ -11,8 +11,10 @@ so the advisor's KV capacity matches the engine's. ``decode_gemm_flops`` is the 
 GEMMs (`slimlib.data.decode_gemm`: vLLM's oneDNN GEMM on one thread, 194.4 GFLOP/s), below ``peak_flops`` because the
 engine's worker runs one OMP thread; ``decode_gemm_curve`` is the same pass's seconds per weight at 1-256 tokens
 (`slimlib.data.decode_gemm.decode_gemm_curve`): flat near 1.5e-10 s (about 13 GB/s of bf16 weights, below the
-2-core triad) to 8 tokens, then bending into the roof, 1.36x the larger of the two at 16 tokens. Tests check these
-values against the manifests and the table.
+2-core triad) to 8 tokens, then bending into the roof, 1.36x the larger of the two at 16 tokens.
+``prefill_attention_flops`` is the rate of the engine's own prefill attention kernel on a causal prompt
+(`slimlib.data.prefill_attention`: 76.9 GFLOP/s on one thread, in the causal count, which the kernel's time confirms;
+below half the decode GEMMs' roof). Tests check these values against the manifests and the tables.
 """
 
 from __future__ import annotations
@@ -48,6 +50,13 @@ HOST_CPU: dict[str, Any] = {
         (64, 7.05250e-10),
         (128, 1.33818e-09),
         (256, 2.63418e-09),
+    ),
+    "prefill_attention_flops": 76.92e9,
+    "prefill_attention_source": (
+        "data/engine-cpu-attention (slim bench attention, 2026-12-03): vLLM's CPU attention kernel "
+        "(cpu_attention_with_kv_cache) on one causal prompt, one thread as the engine's worker runs; median over the 6 "
+        "campaign models at IL = 4096 of 2 IL^2 D / time (slimlib.data.prefill_attention.prefill_attention_flops); "
+        "the causal call takes 0.49-0.54 of the unmasked one's time from IL = 1024: the kernel skips the masked half"
     ),
     "aliases": ("host-cpu", "vllm-cpu"),
     "source": (

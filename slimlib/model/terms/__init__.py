@@ -9,7 +9,8 @@ with its specs in `specs` (one name per quantity, its prior and GPU scaling on t
 its `Times`; the features it reads are listed in ``reads``. `CATALOGUE` lists every term object by name.
 
 Paper (Eqs. 5-12, `paper`): `PREFILL_COMPUTE`, `BATCH_FIXED`, `PAPER_DECODE_FACTOR`, `DENSE_DECODE`, `KV_SCAN`.
-Recommended model (`recommended`, `batch`): `effective_batch_term`, `PREFILL_SERVED`, `ATTENTION_FACTOR`,
+Recommended model (`recommended`, `batch`): `effective_batch_term`, `PREFILL_SERVED_MEASURED`, `PREFILL_SERVED`,
+`PREFILL_SERVED_EQ8`, `ATTENTION_FACTOR`,
 `ATTENTION_FACTOR_MEASURED`, `decode_attention`, `STEP_WEIGHT_READ`, `PER_TOKEN_DECODE`, `STEP_OVERHEAD`,
 `SEQUENCE_OVERHEAD`, `LAYER_STEP_OVERHEAD`, `ACTIVATION_WORK`, `DECODE_GEMM_COMPUTE`.
 Experts and collectives (`experts`): `MOE_EXPERTS`, `ALLREDUCE`, `EXPERT_ALLTOALL`.
@@ -35,6 +36,7 @@ from slimlib.model.terms.recommended import (
     PER_TOKEN_DECODE,
     PREFILL_SERVED,
     PREFILL_SERVED_EQ8,
+    PREFILL_SERVED_MEASURED,
     SEQUENCE_OVERHEAD,
     STEP_OVERHEAD,
     STEP_WEIGHT_READ,
@@ -66,7 +68,7 @@ CATALOGUE: dict[str, Term] = {
     t.name: t
     for t in (
         PREFILL_COMPUTE, BATCH_FIXED, PAPER_DECODE_FACTOR, DENSE_DECODE, KV_SCAN,
-        effective_batch_term(), effective_batch_term(static_kappa=False), PREFILL_SERVED, PREFILL_SERVED_EQ8, ATTENTION_FACTOR,
+        effective_batch_term(), effective_batch_term(static_kappa=False), PREFILL_SERVED, PREFILL_SERVED_EQ8, PREFILL_SERVED_MEASURED, ATTENTION_FACTOR,
         ATTENTION_FACTOR_MEASURED,
         DECODE_ATTENTION, decode_attention(regime_rule=False), STEP_WEIGHT_READ, PER_TOKEN_DECODE, STEP_OVERHEAD,
         SEQUENCE_OVERHEAD, LAYER_STEP_OVERHEAD, ACTIVATION_WORK, DECODE_GEMM_COMPUTE, MOE_EXPERTS, ALLREDUCE, EXPERT_ALLTOALL,
@@ -94,6 +96,7 @@ __all__ = [
     "PREFILL_COMPUTE",
     "PREFILL_SERVED",
     "PREFILL_SERVED_EQ8",
+    "PREFILL_SERVED_MEASURED",
     "ROOF_DECODE_ATTENTION",
     "ROOF_EXPERTS",
     "ROOF_LINEAR",

@@ -6,6 +6,10 @@ differ from Eqs. 5-12, and the alternatives `scripts/choose_components.py` score
   layers) plus the causal prefill's attention FLOPs ``2 B IL^2 D`` per layer (`slimlib.model.equations.
   ATTENTION_FLOPS_CAUSAL`: the lower triangle of Eq. 8's ``4 B IL^2 D``; chosen by the extrapolation
   cross-validation, issue 28); `PREFILL_SERVED_EQ8` counts Eq. 8's whole square (parameter-file format 4).
+  `PREFILL_SERVED_MEASURED` (the recommended model's, format 10): the same FLOPs, the causal attention at the
+  device's measured rate of the engine's prefill attention kernel where the registry has one
+  (``prefill_attention_flops``: the CPU engine, `slimlib.data.prefill_attention`, whose kernel skips the masked
+  half and runs at 0.4x its GEMMs' rate), the linear FLOPs at ``eta_c`` of the peak; elsewhere as `PREFILL_SERVED`.
 * `ATTENTION_FACTOR`: Eq. 9's factor without B0, ``B / eta_attn`` (``eta_attn``: the decode attention's bandwidth
   efficiency; the paper's ``eta_m`` is another quantity, offset by B0). `ATTENTION_FACTOR_MEASURED` (the
   recommended model's, chosen by the extrapolation cross-validation, issue 28): on a device whose registry entry
@@ -63,6 +67,19 @@ def _prefill_served(attention_flops: float) -> TimeFn:
         return Times(prefill=eq.prefill_time(flops, prefill_peak_flops(f, hw), p["eta_c"]))
 
     return times
+
+
+def _prefill_served_measured(p: Params, f: Features, hw: GPU) -> Times:
+    if hw.prefill_attention_flops is None:
+        return _prefill_served(eq.ATTENTION_FLOPS_CAUSAL)(p, f, hw)
+    layers = f["n_layers"]
+    b, il, dim = f["batch_size"], f["input_len"], f["hidden_size"]
+    linear = eq.layer_prefill_flops(b, il, layers, dim, f["linear_flops_per_token"] / layers, 0.0)
+    attention = eq.layer_prefill_flops(b, il, layers, dim, 0.0, eq.ATTENTION_FLOPS_CAUSAL)
+    return Times(
+        prefill=eq.prefill_time(linear, prefill_peak_flops(f, hw), p["eta_c"])
+        + attention / hw.prefill_attention_flops
+    )
 
 
 def _attention_factor(p: Params, f: Features, hw: GPU) -> Times:
@@ -153,6 +170,12 @@ PREFILL_SERVED = Term(
     "prefill_compute_served",
     "prefill FLOPs (served linear FLOPs per token + causal attention, half Eq. 8's) at eta_c (Eq. 7)",
     (ps.ETA_C,), _prefill_served(eq.ATTENTION_FLOPS_CAUSAL), reads=("linear_flops_per_token",),
+)  # fmt: skip
+PREFILL_SERVED_MEASURED = Term(
+    "prefill_compute_served_measured",
+    "prefill FLOPs (served linear FLOPs per token at eta_c, Eq. 7; causal attention at the device's measured "
+    "prefill-attention rate, registry prefill_attention_flops, else at eta_c)",
+    (ps.ETA_C,), _prefill_served_measured, reads=("linear_flops_per_token",),
 )  # fmt: skip
 PREFILL_SERVED_EQ8 = Term(
     "prefill_compute_served_eq8",
