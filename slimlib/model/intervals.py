@@ -74,7 +74,7 @@ BETAS = (0.0, 0.5, 1.0)
 KAPPAS = (0.0, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0)
 #: floor of the training error in the scale (a fit that matches its rows to 0.5% still extrapolates worse)
 E_FLOOR = 0.02
-#: |log error| below which a score counts at this value when (lambda, beta) are chosen (log of 0)
+#: |log error| below which a score counts at this value when (lambda, beta, kappa) are chosen (log of 0)
 SCORE_FLOOR = 1e-4
 #: version of the residual model's stored form (1: signed quantiles per axis, without scale; 2: scale without the
 #: parameter part, used with the larger-of-two rule; both refused)
