@@ -158,3 +158,69 @@ def test_missing_kernel_is_a_notebook_error_and_environment_is_restored(tmp_path
     with pytest.raises(NotebookError, match="02_second.ipynb could not be run: NoSuchKernel"):
         run_notebooks(nb, tmp_path / "b", tmp_path / "f", progress=False, kernel_name="no-such-kernel")
     assert "JUPYTER_PATH" not in os.environ
+
+
+def test_jobs_run_independent_notebooks_together_and_output_readers_after_them(tmp_path, monkeypatch):
+    from slimlib.experiments.outputs import runner
+
+    # 02_second asserts that 01's output exists: as a reader of outputs it must start after 01 and 03 end
+    monkeypatch.setattr(runner, "READS_OUTPUTS", ("02_second.ipynb",))
+    nb = _folder(tmp_path, "01_first", "02_second", "01_first:03_third")
+    here = os.getcwd()
+    summary = run_notebooks(nb, tmp_path / "build", tmp_path / "figs", parameters={"label": "y"}, progress=False,
+                            jobs=2)  # fmt: skip
+    assert [(r["notebook"], r["status"]) for r in summary] == [
+        ("01_first.ipynb", "ok"), ("02_second.ipynb", "ok"), ("03_third.ipynb", "ok"),
+    ]  # fmt: skip
+    assert json.loads((tmp_path / "figs" / "second.json").read_text()) == {"label": "y"}
+    assert all((tmp_path / "build" / r["notebook"]).is_file() for r in summary)
+    # each kernel ran in the notebook folder, and this process's working directory (shared by the notebooks
+    # running at once) never moved
+    assert json.loads((tmp_path / "figs" / "first.json").read_text())["cwd"] == str(nb.resolve())
+    assert os.getcwd() == here
+
+
+def test_jobs_stop_at_the_first_failure_and_name_it(tmp_path, monkeypatch):
+    from slimlib.experiments.outputs import runner
+
+    monkeypatch.setattr(runner, "READS_OUTPUTS", ("03_second.ipynb",))
+    nb = _folder(tmp_path, "01_first", "02_fail", "02_second:03_second")
+    with pytest.raises(NotebookError, match="02_fail.ipynb failed in cell 3") as info:
+        run_notebooks(nb, tmp_path / "build", tmp_path / "figs", progress=False, jobs=2)
+    assert [r["status"] for r in info.value.summary] == ["ok", "failed", "not run"]
+    assert not (tmp_path / "build" / "03_second.ipynb").exists()
+
+
+@pytest.mark.parametrize("jobs", [0, -1, 1.5, True])
+def test_jobs_must_be_a_positive_whole_number(tmp_path, jobs):
+    nb = _folder(tmp_path, "01_first")
+    with pytest.raises(DataError, match="jobs must be a positive whole number"):
+        run_notebooks(nb, tmp_path / "build", tmp_path / "figs", progress=False, jobs=jobs)
+    assert not (tmp_path / "build").exists()
+
+
+def _timing_notebook(path: Path, sleep_s: float) -> None:
+    """A notebook that records when it starts and ends in figures_dir/<its name>.json, sleeping `sleep_s` between."""
+    params = nbformat.v4.new_code_cell('figures_dir = "."')
+    params.metadata["tags"] = ["parameters"]
+    body = nbformat.v4.new_code_cell(
+        "import json, time\nfrom pathlib import Path\nstart = time.time()\n"
+        f"time.sleep({sleep_s})\n"
+        f"Path(figures_dir, {path.stem!r} + '.json').write_text(json.dumps([start, time.time()]))"
+    )
+    nb = nbformat.v4.new_notebook(cells=[params, body])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, path)
+
+
+def test_jobs_start_the_next_notebook_as_soon_as_one_ends(tmp_path):
+    nb = tmp_path / "nb"
+    nb.mkdir()
+    for name, sleep_s in (("01_slow", 6.0), ("02_quick", 0.0), ("03_quick", 0.0)):
+        _timing_notebook(nb / f"{name}.ipynb", sleep_s)
+    figs = tmp_path / "figs"
+    run_notebooks(nb, tmp_path / "build", figs, progress=False, jobs=2)
+    times = {p.stem: json.loads(p.read_text()) for p in figs.glob("*.json")}
+    assert sorted(times) == ["01_slow", "02_quick", "03_quick"]
+    # 03 ran beside 01 (once 02 had ended), not after it
+    assert times["03_quick"][0] < times["01_slow"][1]

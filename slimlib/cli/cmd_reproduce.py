@@ -4,20 +4,23 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from slimlib.cli.common import output_folder
+from slimlib.cli.common import output_folder, positive_int
 from slimlib.cli.table import command_help
 from slimlib.errors import DataError
 from slimlib.experiments.outputs.runner import run_notebooks, strip_or_check
 
 REPRODUCE_EXAMPLES = """\
-Runs notebooks/NN_*.ipynb in numeric order in one process, writes the executed copies to build/ and the
+Runs notebooks/NN_*.ipynb in numeric order, up to --jobs at once (each in its own kernel; the paper-differences
+notebook, which reads the others' tables, after all of them), writes the executed copies to build/ and the
 figures and tables to figures/. Each notebook receives only the parameters its `parameters` cell declares.
 --quick never writes into figures/ (the committed outputs): its figures go to a new temporary folder, whose
 path is printed, or to --figures-dir.
@@ -28,7 +31,17 @@ examples:
   slim reproduce --only 01 03             # notebooks 01_* and 03_* only
   slim reproduce --params params.yaml     # parameters from a YAML mapping (one file serves all notebooks)
   slim reproduce --only 06 07 -p n_starts 4 -p epsilon 0.25   # single parameters, read as YAML scalars
+  slim reproduce --jobs 1                 # one notebook at a time (the outputs are the same)
 """
+
+#: the most notebooks `slim reproduce` runs at once by default
+MAX_DEFAULT_JOBS = 2
+
+
+def default_jobs() -> int:
+    """`slim reproduce`'s default --jobs: the smaller of `MAX_DEFAULT_JOBS` and the machine's cores."""
+    return max(1, min(MAX_DEFAULT_JOBS, os.cpu_count() or 1))
+
 
 NBSTRIP_EXAMPLES = """\
 Removes outputs, execution counts, papermill cells and metadata noise from notebooks, in place.
@@ -101,6 +114,7 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
     scratch = bool(parameters.get("quick")) and args.figures_dir is None
     if scratch:
         print(f"quick mode: figures and tables go to {figures} (figures/ is left as it is)", file=sys.stderr)
+    t0 = time.perf_counter()
     try:
         summary = run_notebooks(
             notebook_dir=args.notebook_dir,
@@ -110,6 +124,7 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
             parameters=parameters,
             progress=not args.no_progress,
             kernel_name=args.kernel,
+            jobs=args.jobs,
         )
     except BaseException:
         if scratch and not any(Path(figures).iterdir()):
@@ -121,6 +136,7 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
         print(f"{r['notebook']:<{width}}  {r['status']:<7}  {wall}")
     total = sum(r["wall_s"] for r in summary if not math.isnan(r["wall_s"]))
     print(f"{'total':<{width}}  {'':<7}  {total:7.1f} s")
+    print(f"{'elapsed':<{width}}  {f'{args.jobs} at once':<7}  {time.perf_counter() - t0:7.1f} s")
     print(f"figures and tables in {figures}")
     return 0
 
@@ -169,6 +185,15 @@ def register_cli(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     )
     p.add_argument("--notebook-dir", default="notebooks", help="folder of NN_*.ipynb (default: notebooks)")
     p.add_argument("--kernel", default="python3", help="Jupyter kernel (default python3 = this Python)")
+    p.add_argument(
+        "--jobs",
+        type=positive_int,
+        default=default_jobs(),
+        metavar="N",
+        help=f"notebooks run at once, each in its own kernel (default {default_jobs()}: the smaller of "
+        f"{MAX_DEFAULT_JOBS} and this machine's cores; the evaluation notebook takes most of the time, so more gain "
+        "little); 1 runs them one after another",
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=_cmd_reproduce)
 

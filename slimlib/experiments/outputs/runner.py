@@ -1,6 +1,6 @@
 """Run the numbered notebooks through papermill (one command reproduces every figure), and keep notebooks clean.
 
-`run_notebooks` executes `notebooks/NN_*.ipynb` in numeric order in a kernel of this same Python interpreter,
+`run_notebooks` executes `notebooks/NN_*.ipynb` in numeric order (up to `jobs` at once) in kernels of this same Python interpreter,
 injecting parameters, writing executed copies to `build/` and figures to `figures/`. `check_clean` and
 `strip_notebook` keep the notebooks committed to git free of outputs, execution counts and metadata noise.
 
@@ -16,9 +16,11 @@ import os
 import re
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 from slimlib.errors import DataError, SlimError, UnknownNameError, close_matches_message
 from slimlib.experiments.outputs.captions import write_captions
@@ -30,6 +32,9 @@ INJECTED_TAG = "injected-parameters"
 #: Parameters the runner sets itself; every notebook receives them whether it declares them or not.
 RUNNER_PARAMETERS = ("figures_dir",)
 #: Metadata kept by `strip_notebook`; everything else (papermill records, widget state, UI state) is dropped.
+#: notebooks that read other notebooks' outputs from the figures folder (the paper-differences table reads the
+#: evaluation tables): they start after every other selected notebook has finished (`run_notebooks`)
+READS_OUTPUTS = ("12_paper_differences.ipynb",)
 KEPT_NOTEBOOK_METADATA = ("kernelspec", "language_info", "jupytext")
 KEPT_LANGUAGE_INFO = ("name",)
 KEPT_CELL_METADATA = ("tags",)
@@ -193,18 +198,24 @@ def run_notebooks(
     parameters: Mapping | None = None,
     progress: bool = True,
     kernel_name: str = "python3",
+    jobs: int = 1,
 ) -> list[dict]:
-    """Execute `notebook_dir/NN_*.ipynb` in numeric order with papermill; return one record per notebook.
+    """Execute `notebook_dir/NN_*.ipynb` with papermill; return one record per notebook.
 
     Each notebook gets the entries of `parameters` that its `parameters` cell declares (so one YAML file can
     serve all notebooks) plus `figures_dir` as an absolute path; it runs with the notebook folder as working
     directory, and its executed copy is written to `build_dir/<name>.ipynb`. A parameter that no notebook in
-    the folder declares is an error (likely a typo). The run stops at the first failing notebook with a
-    `NotebookError` naming the notebook and cell. Records: `notebook`, `status` ("ok", "failed", "not run"),
-    `wall_s`, `output`.
+    the folder declares is an error (likely a typo). Up to `jobs` notebooks run at once, each in its own kernel,
+    started in numeric order (every notebook reads only the data and writes only its own outputs), except those of
+    `READS_OUTPUTS`, which start after every other selected notebook has finished; `jobs` = 1 runs them one after
+    another in numeric order. The first failing notebook stops the run (no further notebook starts; running ones
+    finish) with a `NotebookError` naming the notebook and cell. Records, in numeric order: `notebook`, `status`
+    ("ok", "failed", "not run"), `wall_s`, `output`.
     """
     from tqdm.auto import tqdm
 
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+        raise DataError(f"jobs must be a positive whole number of notebooks run at once; got {jobs!r}")
     pm = _papermill()
     all_notebooks = find_notebooks(notebook_dir)
     notebooks = find_notebooks(notebook_dir, only)
@@ -227,42 +238,53 @@ def run_notebooks(
         for nb in notebooks
     ]
     manager_class = _kernel_manager_class()
+    # a bar on a terminal; elsewhere (logs, CI) one plain line per notebook as it starts and ends
+    lines = progress and not sys.stderr.isatty()
+    lock = threading.Lock()
+
+    def say(text: str) -> None:
+        if lines:
+            with lock:
+                print(text, file=sys.stderr, flush=True)
+
+    def execute(i: int, kernel: str) -> None:
+        nb = notebooks[i]
+        say(f"notebook {i + 1}/{len(notebooks)}: {nb.name} ...")
+        injected = {k: v for k, v in parameters.items() if k in declared[nb]}
+        injected["figures_dir"] = str(figures)
+        out_path = build / nb.name
+        t0 = time.perf_counter()
+        try:
+            pm.execute_notebook(
+                str(nb.resolve()),
+                str(out_path),
+                parameters=injected,
+                kernel_name=kernel,
+                progress_bar=False,
+                log_output=False,
+                kernel_manager_class=manager_class,
+                # the kernel starts in the notebook folder (nbclient's resources path); papermill's own `cwd`
+                # would change this process's working directory, which notebooks running at once share
+                resources={"metadata": {"path": str(nb.parent.resolve())}},
+            )
+        except Exception as exc:  # papermill errors, dead kernels, missing kernelspecs alike
+            summary[i].update(status="failed", wall_s=time.perf_counter() - t0)
+            raise NotebookError(_failure_message(nb, out_path, exc), summary) from exc
+        summary[i].update(status="ok", wall_s=time.perf_counter() - t0)
+        say(f"notebook {i + 1}/{len(notebooks)}: {nb.name} ok in {summary[i]['wall_s']:.1f} s")
+
+    first = [i for i, nb in enumerate(notebooks) if nb.name not in READS_OUTPUTS]
+    last = [i for i, nb in enumerate(notebooks) if nb.name in READS_OUTPUTS]
     t_start = time.perf_counter()
     with _kernel_of_this_python(kernel_name) as kernel:
-        # a bar on a terminal; elsewhere (logs, CI) one plain line per notebook as it starts and ends
-        lines = progress and not sys.stderr.isatty()
-        bar = tqdm(notebooks, desc="notebooks", unit="nb", disable=not progress or lines, file=sys.stderr)
-        for i, nb in enumerate(bar):
-            bar.set_postfix_str(nb.name)
-            if lines:
-                print(f"notebook {i + 1}/{len(notebooks)}: {nb.name} ...", file=sys.stderr, flush=True)
-            injected = {k: v for k, v in parameters.items() if k in declared[nb]}
-            injected["figures_dir"] = str(figures)
-            out_path = build / nb.name
-            t0 = time.perf_counter()
-            try:
-                pm.execute_notebook(
-                    str(nb),
-                    str(out_path),
-                    parameters=injected,
-                    kernel_name=kernel,
-                    progress_bar=False,
-                    log_output=False,
-                    cwd=str(nb.parent.resolve()),
-                    kernel_manager_class=manager_class,
-                )
-            except Exception as exc:  # papermill errors, dead kernels, missing kernelspecs alike
-                summary[i].update(status="failed", wall_s=time.perf_counter() - t0)
-                bar.close()
-                raise NotebookError(_failure_message(nb, out_path, exc), summary) from exc
-            summary[i].update(status="ok", wall_s=time.perf_counter() - t0)
-            if lines:
-                print(
-                    f"notebook {i + 1}/{len(notebooks)}: {nb.name} ok in {summary[i]['wall_s']:.1f} s",
-                    file=sys.stderr,
-                    flush=True,
-                )
-        bar.close()
+        bar = tqdm(
+            total=len(notebooks), desc="notebooks", unit="nb", disable=not progress or lines, file=sys.stderr
+        )
+        try:
+            for wave in (first, last):
+                _run_wave(wave, jobs, lambda i: execute(i, kernel), bar)
+        finally:
+            bar.close()
     write_captions(
         figures
     )  # CAPTIONS.md for every output now in the folder, after all notebooks wrote theirs
@@ -272,6 +294,40 @@ def run_notebooks(
             f"ran {len(notebooks)} notebook(s) in {total:.1f} s; executed copies in {build}", file=sys.stderr
         )
     return summary
+
+
+def _run_wave(indices: list[int], jobs: int, execute: Callable[[int], None], bar: Any) -> None:
+    """Run ``execute(i)`` for `indices`, at most `jobs` at once, started in order; after the first failure no
+    further one starts, the running ones finish, and the failure is raised."""
+    if jobs == 1:
+        for i in indices:
+            execute(i)
+            bar.update(1)
+        return
+    from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+
+    pending = list(indices)
+    running: dict[Any, int] = {}
+    failure: BaseException | None = None
+    with ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="notebook") as pool:
+        while pending or running:
+            while pending and len(running) < jobs and failure is None:
+                i = pending.pop(0)
+                running[pool.submit(execute, i)] = i
+            if not running:
+                break
+            done, _ = wait(list(running), return_when=FIRST_COMPLETED)
+            for fut in done:
+                running.pop(fut)
+                exc = fut.exception()
+                if exc is not None and failure is None:
+                    failure = exc
+                elif exc is None:
+                    bar.update(1)
+            if failure is not None:
+                pending.clear()
+    if failure is not None:
+        raise failure
 
 
 # ----------------------------------------------------------------------------------------------- hygiene
