@@ -1,7 +1,7 @@
 """Run the numbered notebooks through papermill (one command reproduces every figure), and keep notebooks clean.
 
-`run_notebooks` executes `notebooks/NN_*.ipynb` in numeric order (up to `jobs` at once) in kernels of this same Python interpreter,
-injecting parameters, writing executed copies to `build/` and figures to `figures/`. `check_clean` and
+`run_notebooks` executes `notebooks/NN_*.ipynb` in numeric order (up to `jobs` at once) in kernels of this same
+Python interpreter, injecting parameters, writing executed copies to `build/` and figures to `figures/`. `check_clean` and
 `strip_notebook` keep the notebooks committed to git free of outputs, execution counts and metadata noise.
 
 Command line: `python -m slimlib.experiments.outputs.runner --strip notebooks/*.ipynb` (or `slim nbstrip`), `--check` to only report.
@@ -31,10 +31,10 @@ PARAMETERS_TAG = "parameters"
 INJECTED_TAG = "injected-parameters"
 #: Parameters the runner sets itself; every notebook receives them whether it declares them or not.
 RUNNER_PARAMETERS = ("figures_dir",)
-#: Metadata kept by `strip_notebook`; everything else (papermill records, widget state, UI state) is dropped.
 #: notebooks that read other notebooks' outputs from the figures folder (the paper-differences table reads the
 #: evaluation tables): they start after every other selected notebook has finished (`run_notebooks`)
 READS_OUTPUTS = ("12_paper_differences.ipynb",)
+#: Metadata kept by `strip_notebook`; everything else (papermill records, widget state, UI state) is dropped.
 KEPT_NOTEBOOK_METADATA = ("kernelspec", "language_info", "jupytext")
 KEPT_LANGUAGE_INFO = ("name",)
 KEPT_CELL_METADATA = ("tags",)
