@@ -6,6 +6,7 @@ import argparse
 import io
 import math
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
@@ -46,9 +47,11 @@ from slimlib.experiments.engine_study.campaign_grid import (
 from slimlib.experiments.engine_study.rerun_check import rerun_summary
 from slimlib.io import write_text
 from slimlib.kit.cpu_microbench import host_facts, measure_peaks
+from slimlib.kit.host_match import require_host
 from slimlib.kit.model_folder import Scaling, model_config, write_model_folder
 from slimlib.kit.vllm_runner import ArgvBuilders, EngineSpec, Protocol, run_plan
 from slimlib.registry.engine_models import ALL_ENGINE_MODELS
+from slimlib.registry.gpus import get_gpu
 from slimlib.registry.host_cpu import HOST_CPU_KV_SPACE_GIB
 
 EXAMPLES = """\
@@ -273,6 +276,8 @@ def register_cli(sub: argparse._SubParsersAction) -> None:
     o.add_argument("--models", nargs="+", choices=ALL_ENGINE_MODELS, metavar="MODEL",
                    help="only these models (default: every model of the medians)")  # fmt: skip
     o.add_argument("--repeats", type=positive_int, default=3, help="runs of each configuration (default 3)")
+    o.add_argument("--no-microbenchmark", action="store_true",
+                   help="skip the host micro-benchmark (and with it the check that this host is the device cpu)")  # fmt: skip
     o.set_defaults(func=_cmd_offline)
 
 
@@ -320,11 +325,15 @@ def _cmd_offline(args: argparse.Namespace) -> int:
         if not (Path(args.models_dir) / m / "config.json").is_file():
             write_model_folder(Path(args.models_dir) / m, model_config(m), seed=0)
     lens = {m: int(model_config(m)["max_position_embeddings"]) for m in models}
+    measure = _checked_microbenchmark(grid.assign(gpu="cpu"), args)  # the runs are labelled with device cpu
+    micro = measure() if measure is not None else None
     print(f"offline engine: {len(grid)} configurations of {len(models)} model(s) x {args.repeats} repeats",
           file=sys.stderr)  # fmt: skip
     table, manifest = run_engine_offline(
         args.engine_python, args.models_dir, grid, args.repeats, max_model_len=lens
     )
+    if micro is not None:
+        manifest["microbenchmark"] = micro
     write_engine_offline(args.out, table, manifest)
     print(f"wrote {args.out}: {len(table)} runs")
     return 0
@@ -351,9 +360,31 @@ def _say(text: str) -> None:
     print(text, flush=True)
 
 
+def _checked_microbenchmark(plan: pd.DataFrame, args: argparse.Namespace) -> Callable[[], dict] | None:
+    """The session's micro-benchmark: on the CPU build, checked against the device the plan labels its runs with
+    (`slimlib.kit.host_match`: another host is another device, refused before any server starts); None with
+    --no-microbenchmark (the host is then not checked, and the run says so)."""
+    if args.no_microbenchmark:
+        if args.engine_python:
+            print("--no-microbenchmark: this host is not checked against the device the runs are labelled with",
+                  file=sys.stderr)  # fmt: skip
+        return None
+    if not args.engine_python:  # a GPU build: the host's CPU is not the device
+        return measure_peaks
+    devices = [get_gpu(str(g)) for g in dict.fromkeys(plan["gpu"].astype(str))]
+
+    def measure() -> dict:
+        micro = measure_peaks()
+        for device in devices:
+            require_host(micro, device, f"{Path(args.out)}: host micro-benchmark")
+        return micro
+
+    return measure
+
+
 def _run(plan: pd.DataFrame, args: argparse.Namespace, models_dir: str | None) -> int:
     spec = _spec(args)
-    micro = None if args.no_microbenchmark else measure_peaks
+    micro = _checked_microbenchmark(plan, args)
     manifest = run_plan(plan, args.out, spec, ARGVS, models_dir=models_dir, port=args.port, budget_s=args.budget_s,
                         startup_timeout_s=args.startup_timeout_s, microbenchmark=micro, host=host_facts,
                         protocol=_protocol(args), say=_say)  # fmt: skip

@@ -27,7 +27,9 @@ from slimlib.data.ingest import ingest
 from slimlib.data.markdown import count_table
 from slimlib.data.physical_checks import CHECKS, Checked, check_runs, count_lines
 from slimlib.errors import DataError
-from slimlib.kit.vllm_runner import MANIFEST, sha256_file
+from slimlib.kit.host_match import require_host
+from slimlib.kit.vllm_runner import CPU_ENGINE, MANIFEST, sha256_file
+from slimlib.registry.gpus import get_gpu
 from slimlib.registry.host_cpu import HOST_CPU
 from slimlib.registry.vllm_flags import NO_PREFIX_CACHING
 
@@ -160,6 +162,7 @@ def _runs_and_checks(campaign_dir: str | Path) -> tuple[pd.DataFrame, Checked]:
     for col, (dtype, _doc) in PROTOCOL_SCHEMA.items():
         df[col] = _protocol_column(df, col, dtype, results)
     df["engine"], df["weights"] = _engine_label(manifest)
+    _check_hosts(root, manifest, df)
     df["session"] = root.name
     df["input_len"] = df["input_len"].round().astype(int)
     df["output_len"] = df["output_len"].round().astype(int)
@@ -168,6 +171,18 @@ def _runs_and_checks(campaign_dir: str | Path) -> tuple[pd.DataFrame, Checked]:
     df["checks_failed"] = pd.Series(failed, index=df.index, dtype="string")
     df = df.sort_values(["model", "input_len", "output_len", "repeat", "batch_size"], kind="mergesort")
     return df.loc[:, list(RUN_COLUMNS)].reset_index(drop=True), checked
+
+
+def _check_hosts(root: Path, manifest: dict, df: pd.DataFrame) -> None:
+    """Every session of the CPU build that measured the host: its micro-benchmark is the device its runs are
+    labelled with (`slimlib.kit.host_match`); DataError naming the folder and session otherwise."""
+    devices = [get_gpu(str(g)) for g in dict.fromkeys(df["gpu"].astype(str))]
+    for s in manifest.get("sessions", []):
+        if s.get("engine") != CPU_ENGINE or not s.get("microbenchmark"):
+            continue
+        for device in devices:
+            require_host(s["microbenchmark"], device,
+                         f"{root / MANIFEST} (session started {s.get('started_utc', '?')})")  # fmt: skip
 
 
 def _whole(path: Path, key: str, value: object) -> int:

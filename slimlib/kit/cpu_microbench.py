@@ -64,12 +64,7 @@ def measure_peaks(gemm_n: int = 2048, triad_mib: int = 256, repeats: int = 5) ->
 
 
 def _cpuinfo_model() -> str:
-    p = Path("/proc/cpuinfo")
-    if p.is_file():
-        for line in p.read_text(encoding="utf-8", errors="replace").splitlines():
-            if line.lower().startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    return platform.processor() or platform.machine()
+    return _cpuinfo_field("model name") or platform.processor() or platform.machine()
 
 
 def _mem_total_bytes() -> int | None:
@@ -81,11 +76,32 @@ def _mem_total_bytes() -> int | None:
     return None
 
 
+#: instruction-set flags that set how fast the CPU engine's bf16 GEMMs and attention run (``/proc/cpuinfo``)
+ISA_FLAGS = ("avx2", "avx512f", "avx512_bf16", "avx512_vnni", "amx_tile", "amx_bf16", "amx_int8")
+
+
+def _cpuinfo_field(key: str) -> str | None:
+    """The first ``/proc/cpuinfo`` value of `key` (None without /proc or the key)."""
+    p = Path("/proc/cpuinfo")
+    if p.is_file():
+        for line in p.read_text(encoding="utf-8", errors="replace").splitlines():
+            name, _, value = line.partition(":")
+            if name.strip().lower() == key:
+                return value.strip()
+    return None
+
+
 def host_facts() -> dict:
-    """CPU model, logical cores (and those this process may use), total memory, OS and Python of this host."""
+    """CPU model (name, family, model, stepping, the `ISA_FLAGS` it has), logical cores (and those this process may
+    use), total memory, OS and Python of this host. Two hosts of one CPU name can differ in all but the name."""
     usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    flags = _cpuinfo_field("flags")
     return {
         "cpu_model": _cpuinfo_model(),
+        "cpu_family": _cpuinfo_field("cpu family"),
+        "cpu_model_number": _cpuinfo_field("model"),
+        "cpu_stepping": _cpuinfo_field("stepping"),
+        "cpu_isa": None if flags is None else [f for f in ISA_FLAGS if f in flags.split()],
         "logical_cores": os.cpu_count(),
         "usable_cores": usable,
         "mem_total_bytes": _mem_total_bytes(),

@@ -71,6 +71,7 @@ from slimlib.registry.host_cpu import HOST_CPU_KV_SPACE_GIB
 __all__ = [
     "ArgvBuilders",
     "EngineError",
+    "CPU_ENGINE",
     "EngineSpec",
     "run_plan",
     "Protocol",
@@ -105,6 +106,10 @@ class EngineError(SlimError):
     """The engine did not start or a run could not be made."""
 
 
+#: `EngineSpec.name` of vLLM's CPU build (a manifest session's ``engine``)
+CPU_ENGINE = "vllm-cpu"
+
+
 @dataclass(frozen=True)
 class EngineSpec:
     """How to run vLLM: the command that replaces ``vllm``, extra environment, dummy weights, KV space, client mode.
@@ -126,7 +131,7 @@ class EngineSpec:
         env = {"VLLM_TARGET_DEVICE": "cpu", "VLLM_CPU_KVCACHE_SPACE": f"{kv_space_gib:g}"}
         if threads:
             env["VLLM_CPU_OMP_THREADS_BIND"] = f"0-{threads - 1}"
-        return cls((python, str(LAUNCHER)), env, True, kv_space_gib, batched_client, "vllm-cpu", python)
+        return cls((python, str(LAUNCHER)), env, True, kv_space_gib, batched_client, CPU_ENGINE, python)
 
     @classmethod
     def gpu(cls, command: str = "vllm", dummy_weights: bool = False) -> EngineSpec:

@@ -307,18 +307,18 @@ def _run_wave(indices: list[int], jobs: int, execute: Callable[[int], None], bar
     from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 
     pending = list(indices)
-    running: dict[Any, int] = {}
+    running: set[Any] = set()
     failure: BaseException | None = None
     with ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="notebook") as pool:
         while pending or running:
             while pending and len(running) < jobs and failure is None:
                 i = pending.pop(0)
-                running[pool.submit(execute, i)] = i
+                running.add(pool.submit(execute, i))
             if not running:
                 break
             done, _ = wait(list(running), return_when=FIRST_COMPLETED)
             for fut in done:
-                running.pop(fut)
+                running.discard(fut)
                 exc = fut.exception()
                 if exc is not None and failure is None:
                     failure = exc
