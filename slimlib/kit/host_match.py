@@ -4,10 +4,11 @@ A CPU-engine campaign labels its runs with the registry's ``cpu`` device (`sliml
 were measured on the committed campaign's host. Another host can be another device under the same CPU name: on
 2026-12-03 a 2-core "AMD EPYC" machine with AVX2 only (no AVX-512; ``data/engine-cpu-other-host/``) measured a bf16
 GEMM of 0.28 GFLOP/s and a triad of 18.8 GB/s against the campaign host's 366-417 GFLOP/s and 30.6-53.3 GB/s, and
-its served E2E was 1.6-13x the committed medians' on the 23 configurations it ran. Its runs under the ``cpu`` label would be fitted with the wrong peaks and pooled with the committed sessions
-as if the host had only drifted. The committed sessions' micro-benchmarks lie within 0.88-1.00x of the registry's
-GEMM peak and 0.92-1.60x of its bandwidth (the triad of a 2-core virtual machine drifts most); `HOST_MATCH_FACTOR`
-allows 2x either way, which the GEMM of a host without the campaign host's bf16 units misses by orders of magnitude.
+its served E2E was 1.6-13x the committed medians' on the 23 configurations it ran. Its runs under the ``cpu`` label
+would be fitted with the wrong peaks and pooled with the committed sessions as if the host had only drifted. The
+committed sessions' micro-benchmarks lie within 0.88-1.00x of the registry's GEMM peak and 0.92-1.60x of its
+bandwidth (the triad of a 2-core virtual machine drifts most); `HOST_MATCH_FACTOR` allows 2x either way, which the
+GEMM of a host without the campaign host's bf16 units misses by orders of magnitude.
 """
 
 from __future__ import annotations
@@ -55,5 +56,6 @@ def require_host(micro: Mapping, device: GPU, where: str) -> None:
     if why is not None:
         raise DataError(
             f"{where}: {why}: it is another device, and its runs would carry `{device.name}`'s peaks; measure on "
-            f"the host whose peaks `{device.name}` holds (slimlib.registry), or register this host as a device of its own"
+            f"the host whose peaks `{device.name}` holds (slimlib.registry), or register this host as a device of "
+            "its own"
         )
