@@ -117,6 +117,8 @@ def test_the_campaign_checks_its_micro_benchmark_before_any_server(tmp_path, mon
     good = _sessions(data_dir() / "engine-cpu")[0]["microbenchmark"]
     monkeypatch.setattr(cmd_bench, "measure_peaks", lambda: good)
     assert cmd_bench._checked_microbenchmark(plan, _args(tmp_path))() is good
+    # a plan without a gpu column is refused by run_plan's own plan check, not by a KeyError here
+    assert callable(cmd_bench._checked_microbenchmark(plan.drop(columns="gpu"), _args(tmp_path)))
     # a GPU build: the host CPU is not the device, its peaks are recorded unchecked
     gpu_plan = plan.assign(gpu="h100-sxm-80gb")
     assert (

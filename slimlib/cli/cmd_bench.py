@@ -47,11 +47,10 @@ from slimlib.experiments.engine_study.campaign_grid import (
 from slimlib.experiments.engine_study.rerun_check import rerun_summary
 from slimlib.io import write_text
 from slimlib.kit.cpu_microbench import host_facts, measure_peaks
-from slimlib.kit.host_match import require_host
+from slimlib.kit.host_match import require_host_for
 from slimlib.kit.model_folder import Scaling, model_config, write_model_folder
 from slimlib.kit.vllm_runner import ArgvBuilders, EngineSpec, Protocol, run_plan
 from slimlib.registry.engine_models import ALL_ENGINE_MODELS
-from slimlib.registry.gpus import get_gpu
 from slimlib.registry.host_cpu import HOST_CPU_KV_SPACE_GIB
 
 EXAMPLES = """\
@@ -371,12 +370,10 @@ def _checked_microbenchmark(plan: pd.DataFrame, args: argparse.Namespace) -> Cal
         return None
     if not args.engine_python:  # a GPU build: the host's CPU is not the device
         return measure_peaks
-    devices = [get_gpu(str(g)) for g in dict.fromkeys(plan["gpu"].astype(str))]
 
-    def measure() -> dict:
+    def measure() -> dict:  # called by run_plan after it has checked the plan's columns
         micro = measure_peaks()
-        for device in devices:
-            require_host(micro, device, f"{Path(args.out)}: host micro-benchmark")
+        require_host_for(micro, plan["gpu"], f"{Path(args.out)}: host micro-benchmark")
         return micro
 
     return measure

@@ -27,9 +27,8 @@ from slimlib.data.ingest import ingest
 from slimlib.data.markdown import count_table
 from slimlib.data.physical_checks import CHECKS, Checked, check_runs, count_lines
 from slimlib.errors import DataError
-from slimlib.kit.host_match import require_host
+from slimlib.kit.host_match import require_host_for
 from slimlib.kit.vllm_runner import CPU_ENGINE, MANIFEST, sha256_file
-from slimlib.registry.gpus import get_gpu
 from slimlib.registry.host_cpu import HOST_CPU
 from slimlib.registry.vllm_flags import NO_PREFIX_CACHING
 
@@ -176,13 +175,10 @@ def _runs_and_checks(campaign_dir: str | Path) -> tuple[pd.DataFrame, Checked]:
 def _check_hosts(root: Path, manifest: dict, df: pd.DataFrame) -> None:
     """Every session of the CPU build that measured the host: its micro-benchmark is the device its runs are
     labelled with (`slimlib.kit.host_match`); DataError naming the folder and session otherwise."""
-    devices = [get_gpu(str(g)) for g in dict.fromkeys(df["gpu"].astype(str))]
     for s in manifest.get("sessions", []):
-        if s.get("engine") != CPU_ENGINE or not s.get("microbenchmark"):
-            continue
-        for device in devices:
-            require_host(s["microbenchmark"], device,
-                         f"{root / MANIFEST} (session started {s.get('started_utc', '?')})")  # fmt: skip
+        if s.get("engine") == CPU_ENGINE and s.get("microbenchmark"):
+            where = f"{root / MANIFEST} (session started {s.get('started_utc', '?')})"
+            require_host_for(s["microbenchmark"], df["gpu"], where)
 
 
 def _whole(path: Path, key: str, value: object) -> int:

@@ -13,12 +13,12 @@ GEMM of a host without the campaign host's bf16 units misses by orders of magnit
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from slimlib.errors import DataError
-from slimlib.registry.gpus import GPU
+from slimlib.registry.gpus import GPU, get_gpu
 
-__all__ = ["HOST_MATCH_FACTOR", "host_mismatch", "require_host"]
+__all__ = ["HOST_MATCH_FACTOR", "host_mismatch", "require_host", "require_host_for"]
 
 #: the largest ratio, either way, between a measured peak and the device's for the host to be that device
 HOST_MATCH_FACTOR = 2.0
@@ -59,3 +59,9 @@ def require_host(micro: Mapping, device: GPU, where: str) -> None:
             f"the host whose peaks `{device.name}` holds (slimlib.registry), or register this host as a device of "
             "its own"
         )
+
+
+def require_host_for(micro: Mapping, gpus: Iterable[object], where: str) -> None:
+    """`require_host` for every distinct device name in `gpus` (a table's ``gpu`` column), each resolved once."""
+    for name in dict.fromkeys(str(g) for g in gpus):
+        require_host(micro, get_gpu(name), where)
