@@ -21,11 +21,18 @@ def test_real_file_counts():
     runs, exc = parse_results(LLMIB / RESULTS)
     raw = pd.read_csv(LLMIB / RESULTS)
     assert len(runs) + len(exc) == len(raw) == 2646
-    assert len(runs) == 1596
-    assert exc["reason"].value_counts().to_dict() == {"llama_cpp_per_sequence": 1016, "duplicate_repeat": 34}
+    assert len(runs) == 1583
+    assert exc["reason"].value_counts().to_dict() == {
+        "llama_cpp_per_sequence": 1016, "duplicate_repeat": 34, "above_larger_batch": 13,
+    }  # fmt: skip
+    # the runs slower than a larger batch of their configuration: a sweep's first batch (B = 1), 22-126% slower
+    slow = exc[exc["reason"] == "above_larger_batch"]
+    assert (slow["batch_size"] == 1).all()
+    excess = slow["detail"].str.extract(r"latency \+([0-9.]+)%")[0].astype(float)
+    assert excess.between(22, 126).all(), excess.tolist()
     assert set(runs["source_line"]).isdisjoint(exc["source_line"])
     amd = runs[runs["gpu_in_registry"]]
-    assert amd.groupby("gpu").size().to_dict() == {"mi250-gcd": 359, "mi300x": 719}
+    assert amd.groupby("gpu").size().to_dict() == {"mi250-gcd": 359, "mi300x": 707}
     # MI250 rows: tensor parallel over dies = 2 x cards
     mi250 = amd[amd["gpu"] == "mi250-gcd"]
     assert (mi250["tensor_parallel"] == 2 * mi250["n_hardware"]).all()
@@ -69,13 +76,17 @@ def test_exclusion_reasons_on_a_hand_made_file(tmp_path):
         [hw, 1, "vLLM", m7, 4096, 1, 100.0, 8192 / 100.0],  # 8192 tokens > 4096 context
         [hw, 1, "vLLM", m7, 256, 1, 4.0, 999.0],  # throughput inconsistent with latency
         [hw, 1, "vLLM", m7, 256, 16, 0.1, 16 * 512 / 0.1],  # faster than reading the weights 256 times
+        [hw, 1, "vLLM", m7, 128, 1, 2.3, 256 / 2.3],  # 15% slower than the batch of 16 above: excluded
+        [hw, 1, "vLLM", m7, 128, 4, 2.15, 4 * 256 / 2.15],  # 7.5% slower: within the tolerance, kept
     ]
     runs, exc = parse_results(_write(tmp_path, rows))
-    assert list(runs["source_line"]) == [2]
-    assert int(runs["n_repeats"].iloc[0]) == 2
+    assert sorted(runs["source_line"]) == [2, 9]
+    assert int(runs.loc[runs["source_line"] == 2, "n_repeats"].iloc[0]) == 2
     assert list(exc["reason"]) == [
         "duplicate_repeat", "llama_cpp_per_sequence", "exceeds_context", "throughput_mismatch", "below_roofline",
+        "above_larger_batch",
     ]  # fmt: skip
+    assert exc["detail"].iloc[-1] == "latency +15.0% vs batch 16 of the same configuration"
     assert "repeat of line 2" in exc["detail"].iloc[0] and "+5.00%" in exc["detail"].iloc[0]
 
 

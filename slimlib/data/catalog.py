@@ -205,7 +205,7 @@ SCHEMA["llmib-exclusions"] = (
         "input_len": (INT, "raw Input Output Length (IL = OL)"),
         "reason": (
             S,
-            "llama_cpp_per_sequence, duplicate_repeat, exceeds_context, throughput_mismatch, below_roofline",
+            "llama_cpp_per_sequence, duplicate_repeat, exceeds_context, throughput_mismatch, below_roofline, above_larger_batch",
         ),
         "detail": (S, "the numbers behind the reason"),
     },

@@ -14,7 +14,10 @@ Two tables (`build_llmib_tables`):
   latency difference), ``exceeds_context`` (``IL + OL`` beyond the model's context window),
   ``throughput_mismatch`` (``Throughput`` differs from ``B (IL + OL) / Latency`` by more than 0.1 %) and
   ``below_roofline`` (a latency shorter than the weight reads alone allow:
-  ``OL x active weight bytes / (TP x BW)`` at the registry's peak bandwidth).
+  ``OL x active weight bytes / (TP x BW)`` at the registry's peak bandwidth) and ``above_larger_batch`` (a
+  latency more than `LARGER_BATCH_RTOL` above that of a larger batch of the same configuration: a static batch of
+  ``B' > B`` prompts runs every step a batch of ``B`` does with more sequences in it, so it cannot finish sooner;
+  on the file these are the first batch of a sweep, ``B = 1``, 22-126% above ``B = 16``, a warm-up the run kept).
 
 Which device an "AMD MI250 GPU" is. The MI250 card carries two 64 GB dies that ROCm exposes as two GPUs. The
 file's ``Num of Hardware`` counts cards, not dies, and the runs used tensor parallel ``2 x Num``:
@@ -58,6 +61,9 @@ HARDWARE = {
 }
 KEYS = ("hardware", "n_hardware", "framework", "hf_id", "input_len", "batch_size")
 THROUGHPUT_RTOL = 1e-3
+#: how far a run's latency may lie above a larger batch's of its configuration (``above_larger_batch``): 4x the
+#: file's largest latency difference between repeats of one configuration (2.3%, ``duplicate_repeat`` details)
+LARGER_BATCH_RTOL = 0.10
 
 RUN_COLUMNS = (
     "source_line", "hardware", "n_hardware", "framework", "hf_id", "model", "gpu", "gpu_in_registry",
@@ -68,6 +74,7 @@ EXCLUSION_COLUMNS = (
 )  # fmt: skip
 REASONS = (
     "llama_cpp_per_sequence", "duplicate_repeat", "exceeds_context", "throughput_mismatch", "below_roofline",
+    "above_larger_batch",
 )  # fmt: skip
 
 
@@ -145,6 +152,22 @@ def _lower_bound_s(df: pd.DataFrame) -> np.ndarray:
     return out
 
 
+def _larger_batch_min(df: pd.DataFrame) -> pd.Series:
+    """Per row, the shortest latency of a larger batch of its configuration (`KEYS` but the batch size) among
+    `df`'s rows, and the batch size that has it, ``(NaN, NaN)`` for a configuration's largest batch."""
+    config = [k for k in KEYS if k != "batch_size"]
+    out = pd.DataFrame({"e2e": np.nan, "batch": np.nan}, index=df.index)
+    for _, g in df.groupby(config, sort=False):
+        g = g.sort_values("batch_size", kind="mergesort")
+        b, e = g["batch_size"].to_numpy(float), g["e2e_s"].to_numpy(float)
+        for i, idx in enumerate(g.index):
+            later = np.flatnonzero(b > b[i])
+            if later.size:
+                j = later[np.argmin(e[later])]
+                out.loc[idx] = (e[j], b[j])
+    return out
+
+
 def parse_results(path: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(runs, exclusions) from the results file; every data row lands in exactly one of them."""
     df = read_results(path)
@@ -186,6 +209,10 @@ def parse_results(path: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     bound = pd.Series(_lower_bound_s(df), index=df.index)
     flag(bound > df["e2e_s"], "below_roofline",
          "latency below the weight-read bound " + bound.map(lambda v: f"{v:.4g} s"))  # fmt: skip
+    larger = _larger_batch_min(df[reason == ""]).reindex(df.index)
+    flag(df["e2e_s"] > (1 + LARGER_BATCH_RTOL) * larger["e2e"], "above_larger_batch",
+         "latency " + (100 * (df["e2e_s"] / larger["e2e"] - 1)).map(lambda v: f"{v:+.1f}%")
+         + " vs batch " + larger["batch"].map(lambda v: f"{v:g}") + " of the same configuration")  # fmt: skip
 
     keep = reason == ""
     runs = df[keep].copy()
