@@ -311,3 +311,18 @@ def test_token_budget_caps_only_chunked_prefill_rows():
     f = feats(batch_size=[256.0, 256.0], chunked_prefill=[0.0, 1.0])
     b = T.effective_batch(f)
     assert b[0] == 256.0 and b[1] == pytest.approx(512.0 * 100 / 600)
+
+
+def test_a_fit_computes_the_parameter_free_terms_once_with_the_same_numbers():
+    f = feats(tensor_parallel=4.0)
+    terms = (T.BATCH_FIXED, T.ATTENTION_FACTOR, T.DECODE_ATTENTION, T.STEP_OVERHEAD, T.SEQUENCE_OVERHEAD,
+             T.ALLREDUCE, T.EXPERT_ALLTOALL)  # fmt: skip
+    known = T.fixed_times(terms, f, HW)
+    # the all-reduces, the all-to-alls and the decode attention's traffic have no parameter of their own
+    assert set(known) == {"decode_attention", "allreduce", "expert_alltoall"}
+    for a, b in zip(T.compose(terms, ALL, f, HW), T.compose(terms, ALL, f, HW, known), strict=True):
+        assert np.array_equal(a, b)
+    reads = T.Term("reads_eta_w", "a term that reads a parameter it does not declare", (),
+                   lambda p, f, hw: T.Times(step=p["eta_w"]))  # fmt: skip
+    assert T.fixed_times((reads,), f, HW) == {}  # left out: computed with the parameters every time
+    assert T.compose((reads,), {"eta_w": 2.0}, f, HW, {})[1].tolist() == [200.0, 200.0]

@@ -43,9 +43,11 @@ from slimlib.model.terms import (
     STEP_WEIGHT_READ,
     Contribution,
     Term,
+    Times,
     adjust_features,
     compose,
     contributions,
+    fixed_times,
     model_specs,
 )
 from slimlib.model.terms import specs as ps
@@ -114,9 +116,13 @@ class CalibratedModel(Estimator):
         """The terms' parameters, in order of first appearance (`slimlib.model.terms.model_specs`)."""
         return model_specs(self.terms())
 
+    #: during `fit`: its features and the parameter-free terms' times on them (`slimlib.model.terms.fixed_times`)
+    _fit_known: tuple[Features, dict[str, Times]] | None = None
+
     def _components(self, p: dict[str, float], f: Features, hw: GPU) -> Components:
         """(prefill_s, decode_s, e2e_s) arrays: the sum of the terms (`slimlib.model.terms.compose`)."""
-        return compose(self.terms(), p, f, hw)
+        known = self._fit_known[1] if self._fit_known is not None and self._fit_known[0] is f else None
+        return compose(self.terms(), p, f, hw, known)
 
     def _features(self, df: pd.DataFrame, hw: GPU) -> Features:
         """Per-row features of `df` (`model_features`, the optional ``static_batch`` column), after the terms'
@@ -297,27 +303,32 @@ class CalibratedModel(Estimator):
         failures: list[str] = []
         solutions: list[tuple[float, FloatArray]] = []
         starts = self._starts(free, lo, hi)
-        for i, z0 in enumerate(starts):
-            try:
-                res = least_squares(
-                    residuals, z0, bounds=(lo, hi), method="trf", x_scale=1.0,
-                    ftol=1e-12, xtol=1e-12, gtol=1e-12, max_nfev=self.max_nfev,
-                )  # fmt: skip
-            except (
-                DataError
-            ):  # a data error (e.g. a GPU without link bandwidth for TP rows) reaches the user as itself
-                raise
-            except ValueError as exc:  # e.g. residuals not finite at start
-                failures.append(str(exc))
-            else:
-                if res.status <= 0 or not np.isfinite(res.cost):
-                    failures.append(str(res.message))
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # as in `residuals`
+            self._fit_known = (feats, fixed_times(self.terms(), feats, hw))
+        try:
+            for i, z0 in enumerate(starts):
+                try:
+                    res = least_squares(
+                        residuals, z0, bounds=(lo, hi), method="trf", x_scale=1.0,
+                        ftol=1e-12, xtol=1e-12, gtol=1e-12, max_nfev=self.max_nfev,
+                    )  # fmt: skip
+                except (
+                    DataError
+                ):  # a data error (e.g. a GPU without link bandwidth for TP rows) reaches the user as itself
+                    raise
+                except ValueError as exc:  # e.g. residuals not finite at start
+                    failures.append(str(exc))
                 else:
-                    solutions.append((float(res.cost), np.asarray(res.x, dtype=float) * scale))
-                    if best is None or res.cost < best.cost - 1e-15:
-                        best = res
-            if progress is not None:
-                progress(i + 1, len(starts))
+                    if res.status <= 0 or not np.isfinite(res.cost):
+                        failures.append(str(res.message))
+                    else:
+                        solutions.append((float(res.cost), np.asarray(res.x, dtype=float) * scale))
+                        if best is None or res.cost < best.cost - 1e-15:
+                            best = res
+                if progress is not None:
+                    progress(i + 1, len(starts))
+        finally:
+            self._fit_known = None
         if best is None:
             raise FitError(
                 f"the fit did not converge from any of {len(starts)} starts ({failures[-1] if failures else '?'}); "

@@ -59,6 +59,7 @@ from slimlib.model.terms.term import (
     adjust_features,
     compose,
     contributions,
+    fixed_times,
     model_specs,
     without,
 )
@@ -117,6 +118,7 @@ __all__ = [
     "decode_attention",
     "effective_batch",
     "effective_batch_term",
+    "fixed_times",
     "model_specs",
     "static_batch_column",
     "chunked_prefill_column",

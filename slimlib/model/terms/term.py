@@ -116,6 +116,15 @@ def _array(v: ArrayLike, shape: tuple[int, ...]) -> FloatArray:
     return np.broadcast_to(np.asarray(v, dtype=float), shape).astype(float)
 
 
+def _summed(values: Iterable[ArrayLike], start: FloatArray) -> FloatArray:
+    """`start` plus each of `values` in order, each broadcast to `start`'s shape: the sum of their `_array`s, the
+    same numbers, without a copy per value (`compose` runs once per residual evaluation of a fit)."""
+    out = start
+    for v in values:
+        out = out + np.asarray(v, dtype=float)
+    return out if out.shape == start.shape else _array(np.broadcast_to(out, start.shape), start.shape)
+
+
 def decode_factor(terms: Iterable[Term], times: Mapping[str, Times], f: Features) -> FloatArray:
     """Eq. 9's factor: the one term that sets it, else ``B``; SlimError when two terms set it."""
     setters = [t.name for t in terms if t.name in times and times[t.name].factor is not None]
@@ -127,9 +136,30 @@ def decode_factor(terms: Iterable[Term], times: Mapping[str, Times], f: Features
     return _array(f["batch_size"], shape)
 
 
-def term_times(terms: Sequence[Term], p: Params, f: Features, hw: GPU) -> dict[str, Times]:
-    """Each term's `Times` (terms without a time function are left out)."""
-    return {t.name: t.times(p, f, hw) for t in terms if t.times is not None}
+def term_times(
+    terms: Sequence[Term], p: Params, f: Features, hw: GPU, known: Mapping[str, Times] | None = None
+) -> dict[str, Times]:
+    """Each term's `Times` (terms without a time function are left out); a term in `known` (`fixed_times` of the
+    same features and GPU) is taken from there instead of being computed again."""
+    known = known or {}
+    return {
+        t.name: known[t.name] if t.name in known else t.times(p, f, hw) for t in terms if t.times is not None
+    }
+
+
+def fixed_times(terms: Sequence[Term], f: Features, hw: GPU) -> dict[str, Times]:
+    """The `Times` of the terms without parameters, which do not change while a fit varies the parameters, so a
+    fit computes them once for its features (`term_times`' `known`); a term that reads a parameter after all (a
+    KeyError on the empty parameter set) or fails (a ValueError, which the fit reports per start) is left out and
+    computed each time."""
+    out = {}
+    for t in terms:
+        if t.times is not None and not t.specs:
+            try:
+                out[t.name] = t.times({}, f, hw)
+            except (KeyError, ValueError):
+                continue
+    return out
 
 
 def contributions(terms: Sequence[Term], p: Params, f: Features, hw: GPU) -> dict[str, Contribution]:
@@ -149,17 +179,16 @@ def contributions(terms: Sequence[Term], p: Params, f: Features, hw: GPU) -> dic
 
 
 def compose(
-    terms: Sequence[Term], p: Params, f: Features, hw: GPU
+    terms: Sequence[Term], p: Params, f: Features, hw: GPU, known: Mapping[str, Times] | None = None
 ) -> tuple[FloatArray, FloatArray, FloatArray]:
     """(prefill, decode, E2E) seconds per row of the term list (Eq. 5: ``E2E = T_pre + T_dec + t_fixed``; Eq. 9:
-    ``T_dec = OL sum(step) + factor x sum(request) + sum(decode)``)."""
-    times = term_times(terms, p, f, hw)
+    ``T_dec = OL sum(step) + factor x sum(request) + sum(decode)``); `known` as in `term_times`."""
+    times = term_times(terms, p, f, hw, known)
     factor = decode_factor(terms, times, f)
-    shape = np.shape(f["batch_size"])
-    zero = np.zeros(shape)
-    pre = sum((_array(t.prefill, shape) for t in times.values()), zero)
-    step = sum((_array(t.step, shape) for t in times.values()), zero)
-    req = sum((_array(t.request, shape) for t in times.values()), zero)
-    dec = sum((_array(t.decode, shape) for t in times.values()), f["output_len"] * step + factor * req)
-    fixed = sum((_array(t.fixed, shape) for t in times.values()), zero)
+    zero = np.zeros(np.shape(f["batch_size"]))
+    pre = _summed((t.prefill for t in times.values()), zero)
+    step = _summed((t.step for t in times.values()), zero)
+    req = _summed((t.request for t in times.values()), zero)
+    dec = _summed((t.decode for t in times.values()), f["output_len"] * step + factor * req)
+    fixed = _summed((t.fixed for t in times.values()), zero)
     return pre, dec, pre + dec + fixed
