@@ -13,7 +13,9 @@ import pytest
 
 from slimlib.errors import DataError
 from slimlib.experiments.accuracy.extrapolation import (
+    PRED_COLUMNS,
     TABLE_COLUMNS,
+    CVResult,
     calibrated_methods,
     extrapolation_table,
     recommend,
@@ -22,6 +24,7 @@ from slimlib.experiments.accuracy.extrapolation import (
     tied_best,
     wide_table,
     worst_axis,
+    worst_axis_draws,
 )
 from slimlib.experiments.accuracy.extrapolation_folds import AXES, AxisFolds, build_axis_folds, fold_rows
 from slimlib.experiments.accuracy.extrapolation_outputs import write_extrapolation_outputs
@@ -156,6 +159,60 @@ def test_a_tie_on_the_worst_axis_goes_to_the_lower_mean():
     assert (
         recommend(_table({"a": [1.0, 2.0, 30.0], "b": [1.0, 1.0, 31.0]}))[0] == "a"
     )  # no tie: the worst axis
+
+
+def _cv(errors: dict[str, list[np.ndarray]]) -> CVResult:
+    """A `CVResult` whose candidates have the given signed % errors on the rows of each axis (synthetic rows, for
+    the selection rule only)."""
+    axes, parts = [], []
+    for i in range(len(next(iter(errors.values())))):
+        n = len(next(iter(errors.values()))[i])
+        test = pd.DataFrame({"throughput_tok_s": 100.0 + np.arange(n)})
+        axes.append(AxisFolds(AXES[i], "d", "synthetic", [Fold("f", test, test)]))
+        for m, per_axis in errors.items():
+            part = pd.DataFrame({c: np.nan for c in PRED_COLUMNS}, index=range(n))
+            part[["axis", "dataset", "fold", "method"]] = AXES[i], "d", "f", m
+            part["throughput_tok_s"] = test["throughput_tok_s"].to_numpy()
+            part["pred_throughput_tok_s"] = part["throughput_tok_s"] * (1 + per_axis[i] / 100)
+            part["e2e_s"] = part["pred_e2e_s"] = 1.0
+            parts.append(part)
+    preds = pd.concat(parts, ignore_index=True)
+    empty = pd.DataFrame(columns=["axis", "dataset", "fold", "method", "error"])
+    return CVResult(preds, empty, pd.DataFrame(), axes, list(errors), 0.0, 0)
+
+
+def test_a_worst_axis_difference_within_its_uncertainty_is_a_tie():
+    rng = np.random.default_rng(0)
+    lucky = 20.0 + np.abs(rng.normal(0.0, 10.0, 40))  # the worst cell: 40 rows, MAPE about 28
+    spread = rng.normal(0.0, 5.0, 40)
+    steady = lucky + spread - spread.mean() + 0.5  # 0.5 points worse on average, rows either way
+    cv = _cv({
+        "steady": [np.full(40, 2.0), steady],
+        "lucky": [np.full(40, 5.0), lucky],  # the lowest worst axis, by less than the rows' noise
+        "uniform": [np.full(40, 2.0), lucky + 0.5],  # 0.5 points worse on every row: paired, not a tie
+        "bad": [np.full(40, 2.0), lucky + 12.0],
+    })  # fmt: skip
+    table = extrapolation_table(cv, n_boot=500)
+    assert worst_axis(table).set_index("method")["worst_mape_pct"].idxmin() == "lucky"
+    # the table alone: 0.5 points apart is no tie, the lowest worst axis wins
+    assert recommend(table)[0] == "lucky"
+    # with the rows: a tie within the paired interval, broken by the mean over the cells
+    tied = tied_best(table, cv, n_boot=500)
+    assert set(tied["method"]) == {"steady", "lucky"}
+    name, reason = recommend(table, cv, n_boot=500)
+    assert name == "steady" and "tied with the lowest" in reason and "paired bootstrap 95%" in reason
+    draws = worst_axis_draws(cv, ["steady", "lucky", "uniform", "bad"], n_boot=500)
+    assert draws.shape == (500, 4)
+    assert np.allclose(draws[:, 2] - draws[:, 1], 0.5)  # paired: the same rows in every resample
+    assert np.quantile(draws[:, 0] - draws[:, 1], 0.025) < 0 < np.quantile(draws[:, 0] - draws[:, 1], 0.975)
+
+
+def test_worst_axis_draws_refuse_candidates_on_other_rows():
+    cv = _cv({"a": [np.full(5, 1.0)], "b": [np.full(5, 2.0)]})
+    p = cv.predictions
+    p.loc[(p["method"] == "b") & (p.index % 5 == 0), "throughput_tok_s"] += 1.0
+    with pytest.raises(DataError, match="test rows of the other candidates"):
+        worst_axis_draws(cv, ["a", "b"], n_boot=10)
 
 
 def test_signed_error_is_positive_when_over_predicting():

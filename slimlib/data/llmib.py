@@ -152,7 +152,7 @@ def _lower_bound_s(df: pd.DataFrame) -> np.ndarray:
     return out
 
 
-def _larger_batch_min(df: pd.DataFrame) -> pd.Series:
+def _larger_batch_min(df: pd.DataFrame) -> pd.DataFrame:
     """Per row, the shortest latency of a larger batch of its configuration (`KEYS` but the batch size) among
     `df`'s rows, and the batch size that has it, ``(NaN, NaN)`` for a configuration's largest batch."""
     config = [k for k in KEYS if k != "batch_size"]

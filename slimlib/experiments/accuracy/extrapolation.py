@@ -10,7 +10,9 @@ fold's training domain (`slimlib.model.intervals.extrapolation_distance`) and th
 prediction) is recorded in ``failures`` and its cell is left empty for that candidate, never dropped silently.
 `extrapolation_table` gives MAPE and bias (mean signed % error) per (axis, dataset) and candidate with bootstrap
 95% intervals (`slimlib.experiments.outputs.uncertainty`); `recommend` picks the candidate with the best worst-axis
-throughput MAPE. Intervals and their coverage: `slimlib.experiments.accuracy.extrapolation_coverage`.
+throughput MAPE, and of candidates tied on it within the paired bootstrap interval of the difference, the one with
+the lowest mean MAPE over the cells. Intervals and their coverage:
+`slimlib.experiments.accuracy.extrapolation_coverage`.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import pandas as pd
 
 from slimlib.errors import DataError, SlimError
 from slimlib.experiments.accuracy.extrapolation_folds import AXES, AxisFolds, build_axis_folds
-from slimlib.experiments.outputs.uncertainty import N_BOOT, SEED, bootstrap_mean_ci
+from slimlib.experiments.outputs.uncertainty import N_BOOT, SEED, bootstrap_mean_ci, rng_for
 from slimlib.model import METHODS, Estimator, load_params, make_model
 from slimlib.model.calibrated import TermModel
 from slimlib.model.gpu_transfer import transfer_params, transferred_params, untransferred
@@ -45,6 +47,8 @@ PRED_COLUMNS = (
     "throughput_tok_s", "e2e_s", "ttft_s", "tpot_s", "pred_throughput_tok_s", "pred_e2e_s", "pred_ttft_s",
     "pred_tpot_s", "log_sd", "log_sd_ttft", "log_sd_tpot", "distance", "train_error",
 )  # fmt: skip
+#: level of the paired bootstrap interval within which two worst-axis errors are a tie (`tied_best`)
+TIE_LEVEL = 0.95
 #: datasets whose ``mean_ttft_ms`` is not a measured TTFT (memgap online: one engine step stands in for the
 #: queue-inflated client TTFT, `slimlib.experiments.accuracy.scenarios.online_table`): no TTFT is scored there
 NO_MEASURED_TTFT = ("memgap-online",)
@@ -245,39 +249,92 @@ def worst_axis(table: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def tied_best(table: pd.DataFrame) -> pd.DataFrame:
-    """`worst_axis` rows of the candidates with numbers in every cell whose worst-axis MAPE, at the 0.1 point the
-    table prints, is the lowest, ordered by their mean MAPE over the cells (the tie-break), lowest first."""
+def worst_axis_draws(
+    result: CVResult, methods: Sequence[str], *, n_boot: int = N_BOOT, seed: int = SEED
+) -> np.ndarray:
+    """``(n_boot, len(methods))`` worst-axis throughput MAPEs of `methods` on paired bootstrap resamples: every
+    cell's test rows are resampled with the same indices for every method (all score the same rows, which is
+    checked), each method's MAPE per cell taken on them, and the largest over the cells kept."""
+    p = result.predictions
+    worst = np.full((int(n_boot), len(methods)), -np.inf)
+    for ax in result.axes:
+        cell = p[(p["axis"] == ax.axis) & (p["dataset"] == ax.dataset)]
+        errors, measured = [], None
+        for m in methods:
+            g = cell[cell["method"] == m]
+            t = g["throughput_tok_s"].to_numpy(float)
+            if len(g) != ax.n_test or (measured is not None and not np.array_equal(t, measured)):
+                raise DataError(
+                    f"{ax.axis}/{ax.dataset}/{m}: not the {ax.n_test} test rows of the other candidates"
+                )
+            measured = t
+            errors.append(np.abs(signed_pct_error(t, g["pred_throughput_tok_s"].to_numpy(float))))
+        if measured is None or measured.size == 0:
+            continue
+        idx = rng_for(seed, measured, f"worst axis {ax.axis} {ax.dataset}").integers(
+            0, measured.size, size=(int(n_boot), measured.size)
+        )
+        for j, e in enumerate(errors):
+            worst[:, j] = np.maximum(worst[:, j], e[idx].mean(axis=1))
+    return worst
+
+
+def tied_best(
+    table: pd.DataFrame, result: CVResult | None = None, *, n_boot: int = N_BOOT, seed: int = SEED
+) -> pd.DataFrame:
+    """`worst_axis` rows of the candidates with numbers in every cell that are tied with the lowest worst-axis MAPE,
+    ordered by their mean MAPE over the cells (the tie-break), lowest first. With the cross-validation's `result`,
+    tied means within its uncertainty: the paired bootstrap `TIE_LEVEL` interval of the difference between a
+    candidate's worst-axis MAPE and the lowest one (`worst_axis_draws`) reaches 0; without it (a table alone),
+    equal at the 0.1 point the table prints."""
     w = worst_axis(table)
     eligible = w[(w["n_failed_cells"] == 0) & w["worst_mape_pct"].notna()]
     if eligible.empty:
         raise DataError("no candidate has numbers on every axis; see the table's notes for the failed folds")
     shown = eligible["worst_mape_pct"].round(1)
-    return eligible[shown == shown.min()].sort_values("mean_mape_pct", kind="mergesort")
+    tied = shown == shown.min()
+    if result is not None:
+        names = list(eligible["method"])
+        draws = worst_axis_draws(result, names, n_boot=n_boot, seed=seed)
+        best = names.index(str(eligible.loc[eligible["worst_mape_pct"].idxmin(), "method"]))
+        low = np.quantile(draws - draws[:, [best]], (1 - TIE_LEVEL) / 2, axis=0)
+        tied = tied | pd.Series(low <= 0, index=eligible.index)
+    return eligible[tied].sort_values("mean_mape_pct", kind="mergesort")
 
 
-def recommend(table: pd.DataFrame) -> tuple[str, str]:
+def recommend(
+    table: pd.DataFrame, result: CVResult | None = None, *, n_boot: int = N_BOOT, seed: int = SEED
+) -> tuple[str, str]:
     """(name, reason): the candidate with the lowest worst-axis throughput MAPE among those with numbers in
     every (axis, dataset) cell (a candidate that cannot be fitted on a fold cannot be recommended there); of
-    candidates tied on it (`tied_best`), the one with the lowest mean MAPE over the cells."""
+    candidates tied on it (`tied_best`, within the paired bootstrap interval when `result` is given), the one with
+    the lowest mean MAPE over the cells."""
     w = worst_axis(table)
-    tied = tied_best(table)
+    tied = tied_best(table, result, n_boot=n_boot, seed=seed)
     best = tied.iloc[0]
     others = "; ".join(
         f"{r.method} {r.worst_mape_pct:.1f}% ({r.worst_cell})" if r.n_failed_cells == 0
         else f"{r.method}: {r.n_failed_cells} cell(s) not fitted"
         for r in w.itertuples() if r.method != best["method"]
     )  # fmt: skip
+    how = (
+        f"within the paired bootstrap {TIE_LEVEL:.0%} interval of the difference"
+        if result is not None
+        else "at 0.1 point"
+    )
     tie = (
-        f" (tied with {', '.join(tied['method'].iloc[1:])}; lowest mean MAPE over the cells, "
+        f" (tied with {', '.join(tied['method'].iloc[1:])} {how}; lowest mean MAPE over the cells, "
         + ", ".join(f"{r.method} {r.mean_mape_pct:.1f}%" for r in tied.itertuples())
         + ")"
         if len(tied) > 1
         else ""
     )
+    lowest = (
+        "the lowest" if best["worst_mape_pct"] == tied["worst_mape_pct"].min() else "tied with the lowest"
+    )
     reason = (
-        f"{best['method']}: best worst-axis throughput MAPE, {best['worst_mape_pct']:.1f}% ({best['worst_cell']})"
-        f"{tie}; others: {others or 'none'}"
+        f"{best['method']}: worst-axis throughput MAPE {best['worst_mape_pct']:.1f}% ({best['worst_cell']}), "
+        f"{lowest}{tie}; others: {others or 'none'}"
     )
     return str(best["method"]), reason
 

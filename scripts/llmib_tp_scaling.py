@@ -1,0 +1,30 @@
+"""How well tensor parallelism divides the per-sequence work on LLM-Inference-Bench's AMD runs (issue 28's TP axis).
+
+Prints, per GPU, model and TP degree, the per-GPU rate at which a batch adds work (median over the lengths of
+``2 P (IL + OL) / (dE2E/dB x TP)``, TFLOP/s; `slimlib.experiments.accuracy.tp_scaling`) and its ratio to the
+smallest TP degree measured: what a model fitted at TP 1 cannot see.
+
+Run: python scripts/llmib_tp_scaling.py [--min-batch 16]   (a second)
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from slimlib.experiments.accuracy.scenarios import llmib_table
+from slimlib.experiments.accuracy.tp_scaling import MIN_BATCH, per_sequence_rates, tp_efficiency
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument(
+        "--min-batch", type=int, default=MIN_BATCH, help=f"smallest batch of a slope (default {MIN_BATCH})"
+    )
+    args = ap.parse_args()
+    rates = per_sequence_rates(llmib_table(), args.min_batch)
+    print(f"{len(rates)} curves with a slope (batch >= {args.min_batch})\n")
+    print(tp_efficiency(rates).round(2).to_string(index=False))
+
+
+if __name__ == "__main__":
+    main()
