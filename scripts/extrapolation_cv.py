@@ -5,7 +5,7 @@ data and validated on another along each axis a user extrapolates on (batch, inp
 size, device, tensor parallelism; `slimlib.experiments.accuracy.extrapolation`); the recommended model is the one
 with the best worst-axis throughput MAPE. Also prints the nested coverage of the 90% prediction intervals.
 
-Run: python scripts/extrapolation_cv.py [--candidates slim,paper,slim-v3+step-roofline] [--starts 2] [--out DIR]   (about 25 s a candidate on 2 cores)
+Run: python scripts/extrapolation_cv.py [--candidates slim,paper,slim-v3+step-roofline] [--starts 2] [--out DIR]   (fits: about 30 s a candidate on a 2-core AVX2 host)
 """
 
 from __future__ import annotations
