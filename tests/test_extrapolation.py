@@ -207,6 +207,22 @@ def test_a_worst_axis_difference_within_its_uncertainty_is_a_tie():
     assert np.quantile(draws[:, 0] - draws[:, 1], 0.025) < 0 < np.quantile(draws[:, 0] - draws[:, 1], 0.975)
 
 
+def test_sharing_the_best_ones_worst_cell_in_some_resamples_is_no_tie():
+    rng = np.random.default_rng(1)
+    shared = np.array(
+        [0.0] * 10 + [200.0] * 2
+    )  # a small cell, MAPE 33 with a wide resampling spread, same for both
+    steady = 30.0 + np.abs(rng.normal(0.0, 3.0, 200))
+    cv = _cv({"best": [shared, steady], "shadow": [shared, steady + 3.0]})
+    table = extrapolation_table(cv, n_boot=500)
+    draws = worst_axis_draws(cv, ["best", "shadow"], n_boot=500)
+    diff = draws[:, 1] - draws[:, 0]
+    assert (diff == 0).mean() > 0.05 and (
+        diff >= 0
+    ).all()  # never lower: equal where the shared cell is the worst
+    assert list(tied_best(table, cv, n_boot=500)["method"]) == ["best"]
+
+
 def test_worst_axis_draws_refuse_candidates_on_other_rows():
     cv = _cv({"a": [np.full(5, 1.0)], "b": [np.full(5, 2.0)]})
     p = cv.predictions

@@ -283,10 +283,12 @@ def tied_best(
     table: pd.DataFrame, result: CVResult | None = None, *, n_boot: int = N_BOOT, seed: int = SEED
 ) -> pd.DataFrame:
     """`worst_axis` rows of the candidates with numbers in every cell that are tied with the lowest worst-axis MAPE,
-    ordered by their mean MAPE over the cells (the tie-break), lowest first. With the cross-validation's `result`,
-    tied means within its uncertainty: the paired bootstrap `TIE_LEVEL` interval of the difference between a
-    candidate's worst-axis MAPE and the lowest one (`worst_axis_draws`) reaches 0; without it (a table alone),
-    equal at the 0.1 point the table prints."""
+    ordered by their mean MAPE over the cells (the tie-break), lowest first. Tied: equal at the 0.1 point the table
+    prints, or, with the cross-validation's `result`, within the uncertainty of the difference: the paired
+    bootstrap `TIE_LEVEL` interval of a candidate's worst-axis MAPE minus the lowest one (`worst_axis_draws`)
+    reaches below 0, i.e. the candidate has the lower worst axis in more than its lower tail of the resamples (a
+    candidate that is never lower, as when both share the worst cell in some resamples and it is worse in the
+    others, is not tied)."""
     w = worst_axis(table)
     eligible = w[(w["n_failed_cells"] == 0) & w["worst_mape_pct"].notna()]
     if eligible.empty:
@@ -298,7 +300,7 @@ def tied_best(
         draws = worst_axis_draws(result, names, n_boot=n_boot, seed=seed)
         best = names.index(str(eligible.loc[eligible["worst_mape_pct"].idxmin(), "method"]))
         low = np.quantile(draws - draws[:, [best]], (1 - TIE_LEVEL) / 2, axis=0)
-        tied = tied | pd.Series(low <= 0, index=eligible.index)
+        tied = tied | pd.Series(low < 0, index=eligible.index)
     return eligible[tied].sort_values("mean_mape_pct", kind="mergesort")
 
 
