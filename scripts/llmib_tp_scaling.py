@@ -2,7 +2,8 @@
 
 Prints, per GPU, model and TP degree, the per-GPU rate at which a batch adds work (median over the lengths of
 ``2 P (IL + OL) / (dE2E/dB x TP)``, TFLOP/s; `slimlib.experiments.accuracy.tp_scaling`) and its ratio to the
-smallest TP degree measured: what a model fitted at TP 1 cannot see.
+smallest TP degree measured: what a model fitted at TP 1 cannot see. Then the same loss on the kernels alone: the
+share of TP 1's per-GPU efficiency one layer's linear layers keep at each TP degree in Vidur's A100/H100 timings.
 
 Run: python scripts/llmib_tp_scaling.py [--min-batch 16]   (a second)
 """
@@ -11,8 +12,14 @@ from __future__ import annotations
 
 import argparse
 
+from slimlib.data import load
 from slimlib.experiments.accuracy.scenarios import llmib_table
-from slimlib.experiments.accuracy.tp_scaling import MIN_BATCH, per_sequence_rates, tp_efficiency
+from slimlib.experiments.accuracy.tp_scaling import (
+    MIN_BATCH,
+    kernel_tp_efficiency,
+    per_sequence_rates,
+    tp_efficiency,
+)
 
 
 def main() -> None:
@@ -24,6 +31,12 @@ def main() -> None:
     rates = per_sequence_rates(llmib_table(), args.min_batch)
     print(f"{len(rates)} curves with a slope (batch >= {args.min_batch})\n")
     print(tp_efficiency(rates).round(2).to_string(index=False))
+    k = kernel_tp_efficiency(load("vidur-mlp"))
+    table = k.pivot_table(
+        index=["gpu", "model", "num_tokens"], columns="tensor_parallel", values="efficiency_vs_tp1"
+    )
+    print("\nVidur, one layer's linear layers: t(TP 1) / (TP x t(TP)) by TP degree (columns)\n")
+    print(table.round(2).to_string())
 
 
 if __name__ == "__main__":

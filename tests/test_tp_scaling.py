@@ -35,3 +35,27 @@ def test_short_curves_skipped_and_missing_columns_refused():
     assert per_sequence_rates(_curve(1, 50.0, batches=(16, 32))).empty
     with pytest.raises(DataError, match="e2e_s"):
         per_sequence_rates(_curve(1, 50.0).drop(columns="e2e_s"))
+
+
+def test_kernel_tp_efficiency_on_the_vidur_tables():
+    from slimlib.data import load
+    from slimlib.experiments.accuracy.tp_scaling import LINEAR_OPERATIONS, kernel_tp_efficiency
+
+    v = load("vidur-mlp")
+    k = kernel_tp_efficiency(v).set_index(["gpu", "model", "tensor_parallel", "num_tokens"])
+    key = ("h100-sxm-80gb", "meta-llama/Llama-2-7b-hf")
+    by_hand = {
+        tp: v[(v["gpu"] == key[0]) & (v["model"] == key[1]) & (v["num_tensor_parallel_workers"] == tp)
+              & (v["num_tokens"] == 16) & v["operation"].isin(LINEAR_OPERATIONS)]
+        .groupby("operation")["time_ms_median"].median().sum()
+        for tp in (1, 8)
+    }  # fmt: skip
+    assert k.loc[(*key, 8, 16), "layer_ms"] == pytest.approx(by_hand[8])
+    assert k.loc[(*key, 8, 16), "efficiency_vs_tp1"] == pytest.approx(by_hand[1] / (8 * by_hand[8]))
+    assert (k.xs(1, level="tensor_parallel")["efficiency_vs_tp1"] == 1.0).all()
+    # at decode-sized token counts a 7B model's 1/8-wide GEMMs keep less of TP 1's efficiency than a 70B model's
+    small = k.loc[("h100-sxm-80gb", "meta-llama/Llama-2-7b-hf", 8, 16), "efficiency_vs_tp1"]
+    large = k.loc[("h100-sxm-80gb", "meta-llama/Llama-2-70b-hf", 8, 16), "efficiency_vs_tp1"]
+    assert small < large < 1.0
+    with pytest.raises(DataError, match="num_tokens"):
+        kernel_tp_efficiency(v.drop(columns="num_tokens"))

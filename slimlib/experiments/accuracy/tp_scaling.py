@@ -6,7 +6,8 @@ smallest batches the latency grows linearly in ``B``; its slope ``dE2E/dB`` is t
 (`per_sequence_rates`). Divided into those FLOPs and by the TP degree it is the rate each GPU adds work at, a
 throughput-weighted efficiency of everything that grows with the batch (GEMMs, attention, sampling, host work).
 A TP degree that divided this work perfectly would keep the per-GPU rate of TP 1; the ratio (`tp_efficiency`)
-says how much of it a model fitted at TP 1 cannot see.
+says how much of it a model fitted at TP 1 cannot see. `kernel_tp_efficiency` measures the same loss on the
+kernels alone: Vidur's per-TP timings of one layer's linear layers on A100 and H100 (``data/vidur-mlp.csv``).
 """
 
 from __future__ import annotations
@@ -54,3 +55,34 @@ def tp_efficiency(rates: pd.DataFrame) -> pd.DataFrame:
     med["base_tp"] = first_tp
     med["ratio_to_base"] = med["gpu_tflops"] / base
     return med
+
+
+#: Vidur's operator names of one layer's four linear layers (qkv, attention output, FFN up/gate, FFN down)
+LINEAR_OPERATIONS = ("attn_pre_proj", "attn_post_proj", "mlp_up_proj", "mlp_down_proj")
+
+
+def kernel_tp_efficiency(
+    vidur_mlp: pd.DataFrame, tokens: tuple[int, ...] = (1, 16, 64, 256, 1024)
+) -> pd.DataFrame:
+    """Per GPU, model, TP degree and token count: one layer's measured linear-layer time (the median over
+    `LINEAR_OPERATIONS`' ``time_ms_median``, summed, ``data/vidur-mlp.csv``) and ``t(TP 1) / (TP t(TP))``, the
+    share of TP 1's per-GPU efficiency a rank keeps when its GEMMs are 1/TP as wide (1: TP divides the time)."""
+    missing = [c for c in ("gpu", "model", "num_tensor_parallel_workers", "operation", "num_tokens",
+                           "time_ms_median") if c not in vidur_mlp.columns]  # fmt: skip
+    if missing:
+        raise DataError(f"kernel_tp_efficiency: the table lacks column(s) {missing}")
+    v = vidur_mlp[vidur_mlp["operation"].isin(LINEAR_OPERATIONS) & vidur_mlp["num_tokens"].isin(tokens)]
+    keys = ["gpu", "model", "num_tensor_parallel_workers", "num_tokens"]
+    t = (
+        v.groupby([*keys, "operation"], sort=True)["time_ms_median"]
+        .median()
+        .groupby(keys)
+        .sum()
+        .reset_index()
+    )
+    t = t.rename(columns={"num_tensor_parallel_workers": "tensor_parallel", "time_ms_median": "layer_ms"})
+    one = t[t["tensor_parallel"] == 1].set_index(["gpu", "model", "num_tokens"])["layer_ms"]
+    t = t[t.set_index(["gpu", "model", "num_tokens"]).index.isin(one.index)].copy()
+    base = one.reindex(pd.MultiIndex.from_frame(t[["gpu", "model", "num_tokens"]])).to_numpy()
+    t["efficiency_vs_tp1"] = base / (t["tensor_parallel"] * t["layer_ms"])
+    return t.reset_index(drop=True)
