@@ -305,14 +305,19 @@ def tied_best(
 
 
 def recommend(
-    table: pd.DataFrame, result: CVResult | None = None, *, n_boot: int = N_BOOT, seed: int = SEED
+    table: pd.DataFrame,
+    result: CVResult | None = None,
+    *,
+    n_boot: int = N_BOOT,
+    seed: int = SEED,
+    tied: pd.DataFrame | None = None,
 ) -> tuple[str, str]:
     """(name, reason): the candidate with the lowest worst-axis throughput MAPE among those with numbers in
     every (axis, dataset) cell (a candidate that cannot be fitted on a fold cannot be recommended there); of
     candidates tied on it (`tied_best`, within the paired bootstrap interval when `result` is given), the one with
-    the lowest mean MAPE over the cells."""
+    the lowest mean MAPE over the cells. `tied`: `tied_best`'s frame when the caller has it already."""
     w = worst_axis(table)
-    tied = tied_best(table, result, n_boot=n_boot, seed=seed)
+    tied = tied_best(table, result, n_boot=n_boot, seed=seed) if tied is None else tied
     best = tied.iloc[0]
     others = "; ".join(
         f"{r.method} {r.worst_mape_pct:.1f}% ({r.worst_cell})" if r.n_failed_cells == 0

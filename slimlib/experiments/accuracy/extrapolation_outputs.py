@@ -110,8 +110,8 @@ def write_extrapolation_outputs(
     long tables and `recommend`'s (name, reason)."""
     table = extrapolation_table(result, n_boot=n_boot, seed=seed)
     coverage = coverage_table(result)
-    choice = recommend(table, result, n_boot=n_boot, seed=seed)
     tied = tied_best(table, result, n_boot=n_boot, seed=seed)
+    choice = recommend(table, result, tied=tied)
     labels = {m: candidate_label(m) for m in result.methods}
     used = sorted(set(table["dataset"]))
     notes = [

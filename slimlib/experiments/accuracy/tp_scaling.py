@@ -48,12 +48,11 @@ def tp_efficiency(rates: pd.DataFrame) -> pd.DataFrame:
     """Per GPU, model and TP degree: the median per-GPU rate over the lengths and its ratio to the same model's at
     the smallest TP degree measured on that GPU (1.0 there: TP divides the per-sequence work perfectly)."""
     med = rates.groupby(["gpu", "model", "tensor_parallel"], sort=True)["gpu_tflops"].median().reset_index()
-    base = med.sort_values("tensor_parallel").groupby(["gpu", "model"])["gpu_tflops"].transform("first")
-    first_tp = (
-        med.sort_values("tensor_parallel").groupby(["gpu", "model"])["tensor_parallel"].transform("first")
-    )
-    med["base_tp"] = first_tp
-    med["ratio_to_base"] = med["gpu_tflops"] / base
+    first = med.groupby(["gpu", "model"])[["tensor_parallel", "gpu_tflops"]].transform(
+        "first"
+    )  # sorted by TP
+    med["base_tp"] = first["tensor_parallel"]
+    med["ratio_to_base"] = med["gpu_tflops"] / first["gpu_tflops"]
     return med
 
 
