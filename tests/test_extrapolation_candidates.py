@@ -24,6 +24,7 @@ from slimlib.model.terms import (
     ACTIVATION_WORK,
     ATTENTION_FACTOR,
     ATTENTION_FACTOR_MEASURED,
+    HOST_SEQUENCE_OVERHEAD,
     PREFILL_SERVED,
     PREFILL_SERVED_MEASURED,
 )
@@ -151,9 +152,9 @@ def test_a_fit_on_the_cpu_engine_holds_eta_w_and_fits_t_step():
 def test_candidates_are_the_previous_recommended_terms_with_one_change():
     base = [t.name for t in SLIM_V3_TERMS]
     for name, terms in TERM_CANDIDATES.items():
-        if name in ("slim-v4", "slim-v5", "slim-v6", "slim-v7", "slim-v8", "slim-v9"):
+        if name in ("slim-v4", "slim-v5", "slim-v6", "slim-v7", "slim-v8", "slim-v9", "slim-v10"):
             continue  # the recommended terms before the causal count, the measured roof, curve, attention, t_act,
-            # the measured prefill-attention rate (next test)
+            # the measured prefill-attention rate, the host work per sequence (next test)
         names = [t.name for t in terms]
         assert len(set(names) ^ set(base)) in (0, 1, 2), name
         assert resolve_candidate(name) == (name, terms)
@@ -175,12 +176,16 @@ def test_the_recommended_terms_are_v3_with_the_step_roofline_the_layer_overhead_
         "prefill_compute_served_measured",
         "attention_factor_measured",
         "activation_work",
+        "host_sequence_overhead",
     }
+    v10 = TERM_CANDIDATES["slim-v10"]  # format 10: without the host work per sequence, nothing else changed
+    assert [t.name for t in v10] == [t.name for t in slim_terms() if t is not HOST_SEQUENCE_OVERHEAD]
+    assert all(HOST_SEQUENCE_OVERHEAD not in TERM_CANDIDATES[n] for n in TERM_CANDIDATES)
     v9 = TERM_CANDIDATES[
         "slim-v9"
     ]  # format 9: the prompt's attention at eta_c everywhere, nothing else changed
     assert [t.name for t in v9 if t is not PREFILL_SERVED] == [
-        t.name for t in slim_terms() if t is not PREFILL_SERVED_MEASURED
+        t.name for t in v10 if t is not PREFILL_SERVED_MEASURED
     ]
     assert PREFILL_SERVED in v9 and PREFILL_SERVED_MEASURED in slim_terms()
     v8 = TERM_CANDIDATES["slim-v8"]  # format 8: format 9's terms without t_act, nothing else changed
@@ -203,10 +208,12 @@ def test_the_recommended_terms_are_v3_with_the_step_roofline_the_layer_overhead_
     assert all(
         ATTENTION_FACTOR_MEASURED not in TERM_CANDIDATES[n]
         for n in TERM_CANDIDATES
-        if n not in ("slim-v8", "slim-v9")
+        if n not in ("slim-v8", "slim-v9", "slim-v10")
     )
-    assert all(PREFILL_SERVED_MEASURED not in TERM_CANDIDATES[n] for n in TERM_CANDIDATES)
-    assert all(ACTIVATION_WORK not in TERM_CANDIDATES[n] for n in TERM_CANDIDATES if n != "slim-v9")
+    assert all(PREFILL_SERVED_MEASURED not in TERM_CANDIDATES[n] for n in TERM_CANDIDATES if n != "slim-v10")
+    assert all(
+        ACTIVATION_WORK not in TERM_CANDIDATES[n] for n in TERM_CANDIDATES if n not in ("slim-v9", "slim-v10")
+    )
 
 
 def test_the_layer_overhead_is_per_layer_of_the_model_and_not_divided_by_tp():
@@ -252,3 +259,35 @@ def test_the_activation_work_is_per_sequence_layer_and_width_and_not_divided_by_
     step = np.asarray(ACTIVATION_WORK.times({"t_act": 1e-7}, f, hw).step, dtype=float)
     # B sequences x L layers x D / 1024: 70B has 80 layers of 8192, 7B 32 layers of 4096; TP does not split them
     np.testing.assert_allclose(step, [8 * 80 * 8 * 1e-7, 8 * 80 * 8 * 1e-7, 2 * 32 * 4 * 1e-7])
+
+
+def test_the_host_work_is_vidurs_measured_slope_per_sequence_and_not_divided_by_tp():
+    from slimlib.data import load
+    from slimlib.data.vidur import HOST_OPERATIONS, host_sequence_slopes
+    from slimlib.model.terms.recommended import HOST_SEQUENCE_S
+
+    slopes = host_sequence_slopes(load("vidur-cpu-overheads"))
+    assert list(slopes.index) == list(HOST_OPERATIONS)
+    assert slopes.sum() == pytest.approx(HOST_SEQUENCE_S, rel=1e-4)  # 37.5 us
+    assert slopes["process_model_outputs"] > 0.8 * slopes.sum()  # output processing is most of it
+    df = pd.DataFrame({"model": ["llama-2-70b", "llama-2-70b", "llama-2-7b"], "gpu": "h100-sxm-80gb",
+                       "batch_size": [8.0, 8.0, 2.0], "input_len": 128.0, "output_len": 64.0,
+                       "tensor_parallel": [1, 4, 1]})  # fmt: skip
+    hw = get_gpu("h100-sxm-80gb")
+    f = model_features(df, hw)
+    assert HOST_SEQUENCE_OVERHEAD.specs == () and HOST_SEQUENCE_OVERHEAD.times is not None
+    step = np.asarray(HOST_SEQUENCE_OVERHEAD.times({}, f, hw).step, dtype=float)
+    np.testing.assert_allclose(
+        step, np.array([8.0, 8.0, 2.0]) * HOST_SEQUENCE_S
+    )  # per sequence, any model or TP
+
+
+def test_host_slopes_refuse_an_operation_measured_at_one_batch_size():
+    from slimlib.data.vidur import host_sequence_slopes
+    from slimlib.errors import DataError
+
+    one = pd.DataFrame(
+        {"operation": ["schedule", "schedule"], "batch_size": [8, 8], "time_ms_median": [0.1, 0.2]}
+    )
+    with pytest.raises(DataError, match="schedule"):
+        host_sequence_slopes(one)

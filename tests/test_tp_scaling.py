@@ -59,3 +59,29 @@ def test_kernel_tp_efficiency_on_the_vidur_tables():
     assert small < large < 1.0
     with pytest.raises(DataError, match="num_tokens"):
         kernel_tp_efficiency(v.drop(columns="num_tokens"))
+
+
+def test_tp_split_recovers_the_part_no_tp_degree_divides():
+    from slimlib.experiments.accuracy.tp_scaling import tp_split
+
+    # slopes a + b / TP per sequence with a = 0.128 s and b = 1.28 s over OL = 128 steps: 1 and 10 ms per step
+    rates = pd.DataFrame({"gpu": "mi300x", "model": "llama-2-7b", "input_len": 128.0, "output_len": 128.0,
+                          "tensor_parallel": [1.0, 2.0, 4.0, 8.0]})  # fmt: skip
+    rates["slope_s_per_seq"] = 0.128 + 1.28 / rates["tensor_parallel"]
+    two = rates.iloc[:2].assign(model="llama-3-8b")  # two TP degrees: no split
+    s = tp_split(pd.concat([rates, two], ignore_index=True))
+    assert s["model"].tolist() == ["llama-2-7b"] and s["tp_degrees"].iloc[0] == "1,2,4,8"
+    assert (s["fixed_ms_per_step"].iloc[0], s["split_ms_per_step"].iloc[0]) == pytest.approx((1.0, 10.0))
+    assert s["fixed_share_tp1"].iloc[0] == pytest.approx(1 / 11)
+
+
+def test_tp_split_on_mi300x_finds_a_fixed_part_alike_across_small_models():
+    from slimlib.experiments.accuracy.scenarios import llmib_table
+    from slimlib.experiments.accuracy.tp_scaling import tp_split
+
+    s = tp_split(per_sequence_rates(llmib_table()))
+    small = s[(s["gpu"] == "mi300x") & (s["input_len"] <= 256) & ~s["model"].str.contains("70b")]
+    assert len(small) == 8  # llama-2-7b, llama-3-8b, mixtral-8x7b, qwen2-7b at IL = OL 128 and 256
+    assert (
+        small["fixed_ms_per_step"].between(0.10, 0.15).all()
+    )  # 3x vLLM's measured host work on an A100 host

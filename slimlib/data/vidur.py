@@ -466,3 +466,21 @@ def _concat_sorted(parts: list[pd.DataFrame], columns, keys: list[str]) -> pd.Da
     sort_keys.insert(sort_keys.index("operation"), "_op_rank")
     df = df.sort_values(sort_keys, kind="mergesort").reset_index(drop=True)
     return df.loc[:, list(columns)]
+
+
+#: the host-side operations of one vLLM iteration in Vidur's CPU-overhead profile (``vidur-cpu-overheads``); the
+#: model's execution and the Ray communication are not host work per sequence
+HOST_OPERATIONS = ("schedule", "prepare_inputs_e2e", "sampler_e2e", "process_model_outputs")
+
+
+def host_sequence_slopes(table: pd.DataFrame) -> pd.Series:
+    """Per operation of `HOST_OPERATIONS`: the least-squares slope of its median time over the batch size, every
+    measured row (seconds per running sequence and iteration); DataError when `table` lacks one."""
+    out = {}
+    for op in HOST_OPERATIONS:
+        g = table[table["operation"] == op]
+        if g["batch_size"].nunique() < 2:
+            raise DataError(f"vidur-cpu-overheads: operation {op!r} needs rows at two batch sizes or more")
+        slope = np.polyfit(g["batch_size"].to_numpy(float), g["time_ms_median"].to_numpy(float), 1)[0]
+        out[op] = float(slope) / 1e3
+    return pd.Series(out, name="s_per_sequence")

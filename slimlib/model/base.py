@@ -81,7 +81,9 @@ PARAMS_FORMAT = "slim-params"
 #: version 10: ``slim``'s prefill runs a causal prompt's attention at the device's measured prefill-attention rate
 #: where the registry has one (the CPU engine, `slimlib.data.prefill_attention`), ``eta_c`` then the linear FLOPs'
 #: efficiency alone (cross-validation, issue 28)
-PARAMS_FORMAT_VERSION = 10
+#: version 11: ``slim`` charges vLLM's measured host work per running sequence and decode step, not divided by TP
+#: (`slimlib.model.terms.HOST_SEQUENCE_OVERHEAD`; cross-validation over TP degrees and devices, issue 28)
+PARAMS_FORMAT_VERSION = 11
 #: a fit progress callback: ``progress(done, total)``
 Progress = Callable[[int, int], None]
 

@@ -18,8 +18,10 @@ the kernels differ from Eqs. 5-12:
    plus a fixed ``t_step`` (scheduling, sampling) and ``t_layer`` per layer of the model
    (`LAYER_STEP_OVERHEAD`: kernel launches, which every tensor-parallel rank pays for every layer, so TP does not
    divide them) and ``t_act B L (D / 1024)``, each running sequence's work per layer outside the GEMMs and the KV
-   read, growing with the width it touches (`ACTIVATION_WORK`: norms, activations, its attention call); a mixture of experts adds the routed experts the step's tokens touch
-   (`slimlib.model.terms.MOE_EXPERTS`).
+   read, growing with the width it touches (`ACTIVATION_WORK`: norms, activations, its attention call), and vLLM's
+   host work per running sequence as measured (`HOST_SEQUENCE_OVERHEAD`: 37.5 us per sequence and step, Vidur's
+   CPU profile of the scheduler, input preparation, sampler and output processing; no parameter, not divided by
+   TP); a mixture of experts adds the routed experts the step's tokens touch (`slimlib.model.terms.MOE_EXPERTS`).
 3. **Decode attention traffic by kernel regime** (`slimlib.model.terms.recommended`): Eq. 11 on the attention bytes per
    context token (the latent for MLA, the window for sliding-window layers), widened to the query width above
    vLLM's paged-attention switch, at bandwidth efficiency ``eta_attn``: Eq. 9's ``B / eta_attn [T_d + M_dec / BW]``;
@@ -38,12 +40,13 @@ batching), ``TPOT = (E2E - TTFT) / (OL - 1)``. Not fitted to measured TTFT/TPOT 
 their accuracy and intervals are measured by the extrapolation cross-validation where the data have them.
 
 The step roofline, ``t_layer``, the causal prefill attention count, the measured decode-GEMM roof and curve, the
-measured decode-attention efficiency, ``t_act`` and the measured prefill-attention rate were admitted by the extrapolation cross-validation
+measured decode-attention efficiency, ``t_act``, the measured prefill-attention rate and the measured host work
+per sequence were admitted by the extrapolation cross-validation
 (`slimlib.experiments.accuracy.extrapolation`, README "Selection by extrapolation"): the model without the first
 two (``slim-v3``, `slimlib.experiments.accuracy.extrapolation_candidates`), with each one alone, without the causal
 count (``slim-v4``), without the measured roof (``slim-v5``), with the roof's max instead of the measured curve
-(``slim-v6``), with ``eta_attn`` fitted on every GPU (``slim-v7``), without ``t_act`` (``slim-v8``) and with the
-prompt's attention at ``eta_c`` on every device (``slim-v9``) are scored by fitting one region and
+(``slim-v6``), with ``eta_attn`` fitted on every GPU (``slim-v7``), without ``t_act`` (``slim-v8``), with the
+prompt's attention at ``eta_c`` on every device (``slim-v9``) and without the host work per sequence (``slim-v10``) are scored by fitting one region and
 predicting another along every axis, and this term set has the best worst-axis throughput error (ties: the lower mean error). The
 earlier components were chosen on training rows (`scripts/choose_components.py`): ``alpha`` against a FLOP-based
 per-request term, the attention rule against ``D_kv`` always, ``kappa = 1`` for static batches against 0.5.
@@ -73,6 +76,7 @@ from slimlib.model.terms import (
     BATCH_FIXED,
     DECODE_ATTENTION,
     EXPERT_ALLTOALL,
+    HOST_SEQUENCE_OVERHEAD,
     LAYER_STEP_OVERHEAD,
     MOE_EXPERTS,
     PER_TOKEN_DECODE,
@@ -101,6 +105,7 @@ def slim_terms(kv_context_frac: float = KV_CONTEXT_FRAC) -> tuple[Term, ...]:
         STEP_OVERHEAD,
         LAYER_STEP_OVERHEAD,
         ACTIVATION_WORK,
+        HOST_SEQUENCE_OVERHEAD,
         ALLREDUCE,
         EXPERT_ALLTOALL,
     )

@@ -27,11 +27,14 @@ whether a term is admitted:
   grows with the width (`ACTIVATION_WORK`, ``t_act``);
 * ``slim-v9``: the recommended model at parameter-file format 9, before the prompt's attention ran at the device's
   measured prefill-attention rate where the registry has one (`PREFILL_SERVED`: at ``eta_c`` with the linear FLOPs).
+* ``slim-v10``: the recommended model at parameter-file format 10, before it charged vLLM's measured host work per
+  running sequence and decode step (`HOST_SEQUENCE_OVERHEAD`).
 
 The recommended ``slim`` (`slimlib.model.extended.slim_terms`) is ``slim-v3`` with both the step roofline and the
 per-layer overhead, the causal prefill attention count (``slim-v4`` with it), the measured decode-GEMM roof
 (``slim-v5`` with it), the measured curve (``slim-v6`` with it), the measured decode-attention efficiency
-(``slim-v7`` with it), ``t_act`` (``slim-v8`` with it) and the measured prefill-attention rate (``slim-v9`` with it):
+(``slim-v7`` with it), ``t_act`` (``slim-v8`` with it) the measured prefill-attention rate (``slim-v9`` with it) and the measured host work per sequence (``slim-v10``
+with it):
 the best worst-axis error of these candidates (README "Selection by extrapolation"). The
 ``slim-v3`` candidates keep Eq. 8's count, as format 3 had; every earlier format fits ``eta_attn``.
 """
@@ -46,6 +49,7 @@ from slimlib.model.terms import (
     ACTIVATION_WORK,
     ATTENTION_FACTOR,
     ATTENTION_FACTOR_MEASURED,
+    HOST_SEQUENCE_OVERHEAD,
     LAYER_STEP_OVERHEAD,
     PREFILL_SERVED,
     PREFILL_SERVED_EQ8,
@@ -61,13 +65,14 @@ from slimlib.model.terms.rooflines import (
     STEP_GEMM_ROOFLINE_V6,
 )
 
-#: the recommended model's terms at parameter-file formats 9 (before the measured prefill-attention rate), 8 (before t_act), 7 (before the measured decode-attention efficiency), 6
+#: the recommended model's terms at parameter-file formats 10 (before the measured host work per sequence), 9 (before the measured prefill-attention rate), 8 (before t_act), 7 (before the measured decode-attention efficiency), 6
 #: (before the measured decode-GEMM curve), 5 (before
 #: the measured roof), 4 (before the causal prefill attention count) and 3 (before the cross-validation admitted
 #: the step roofline and the per-layer overhead): format 4's with the per-step weight read in the roofline's place,
 #: no t_layer
+SLIM_V10_TERMS: tuple[Term, ...] = tuple(t for t in slim_terms() if t.name != HOST_SEQUENCE_OVERHEAD.name)
 SLIM_V9_TERMS: tuple[Term, ...] = tuple(
-    PREFILL_SERVED if t.name == PREFILL_SERVED_MEASURED.name else t for t in slim_terms()
+    PREFILL_SERVED if t.name == PREFILL_SERVED_MEASURED.name else t for t in SLIM_V10_TERMS
 )
 SLIM_V8_TERMS: tuple[Term, ...] = tuple(t for t in SLIM_V9_TERMS if t.name != ACTIVATION_WORK.name)
 SLIM_V7_TERMS: tuple[Term, ...] = tuple(
@@ -106,16 +111,17 @@ TERM_CANDIDATES: dict[str, tuple[Term, ...]] = {
     "slim-v7": SLIM_V7_TERMS,
     "slim-v8": SLIM_V8_TERMS,
     "slim-v9": SLIM_V9_TERMS,
+    "slim-v10": SLIM_V10_TERMS,
 }
 #: the candidates the reproduction's cross-validation scores beside the registered methods (notebook 06): the
 #: recommended model of format 3 and its two admitted changes one at a time, and those of formats 4 (Eq. 8's count),
-#: 6 (the measured roof's max, not the curve), 7 (eta_attn fitted on every device), 8 (no t_act) and 9 (the prompt's
-#: attention at eta_c everywhere); format 5 (the
+#: 6 (the measured roof's max, not the curve), 7 (eta_attn fitted on every device), 8 (no t_act), 9 (the prompt's
+#: attention at eta_c everywhere) and 10 (no measured host work per sequence); format 5 (the
 #: registry peak's eta_c in the CPU engine's step roofline), which format 6 replaced, stays a candidate by name and
 #: is left out to keep the reproduction's run time
 REPRODUCED_CANDIDATES = (
     "slim-v3", "slim-v3+step-roofline", "slim-v3+layer-overhead", "slim-v4", "slim-v6", "slim-v7", "slim-v8",
-    "slim-v9",
+    "slim-v9", "slim-v10",
 )  # fmt: skip
 
 

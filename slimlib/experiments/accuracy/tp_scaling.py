@@ -85,3 +85,26 @@ def kernel_tp_efficiency(
     base = one.reindex(pd.MultiIndex.from_frame(t[["gpu", "model", "num_tokens"]])).to_numpy()
     t["efficiency_vs_tp1"] = base / (t["tensor_parallel"] * t["layer_ms"])
     return t.reset_index(drop=True)
+
+
+#: fewest TP degrees of one curve a split into a TP-invariant and a 1/TP part is fitted from
+MIN_TP_DEGREES = 3
+SPLIT_COLUMNS = ("gpu", "model", "input_len", "output_len", "tp_degrees", "fixed_ms_per_step", "split_ms_per_step",
+                 "fixed_share_tp1")  # fmt: skip
+
+
+def tp_split(rates: pd.DataFrame, min_degrees: int = MIN_TP_DEGREES) -> pd.DataFrame:
+    """Per GPU, model and lengths measured at `min_degrees` TP degrees or more: the least-squares split of the time
+    one more sequence costs (`per_sequence_rates`' slope) into ``a + b / TP``, per decode step (divided by ``OL``,
+    ms): ``a`` the part no TP degree divides (host work per sequence, work every rank repeats), ``b / TP`` the part
+    it does; ``fixed_share_tp1 = a / (a + b)``."""
+    rows = []
+    for (gpu, model, il, ol), g in rates.groupby(["gpu", "model", "input_len", "output_len"], sort=True):
+        if g["tensor_parallel"].nunique() < min_degrees:
+            continue
+        x = np.c_[np.ones(len(g)), 1.0 / g["tensor_parallel"].to_numpy(float)]
+        (a, b), *_ = np.linalg.lstsq(x, g["slope_s_per_seq"].to_numpy(float), rcond=None)
+        per_step = 1e3 / float(ol)
+        degrees = ",".join(str(int(t)) for t in sorted(g["tensor_parallel"].unique()))
+        rows.append((gpu, model, il, ol, degrees, a * per_step, b * per_step, a / (a + b)))
+    return pd.DataFrame(rows, columns=list(SPLIT_COLUMNS))

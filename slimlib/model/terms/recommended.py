@@ -31,6 +31,13 @@ differ from Eqs. 5-12, and the alternatives `scripts/choose_components.py` score
 * `PER_TOKEN_DECODE`: Eq. 10's ``alpha OL`` without ``gamma``, inside Eq. 9 (at decode batch sizes the projection
   and FFN GEMMs are bound by reading their weights, which `STEP_WEIGHT_READ` charges).
 * `SEQUENCE_OVERHEAD`: ``t_seq`` per running sequence and step (host work that grows with B).
+* `HOST_SEQUENCE_OVERHEAD` (the recommended model's, format 11): vLLM's measured host work per running sequence
+  and decode step, `HOST_SEQUENCE_S` = 37.5 us: the summed slopes over the batch size of the scheduler, input
+  preparation, sampler and output processing in Vidur's CPU-overhead profile (``data/vidur-cpu-overheads.csv``,
+  A100 host, CodeLlama-34B, TP 2; `slimlib.data.vidur.host_sequence_slopes`, recomputed by a test). No parameter:
+  the driver process does it for every sequence whatever the TP degree, so a fit on one TP degree cannot tell it
+  from the GEMMs, which TP divides, and a fitted ``t_seq`` there lands on its bound 0 (chosen by the extrapolation
+  cross-validation, issue 28).
 * `LAYER_STEP_OVERHEAD`: ``t_layer L`` per decode step, ``L`` the model's own layer count (feature
   ``n_layers_total``): launching each layer's kernels, which every tensor-parallel rank does for every layer, so
   unlike the weight read and the attention it is not divided by the TP degree; on one layer count it is one
@@ -55,6 +62,8 @@ from slimlib.registry.gpus import GPU
 
 #: (sequence, query head) pairs per rank above which vLLM runs its unpartitioned paged-attention kernel
 ATTENTION_SWITCH_PAIRS = 512
+#: vLLM's host work per running sequence and decode step, seconds (module docstring, `HOST_SEQUENCE_OVERHEAD`)
+HOST_SEQUENCE_S = 3.7478e-5
 
 
 def _prefill_served(attention_flops: float) -> TimeFn:
@@ -161,6 +170,10 @@ def _sequence_overhead(p: Params, f: Features, hw: GPU) -> Times:
     return Times(step=f["batch_size"] * p["t_seq"])
 
 
+def _host_sequence_overhead(p: Params, f: Features, hw: GPU) -> Times:
+    return Times(step=f["batch_size"] * HOST_SEQUENCE_S)
+
+
 def _decode_gemm_compute(p: Params, f: Features, hw: GPU) -> Times:
     per_token = f["linear_flops_per_token"] / (p["eta_d"] * prefill_peak_flops(f, hw))
     return Times(decode=f["batch_size"] * f["output_len"] * per_token)
@@ -206,6 +219,13 @@ PER_TOKEN_DECODE = Term(
 STEP_OVERHEAD = Term("step_overhead", "t_step per decode step", (ps.T_STEP,), _step_overhead)
 SEQUENCE_OVERHEAD = Term(
     "sequence_overhead", "t_seq per running sequence and decode step", (ps.T_SEQ,), _sequence_overhead
+)
+HOST_SEQUENCE_OVERHEAD = Term(
+    "host_sequence_overhead",
+    "vLLM's measured host work per running sequence and decode step (HOST_SEQUENCE_S, Vidur's CPU profile), not "
+    "divided by TP",
+    (),
+    _host_sequence_overhead,
 )
 LAYER_STEP_OVERHEAD = Term(
     "layer_step_overhead", "t_layer per layer of the model (not per rank) and decode step", (ps.T_LAYER,),
