@@ -33,7 +33,7 @@ whether a term is admitted:
 The recommended ``slim`` (`slimlib.model.extended.slim_terms`) is ``slim-v3`` with both the step roofline and the
 per-layer overhead, the causal prefill attention count (``slim-v4`` with it), the measured decode-GEMM roof
 (``slim-v5`` with it), the measured curve (``slim-v6`` with it), the measured decode-attention efficiency
-(``slim-v7`` with it), ``t_act`` (``slim-v8`` with it) the measured prefill-attention rate (``slim-v9`` with it) and the measured host work per sequence (``slim-v10``
+(``slim-v7`` with it), ``t_act`` (``slim-v8`` with it), the measured prefill-attention rate (``slim-v9`` with it) and the measured host work per sequence (``slim-v10``
 with it):
 the best worst-axis error of these candidates (README "Selection by extrapolation"). The
 ``slim-v3`` candidates keep Eq. 8's count, as format 3 had; every earlier format fits ``eta_attn``.
