@@ -41,6 +41,7 @@ from slimlib.experiments.outputs.plotting import save_figure
 from slimlib.io import write_csv
 from slimlib.model.serving import serving_config
 from slimlib.model.validity import (
+    check_allreduce,
     check_architecture,
     check_context,
     check_memory,
@@ -268,6 +269,7 @@ def _cmd_advise(args: argparse.Namespace) -> int:
     }
     check_architecture(arch, f"--model {args.model}")
     check_tensor_parallel(arch, args.tensor_parallel, "--tensor-parallel")
+    check_allreduce(hw, args.tensor_parallel, "--tensor-parallel")
     check_context(arch, args.input_len, args.output_len, "--input-len + --output-len")
     config = serving_config(
         arch, hw, tensor_parallel=args.tensor_parallel, block_size=args.block_size,

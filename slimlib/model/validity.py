@@ -9,6 +9,9 @@ accept before any model runs.
   settings: `slimlib.model.serving.ServingConfig`): a KV pool <= 0 is an error that shows the arithmetic; one request longer than the pool, or more requests than the pool has blocks (each running request
   holds at least one), is an error; a batch whose KV cache exceeds the pool is a `PreemptionWarning` (vLLM would
   preempt and recompute, which the models do not describe);
+* the all-reduce latency: rows with TP > 1 on a GPU whose registry latency is another GPU's figures
+  (`slimlib.registry.gpus.GPU.allreduce_proxy`, the AMD GPUs among them) get a `ProxyLatencyWarning` that names it
+  (their all-reduce time, and so their TP scaling, rests on that proxy; `check_allreduce`);
 * parameters: finite numbers within their `ParamSpec` bounds, on load and on transfer.
 """
 
@@ -36,6 +39,10 @@ from slimlib.schema import row_chunks, row_label
 
 class PreemptionWarning(UserWarning):
     """A batch whose KV cache exceeds the engine's pool: vLLM would preempt requests (not modelled)."""
+
+
+class ProxyLatencyWarning(UserWarning):
+    """Tensor-parallel rows on a GPU whose all-reduce latency in the registry is another GPU's figures."""
 
 
 def canonical_model(name: str) -> str:
@@ -86,6 +93,21 @@ def check_tensor_parallel(arch: Architecture, tp: float, where: str = "") -> Non
     refusal = tensor_parallel_refusal(arch.name, arch.n_heads, arch.n_kv_heads, tp)
     if refusal:
         raise DataError(f"{where}: {refusal}" if where else refusal)
+
+
+def allreduce_proxy_message(device: GPU, tp: float, where: str = "") -> str:
+    """The `ProxyLatencyWarning` text for `tp` > 1 on `device` (module docstring)."""
+    at = f"{where}: " if where else ""
+    return (
+        f"{at}tensor_parallel = {tp:g} on {device.name}, whose all-reduce latency in the registry is not measured on "
+        f"it ({device.allreduce_source}); the predicted all-reduce time and TP scaling rest on that figure"
+    )
+
+
+def check_allreduce(device: GPU, tp: float, where: str = "") -> None:
+    """`ProxyLatencyWarning` when `tp` > 1 on a GPU whose all-reduce latency is a proxy (module docstring)."""
+    if float(tp) > 1 and device.allreduce_proxy:
+        warnings.warn(allreduce_proxy_message(device, float(tp), where), ProxyLatencyWarning, stacklevel=2)
 
 
 def check_context(arch: Architecture, input_len: float, output_len: float, where: str = "") -> None:
@@ -166,7 +188,8 @@ def check_table(df: pd.DataFrame, gpu: str | GPU | None = None) -> None:
     """Every physical check on a configuration table (columns ``model``, ``batch_size``, ``input_len``,
     ``output_len``, optional ``gpu`` and ``tensor_parallel``), per distinct model and TP; errors name the row.
     `gpu` is the GPU of the parameters (default: the row's ``gpu``). The rows are checked a chunk at a time
-    (`checking_rows`: memory of one chunk), with one `PreemptionWarning` per model, GPU and TP for the whole table."""
+    (`checking_rows`: memory of one chunk), with one `PreemptionWarning` per model, GPU and TP and one
+    `ProxyLatencyWarning` per GPU and TP for the whole table."""
     with checking_rows(gpu) as check:
         for part in row_chunks(df):
             check(part)
@@ -175,16 +198,22 @@ def check_table(df: pd.DataFrame, gpu: str | GPU | None = None) -> None:
 @contextlib.contextmanager
 def checking_rows(gpu: str | GPU | None = None) -> Iterator[Callable[[pd.DataFrame], None]]:
     """`check_table` for a table that arrives in chunks (`row_chunks`, e.g. as `slim predict` writes them): call
-    the yielded function on each chunk; the `PreemptionWarning`s, one per model, GPU and TP for all the chunks,
-    are given when the block ends without an error."""
+    the yielded function on each chunk; the `ProxyLatencyWarning`s (one per GPU and TP) and `PreemptionWarning`s
+    (one per model, GPU and TP) for all the chunks are given when the block ends without an error."""
     preempted: dict[tuple[str, str, float], list[Any]] = {}
-    yield lambda part: _check_rows(part, gpu, preempted)
+    proxied: dict[tuple[str, float], str] = {}
+    yield lambda part: _check_rows(part, gpu, preempted, proxied)
+    for message in proxied.values():
+        warnings.warn(message, ProxyLatencyWarning, stacklevel=3)
     for first, rows in preempted.values():
         warnings.warn(_preemption_message(first, rows), PreemptionWarning, stacklevel=3)
 
 
 def _check_rows(
-    df: pd.DataFrame, gpu: str | GPU | None, preempted: dict[tuple[str, str, float], list[Any]]
+    df: pd.DataFrame,
+    gpu: str | GPU | None,
+    preempted: dict[tuple[str, str, float], list[Any]],
+    proxied: dict[tuple[str, float], str],
 ) -> None:
     il = df["input_len"].to_numpy(dtype=float)
     ol = df["output_len"].to_numpy(dtype=float)
@@ -225,6 +254,8 @@ def _check_rows(
                 "interconnect bandwidth (link_bw); add it to slimlib.registry.gpus with its source, or use rows "
                 "with tensor_parallel 1"
             )
+        if t > 1 and device.allreduce_proxy:
+            proxied.setdefault((device.name, t), allreduce_proxy_message(device, t, where))
         s.check_fits(where)
         check_memory(s, b[rows], il[rows], ol[rows], labels=label, preempted=preempted)
 

@@ -50,7 +50,8 @@ class GPU:
     fp8/fp4 tensor FLOP/s (None: the GPU has no such tensor cores or the data sheet gives no figure). `link_bw` is
     the peak one-direction interconnect bandwidth in bytes/s, per GPU (``link_kind`` "switch") or per GPU pair
     ("pair"), see the module docstring; `link_source` says where it comes from. `allreduce_latency_s` holds
-    (group size, seconds) pairs of the small-message all-reduce latency, `allreduce_source` their origin.
+    (group size, seconds) pairs of the small-message all-reduce latency, `allreduce_source` their origin (a source
+    that begins with ``proxy`` marks another GPU's figures: `allreduce_proxy`).
     `label` is the short name figures and tables print. `decode_gemm_flops`: FLOP/s the serving engine's decode
     GEMMs sustain at their compute roof, measured with the engine's own kernel and thread count (None: not measured;
     the decode GEMMs then run at the prefill's efficiency of `peak_flops`), `decode_gemm_source` its origin.
@@ -97,6 +98,12 @@ class GPU:
     def mem_gb(self) -> float:
         """Nominal capacity in the vendor's "GB" (binary: ``mem_bytes / 2**30``)."""
         return self.mem_bytes / _GIB
+
+    @property
+    def allreduce_proxy(self) -> bool:
+        """Whether `allreduce_latency_s` is another GPU's figures (its source begins with ``proxy``), not measured on
+        this GPU."""
+        return self.allreduce_source.startswith("proxy")
 
     @property
     def ridge_point(self) -> float:
