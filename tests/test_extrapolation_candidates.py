@@ -27,6 +27,7 @@ from slimlib.model.terms import (
     HOST_SEQUENCE_OVERHEAD,
     PREFILL_SERVED,
     PREFILL_SERVED_MEASURED,
+    TP_WORKER_COMM,
 )
 from slimlib.model.terms.rooflines import (
     STEP_GEMM_ROOFLINE,
@@ -152,9 +153,19 @@ def test_a_fit_on_the_cpu_engine_holds_eta_w_and_fits_t_step():
 def test_candidates_are_the_previous_recommended_terms_with_one_change():
     base = [t.name for t in SLIM_V3_TERMS]
     for name, terms in TERM_CANDIDATES.items():
-        if name in ("slim-v4", "slim-v5", "slim-v6", "slim-v7", "slim-v8", "slim-v9", "slim-v10"):
+        if name in (
+            "slim-v4",
+            "slim-v5",
+            "slim-v6",
+            "slim-v7",
+            "slim-v8",
+            "slim-v9",
+            "slim-v10",
+            "slim+tp-comm",
+        ):
             continue  # the recommended terms before the causal count, the measured roof, curve, attention, t_act,
-            # the measured prefill-attention rate, the host work per sequence (next test)
+            # the measured prefill-attention rate, the host work per sequence, and with the TP communication (next
+            # tests)
         names = [t.name for t in terms]
         assert len(set(names) ^ set(base)) in (0, 1, 2), name
         assert resolve_candidate(name) == (name, terms)
@@ -180,7 +191,14 @@ def test_the_recommended_terms_are_v3_with_the_step_roofline_the_layer_overhead_
     }
     v10 = TERM_CANDIDATES["slim-v10"]  # format 10: without the host work per sequence, nothing else changed
     assert [t.name for t in v10] == [t.name for t in slim_terms() if t is not HOST_SEQUENCE_OVERHEAD]
-    assert all(HOST_SEQUENCE_OVERHEAD not in TERM_CANDIDATES[n] for n in TERM_CANDIDATES)
+    assert all(
+        HOST_SEQUENCE_OVERHEAD not in TERM_CANDIDATES[n] for n in TERM_CANDIDATES if n.startswith("slim-v")
+    )
+    # the recommended terms plus the TP communication, nothing else; no other candidate has it
+    assert [t.name for t in TERM_CANDIDATES["slim+tp-comm"]] == [
+        t.name for t in (*slim_terms(), TP_WORKER_COMM)
+    ]
+    assert [n for n in TERM_CANDIDATES if TP_WORKER_COMM in TERM_CANDIDATES[n]] == ["slim+tp-comm"]
     v9 = TERM_CANDIDATES[
         "slim-v9"
     ]  # format 9: the prompt's attention at eta_c everywhere, nothing else changed
@@ -208,11 +226,17 @@ def test_the_recommended_terms_are_v3_with_the_step_roofline_the_layer_overhead_
     assert all(
         ATTENTION_FACTOR_MEASURED not in TERM_CANDIDATES[n]
         for n in TERM_CANDIDATES
-        if n not in ("slim-v8", "slim-v9", "slim-v10")
+        if n not in ("slim-v8", "slim-v9", "slim-v10", "slim+tp-comm")
     )
-    assert all(PREFILL_SERVED_MEASURED not in TERM_CANDIDATES[n] for n in TERM_CANDIDATES if n != "slim-v10")
     assert all(
-        ACTIVATION_WORK not in TERM_CANDIDATES[n] for n in TERM_CANDIDATES if n not in ("slim-v9", "slim-v10")
+        PREFILL_SERVED_MEASURED not in TERM_CANDIDATES[n]
+        for n in TERM_CANDIDATES
+        if n not in ("slim-v10", "slim+tp-comm")
+    )
+    assert all(
+        ACTIVATION_WORK not in TERM_CANDIDATES[n]
+        for n in TERM_CANDIDATES
+        if n not in ("slim-v9", "slim-v10", "slim+tp-comm")
     )
 
 
@@ -291,3 +315,30 @@ def test_host_slopes_refuse_an_operation_measured_at_one_batch_size():
     )
     with pytest.raises(DataError, match="schedule"):
         host_sequence_slopes(one)
+
+
+def test_the_tp_communication_is_vidurs_measured_line_at_tp_above_one_only():
+    from slimlib.data import load
+    from slimlib.data.vidur import worker_comm_fit
+    from slimlib.model.terms.recommended import TP_COMM_SEQUENCE_S, TP_COMM_STEP_S
+
+    step_s, seq_s = worker_comm_fit(load("vidur-cpu-overheads"))
+    assert step_s == pytest.approx(TP_COMM_STEP_S, rel=1e-4)  # 2.31 ms per step
+    assert seq_s == pytest.approx(TP_COMM_SEQUENCE_S, rel=1e-4)  # 32.5 us per sequence and step
+    df = pd.DataFrame({"model": "llama-2-70b", "gpu": "h100-sxm-80gb", "batch_size": [8.0, 8.0, 64.0, 64.0],
+                       "input_len": 128.0, "output_len": 64.0, "tensor_parallel": [1, 2, 2, 8]})  # fmt: skip
+    hw = get_gpu("h100-sxm-80gb")
+    f = model_features(df, hw)
+    assert TP_WORKER_COMM.specs == () and TP_WORKER_COMM.times is not None
+    step = np.asarray(TP_WORKER_COMM.times({}, f, hw).step, dtype=float)
+    line = TP_COMM_STEP_S + np.array([8.0, 64.0]) * TP_COMM_SEQUENCE_S
+    np.testing.assert_allclose(step, [0.0, line[0], line[1], line[1]])  # 0 at TP 1, the same at TP 2 and 8
+
+
+def test_worker_comm_fit_refuses_one_batch_size():
+    from slimlib.data.vidur import worker_comm_fit
+    from slimlib.errors import DataError
+
+    one = pd.DataFrame({"operation": ["ray_comm_time"] * 2, "batch_size": [8, 8], "time_ms_mean": [2.0, 2.1]})
+    with pytest.raises(DataError, match="ray_comm_time"):
+        worker_comm_fit(one)

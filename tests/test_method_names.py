@@ -172,6 +172,7 @@ def test_the_allow_list_passes_the_display_labels_and_what_is_not_a_model():
     )
     assert markdown_problems(text, "x") == []
     assert candidate_label("slim-v3+step-roofline") == "SLIM-extended v3 + step roofline"
+    assert candidate_label("slim+tp-comm") == "SLIM-extended + tp comm"
     assert candidate_label("slim-v5") == "SLIM-extended v5" and candidate_label("paper") == "SLIM (paper)"
 
 

@@ -484,3 +484,21 @@ def host_sequence_slopes(table: pd.DataFrame) -> pd.Series:
         slope = np.polyfit(g["batch_size"].to_numpy(float), g["time_ms_median"].to_numpy(float), 1)[0]
         out[op] = float(slope) / 1e3
     return pd.Series(out, name="s_per_sequence")
+
+
+#: the driver-to-worker communication of one vLLM iteration at TP > 1 in Vidur's CPU-overhead profile (Ray; its
+#: mean only: the profile has no median of it)
+WORKER_COMM_OPERATION = "ray_comm_time"
+
+
+def worker_comm_fit(table: pd.DataFrame) -> tuple[float, float]:
+    """(seconds per iteration, seconds per running sequence and iteration): the least-squares line of
+    `WORKER_COMM_OPERATION`'s mean time over the batch size, every measured row; DataError when `table` has it at
+    fewer than two batch sizes."""
+    g = table[table["operation"] == WORKER_COMM_OPERATION]
+    if g["batch_size"].nunique() < 2:
+        raise DataError(
+            f"vidur-cpu-overheads: operation {WORKER_COMM_OPERATION!r} needs rows at two batch sizes or more"
+        )
+    slope, intercept = np.polyfit(g["batch_size"].to_numpy(float), g["time_ms_mean"].to_numpy(float), 1)
+    return float(intercept) / 1e3, float(slope) / 1e3

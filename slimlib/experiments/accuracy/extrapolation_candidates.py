@@ -29,6 +29,8 @@ whether a term is admitted:
   measured prefill-attention rate where the registry has one (`PREFILL_SERVED`: at ``eta_c`` with the linear FLOPs).
 * ``slim-v10``: the recommended model at parameter-file format 10, before it charged vLLM's measured host work per
   running sequence and decode step (`HOST_SEQUENCE_OVERHEAD`).
+* ``slim+tp-comm``: the recommended model plus vLLM's measured driver-to-worker communication per decode step at
+  TP > 1 (`slimlib.model.terms.recommended.TP_WORKER_COMM`, Vidur's ``ray_comm_time``).
 
 The recommended ``slim`` (`slimlib.model.extended.slim_terms`) is ``slim-v3`` with both the step roofline and the
 per-layer overhead, the causal prefill attention count (``slim-v4`` with it), the measured decode-GEMM roof
@@ -56,6 +58,7 @@ from slimlib.model.terms import (
     PREFILL_SERVED_MEASURED,
     SEQUENCE_OVERHEAD,
     STEP_WEIGHT_READ,
+    TP_WORKER_COMM,
     Term,
 )
 from slimlib.model.terms.rooflines import (
@@ -112,16 +115,18 @@ TERM_CANDIDATES: dict[str, tuple[Term, ...]] = {
     "slim-v8": SLIM_V8_TERMS,
     "slim-v9": SLIM_V9_TERMS,
     "slim-v10": SLIM_V10_TERMS,
+    "slim+tp-comm": (*slim_terms(), TP_WORKER_COMM),
 }
 #: the candidates the reproduction's cross-validation scores beside the registered methods (notebook 06): the
 #: recommended model of format 3 and its two admitted changes one at a time, and those of formats 4 (Eq. 8's count),
 #: 6 (the measured roof's max, not the curve), 7 (eta_attn fitted on every device), 8 (no t_act), 9 (the prompt's
-#: attention at eta_c everywhere) and 10 (no measured host work per sequence); format 5 (the
+#: attention at eta_c everywhere) and 10 (no measured host work per sequence), and the recommended model with the
+#: measured driver-to-worker communication at TP > 1 (``slim+tp-comm``); format 5 (the
 #: registry peak's eta_c in the CPU engine's step roofline), which format 6 replaced, stays a candidate by name and
 #: is left out to keep the reproduction's run time
 REPRODUCED_CANDIDATES = (
     "slim-v3", "slim-v3+step-roofline", "slim-v3+layer-overhead", "slim-v4", "slim-v6", "slim-v7", "slim-v8",
-    "slim-v9", "slim-v10",
+    "slim-v9", "slim-v10", "slim+tp-comm",
 )  # fmt: skip
 
 

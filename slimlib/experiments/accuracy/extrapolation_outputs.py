@@ -30,21 +30,23 @@ from slimlib.experiments.outputs.plotting import save_table
 from slimlib.experiments.outputs.uncertainty import N_BOOT, SEED
 from slimlib.model import METHODS, method_label
 
-#: a term-set candidate (`extrapolation_candidates.TERM_CANDIDATES`): an earlier version of the recommended model's
-#: terms, ``slim-v3`` or ``slim-v3+step-roofline``, with optional ``+addition`` parts
-_VERSION_CANDIDATE = re.compile(r"^slim-(v\d+)((?:\+[a-z0-9-]+)*)$")
+#: a term-set candidate (`extrapolation_candidates.TERM_CANDIDATES`): the recommended model's terms or an earlier
+#: version of them, ``slim-v3``, ``slim-v3+step-roofline`` or ``slim+tp-comm``, with optional ``+addition`` parts
+_VERSION_CANDIDATE = re.compile(r"^slim(?:-(v\d+))?((?:\+[a-z0-9-]+)*)$")
 
 
 def candidate_label(name: str) -> str:
     """The one display label of a cross-validation candidate: a registered method's label (`method_label`), an
     earlier version of the recommended model's terms as that model's label with its version and additions
-    (``slim-v3`` -> "SLIM-extended v3", ``slim-v3+step-roofline`` -> "SLIM-extended v3 + step roofline"); any
-    other name as given."""
+    (``slim-v3`` -> "SLIM-extended v3", ``slim-v3+step-roofline`` -> "SLIM-extended v3 + step roofline"), the
+    recommended model's with additions likewise (``slim+tp-comm`` -> "SLIM-extended + tp comm"); any other name as
+    given."""
     m = _VERSION_CANDIDATE.match(name)
     if name in METHODS or m is None:
         return method_label(name)
     additions = [a.replace("-", " ") for a in m.group(2).split("+") if a]
-    return " + ".join([f"{method_label('slim')} {m.group(1)}", *additions])
+    base = method_label("slim") if m.group(1) is None else f"{method_label('slim')} {m.group(1)}"
+    return " + ".join([base, *additions])
 
 
 def recommendation_note(table: pd.DataFrame, best: str, tied: pd.DataFrame | None = None) -> str:

@@ -38,6 +38,12 @@ differ from Eqs. 5-12, and the alternatives `scripts/choose_components.py` score
   the driver process does it for every sequence whatever the TP degree, so a fit on one TP degree cannot tell it
   from the GEMMs, which TP divides, and a fitted ``t_seq`` there lands on its bound 0 (chosen by the extrapolation
   cross-validation, issue 28).
+* `TP_WORKER_COMM` (a candidate, ``slim+tp-comm``; not in the recommended model): at TP > 1, vLLM's
+  driver-to-worker communication per decode step, `TP_COMM_STEP_S` + `TP_COMM_SEQUENCE_S` per running sequence =
+  2.31 ms + 32.5 us: the least-squares line over the batch size of ``ray_comm_time`` in Vidur's CPU-overhead profile
+  (Ray workers, A100 host, CodeLlama-34B, TP 2; `slimlib.data.vidur.worker_comm_fit`, recomputed by a test), the same
+  at every TP > 1 (measured at 2 only), 0 at TP 1, no parameter. vLLM's multiprocessing backend sends the step's
+  inputs by another path, whose cost nothing in the package's data measures.
 * `LAYER_STEP_OVERHEAD`: ``t_layer L`` per decode step, ``L`` the model's own layer count (feature
   ``n_layers_total``): launching each layer's kernels, which every tensor-parallel rank does for every layer, so
   unlike the weight read and the attention it is not divided by the TP degree; on one layer count it is one
@@ -64,6 +70,10 @@ from slimlib.registry.gpus import GPU
 ATTENTION_SWITCH_PAIRS = 512
 #: vLLM's host work per running sequence and decode step, seconds (module docstring, `HOST_SEQUENCE_OVERHEAD`)
 HOST_SEQUENCE_S = 3.7478e-5
+#: vLLM's driver-to-worker communication at TP > 1: seconds per decode step and per running sequence and step
+#: (module docstring, `TP_WORKER_COMM`)
+TP_COMM_STEP_S = 2.3120e-3
+TP_COMM_SEQUENCE_S = 3.2482e-5
 
 
 def _prefill_served(attention_flops: float) -> TimeFn:
@@ -174,6 +184,12 @@ def _host_sequence_overhead(p: Params, f: Features, hw: GPU) -> Times:
     return Times(step=f["batch_size"] * HOST_SEQUENCE_S)
 
 
+def _tp_worker_comm(p: Params, f: Features, hw: GPU) -> Times:
+    b = f["batch_size"]
+    tp = f.get("tensor_parallel", np.ones_like(b))
+    return Times(step=np.where(tp > 1, TP_COMM_STEP_S + b * TP_COMM_SEQUENCE_S, 0.0))
+
+
 def _decode_gemm_compute(p: Params, f: Features, hw: GPU) -> Times:
     per_token = f["linear_flops_per_token"] / (p["eta_d"] * prefill_peak_flops(f, hw))
     return Times(decode=f["batch_size"] * f["output_len"] * per_token)
@@ -226,6 +242,14 @@ HOST_SEQUENCE_OVERHEAD = Term(
     "divided by TP",
     (),
     _host_sequence_overhead,
+)
+TP_WORKER_COMM = Term(
+    "tp_worker_comm",
+    "vLLM's driver-to-worker communication per decode step at TP > 1 (TP_COMM_STEP_S + TP_COMM_SEQUENCE_S per "
+    "sequence, Vidur's ray_comm_time), 0 at TP 1",
+    (),
+    _tp_worker_comm,
+    reads=("tensor_parallel",),
 )
 LAYER_STEP_OVERHEAD = Term(
     "layer_step_overhead", "t_layer per layer of the model (not per rank) and decode step", (ps.T_LAYER,),
