@@ -473,16 +473,20 @@ def _concat_sorted(parts: list[pd.DataFrame], columns, keys: list[str]) -> pd.Da
 HOST_OPERATIONS = ("schedule", "prepare_inputs_e2e", "sampler_e2e", "process_model_outputs")
 
 
+def _batch_line(table: pd.DataFrame, op: str, column: str) -> tuple[float, float]:
+    """(intercept, slope) in seconds of the least-squares line of `op`'s `column` (ms) over the batch size, every
+    measured row; DataError when `table` has `op` at fewer than two batch sizes."""
+    g = table[table["operation"] == op]
+    if g["batch_size"].nunique() < 2:
+        raise DataError(f"vidur-cpu-overheads: operation {op!r} needs rows at two batch sizes or more")
+    slope, intercept = np.polyfit(g["batch_size"].to_numpy(float), g[column].to_numpy(float), 1)
+    return float(intercept) / 1e3, float(slope) / 1e3
+
+
 def host_sequence_slopes(table: pd.DataFrame) -> pd.Series:
     """Per operation of `HOST_OPERATIONS`: the least-squares slope of its median time over the batch size, every
     measured row (seconds per running sequence and iteration); DataError when `table` lacks one."""
-    out = {}
-    for op in HOST_OPERATIONS:
-        g = table[table["operation"] == op]
-        if g["batch_size"].nunique() < 2:
-            raise DataError(f"vidur-cpu-overheads: operation {op!r} needs rows at two batch sizes or more")
-        slope = np.polyfit(g["batch_size"].to_numpy(float), g["time_ms_median"].to_numpy(float), 1)[0]
-        out[op] = float(slope) / 1e3
+    out = {op: _batch_line(table, op, "time_ms_median")[1] for op in HOST_OPERATIONS}
     return pd.Series(out, name="s_per_sequence")
 
 
@@ -495,10 +499,4 @@ def worker_comm_fit(table: pd.DataFrame) -> tuple[float, float]:
     """(seconds per iteration, seconds per running sequence and iteration): the least-squares line of
     `WORKER_COMM_OPERATION`'s mean time over the batch size, every measured row; DataError when `table` has it at
     fewer than two batch sizes."""
-    g = table[table["operation"] == WORKER_COMM_OPERATION]
-    if g["batch_size"].nunique() < 2:
-        raise DataError(
-            f"vidur-cpu-overheads: operation {WORKER_COMM_OPERATION!r} needs rows at two batch sizes or more"
-        )
-    slope, intercept = np.polyfit(g["batch_size"].to_numpy(float), g["time_ms_mean"].to_numpy(float), 1)
-    return float(intercept) / 1e3, float(slope) / 1e3
+    return _batch_line(table, WORKER_COMM_OPERATION, "time_ms_mean")

@@ -95,19 +95,23 @@ def check_tensor_parallel(arch: Architecture, tp: float, where: str = "") -> Non
         raise DataError(f"{where}: {refusal}" if where else refusal)
 
 
-def allreduce_proxy_message(device: GPU, tp: float, where: str = "") -> str:
-    """The `ProxyLatencyWarning` text for `tp` > 1 on `device` (module docstring)."""
+def allreduce_proxy_message(device: GPU, tp: float, where: str = "") -> str | None:
+    """The `ProxyLatencyWarning` text when `tp` > 1 on a GPU whose all-reduce latency is a proxy (module
+    docstring); None when no warning is due."""
+    if not (float(tp) > 1 and device.allreduce_proxy):
+        return None
     at = f"{where}: " if where else ""
     return (
-        f"{at}tensor_parallel = {tp:g} on {device.name}, whose all-reduce latency in the registry is not measured on "
-        f"it ({device.allreduce_source}); the predicted all-reduce time and TP scaling rest on that figure"
+        f"{at}tensor_parallel = {float(tp):g} on {device.name}, whose all-reduce latency in the registry is not "
+        f"measured on it ({device.allreduce_source}); the predicted all-reduce time and TP scaling rest on that figure"
     )
 
 
 def check_allreduce(device: GPU, tp: float, where: str = "") -> None:
-    """`ProxyLatencyWarning` when `tp` > 1 on a GPU whose all-reduce latency is a proxy (module docstring)."""
-    if float(tp) > 1 and device.allreduce_proxy:
-        warnings.warn(allreduce_proxy_message(device, float(tp), where), ProxyLatencyWarning, stacklevel=2)
+    """`ProxyLatencyWarning` with `allreduce_proxy_message` where one is due."""
+    message = allreduce_proxy_message(device, tp, where)
+    if message is not None:
+        warnings.warn(message, ProxyLatencyWarning, stacklevel=2)
 
 
 def check_context(arch: Architecture, input_len: float, output_len: float, where: str = "") -> None:
@@ -254,8 +258,9 @@ def _check_rows(
                 "interconnect bandwidth (link_bw); add it to slimlib.registry.gpus with its source, or use rows "
                 "with tensor_parallel 1"
             )
-        if t > 1 and device.allreduce_proxy:
-            proxied.setdefault((device.name, t), allreduce_proxy_message(device, t, where))
+        proxy = allreduce_proxy_message(device, t, where)
+        if proxy is not None:
+            proxied.setdefault((device.name, t), proxy)
         s.check_fits(where)
         check_memory(s, b[rows], il[rows], ol[rows], labels=label, preempted=preempted)
 
