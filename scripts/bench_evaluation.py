@@ -1,6 +1,7 @@
-"""Benchmark of the evaluation (not a test): fit time per scenario and method, predict rows per second.
+"""Benchmark of the evaluation (not a test): fit time per scenario and method, predict rows per second, and the
+extrapolation cross-validation of the recommended model as notebook 06 runs it (the bulk of `slim reproduce`).
 
-Run: .venv/bin/python scripts/bench_evaluation.py [--starts 8] [--rows 1000000]
+Run: .venv/bin/python scripts/bench_evaluation.py [--starts 8] [--rows 1000000] [--cv-repeats 3]
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import pandas as pd
 
 from slimlib.errors import SlimError
 from slimlib.experiments.accuracy.evaluation import METHODS
+from slimlib.experiments.accuracy.extrapolation import run_extrapolation_cv
 from slimlib.experiments.accuracy.scenarios import build_scenarios
 from slimlib.model import make_model
 from slimlib.registry.gpus import get_gpu
@@ -23,6 +25,9 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--starts", type=int, default=8)
     ap.add_argument("--rows", type=int, default=1_000_000)
+    ap.add_argument(
+        "--cv-repeats", type=int, default=3, help="timed runs of the cross-validation (0: skip it)"
+    )
     args = ap.parse_args()
     warnings.simplefilter("ignore")
     scen = [s for s in build_scenarios() if s.available]
@@ -65,6 +70,15 @@ def main() -> int:
         model = make_model(variant, n_starts=args.starts).fit(base)
         dt = min(_timed(model.predict, big) for _ in range(3))
         print(f"{variant} model: predict on {n:,} rows in {dt:.2f} s (best of 3) -> {n / dt:,.0f} rows/s")
+
+    if args.cv_repeats > 0:  # notebook 06 runs this once per candidate, with 2 Sobol starts per fit
+        times = []
+        for _ in range(args.cv_repeats):
+            t0 = time.perf_counter()
+            cv = run_extrapolation_cv(["slim"], n_starts=2)
+            times.append(time.perf_counter() - t0)
+        print(f"extrapolation cross-validation of slim (n_starts=2, {len(cv.predictions)} test predictions): "
+              f"{min(times):.1f} s (best of {len(times)}; all: {', '.join(f'{t:.1f}' for t in times)})")  # fmt: skip
     return 0
 
 

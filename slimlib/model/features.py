@@ -297,10 +297,13 @@ def prefill_peak_flops(f: Features, hw: GPU) -> FloatArray:
     code = f.get("weight_precision")
     if code is None:
         return np.asarray(hw.peak_flops, dtype=float)
-    peaks = {c: compute_peak(hw, p) for c, p in _CODE_PRECISION.items()}
-    out = np.full(np.shape(code), float(hw.peak_flops))
-    for c, peak in peaks.items():
-        out = np.where(np.asarray(code) == c, peak, out)
+    code = np.asarray(code)
+    base = float(hw.peak_flops)
+    out = np.full(code.shape, base)
+    for c, p in _CODE_PRECISION.items():
+        peak = compute_peak(hw, p)
+        if peak != base:  # rows at the fp16/bf16 peak already hold it
+            out[code == c] = peak
     return out
 
 

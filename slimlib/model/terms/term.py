@@ -118,9 +118,12 @@ def _array(v: ArrayLike, shape: tuple[int, ...]) -> FloatArray:
 
 def _summed(values: Iterable[ArrayLike], start: FloatArray) -> FloatArray:
     """`start` plus each of `values` in order, each broadcast to `start`'s shape: the sum of their `_array`s, the
-    same numbers, without a copy per value (`compose` runs once per residual evaluation of a fit)."""
+    same numbers, without a copy per value (`compose` runs once per residual evaluation of a fit); a Python scalar 0
+    (a `Times` part the term does not set) adds nothing and is skipped."""
     out = start
     for v in values:
+        if type(v) is float and v == 0.0:
+            continue
         out = out + np.asarray(v, dtype=float)
     return out if out.shape == start.shape else _array(np.broadcast_to(out, start.shape), start.shape)
 
