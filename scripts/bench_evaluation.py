@@ -1,5 +1,6 @@
 """Benchmark of the evaluation (not a test): fit time per scenario and method, predict rows per second, and the
-extrapolation cross-validation of the recommended model as notebook 06 runs it (the bulk of `slim reproduce`).
+extrapolation cross-validation of the recommended model as notebook 06 runs it (the bulk of `slim reproduce`) with
+its nested interval coverage.
 
 Run: .venv/bin/python scripts/bench_evaluation.py [--starts 8] [--rows 1000000] [--cv-repeats 3]
 """
@@ -16,6 +17,7 @@ import pandas as pd
 from slimlib.errors import SlimError
 from slimlib.experiments.accuracy.evaluation import METHODS
 from slimlib.experiments.accuracy.extrapolation import run_extrapolation_cv
+from slimlib.experiments.accuracy.extrapolation_coverage import coverage_table
 from slimlib.experiments.accuracy.scenarios import build_scenarios
 from slimlib.model import make_model
 from slimlib.registry.gpus import get_gpu
@@ -79,6 +81,10 @@ def main() -> int:
             times.append(time.perf_counter() - t0)
         print(f"extrapolation cross-validation of slim (n_starts=2, {len(cv.predictions)} test predictions): "
               f"{min(times):.1f} s (best of {len(times)}; all: {', '.join(f'{t:.1f}' for t in times)})")  # fmt: skip
+        cover = min(_timed(coverage_table, cv) for _ in range(args.cv_repeats))
+        print(
+            f"its nested 90% intervals and coverage (coverage_table): {cover:.1f} s (best of {args.cv_repeats})"
+        )
     return 0
 
 

@@ -170,11 +170,16 @@ def _learn(g: pd.DataFrame) -> AxisResiduals:
     s = np.nan_to_num(g["log_sd"].to_numpy(dtype=float), nan=0.0)
     kappas = KAPPAS if (s > 0).any() else (0.0,)
     logs = np.log(np.maximum(r, SCORE_FLOOR))
+    floored = np.maximum(e, E_FLOOR)
+    kap = np.asarray(kappas, dtype=float)[:, None]
     best: tuple[float, float, float, float] | None = None
     for beta in betas:
+        powered = floored**beta
         for lam in LAMBDAS:
-            for kappa in kappas:
-                spread = float(np.var(logs - np.log(scale(d, e, lam, beta, s, kappa))))
+            # `scale` of every kappa at once (the same operations per row): the spread of the log scores
+            w = np.hypot(powered * (1.0 + lam * d), kap * s)
+            spreads = np.var(logs - np.log(w), axis=1)
+            for kappa, spread in zip(kappas, spreads.tolist(), strict=True):
                 if best is None or spread < best[0] - 1e-12:
                     best = (spread, lam, beta, kappa)
     assert best is not None
