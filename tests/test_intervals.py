@@ -36,6 +36,7 @@ from slimlib.model.intervals import (
     normal_quantile,
     residual_half_widths,
     row_axes,
+    scale,
 )
 from slimlib.registry.architectures import get_architecture
 from slimlib.registry.gpus import get_gpu
@@ -367,3 +368,16 @@ def test_the_scale_takes_in_the_parameter_part_when_it_explains_the_errors():
     assert flat.axes["batch"]["throughput"].kappa == 0.0
     a, b = flat.half_widths("batch", "throughput", 0.9, np.zeros(2), np.full(2, 0.05), np.array([0.01, 0.3]))
     assert a == pytest.approx(b)
+
+
+def test_a_column_of_kappas_gives_each_kappas_scale_exactly():
+    """`scale` with a column of kappas (how the learning searches them all at once) equals, bit for bit, one call
+    per kappa; NaN parameter parts count as 0 in both."""
+    rng = np.random.default_rng(5)
+    d, e = rng.uniform(0, 3, 50), rng.uniform(0, 0.2, 50)
+    s = np.where(rng.random(50) < 0.2, np.nan, rng.uniform(0, 0.3, 50))
+    kappas = (0.0, 0.5, 4.0, 16.0)
+    together = scale(d, e, 0.5, 0.7, s, np.asarray(kappas)[:, None])
+    assert together.shape == (len(kappas), 50)
+    for row, kappa in zip(together, kappas, strict=True):
+        assert np.array_equal(row, scale(d, e, 0.5, 0.7, s, kappa))

@@ -120,14 +120,14 @@ def scale(
     lam: float,
     beta: float,
     log_sd: Any = 0.0,
-    kappa: float = 0.0,
+    kappa: Any = 0.0,
 ) -> np.ndarray:
     """The score scale ``w = sqrt((max(e_train, E_FLOOR)^beta (1 + lambda d))^2 + (kappa s)^2)`` per row, ``s`` =
-    `log_sd` (NaN counts as 0; module docstring)."""
+    `log_sd` (NaN counts as 0; module docstring); a column of kappas gives one row of scales per kappa."""
     e = np.maximum(np.asarray(train_error, dtype=float), E_FLOOR)
     base = e**beta * (1.0 + lam * np.asarray(distance, dtype=float))
     s = np.nan_to_num(np.asarray(log_sd, dtype=float), nan=0.0)
-    return np.asarray(np.hypot(base, kappa * s), dtype=float)
+    return np.asarray(np.hypot(base, np.asarray(kappa, dtype=float) * s), dtype=float)
 
 
 @dataclass(frozen=True)
@@ -170,15 +170,12 @@ def _learn(g: pd.DataFrame) -> AxisResiduals:
     s = np.nan_to_num(g["log_sd"].to_numpy(dtype=float), nan=0.0)
     kappas = KAPPAS if (s > 0).any() else (0.0,)
     logs = np.log(np.maximum(r, SCORE_FLOOR))
-    floored = np.maximum(e, E_FLOOR)
     kap = np.asarray(kappas, dtype=float)[:, None]
     best: tuple[float, float, float, float] | None = None
     for beta in betas:
-        powered = floored**beta
         for lam in LAMBDAS:
-            # `scale` of every kappa at once (the same operations per row): the spread of the log scores
-            w = np.hypot(powered * (1.0 + lam * d), kap * s)
-            spreads = np.var(logs - np.log(w), axis=1)
+            # every kappa at once: one row of log-score spreads per kappa
+            spreads = np.var(logs - np.log(scale(d, e, lam, beta, s, kap)), axis=1)
             for kappa, spread in zip(kappas, spreads.tolist(), strict=True):
                 if best is None or spread < best[0] - 1e-12:
                     best = (spread, lam, beta, kappa)
