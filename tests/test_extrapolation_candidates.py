@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 from slimlib.errors import UnknownNameError
+from slimlib.experiments.accuracy.extrapolation import new_model
 from slimlib.experiments.accuracy.extrapolation_candidates import (
     REPRODUCED_CANDIDATES,
     SLIM_V3_TERMS,
@@ -161,6 +162,7 @@ def test_candidates_are_the_previous_recommended_terms_with_one_change():
             "slim-v8",
             "slim-v9",
             "slim-v10",
+            "slim-v11",
             "slim+tp-comm",
         ):
             continue  # the recommended terms before the causal count, the measured roof, curve, attention, t_act,
@@ -192,8 +194,16 @@ def test_the_recommended_terms_are_v3_with_the_step_roofline_the_layer_overhead_
     v10 = TERM_CANDIDATES["slim-v10"]  # format 10: without the host work per sequence, nothing else changed
     assert [t.name for t in v10] == [t.name for t in slim_terms() if t is not HOST_SEQUENCE_OVERHEAD]
     assert all(
-        HOST_SEQUENCE_OVERHEAD not in TERM_CANDIDATES[n] for n in TERM_CANDIDATES if n.startswith("slim-v")
+        HOST_SEQUENCE_OVERHEAD not in TERM_CANDIDATES[n]
+        for n in TERM_CANDIDATES
+        if n.startswith("slim-v") and n != "slim-v11"
     )
+    # format 11 before the prior test: the recommended terms, fitted without it; slim+tp-comm fits with it
+    assert [t.name for t in TERM_CANDIDATES["slim-v11"]] == [t.name for t in slim_terms()]
+    assert resolve_candidate("slim-v11") == ("slim-v11", TERM_CANDIDATES["slim-v11"])
+    assert new_model(resolve_candidate("slim-v11"), 0).test_priors_at_bound is False
+    assert new_model(resolve_candidate("slim+tp-comm"), 0).test_priors_at_bound is True
+    assert new_model("slim", 0).test_priors_at_bound is True
     # the recommended terms plus the TP communication, nothing else; no other candidate has it
     assert [t.name for t in TERM_CANDIDATES["slim+tp-comm"]] == [
         t.name for t in (*slim_terms(), TP_WORKER_COMM)
@@ -226,17 +236,17 @@ def test_the_recommended_terms_are_v3_with_the_step_roofline_the_layer_overhead_
     assert all(
         ATTENTION_FACTOR_MEASURED not in TERM_CANDIDATES[n]
         for n in TERM_CANDIDATES
-        if n not in ("slim-v8", "slim-v9", "slim-v10", "slim+tp-comm")
+        if n not in ("slim-v8", "slim-v9", "slim-v10", "slim-v11", "slim+tp-comm")
     )
     assert all(
         PREFILL_SERVED_MEASURED not in TERM_CANDIDATES[n]
         for n in TERM_CANDIDATES
-        if n not in ("slim-v10", "slim+tp-comm")
+        if n not in ("slim-v10", "slim-v11", "slim+tp-comm")
     )
     assert all(
         ACTIVATION_WORK not in TERM_CANDIDATES[n]
         for n in TERM_CANDIDATES
-        if n not in ("slim-v9", "slim-v10", "slim+tp-comm")
+        if n not in ("slim-v9", "slim-v10", "slim-v11", "slim+tp-comm")
     )
 
 

@@ -12,6 +12,11 @@ A model is a list of terms (`slimlib.model.terms`): its parameters are the terms
 Few-point fits: with fewer rows than free parameters every parameter whose spec carries a measured prior
 (`slimlib.model.priors`) is held at it and the rest is fitted; ``held_reasons_`` and `summary` say which and why.
 
+Prior test (models with ``test_priors_at_bound``, the recommended one): a parameter with a measured prior that the fit
+puts on a bound of its box is one the rows do not resolve there (a bound is a limit, not a measurement); the fit is
+repeated with every such parameter held at its prior, and that hold is kept unless an F-test of the two costs rejects
+it at `PRIOR_TEST_LEVEL` (``held_reasons_`` gives F and p).
+
 Stability (``fit_info_["stability"]``): how many starts reached the best cost (within `COST_RTOL`), and the spread
 of each parameter over those near-best starts relative to its estimate (or, for an estimate near 0, to
 `SPREAD_FLOOR` times its typical scale: 1 ms for ``t_fixed``). A fit is flagged unstable when a parameter
@@ -22,6 +27,7 @@ single start of several converged ones reached the best cost (another seed may m
 from __future__ import annotations
 
 import warnings
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Self
 
 import numpy as np
@@ -68,6 +74,23 @@ COST_RTOL = 1e-6
 SPREAD_RTOL = 1e-3
 #: a spread is relative to max(|estimate|, SPREAD_FLOOR x the parameter's typical scale)
 SPREAD_FLOOR = 1e-3
+#: an estimate within BOUND_TOL x its spec's scale of a bound is on it
+BOUND_TOL = 1e-4
+#: significance level of the prior test (`CalibratedModel._prior_test`): a hold at the prior that raises the cost
+#: with p below it is rejected
+PRIOR_TEST_LEVEL = 0.05
+
+
+@dataclass(frozen=True)
+class _Search:
+    """One multi-start search: the best solver result, the free specs and their scales, every converged start's
+    (cost, parameters), the number of starts."""
+
+    best: OptimizeResult
+    free: list[ParamSpec]
+    scale: FloatArray
+    solutions: list[tuple[float, FloatArray]]
+    n_starts: int
 
 
 class CalibratedModel(Estimator):
@@ -115,6 +138,10 @@ class CalibratedModel(Estimator):
     def param_specs(self) -> tuple[ParamSpec, ...]:
         """The terms' parameters, in order of first appearance (`slimlib.model.terms.model_specs`)."""
         return model_specs(self.terms())
+
+    #: whether `fit` tests a hold at the prior for parameters it put on a bound (`_prior_test`); the recommended
+    #: model does, the paper's model and the term candidates do not
+    test_priors_at_bound = False
 
     #: during `fit`: its features and the parameter-free terms' times on them (`slimlib.model.terms.fixed_times`)
     _fit_known: tuple[Features, dict[str, Times]] | None = None
@@ -281,59 +308,23 @@ class CalibratedModel(Estimator):
                 )
                 + "; profile more configurations or fix some parameters"
             )
-        scale = np.array([s.scale for s in free])
-        lo = np.array([s.lower for s in free]) / scale
-        hi = np.array([s.upper for s in free]) / scale
+        targets = self._fit_targets(data)
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # as in `_search`'s residuals
+            self._fit_known = (feats, fixed_times(self.terms(), feats, hw))
+        try:
+            search = self._search(feats, hw, targets, held_why, progress)
+            if self.test_priors_at_bound:
+                search, held_why = self._prior_test(feats, hw, targets, held_why, search)
+        finally:
+            self._fit_known = None
+        best, free, scale = search.best, search.free, search.scale
+        held = {k: v for k, (v, _) in held_why.items()}
 
         def unpack(z: FloatArray) -> dict[str, float]:
             p = dict(held)
             p.update({s.name: float(v) for s, v in zip(free, z * scale, strict=True)})
             return p
 
-        targets = self._fit_targets(data)
-
-        def residuals(z: FloatArray) -> FloatArray:
-            with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-                r = self._fit_residuals(unpack(z), feats, hw, targets)
-            return np.where(np.isfinite(r), r, 1e6)
-
-        from scipy.optimize import least_squares  # imported where used (start-up time of `slim`)
-
-        best: OptimizeResult | None = None
-        failures: list[str] = []
-        solutions: list[tuple[float, FloatArray]] = []
-        starts = self._starts(free, lo, hi)
-        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # as in `residuals`
-            self._fit_known = (feats, fixed_times(self.terms(), feats, hw))
-        try:
-            for i, z0 in enumerate(starts):
-                try:
-                    res = least_squares(
-                        residuals, z0, bounds=(lo, hi), method="trf", x_scale=1.0,
-                        ftol=1e-12, xtol=1e-12, gtol=1e-12, max_nfev=self.max_nfev,
-                    )  # fmt: skip
-                except (
-                    DataError
-                ):  # a data error (e.g. a GPU without link bandwidth for TP rows) reaches the user as itself
-                    raise
-                except ValueError as exc:  # e.g. residuals not finite at start
-                    failures.append(str(exc))
-                else:
-                    if res.status <= 0 or not np.isfinite(res.cost):
-                        failures.append(str(res.message))
-                    else:
-                        solutions.append((float(res.cost), np.asarray(res.x, dtype=float) * scale))
-                        if best is None or res.cost < best.cost - 1e-15:
-                            best = res
-                if progress is not None:
-                    progress(i + 1, len(starts))
-        finally:
-            self._fit_known = None
-        if best is None:
-            raise FitError(
-                f"the fit did not converge from any of {len(starts)} starts ({failures[-1] if failures else '?'}); "
-                "check the data for outliers or raise max_nfev"
-            )
         self.gpu_ = hw.name
         self.params_ = {s.name: unpack(best.x)[s.name] for s in specs}
         self.held_ = sorted(held)
@@ -348,11 +339,118 @@ class CalibratedModel(Estimator):
             "train_mape_pct": mape(y, pred),
             "nfev": int(best.nfev),
             "solver_message": str(best.message),
-            "stability": _stability(solutions, float(best.cost), free, len(starts)),
+            "stability": _stability(search.solutions, float(best.cost), free, search.n_starts),
             "held_reasons": dict(self.held_reasons_),
         }
         self._warn_if_not_identifiable()
         return self
+
+    def _search(
+        self,
+        feats: Features,
+        hw: GPU,
+        targets: dict[str, FloatArray],
+        held_why: dict[str, tuple[float, str]],
+        progress: Progress | None,
+    ) -> _Search:
+        """The multi-start least-squares search with the parameters of `held_why` held; FitError when no start
+        converges."""
+        held = {k: v for k, (v, _) in held_why.items()}
+        free = [s for s in self.param_specs() if s.name not in held]
+        scale = np.array([s.scale for s in free])
+        lo = np.array([s.lower for s in free]) / scale
+        hi = np.array([s.upper for s in free]) / scale
+
+        def unpack(z: FloatArray) -> dict[str, float]:
+            p = dict(held)
+            p.update({s.name: float(v) for s, v in zip(free, z * scale, strict=True)})
+            return p
+
+        def residuals(z: FloatArray) -> FloatArray:
+            with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+                r = self._fit_residuals(unpack(z), feats, hw, targets)
+            return np.where(np.isfinite(r), r, 1e6)
+
+        from scipy.optimize import least_squares  # imported where used (start-up time of `slim`)
+
+        best: OptimizeResult | None = None
+        failures: list[str] = []
+        solutions: list[tuple[float, FloatArray]] = []
+        starts = self._starts(free, lo, hi)
+        for i, z0 in enumerate(starts):
+            try:
+                res = least_squares(
+                    residuals, z0, bounds=(lo, hi), method="trf", x_scale=1.0,
+                    ftol=1e-12, xtol=1e-12, gtol=1e-12, max_nfev=self.max_nfev,
+                )  # fmt: skip
+            except (
+                DataError
+            ):  # a data error (e.g. a GPU without link bandwidth for TP rows) reaches the user as itself
+                raise
+            except ValueError as exc:  # e.g. residuals not finite at start
+                failures.append(str(exc))
+            else:
+                if res.status <= 0 or not np.isfinite(res.cost):
+                    failures.append(str(res.message))
+                else:
+                    solutions.append((float(res.cost), np.asarray(res.x, dtype=float) * scale))
+                    if best is None or res.cost < best.cost - 1e-15:
+                        best = res
+            if progress is not None:
+                progress(i + 1, len(starts))
+        if best is None:
+            raise FitError(
+                f"the fit did not converge from any of {len(starts)} starts ({failures[-1] if failures else '?'}); "
+                "check the data for outliers or raise max_nfev"
+            )
+        return _Search(best, free, scale, solutions, len(starts))
+
+    def _prior_test(
+        self,
+        feats: Features,
+        hw: GPU,
+        targets: dict[str, FloatArray],
+        held_why: dict[str, tuple[float, str]],
+        search: _Search,
+    ) -> tuple[_Search, dict[str, tuple[float, str]]]:
+        """`search` and `held_why`, or, where the fit put parameters that carry a measured prior on a bound of their
+        box, the refit with those held at their priors when the rows do not reject that: an F-test of the two
+        costs (``F = (RSS_held - RSS) / q / (RSS / (n - p))``, q held, p free) at `PRIOR_TEST_LEVEL`."""
+        best, free = search.best, search.free
+        x = np.asarray(best.x, dtype=float) * search.scale
+        at = [
+            (s, float(v))
+            for s, v in zip(free, x, strict=True)
+            if s.prior is not None and min(abs(v - s.lower), abs(s.upper - v)) <= BOUND_TOL * s.scale
+        ]
+        n, q = int(np.size(best.fun)), len(at)
+        dof = n - len(free)
+        if not at or dof <= 0:
+            return search, held_why
+        trial = dict(held_why)
+        trial.update({s.name: (s.prior.median, "") for s, _ in at if s.prior is not None})
+        try:
+            alt = self._search(feats, hw, targets, trial, None)
+        except FitError:
+            return search, held_why
+        rss, rss_held = 2.0 * float(best.cost), 2.0 * float(alt.best.cost)
+        from scipy.stats import f as f_dist  # imported where used (start-up time of `slim`)
+
+        stat = max(rss_held - rss, 0.0) / q / (rss / dof) if rss > 0 else np.inf
+        p_value = float(f_dist.sf(stat, q, dof))
+        if p_value < PRIOR_TEST_LEVEL:
+            return search, held_why
+        out = dict(held_why)
+        for s, v in at:
+            pr = s.prior
+            assert pr is not None  # selected above
+            out[s.name] = (
+                pr.median,
+                f"held at prior {pr.median:g} ({pr.source}): the fit put it on its bound {v:g}, where the rows do "
+                f"not resolve it (holding it: F = {stat:.2f}, p = {p_value:.2f} >= {PRIOR_TEST_LEVEL:g} with "
+                f"{q} and {dof} degrees of freedom)",
+            )
+        return alt, out
 
     def _n_observations(self, data: pd.DataFrame) -> int:
         """Measured values the fit compares with (here one throughput per row): fewer than the free parameters
@@ -528,7 +626,7 @@ class CalibratedModel(Estimator):
     def _at_bound(self, s: ParamSpec) -> bool:
         if s.name in self.held_:
             return False
-        est, tol = self.params_[s.name], 1e-4 * s.scale
+        est, tol = self.params_[s.name], BOUND_TOL * s.scale
         return bool(abs(est - s.lower) <= tol or abs(s.upper - est) <= tol)
 
     def identifiability_problems(self, corr_threshold: float = CORR_THRESHOLD) -> list[str]:
@@ -645,7 +743,8 @@ def _stability(
 class TermModel(CalibratedModel):
     """A calibrated model of any term list (`slimlib.model.terms`): the candidates of
     `scripts/choose_components.py` and term studies. Not a registered method: its fits are not saved to a
-    parameter file (the registered models, `slimlib.model.methods.METHODS`, are)."""
+    parameter file (the registered models, `slimlib.model.methods.METHODS`, are). `test_priors_at_bound`: fit with
+    the recommended model's prior test (`CalibratedModel._prior_test`)."""
 
     variant = "terms"
 
@@ -658,8 +757,10 @@ class TermModel(CalibratedModel):
         n_starts: int = 8,
         max_nfev: int = 4000,
         seed: int = 0,
+        test_priors_at_bound: bool = False,
     ) -> None:
         self.term_list = term_list
+        self.test_priors_at_bound = test_priors_at_bound
         super().__init__(gpu, fixed=fixed, n_starts=n_starts, max_nfev=max_nfev, seed=seed)
 
     def terms(self) -> tuple[Term, ...]:

@@ -46,7 +46,8 @@ per sequence were admitted by the extrapolation cross-validation
 two (``slim-v3``, `slimlib.experiments.accuracy.extrapolation_candidates`), with each one alone, without the causal
 count (``slim-v4``), without the measured roof (``slim-v5``), with the roof's max instead of the measured curve
 (``slim-v6``), with ``eta_attn`` fitted on every GPU (``slim-v7``), without ``t_act`` (``slim-v8``), with the
-prompt's attention at ``eta_c`` on every device (``slim-v9``) and without the host work per sequence (``slim-v10``) are scored by fitting one region and
+prompt's attention at ``eta_c`` on every device (``slim-v9``), without the host work per sequence (``slim-v10``)
+and fitted without the prior test (``slim-v11``, below) are scored by fitting one region and
 predicting another along every axis, and this term set has the best worst-axis throughput error (ties: the lower mean error). The
 earlier components were chosen on training rows (`scripts/choose_components.py`): ``alpha`` against a FLOP-based
 per-request term, the attention rule against ``D_kv`` always, ``kappa = 1`` for static batches against 0.5.
@@ -57,7 +58,11 @@ constant per step, so ``eta_w`` is held at its measured prior (keeping the ridge
 ``t_layer`` and ``t_act`` at 0 (``t_act B L D / 1024`` is then one constant per sequence and step with
 ``alpha``); on a device with a measured decode-GEMM curve ``eta_w`` is unused and held, and ``t_step`` is
 fitted; on a GPU with a measured decode-attention efficiency ``eta_attn`` is unused and held at that value; on one
-output length ``t_step OL`` and ``t_fixed`` are one constant per batch, so ``t_fixed`` is held at 0.
+output length ``t_step OL`` and ``t_fixed`` are one constant per batch, so ``t_fixed`` is held at 0. A parameter
+with a measured prior that the fit puts on a bound of its box is held at its prior unless an F-test of the rows
+rejects that (the prior test, `slimlib.model.calibrated.CalibratedModel._prior_test`): a bound is a limit, not a
+measurement, so rows that cannot tell the bound from the prior get the prior (on LLM-Inference-Bench's short MI300X
+contexts the decode attention is too small a part of the time to set ``eta_attn``, which a free fit puts at 1.5).
 The bandwidth efficiencies may reach 1.5: they are relative to the registry's bandwidth, which for some
 GPUs is derived rather than measured (h100-sxm-64gb: uncertain by up to +25%).
 """
@@ -126,6 +131,7 @@ class ExtendedSlimModel(CalibratedModel):
     """
 
     variant = "slim"
+    test_priors_at_bound = True
 
     def __init__(
         self,

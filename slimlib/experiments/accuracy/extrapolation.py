@@ -20,8 +20,9 @@ from __future__ import annotations
 import json
 import time
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -37,8 +38,9 @@ from slimlib.model.roofline_model import TPOT_COLUMNS, TTFT_COLUMNS, measured_la
 from slimlib.model.terms import Term
 from slimlib.registry.gpus import get_gpu
 
-#: a candidate: a registered method name, or (name, term list) for a model of any terms (`TermModel`)
-Candidate = str | tuple[str, Sequence[Term]]
+#: a candidate: a registered method name, or (name, term list) for a model of any terms (`TermModel`), or (name,
+#: term list, `TermModel` options such as ``test_priors_at_bound``)
+Candidate = str | tuple[str, Sequence[Term]] | tuple[str, Sequence[Term], Mapping[str, Any]]
 #: Sobol starts per fit in the protocol (the package default is 8; 2 keeps the protocol within minutes)
 CV_STARTS = 2
 #: columns of `CVResult.predictions`
@@ -70,15 +72,16 @@ def candidate_name(candidate: Candidate) -> str:
 
 
 def new_model(candidate: Candidate, n_starts: int) -> Estimator:
-    """A fresh model of `candidate` (a registered name, or a `TermModel` of the given terms)."""
+    """A fresh model of `candidate` (a registered name, or a `TermModel` of the given terms and options)."""
     if isinstance(candidate, str):
         return make_model(candidate, n_starts=n_starts)
-    name, terms = candidate
+    name, terms = candidate[0], candidate[1]
+    options = dict(candidate[2]) if len(candidate) > 2 else {}
     if not terms or not all(isinstance(t, Term) for t in terms):
         raise DataError(
             f"candidate {name!r}: give a registered method name or a non-empty list of Term objects"
         )
-    return TermModel(tuple(terms), n_starts=n_starts)
+    return TermModel(tuple(terms), n_starts=n_starts, **options)
 
 
 def transferred(model: Estimator, gpu: str) -> Estimator:
