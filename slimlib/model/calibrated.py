@@ -81,6 +81,15 @@ BOUND_TOL = 1e-4
 PRIOR_TEST_LEVEL = 0.05
 
 
+def _unpack(
+    held: dict[str, float], free: list[ParamSpec], scale: FloatArray, z: FloatArray
+) -> dict[str, float]:
+    """Every parameter: `held`, and the free ones from the solver's scaled vector `z`."""
+    p = dict(held)
+    p.update({s.name: float(v) for s, v in zip(free, z * scale, strict=True)})
+    return p
+
+
 @dataclass(frozen=True)
 class _Search:
     """One multi-start search: the best solver result, the free specs and their scales, every converged start's
@@ -320,13 +329,9 @@ class CalibratedModel(Estimator):
         best, free, scale = search.best, search.free, search.scale
         held = {k: v for k, (v, _) in held_why.items()}
 
-        def unpack(z: FloatArray) -> dict[str, float]:
-            p = dict(held)
-            p.update({s.name: float(v) for s, v in zip(free, z * scale, strict=True)})
-            return p
-
         self.gpu_ = hw.name
-        self.params_ = {s.name: unpack(best.x)[s.name] for s in specs}
+        every = _unpack(held, free, scale, best.x)
+        self.params_ = {s.name: every[s.name] for s in specs}
         self.held_ = sorted(held)
         self.held_reasons_ = {k: why for k, (_, why) in sorted(held_why.items())}
         self.free_params_ = [s.name for s in free]
@@ -361,14 +366,9 @@ class CalibratedModel(Estimator):
         lo = np.array([s.lower for s in free]) / scale
         hi = np.array([s.upper for s in free]) / scale
 
-        def unpack(z: FloatArray) -> dict[str, float]:
-            p = dict(held)
-            p.update({s.name: float(v) for s, v in zip(free, z * scale, strict=True)})
-            return p
-
         def residuals(z: FloatArray) -> FloatArray:
             with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-                r = self._fit_residuals(unpack(z), feats, hw, targets)
+                r = self._fit_residuals(_unpack(held, free, scale, z), feats, hw, targets)
             return np.where(np.isfinite(r), r, 1e6)
 
         from scipy.optimize import least_squares  # imported where used (start-up time of `slim`)
