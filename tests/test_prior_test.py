@@ -12,6 +12,7 @@ import pytest
 from scipy.stats import f as f_dist
 from synthetic import SLIM_TRUE_PARAMS, grid, synthesize
 
+from slimlib.experiments.accuracy.extrapolation_folds import build_axis_folds
 from slimlib.experiments.accuracy.scenarios import context_scenario
 from slimlib.model import ExtendedSlimModel
 from slimlib.model.calibrated import PRIOR_TEST_LEVEL, TermModel
@@ -58,6 +59,20 @@ def test_an_unresolved_parameter_on_its_bound_is_held_at_its_prior(mi300x_short_
     assert tested.fit_info_["cost"] >= free.fit_info_["cost"]
     long = df.assign(input_len=2048, output_len=2048, batch_size=64).iloc[:3]
     assert (tested.predict(long)["pred_throughput_tok_s"] < free.predict(long)["pred_throughput_tok_s"]).all()
+
+
+def test_a_bound_a_refit_reaches_is_tested_too():
+    """The CPU engine's opt-1.3b-s8 curve at B <= 4 (the batch fold's training rows, measured): the free fit puts
+    eta_attn on its bound; held at its prior, the refit puts eta_c on its bound 1, and that is tested in turn, both
+    holds together against the free fit, so no parameter with a prior is left on a bound the rows do not resolve."""
+    axis = next(a for a in build_axis_folds() if a.axis == "batch" and a.dataset == "engine-cpu")
+    df = next(f for f in axis.folds if f.label == "opt-1.3b-s8").train
+    m = _fit(ExtendedSlimModel(n_starts=2), df)
+    assert {"eta_attn", "eta_c"} <= set(m.held_)
+    assert "(holding eta_attn against the free fit" in m.held_reasons_["eta_attn"]
+    assert "(holding eta_attn, eta_c against the free fit" in m.held_reasons_["eta_c"]
+    assert "with 2 and" in m.held_reasons_["eta_c"]
+    assert not [s.name for s in m.param_specs() if s.prior is not None and m._at_bound(s)]
 
 
 def test_a_bound_the_rows_resolve_is_kept():

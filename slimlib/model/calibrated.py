@@ -14,8 +14,9 @@ Few-point fits: with fewer rows than free parameters every parameter whose spec 
 
 Prior test (models with ``test_priors_at_bound``, the recommended one): a parameter with a measured prior that the fit
 puts on a bound of its box is one the rows do not resolve there (a bound is a limit, not a measurement); the fit is
-repeated with every such parameter held at its prior, and that hold is kept unless an F-test of the two costs rejects
-it at `PRIOR_TEST_LEVEL` (``held_reasons_`` gives F and p).
+repeated with every such parameter held at its prior, and that hold is kept unless an F-test against the free fit
+rejects it at `PRIOR_TEST_LEVEL` (``held_reasons_`` gives F and p); while a refit puts another such parameter on a
+bound, that one is tested in turn, every hold together.
 
 Stability (``fit_info_["stability"]``): how many starts reached the best cost (within `COST_RTOL`), and the spread
 of each parameter over those near-best starts relative to its estimate (or, for an estimate near 0, to
@@ -414,43 +415,50 @@ class CalibratedModel(Estimator):
         search: _Search,
     ) -> tuple[_Search, dict[str, tuple[float, str]]]:
         """`search` and `held_why`, or, where the fit put parameters that carry a measured prior on a bound of their
-        box, the refit with those held at their priors when the rows do not reject that: an F-test of the two
-        costs (``F = (RSS_held - RSS) / q / (RSS / (n - p))``, q held, p free) at `PRIOR_TEST_LEVEL`."""
-        best, free = search.best, search.free
-        x = np.asarray(best.x, dtype=float) * search.scale
-        at = [
-            (s, float(v))
-            for s, v in zip(free, x, strict=True)
-            if s.prior is not None and min(abs(v - s.lower), abs(s.upper - v)) <= BOUND_TOL * s.scale
-        ]
-        n, q = int(np.size(best.fun)), len(at)
-        dof = n - len(free)
-        if not at or dof <= 0:
-            return search, held_why
-        trial = dict(held_why)
-        trial.update({s.name: (s.prior.median, "") for s, _ in at if s.prior is not None})
-        try:
-            alt = self._search(feats, hw, targets, trial, None)
-        except FitError:
-            return search, held_why
-        rss, rss_held = 2.0 * float(best.cost), 2.0 * float(alt.best.cost)
+        box, the refit with those held at their priors when the rows do not reject that: an F-test against the free
+        fit (``F = (RSS_held - RSS) / q / (RSS / (n - p))``, q held by the test, p free in the free fit) at
+        `PRIOR_TEST_LEVEL`. Repeated while a refit puts another such parameter on a bound (every hold tested
+        together against the free fit); the first rejected round stops it, keeping the last accepted one."""
         from scipy.stats import f as f_dist  # imported where used (start-up time of `slim`)
 
-        stat = max(rss_held - rss, 0.0) / q / (rss / dof) if rss > 0 else np.inf
-        p_value = float(f_dist.sf(stat, q, dof))
-        if p_value < PRIOR_TEST_LEVEL:
-            return search, held_why
-        out = dict(held_why)
-        for s, v in at:
-            pr = s.prior
-            assert pr is not None  # selected above
-            out[s.name] = (
-                pr.median,
-                f"held at prior {pr.median:g} ({pr.source}): the fit put it on its bound {v:g}, where the rows do "
-                f"not resolve it (holding it: F = {stat:.2f}, p = {p_value:.2f} >= {PRIOR_TEST_LEVEL:g} with "
-                f"{q} and {dof} degrees of freedom)",
-            )
-        return alt, out
+        n = int(np.size(search.best.fun))
+        dof = n - len(search.free)
+        rss = 2.0 * float(search.best.cost)
+        current, out = search, dict(held_why)
+        tested: list[tuple[ParamSpec, float]] = []
+        while dof > 0:
+            x = np.asarray(current.best.x, dtype=float) * current.scale
+            at = [
+                (s, float(v))
+                for s, v in zip(current.free, x, strict=True)
+                if s.prior is not None and min(abs(v - s.lower), abs(s.upper - v)) <= BOUND_TOL * s.scale
+            ]
+            if not at:
+                break
+            trial = dict(out)
+            trial.update({s.name: (s.prior.median, "") for s, _ in at if s.prior is not None})
+            try:
+                alt = self._search(feats, hw, targets, trial, None)
+            except FitError:
+                break
+            q = len(tested) + len(at)
+            stat = max(2.0 * float(alt.best.cost) - rss, 0.0) / q / (rss / dof) if rss > 0 else np.inf
+            p_value = float(f_dist.sf(stat, q, dof))
+            if p_value < PRIOR_TEST_LEVEL:
+                break
+            tested += at
+            for s, v in at:
+                pr = s.prior
+                assert pr is not None  # selected above
+                out[s.name] = (
+                    pr.median,
+                    f"held at prior {pr.median:g} ({pr.source}): the fit put it on its bound {v:g}, where the rows "
+                    f"do not resolve it (holding {', '.join(t.name for t, _ in tested)} against the free fit: "
+                    f"F = {stat:.2f}, p = {p_value:.2f} >= {PRIOR_TEST_LEVEL:g} with {q} and {dof} degrees of "
+                    "freedom)",
+                )
+            current = alt
+        return current, out
 
     def _n_observations(self, data: pd.DataFrame) -> int:
         """Measured values the fit compares with (here one throughput per row): fewer than the free parameters
