@@ -352,3 +352,14 @@ def test_worker_comm_fit_refuses_one_batch_size():
     one = pd.DataFrame({"operation": ["ray_comm_time"] * 2, "batch_size": [8, 8], "time_ms_mean": [2.0, 2.1]})
     with pytest.raises(DataError, match="ray_comm_time"):
         worker_comm_fit(one)
+
+
+def test_a_candidate_option_a_term_model_does_not_take_is_refused_in_one_line():
+    from slimlib.errors import DataError
+
+    terms = TERM_CANDIDATES["slim-v11"]
+    with pytest.raises(
+        DataError, match=r"candidate 'x': unknown option\(s\) test_prior; a term-list candidate takes"
+    ):
+        new_model(("x", terms, {"test_prior": True}), 0)
+    assert new_model(("x", terms, {"test_priors_at_bound": True, "seed": 3}), 0).seed == 3

@@ -28,6 +28,7 @@ single start of several converged ones reached the best cost (another seed may m
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Self
 
@@ -80,6 +81,12 @@ BOUND_TOL = 1e-4
 #: significance level of the prior test (`CalibratedModel._prior_test`): a hold at the prior that raises the cost
 #: with p below it is rejected
 PRIOR_TEST_LEVEL = 0.05
+
+
+def _on_bound(s: ParamSpec, value: float) -> bool:
+    """Whether `value` of `s` lies within `BOUND_TOL` x its scale of a bound of its box."""
+    tol = BOUND_TOL * s.scale
+    return bool(abs(value - s.lower) <= tol or abs(s.upper - value) <= tol)
 
 
 def _unpack(
@@ -324,7 +331,9 @@ class CalibratedModel(Estimator):
         try:
             search = self._search(feats, hw, targets, held_why, progress)
             if self.test_priors_at_bound:
-                search, held_why = self._prior_test(feats, hw, targets, held_why, search)
+                search, held_why = self._prior_test(
+                    search, held_why, lambda h: self._search(feats, hw, targets, h, None)
+                )
         finally:
             self._fit_known = None
         best, free, scale = search.best, search.free, search.scale
@@ -408,17 +417,16 @@ class CalibratedModel(Estimator):
 
     def _prior_test(
         self,
-        feats: Features,
-        hw: GPU,
-        targets: dict[str, FloatArray],
-        held_why: dict[str, tuple[float, str]],
         search: _Search,
+        held_why: dict[str, tuple[float, str]],
+        refit: Callable[[dict[str, tuple[float, str]]], _Search],
     ) -> tuple[_Search, dict[str, tuple[float, str]]]:
         """`search` and `held_why`, or, where the fit put parameters that carry a measured prior on a bound of their
         box, the refit with those held at their priors when the rows do not reject that: an F-test against the free
         fit (``F = (RSS_held - RSS) / q / (RSS / (n - p))``, q held by the test, p free in the free fit) at
-        `PRIOR_TEST_LEVEL`. Repeated while a refit puts another such parameter on a bound (every hold tested
-        together against the free fit); the first rejected round stops it, keeping the last accepted one."""
+        `PRIOR_TEST_LEVEL`; `refit(held_why)` searches again with those held. Repeated while a refit puts another
+        such parameter on a bound (every hold tested together against the free fit); the first rejected round stops
+        it, keeping the last accepted one."""
         from scipy.stats import f as f_dist  # imported where used (start-up time of `slim`)
 
         n = int(np.size(search.best.fun))
@@ -431,14 +439,14 @@ class CalibratedModel(Estimator):
             at = [
                 (s, float(v))
                 for s, v in zip(current.free, x, strict=True)
-                if s.prior is not None and min(abs(v - s.lower), abs(s.upper - v)) <= BOUND_TOL * s.scale
+                if s.prior is not None and _on_bound(s, float(v))
             ]
             if not at:
                 break
             trial = dict(out)
             trial.update({s.name: (s.prior.median, "") for s, _ in at if s.prior is not None})
             try:
-                alt = self._search(feats, hw, targets, trial, None)
+                alt = refit(trial)
             except FitError:
                 break
             q = len(tested) + len(at)
@@ -632,10 +640,7 @@ class CalibratedModel(Estimator):
         return table
 
     def _at_bound(self, s: ParamSpec) -> bool:
-        if s.name in self.held_:
-            return False
-        est, tol = self.params_[s.name], BOUND_TOL * s.scale
-        return bool(abs(est - s.lower) <= tol or abs(s.upper - est) <= tol)
+        return s.name not in self.held_ and _on_bound(s, self.params_[s.name])
 
     def identifiability_problems(self, corr_threshold: float = CORR_THRESHOLD) -> list[str]:
         """Plain-language list of at-bound, unresolved and strongly correlated parameters."""

@@ -41,6 +41,8 @@ from slimlib.registry.gpus import get_gpu
 #: a candidate: a registered method name, or (name, term list) for a model of any terms (`TermModel`), or (name,
 #: term list, `TermModel` options such as ``test_priors_at_bound``)
 Candidate = str | tuple[str, Sequence[Term]] | tuple[str, Sequence[Term], Mapping[str, Any]]
+#: the `TermModel` options a (name, term list, options) candidate may set (`n_starts` is the protocol's)
+TERM_MODEL_OPTIONS = ("test_priors_at_bound", "fixed", "max_nfev", "seed")
 #: Sobol starts per fit in the protocol (the package default is 8; 2 keeps the protocol within minutes)
 CV_STARTS = 2
 #: columns of `CVResult.predictions`
@@ -80,6 +82,12 @@ def new_model(candidate: Candidate, n_starts: int) -> Estimator:
     if not terms or not all(isinstance(t, Term) for t in terms):
         raise DataError(
             f"candidate {name!r}: give a registered method name or a non-empty list of Term objects"
+        )
+    unknown = sorted(set(options) - set(TERM_MODEL_OPTIONS))
+    if unknown:
+        raise DataError(
+            f"candidate {name!r}: unknown option(s) {', '.join(unknown)}; a term-list candidate takes "
+            f"{', '.join(TERM_MODEL_OPTIONS)}"
         )
     return TermModel(tuple(terms), n_starts=n_starts, **options)
 
