@@ -27,6 +27,7 @@ single start of several converged ones reached the best cost (another seed may m
 
 from __future__ import annotations
 
+import math
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -108,6 +109,29 @@ class _Search:
     scale: FloatArray
     solutions: list[tuple[float, FloatArray]]
     n_starts: int
+
+
+def box_bounded_covariance(cov: FloatArray, specs: list[ParamSpec]) -> FloatArray:
+    """`cov` of the free parameters `specs` after conditioning on each finite box ``[lower, upper]`` as a Gaussian
+    observation of the parameter with the variance of the uniform over it, ``(upper - lower)^2 / 12``:
+    ``C - C_b (C_bb + S)^-1 C_b^T``. A parameter its rows barely determine (a near-flat direction of ``J^T J``, a
+    standard error far beyond the box) then keeps no more spread than its box allows, which the linearized
+    ``s^2 (J^T J)^+`` alone does not bound (the delta method of `CalibratedModel.log_sds`); a well-determined one is
+    almost unchanged."""
+    cov = np.asarray(cov, dtype=float)
+    box = [i for i, s in enumerate(specs) if math.isfinite(s.lower) and math.isfinite(s.upper)]
+    if not box:
+        return cov
+    prior = np.diag([(specs[i].upper - specs[i].lower) ** 2 / 12.0 for i in box])
+    cb = cov[:, box]
+    out = cov - cb @ np.linalg.solve(cov[np.ix_(box, box)] + prior, cb.T)
+    return np.asarray((out + out.T) / 2.0, dtype=float)
+
+
+def one_sd_log_distance(relative_sd: FloatArray) -> FloatArray:
+    """``log(1 + r)``: the log distance from a prediction to its linearized one-standard-deviation bound ``p (1 +
+    r)``, `r` the delta method's relative standard deviation (`CalibratedModel.log_sds`)."""
+    return np.asarray(np.log1p(relative_sd), dtype=float)
 
 
 class CalibratedModel(Estimator):
@@ -557,9 +581,14 @@ class CalibratedModel(Estimator):
 
     def log_sds(self, data: pd.DataFrame, hw: GPU) -> dict[str, FloatArray] | None:
         """Standard deviation of the log of each predicted quantity (`INTERVAL_QUANTITIES`: throughput and E2E,
-        and TTFT and TPOT where the method predicts them) per row by the delta method: forward differences in each
-        free parameter (step 1e-4 of max(|estimate|, spec scale), inside the bounds) and `covariance`.
-        Parameters without a finite covariance are left out, with an `IntervalWarning` naming them."""
+        and TTFT and TPOT where the method predicts them) per row: the delta method's relative standard deviation
+        ``r = sqrt(g^T C g)`` (``g`` the forward differences of the log prediction in each free parameter, step
+        1e-4 of max(|estimate|, spec scale) inside the bounds; ``C`` the `covariance` bounded by the parameters'
+        boxes, `box_bounded_covariance`), given as ``log(1 + r)`` (`one_sd_log_distance`). That is ``r`` where
+        ``r`` is small, and stays finite where a parameter the rows barely determine makes ``r`` exceed 1 (a
+        ``t_fixed`` on its bound 0 with a standard error of 0.1 s under a TTFT of 10 ms: ``r`` = 10, the log slope
+        times the deviation, gives a factor e^10 either way). Parameters without a finite covariance are left out,
+        with an `IntervalWarning` naming them."""
         feats = self._features(data, hw)
         specs = {s.name: s for s in self.param_specs()}
         cov = self.covariance()
@@ -589,12 +618,12 @@ class CalibratedModel(Estimator):
                     grads[q].append((moved[q] - base[q]) / h)
         if not names:
             return {q: np.zeros(len(data)) for q in base}
-        c = cov.loc[names, names].to_numpy()
+        c = box_bounded_covariance(cov.loc[names, names].to_numpy(), [specs[k] for k in names])
         out = {}
         for q, g in grads.items():
             ga = np.array(g)  # (params, rows)
             var = np.einsum("ir,ij,jr->r", ga, c, ga)
-            out[q] = np.asarray(np.sqrt(np.clip(var, 0.0, None)), dtype=float)
+            out[q] = one_sd_log_distance(np.sqrt(np.clip(var, 0.0, None)))
         return out
 
     # -- parameters ---------------------------------------------------------------------------------------------

@@ -10,7 +10,9 @@ without one the interval holds the parameter uncertainty only and an `IntervalWa
 An interval at level ``a`` around a prediction ``p`` is built in log space from two kinds of uncertainty:
 
 * parameter uncertainty: the standard deviation ``s`` of ``log p`` from the fit's covariance by the delta method
-  (`Estimator.log_sds`: forward differences of each predicted quantity in each free parameter; deterministic);
+  (`Estimator.log_sds`: forward differences of each predicted quantity in each free parameter; deterministic), the
+  covariance bounded by the parameters' boxes and ``s = log(1 + r)`` of the relative deviation ``r``, so that a
+  parameter the rows barely determine leaves the interval finite (`slimlib.model.calibrated`);
 * residual model (`ResidualModel`), per extrapolation axis and quantity: the split-conformal quantile ``q`` of the
   scaled score ``|r| / w`` of held-out rows, ``r = log(measured / predicted)``, with the row's scale
   ``w = sqrt((max(e_train, E_FLOOR)^beta (1 + lambda d))^2 + (kappa s)^2)``: ``d`` the row's extrapolation
