@@ -163,6 +163,7 @@ def test_candidates_are_the_previous_recommended_terms_with_one_change():
             "slim-v9",
             "slim-v10",
             "slim-v11",
+            "slim-v12",
             "slim+tp-comm",
         ):
             continue  # the recommended terms before the causal count, the measured roof, curve, attention, t_act,
@@ -196,7 +197,7 @@ def test_the_recommended_terms_are_v3_with_the_step_roofline_the_layer_overhead_
     assert all(
         HOST_SEQUENCE_OVERHEAD not in TERM_CANDIDATES[n]
         for n in TERM_CANDIDATES
-        if n.startswith("slim-v") and n != "slim-v11"
+        if n.startswith("slim-v") and n not in ("slim-v11", "slim-v12")
     )
     # format 11 before the prior test: the recommended terms, fitted without it; slim+tp-comm fits with it
     assert [t.name for t in TERM_CANDIDATES["slim-v11"]] == [t.name for t in slim_terms()]
@@ -204,6 +205,12 @@ def test_the_recommended_terms_are_v3_with_the_step_roofline_the_layer_overhead_
     assert new_model(resolve_candidate("slim-v11"), 0).test_priors_at_bound is False
     assert new_model(resolve_candidate("slim+tp-comm"), 0).test_priors_at_bound is True
     assert new_model("slim", 0).test_priors_at_bound is True
+    # format 12 before the device's own priors: the recommended terms with the prior test, the H100 priors
+    assert [t.name for t in TERM_CANDIDATES["slim-v12"]] == [t.name for t in slim_terms()]
+    v12 = new_model(resolve_candidate("slim-v12"), 0)
+    assert v12.test_priors_at_bound is True and v12.device_priors is False
+    assert new_model(resolve_candidate("slim+tp-comm"), 0).device_priors is True
+    assert new_model("slim", 0).device_priors is True
     # the recommended terms plus the TP communication, nothing else; no other candidate has it
     assert [t.name for t in TERM_CANDIDATES["slim+tp-comm"]] == [
         t.name for t in (*slim_terms(), TP_WORKER_COMM)
@@ -236,17 +243,17 @@ def test_the_recommended_terms_are_v3_with_the_step_roofline_the_layer_overhead_
     assert all(
         ATTENTION_FACTOR_MEASURED not in TERM_CANDIDATES[n]
         for n in TERM_CANDIDATES
-        if n not in ("slim-v8", "slim-v9", "slim-v10", "slim-v11", "slim+tp-comm")
+        if n not in ("slim-v8", "slim-v9", "slim-v10", "slim-v11", "slim-v12", "slim+tp-comm")
     )
     assert all(
         PREFILL_SERVED_MEASURED not in TERM_CANDIDATES[n]
         for n in TERM_CANDIDATES
-        if n not in ("slim-v10", "slim-v11", "slim+tp-comm")
+        if n not in ("slim-v10", "slim-v11", "slim-v12", "slim+tp-comm")
     )
     assert all(
         ACTIVATION_WORK not in TERM_CANDIDATES[n]
         for n in TERM_CANDIDATES
-        if n not in ("slim-v9", "slim-v10", "slim-v11", "slim+tp-comm")
+        if n not in ("slim-v9", "slim-v10", "slim-v11", "slim-v12", "slim+tp-comm")
     )
 
 

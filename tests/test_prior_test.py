@@ -17,7 +17,9 @@ from slimlib.experiments.accuracy.scenarios import context_scenario
 from slimlib.model import ExtendedSlimModel
 from slimlib.model.calibrated import PRIOR_TEST_LEVEL, TermModel
 from slimlib.model.extended import slim_terms
+from slimlib.model.priors import device_prior
 from slimlib.model.terms import specs as ps
+from slimlib.registry.gpus import get_gpu
 
 
 def _fit(model, df):
@@ -98,3 +100,29 @@ def test_the_hold_survives_save_and_load(mi300x_short_contexts):
         m.predict(mi300x_short_contexts)["pred_throughput_tok_s"],
         rtol=1e-12,
     )
+
+
+def test_on_a_device_that_measures_the_efficiency_its_measurement_is_the_prior():
+    """The host CPU's registry measures the engine's GEMM roof (decode_gemm_flops): the prior test holds eta_c at
+    that roof over the peak, not at the H100's 0.794 (which the format-12 candidate, without device priors, keeps);
+    a GPU without such a measurement keeps the H100 prior."""
+    cpu = get_gpu("cpu")
+    measured = cpu.decode_gemm_flops / cpu.peak_flops
+    assert device_prior("eta_c", cpu).median == pytest.approx(measured)
+    assert device_prior("eta_c", get_gpu("h100-sxm-80gb")) is None
+    assert device_prior("eta_attn", cpu) is None
+    axis = next(a for a in build_axis_folds() if a.axis == "batch" and a.dataset == "engine-cpu")
+    df = next(f for f in axis.folds if f.label == "opt-1.3b-s8").train
+    m = _fit(ExtendedSlimModel(n_starts=2), df)
+    assert m.params_["eta_c"] == pytest.approx(measured) and "decode_gemm_flops" in m.held_reasons_["eta_c"]
+    h100 = _fit(TermModel(slim_terms(), n_starts=2, test_priors_at_bound=True), df)
+    assert h100.params_["eta_c"] == pytest.approx(ps.ETA_C.prior.median)
+
+
+def test_a_few_point_fit_holds_the_devices_own_prior():
+    axis = next(a for a in build_axis_folds() if a.axis == "batch" and a.dataset == "engine-cpu")
+    df = next(f for f in axis.folds if f.label == "opt-1.3b-s8").train.head(4)
+    m = _fit(ExtendedSlimModel(n_starts=0), df)
+    cpu = get_gpu("cpu")
+    assert m.params_["eta_c"] == pytest.approx(cpu.decode_gemm_flops / cpu.peak_flops)
+    assert "free parameters" in m.held_reasons_["eta_c"]

@@ -16,7 +16,9 @@ Prior test (models with ``test_priors_at_bound``, the recommended one): a parame
 puts on a bound of its box is one the rows do not resolve there (a bound is a limit, not a measurement); the fit is
 repeated with every such parameter held at its prior, and that hold is kept unless an F-test against the free fit
 rejects it at `PRIOR_TEST_LEVEL` (``held_reasons_`` gives F and p); while a refit puts another such parameter on a
-bound, that one is tested in turn, every hold together.
+bound, that one is tested in turn, every hold together. With ``device_priors`` (the recommended model) a prior is the
+device's own measurement where the registry has one (`slimlib.model.priors.device_prior`), in the prior test and
+the few-point hold alike.
 
 Stability (``fit_info_["stability"]``): how many starts reached the best cost (within `COST_RTOL`), and the spread
 of each parameter over those near-best starts relative to its estimate (or, for an estimate near 0, to
@@ -43,6 +45,7 @@ from slimlib.model.base import PRED_COLUMNS, Arrays4, Arrays6, Estimator, Identi
 from slimlib.model.features import Features, FloatArray, model_features, resolve_gpu
 from slimlib.model.intervals import INTERVAL_QUANTITIES, IntervalWarning
 from slimlib.model.params import ParamSpec
+from slimlib.model.priors import Prior, device_prior
 from slimlib.model.terms import (
     ACTIVATION_WORK,
     ATTENTION_FACTOR_MEASURED,
@@ -183,6 +186,9 @@ class CalibratedModel(Estimator):
     #: whether `fit` tests a hold at the prior for parameters it put on a bound (`_prior_test`); the recommended
     #: model does, the paper's model and the term candidates do not
     test_priors_at_bound = False
+    #: whether a parameter's prior is the device's own measurement where the registry has one
+    #: (`slimlib.model.priors.device_prior`), else its spec's; the recommended model's is
+    device_priors = False
 
     #: during `fit`: its features and the parameter-free terms' times on them (`slimlib.model.terms.fixed_times`)
     _fit_known: tuple[Features, dict[str, Times]] | None = None
@@ -298,18 +304,28 @@ class CalibratedModel(Estimator):
             out["t_fixed"] = (0.0, why)
         return out
 
+    def _priors(self, hw: GPU) -> dict[str, Prior]:
+        """Each parameter's prior on `hw`: its spec's, or with ``device_priors`` the device's own measurement where
+        the registry has one (`slimlib.model.priors.device_prior`); parameters without a prior are left out."""
+        out = {}
+        for s in self.param_specs():
+            if s.prior is not None:
+                measured = device_prior(s.name, hw) if self.device_priors else None
+                out[s.name] = measured or s.prior
+        return out
+
     def _hold_at_priors(
-        self, n_rows: int, held: dict[str, tuple[float, str]]
+        self, n_rows: int, held: dict[str, tuple[float, str]], priors: dict[str, Prior]
     ) -> dict[str, tuple[float, str]]:
-        """`held` plus every free parameter whose spec has a prior, at it, when `n_rows` (measured values,
-        `_n_observations`) < the free parameters."""
+        """`held` plus every free parameter that has a prior (`priors`, `_priors`), at it, when `n_rows` (measured
+        values, `_n_observations`) < the free parameters."""
         free = [s for s in self.param_specs() if s.name not in held]
         if n_rows >= len(free):
             return held
         out = dict(held)
         for s in free:
-            if s.prior is not None:
-                pr = s.prior
+            pr = priors.get(s.name)
+            if pr is not None:
                 out[s.name] = (pr.median, f"held at prior {pr.median:g} (range {pr.low:g}-{pr.high:g}, "
                                           f"{pr.source}): {n_rows} {self._observation_word()} < {len(free)} free "
                                           "parameters")  # fmt: skip
@@ -333,18 +349,19 @@ class CalibratedModel(Estimator):
         y = data["throughput_tok_s"].to_numpy(dtype=float)
         specs = self.param_specs()
         n_obs = self._n_observations(data)
-        held_why = self._hold_at_priors(n_obs, self._layer_hold(feats, self._held(data, hw)))
+        priors = self._priors(hw)
+        held_why = self._hold_at_priors(n_obs, self._layer_hold(feats, self._held(data, hw)), priors)
         held = {k: v for k, (v, _) in held_why.items()}
         free = [s for s in specs if s.name not in held]
         if n_obs < len(free):
-            with_prior = {s.name for s in specs if s.prior is not None}
-            priors = [k for k in held if k in with_prior]
+            at_prior = [k for k in held if k in priors]
             raise FitError(
                 f"{n_obs} {self._observation_word()} cannot determine {len(free)} free parameters "
                 f"({', '.join(s.name for s in free)})"
                 + (
-                    f", even with {', '.join(priors)} held at {'its prior' if len(priors) == 1 else 'their priors'}"
-                    if priors
+                    f", even with {', '.join(at_prior)} held at "
+                    f"{'its prior' if len(at_prior) == 1 else 'their priors'}"
+                    if at_prior
                     else ""
                 )
                 + "; profile more configurations or fix some parameters"
@@ -356,7 +373,7 @@ class CalibratedModel(Estimator):
             search = self._search(feats, hw, targets, held_why, progress)
             if self.test_priors_at_bound:
                 search, held_why = self._prior_test(
-                    search, held_why, lambda h: self._search(feats, hw, targets, h, None)
+                    search, held_why, lambda h: self._search(feats, hw, targets, h, None), priors
                 )
         finally:
             self._fit_known = None
@@ -444,11 +461,12 @@ class CalibratedModel(Estimator):
         search: _Search,
         held_why: dict[str, tuple[float, str]],
         refit: Callable[[dict[str, tuple[float, str]]], _Search],
+        priors: dict[str, Prior],
     ) -> tuple[_Search, dict[str, tuple[float, str]]]:
         """`search` and `held_why`, or, where the fit put parameters that carry a measured prior on a bound of their
         box, the refit with those held at their priors when the rows do not reject that: an F-test against the free
         fit (``F = (RSS_held - RSS) / q / (RSS / (n - p))``, q held by the test, p free in the free fit) at
-        `PRIOR_TEST_LEVEL`; `refit(held_why)` searches again with those held. Repeated while a refit puts another
+        `PRIOR_TEST_LEVEL`; `refit(held_why)` searches again with those held; `priors` the fit's (`_priors`). Repeated while a refit puts another
         such parameter on a bound (every hold tested together against the free fit); the first rejected round stops
         it, keeping the last accepted one."""
         from scipy.stats import f as f_dist  # imported where used (start-up time of `slim`)
@@ -463,12 +481,12 @@ class CalibratedModel(Estimator):
             at = [
                 (s, float(v))
                 for s, v in zip(current.free, x, strict=True)
-                if s.prior is not None and _on_bound(s, float(v))
+                if s.name in priors and _on_bound(s, float(v))
             ]
             if not at:
                 break
             trial = dict(out)
-            trial.update({s.name: (s.prior.median, "") for s, _ in at if s.prior is not None})
+            trial.update({s.name: (priors[s.name].median, "") for s, _ in at})
             try:
                 alt = refit(trial)
             except FitError:
@@ -480,8 +498,7 @@ class CalibratedModel(Estimator):
                 break
             tested += at
             for s, v in at:
-                pr = s.prior
-                assert pr is not None  # selected above
+                pr = priors[s.name]
                 out[s.name] = (
                     pr.median,
                     f"held at prior {pr.median:g} ({pr.source}): the fit put it on its bound {v:g}, where the rows "
@@ -786,7 +803,8 @@ class TermModel(CalibratedModel):
     """A calibrated model of any term list (`slimlib.model.terms`): the candidates of
     `scripts/choose_components.py` and term studies. Not a registered method: its fits are not saved to a
     parameter file (the registered models, `slimlib.model.methods.METHODS`, are). `test_priors_at_bound`: fit with
-    the recommended model's prior test (`CalibratedModel._prior_test`)."""
+    the recommended model's prior test (`CalibratedModel._prior_test`); `device_priors`: with its priors, the
+    device's own measurements where the registry has them (`CalibratedModel._priors`)."""
 
     variant = "terms"
 
@@ -800,9 +818,11 @@ class TermModel(CalibratedModel):
         max_nfev: int = 4000,
         seed: int = 0,
         test_priors_at_bound: bool = False,
+        device_priors: bool = False,
     ) -> None:
         self.term_list = term_list
         self.test_priors_at_bound = test_priors_at_bound
+        self.device_priors = device_priors
         super().__init__(gpu, fixed=fixed, n_starts=n_starts, max_nfev=max_nfev, seed=seed)
 
     def terms(self) -> tuple[Term, ...]:

@@ -47,7 +47,8 @@ two (``slim-v3``, `slimlib.experiments.accuracy.extrapolation_candidates`), with
 count (``slim-v4``), without the measured roof (``slim-v5``), with the roof's max instead of the measured curve
 (``slim-v6``), with ``eta_attn`` fitted on every GPU (``slim-v7``), without ``t_act`` (``slim-v8``), with the
 prompt's attention at ``eta_c`` on every device (``slim-v9``), without the host work per sequence (``slim-v10``)
-and fitted without the prior test (``slim-v11``, below) are scored by fitting one region and
+fitted without the prior test (``slim-v11``, below) and with the H100's priors on every device (``slim-v12``) are
+scored by fitting one region and
 predicting another along every axis, and this term set has the best worst-axis throughput error (ties: the lower mean error). The
 earlier components were chosen on training rows (`scripts/choose_components.py`): ``alpha`` against a FLOP-based
 per-request term, the attention rule against ``D_kv`` always, ``kappa = 1`` for static batches against 0.5.
@@ -132,6 +133,7 @@ class ExtendedSlimModel(CalibratedModel):
 
     variant = "slim"
     test_priors_at_bound = True
+    device_priors = True
 
     def __init__(
         self,

@@ -33,11 +33,20 @@ notebook 09 and `slimlib.experiments.kernel_timing` (``tests/test_priors.py`` re
 The priors are H100 SXM numbers; on other GPUs they are a starting assumption, which `summary` marks ("held at
 prior"). A few-point fit holds every parameter that has a prior, all together, when the rows cannot determine the
 free parameters (none otherwise).
+
+Where the registry measures the efficiency on the device itself, that measurement is the prior there
+(`device_prior`, models with ``device_priors``: the recommended one): ``eta_c`` on a device with a measured roof of
+the engine's own GEMM (``decode_gemm_flops``; the host CPU's: 194.4 GFLOP/s of vLLM's oneDNN GEMM against the
+417.01 GFLOP/s bf16 peak, 0.466), where the H100's 0.794 would be a guess.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from slimlib.registry.gpus import GPU
 
 
 @dataclass(frozen=True)
@@ -66,3 +75,14 @@ DECODE_ATTENTION_COMPUTE = Prior(
     0.546, 0.214, 0.686, 0.119, 60, "MLA decode at 128 heads, batch x context >= 2^20; AIConfigurator H100 SXM "
     "aic-mla generation table, bf16",
 )  # fmt: skip
+
+
+def device_prior(name: str, hw: GPU) -> Prior | None:
+    """The device's own measured value of the efficiency `name`, where the registry has one: ``eta_c`` = the roof
+    of the engine's own GEMM over the peak, ``decode_gemm_flops / peak_flops`` (a prefill's GEMMs run at that roof:
+    the measured curve of the host CPU is flat from M = 128 tokens on, ``decode_gemm_curve``); else None."""
+    if name == "eta_c" and hw.decode_gemm_flops and hw.peak_flops:
+        v = float(hw.decode_gemm_flops) / float(hw.peak_flops)
+        return Prior(v, v, v, 0.0, 1, f"{hw.name}: the engine's measured GEMM roof over its peak, registry "
+                                      f"decode_gemm_flops / peak_flops; {hw.decode_gemm_source}")  # fmt: skip
+    return None

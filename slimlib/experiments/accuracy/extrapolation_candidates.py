@@ -32,18 +32,22 @@ whether a term is admitted:
 * ``slim-v11``: the recommended model's terms fitted as at parameter-file format 11 before the prior test
   (`slimlib.model.calibrated.CalibratedModel._prior_test`): a parameter with a measured prior that the fit puts on
   a bound of its box stays there;
+* ``slim-v12``: the recommended model as at parameter-file format 12, before its priors were the device's own
+  measurements where the registry has them (`slimlib.model.priors.device_prior`): the prior test holds ``eta_c``
+  at the H100's prefill-GEMM prior on every device, the host CPU included;
 * ``slim+tp-comm``: the recommended model plus vLLM's measured driver-to-worker communication per decode step at
   TP > 1 (`slimlib.model.terms.recommended.TP_WORKER_COMM`, Vidur's ``ray_comm_time``), fitted with the prior
-  test as the recommended model is.
+  test and the device priors as the recommended model is.
 
-The term candidates fit without the prior test (the formats they stand for had none) except ``slim+tp-comm``
-(`CANDIDATE_OPTIONS`).
+The term candidates fit without the prior test (the formats they stand for had none) except ``slim-v12`` and
+``slim+tp-comm`` (`CANDIDATE_OPTIONS`).
 
 The recommended ``slim`` (`slimlib.model.extended.slim_terms`) is ``slim-v3`` with both the step roofline and the
 per-layer overhead, the causal prefill attention count (``slim-v4`` with it), the measured decode-GEMM roof
 (``slim-v5`` with it), the measured curve (``slim-v6`` with it), the measured decode-attention efficiency
 (``slim-v7`` with it), ``t_act`` (``slim-v8`` with it), the measured prefill-attention rate (``slim-v9`` with it),
-the measured host work per sequence (``slim-v10`` with it) and the prior test (``slim-v11`` with it):
+the measured host work per sequence (``slim-v10`` with it), the prior test (``slim-v11`` with it) and the
+device's own priors (``slim-v12`` with them):
 the best worst-axis error of these candidates (README "Selection by extrapolation"). The
 ``slim-v3`` candidates keep Eq. 8's count, as format 3 had; every earlier format fits ``eta_attn``.
 """
@@ -123,20 +127,25 @@ TERM_CANDIDATES: dict[str, tuple[Term, ...]] = {
     "slim-v9": SLIM_V9_TERMS,
     "slim-v10": SLIM_V10_TERMS,
     "slim-v11": slim_terms(),
+    "slim-v12": slim_terms(),
     "slim+tp-comm": (*slim_terms(), TP_WORKER_COMM),
 }
 #: name -> `slimlib.model.calibrated.TermModel` options of a term candidate that has any
-CANDIDATE_OPTIONS: dict[str, dict[str, bool]] = {"slim+tp-comm": {"test_priors_at_bound": True}}
+CANDIDATE_OPTIONS: dict[str, dict[str, bool]] = {
+    "slim-v12": {"test_priors_at_bound": True},
+    "slim+tp-comm": {"test_priors_at_bound": True, "device_priors": True},
+}
 #: the candidates the reproduction's cross-validation scores beside the registered methods (notebook 06): the
 #: recommended model of format 3 and its two admitted changes one at a time, and those of formats 4 (Eq. 8's count),
 #: 6 (the measured roof's max, not the curve), 7 (eta_attn fitted on every device), 8 (no t_act), 9 (the prompt's
-#: attention at eta_c everywhere), 10 (no measured host work per sequence) and 11 before the prior test, and the
+#: attention at eta_c everywhere), 10 (no measured host work per sequence), 11 before the prior test and 12 before
+#: the device's own priors, and the
 #: recommended model with the measured driver-to-worker communication at TP > 1 (``slim+tp-comm``); format 5 (the
 #: registry peak's eta_c in the CPU engine's step roofline), which format 6 replaced, stays a candidate by name and
 #: is left out to keep the reproduction's run time
 REPRODUCED_CANDIDATES = (
     "slim-v3", "slim-v3+step-roofline", "slim-v3+layer-overhead", "slim-v4", "slim-v6", "slim-v7", "slim-v8",
-    "slim-v9", "slim-v10", "slim-v11", "slim+tp-comm",
+    "slim-v9", "slim-v10", "slim-v11", "slim-v12", "slim+tp-comm",
 )  # fmt: skip
 
 
