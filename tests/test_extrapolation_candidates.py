@@ -205,7 +205,7 @@ def test_the_recommended_terms_are_v3_with_the_step_roofline_the_layer_overhead_
     assert new_model(resolve_candidate("slim-v11"), 0).test_priors_at_bound is False
     assert new_model(resolve_candidate("slim+tp-comm"), 0).test_priors_at_bound is True
     assert new_model("slim", 0).test_priors_at_bound is True
-    # format 12 before the device's own priors: the recommended terms with the prior test, the H100 priors
+    # slim-v12, before the device's own priors: the recommended terms with the prior test, the H100 priors
     assert [t.name for t in TERM_CANDIDATES["slim-v12"]] == [t.name for t in slim_terms()]
     v12 = new_model(resolve_candidate("slim-v12"), 0)
     assert v12.test_priors_at_bound is True and v12.device_priors is False

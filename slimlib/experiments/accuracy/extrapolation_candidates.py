@@ -32,9 +32,10 @@ whether a term is admitted:
 * ``slim-v11``: the recommended model's terms fitted as at parameter-file format 11 before the prior test
   (`slimlib.model.calibrated.CalibratedModel._prior_test`): a parameter with a measured prior that the fit puts on
   a bound of its box stays there;
-* ``slim-v12``: the recommended model as at parameter-file format 12, before its priors were the device's own
-  measurements where the registry has them (`slimlib.model.priors.device_prior`): the prior test holds ``eta_c``
-  at the H100's prefill-GEMM prior on every device, the host CPU included;
+* ``slim-v12``: the recommended model fitted with the prior test before its priors were the device's own
+  measurements where the registry has them (`slimlib.model.priors.device_prior`; the parameter-file format, 11, is
+  the same): the prior test holds ``eta_c`` at the H100's prefill-GEMM prior on every device, the host CPU
+  included;
 * ``slim+tp-comm``: the recommended model plus vLLM's measured driver-to-worker communication per decode step at
   TP > 1 (`slimlib.model.terms.recommended.TP_WORKER_COMM`, Vidur's ``ray_comm_time``), fitted with the prior
   test and the device priors as the recommended model is.
@@ -138,8 +139,8 @@ CANDIDATE_OPTIONS: dict[str, dict[str, bool]] = {
 #: the candidates the reproduction's cross-validation scores beside the registered methods (notebook 06): the
 #: recommended model of format 3 and its two admitted changes one at a time, and those of formats 4 (Eq. 8's count),
 #: 6 (the measured roof's max, not the curve), 7 (eta_attn fitted on every device), 8 (no t_act), 9 (the prompt's
-#: attention at eta_c everywhere), 10 (no measured host work per sequence), 11 before the prior test and 12 before
-#: the device's own priors, and the
+#: attention at eta_c everywhere), 10 (no measured host work per sequence), 11 before the prior test and the
+#: recommended terms before the device's own priors (slim-v12), and the
 #: recommended model with the measured driver-to-worker communication at TP > 1 (``slim+tp-comm``); format 5 (the
 #: registry peak's eta_c in the CPU engine's step roofline), which format 6 replaced, stays a candidate by name and
 #: is left out to keep the reproduction's run time
