@@ -43,10 +43,8 @@ the engine's own GEMM (``decode_gemm_flops``; the host CPU's: 194.4 GFLOP/s of v
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from slimlib.registry.gpus import GPU
+from slimlib.registry.gpus import GPU
 
 
 @dataclass(frozen=True)
