@@ -26,6 +26,7 @@ from slimlib.model.terms import (
     ATTENTION_FACTOR,
     ATTENTION_FACTOR_MEASURED,
     HOST_SEQUENCE_OVERHEAD,
+    PREEMPTION_RECOMPUTE,
     PREFILL_SERVED,
     PREFILL_SERVED_MEASURED,
     TP_WORKER_COMM,
@@ -164,6 +165,7 @@ def test_candidates_are_the_previous_recommended_terms_with_one_change():
             "slim-v10",
             "slim-v11",
             "slim-v12",
+            "slim-v13",
             "slim+tp-comm",
         ):
             continue  # the recommended terms before the causal count, the measured roof, curve, attention, t_act,
@@ -191,22 +193,29 @@ def test_the_recommended_terms_are_v3_with_the_step_roofline_the_layer_overhead_
         "attention_factor_measured",
         "activation_work",
         "host_sequence_overhead",
+        "preemption_recompute",
     }
+    # slim-v13, before the recompute of preempted prompts: format 11's terms, with the prior test and device priors
+    v13 = TERM_CANDIDATES["slim-v13"]
+    assert [t.name for t in v13] == [t.name for t in slim_terms() if t is not PREEMPTION_RECOMPUTE]
+    m13 = new_model(resolve_candidate("slim-v13"), 0)
+    assert m13.test_priors_at_bound is True and m13.device_priors is True
+    assert [n for n in TERM_CANDIDATES if PREEMPTION_RECOMPUTE in TERM_CANDIDATES[n]] == ["slim+tp-comm"]
     v10 = TERM_CANDIDATES["slim-v10"]  # format 10: without the host work per sequence, nothing else changed
-    assert [t.name for t in v10] == [t.name for t in slim_terms() if t is not HOST_SEQUENCE_OVERHEAD]
+    assert [t.name for t in v10] == [t.name for t in v13 if t is not HOST_SEQUENCE_OVERHEAD]
     assert all(
         HOST_SEQUENCE_OVERHEAD not in TERM_CANDIDATES[n]
         for n in TERM_CANDIDATES
-        if n.startswith("slim-v") and n not in ("slim-v11", "slim-v12")
+        if n.startswith("slim-v") and n not in ("slim-v11", "slim-v12", "slim-v13")
     )
-    # format 11 before the prior test: the recommended terms, fitted without it; slim+tp-comm fits with it
-    assert [t.name for t in TERM_CANDIDATES["slim-v11"]] == [t.name for t in slim_terms()]
+    # format 11 before the prior test: its terms, fitted without it; slim+tp-comm fits with it
+    assert [t.name for t in TERM_CANDIDATES["slim-v11"]] == [t.name for t in v13]
     assert resolve_candidate("slim-v11") == ("slim-v11", TERM_CANDIDATES["slim-v11"])
     assert new_model(resolve_candidate("slim-v11"), 0).test_priors_at_bound is False
     assert new_model(resolve_candidate("slim+tp-comm"), 0).test_priors_at_bound is True
     assert new_model("slim", 0).test_priors_at_bound is True
     # slim-v12, before the device's own priors: the recommended terms with the prior test, the H100 priors
-    assert [t.name for t in TERM_CANDIDATES["slim-v12"]] == [t.name for t in slim_terms()]
+    assert [t.name for t in TERM_CANDIDATES["slim-v12"]] == [t.name for t in v13]
     v12 = new_model(resolve_candidate("slim-v12"), 0)
     assert v12.test_priors_at_bound is True and v12.device_priors is False
     assert new_model(resolve_candidate("slim+tp-comm"), 0).device_priors is True
@@ -243,17 +252,17 @@ def test_the_recommended_terms_are_v3_with_the_step_roofline_the_layer_overhead_
     assert all(
         ATTENTION_FACTOR_MEASURED not in TERM_CANDIDATES[n]
         for n in TERM_CANDIDATES
-        if n not in ("slim-v8", "slim-v9", "slim-v10", "slim-v11", "slim-v12", "slim+tp-comm")
+        if n not in ("slim-v8", "slim-v9", "slim-v10", "slim-v11", "slim-v12", "slim-v13", "slim+tp-comm")
     )
     assert all(
         PREFILL_SERVED_MEASURED not in TERM_CANDIDATES[n]
         for n in TERM_CANDIDATES
-        if n not in ("slim-v10", "slim-v11", "slim-v12", "slim+tp-comm")
+        if n not in ("slim-v10", "slim-v11", "slim-v12", "slim-v13", "slim+tp-comm")
     )
     assert all(
         ACTIVATION_WORK not in TERM_CANDIDATES[n]
         for n in TERM_CANDIDATES
-        if n not in ("slim-v9", "slim-v10", "slim-v11", "slim-v12", "slim+tp-comm")
+        if n not in ("slim-v9", "slim-v10", "slim-v11", "slim-v12", "slim-v13", "slim+tp-comm")
     )
 
 

@@ -83,7 +83,9 @@ PARAMS_FORMAT = "slim-params"
 #: efficiency alone (cross-validation, issue 28)
 #: version 11: ``slim`` charges vLLM's measured host work per running sequence and decode step, not divided by TP
 #: (`slimlib.model.terms.HOST_SEQUENCE_OVERHEAD`; cross-validation over TP degrees and devices, issue 28)
-PARAMS_FORMAT_VERSION = 11
+#: version 12: ``slim`` charges, in a static batch past the KV pool, the prompts vLLM preempts and recomputes
+#: (`slimlib.model.terms.PREEMPTION_RECOMPUTE`; cross-validation, issue 28)
+PARAMS_FORMAT_VERSION = 12
 #: a fit progress callback: ``progress(done, total)``
 Progress = Callable[[int, int], None]
 

@@ -8,6 +8,10 @@ the kernels differ from Eqs. 5-12:
    (`PREFILL_SERVED_MEASURED`) counts the served model's linear FLOPs, at ``eta_c`` of the peak, and a causal
    prompt's attention, half Eq. 8's square, at the engine's measured prefill-attention rate where the registry has
    one (``prefill_attention_flops``: the CPU engine, whose kernel runs at 0.4x its GEMMs' rate), else at ``eta_c``.
+   Past the KV pool a static batch does not run in clean waves: vLLM admits requests by their prompts, preempts
+   them as they grow and recomputes them later (`PREEMPTION_RECOMPUTE`, `slimlib.model.preemption`: a replay of
+   its scheduler counts them, no parameter); their prefill, at the prefill term's cost, is charged to the decode
+   phase.
 2. **A decode step's GEMMs as a roofline, instead of B0** (`slimlib.model.terms.rooflines.STEP_GEMM_ROOFLINE`):
    every decode step reads the weights every token uses once and multiplies each by the step's B tokens, so it
    takes ``max(W / (eta_w BW), B F_dense / (eta_c F_max))``: flat in B below the device's ridge point (hundreds on
@@ -40,15 +44,15 @@ batching), ``TPOT = (E2E - TTFT) / (OL - 1)``. Not fitted to measured TTFT/TPOT 
 their accuracy and intervals are measured by the extrapolation cross-validation where the data have them.
 
 The step roofline, ``t_layer``, the causal prefill attention count, the measured decode-GEMM roof and curve, the
-measured decode-attention efficiency, ``t_act``, the measured prefill-attention rate and the measured host work
-per sequence were admitted by the extrapolation cross-validation
+measured decode-attention efficiency, ``t_act``, the measured prefill-attention rate, the measured host work
+per sequence and the recompute of preempted prompts were admitted by the extrapolation cross-validation
 (`slimlib.experiments.accuracy.extrapolation`, README "Selection by extrapolation"): the model without the first
 two (``slim-v3``, `slimlib.experiments.accuracy.extrapolation_candidates`), with each one alone, without the causal
 count (``slim-v4``), without the measured roof (``slim-v5``), with the roof's max instead of the measured curve
 (``slim-v6``), with ``eta_attn`` fitted on every GPU (``slim-v7``), without ``t_act`` (``slim-v8``), with the
 prompt's attention at ``eta_c`` on every device (``slim-v9``), without the host work per sequence (``slim-v10``)
-fitted without the prior test (``slim-v11``, below) and with the H100's priors on every device (``slim-v12``) are
-scored by fitting one region and
+fitted without the prior test (``slim-v11``, below), with the H100's priors on every device (``slim-v12``) and
+without the recompute of preempted prompts (``slim-v13``) are scored by fitting one region and
 predicting another along every axis, and this term set has the best worst-axis throughput error (ties: the lower mean error). The
 earlier components were chosen on training rows (`scripts/choose_components.py`): ``alpha`` against a FLOP-based
 per-request term, the attention rule against ``D_kv`` always, ``kappa = 1`` for static batches against 0.5.
@@ -86,6 +90,7 @@ from slimlib.model.terms import (
     LAYER_STEP_OVERHEAD,
     MOE_EXPERTS,
     PER_TOKEN_DECODE,
+    PREEMPTION_RECOMPUTE,
     PREFILL_SERVED_MEASURED,
     STEP_OVERHEAD,
     Term,
@@ -102,6 +107,7 @@ def slim_terms(kv_context_frac: float = KV_CONTEXT_FRAC) -> tuple[Term, ...]:
     return (
         effective_batch_term(kv_context_frac),
         PREFILL_SERVED_MEASURED,
+        PREEMPTION_RECOMPUTE,
         BATCH_FIXED,
         ATTENTION_FACTOR_MEASURED,
         DECODE_ATTENTION,

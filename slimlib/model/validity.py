@@ -8,7 +8,8 @@ accept before any model runs.
 * memory, per GPU of the group, from the row's resolved serving configuration (precision, parallel sizes and engine
   settings: `slimlib.model.serving.ServingConfig`): a KV pool <= 0 is an error that shows the arithmetic; one request longer than the pool, or more requests than the pool has blocks (each running request
   holds at least one), is an error; a batch whose KV cache exceeds the pool is a `PreemptionWarning` (vLLM would
-  preempt and recompute, which the models do not describe);
+  preempt and recompute: `slim` charges the recompute in a static batch (`slimlib.model.preemption`), not under
+  continuous batching, and the other methods not at all);
 * the all-reduce latency: rows with TP > 1 on a GPU whose registry latency is another GPU's figures
   (`slimlib.registry.gpus.GPU.allreduce_proxy`, the AMD GPUs among them) get a `ProxyLatencyWarning` that names it
   (their all-reduce time, and so their TP scaling, rests on that proxy; `check_allreduce`);
@@ -38,7 +39,8 @@ from slimlib.schema import row_chunks, row_label
 
 
 class PreemptionWarning(UserWarning):
-    """A batch whose KV cache exceeds the engine's pool: vLLM would preempt requests (not modelled)."""
+    """A batch whose KV cache exceeds the engine's pool: vLLM would preempt requests (`slim` charges their
+    recompute in a static batch only)."""
 
 
 class ProxyLatencyWarning(UserWarning):
@@ -185,7 +187,10 @@ def check_memory(
 
 
 def _preemption_message(first: str, rows: int) -> str:
-    return f"{first} ({rows} row(s) like it): vLLM would preempt requests, which the model does not describe"
+    return (
+        f"{first} ({rows} row(s) like it): vLLM would preempt requests; slim charges their recompute in a "
+        "static batch, not under continuous batching, and the other methods do not describe it"
+    )
 
 
 def check_table(df: pd.DataFrame, gpu: str | GPU | None = None) -> None:

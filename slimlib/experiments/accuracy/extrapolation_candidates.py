@@ -36,19 +36,22 @@ whether a term is admitted:
   measurements where the registry has them (`slimlib.model.priors.device_prior`; the parameter-file format, 11, is
   the same): the prior test holds ``eta_c`` at the H100's prefill-GEMM prior on every device, the host CPU
   included;
+* ``slim-v13``: the recommended model before it charged the recompute of the prompts vLLM preempts past the KV
+  pool in a static batch (`slimlib.model.terms.PREEMPTION_RECOMPUTE`; the terms of parameter-file format 11),
+  with the prior test and the device's priors;
 * ``slim+tp-comm``: the recommended model plus vLLM's measured driver-to-worker communication per decode step at
   TP > 1 (`slimlib.model.terms.recommended.TP_WORKER_COMM`, Vidur's ``ray_comm_time``), fitted with the prior
   test and the device priors as the recommended model is.
 
-The term candidates fit without the prior test (the formats they stand for had none) except ``slim-v12`` and
-``slim+tp-comm`` (`CANDIDATE_OPTIONS`).
+The term candidates fit without the prior test (the formats they stand for had none) except ``slim-v12``,
+``slim-v13`` and ``slim+tp-comm`` (`CANDIDATE_OPTIONS`).
 
 The recommended ``slim`` (`slimlib.model.extended.slim_terms`) is ``slim-v3`` with both the step roofline and the
 per-layer overhead, the causal prefill attention count (``slim-v4`` with it), the measured decode-GEMM roof
 (``slim-v5`` with it), the measured curve (``slim-v6`` with it), the measured decode-attention efficiency
 (``slim-v7`` with it), ``t_act`` (``slim-v8`` with it), the measured prefill-attention rate (``slim-v9`` with it),
-the measured host work per sequence (``slim-v10`` with it), the prior test (``slim-v11`` with it) and the
-device's own priors (``slim-v12`` with them):
+the measured host work per sequence (``slim-v10`` with it), the prior test (``slim-v11`` with it), the
+device's own priors (``slim-v12`` with them) and the recompute of preempted prompts (``slim-v13`` with it):
 the best worst-axis error of these candidates (README "Selection by extrapolation"). The
 ``slim-v3`` candidates keep Eq. 8's count, as format 3 had; every earlier format fits ``eta_attn``.
 """
@@ -65,6 +68,7 @@ from slimlib.model.terms import (
     ATTENTION_FACTOR_MEASURED,
     HOST_SEQUENCE_OVERHEAD,
     LAYER_STEP_OVERHEAD,
+    PREEMPTION_RECOMPUTE,
     PREFILL_SERVED,
     PREFILL_SERVED_EQ8,
     PREFILL_SERVED_MEASURED,
@@ -80,12 +84,14 @@ from slimlib.model.terms.rooflines import (
     STEP_GEMM_ROOFLINE_V6,
 )
 
-#: the recommended model's terms at parameter-file formats 10 (before the measured host work per sequence), 9 (before the measured prefill-attention rate), 8 (before t_act), 7 (before the measured decode-attention efficiency), 6
+#: the recommended model's terms at parameter-file formats 11 (before the recompute of preempted prompts), 10
+#: (before the measured host work per sequence), 9 (before the measured prefill-attention rate), 8 (before t_act), 7 (before the measured decode-attention efficiency), 6
 #: (before the measured decode-GEMM curve), 5 (before
 #: the measured roof), 4 (before the causal prefill attention count) and 3 (before the cross-validation admitted
 #: the step roofline and the per-layer overhead): format 4's with the per-step weight read in the roofline's place,
 #: no t_layer
-SLIM_V10_TERMS: tuple[Term, ...] = tuple(t for t in slim_terms() if t.name != HOST_SEQUENCE_OVERHEAD.name)
+SLIM_V13_TERMS: tuple[Term, ...] = tuple(t for t in slim_terms() if t.name != PREEMPTION_RECOMPUTE.name)
+SLIM_V10_TERMS: tuple[Term, ...] = tuple(t for t in SLIM_V13_TERMS if t.name != HOST_SEQUENCE_OVERHEAD.name)
 SLIM_V9_TERMS: tuple[Term, ...] = tuple(
     PREFILL_SERVED if t.name == PREFILL_SERVED_MEASURED.name else t for t in SLIM_V10_TERMS
 )
@@ -127,26 +133,28 @@ TERM_CANDIDATES: dict[str, tuple[Term, ...]] = {
     "slim-v8": SLIM_V8_TERMS,
     "slim-v9": SLIM_V9_TERMS,
     "slim-v10": SLIM_V10_TERMS,
-    "slim-v11": slim_terms(),
-    "slim-v12": slim_terms(),
+    "slim-v11": SLIM_V13_TERMS,
+    "slim-v12": SLIM_V13_TERMS,
+    "slim-v13": SLIM_V13_TERMS,
     "slim+tp-comm": (*slim_terms(), TP_WORKER_COMM),
 }
 #: name -> `slimlib.model.calibrated.TermModel` options of a term candidate that has any
 CANDIDATE_OPTIONS: dict[str, dict[str, bool]] = {
     "slim-v12": {"test_priors_at_bound": True},
+    "slim-v13": {"test_priors_at_bound": True, "device_priors": True},
     "slim+tp-comm": {"test_priors_at_bound": True, "device_priors": True},
 }
 #: the candidates the reproduction's cross-validation scores beside the registered methods (notebook 06): the
 #: recommended model of format 3 and its two admitted changes one at a time, and those of formats 4 (Eq. 8's count),
 #: 6 (the measured roof's max, not the curve), 7 (eta_attn fitted on every device), 8 (no t_act), 9 (the prompt's
 #: attention at eta_c everywhere), 10 (no measured host work per sequence), 11 before the prior test and the
-#: recommended terms before the device's own priors (slim-v12), and the
+#: recommended terms before the device's own priors (slim-v12) and before the recompute (slim-v13), and the
 #: recommended model with the measured driver-to-worker communication at TP > 1 (``slim+tp-comm``); format 5 (the
 #: registry peak's eta_c in the CPU engine's step roofline), which format 6 replaced, stays a candidate by name and
 #: is left out to keep the reproduction's run time
 REPRODUCED_CANDIDATES = (
     "slim-v3", "slim-v3+step-roofline", "slim-v3+layer-overhead", "slim-v4", "slim-v6", "slim-v7", "slim-v8",
-    "slim-v9", "slim-v10", "slim-v11", "slim-v12", "slim+tp-comm",
+    "slim-v9", "slim-v10", "slim-v11", "slim-v12", "slim-v13", "slim+tp-comm",
 )  # fmt: skip
 
 

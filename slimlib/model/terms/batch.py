@@ -17,7 +17,9 @@ import numpy as np
 import pandas as pd
 
 from slimlib.model.features import Features, FloatArray
-from slimlib.model.terms.term import Term
+from slimlib.model.preemption import recompute_features
+from slimlib.model.terms.term import Params, Term, Times
+from slimlib.registry.gpus import GPU
 
 #: kappa under continuous batching (module docstring)
 KV_CONTEXT_FRAC = 0.5
@@ -72,4 +74,40 @@ def effective_batch_term(kv_context_frac: float = KV_CONTEXT_FRAC, static_kappa:
         f"{' otherwise' if static_kappa else ''}",
         adjust=adjust,
         reads=("kv_token_capacity", "max_num_batched_tokens", "static_batch", "chunked_prefill"),
+    )
+
+
+def preemption_recompute_term(prefill: Term) -> Term:
+    """Past the KV pool, a static batch's preempted prompts recomputed (`slimlib.model.preemption`): the features
+    ``recompute_seqs`` (requests recomputed per wave of ``B_eff``) and ``recompute_len`` (their mean recomputed
+    tokens, prompt plus generated) from a replay of vLLM's scheduler, and the time of `prefill` (the model's prefill
+    term, with its parameters) on that many requests of that length, charged to the decode phase, where those
+    prefills run. Needs the effective batch's adjustment first (``batch_cap``: the requested B)."""
+    if prefill.times is None:
+        raise ValueError(f"term {prefill.name!r} has no times to charge a recompute with")
+    prefill_times = prefill.times
+
+    def adjust(f: Features) -> Features:
+        out = dict(f)
+        out["recompute_seqs"], out["recompute_len"] = recompute_features(
+            f.get("batch_cap", f["batch_size"]), f["batch_size"], f["input_len"], f["output_len"],
+            f["kv_token_capacity"], f["block_size"], f["max_num_seqs"], f["static_batch"],
+        )  # fmt: skip
+        return out
+
+    def times(p: Params, f: Features, hw: GPU) -> Times:
+        seqs = f["recompute_seqs"]
+        if not np.any(seqs > 0):
+            return Times()
+        redo = prefill_times(p, {**f, "batch_size": seqs, "input_len": f["recompute_len"]}, hw)
+        return Times(decode=np.where(seqs > 0, redo.prefill, 0.0))
+
+    return Term(
+        "preemption_recompute",
+        f"past the KV pool, a static batch's preempted requests recomputed (replay of vLLM's scheduler), at "
+        f"{prefill.name}'s cost, in the decode phase",
+        prefill.specs,
+        times,
+        adjust,
+        reads=("batch_cap", "kv_token_capacity", "block_size", "max_num_seqs", "static_batch"),
     )

@@ -63,6 +63,7 @@ import numpy as np
 from slimlib.model import equations as eq
 from slimlib.model.features import Features, FloatArray, prefill_peak_flops
 from slimlib.model.terms import specs as ps
+from slimlib.model.terms.batch import preemption_recompute_term
 from slimlib.model.terms.term import Params, Term, TimeFn, Times
 from slimlib.registry.gpus import GPU
 
@@ -211,6 +212,8 @@ PREFILL_SERVED_EQ8 = Term(
     "prefill FLOPs (served linear FLOPs per token + Eq. 8's attention) at eta_c (Eq. 7)",
     (ps.ETA_C,), _prefill_served(eq.ATTENTION_FLOPS_EQ8), reads=("linear_flops_per_token",),
 )  # fmt: skip
+#: past the KV pool, a static batch's preempted requests recomputed at the prompt's cost (`preemption_recompute_term`)
+PREEMPTION_RECOMPUTE = preemption_recompute_term(PREFILL_SERVED_MEASURED)
 ATTENTION_FACTOR = Term(
     "attention_factor", "Eq. 9's factor without B0: B / eta_attn", (ps.ETA_ATTN,), _attention_factor
 )
