@@ -10,10 +10,11 @@ import pandas as pd
 import pytest
 from synthetic import SLIM_TRUE_PARAMS
 
+from slimlib.errors import DataError
 from slimlib.model import ExtendedSlimModel
 from slimlib.model.calibrated import TermModel
 from slimlib.model.extended import slim_terms
-from slimlib.model.preemption import recompute_counts
+from slimlib.model.preemption import recompute_counts, recompute_features
 from slimlib.model.terms import PREEMPTION_RECOMPUTE, without
 from slimlib.registry.gpus import get_gpu
 from slimlib.schema import validate_table
@@ -47,8 +48,14 @@ def test_past_the_pool_about_half_the_admitted_requests_are_preempted_and_recomp
 
 
 def test_a_prompt_the_pool_cannot_hold_is_refused():
-    with pytest.raises(ValueError, match="does not fit a pool"):
+    with pytest.raises(DataError, match="does not fit a pool"):
         recompute_counts(4, 4096, 4096, 4096)
+    one = np.ones(2)
+    with pytest.raises(
+        DataError, match=r"^row 2 of the table: a request of 4096 \+ 4096 tokens does not fit"
+    ):
+        recompute_features(np.array([1.0, 4.0]), one, 4096 * one, 4096 * one, np.array([1e6, 4096.0]),
+                           16 * one, 256 * one, one)  # fmt: skip
 
 
 def _rows(batches, static=True):

@@ -27,6 +27,8 @@ from functools import lru_cache
 
 import numpy as np
 
+from slimlib.errors import DataError
+
 #: vLLM's default ``watermark`` of the block manager: the share of the blocks an admission must leave free
 WATERMARK = 0.01
 
@@ -42,8 +44,8 @@ def recompute_counts(
 ) -> tuple[int, int]:  # fmt: skip
     """(preemptions, recomputed tokens) of a static batch of `batch` requests of `input_len` prompt tokens that
     each generate `output_len`, on a pool of `kv_tokens` KV token slots (module docstring); (0, 0) when the batch
-    fits the pool at full length. A prompt the pool cannot hold is an error (`slimlib.model.validity` refuses it
-    first)."""
+    fits the pool at full length. A request the pool cannot hold at full length is a DataError
+    (`slimlib.model.validity` refuses such a row first)."""
     b, il, ol, block = int(batch), int(input_len), int(output_len), int(block_size)
     n_blocks = int(kv_tokens) // block
     reserve = watermark * n_blocks
@@ -52,7 +54,10 @@ def recompute_counts(
     if min(b, int(max_num_seqs)) * _blocks(il + ol, block) <= n_blocks - reserve:
         return 0, 0
     if n_blocks - _blocks(il + ol, block) < reserve:
-        raise ValueError(f"a request of {il} + {ol} tokens does not fit a pool of {kv_tokens} KV tokens")
+        raise DataError(
+            f"a request of {il} + {ol} tokens does not fit a pool of {kv_tokens} KV tokens: no batch of it can run; "
+            "give a larger pool (gpu_memory_utilization, kv_cache_dtype, tensor_parallel) or shorter requests"
+        )
     waiting: deque[int] = deque([0] * b)  # generated tokens of each waiting request
     g = np.zeros(0, dtype=np.int64)  # generated tokens of the running requests, in admission order
     held = np.zeros(0, dtype=np.int64)  # their blocks
@@ -111,15 +116,18 @@ def recompute_features(
 ) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
     """Per row: the requests recomputed per wave of `effective` (``B_eff``) requests, ``preemptions B_eff / B``,
     and their mean recomputed length in tokens (0 and 0 where none, or where the row is not a static batch or has
-    no pool)."""
+    no pool). A row whose request the pool cannot hold at full length: DataError naming its position."""
     n = len(batch)
     seqs, length = np.zeros(n), np.zeros(n)
     for i in range(n):
         kv = float(kv_tokens[i])
         if not static[i] or not math.isfinite(kv) or kv <= 0 or effective[i] >= batch[i]:
             continue
-        pre, tokens = recompute_counts(int(round(batch[i])), int(round(input_len[i])), int(round(output_len[i])),
-                                       int(kv), int(block_size[i]), int(max_num_seqs[i]))  # fmt: skip
+        try:
+            pre, tokens = recompute_counts(int(round(batch[i])), int(round(input_len[i])), int(round(output_len[i])),
+                                           int(kv), int(block_size[i]), int(max_num_seqs[i]))  # fmt: skip
+        except DataError as exc:
+            raise DataError(f"row {i + 1} of the table: {exc}") from None
         if pre:
             seqs[i] = pre * effective[i] / batch[i]
             length[i] = tokens / pre
