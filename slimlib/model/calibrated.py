@@ -466,9 +466,9 @@ class CalibratedModel(Estimator):
         """`search` and `held_why`, or, where the fit put parameters that carry a measured prior on a bound of their
         box, the refit with those held at their priors when the rows do not reject that: an F-test against the free
         fit (``F = (RSS_held - RSS) / q / (RSS / (n - p))``, q held by the test, p free in the free fit) at
-        `PRIOR_TEST_LEVEL`; `refit(held_why)` searches again with those held; `priors` the fit's (`_priors`). Repeated while a refit puts another
-        such parameter on a bound (every hold tested together against the free fit); the first rejected round stops
-        it, keeping the last accepted one."""
+        `PRIOR_TEST_LEVEL`; `refit(held_why)` searches again with those held; `priors` are the fit's (`_priors`).
+        Repeated while a refit puts another such parameter on a bound (every hold tested together against the free
+        fit); the first rejected round stops it, keeping the last accepted one."""
         from scipy.stats import f as f_dist  # imported where used (start-up time of `slim`)
 
         n = int(np.size(search.best.fun))

@@ -85,11 +85,10 @@ from slimlib.model.terms.rooflines import (
 )
 
 #: the recommended model's terms at parameter-file formats 11 (before the recompute of preempted prompts), 10
-#: (before the measured host work per sequence), 9 (before the measured prefill-attention rate), 8 (before t_act), 7 (before the measured decode-attention efficiency), 6
-#: (before the measured decode-GEMM curve), 5 (before
-#: the measured roof), 4 (before the causal prefill attention count) and 3 (before the cross-validation admitted
-#: the step roofline and the per-layer overhead): format 4's with the per-step weight read in the roofline's place,
-#: no t_layer
+#: (before the measured host work per sequence), 9 (before the measured prefill-attention rate), 8 (before t_act),
+#: 7 (before the measured decode-attention efficiency), 6 (before the measured decode-GEMM curve), 5 (before the
+#: measured roof), 4 (before the causal prefill attention count) and 3 (before the cross-validation admitted the step
+#: roofline and the per-layer overhead): format 4's with the per-step weight read in the roofline's place, no t_layer
 SLIM_V13_TERMS: tuple[Term, ...] = tuple(t for t in slim_terms() if t.name != PREEMPTION_RECOMPUTE.name)
 SLIM_V10_TERMS: tuple[Term, ...] = tuple(t for t in SLIM_V13_TERMS if t.name != HOST_SEQUENCE_OVERHEAD.name)
 SLIM_V9_TERMS: tuple[Term, ...] = tuple(
