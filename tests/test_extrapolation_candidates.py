@@ -167,6 +167,7 @@ def test_candidates_are_the_previous_recommended_terms_with_one_change():
             "slim-v12",
             "slim-v13",
             "slim+tp-comm",
+            "slim+zero-test",
         ):
             continue  # the recommended terms before the causal count, the measured roof, curve, attention, t_act,
             # the measured prefill-attention rate, the host work per sequence, and with the TP communication (next
@@ -200,7 +201,17 @@ def test_the_recommended_terms_are_v3_with_the_step_roofline_the_layer_overhead_
     assert [t.name for t in v13] == [t.name for t in slim_terms() if t is not PREEMPTION_RECOMPUTE]
     m13 = new_model(resolve_candidate("slim-v13"), 0)
     assert m13.test_priors_at_bound is True and m13.device_priors is True
-    assert [n for n in TERM_CANDIDATES if PREEMPTION_RECOMPUTE in TERM_CANDIDATES[n]] == ["slim+tp-comm"]
+    assert [n for n in TERM_CANDIDATES if PREEMPTION_RECOMPUTE in TERM_CANDIDATES[n]] == [
+        "slim+tp-comm",
+        "slim+zero-test",
+    ]
+    # slim+zero-test: the recommended terms and fitting rules plus the zero test, nothing else
+    assert [t.name for t in TERM_CANDIDATES["slim+zero-test"]] == [t.name for t in slim_terms()]
+    zt = new_model(resolve_candidate("slim+zero-test"), 0)
+    assert zt.test_zero_costs is True and zt.test_priors_at_bound is True and zt.device_priors is True
+    assert [
+        n for n in TERM_CANDIDATES if getattr(new_model(resolve_candidate(n), 0), "test_zero_costs", False)
+    ] == ["slim+zero-test"]
     v10 = TERM_CANDIDATES["slim-v10"]  # format 10: without the host work per sequence, nothing else changed
     assert [t.name for t in v10] == [t.name for t in v13 if t is not HOST_SEQUENCE_OVERHEAD]
     assert all(
@@ -252,17 +263,28 @@ def test_the_recommended_terms_are_v3_with_the_step_roofline_the_layer_overhead_
     assert all(
         ATTENTION_FACTOR_MEASURED not in TERM_CANDIDATES[n]
         for n in TERM_CANDIDATES
-        if n not in ("slim-v8", "slim-v9", "slim-v10", "slim-v11", "slim-v12", "slim-v13", "slim+tp-comm")
+        if n
+        not in (
+            "slim-v8",
+            "slim-v9",
+            "slim-v10",
+            "slim-v11",
+            "slim-v12",
+            "slim-v13",
+            "slim+tp-comm",
+            "slim+zero-test",
+        )
     )
     assert all(
         PREFILL_SERVED_MEASURED not in TERM_CANDIDATES[n]
         for n in TERM_CANDIDATES
-        if n not in ("slim-v10", "slim-v11", "slim-v12", "slim-v13", "slim+tp-comm")
+        if n not in ("slim-v10", "slim-v11", "slim-v12", "slim-v13", "slim+tp-comm", "slim+zero-test")
     )
     assert all(
         ACTIVATION_WORK not in TERM_CANDIDATES[n]
         for n in TERM_CANDIDATES
-        if n not in ("slim-v9", "slim-v10", "slim-v11", "slim-v12", "slim-v13", "slim+tp-comm")
+        if n
+        not in ("slim-v9", "slim-v10", "slim-v11", "slim-v12", "slim-v13", "slim+tp-comm", "slim+zero-test")
     )
 
 

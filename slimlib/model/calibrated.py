@@ -20,6 +20,10 @@ bound, that one is tested in turn, every hold together. With ``device_priors`` (
 device's own measurement where the registry has one (`slimlib.model.priors.device_prior`), in the prior test and
 the few-point hold alike.
 
+Zero test (``test_zero_costs``: only the candidate ``slim+zero-test``, which the extrapolation cross-validation
+rejects): after the prior test, an additive cost (`ZERO_TEST_PARAMS`) whose hold at 0 an F-test of the rows does not
+reject is held there, by backward elimination (`_zero_test`).
+
 Stability (``fit_info_["stability"]``): how many starts reached the best cost (within `COST_RTOL`), and the spread
 of each parameter over those near-best starts relative to its estimate (or, for an estimate near 0, to
 `SPREAD_FLOOR` times its typical scale: 1 ms for ``t_fixed``). A fit is flagged unstable when a parameter
@@ -85,6 +89,8 @@ BOUND_TOL = 1e-4
 #: significance level of the prior test (`CalibratedModel._prior_test`): a hold at the prior that raises the cost
 #: with p below it is rejected
 PRIOR_TEST_LEVEL = 0.05
+#: additive costs whose value 0 is the term's absence (`CalibratedModel._zero_test`)
+ZERO_TEST_PARAMS = ("t_fixed", "alpha", "t_step", "t_layer", "t_act", "t_seq", "gamma")
 
 
 def _on_bound(s: ParamSpec, value: float) -> bool:
@@ -189,6 +195,9 @@ class CalibratedModel(Estimator):
     #: whether a parameter's prior is the device's own measurement where the registry has one
     #: (`slimlib.model.priors.device_prior`), else its spec's; the recommended model's is
     device_priors = False
+    #: whether `fit` holds at 0 the additive costs (`ZERO_TEST_PARAMS`) the rows do not resolve (`_zero_test`); the
+    #: candidate ``slim+zero-test`` does, no registered model does
+    test_zero_costs = False
 
     #: during `fit`: its features and the parameter-free terms' times on them (`slimlib.model.terms.fixed_times`)
     _fit_known: tuple[Features, dict[str, Times]] | None = None
@@ -375,6 +384,10 @@ class CalibratedModel(Estimator):
                 search, held_why = self._prior_test(
                     search, held_why, lambda h: self._search(feats, hw, targets, h, None), priors
                 )
+            if self.test_zero_costs:
+                search, held_why = self._zero_test(
+                    search, held_why, lambda h: self._search(feats, hw, targets, h, None)
+                )
         finally:
             self._fit_known = None
         best, free, scale = search.best, search.free, search.scale
@@ -507,6 +520,50 @@ class CalibratedModel(Estimator):
                     "freedom)",
                 )
             current = alt
+        return current, out
+
+    def _zero_test(
+        self,
+        search: _Search,
+        held_why: dict[str, tuple[float, str]],
+        refit: Callable[[dict[str, tuple[float, str]]], _Search],
+    ) -> tuple[_Search, dict[str, tuple[float, str]]]:
+        """`search` and `held_why` with the additive costs (`ZERO_TEST_PARAMS`) the rows do not resolve held at 0
+        (the term's absence), by backward elimination: each round refits with each free one held at 0 in turn
+        (with those held before) and holds the one whose F-test against `search` (``F = (RSS_held - RSS) / q /
+        (RSS / (n - p))``, q held in all) has the largest p, unless that p is below `PRIOR_TEST_LEVEL`, which
+        stops it."""
+        from scipy.stats import f as f_dist  # imported where used (start-up time of `slim`)
+
+        n = int(np.size(search.best.fun))
+        dof = n - len(search.free)
+        rss = 2.0 * float(search.best.cost)
+        current, out = search, dict(held_why)
+        tested: list[str] = []
+        while dof > 0 and rss > 0:
+            best: tuple[float, float, str, _Search] | None = None
+            for s in current.free:
+                if s.name not in ZERO_TEST_PARAMS:
+                    continue
+                try:
+                    alt = refit({**out, s.name: (0.0, "")})
+                except FitError:
+                    continue
+                q = len(tested) + 1
+                stat = max(2.0 * float(alt.best.cost) - rss, 0.0) / q / (rss / dof)
+                p_value = float(f_dist.sf(stat, q, dof))
+                if best is None or p_value > best[0]:
+                    best = (p_value, stat, s.name, alt)
+            if best is None or best[0] < PRIOR_TEST_LEVEL:
+                break
+            p_value, stat, name, current = best
+            tested.append(name)
+            out[name] = (
+                0.0,
+                f"held at 0 (the term absent): the rows do not resolve it (holding {', '.join(tested)} at 0 against "
+                f"the fit: F = {stat:.2f}, p = {p_value:.2f} >= {PRIOR_TEST_LEVEL:g} with {len(tested)} and {dof} "
+                "degrees of freedom)",
+            )
         return current, out
 
     def _n_observations(self, data: pd.DataFrame) -> int:
@@ -804,7 +861,8 @@ class TermModel(CalibratedModel):
     `scripts/choose_components.py` and term studies. Not a registered method: its fits are not saved to a
     parameter file (the registered models, `slimlib.model.methods.METHODS`, are). `test_priors_at_bound`: fit with
     the recommended model's prior test (`CalibratedModel._prior_test`); `device_priors`: with its priors, the
-    device's own measurements where the registry has them (`CalibratedModel._priors`)."""
+    device's own measurements where the registry has them (`CalibratedModel._priors`); `test_zero_costs`: with the
+    zero test (`CalibratedModel._zero_test`)."""
 
     variant = "terms"
 
@@ -819,10 +877,12 @@ class TermModel(CalibratedModel):
         seed: int = 0,
         test_priors_at_bound: bool = False,
         device_priors: bool = False,
+        test_zero_costs: bool = False,
     ) -> None:
         self.term_list = term_list
         self.test_priors_at_bound = test_priors_at_bound
         self.device_priors = device_priors
+        self.test_zero_costs = test_zero_costs
         super().__init__(gpu, fixed=fixed, n_starts=n_starts, max_nfev=max_nfev, seed=seed)
 
     def terms(self) -> tuple[Term, ...]:

@@ -42,7 +42,7 @@ from slimlib.registry.gpus import get_gpu
 #: term list, `TermModel` options such as ``test_priors_at_bound``)
 Candidate = str | tuple[str, Sequence[Term]] | tuple[str, Sequence[Term], Mapping[str, Any]]
 #: the `TermModel` options a (name, term list, options) candidate may set (`n_starts` is the protocol's)
-TERM_MODEL_OPTIONS = ("test_priors_at_bound", "device_priors", "fixed", "max_nfev", "seed")
+TERM_MODEL_OPTIONS = ("test_priors_at_bound", "device_priors", "test_zero_costs", "fixed", "max_nfev", "seed")
 #: Sobol starts per fit in the protocol (the package default is 8; 2 keeps the protocol within minutes)
 CV_STARTS = 2
 #: columns of `CVResult.predictions`

@@ -41,10 +41,14 @@ whether a term is admitted:
   with the prior test and the device's priors;
 * ``slim+tp-comm``: the recommended model plus vLLM's measured driver-to-worker communication per decode step at
   TP > 1 (`slimlib.model.terms.recommended.TP_WORKER_COMM`, Vidur's ``ray_comm_time``), fitted with the prior
-  test and the device priors as the recommended model is.
+  test and the device priors as the recommended model is;
+* ``slim+zero-test``: the recommended model fitted with the zero test besides the prior test and the device priors
+  (`slimlib.model.calibrated.CalibratedModel._zero_test`): an additive cost (``alpha``, ``t_step``, ``t_fixed``,
+  ...) that the rows do not resolve by an F-test is held at 0, the term's absence, instead of at its noisy
+  estimate.
 
 The term candidates fit without the prior test (the formats they stand for had none) except ``slim-v12``,
-``slim-v13`` and ``slim+tp-comm`` (`CANDIDATE_OPTIONS`).
+``slim-v13``, ``slim+tp-comm`` and ``slim+zero-test`` (`CANDIDATE_OPTIONS`).
 
 The recommended ``slim`` (`slimlib.model.extended.slim_terms`) is ``slim-v3`` with both the step roofline and the
 per-layer overhead, the causal prefill attention count (``slim-v4`` with it), the measured decode-GEMM roof
@@ -136,24 +140,27 @@ TERM_CANDIDATES: dict[str, tuple[Term, ...]] = {
     "slim-v12": SLIM_V13_TERMS,
     "slim-v13": SLIM_V13_TERMS,
     "slim+tp-comm": (*slim_terms(), TP_WORKER_COMM),
+    "slim+zero-test": slim_terms(),
 }
 #: name -> `slimlib.model.calibrated.TermModel` options of a term candidate that has any
 CANDIDATE_OPTIONS: dict[str, dict[str, bool]] = {
     "slim-v12": {"test_priors_at_bound": True},
     "slim-v13": {"test_priors_at_bound": True, "device_priors": True},
     "slim+tp-comm": {"test_priors_at_bound": True, "device_priors": True},
+    "slim+zero-test": {"test_priors_at_bound": True, "device_priors": True, "test_zero_costs": True},
 }
 #: the candidates the reproduction's cross-validation scores beside the registered methods (notebook 06): the
 #: recommended model of format 3 and its two admitted changes one at a time, and those of formats 4 (Eq. 8's count),
 #: 6 (the measured roof's max, not the curve), 7 (eta_attn fitted on every device), 8 (no t_act), 9 (the prompt's
 #: attention at eta_c everywhere), 10 (no measured host work per sequence), 11 before the prior test and the
 #: recommended terms before the device's own priors (slim-v12) and before the recompute (slim-v13), and the
-#: recommended model with the measured driver-to-worker communication at TP > 1 (``slim+tp-comm``); format 5 (the
+#: recommended model with the measured driver-to-worker communication at TP > 1 (``slim+tp-comm``) and with the zero
+#: test (``slim+zero-test``); format 5 (the
 #: registry peak's eta_c in the CPU engine's step roofline), which format 6 replaced, stays a candidate by name and
 #: is left out to keep the reproduction's run time
 REPRODUCED_CANDIDATES = (
     "slim-v3", "slim-v3+step-roofline", "slim-v3+layer-overhead", "slim-v4", "slim-v6", "slim-v7", "slim-v8",
-    "slim-v9", "slim-v10", "slim-v11", "slim-v12", "slim-v13", "slim+tp-comm",
+    "slim-v9", "slim-v10", "slim-v11", "slim-v12", "slim-v13", "slim+tp-comm", "slim+zero-test",
 )  # fmt: skip
 
 
