@@ -152,23 +152,14 @@ def test_a_fit_on_the_cpu_engine_holds_eta_w_and_fits_t_step():
     assert fit.params_["t_step"] == pytest.approx(4e-3, rel=0.05)
 
 
+#: the candidates with the recommended model's terms of parameter-file format 10 or later
+_SINCE_V10 = ("slim-v10", "slim-v11", "slim-v12", "slim-v13", "slim+tp-comm", "slim+zero-test")
+
+
 def test_candidates_are_the_previous_recommended_terms_with_one_change():
     base = [t.name for t in SLIM_V3_TERMS]
     for name, terms in TERM_CANDIDATES.items():
-        if name in (
-            "slim-v4",
-            "slim-v5",
-            "slim-v6",
-            "slim-v7",
-            "slim-v8",
-            "slim-v9",
-            "slim-v10",
-            "slim-v11",
-            "slim-v12",
-            "slim-v13",
-            "slim+tp-comm",
-            "slim+zero-test",
-        ):
+        if name in ("slim-v4", "slim-v5", "slim-v6", "slim-v7", "slim-v8", "slim-v9", *_SINCE_V10):
             continue  # the recommended terms before the causal count, the measured roof, curve, attention, t_act,
             # the measured prefill-attention rate, the host work per sequence, and with the TP communication (next
             # tests)
@@ -263,28 +254,15 @@ def test_the_recommended_terms_are_v3_with_the_step_roofline_the_layer_overhead_
     assert all(
         ATTENTION_FACTOR_MEASURED not in TERM_CANDIDATES[n]
         for n in TERM_CANDIDATES
-        if n
-        not in (
-            "slim-v8",
-            "slim-v9",
-            "slim-v10",
-            "slim-v11",
-            "slim-v12",
-            "slim-v13",
-            "slim+tp-comm",
-            "slim+zero-test",
-        )
+        if n not in ("slim-v8", "slim-v9", *_SINCE_V10)
     )
     assert all(
-        PREFILL_SERVED_MEASURED not in TERM_CANDIDATES[n]
-        for n in TERM_CANDIDATES
-        if n not in ("slim-v10", "slim-v11", "slim-v12", "slim-v13", "slim+tp-comm", "slim+zero-test")
+        PREFILL_SERVED_MEASURED not in TERM_CANDIDATES[n] for n in TERM_CANDIDATES if n not in _SINCE_V10
     )
     assert all(
         ACTIVATION_WORK not in TERM_CANDIDATES[n]
         for n in TERM_CANDIDATES
-        if n
-        not in ("slim-v9", "slim-v10", "slim-v11", "slim-v12", "slim-v13", "slim+tp-comm", "slim+zero-test")
+        if n not in ("slim-v9", *_SINCE_V10)
     )
 
 
