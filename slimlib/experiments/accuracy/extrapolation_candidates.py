@@ -155,9 +155,8 @@ CANDIDATE_OPTIONS: dict[str, dict[str, bool]] = {
 #: attention at eta_c everywhere), 10 (no measured host work per sequence), 11 before the prior test and the
 #: recommended terms before the device's own priors (slim-v12) and before the recompute (slim-v13), and the
 #: recommended model with the measured driver-to-worker communication at TP > 1 (``slim+tp-comm``) and with the zero
-#: test (``slim+zero-test``); format 5 (the
-#: registry peak's eta_c in the CPU engine's step roofline), which format 6 replaced, stays a candidate by name and
-#: is left out to keep the reproduction's run time
+#: test (``slim+zero-test``); format 5 (the registry peak's eta_c in the CPU engine's step roofline), which format 6
+#: replaced, stays a candidate by name and is left out to keep the reproduction's run time
 REPRODUCED_CANDIDATES = (
     "slim-v3", "slim-v3+step-roofline", "slim-v3+layer-overhead", "slim-v4", "slim-v6", "slim-v7", "slim-v8",
     "slim-v9", "slim-v10", "slim-v11", "slim-v12", "slim-v13", "slim+tp-comm", "slim+zero-test",
