@@ -90,7 +90,9 @@ BOUND_TOL = 1e-4
 #: with p below it is rejected
 PRIOR_TEST_LEVEL = 0.05
 #: additive costs whose value 0 is the term's absence (`CalibratedModel._zero_test`)
-ZERO_TEST_PARAMS = ("t_fixed", "alpha", "t_step", "t_layer", "t_act", "t_seq", "gamma")
+ZERO_TEST_PARAMS = tuple(
+    s.name for s in (ps.T_FIXED, ps.ALPHA, ps.T_STEP, ps.T_LAYER, ps.T_ACT, ps.T_SEQ, ps.GAMMA)
+)
 
 
 def _on_bound(s: ParamSpec, value: float) -> bool:
@@ -118,6 +120,17 @@ class _Search:
     scale: FloatArray
     solutions: list[tuple[float, FloatArray]]
     n_starts: int
+
+
+def _hold_f_test(fit: _Search, held: _Search, q: int) -> tuple[float, float, int]:
+    """(F, p, n - p) of holding `q` of `fit`'s free parameters, as `held` does: ``F = (RSS_held - RSS) / q /
+    (RSS / (n - p))``, ``n`` the residuals, ``p`` the parameters free in `fit` (F infinite, p 0 where RSS is 0)."""
+    from scipy.stats import f as f_dist  # imported where used (start-up time of `slim`)
+
+    dof = int(np.size(fit.best.fun)) - len(fit.free)
+    rss = 2.0 * float(fit.best.cost)
+    stat = max(2.0 * float(held.best.cost) - rss, 0.0) / q / (rss / dof) if rss > 0 else np.inf
+    return stat, float(f_dist.sf(stat, q, dof)), dof
 
 
 def box_bounded_covariance(cov: FloatArray, specs: list[ParamSpec]) -> FloatArray:
@@ -478,18 +491,12 @@ class CalibratedModel(Estimator):
     ) -> tuple[_Search, dict[str, tuple[float, str]]]:
         """`search` and `held_why`, or, where the fit put parameters that carry a measured prior on a bound of their
         box, the refit with those held at their priors when the rows do not reject that: an F-test against the free
-        fit (``F = (RSS_held - RSS) / q / (RSS / (n - p))``, q held by the test, p free in the free fit) at
-        `PRIOR_TEST_LEVEL`; `refit(held_why)` searches again with those held; `priors` are the fit's (`_priors`).
+        fit (`_hold_f_test`, every hold of the test counted) at `PRIOR_TEST_LEVEL`; `refit(held_why)` searches again with those held; `priors` are the fit's (`_priors`).
         Repeated while a refit puts another such parameter on a bound (every hold tested together against the free
         fit); the first rejected round stops it, keeping the last accepted one."""
-        from scipy.stats import f as f_dist  # imported where used (start-up time of `slim`)
-
-        n = int(np.size(search.best.fun))
-        dof = n - len(search.free)
-        rss = 2.0 * float(search.best.cost)
         current, out = search, dict(held_why)
         tested: list[tuple[ParamSpec, float]] = []
-        while dof > 0:
+        while np.size(search.best.fun) > len(search.free):  # residual degrees of freedom left to test with
             x = np.asarray(current.best.x, dtype=float) * current.scale
             at = [
                 (s, float(v))
@@ -505,8 +512,7 @@ class CalibratedModel(Estimator):
             except FitError:
                 break
             q = len(tested) + len(at)
-            stat = max(2.0 * float(alt.best.cost) - rss, 0.0) / q / (rss / dof) if rss > 0 else np.inf
-            p_value = float(f_dist.sf(stat, q, dof))
+            stat, p_value, dof = _hold_f_test(search, alt, q)
             if p_value < PRIOR_TEST_LEVEL:
                 break
             tested += at
@@ -530,18 +536,12 @@ class CalibratedModel(Estimator):
     ) -> tuple[_Search, dict[str, tuple[float, str]]]:
         """`search` and `held_why` with the additive costs (`ZERO_TEST_PARAMS`) the rows do not resolve held at 0
         (the term's absence), by backward elimination: each round refits with each free one held at 0 in turn
-        (with those held before) and holds the one whose F-test against `search` (``F = (RSS_held - RSS) / q /
-        (RSS / (n - p))``, q held in all) has the largest p, unless that p is below `PRIOR_TEST_LEVEL`, which
-        stops it."""
-        from scipy.stats import f as f_dist  # imported where used (start-up time of `slim`)
-
-        n = int(np.size(search.best.fun))
-        dof = n - len(search.free)
-        rss = 2.0 * float(search.best.cost)
+        (with those held before) and holds the one whose F-test against `search` (`_hold_f_test`, every zero hold
+        counted) has the largest p, unless that p is below `PRIOR_TEST_LEVEL`, which stops it."""
         current, out = search, dict(held_why)
         tested: list[str] = []
-        while dof > 0 and rss > 0:
-            best: tuple[float, float, str, _Search] | None = None
+        while np.size(search.best.fun) > len(search.free) and search.best.cost > 0:
+            best: tuple[float, float, int, str, _Search] | None = None
             for s in current.free:
                 if s.name not in ZERO_TEST_PARAMS:
                     continue
@@ -549,14 +549,12 @@ class CalibratedModel(Estimator):
                     alt = refit({**out, s.name: (0.0, "")})
                 except FitError:
                     continue
-                q = len(tested) + 1
-                stat = max(2.0 * float(alt.best.cost) - rss, 0.0) / q / (rss / dof)
-                p_value = float(f_dist.sf(stat, q, dof))
+                stat, p_value, dof = _hold_f_test(search, alt, len(tested) + 1)
                 if best is None or p_value > best[0]:
-                    best = (p_value, stat, s.name, alt)
+                    best = (p_value, stat, dof, s.name, alt)
             if best is None or best[0] < PRIOR_TEST_LEVEL:
                 break
-            p_value, stat, name, current = best
+            p_value, stat, dof, name, current = best
             tested.append(name)
             out[name] = (
                 0.0,
