@@ -83,7 +83,7 @@ def test_default_candidates_are_the_calibrated_methods():
 
 @pytest.fixture(scope="module")
 def device_cv(axes):
-    device = [a for a in axes if a.axis == "device"]
+    device = [a for a in axes if a.axis == "device" and a.dataset == "llmib"]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return run_extrapolation_cv(["paper", ("paper as terms", PAPER_TERMS)], axes=device, n_starts=0)

@@ -25,6 +25,7 @@ from slimlib.model.terms import (
     ACTIVATION_WORK,
     ATTENTION_FACTOR,
     ATTENTION_FACTOR_MEASURED,
+    DECODE_ATTENTION_KERNEL,
     HOST_SEQUENCE_OVERHEAD,
     PREEMPTION_RECOMPUTE,
     PREFILL_SERVED,
@@ -153,7 +154,7 @@ def test_a_fit_on_the_cpu_engine_holds_eta_w_and_fits_t_step():
 
 
 #: the candidates with the recommended model's terms of parameter-file format 10 or later
-_SINCE_V10 = ("slim-v10", "slim-v11", "slim-v12", "slim-v13", "slim+tp-comm", "slim+zero-test")
+_SINCE_V10 = ("slim-v10", "slim-v11", "slim-v12", "slim-v13", "slim-v14", "slim+tp-comm", "slim+zero-test")
 
 
 def test_candidates_are_the_previous_recommended_terms_with_one_change():
@@ -180,19 +181,33 @@ def test_the_recommended_terms_are_v3_with_the_step_roofline_the_layer_overhead_
     layer = {t.name for t in TERM_CANDIDATES["slim-v3+layer-overhead"]}
     v4 = {t.name for t in TERM_CANDIDATES["slim-v4"]}
     assert v4 == (roof | layer) - {"step_weight_read"}
-    assert now == v4 - {"prefill_compute_served_eq8", "attention_factor"} | {
+    assert now == v4 - {"prefill_compute_served_eq8", "attention_factor", "decode_attention"} | {
+        "decode_attention_kernel",
         "prefill_compute_served_measured",
         "attention_factor_measured",
         "activation_work",
         "host_sequence_overhead",
         "preemption_recompute",
     }
+    # slim-v14, before the measured kernel's attention width: format 12's terms, with the prior test and device
+    # priors; the paged-attention widening on every device
+    v14 = TERM_CANDIDATES["slim-v14"]
+    assert [t.name for t in v14] == [
+        "decode_attention" if t is DECODE_ATTENTION_KERNEL else t.name for t in slim_terms()
+    ]
+    m14 = new_model(resolve_candidate("slim-v14"), 0)
+    assert m14.test_priors_at_bound is True and m14.device_priors is True
+    assert [n for n in TERM_CANDIDATES if DECODE_ATTENTION_KERNEL in TERM_CANDIDATES[n]] == [
+        "slim+tp-comm",
+        "slim+zero-test",
+    ]
     # slim-v13, before the recompute of preempted prompts: format 11's terms, with the prior test and device priors
     v13 = TERM_CANDIDATES["slim-v13"]
-    assert [t.name for t in v13] == [t.name for t in slim_terms() if t is not PREEMPTION_RECOMPUTE]
+    assert [t.name for t in v13] == [t.name for t in v14 if t is not PREEMPTION_RECOMPUTE]
     m13 = new_model(resolve_candidate("slim-v13"), 0)
     assert m13.test_priors_at_bound is True and m13.device_priors is True
     assert [n for n in TERM_CANDIDATES if PREEMPTION_RECOMPUTE in TERM_CANDIDATES[n]] == [
+        "slim-v14",
         "slim+tp-comm",
         "slim+zero-test",
     ]
@@ -208,7 +223,7 @@ def test_the_recommended_terms_are_v3_with_the_step_roofline_the_layer_overhead_
     assert all(
         HOST_SEQUENCE_OVERHEAD not in TERM_CANDIDATES[n]
         for n in TERM_CANDIDATES
-        if n.startswith("slim-v") and n not in ("slim-v11", "slim-v12", "slim-v13")
+        if n.startswith("slim-v") and n not in ("slim-v11", "slim-v12", "slim-v13", "slim-v14")
     )
     # format 11 before the prior test: its terms, fitted without it; slim+tp-comm fits with it
     assert [t.name for t in TERM_CANDIDATES["slim-v11"]] == [t.name for t in v13]

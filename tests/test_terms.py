@@ -237,7 +237,7 @@ def test_slim_parameters_in_the_old_order():
 def test_a_parameter_name_means_one_quantity():
     every = [v for v in vars(ps).values() if isinstance(v, ParamSpec)]
     assert len({s.name for s in every}) == len(every)
-    assert len(T.CATALOGUE) == 34 and all(name == t.name for name, t in T.CATALOGUE.items())
+    assert len(T.CATALOGUE) == 35 and all(name == t.name for name, t in T.CATALOGUE.items())
     T.model_specs(T.CATALOGUE.values())  # all terms together: no name with two meanings
     for term in T.CATALOGUE.values():
         for s in term.specs:

@@ -85,7 +85,10 @@ PARAMS_FORMAT = "slim-params"
 #: (`slimlib.model.terms.HOST_SEQUENCE_OVERHEAD`; cross-validation over TP degrees and devices, issue 28)
 #: version 12: ``slim`` charges, in a static batch past the KV pool, the prompts vLLM preempts and recomputes
 #: (`slimlib.model.terms.PREEMPTION_RECOMPUTE`; cross-validation, issue 28)
-PARAMS_FORMAT_VERSION = 12
+#: version 13: ``slim``'s decode attention reads the ``D_kv`` bytes at every batch size on a device with the
+#: measured decode-attention kernel (`slimlib.model.terms.DECODE_ATTENTION_KERNEL`: no paged-attention widening there;
+#: the kernel-composed curves of the cross-validation, issue 28)
+PARAMS_FORMAT_VERSION = 13
 #: a fit progress callback: ``progress(done, total)``
 Progress = Callable[[int, int], None]
 

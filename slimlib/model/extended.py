@@ -30,7 +30,9 @@ the kernels differ from Eqs. 5-12:
    context token (the latent for MLA, the window for sliding-window layers), widened to the query width above
    vLLM's paged-attention switch, at bandwidth efficiency ``eta_attn``: Eq. 9's ``B / eta_attn [T_d + M_dec / BW]``;
    on a GPU whose registry entry holds vLLM's decode attention kernel's measured efficiency
-   (``decode_attention_eff``, from NVIDIA AIConfigurator's tables; `slim gpus` lists it) that value takes ``eta_attn``'s place (`ATTENTION_FACTOR_MEASURED`), which pre-knee points cannot see.
+   (``decode_attention_eff``, from NVIDIA AIConfigurator's tables; `slim gpus` lists it) that value takes ``eta_attn``'s place (`ATTENTION_FACTOR_MEASURED`), which pre-knee points cannot see,
+   and the bytes are the ``D_kv`` ones at every batch size: that kernel reads each KV head once for all its query
+   heads, with no step at the paged-attention switch (`DECODE_ATTENTION_KERNEL`).
 4. **Dense decode**: ``T_d = alpha OL`` per request (Eq. 10 without ``gamma``), inside Eq. 9. At decode batch
    sizes the projection and FFN GEMMs are bound by reading their weights, which component 2 charges per step.
 5. Several GPUs: per-GPU features plus all-reduces (tensor parallelism) and expert all-to-alls (expert
@@ -45,14 +47,15 @@ their accuracy and intervals are measured by the extrapolation cross-validation 
 
 The step roofline, ``t_layer``, the causal prefill attention count, the measured decode-GEMM roof and curve, the
 measured decode-attention efficiency, ``t_act``, the measured prefill-attention rate, the measured host work
-per sequence and the recompute of preempted prompts were admitted by the extrapolation cross-validation
+per sequence, the recompute of preempted prompts and the measured kernel's attention width were admitted by the extrapolation cross-validation
 (`slimlib.experiments.accuracy.extrapolation`, README "Selection by extrapolation"): the model without the first
 two (``slim-v3``, `slimlib.experiments.accuracy.extrapolation_candidates`), with each one alone, without the causal
 count (``slim-v4``), without the measured roof (``slim-v5``), with the roof's max instead of the measured curve
 (``slim-v6``), with ``eta_attn`` fitted on every GPU (``slim-v7``), without ``t_act`` (``slim-v8``), with the
 prompt's attention at ``eta_c`` on every device (``slim-v9``), without the host work per sequence (``slim-v10``)
-fitted without the prior test (``slim-v11``, below), with the H100's priors on every device (``slim-v12``) and
-without the recompute of preempted prompts (``slim-v13``) are scored by fitting one region and
+fitted without the prior test (``slim-v11``, below), with the H100's priors on every device (``slim-v12``),
+without the recompute of preempted prompts (``slim-v13``) and with the paged-attention widening on the measured
+kernel's devices too (``slim-v14``) are scored by fitting one region and
 predicting another along every axis, and this term set has the best worst-axis throughput error (ties: the lower mean error). The
 earlier components were chosen on training rows (`scripts/choose_components.py`): ``alpha`` against a FLOP-based
 per-request term, the attention rule against ``D_kv`` always, ``kappa = 1`` for static batches against 0.5.
@@ -84,7 +87,7 @@ from slimlib.model.terms import (
     ALLREDUCE,
     ATTENTION_FACTOR_MEASURED,
     BATCH_FIXED,
-    DECODE_ATTENTION,
+    DECODE_ATTENTION_KERNEL,
     EXPERT_ALLTOALL,
     HOST_SEQUENCE_OVERHEAD,
     LAYER_STEP_OVERHEAD,
@@ -110,7 +113,7 @@ def slim_terms(kv_context_frac: float = KV_CONTEXT_FRAC) -> tuple[Term, ...]:
         PREEMPTION_RECOMPUTE,
         BATCH_FIXED,
         ATTENTION_FACTOR_MEASURED,
-        DECODE_ATTENTION,
+        DECODE_ATTENTION_KERNEL,
         STEP_GEMM_ROOFLINE,
         MOE_EXPERTS,
         PER_TOKEN_DECODE,

@@ -22,6 +22,12 @@ Axes (`AXES`) and the datasets that support them (every split is defined by conf
 
 The CPU engine's offline campaign (``engine-cpu-offline``: the served campaign's configurations on the engine
 alone, no API server or benchmark client sharing the 2-core host) takes the CPU engine's folds of every axis.
+
+The kernel-composed curves (``aic-composed``: measured vLLM kernel latencies summed per engine step plus the
+measured host work, A100/H100/H200/B200 at TP 1, `slimlib.experiments.accuracy.composed_curves`; not end-to-end
+measurements) take, per GPU and model, the batch, batch-knee, input (IL 128-512 -> 2048 at OL 128) and output
+(OL 128 -> 512) folds; per GPU the model fold (the largest model that fits it); and the device folds: each model
+fitted on the H100, its parameter file transferred to each other GPU.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from slimlib.data import available
+from slimlib.experiments.accuracy.composed_curves import COMPOSED, DEVICE_SOURCE, composed_table
 from slimlib.experiments.accuracy.scenarios import (
     DEVICE_LABEL,
     DEVICES,
@@ -59,6 +66,8 @@ DATASETS = {
     "engine-cpu-offline": "the same configurations on the engine alone, offline LLM.generate, no server or client "
     "(data/engine-cpu-offline)",
     "llmib": "LLM-Inference-Bench, vLLM 0.6.1, MI300X/MI250 (data/llmib-runs.csv)",
+    COMPOSED: "kernel-composed curves, not end-to-end: vLLM kernel latencies measured by NVIDIA AIConfigurator "
+    "(data/aic-*.csv) summed per engine step plus the measured host work per sequence, A100/H100/H200/B200, TP 1",
 }
 #: batch axis: largest fitted and smallest validated batch size
 BATCH_FIT_MAX = 4
@@ -152,21 +161,25 @@ def build_axis_folds(
     engine: pd.DataFrame | None = None,
     llmib: pd.DataFrame | None = None,
     engine_offline: pd.DataFrame | None = None,
+    composed: pd.DataFrame | None = None,
 ) -> list[AxisFolds]:
     """Every (axis, dataset) of the protocol with its folds, in `AXES` order; tables default to the committed data
     (the CPU engine only where ``engine-cpu-medians`` exists, its offline campaign where ``data/engine-cpu-offline``
-    does; `engine_offline` in `engine_offline_rows`' layout). A table given as an empty frame is skipped."""
+    does; `engine_offline` in `engine_offline_rows`' layout; `composed` in `composed_table`'s). A table given as an
+    empty frame is skipped."""
     on = online_table() if online is None else online
     off = offline_table() if offline is None else offline
     eng = (engine_eval_rows() if available(ENGINE_TABLE) else None) if engine is None else engine
     lib = llmib_table() if llmib is None else llmib
     eoff = engine_offline_rows() if engine_offline is None else engine_offline
+    comp = composed_table()[0] if composed is None else composed
     tables = {
         "memgap-online": on,
         "memgap-offline": off,
         "engine-cpu": eng,
         "engine-cpu-offline": eoff,
         "llmib": lib,
+        COMPOSED: comp,
     }
     tables = {k: v for k, v in tables.items() if v is not None and len(v)}
     out: list[AxisFolds] = []
@@ -227,8 +240,42 @@ def build_axis_folds(
             gpu_transfer_scenario(lib).folds, transfer=True)  # fmt: skip
         add("tp", "llmib", "per device: fit the one-device TP degree, validate the larger ones",
             tp_scenario(lib).folds)  # fmt: skip
+    if COMPOSED in tables:
+        _add_composed(tables[COMPOSED], add, batch_design, knee_design)
     order = {a: i for i, a in enumerate(AXES)}
     return sorted(out, key=lambda a: order[a.axis])
+
+
+def _add_composed(t: pd.DataFrame, add: Callable[..., None], batch_design: str, knee_design: str) -> None:
+    """The kernel-composed curves' folds (module docstring) through `build_axis_folds`' `add`."""
+    per_gpu = list(t.groupby("gpu", sort=True))
+    for axis, split, design in (
+        ("batch", batch_split, batch_design),
+        ("batch-knee", knee_split, knee_design),
+        (
+            "input",
+            _largest_len("input_len"),
+            "per GPU and model: fit the shorter ILs, validate the longest IL",
+        ),
+        (
+            "output",
+            _largest_len("output_len"),
+            "per GPU and model: fit the shorter OLs, validate the longest OL",
+        ),
+    ):
+        add(axis, COMPOSED, design.replace("per model", "per GPU and model"),
+            [f for gpu, d in per_gpu for f in _per_model(d, split, f"{gpu} ")])  # fmt: skip
+    folds = []
+    for gpu, d in per_gpu:
+        if d["model"].nunique() > 1:
+            tr, te = largest_split(d)
+            folds += _one(f"{gpu} {te['model'].iloc[0]}", tr, te)
+    add("model", COMPOSED, "per GPU: fit the smaller models, validate the largest", folds)
+    src = t[t["gpu"] == DEVICE_SOURCE]
+    folds = [f for gpu, d in per_gpu if gpu != DEVICE_SOURCE for model, g in d.groupby("model", sort=True)
+             for f in _one(f"{model} {DEVICE_SOURCE} -> {gpu}", src[src["model"] == model], g)]  # fmt: skip
+    add("device", COMPOSED, f"per model: fit on the {DEVICE_SOURCE}, transfer the parameter file, validate another GPU",
+        folds, transfer=True)  # fmt: skip
 
 
 def fold_rows(axes: list[AxisFolds]) -> pd.DataFrame:

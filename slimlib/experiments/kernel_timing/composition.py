@@ -5,7 +5,8 @@ A decode step of a model on a GPU is, per layer, the sum of the measured QKV pro
 current context, output projection and FFN GEMMs (gate and up fused for a gated FFN, then down), times the number of
 layers, plus the LM-head GEMM. A prefill is the same at ``m = B IL`` tokens with the prefill-attention kernel (the
 LM head on the last token of each request only). This is a reference, not a replacement for SLIM: it leaves out
-scheduling, sampling, norms/activations/RoPE (not in the data) and launch overheads.
+scheduling, sampling, norms/activations/RoPE (not in the data) and launch overheads. A mixture of experts is refused
+(`OutOfGridError`): its routed experts are not composed.
 
 Interpolation (nothing is extrapolated; a request outside a measured grid raises `OutOfGridError`):
 
@@ -379,6 +380,11 @@ def _cached(model: str, system: str, kv_dtype: str, gemm_dtype: str, folder: str
     arch = get_architecture(model)
     heads = (arch.n_heads, arch.n_kv_heads, arch.head_dim)
     where = f"{arch.name} on {system}"
+    if arch.is_moe:
+        raise OutOfGridError(
+            f"{where}: a mixture of experts; the composition times dense GEMMs only (no fused-MoE kernel), so it "
+            "would time one expert's FFN as the layer's"
+        )
     tabs = _tables(folder)
     systems = tabs["aic-systems"]
     sysrow = systems[systems["system"] == system].iloc[0]

@@ -26,6 +26,13 @@ differ from Eqs. 5-12, and the alternatives `scripts/choose_components.py` score
   (``vllm/attention/ops/paged_attn.py``, ``use_v1 = ... num_seqs * num_heads > 512``), which reads a KV head once
   per query head it serves: the MHA/GQA bytes grow by ``D / D_kv`` there (equal for multi-head models). MLA decode
   (feature ``latent_attention`` = 1) reads the latent once per sequence for all heads: no switch.
+  `DECODE_ATTENTION_KERNEL` (the recommended model's, format 13): the same, except on a device whose registry holds
+  the measured decode-attention kernel (``decode_attention_eff``: vLLM's FlashAttention decode in NVIDIA
+  AIConfigurator's tables), which reads each KV head once for all the query heads it serves at every batch size
+  measured (32 query / 8 KV heads at B 1-256: no step at B = 16, where the paged-attention rule would widen the
+  bytes 4x; `slimlib.experiments.kernel_timing.composition`), so the measured efficiency is of the ``D_kv`` bytes
+  and no widening applies there (found by the kernel-composed curves of the extrapolation cross-validation,
+  issue 28).
 * `STEP_WEIGHT_READ`: each decode step reads the weights every token uses (``dense_weight_bytes``) once, whatever
   the batch, at ``eta_w``; `STEP_OVERHEAD`: a fixed ``t_step`` per step (scheduling, launches, sampling).
 * `PER_TOKEN_DECODE`: Eq. 10's ``alpha OL`` without ``gamma``, inside Eq. 9 (at decode batch sizes the projection
@@ -116,33 +123,53 @@ def _attention_factor_measured(p: Params, f: Features, hw: GPU) -> Times:
     return Times(factor=eq.decode_batch_factor(f["batch_size"], measured_attention_eff(p, hw), 0.0))
 
 
-def attention_widening(f: Features) -> FloatArray:
+def measured_kernel(hw: GPU | None) -> bool:
+    """Whether `hw`'s registry entry holds the measured decode-attention kernel (``decode_attention_eff``), which
+    reads each KV head once for all its query heads (module docstring, `DECODE_ATTENTION_KERNEL`)."""
+    return hw is not None and hw.decode_attention_eff is not None
+
+
+def attention_widening(f: Features, hw: GPU | None = None) -> FloatArray:
     """Factor on the MHA/GQA attention bytes from the kernel regime (module docstring): ``D / D_kv`` above
-    `ATTENTION_SWITCH_PAIRS` (sequence, query head) pairs per rank, 1 below and for MLA."""
+    `ATTENTION_SWITCH_PAIRS` (sequence, query head) pairs per rank, 1 below, for MLA and on a device `hw` with the
+    measured kernel (`measured_kernel`; `hw` None: the paged-attention rule everywhere)."""
+    if measured_kernel(hw):
+        return np.ones(np.shape(f["batch_size"]), dtype=float)
     heads_per_rank = f["n_heads"] / f["tensor_parallel"]
     wide = (f["batch_size"] * heads_per_rank > ATTENTION_SWITCH_PAIRS) & (f["latent_attention"] == 0)
     return np.asarray(np.where(wide, f["hidden_size"] / f["d_kv"], 1.0), dtype=float)
 
 
-def attention_bytes(f: Features, regime_rule: bool = True) -> FloatArray:
-    """Decode attention bytes one request reads over its decode, per GPU (module docstring)."""
+def attention_bytes(f: Features, regime_rule: bool = True, hw: GPU | None = None) -> FloatArray:
+    """Decode attention bytes one request reads over its decode, per GPU (module docstring); `hw`: the device,
+    whose measured kernel has no widening (`attention_widening`)."""
     il, ol = f["input_len"], f["output_len"]
     full = f["attn_bytes_per_context_token"] * eq.kv_scan_tokens(il, ol)
     window = f["attn_bytes_per_window_token"] * eq.window_scan_tokens(il, ol, f["sliding_window"])
-    widen = attention_widening(f) if regime_rule else 1.0
+    widen = attention_widening(f, hw) if regime_rule else 1.0
     return np.asarray(widen * (full + window), dtype=float)
 
 
-def decode_attention(regime_rule: bool = True) -> Term:
-    """The decode attention traffic term (module docstring); `regime_rule` False reads ``D_kv`` always."""
+def decode_attention(regime_rule: bool = True, kernel_aware: bool = False) -> Term:
+    """The decode attention traffic term (module docstring); `regime_rule` False reads ``D_kv`` always;
+    `kernel_aware`: no widening on a device with the measured kernel (`DECODE_ATTENTION_KERNEL`)."""
 
     def times(p: Params, f: Features, hw: GPU) -> Times:
-        return Times(request=attention_bytes(f, regime_rule) / hw.mem_bw)
+        return Times(request=attention_bytes(f, regime_rule, hw if kernel_aware else None) / hw.mem_bw)
 
+    if kernel_aware and not regime_rule:
+        raise ValueError("kernel_aware applies to the kernel-regime rule")
+    name, width = (
+        ("decode_attention_kernel", ", kernel-regime width, the measured kernel's where the device has it)")
+        if kernel_aware
+        else ("decode_attention", ", kernel-regime width)")
+        if regime_rule
+        else ("decode_attention_kv_width", ", KV width always)")
+    )
     return Term(
-        "decode_attention" if regime_rule else "decode_attention_kv_width",
+        name,
         "per-request attention read (Eq. 11 on the context and window tokens"
-        + (", kernel-regime width)" if regime_rule else ", KV width always)")
+        + width
         + " over the bandwidth, inside Eq. 9",
         (),
         times,
@@ -225,6 +252,7 @@ ATTENTION_FACTOR_MEASURED = Term(
     _attention_factor_measured,
 )
 DECODE_ATTENTION = decode_attention()
+DECODE_ATTENTION_KERNEL = decode_attention(kernel_aware=True)
 STEP_WEIGHT_READ = Term(
     "step_weight_read", "weights every token uses, read once per decode step at eta_w", (ps.ETA_W,),
     _step_weight_read, reads=("dense_weight_bytes",),

@@ -1,0 +1,88 @@
+"""Kernel-composed curves: the extrapolation cross-validation's dataset on NVIDIA GPUs (``aic-composed``, issue 28).
+
+Each row is a static batch of B equal requests on one GPU at TP 1 whose E2E is composed, not measured end to end:
+the measured vLLM kernel latencies of NVIDIA AIConfigurator's tables summed over the engine's steps (the prefill,
+then OL - 1 decode steps; `slimlib.experiments.kernel_timing.composition`), plus vLLM's measured host work per
+running sequence and decode step (`slimlib.model.terms.recommended.HOST_SEQUENCE_S`, Vidur's CPU profile), which
+the kernels do not hold. The composition leaves out norms, activations, RoPE, sampling and launch gaps (not in the
+tables), so it tests the model's GPU terms where no end-to-end data exist: the decode GEMMs' and attention's
+shapes past the pre-knee batch sizes, at longer prompts and outputs, on a larger model and on another GPU.
+
+Design (`COMPOSED_GPUS` x `COMPOSED_MODELS` x `COMPOSED_BATCHES` x `COMPOSED_LENGTHS`): a configuration is kept
+where the model's weights leave a KV pool (vLLM's defaults, `slimlib.model.serving.serving_config`) that holds all
+B requests at IL + OL tokens and B is at most ``max_num_seqs``, and where every kernel lies inside its measured grid
+(nothing is extrapolated); `composed_table` says how many it left out and why.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from slimlib.experiments.accuracy.scenarios import _finish
+from slimlib.experiments.kernel_timing.composition import OutOfGridError, compose
+from slimlib.model.memory import DEFAULT_BLOCK_SIZE
+from slimlib.model.serving import serving_config
+from slimlib.model.terms.recommended import HOST_SEQUENCE_S
+from slimlib.registry.architectures import get_architecture
+
+#: dataset name in the cross-validation's tables
+COMPOSED = "aic-composed"
+#: registry GPU -> AIConfigurator system whose kernel tables compose it
+COMPOSED_GPUS = {"a100-sxm-80gb": "a100", "h100-sxm": "h100", "h200-sxm": "h200", "b200-sxm-180gb": "b200"}
+#: dense GQA models whose attention shapes the tables measure, smallest first (the largest fits only a B200)
+COMPOSED_MODELS = ("llama-3-8b", "qwen3-32b", "llama-3-70b")
+COMPOSED_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+#: (IL, OL): three prompt lengths at OL 128, two at OL 512
+COMPOSED_LENGTHS = ((128, 128), (512, 128), (2048, 128), (128, 512), (512, 512))
+#: the device axis: the GPU the parameter file is fitted on, and the models transferred from it
+DEVICE_SOURCE = "h100-sxm"
+
+
+def composed_configs() -> tuple[pd.DataFrame, dict[str, int]]:
+    """The design's configurations whose B requests fit the default KV pool (module docstring), and the count left
+    out per reason."""
+    rows, left = [], {"no KV pool for the weights": 0, "KV pool or max_num_seqs below B": 0}
+    for gpu in COMPOSED_GPUS:
+        for model in COMPOSED_MODELS:
+            sc = serving_config(get_architecture(model), gpu)
+            n = len(COMPOSED_LENGTHS) * len(COMPOSED_BATCHES)
+            if not sc.fits:
+                left["no KV pool for the weights"] += n
+                continue
+            for il, ol in COMPOSED_LENGTHS:
+                cap = float(np.asarray(sc.kv_token_capacity(il + ol)))
+                for b in COMPOSED_BATCHES:
+                    if b * (il + ol) > cap or b > sc.max_num_seqs:
+                        left["KV pool or max_num_seqs below B"] += 1
+                        continue
+                    rows.append({"model": model, "gpu": gpu, "batch_size": float(b), "input_len": float(il),
+                                 "output_len": float(ol)})  # fmt: skip
+    return pd.DataFrame(rows), left
+
+
+def composed_table() -> tuple[pd.DataFrame, dict[str, int]]:
+    """The kernel-composed curves in the scenario layout (static batch, no chunked prefill, no TTFT), and the
+    configurations left out per reason (`composed_configs`, and those outside a measured kernel grid)."""
+    cfg, left = composed_configs()
+    left["outside a measured kernel grid"] = 0
+    parts = []
+    for i in range(len(cfg)):  # one at a time: a row outside a grid is left out, not its whole group
+        row = cfg.iloc[[i]]
+        try:
+            e = compose(row.assign(gpu=row["gpu"].map(COMPOSED_GPUS)))
+        except OutOfGridError:
+            left["outside a measured kernel grid"] += 1
+            continue
+        parts.append(row.assign(kernel_e2e_s=e["e2e_s"].to_numpy()))
+    out = pd.concat(parts, ignore_index=True)
+    out["e2e_s"] = out["kernel_e2e_s"] + (out["output_len"] - 1.0) * out["batch_size"] * HOST_SEQUENCE_S
+    out["throughput_tok_s"] = out["batch_size"] * (out["input_len"] + out["output_len"]) / out["e2e_s"]
+    out["mean_ttft_ms"] = np.nan
+    out["mean_itl_ms"] = np.nan
+    out["gpu_blocks"] = np.nan
+    out["block_size"] = float(DEFAULT_BLOCK_SIZE)
+    out["chunked_prefill"] = False  # the composition prefills the B prompts in one pass
+    out["static_batch"] = True
+    out["source"] = COMPOSED
+    return _finish(out), left
