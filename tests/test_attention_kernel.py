@@ -100,3 +100,31 @@ def test_slim_fitted_before_the_knee_predicts_the_composed_curve_past_it(compose
     fit = make_model("slim", n_starts=0).fit(train)
     err = fit.predict(test)["pred_throughput_tok_s"].to_numpy() / test["throughput_tok_s"].to_numpy() - 1
     assert np.abs(err).max() < 0.12
+
+
+def test_slim_roofline_reads_the_measured_kernels_width_and_refuses_older_files(tmp_path):
+    import json
+
+    from slimlib.errors import SlimError
+    from slimlib.model import load_params
+
+    df = pd.DataFrame({"model": "llama-3-8b", "gpu": ["h100-sxm", "mi300x"], "batch_size": 64.0,
+                       "input_len": 512.0, "output_len": 128.0})  # fmt: skip
+    m = make_model("slim-roofline")
+    params = {s.name: s.init for s in m.param_specs()}
+    wide = [
+        m.with_params(params, gpu=g).contributions(df.iloc[[i]])["roof_decode_attention"]
+        for i, g in enumerate(df["gpu"])
+    ]
+    # per decode step, the attention's bytes on the H100 (measured kernel) are the KV heads', 1/4 of MI300X's per
+    # byte of bandwidth at the same efficiency
+    h100, mi = get_gpu("h100-sxm"), get_gpu("mi300x")
+    ratio = float(np.asarray(wide[0].decode)[0] * h100.mem_bw) / float(
+        np.asarray(wide[1].decode)[0] * mi.mem_bw
+    )
+    assert ratio == pytest.approx(0.25, rel=1e-6)
+    path = tmp_path / "old.json"
+    doc = json.loads(m.with_params(params, gpu="h100-sxm").to_json())
+    path.write_text(json.dumps({**doc, "format_version": 12}), encoding="utf-8")
+    with pytest.raises(SlimError, match="format version 12.*refit"):
+        load_params(path)

@@ -171,7 +171,9 @@ def test_old_slim_parameter_files_are_refused_with_one_line(tmp_path):
         5,
         6,
         11,
-    ):  # format 5 counts a causal prompt's attention, 6 a measured decode-GEMM roof, 7 its curve: other times
+        12,
+    ):  # format 5 counts a causal prompt's attention, 6 a measured decode-GEMM roof, 7 its curve, 13 the measured
+        # attention kernel's width: other times
         path.write_text(json.dumps({**doc, "format_version": version}), encoding="utf-8")
         with pytest.raises(
             SlimError, match=rf"format version {version}.*refit with `slim fit DATA.csv --variant slim`"

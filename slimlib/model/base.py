@@ -87,7 +87,7 @@ PARAMS_FORMAT = "slim-params"
 #: (`slimlib.model.terms.PREEMPTION_RECOMPUTE`; cross-validation, issue 28)
 #: version 13: ``slim``'s decode attention reads the ``D_kv`` bytes at every batch size on a device with the
 #: measured decode-attention kernel (`slimlib.model.terms.DECODE_ATTENTION_KERNEL`: no paged-attention widening there;
-#: the kernel-composed curves of the cross-validation, issue 28)
+#: the kernel-composed curves of the cross-validation, issue 28), and so does ``slim-roofline``'s
 PARAMS_FORMAT_VERSION = 13
 #: a fit progress callback: ``progress(done, total)``
 Progress = Callable[[int, int], None]

@@ -24,7 +24,8 @@ decode step; one mixed step under continuous batching) and charges ``pass_count 
 * `ROOF_PREFILL_ATTENTION`: Eq. 8's attention FLOPs ``4 IL^2 D`` per layer and prompt, bytes the prompt's KV
   written and read once, at eta_c and eta_attn.
 * `ROOF_DECODE_ATTENTION`: the decode attention bytes per sequence and step (the mean over a request's decode of
-  `slimlib.model.terms.recommended.attention_bytes`, kernel regime included) at eta_attn, and its FLOPs
+  `slimlib.model.terms.recommended.attention_bytes`, kernel regime included: none on a device with the measured
+  decode-attention kernel, as in the recommended model) at eta_attn, and its FLOPs
   (feature ``attn_flops_per_kv_byte`` times the KV bytes) at ``eta_ac`` (the decode attention kernel's compute
   efficiency, at most 1; prior from the MLA kernels, `slimlib.model.priors.DECODE_ATTENTION_COMPUTE`):
   memory-bound for MHA/GQA (a few FLOPs per byte), compute-bound for MLA's shared latent past about 64 heads per
@@ -144,7 +145,7 @@ def _prefill_attention(p: Params, f: Features, hw: GPU, kind: str) -> FloatArray
 def _decode_attention(p: Params, f: Features, hw: GPU, kind: str) -> FloatArray:
     seqs = f[f"{kind}_decodes"]
     ol = np.maximum(f["output_len"], 1.0)
-    nbytes = seqs * attention_bytes(f) / ol
+    nbytes = seqs * attention_bytes(f, hw=hw) / ol
     flops = seqs * f["attn_flops_per_kv_byte"] * attention_bytes(f, regime_rule=False) / ol
     return roofline(flops, nbytes, prefill_peak_flops(f, hw), hw.mem_bw, p["eta_ac"], p["eta_attn"])
 
