@@ -381,3 +381,31 @@ def test_a_column_of_kappas_gives_each_kappas_scale_exactly():
     assert together.shape == (len(kappas), 50)
     for row, kappa in zip(together, kappas, strict=True):
         assert np.array_equal(row, scale(d, e, 0.5, 0.7, s, kappa))
+
+
+def test_kernel_composed_rows_are_scored_but_calibrate_no_interval(synthetic_cv):
+    # the same folds labelled as the kernel-composed dataset, their "measurements" three times off: they get
+    # intervals and a coverage of their own, but the measured rows' intervals, the per-axis coverage and the stored
+    # residual model are those of the measured dataset alone
+    from slimlib.experiments.accuracy.composed_curves import COMPOSED
+
+    base = synthetic_axis()
+    off = [
+        Fold(f.label, f.train, f.test.assign(throughput_tok_s=3 * f.test["throughput_tok_s"]))
+        for f in base.folds
+    ]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        both = run_extrapolation_cv(["paper"], axes=[base, AxisFolds("batch", COMPOSED, "", off)], n_starts=0)
+    alone, mixed = nested_intervals(synthetic_cv), nested_intervals(both)
+    mine = mixed[mixed["dataset"] == "synthetic"].reset_index(drop=True)
+    pd.testing.assert_frame_equal(alone[["low", "high", "covered"]], mine[["low", "high", "covered"]])
+    theirs = mixed[(mixed["dataset"] == COMPOSED) & (mixed["quantity"] == "throughput")]
+    assert len(theirs) and theirs["low"].notna().all() and theirs["covered"].mean() < 0.5
+    c = coverage_table(both)
+    per_axis = c[(c["dataset"] == "all") & (c["quantity"] == "throughput")]
+    assert int(per_axis["n_test"].iloc[0]) == sum(len(f.test) for f in base.folds)
+    assert (
+        residual_model(both, "paper").to_dict()["axes"]
+        == residual_model(synthetic_cv, "paper").to_dict()["axes"]
+    )

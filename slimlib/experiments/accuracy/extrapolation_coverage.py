@@ -4,14 +4,18 @@ The residual model of a method (`residual_model`) holds, per axis and quantity (
 where the method predicts them and the data measure them), the scale and the quantiles of the scaled score
 ``|log(measured / predicted)| / w`` of every held-out row of the protocol (`slimlib.model.intervals`); it is what a
 parameter file stores (`slim fit --intervals`). An axis with fewer than `MIN_AXIS_FOLDS` folds gets no model of
-its own: its rows use the model pooled over every axis.
+its own: its rows use the model pooled over every axis. Only end-to-end measurements calibrate it: the held-out
+errors of the datasets in `NOT_FOR_INTERVALS` (the kernel-composed curves: no measurement noise, and none of the
+work the composition leaves out) would understate a measured row's, so they are scored, and their coverage
+measured, but they teach the intervals nothing.
 
 Coverage is nested (`nested_intervals`): the interval of a held-out row of fold f is built by the same code as a
 prediction's (`slimlib.model.intervals.residual_half_widths`) from a residual model learned on every *other* fold
 of the protocol (its scale's ``(lambda, beta, kappa)`` and its quantiles alike), never from f's own errors; the
 row's own parameter part (from f's fit) enters through the scale (`slimlib.model.intervals`). A row is covered
 when ``low <= measured <= high``. `coverage_table` adds the
-exact binomial (Clopper-Pearson) 95% interval of each coverage.
+exact binomial (Clopper-Pearson) 95% interval of each coverage; its per-axis rows (dataset "all") pool the measured
+datasets, the ones the target is about.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from slimlib.experiments.accuracy.composed_curves import COMPOSED
 from slimlib.experiments.accuracy.extrapolation import CVResult
 from slimlib.model.intervals import (
     INTERVAL_QUANTITIES,
@@ -33,6 +38,9 @@ LEVEL = 0.9
 TARGET_BAND = (0.85, 0.95)
 #: folds an axis needs for a residual model of its own (fewer: the model pooled over every axis)
 MIN_AXIS_FOLDS = 3
+#: datasets that are not end-to-end measurements: scored, but their held-out errors calibrate no interval and they
+#: stay out of the per-axis coverage (module docstring)
+NOT_FOR_INTERVALS = (COMPOSED,)
 #: quantity -> the `CVResult.predictions` column of its parameter part
 LOG_SD_COLUMN = {"throughput": "log_sd", "e2e": "log_sd", "ttft": "log_sd_ttft", "tpot": "log_sd_tpot"}
 #: columns of `coverage_table`
@@ -60,9 +68,10 @@ def log_errors(result: CVResult) -> pd.DataFrame:
 
 
 def residual_model(result: CVResult, method: str) -> ResidualModel:
-    """The residual model of `method` from every held-out row of the protocol (all folds, all axes)."""
+    """The residual model of `method` from every held-out row of the protocol's measured datasets (all folds, all
+    axes; not `NOT_FOR_INTERVALS`)."""
     e = log_errors(result)
-    e = e[e["method"] == method]
+    e = e[(e["method"] == method) & ~e["dataset"].isin(NOT_FOR_INTERVALS)]
     source = (f"extrapolation cross-validation of {method!r}: {e['fold'].nunique()} folds on "
               f"{', '.join(sorted(set(e['dataset'])))}; {result.n_starts} Sobol starts per fit")  # fmt: skip
     return ResidualModel.from_errors(e, method=method, source=source, min_folds=MIN_AXIS_FOLDS)
@@ -75,8 +84,9 @@ def nested_intervals(result: CVResult, level: float = LEVEL) -> pd.DataFrame:
     lows = np.full(len(e), np.nan)
     highs = np.full(len(e), np.nan)
     for _method, m in e.groupby("method", sort=False):
+        learn = m[~m["dataset"].isin(NOT_FOR_INTERVALS)]
         for fold, here in m.groupby("fold", sort=False):
-            rm = ResidualModel.from_errors(m[m["fold"] != fold], min_folds=MIN_AXIS_FOLDS)
+            rm = ResidualModel.from_errors(learn[learn["fold"] != fold], min_folds=MIN_AXIS_FOLDS)
             axis = str(here["axis"].iloc[0])
             for quantity, h in here.groupby("quantity", sort=False):
                 half = residual_half_widths(rm, [[axis]] * len(h), str(quantity), level,
@@ -106,12 +116,14 @@ def coverage_table(
     result: CVResult, level: float = LEVEL, band: tuple[float, float] = TARGET_BAND
 ) -> pd.DataFrame:
     """Nested coverage of the `level` intervals per method, axis, dataset and quantity, and per axis over its
-    datasets (dataset "all"): held-out rows, folds, share covered with its `binomial_ci`, median width
-    ``high / low``, whether the coverage lies in `band`."""
+    measured datasets (dataset "all": not `NOT_FOR_INTERVALS`): held-out rows, folds, share covered with its
+    `binomial_ci`, median width ``high / low``, whether the coverage lies in `band`."""
     e = nested_intervals(result, level)
+    measured = e[~e["dataset"].isin(NOT_FOR_INTERVALS)]
     rows = []
     for keys, g in [*e.groupby(["method", "axis", "dataset", "quantity"], sort=False),
-                    *(((m, a, "all", q), g) for (m, a, q), g in e.groupby(["method", "axis", "quantity"], sort=False))]:  # fmt: skip
+                    *(((m, a, "all", q), g)
+                      for (m, a, q), g in measured.groupby(["method", "axis", "quantity"], sort=False))]:  # fmt: skip
         method, axis, dataset, quantity = keys
         has = g["low"].notna()
         n = int(has.sum())

@@ -128,11 +128,12 @@ def write_extrapolation_outputs(
     save_table(
         coverage, "extrap_coverage", figures_dir, display=coverage_display(coverage),
         notes=[f"Share of held-out rows inside the {LEVEL:.0%} prediction interval (throughput) [exact binomial 95% "
-               f"interval], per axis over its datasets, and the median width high/low; target {lo:.0%}-{hi:.0%} on "
-               "every axis. Nested: a fold's residual model (scale and quantiles) is learned from every other fold "
+               f"interval], per axis over its measured datasets, and the median width high/low; target "
+               f"{lo:.0%}-{hi:.0%} on every axis. Nested: a fold's residual model (scale and quantiles) is learned "
+               "from every other fold of the measured datasets (not the kernel-composed curves) "
                f"(its axis's own when it has {MIN_AXIS_FOLDS} or more, else all axes pooled); the parameter "
                "uncertainty of the fold's own fit (none after a GPU transfer, which clears the standard errors) "
                "enters the scale with the weight learned there. Per "
-               "dataset and for E2E, TTFT and TPOT: extrap_coverage.csv."],
+               "dataset (the kernel-composed curves' included) and for E2E, TTFT and TPOT: extrap_coverage.csv."],
     )  # fmt: skip
     return table, coverage, choice
