@@ -30,9 +30,10 @@ the kernels differ from Eqs. 5-12:
    context token (the latent for MLA, the window for sliding-window layers), widened to the query width above
    vLLM's paged-attention switch, at bandwidth efficiency ``eta_attn``: Eq. 9's ``B / eta_attn [T_d + M_dec / BW]``;
    on a GPU whose registry entry holds vLLM's decode attention kernel's measured efficiency
-   (``decode_attention_eff``, from NVIDIA AIConfigurator's tables; `slim gpus` lists it) that value takes ``eta_attn``'s place (`ATTENTION_FACTOR_MEASURED`), which pre-knee points cannot see,
-   and the bytes are the ``D_kv`` ones at every batch size: that kernel reads each KV head once for all its query
-   heads, with no step at the paged-attention switch (`DECODE_ATTENTION_KERNEL`).
+   (``decode_attention_eff``, from NVIDIA AIConfigurator's tables; `slim gpus` lists it) that value takes
+   ``eta_attn``'s place (`ATTENTION_FACTOR_MEASURED`), which pre-knee points cannot see, and the bytes are the
+   ``D_kv`` ones at every batch size: that kernel reads each KV head once for all its query heads, with no step at
+   the paged-attention switch (`DECODE_ATTENTION_KERNEL`).
 4. **Dense decode**: ``T_d = alpha OL`` per request (Eq. 10 without ``gamma``), inside Eq. 9. At decode batch
    sizes the projection and FFN GEMMs are bound by reading their weights, which component 2 charges per step.
 5. Several GPUs: per-GPU features plus all-reduces (tensor parallelism) and expert all-to-alls (expert
@@ -47,8 +48,9 @@ their accuracy and intervals are measured by the extrapolation cross-validation 
 
 The step roofline, ``t_layer``, the causal prefill attention count, the measured decode-GEMM roof and curve, the
 measured decode-attention efficiency, ``t_act``, the measured prefill-attention rate, the measured host work
-per sequence, the recompute of preempted prompts and the measured kernel's attention width were admitted by the extrapolation cross-validation
-(`slimlib.experiments.accuracy.extrapolation`, README "Selection by extrapolation"): the model without the first
+per sequence, the recompute of preempted prompts and the measured kernel's attention width were admitted by the
+extrapolation cross-validation (`slimlib.experiments.accuracy.extrapolation`, README "Selection by extrapolation";
+the last found by its kernel-composed curves, so their axes are no independent test of it): the model without the first
 two (``slim-v3``, `slimlib.experiments.accuracy.extrapolation_candidates`), with each one alone, without the causal
 count (``slim-v4``), without the measured roof (``slim-v5``), with the roof's max instead of the measured curve
 (``slim-v6``), with ``eta_attn`` fitted on every GPU (``slim-v7``), without ``t_act`` (``slim-v8``), with the

@@ -95,11 +95,12 @@ from slimlib.model.terms.rooflines import (
     STEP_GEMM_ROOFLINE_V6,
 )
 
-#: the recommended model's terms at parameter-file formats 12 (the paged-attention widening on every device), 11 (before the recompute of preempted prompts), 10
-#: (before the measured host work per sequence), 9 (before the measured prefill-attention rate), 8 (before t_act),
-#: 7 (before the measured decode-attention efficiency), 6 (before the measured decode-GEMM curve), 5 (before the
-#: measured roof), 4 (before the causal prefill attention count) and 3 (before the cross-validation admitted the step
-#: roofline and the per-layer overhead): format 4's with the per-step weight read in the roofline's place, no t_layer
+#: the recommended model's terms at parameter-file formats 12 (the paged-attention widening on every device), 11
+#: (before the recompute of preempted prompts), 10 (before the measured host work per sequence), 9 (before the
+#: measured prefill-attention rate), 8 (before t_act), 7 (before the measured decode-attention efficiency), 6 (before
+#: the measured decode-GEMM curve), 5 (before the measured roof), 4 (before the causal prefill attention count) and 3
+#: (before the cross-validation admitted the step roofline and the per-layer overhead): format 4's with the per-step
+#: weight read in the roofline's place, no t_layer
 SLIM_V14_TERMS: tuple[Term, ...] = tuple(
     DECODE_ATTENTION if t.name == DECODE_ATTENTION_KERNEL.name else t for t in slim_terms()
 )

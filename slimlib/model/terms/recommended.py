@@ -29,8 +29,8 @@ differ from Eqs. 5-12, and the alternatives `scripts/choose_components.py` score
   `DECODE_ATTENTION_KERNEL` (the recommended model's, format 13): the same, except on a device whose registry holds
   the measured decode-attention kernel (``decode_attention_eff``: vLLM's FlashAttention decode in NVIDIA
   AIConfigurator's tables), which reads each KV head once for all the query heads it serves at every batch size
-  measured (32 query / 8 KV heads at B 1-256: no step at B = 16, where the paged-attention rule would widen the
-  bytes 4x; `slimlib.experiments.kernel_timing.composition`), so the measured efficiency is of the ``D_kv`` bytes
+  measured (32 query / 8 KV heads at B 1-256: no step from B = 16 to 32, where the paged-attention rule would widen
+  the bytes 4x; `tests/test_attention_kernel.py`), so the measured efficiency is of the ``D_kv`` bytes
   and no widening applies there (found by the kernel-composed curves of the extrapolation cross-validation,
   issue 28).
 * `STEP_WEIGHT_READ`: each decode step reads the weights every token uses (``dense_weight_bytes``) once, whatever
