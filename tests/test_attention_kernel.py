@@ -83,7 +83,7 @@ def test_composed_curves_are_the_kernels_plus_the_host_work_within_the_kv_pool(c
         tokens = g["batch_size"] * (g["input_len"] + g["output_len"])
         assert (tokens <= np.asarray(sc.kv_token_capacity(g["input_len"] + g["output_len"]))).all()
     one = composed.iloc[[0, len(composed) // 2, len(composed) - 1]]
-    k = compose(one.assign(gpu=one["gpu"].map(COMPOSED_GPUS)))
+    k = compose(one)
     host = (one["output_len"] - 1) * one["batch_size"] * HOST_SEQUENCE_S
     np.testing.assert_allclose(one["e2e_s"], k["e2e_s"].to_numpy() + host.to_numpy(), rtol=1e-12)
     np.testing.assert_allclose(

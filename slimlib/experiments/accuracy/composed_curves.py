@@ -28,8 +28,8 @@ from slimlib.registry.architectures import get_architecture
 
 #: dataset name in the cross-validation's tables
 COMPOSED = "aic-composed"
-#: registry GPU -> AIConfigurator system whose kernel tables compose it
-COMPOSED_GPUS = {"a100-sxm-80gb": "a100", "h100-sxm": "h100", "h200-sxm": "h200", "b200-sxm-180gb": "b200"}
+#: registry GPUs whose kernel tables compose them (the composition resolves each one's AIConfigurator system)
+COMPOSED_GPUS = ("a100-sxm-80gb", "h100-sxm", "h200-sxm", "b200-sxm-180gb")
 #: dense GQA models whose attention shapes the tables measure, smallest first (the largest fits only a B200)
 COMPOSED_MODELS = ("llama-3-8b", "qwen3-32b", "llama-3-70b")
 COMPOSED_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
@@ -70,7 +70,7 @@ def composed_table() -> tuple[pd.DataFrame, dict[str, int]]:
     for i in range(len(cfg)):  # one at a time: a row outside a grid is left out, not its whole group
         row = cfg.iloc[[i]]
         try:
-            e = compose(row.assign(gpu=row["gpu"].map(COMPOSED_GPUS)))
+            e = compose(row)
         except OutOfGridError:
             left["outside a measured kernel grid"] += 1
             continue
