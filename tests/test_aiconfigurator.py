@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import shutil
 
+import numpy as np
 import pandas as pd
 import pytest
 from shared_paths import RAW, needs
@@ -29,7 +30,7 @@ def built():
 def test_row_counts_and_coverage(built):
     tables, files = built
     dec, pre, gemm = tables["aic-decode-attention"], tables["aic-prefill-attention"], tables["aic-gemm"]
-    assert len(dec) == 2020 and len(pre) == 4930 and len(gemm) == 9702
+    assert len(dec) == 8982 and len(pre) == 9928 and len(gemm) == 29232
     assert sorted(tables["aic-systems"]["system"]) == ["a100_sxm", "b200_sxm", "h100_sxm", "h200_sxm"]
     h100 = dec[(dec.system == "h100_sxm") & (dec.n_heads == 32) & (dec.n_kv_heads == 8)]
     # 12 batch sizes x 16 contexts, less the large-B, long-context points that were not measured
@@ -37,16 +38,26 @@ def test_row_counts_and_coverage(built):
     assert set(h100["kernel_source"]) == {"vllm_flash_attn_fa3"}
     assert h100["batch_size"].max() == 2048 and h100["context"].max() == 65535
     assert dec["n_kv_heads"].max() == 8  # MHA decode (more than 8 KV heads) is not in the data
+    # the per-GPU shapes at TP 2, 4, 8 of the models whose TP-1 decode is measured (32/8 and 64/8 heads), and no
+    # split of a multi-head model (whose TP-1 decode is not measured)
+    shapes = set(zip(dec["n_heads"], dec["n_kv_heads"], strict=True))
+    assert shapes == {(32, 8), (16, 4), (8, 2), (4, 1), (64, 8), (32, 4), (16, 2), (8, 1)}
+    ar = tables["aic-allreduce"]
+    assert set(ar["n_gpus"]) == {2, 4, 8} and set(ar["backend"]) == {"vllm_graph", "vllm_eager"}
+    assert len(ar) == 4 * 2 * 3 * 23 and (ar["latency_ms"] > 0).all()
+    h = ar[(ar.system == "h100_sxm") & (ar.backend == "vllm_graph") & (ar.message_elements == 128)]
+    # the small-message latencies the GPU registry cites (allreduce_latency_s)
+    np.testing.assert_allclose(sorted(h["latency_ms"] * 1e-3), [4.292e-6, 4.589e-6, 4.713e-6], rtol=2e-3)
     assert set(gemm["gemm_dtype"]) == {"bfloat16", "fp8"}
     # the Mistral-7B fused gate/up GEMM (n = 28672) is bracketed by measured n
     h = gemm[(gemm.system == "h100_sxm") & (gemm.k == 4096)]
     assert {16384, 51200} <= set(h["n"])
-    assert len(files) == 26
+    assert len(files) == 34
 
 
 def test_dtypes_and_committed_tables_match_a_rebuild(built, tmp_path):
     tables, _ = built
-    for name in ("aic-decode-attention", "aic-prefill-attention", "aic-gemm", "aic-systems"):
+    for name in ("aic-decode-attention", "aic-prefill-attention", "aic-gemm", "aic-allreduce", "aic-systems"):
         committed = load(name)
         assert str(committed["latency_ms" if name != "aic-systems" else "mem_bw"].dtype) == "float64"
         buf = tmp_path / f"{name}.csv"
@@ -62,8 +73,8 @@ def test_provenance_hashes_in_manifest():
     aic = manifest[manifest["path"].str.startswith(AIC_NAME + "/")]
     parquet = aic[aic["path"].str.endswith(".parquet")]
     # attention (2) and GEMM (1) tables of four systems; MoE tables (4 kept, 3 older ones counted as exclusions);
-    # MLA (2), MLA-BMM and all-to-all tables of three systems
-    assert len(parquet) == 12 + 7 + 3 * 4
+    # MLA (2), MLA-BMM and all-to-all tables of three systems; the all-reduce table of four
+    assert len(parquet) == 12 + 7 + 3 * 4 + 4
     for r in aic.itertuples(index=False):
         assert sha256_file(RAW / r.path) == r.sha256, r.path
     assert WHEEL_SHA256 in (AIC / "PROVENANCE.md").read_text()
@@ -94,6 +105,39 @@ def test_bad_latency_names_the_file(tmp_path):
     path.write_bytes(buf.getvalue())
     with pytest.raises(DataError, match="generation_attention_perf.parquet.*not a positive"):
         build_aic_tables(dst)
+
+
+def test_bad_allreduce_latency_names_the_file(tmp_path):
+    dst = _copy_mirror(tmp_path)
+    path = dst / "aiconfigurator_core/systems/data/b200_sxm/comm/vllm/0.24.0/custom_allreduce_perf.parquet"
+    df = pd.read_parquet(path)
+    df.loc[df.index[3], "latency"] = float("nan")
+    buf = io.BytesIO()
+    df.to_parquet(buf)
+    path.write_bytes(buf.getvalue())
+    with pytest.raises(
+        DataError, match="custom_allreduce_perf.parquet: an all-reduce latency is not a positive"
+    ):
+        build_aic_tables(dst)
+
+
+def test_tensor_parallel_shapes_follow_vllms_split():
+    from slimlib.data.aiconfigurator import model_gemm_shapes, rank_heads
+    from slimlib.registry.architectures import get_architecture
+
+    llama, qwen2 = get_architecture("llama-3-70b"), get_architecture("qwen2-7b")
+    assert [rank_heads(llama, p) for p in (1, 2, 4, 8)] == [
+        (64, 8, 128),
+        (32, 4, 128),
+        (16, 2, 128),
+        (8, 1, 128),
+    ]
+    assert rank_heads(qwen2, 8) is None and rank_heads(qwen2, 4) == (7, 1, 128)  # 4 KV heads over 4 GPUs
+    one, four = model_gemm_shapes(llama), model_gemm_shapes(llama, 4)
+    assert four["qkv"][0] * 4 == one["qkv"][0] and four["o"][1] * 4 == one["o"][1]
+    assert four["ffn_up"][0] * 4 == one["ffn_up"][0] and four["ffn_down"] == (8192, 28672 // 4)
+    with pytest.raises(DataError, match="cannot be split over 8 GPUs"):
+        model_gemm_shapes(qwen2, 8)
 
 
 def test_wrong_version_and_missing_mirror(tmp_path):

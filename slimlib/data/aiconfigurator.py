@@ -5,11 +5,14 @@ see its PROVENANCE.md): per-kernel latencies of vLLM's own decode attention, pre
 H100 SXM, H200 SXM (vLLM 0.24.0), A100 SXM (vLLM 0.14.0) and B200 (vLLM 0.24.0). `build_aic_tables` keeps what the
 package uses and writes them as tidy tables:
 
-- ``aic-decode-attention``: decode attention of the registry models' (query heads, KV heads, head size) shapes at
-  tensor parallelism 1, full attention (no sliding window), bf16 activations, KV cache bf16 or fp8;
+- ``aic-decode-attention``: decode attention of the registry models' per-GPU (query heads, KV heads, head size)
+  shapes at tensor parallelism `TP_DEGREES` (`rank_heads`), full attention (no sliding window), bf16
+  activations, KV cache bf16 or fp8;
 - ``aic-prefill-attention``: prefill (context) attention of the same shapes;
-- ``aic-gemm``: dense bf16 and fp8 (per-tensor scaled) GEMMs on the (n, k) grid points that bracket the
-  projection, FFN and LM-head shapes of the models whose decode attention is measured (all m);
+- ``aic-gemm``: dense bf16 and fp8 (per-tensor scaled) GEMMs on the (n, k) grid points that bracket the per-GPU
+  projection, FFN and LM-head shapes (`model_gemm_shapes`) of the models whose decode attention is measured (all m);
+- ``aic-allreduce``: vLLM's custom all-reduce of bf16 messages over 2, 4 and 8 GPUs of one node, CUDA-graph and
+  eager backends, by message size (elements);
 - ``aic-systems``: the peak FLOP/s, bandwidth and capacity AIConfigurator's system YAML assumes per GPU.
 
 Reading Parquet needs ``pyarrow``. Latencies are in ms, for one layer on one GPU.
@@ -94,6 +97,12 @@ DECODE_COLUMNS = [*_HEAD_COLS, "batch_size", "context", "latency_ms"]
 PREFILL_COLUMNS = [*_HEAD_COLS, "batch_size", "input_len", "latency_ms"]
 GEMM_COLUMNS = ["system", "gpu", "device", "vllm_version", "kernel_source", "gemm_dtype", "m", "n", "k",
                 "latency_ms"]  # fmt: skip
+ALLREDUCE_COLUMNS = ["system", "gpu", "device", "vllm_version", "kernel_source", "backend", "n_gpus",
+                     "message_elements", "latency_ms"]  # fmt: skip
+#: tensor-parallel degrees whose per-GPU attention and GEMM shapes the tables keep (the all-reduce's group sizes)
+TP_DEGREES = (1, 2, 4, 8)
+#: all-reduce kernels kept (vLLM's custom all-reduce; ``backend`` vllm_graph inside a CUDA graph, vllm_eager not)
+ALLREDUCE_KERNELS = ("vLLM_custom_graph", "vLLM_custom_eager")
 SYSTEM_COLUMNS = ["system", "gpu", "device", "vllm_version", "peak_bf16_flops", "peak_fp8_flops", "mem_bw",
                   "mem_bytes", "decode_kernel", "prefill_kernel", "gemm_kernels"]  # fmt: skip
 
@@ -136,6 +145,13 @@ COLUMN_DOCS: dict[str, dict[str, tuple[str, str]]] = {
         "k": (_I, "input features"),
         "latency_ms": (_F, "measured latency of the GEMM, ms"),
     },
+    "aic-allreduce": {
+        **_COMMON_DOCS,
+        "backend": (_S, "vllm_graph (captured in a CUDA graph) or vllm_eager"),
+        "n_gpus": (_I, "GPUs in the all-reduce group (one node, NVLink)"),
+        "message_elements": (_I, "bf16 elements all-reduced (each GPU's message)"),
+        "latency_ms": (_F, "measured latency of one all-reduce, ms"),
+    },
     "aic-systems": {
         "system": _COMMON_DOCS["system"],
         "gpu": _COMMON_DOCS["gpu"],
@@ -152,11 +168,14 @@ COLUMN_DOCS: dict[str, dict[str, tuple[str, str]]] = {
 }
 TABLE_DOCS = {
     "aic-decode-attention": "Measured vLLM decode-attention latency per layer (NVIDIA AIConfigurator data) for "
-    "the registry models' head shapes at TP 1, by batch size and cached context.",
+    "the registry models' per-GPU head shapes at TP 1, 2, 4 and 8, by batch size and cached context.",
     "aic-prefill-attention": "Measured vLLM prefill-attention latency per layer (NVIDIA AIConfigurator data) for "
-    "the registry models' head shapes at TP 1, by batch size and input length.",
+    "the registry models' per-GPU head shapes at TP 1, 2, 4 and 8, by batch size and input length.",
     "aic-gemm": "Measured vLLM dense GEMM latency (NVIDIA AIConfigurator data) on the (n, k) grid points that "
-    "bracket the projection, FFN and LM-head shapes of the models with measured decode attention.",
+    "bracket the per-GPU projection, FFN and LM-head shapes (TP 1, 2, 4, 8) of the models with measured decode "
+    "attention.",
+    "aic-allreduce": "Measured vLLM custom all-reduce latency (NVIDIA AIConfigurator data), bf16, over 2, 4 and 8 "
+    "GPUs of one node, CUDA-graph and eager backends, by message size.",
     "aic-systems": "Peaks AIConfigurator's system YAML assumes for each GPU of the kernel tables, and the vLLM "
     "version and kernels kept.",
 }
@@ -208,23 +227,66 @@ def dense_gpu_architectures() -> list:
     return [a for a in archs if not a.is_moe and not a.is_mla]
 
 
-def registry_head_shapes() -> list[tuple[int, int, int]]:
-    """(query heads, KV heads, head size) of every `dense_gpu_architectures` entry, at tensor parallelism 1."""
-    return sorted({(a.n_heads, a.n_kv_heads, a.head_dim) for a in dense_gpu_architectures()})
+def rank_heads(arch, tp: int = 1) -> tuple[int, int, int] | None:
+    """(query heads, KV heads, head size) on each GPU of `arch` split over `tp` GPUs as vLLM splits it: the
+    query heads evenly, the KV heads evenly or, with fewer KV heads than GPUs, one replicated head per GPU
+    (`slimlib.model.memory.kv_replication`); None where vLLM refuses the split (heads not divisible)."""
+    hq, hkv = arch.n_heads, arch.n_kv_heads
+    if hq % tp or (hkv % tp and tp % hkv):
+        return None
+    return hq // tp, max(hkv // tp, 1), arch.head_dim
 
 
-def model_gemm_shapes(arch) -> dict[str, tuple[int, int]]:
-    """(n, k) of each GEMM in one layer of `arch` at TP 1, plus the LM head: qkv, o, ffn_up (gate and up fused
-    for a gated FFN), ffn_down, lm_head."""
-    d, dq = arch.hidden_size, arch.n_heads * arch.head_dim
-    up = (2 if arch.ffn_kind == "gated" else 1) * arch.ffn_size
+def registry_head_shapes(measured: set[tuple[int, int, int]] | None = None) -> list[tuple[int, int, int]]:
+    """(query heads, KV heads, head size) of every `dense_gpu_architectures` entry at TP 1; with `measured` (the
+    TP-1 shapes whose decode attention is measured), also the per-GPU `rank_heads` at every degree of `TP_DEGREES`
+    of the models whose TP-1 shape is in it (the models the composition can time; the split shapes of
+    multi-head models, whose TP-1 decode is not measured, are left out)."""
+    archs = dense_gpu_architectures()
+    shapes = {rank_heads(a) for a in archs}
+    if measured is not None:
+        shapes |= {rank_heads(a, p) for a in archs if rank_heads(a) in measured for p in TP_DEGREES}
+    return sorted(s for s in shapes if s is not None)
+
+
+def model_gemm_shapes(arch, tp: int = 1) -> dict[str, tuple[int, int]]:
+    """(n, k) of each GEMM in one layer of `arch` on one of `tp` GPUs, plus the LM head: qkv, o, ffn_up (gate and
+    up fused for a gated FFN), ffn_down (column- and row-parallel as vLLM splits them, `rank_heads`), lm_head
+    (vocabulary-parallel: ceil(V / tp) rows of the embedding). DataError where vLLM refuses the split."""
+    heads = rank_heads(arch, tp)
+    if heads is None or arch.ffn_size % tp:
+        raise DataError(f"{arch.name}: {arch.n_heads} query / {arch.n_kv_heads} KV heads and FFN width "
+                        f"{arch.ffn_size} cannot be split over {tp} GPUs (vLLM needs them divisible)")  # fmt: skip
+    hq, hkv, dh = heads
+    d = arch.hidden_size
+    ffn = arch.ffn_size // tp
+    up = (2 if arch.ffn_kind == "gated" else 1) * ffn
     return {
-        "qkv": ((arch.n_heads + 2 * arch.n_kv_heads) * arch.head_dim, d),
-        "o": (d, dq),
+        "qkv": ((hq + 2 * hkv) * dh, d),
+        "o": (d, hq * dh),
         "ffn_up": (up, d),
-        "ffn_down": (d, arch.ffn_size),
-        "lm_head": (arch.vocab_size, d),
+        "ffn_down": (d, ffn),
+        "lm_head": (-(-arch.vocab_size // tp), d),
     }
+
+
+def _splittable(arch, tp: int) -> bool:
+    return rank_heads(arch, tp) is not None and arch.ffn_size % tp == 0
+
+
+def needed_gemm_shapes(archs, degrees=(1,)) -> list[tuple[int, int]]:
+    """The (n, k) of every per-GPU GEMM (`model_gemm_shapes`) of `archs` at the TP `degrees` vLLM can split them
+    over."""
+    return sorted(
+        {nk for a in archs for p in degrees if _splittable(a, p) for nk in model_gemm_shapes(a, p).values()}
+    )
+
+
+def gemm_grid_pairs(needed, ngrid: list[int], kgrid: list[int]) -> set[tuple[int, int]]:
+    """The measured (n, k) grid points that bracket each shape of `needed` (`_bracket`, the composition's
+    interpolation corners)."""
+    pairs = {(n2, k2) for n, k in needed for n2 in _bracket(ngrid, n) for k2 in _bracket(kgrid, k)}
+    return {(n, k) for n, k in pairs if n in ngrid and k in kgrid}
 
 
 def _bracket(grid: list[int], v: int) -> list[int]:
@@ -269,6 +331,25 @@ def _dedupe(df: pd.DataFrame, keys: list[str], where: Path) -> pd.DataFrame:
     return df.sort_values(keys, kind="mergesort").reset_index(drop=True)
 
 
+def _measured_tp1_decode(sysdir: Path) -> set[tuple[int, int, int]]:
+    """The TP-1 registry head shapes with a measured decode attention on some system (kernels of `SYSTEMS`)."""
+    tp1 = registry_head_shapes()
+    out: set[tuple[int, int, int]] = set()
+    for system, spec in sorted(SYSTEMS.items()):
+        path = (
+            sysdir
+            / "data"
+            / system
+            / "attention"
+            / "vllm"
+            / spec["version"]
+            / "generation_attention_perf.parquet"
+        )
+        sel = _keep_attention(read_parquet(path), spec["decode"], tp1, path)
+        out |= set(zip(sel["num_heads"], sel["num_key_value_heads"], sel["head_dim"], strict=True))
+    return {(int(a), int(b), int(c)) for a, b, c in out}
+
+
 def build_aic_tables(root: str | Path) -> tuple[dict[str, pd.DataFrame], list[Path]]:
     """The aic-* tables from the raw folder `root` (aiconfigurator-kernels/), and the raw files read."""
     root = Path(root)
@@ -279,7 +360,7 @@ def build_aic_tables(root: str | Path) -> tuple[dict[str, pd.DataFrame], list[Pa
     for f in files:
         if not f.is_file():
             raise DataError(f"{f}: missing; the {AIC_NAME} mirror is incomplete")
-    shapes = registry_head_shapes()
+    shapes = registry_head_shapes(_measured_tp1_decode(sysdir))
     dec_parts: list[pd.DataFrame] = []
     pre_parts: list[pd.DataFrame] = []
     gemm_parts: list[pd.DataFrame] = []
@@ -332,7 +413,7 @@ def build_aic_tables(root: str | Path) -> tuple[dict[str, pd.DataFrame], list[Pa
     # GEMM (n, k) needed by the models whose decode attention is measured on some GPU
     archs = dense_gpu_architectures()
     archs = [a for a in archs if (a.n_heads, a.n_kv_heads, a.head_dim) in measured_shapes]
-    needed = sorted({nk for a in archs for nk in model_gemm_shapes(a).values()})
+    needed = needed_gemm_shapes(archs, TP_DEGREES)
     for system in sorted(SYSTEMS):
         spec = SYSTEMS[system]
         gdir = sysdir / "data" / system / "gemm" / "vllm" / spec["version"]
@@ -348,8 +429,7 @@ def build_aic_tables(root: str | Path) -> tuple[dict[str, pd.DataFrame], list[Pa
             if len(g) == 0:
                 raise DataError(f"{path}: no {dtype} rows of kernel {kernel}")
             ngrid, kgrid = sorted(int(v) for v in g["n"].unique()), sorted(int(v) for v in g["k"].unique())
-            pairs = {(n2, k2) for n, k in needed for n2 in _bracket(ngrid, n) for k2 in _bracket(kgrid, k)}
-            pairs = {(n, k) for n, k in pairs if n in ngrid and k in kgrid}
+            pairs = gemm_grid_pairs(needed, ngrid, kgrid)
             idx = pd.MultiIndex.from_arrays([g["n"], g["k"]])
             g = g[idx.isin(list(pairs))]
             if not (g["latency"] > 0).all():
@@ -360,10 +440,35 @@ def build_aic_tables(root: str | Path) -> tuple[dict[str, pd.DataFrame], list[Pa
                 "gemm_dtype": dtype, "m": g["m"], "n": g["n"], "k": g["k"], "latency_ms": g["latency"],
             })  # fmt: skip
             gemm_parts.append(_dedupe(t, ["m", "n", "k"], path))
+    ar_parts = []
+    for system in sorted(SYSTEMS):
+        spec = SYSTEMS[system]
+        cdir = sysdir / "data" / system / "comm" / "vllm" / spec["version"]
+        files.append(check_version(cdir, spec["version"]))
+        path = cdir / "custom_allreduce_perf.parquet"
+        raw = read_parquet(path)
+        files.append(path)
+        require_columns(raw, ["kernel_source", "allreduce_dtype", "num_gpus", "message_size", "latency", "backend",
+                              "device", "version"], path)  # fmt: skip
+        g = raw[raw["kernel_source"].isin(ALLREDUCE_KERNELS) & (raw["allreduce_dtype"] == "bfloat16")]
+        if len(g) == 0:
+            raise DataError(f"{path}: no bf16 rows of kernels {ALLREDUCE_KERNELS}")
+        if not (g["latency"] > 0).all():
+            raise DataError(f"{path}: an all-reduce latency is not a positive number (ms)")
+        t = pd.DataFrame({
+            "system": system, "gpu": spec["gpu"], "device": g["device"].astype(str),
+            "vllm_version": g["version"].astype(str), "kernel_source": g["kernel_source"].astype(str),
+            "backend": g["backend"].astype(str), "n_gpus": g["num_gpus"], "message_elements": g["message_size"],
+            "latency_ms": g["latency"],
+        })  # fmt: skip
+        if (t["vllm_version"] != spec["version"]).any():
+            raise DataError(f"{path}: version column differs from {spec['version']}")
+        ar_parts.append(_dedupe(t, ["backend", "n_gpus", "message_elements"], path))
     tables = {
         "aic-decode-attention": pd.concat(dec_parts, ignore_index=True)[DECODE_COLUMNS],
         "aic-prefill-attention": pd.concat(pre_parts, ignore_index=True)[PREFILL_COLUMNS],
         "aic-gemm": pd.concat(gemm_parts, ignore_index=True)[GEMM_COLUMNS],
+        "aic-allreduce": pd.concat(ar_parts, ignore_index=True)[ALLREDUCE_COLUMNS],
         "aic-systems": pd.DataFrame(systems, columns=SYSTEM_COLUMNS),
     }
     return tables, files
@@ -378,9 +483,10 @@ def readme_section(tables: dict[str, pd.DataFrame]) -> list[str]:
         f"From `{AIC_NAME}/` (copied unmodified from the wheel `{WHEEL}`, sha256 `{WHEEL_SHA256}`; Apache-2.0;",
         "attribute NVIDIA AIConfigurator). Measured latencies of vLLM's own kernels, one layer on one GPU; timings",
         "only (no hardware counters). Kept: full-attention (no sliding window) bf16 decode and prefill attention",
-        "of the registry models' head shapes at TP 1 (KV cache bf16 or fp8), and dense bf16 / fp8 GEMMs on the",
-        "(n, k) grid points bracketing the models with measured decode attention. The Parquet files read are in",
-        "raw_manifest.csv with their sha256. Reading them needs `pyarrow`.",
+        "of the registry models' per-GPU head shapes at TP 1, 2, 4 and 8 (KV cache bf16 or fp8), dense bf16 / fp8",
+        "GEMMs on the (n, k) grid points bracketing those models' per-GPU shapes, and vLLM's custom all-reduce",
+        "(bf16, 2-8 GPUs, CUDA-graph and eager). The Parquet files read are in raw_manifest.csv with their",
+        "sha256. Reading them needs `pyarrow`.",
         "",
         "| system | GPU | device | vLLM | decode kernel | prefill kernel(s) | bf16 peak TFLOP/s | bandwidth TB/s |",
         "|---|---|---|---|---|---|---|---|",
@@ -392,10 +498,13 @@ def readme_section(tables: dict[str, pd.DataFrame]) -> list[str]:
     lines.append(count_table(tables["aic-decode-attention"], ["system", "n_heads", "n_kv_heads", "head_dim"]))
     lines += ["aic-gemm by system and dtype:", ""]
     lines.append(count_table(tables["aic-gemm"], ["system", "gemm_dtype"]))
+    lines += ["aic-allreduce by system and backend:", ""]
+    lines.append(count_table(tables["aic-allreduce"], ["system", "vllm_version", "backend"]))
     lines += [
         "Coverage: decode attention is measured for at most 8 KV heads, so multi-head-attention models (OPT,",
         "Llama-2) and 28-head Qwen2-7B have no decode-attention rows; Mistral-7B, Llama-3-8B and Granite-8B",
-        "(32 query / 8 KV heads, head size 128) and the 64/8 70B-class shapes are covered. Large batch sizes at the",
+        "(32 query / 8 KV heads, head size 128) and the 64/8 70B-class shapes are covered, and so are their",
+        "per-GPU shapes at TP 2, 4 and 8 (16/4, 8/2, 4/1 and 32/4, 16/2, 8/1). Large batch sizes at the",
         "longest contexts were not measured (out of memory). The peaks in aic-systems are AIConfigurator's; the",
         "GPU registry (`slim gpus`) holds the data-sheet figures with their sources.",
         "",

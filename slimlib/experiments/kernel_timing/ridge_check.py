@@ -31,6 +31,12 @@ import numpy as np
 import pandas as pd
 
 from slimlib.data import load
+from slimlib.data.aiconfigurator import (
+    dense_gpu_architectures,
+    gemm_grid_pairs,
+    needed_gemm_shapes,
+    rank_heads,
+)
 from slimlib.errors import SlimError
 from slimlib.experiments.kernel_timing.composition import decode_attention_flops
 from slimlib.experiments.kernel_timing.moe_mla_terms import (
@@ -76,10 +82,14 @@ def term_priors(term: Term) -> tuple[float, float]:
     return values[0], values[1]
 
 
-def gemm_turns(gemm: pd.DataFrame | None = None) -> pd.DataFrame:
+def gemm_turns(gemm: pd.DataFrame | None = None, tp_degrees: tuple[int, ...] | None = (1,)) -> pd.DataFrame:
     """Per (gpu, dtype, n, k) of ``aic-gemm``: the measured turn and the term's ridge, in tokens (module
-    docstring), and their ratio ``term_ridge_m / measured_turn_m``."""
+    docstring), and their ratio ``term_ridge_m / measured_turn_m``; with `tp_degrees`, only the grid points that
+    bracket the per-GPU shapes at those degrees of the models whose decode attention is measured (the table also
+    holds those of TP 2-8, whose narrow GEMMs turn later: their latency floor is a larger share; None: all)."""
     g = load("aic-gemm") if gemm is None else gemm
+    if tp_degrees is not None:
+        g = g[_bracketing(g, tp_degrees)]
     rows = []
     for (gpu, dtype, n, k), grp in g.groupby(["gpu", "gemm_dtype", "n", "k"], sort=True):
         m = grp["m"].to_numpy(dtype=float)
@@ -101,6 +111,22 @@ def gemm_turns(gemm: pd.DataFrame | None = None) -> pd.DataFrame:
     out = pd.DataFrame(rows)
     out["ratio"] = out["term_ridge_m"] / out["measured_turn_m"]
     return out
+
+
+def _bracketing(g: pd.DataFrame, tp_degrees: tuple[int, ...]) -> pd.Series:
+    """Rows of the GEMM table `g` on the grid points bracketing the per-GPU shapes at `tp_degrees` of the models
+    whose TP-1 decode attention is measured (`slimlib.data.aiconfigurator.needed_gemm_shapes`), per GPU and dtype."""
+    dec = load("aic-decode-attention")
+    measured = set(zip(dec["n_heads"], dec["n_kv_heads"], dec["head_dim"], strict=True))
+    archs = [a for a in dense_gpu_architectures() if rank_heads(a) in measured]
+    needed = needed_gemm_shapes(archs, tp_degrees)
+    keep = pd.Series(False, index=g.index)
+    for _, grp in g.groupby(["gpu", "gemm_dtype"], sort=False):
+        pairs = gemm_grid_pairs(
+            needed, sorted(int(v) for v in grp["n"].unique()), sorted(int(v) for v in grp["k"].unique())
+        )
+        keep[grp.index] = [(int(n), int(k)) in pairs for n, k in zip(grp["n"], grp["k"], strict=True)]
+    return keep
 
 
 def gemm_ridge_summary(turns: pd.DataFrame | None = None) -> pd.DataFrame:
