@@ -78,11 +78,13 @@ def test_composed_curves_are_the_kernels_plus_the_host_work_within_the_kv_pool(c
     cfg, left = composed_configs()
     assert left["no KV pool for the weights"] > 0  # a 70B model has no pool on one 80 GB GPU
     assert set(composed["gpu"]) == set(COMPOSED_GPUS) and (composed["source"] == "aic-composed").all()
-    for (model, gpu), g in composed.groupby(["model", "gpu"]):
-        sc = serving_config(get_architecture(model), gpu)
+    assert set(composed["tensor_parallel"]) == {1, 2, 4, 8}
+    for (model, gpu, tp), g in composed.groupby(["model", "gpu", "tensor_parallel"]):
+        sc = serving_config(get_architecture(model), gpu, tensor_parallel=tp)
         tokens = g["batch_size"] * (g["input_len"] + g["output_len"])
         assert (tokens <= np.asarray(sc.kv_token_capacity(g["input_len"] + g["output_len"]))).all()
-    one = composed.iloc[[0, len(composed) // 2, len(composed) - 1]]
+    one = composed.iloc[[0, len(composed) // 3, len(composed) // 2, len(composed) - 1]]
+    assert one["tensor_parallel"].nunique() > 1
     k = compose(one)
     host = (one["output_len"] - 1) * one["batch_size"] * HOST_SEQUENCE_S
     np.testing.assert_allclose(one["e2e_s"], k["e2e_s"].to_numpy() + host.to_numpy(), rtol=1e-12)
@@ -95,7 +97,11 @@ def test_composed_curves_are_the_kernels_plus_the_host_work_within_the_kv_pool(c
 def test_slim_fitted_before_the_knee_predicts_the_composed_curve_past_it(composed):
     # H100, Llama-3-8B: fit B <= 4 of every curve, predict B 8-256 (the protocol's batch fold); the kernel-aware
     # attention stays within 12% where the paged-attention widening, on that kernel, is 20-40% slow at B >= 64
-    g = composed[(composed["gpu"] == "h100-sxm") & (composed["model"] == "llama-3-8b")]
+    g = composed[
+        (composed["gpu"] == "h100-sxm")
+        & (composed["model"] == "llama-3-8b")
+        & (composed["tensor_parallel"] == 1)
+    ]
     train, test = g[g["batch_size"] <= 4], g[g["batch_size"] >= 64]
     fit = make_model("slim", n_starts=0).fit(train)
     err = fit.predict(test)["pred_throughput_tok_s"].to_numpy() / test["throughput_tok_s"].to_numpy() - 1

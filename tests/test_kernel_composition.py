@@ -138,3 +138,40 @@ def test_kernel_tables_resolve_gpus_through_the_registry():
     assert system_for_gpu("NVIDIA B200") == "b200_sxm" and system_for_gpu("h100") == "h100_sxm"
     with pytest.raises(DataError, match="mi300x has no AIConfigurator kernel tables"):
         system_for_gpu("mi300x")
+
+
+def test_tensor_parallel_times_one_gpus_share_plus_two_measured_allreduces_per_layer():
+    from slimlib.data.aiconfigurator import model_gemm_shapes, rank_heads
+    from slimlib.registry.architectures import get_architecture
+
+    arch = get_architecture("llama-3-8b")
+    one, two = kernel_set("llama-3-8b", "h100"), kernel_set("llama-3-8b", "h100", tp=2)
+    # vLLM's split: half the query and KV heads, column-parallel QKV and gate/up, row-parallel O and down
+    assert rank_heads(arch, 2) == (16, 4, 128) and two.heads == (16, 4, 128)
+    assert two.shapes == model_gemm_shapes(arch, 2) and two.shapes["qkv"] == ((16 + 2 * 4) * 128, 4096)
+    assert two.shapes["ffn_down"] == (4096, 14336 // 2) and two.shapes["lm_head"] == (128256 // 2, 4096)
+    # the measured all-reduce: the CUDA-graph kernel for a decode step, exact at a measured message size
+    ar = load("aic-allreduce")
+    ar = ar[(ar.system == "h100_sxm") & (ar.n_gpus == 2)].set_index(["backend", "message_elements"])[
+        "latency_ms"
+    ]
+    np.testing.assert_allclose(two.allreduce_ms([1.0]), ar[("vllm_graph", 4096)], rtol=1e-12)
+    # a pass of more than 512 tokens runs eagerly; beyond the largest message, blocks of it
+    np.testing.assert_allclose(two.allreduce_ms([1024.0]), ar[("vllm_eager", 1024 * 4096)], rtol=1e-12)
+    top = int(ar.loc["vllm_eager"].index.max())
+    np.testing.assert_allclose(two.allreduce_ms([2.0 * top / 4096]), 2 * ar[("vllm_eager", top)], rtol=1e-12)
+    d1, d2 = one.decode_step([8.0], [512.0]), two.decode_step([8.0], [512.0])
+    assert (d1["allreduce"] == 0).all() and float(d2["allreduce"].iloc[0]) == pytest.approx(
+        2 * 32 * float(two.allreduce_ms([8.0])[0]), rel=1e-12
+    )
+    # at B = 1 a layer's kernels are faster on half the work, but by less than half: their latency does not halve
+    s1, s2 = (float(k.decode_step([1.0], [512.0])[["qkv", "o", "ffn_up", "ffn_down", "attention"]].sum(axis=1).iloc[0])
+              for k in (one, two))  # fmt: skip
+    assert 0.5 * s1 < s2 < s1
+    e = two.e2e([8.0], [512.0], [128.0])
+    assert float(e["decode_allreduce_s"].iloc[0]) == pytest.approx(127 * float(d2["allreduce"].iloc[0]) / 1e3)
+    with pytest.raises(DataError, match="tp must be 1, 2, 4 or 8"):
+        kernel_set("llama-3-8b", "h100", tp=3)
+    assert kernel_set("llama-3-8b", "h100", tp=8).heads == (4, 1, 128)
+    with pytest.raises(OutOfGridError, match="cannot split"):
+        kernel_set("qwen2-7b", "h100", tp=8)  # 28 query heads do not split over 8 GPUs

@@ -1,17 +1,20 @@
 """Kernel-composed curves: the extrapolation cross-validation's dataset on NVIDIA GPUs (``aic-composed``, issue 28).
 
-Each row is a static batch of B equal requests on one GPU at TP 1 whose E2E is composed, not measured end to end:
+Each row is a static batch of B equal requests on one GPU, or on 2, 4 or 8 GPUs of one node with tensor
+parallelism, whose E2E is composed, not measured end to end:
 the measured vLLM kernel latencies of NVIDIA AIConfigurator's tables summed over the engine's steps (the prefill,
 then OL - 1 decode steps; `slimlib.experiments.kernel_timing.composition`), plus vLLM's measured host work per
 running sequence and decode step (`slimlib.model.terms.recommended.HOST_SEQUENCE_S`, Vidur's CPU profile), which
 the kernels do not hold. The composition leaves out norms, activations, RoPE, sampling and launch gaps (not in the
 tables), so it tests the model's GPU terms where no end-to-end data exist: the decode GEMMs' and attention's
-shapes past the pre-knee batch sizes, at longer prompts and outputs, on a larger model and on another GPU.
+shapes past the pre-knee batch sizes, at longer prompts and outputs, on a larger model, on another GPU and split
+over more GPUs (each kernel at one GPU's share, plus the measured all-reduces).
 
-Design (`COMPOSED_GPUS` x `COMPOSED_MODELS` x `COMPOSED_BATCHES` x `COMPOSED_LENGTHS`): a configuration is kept
-where the model's weights leave a KV pool (vLLM's defaults, `slimlib.model.serving.serving_config`) that holds all
-B requests at IL + OL tokens and B is at most ``max_num_seqs``, and where every kernel lies inside its measured grid
-(nothing is extrapolated); `composed_table` says how many it left out and why.
+Design (`COMPOSED_GPUS` x `COMPOSED_MODELS` x `COMPOSED_TP` x `COMPOSED_BATCHES` x `COMPOSED_LENGTHS`): a
+configuration is kept where the model's weights leave each GPU a KV pool (vLLM's defaults,
+`slimlib.model.serving.serving_config`) that holds all B requests at IL + OL tokens and B is at most
+``max_num_seqs``, and where every kernel lies inside its measured grid (nothing is extrapolated); `composed_table`
+says how many it left out and why.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from slimlib.experiments.accuracy.scenarios import _finish
+from slimlib.experiments.accuracy.scenarios import COLUMNS
 from slimlib.experiments.kernel_timing.composition import OutOfGridError, compose
 from slimlib.model.memory import DEFAULT_BLOCK_SIZE
 from slimlib.model.serving import serving_config
@@ -32,6 +35,8 @@ COMPOSED = "aic-composed"
 COMPOSED_GPUS = ("a100-sxm-80gb", "h100-sxm", "h200-sxm", "b200-sxm-180gb")
 #: dense GQA models whose attention shapes the tables measure, smallest first (the largest fits only a B200)
 COMPOSED_MODELS = ("llama-3-8b", "qwen3-32b", "llama-3-70b")
+#: tensor-parallel degrees (GPUs of one node; the all-reduce tables measure 2, 4 and 8)
+COMPOSED_TP = (1, 2, 4, 8)
 COMPOSED_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 #: (IL, OL): three prompt lengths at OL 128, two at OL 512
 COMPOSED_LENGTHS = ((128, 128), (512, 128), (2048, 128), (128, 512), (512, 512))
@@ -45,36 +50,44 @@ def composed_configs() -> tuple[pd.DataFrame, dict[str, int]]:
     rows, left = [], {"no KV pool for the weights": 0, "KV pool or max_num_seqs below B": 0}
     for gpu in COMPOSED_GPUS:
         for model in COMPOSED_MODELS:
-            sc = serving_config(get_architecture(model), gpu)
-            n = len(COMPOSED_LENGTHS) * len(COMPOSED_BATCHES)
-            if not sc.fits:
-                left["no KV pool for the weights"] += n
-                continue
-            for il, ol in COMPOSED_LENGTHS:
-                cap = float(np.asarray(sc.kv_token_capacity(il + ol)))
-                for b in COMPOSED_BATCHES:
-                    if b * (il + ol) > cap or b > sc.max_num_seqs:
-                        left["KV pool or max_num_seqs below B"] += 1
-                        continue
-                    rows.append({"model": model, "gpu": gpu, "batch_size": float(b), "input_len": float(il),
-                                 "output_len": float(ol)})  # fmt: skip
+            for tp in COMPOSED_TP:
+                sc = serving_config(get_architecture(model), gpu, tensor_parallel=tp)
+                n = len(COMPOSED_LENGTHS) * len(COMPOSED_BATCHES)
+                if not sc.fits:
+                    left["no KV pool for the weights"] += n
+                    continue
+                for il, ol in COMPOSED_LENGTHS:
+                    cap = float(np.asarray(sc.kv_token_capacity(il + ol)))
+                    for b in COMPOSED_BATCHES:
+                        if b * (il + ol) > cap or b > sc.max_num_seqs:
+                            left["KV pool or max_num_seqs below B"] += 1
+                            continue
+                        rows.append({"model": model, "gpu": gpu, "tensor_parallel": tp, "batch_size": float(b),
+                                     "input_len": float(il), "output_len": float(ol)})  # fmt: skip
     return pd.DataFrame(rows), left
 
 
 def composed_table() -> tuple[pd.DataFrame, dict[str, int]]:
-    """The kernel-composed curves in the scenario layout (static batch, no chunked prefill, no TTFT), and the
-    configurations left out per reason (`composed_configs`, and those outside a measured kernel grid)."""
+    """The kernel-composed curves in the scenario layout (static batch, no chunked prefill, no TTFT) with their
+    ``tensor_parallel`` degree, and the configurations left out per reason (`composed_configs`, and those outside a measured kernel grid)."""
     cfg, left = composed_configs()
     left["outside a measured kernel grid"] = 0
     parts = []
-    for i in range(len(cfg)):  # one at a time: a row outside a grid is left out, not its whole group
-        row = cfg.iloc[[i]]
+    # a whole curve at once; where one of its rows lies outside a grid, row by row, leaving that row out
+    for _, curve in cfg.groupby(["gpu", "model", "tensor_parallel", "input_len", "output_len"], sort=False):
         try:
-            e = compose(row)
-        except OutOfGridError:
-            left["outside a measured kernel grid"] += 1
+            parts.append(curve.assign(kernel_e2e_s=compose(curve)["e2e_s"].to_numpy()))
             continue
-        parts.append(row.assign(kernel_e2e_s=e["e2e_s"].to_numpy()))
+        except OutOfGridError:
+            pass
+        for i in range(len(curve)):
+            row = curve.iloc[[i]]
+            try:
+                e = compose(row)
+            except OutOfGridError:
+                left["outside a measured kernel grid"] += 1
+                continue
+            parts.append(row.assign(kernel_e2e_s=e["e2e_s"].to_numpy()))
     out = pd.concat(parts, ignore_index=True)
     out["e2e_s"] = out["kernel_e2e_s"] + (out["output_len"] - 1.0) * out["batch_size"] * HOST_SEQUENCE_S
     out["throughput_tok_s"] = out["batch_size"] * (out["input_len"] + out["output_len"]) / out["e2e_s"]
@@ -85,4 +98,12 @@ def composed_table() -> tuple[pd.DataFrame, dict[str, int]]:
     out["chunked_prefill"] = False  # the composition prefills the B prompts in one pass
     out["static_batch"] = True
     out["source"] = COMPOSED
-    return _finish(out), left
+    out["curve"] = (
+        out["model"] + " IL=" + out["input_len"].round().astype(int).astype(str)
+        + " OL=" + out["output_len"].round().astype(int).astype(str)
+        + np.where(out["tensor_parallel"] > 1, " TP=" + out["tensor_parallel"].astype(str), "")
+    )  # fmt: skip
+    out = out.sort_values(
+        ["model", "tensor_parallel", "input_len", "output_len", "batch_size"], kind="mergesort"
+    )
+    return out[[*COLUMNS, "tensor_parallel"]].reset_index(drop=True), left

@@ -24,10 +24,11 @@ The CPU engine's offline campaign (``engine-cpu-offline``: the served campaign's
 alone, no API server or benchmark client sharing the 2-core host) takes the CPU engine's folds of every axis.
 
 The kernel-composed curves (``aic-composed``: measured vLLM kernel latencies summed per engine step plus the
-measured host work, A100/H100/H200/B200 at TP 1, `slimlib.experiments.accuracy.composed_curves`; not end-to-end
-measurements) take, per GPU and model, the batch, batch-knee, input (IL 128-512 -> 2048 at OL 128) and output
-(OL 128 -> 512) folds; per GPU the model fold (the largest model that fits it); and the device folds: each model
-fitted on the H100, its parameter file transferred to each other GPU.
+measured host work, A100/H100/H200/B200 at TP 1-8, `slimlib.experiments.accuracy.composed_curves`; not end-to-end
+measurements) take, at TP 1, per GPU and model, the batch, batch-knee, input (IL 128-512 -> 2048 at OL 128) and
+output (OL 128 -> 512) folds; per GPU the model fold (the largest model that fits it); the device folds: each model
+fitted on the H100, its parameter file transferred to each other GPU; and, per GPU and model, the tp fold: fit the
+smallest TP degree (1, or 2 where the weights do not fit one GPU), validate TP 2-8.
 """
 
 from __future__ import annotations
@@ -67,7 +68,7 @@ DATASETS = {
     "(data/engine-cpu-offline)",
     "llmib": "LLM-Inference-Bench, vLLM 0.6.1, MI300X/MI250 (data/llmib-runs.csv)",
     COMPOSED: "kernel-composed curves, not end-to-end: vLLM kernel latencies measured by NVIDIA AIConfigurator "
-    "(data/aic-*.csv) summed per engine step plus the measured host work per sequence, A100/H100/H200/B200, TP 1",
+    "(data/aic-*.csv) summed per engine step plus the measured host work per sequence, A100/H100/H200/B200, TP 1-8 (one node)",
 }
 #: batch axis: largest fitted and smallest validated batch size
 BATCH_FIT_MAX = 4
@@ -247,7 +248,9 @@ def build_axis_folds(
 
 
 def _add_composed(t: pd.DataFrame, add: Callable[..., None], batch_design: str, knee_design: str) -> None:
-    """The kernel-composed curves' folds (module docstring) through `build_axis_folds`' `add`."""
+    """The kernel-composed curves' folds (module docstring) through `build_axis_folds`' `add`: the TP-1 rows on
+    every axis but ``tp``, which fits the smallest TP degree of each GPU and model and validates the larger."""
+    every_tp, t = t, t[t["tensor_parallel"] == 1]
     per_gpu = list(t.groupby("gpu", sort=True))
     for axis, split, design in (
         ("batch", batch_split, batch_design),
@@ -276,6 +279,14 @@ def _add_composed(t: pd.DataFrame, add: Callable[..., None], batch_design: str, 
              for f in _one(f"{model} {DEVICE_SOURCE} -> {gpu}", src[src["model"] == model], g)]  # fmt: skip
     add("device", COMPOSED, f"per model: fit on the {DEVICE_SOURCE}, transfer the parameter file, validate another GPU",
         folds, transfer=True)  # fmt: skip
+    folds = []
+    for (gpu_name, model_name), d in every_tp.groupby(["gpu", "model"], sort=True):
+        tp = d["tensor_parallel"]
+        low, more = int(tp.min()), sorted({int(x) for x in tp[tp > tp.min()]})
+        label = f"{gpu_name} {model_name} TP {low} -> {'/'.join(map(str, more))}"
+        folds += _one(label, d[tp == low], d[tp > low])
+    add("tp", COMPOSED, "per GPU and model: fit the smallest TP degree (1 where the weights fit one GPU), validate the "
+        "larger ones", folds)  # fmt: skip
 
 
 def fold_rows(axes: list[AxisFolds]) -> pd.DataFrame:

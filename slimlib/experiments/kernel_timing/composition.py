@@ -8,17 +8,26 @@ LM head on the last token of each request only). This is a reference, not a repl
 scheduling, sampling, norms/activations/RoPE (not in the data) and launch overheads. A mixture of experts is refused
 (`OutOfGridError`): its routed experts are not composed.
 
+Tensor parallelism ``tp`` (one node): every kernel is timed at one GPU's share as vLLM splits the model
+(`slimlib.data.aiconfigurator.rank_heads`, `model_gemm_shapes`: heads, QKV/FFN columns, O/down rows, the
+vocabulary-parallel LM head), and each layer adds two measured all-reduces of the pass's activations (``m D`` bf16
+elements, after the attention and after the FFN), with the CUDA-graph backend for a pass of at most
+`CUDA_GRAPH_MAX_TOKENS` tokens (every decode step here) and the eager backend above it. Left out: the gather of the
+vocabulary-parallel logits (not in the data; at B = 256 and a 128k vocabulary about 1% of a decode step).
+
 Interpolation (nothing is extrapolated; a request outside a measured grid raises `OutOfGridError`):
 
 - GEMM: multilinear in (log m, log n, log k) of log latency (exact for a power law between grid points);
 - decode attention: log latency linear in log context at each measured batch size; linear in the batch size
   between measured batch sizes (so sums over decode steps are exact sums of interpolated steps);
-- prefill attention: multilinear in (log B, log IL) of log latency.
+- prefill attention: multilinear in (log B, log IL) of log latency;
+- all-reduce: log latency linear in log message size.
 
 Composition rules beyond a grid's largest size (stated, not extrapolation): a GEMM with more rows than the largest
 measured m is timed as row blocks of that m, one with more columns than the largest n as column blocks (the LM head
 of a 128k vocabulary); a prefill of more requests than measured for its input length runs as back-to-back groups of
-the largest measured batch (vLLM also splits large prefills by its token budget).
+the largest measured batch (vLLM also splits large prefills by its token budget); an all-reduce larger than the largest
+measured message runs as messages of that size.
 
 Decode steps: the prefill writes the prompt's KV and yields the first token; step j = 1..OL-1 runs with
 ``IL + j - 1`` tokens already cached (AIConfigurator's 'step') and yields token j + 1.
@@ -33,7 +42,7 @@ import numpy as np
 import pandas as pd
 
 from slimlib.data import load
-from slimlib.data.aiconfigurator import SYSTEMS, model_gemm_shapes, system_for_gpu
+from slimlib.data.aiconfigurator import SYSTEMS, model_gemm_shapes, rank_heads, system_for_gpu
 from slimlib.errors import DataError
 from slimlib.registry.architectures import get_architecture
 from slimlib.registry.gpus import get_gpu
@@ -54,6 +63,11 @@ __all__ = [
 #: caption every figure on these data carries
 LABEL = "measured vLLM kernel timings, NVIDIA AIConfigurator data"
 GEMM_KINDS = ("qkv", "o", "ffn_up", "ffn_down")  # per-layer GEMMs; the LM head is "lm_head"
+#: all-reduces per layer under tensor parallelism (after the attention's O projection and the FFN's down projection)
+ALLREDUCES_PER_LAYER = 2
+#: largest pass (tokens) vLLM runs inside a CUDA graph by default (``max_cudagraph_capture_size``, vLLM >= 0.11);
+#: larger passes run eagerly, with the eager all-reduce
+CUDA_GRAPH_MAX_TOKENS = 512
 
 
 class OutOfGridError(DataError):
@@ -125,6 +139,10 @@ class KernelSet:
     pre_t: np.ndarray  # [batch, input_len] ms, NaN where not measured
     gemm_m: np.ndarray  # measured m
     gemm_t: dict  # kind -> ms at each measured m (n and k interpolated; NaN where a corner is missing)
+    tp: int = 1
+    hidden: int = 0  # the model's hidden size D (all-reduce message per token)
+    ar_elements: np.ndarray = field(default_factory=lambda: np.zeros(0))  # measured message sizes
+    ar_ms: dict = field(default_factory=dict)  # backend (vllm_graph, vllm_eager) -> ms at each message size
     _cum: dict = field(default_factory=dict, repr=False)
 
     # ---------------------------------------------------------------- GEMMs
@@ -284,6 +302,31 @@ class KernelSet:
             acc += np.where(need, wt * np.nan_to_num(val), 0.0)
         return np.exp(acc)
 
+    # ---------------------------------------------------------------- all-reduce
+    def allreduce_ms(self, tokens) -> np.ndarray:
+        """Latency (ms) of one all-reduce of `tokens` x D bf16 elements over the `tp` GPUs (0 at TP 1): the
+        CUDA-graph backend up to `CUDA_GRAPH_MAX_TOKENS` tokens, eager above; messages above the largest measured
+        run as blocks of it."""
+        t = np.atleast_1d(np.asarray(tokens, dtype=float))
+        if self.tp == 1:
+            return np.zeros(t.shape)
+        m = t * self.hidden
+        xs = self.ar_elements
+        if np.any(m < xs[0]):
+            raise OutOfGridError(f"{self._where()}: all-reduce of {m[m < xs[0]][0]:g} elements is below the "
+                                 f"measured {xs[0]:g}; nothing is extrapolated")  # fmt: skip
+        out = np.zeros(t.shape)
+        for backend, sel in (
+            ("vllm_graph", t <= CUDA_GRAPH_MAX_TOKENS),
+            ("vllm_eager", t > CUDA_GRAPH_MAX_TOKENS),
+        ):
+            if np.any(sel):
+                ys = self.ar_ms[backend]
+                full, rest = np.floor(m[sel] / xs[-1]), np.mod(m[sel], xs[-1])
+                part = np.where(rest > 0, _interp_loglog(np.maximum(rest, xs[0]), xs, ys), 0.0)
+                out[sel] = full * ys[-1] + part
+        return out
+
     # ---------------------------------------------------------------- composition
     def decode_step(self, batch_size, context) -> pd.DataFrame:
         """One decode step (ms) by kernel: per-layer kinds times the layers, plus lm_head, and total_ms."""
@@ -293,8 +336,9 @@ class KernelSet:
         parts = {k: L * v for k, v in self.gemm_step_ms(b).items()}
         parts["attention"] = L * self.decode_attention_ms(b, c)
         parts["lm_head"] = self.gemm_ms("lm_head", b)
+        parts["allreduce"] = ALLREDUCES_PER_LAYER * L * self.allreduce_ms(b)
         df = pd.DataFrame({"batch_size": b, "context": c, **parts})
-        df["total_ms"] = df[[*GEMM_KINDS, "attention", "lm_head"]].sum(axis=1)
+        df["total_ms"] = df[[*GEMM_KINDS, "attention", "lm_head", "allreduce"]].sum(axis=1)
         return df
 
     def prefill(self, batch_size, input_len) -> pd.DataFrame:
@@ -305,14 +349,15 @@ class KernelSet:
         parts = {k: L * v for k, v in self.gemm_step_ms(b * il).items()}
         parts["attention"] = L * self.prefill_attention_ms(b, il)
         parts["lm_head"] = self.gemm_ms("lm_head", b)
+        parts["allreduce"] = ALLREDUCES_PER_LAYER * L * self.allreduce_ms(b * il)
         df = pd.DataFrame({"batch_size": b, "input_len": il, **parts})
-        df["total_ms"] = df[[*GEMM_KINDS, "attention", "lm_head"]].sum(axis=1)
+        df["total_ms"] = df[[*GEMM_KINDS, "attention", "lm_head", "allreduce"]].sum(axis=1)
         return df
 
     def e2e(self, batch_size, input_len, output_len) -> pd.DataFrame:
         """Composed batch E2E (s): prefill, then OL - 1 decode steps (module docstring), and total-token
         throughput B (IL + OL) / E2E (Eq. 6). Columns prefill_s, decode_s, decode_attention_s, decode_gemm_s,
-        e2e_s, throughput_tok_s."""
+        decode_allreduce_s, e2e_s, throughput_tok_s."""
         b, il, ol = np.broadcast_arrays(*(np.asarray(x, float) for x in (batch_size, input_len, output_len)))
         b, il, ol = b.ravel(), il.ravel(), ol.ravel()
         if np.any(ol < 1) or np.any(il < 1):
@@ -322,16 +367,19 @@ class KernelSet:
         gem = sum(self.gemm_step_ms(b).values()) * self.n_layers + self.gemm_ms("lm_head", b)
         att = self.n_layers * self.decode_attention_sum_ms(b, il, steps)
         dec_g = steps * gem
-        dec = att + dec_g
+        dec_ar = steps * ALLREDUCES_PER_LAYER * self.n_layers * self.allreduce_ms(b)
+        dec = att + dec_g + dec_ar
         e2e = (pre + dec) / 1e3
         return pd.DataFrame({
             "batch_size": b, "input_len": il, "output_len": ol, "prefill_s": pre / 1e3, "decode_s": dec / 1e3,
-            "decode_attention_s": att / 1e3, "decode_gemm_s": dec_g / 1e3, "e2e_s": e2e,
+            "decode_attention_s": att / 1e3, "decode_gemm_s": dec_g / 1e3, "decode_allreduce_s": dec_ar / 1e3,
+            "e2e_s": e2e,
             "throughput_tok_s": b * (il + ol) / e2e,
         })  # fmt: skip
 
     def _where(self) -> str:
-        return f"{self.model} on {self.system} (KV {self.kv_dtype}, GEMM {self.gemm_dtype})"
+        tp = f", TP {self.tp}" if self.tp > 1 else ""
+        return f"{self.model} on {self.system} (KV {self.kv_dtype}, GEMM {self.gemm_dtype}{tp})"
 
 
 def _grid(df: pd.DataFrame, row: str, col: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -340,12 +388,34 @@ def _grid(df: pd.DataFrame, row: str, col: str) -> tuple[np.ndarray, np.ndarray,
     return piv.index.to_numpy(float), piv.columns.to_numpy(float), piv.to_numpy(float)
 
 
-def _gemm_table(g: pd.DataFrame, n: int, k: int, where: str) -> tuple[np.ndarray, np.ndarray]:
+@dataclass(frozen=True)
+class _GemmGrid:
+    """One system's measured GEMMs of one dtype: the n, k and m grids and the latency at each m per (n, k)."""
+
+    ngrid: np.ndarray
+    kgrid: np.ndarray
+    ms: np.ndarray
+    by_nk: dict  # (n, k) -> ms at each m of `ms` (NaN where not measured)
+
+
+@lru_cache(maxsize=16)
+def _gemm_grid(system: str, gemm_dtype: str, folder: str | None) -> _GemmGrid:
+    gem = _tables(folder)["aic-gemm"]
+    g = gem[(gem["system"] == system) & (gem["gemm_dtype"] == gemm_dtype)]
+    ms = np.sort(g["m"].unique()).astype(float)
+    piv = g.pivot_table(index=["n", "k"], columns="m", values="latency_ms", aggfunc="first").reindex(
+        columns=ms
+    )
+    by_nk = {(int(n), int(k)): row for (n, k), row in zip(piv.index, piv.to_numpy(float), strict=True)}
+    return _GemmGrid(
+        np.sort(g["n"].unique()).astype(float), np.sort(g["k"].unique()).astype(float), ms, by_nk
+    )
+
+
+def _gemm_table(grid: _GemmGrid, n: int, k: int, where: str) -> tuple[np.ndarray, np.ndarray]:
     """Latency at each measured m of an (n, k) GEMM: log-log bilinear in (n, k); column blocks beyond the
     largest n. NaN where a needed corner is not measured."""
-    ngrid, kgrid = np.sort(g["n"].unique()).astype(float), np.sort(g["k"].unique()).astype(float)
-    ms = np.sort(g["m"].unique()).astype(float)
-    by_nk = {nk: grp.set_index("m")["latency_ms"] for nk, grp in g.groupby(["n", "k"])}
+    ngrid, kgrid, ms, by_nk = grid.ngrid, grid.kgrid, grid.ms, grid.by_nk
     if k < kgrid[0] or k > kgrid[-1]:
         raise OutOfGridError(f"{where}: GEMM k = {k} outside the measured {kgrid[0]:g}-{kgrid[-1]:g}")
     blocks = [float(ngrid[-1])] * int(n // ngrid[-1]) + ([float(n % ngrid[-1])] if n % ngrid[-1] else [])
@@ -363,7 +433,7 @@ def _gemm_table(g: pd.DataFrame, n: int, k: int, where: str) -> tuple[np.ndarray
                 if wn * wk == 0:
                     continue
                 col = by_nk.get((int(nn), int(kk)))
-                vals = np.full(len(ms), np.nan) if col is None else col.reindex(ms).to_numpy(float)
+                vals = np.full(len(ms), np.nan) if col is None else col
                 acc += wn * wk * np.log(vals)
         total += np.exp(acc)
     return ms, total
@@ -372,14 +442,20 @@ def _gemm_table(g: pd.DataFrame, n: int, k: int, where: str) -> tuple[np.ndarray
 @lru_cache(maxsize=4)
 def _tables(folder: str | None) -> dict[str, pd.DataFrame]:
     return {n: load(n, folder) for n in ("aic-systems", "aic-decode-attention", "aic-prefill-attention",
-                                         "aic-gemm")}  # fmt: skip
+                                         "aic-gemm", "aic-allreduce")}  # fmt: skip
 
 
 @lru_cache(maxsize=64)
-def _cached(model: str, system: str, kv_dtype: str, gemm_dtype: str, folder: str | None) -> KernelSet:
+def _cached(
+    model: str, system: str, kv_dtype: str, gemm_dtype: str, folder: str | None, tp: int = 1
+) -> KernelSet:
     arch = get_architecture(model)
-    heads = (arch.n_heads, arch.n_kv_heads, arch.head_dim)
-    where = f"{arch.name} on {system}"
+    where = f"{arch.name} on {system}" + (f" at TP {tp}" if tp > 1 else "")
+    rank = rank_heads(arch, tp)
+    if rank is None or arch.ffn_size % tp:
+        raise OutOfGridError(f"{where}: vLLM cannot split {arch.n_heads} query / {arch.n_kv_heads} KV heads and "
+                             f"FFN width {arch.ffn_size} over {tp} GPUs")  # fmt: skip
+    heads = rank
     if arch.is_moe:
         raise OutOfGridError(
             f"{where}: a mixture of experts; the composition times dense GEMMs only (no fused-MoE kernel), so it "
@@ -405,42 +481,67 @@ def _cached(model: str, system: str, kv_dtype: str, gemm_dtype: str, folder: str
     gem = gem[(gem["system"] == system) & (gem["gemm_dtype"] == gemm_dtype)]
     if len(gem) == 0:
         raise OutOfGridError(f"{where}: no measured {gemm_dtype} GEMMs")
-    shapes = model_gemm_shapes(arch)
+    grid = _gemm_grid(system, gemm_dtype, folder)
+    shapes = model_gemm_shapes(arch, tp)
     gt, ms = {}, None
     for kind, (n, k) in shapes.items():
-        ms, gt[kind] = _gemm_table(gem, n, k, f"{where} GEMM {kind}")
+        ms, gt[kind] = _gemm_table(grid, n, k, f"{where} GEMM {kind}")
     db, dc, dt = _grid(dec, "batch_size", "context")
     pb, pil, pt = _grid(pre, "batch_size", "input_len")
     hw = get_gpu(
         str(sysrow["gpu"])
     )  # the registry's peaks and bandwidth (aic-systems records AIConfigurator's)
     peak = hw.peak_for("fp8" if gemm_dtype == "fp8" else "fp16")
+    ar_x, ar_ms = np.zeros(0), {}
+    if tp > 1:
+        ar = tabs["aic-allreduce"]
+        ar = ar[(ar["system"] == system) & (ar["n_gpus"] == tp)]
+        for backend in ("vllm_graph", "vllm_eager"):
+            g = ar[ar["backend"] == backend].sort_values("message_elements")
+            if len(g) < 2:
+                raise OutOfGridError(f"{where}: no measured {backend} all-reduce over {tp} GPUs")
+            x = g["message_elements"].to_numpy(float)
+            if len(ar_x) and not np.array_equal(ar_x, x):
+                raise OutOfGridError(
+                    f"{where}: the all-reduce backends are measured at different message sizes"
+                )
+            ar_x, ar_ms[backend] = x, g["latency_ms"].to_numpy(float)
     return KernelSet(
         model=arch.name, system=system, n_layers=arch.n_layers, shapes=shapes, heads=heads, kv_dtype=kv_dtype,
         gemm_dtype=gemm_dtype, peak_flops=peak, mem_bw=float(hw.mem_bw), dec_b=db, dec_c=dc, dec_t=dt,
-        pre_b=pb, pre_il=pil, pre_t=pt, gemm_m=ms, gemm_t=gt,
+        pre_b=pb, pre_il=pil, pre_t=pt, gemm_m=ms, gemm_t=gt, tp=tp, hidden=arch.hidden_size, ar_elements=ar_x,
+        ar_ms=ar_ms,
     )  # fmt: skip
 
 
 def kernel_set(model: str, gpu: str, kv_dtype: str = "bfloat16", gemm_dtype: str = "bfloat16",
-               folder=None) -> KernelSet:  # fmt: skip
-    """The measured grids of registry `model` on `gpu` (h100, h200, a100, b200 or their registry/system names),
-    cached. OutOfGridError when the data do not cover the model's attention shape (e.g. MHA decode)."""
+               folder=None, tp: int = 1) -> KernelSet:  # fmt: skip
+    """The measured grids of registry `model` on `gpu` (h100, h200, a100, b200 or their registry/system names) at
+    tensor parallelism `tp` (1, 2, 4 or 8 GPUs of one node), cached. OutOfGridError when the data do not cover the
+    model's per-GPU attention shape (e.g. MHA decode) or vLLM cannot split it over `tp`."""
     if kv_dtype not in ("bfloat16", "fp8") or gemm_dtype not in ("bfloat16", "fp8"):
         raise DataError(f"kv_dtype and gemm_dtype are 'bfloat16' or 'fp8', got {kv_dtype!r}, {gemm_dtype!r}")
-    return _cached(str(model), _system(gpu), kv_dtype, gemm_dtype, None if folder is None else str(folder))
+    if isinstance(tp, bool) or tp not in (1, 2, 4, 8):
+        raise DataError(f"tp must be 1, 2, 4 or 8 (the measured all-reduce groups), got {tp!r}")
+    return _cached(
+        str(model), _system(gpu), kv_dtype, gemm_dtype, None if folder is None else str(folder), int(tp)
+    )
 
 
 def compose(configs: pd.DataFrame, **kw) -> pd.DataFrame:
-    """Composed E2E of every row of `configs` (columns model, gpu, batch_size, input_len, output_len), grouped
-    by (model, gpu) and vectorized; returns `KernelSet.e2e` columns in the input order."""
+    """Composed E2E of every row of `configs` (columns model, gpu, batch_size, input_len, output_len, and
+    optional tensor_parallel, 1 where absent), grouped by (model, gpu, TP) and vectorized; returns `KernelSet.e2e`
+    columns in the input order."""
     need = ["model", "gpu", "batch_size", "input_len", "output_len"]
     missing = [c for c in need if c not in configs.columns]
     if missing:
         raise DataError(f"compose: configs lack columns {missing}")
+    configs = configs.assign(
+        tensor_parallel=configs["tensor_parallel"] if "tensor_parallel" in configs else 1
+    )
     parts = []
-    for (model, gpu), grp in configs.groupby(["model", "gpu"], sort=False):
-        ks = kernel_set(model, gpu, **kw)
+    for (model, gpu, tp), grp in configs.groupby(["model", "gpu", "tensor_parallel"], sort=False):
+        ks = kernel_set(model, gpu, tp=int(tp), **kw)
         out = ks.e2e(grp["batch_size"], grp["input_len"], grp["output_len"])
         out.index = grp.index
         parts.append(out.assign(model=model, gpu=gpu))
