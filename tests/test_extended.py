@@ -19,7 +19,6 @@ from slimlib.model import (
     variant_names,
 )
 from slimlib.model.terms import effective_batch
-from slimlib.model.terms import specs as ps
 from slimlib.registry.gpus import get_gpu
 
 GPU = "h100-sxm-64gb"
@@ -95,7 +94,10 @@ def test_single_architecture_holds_eta_w_at_its_prior_and_t_layer_and_t_act_at_z
     assert m.held_ == ["eta_attn", "eta_w", "t_act", "t_layer"] and m.fixed is None
     assert m.params_["t_layer"] == 0.0 and m.params_["t_act"] == 0.0
     assert "one layer count times width" in m.held_reasons_["t_act"]
-    assert m.params_["eta_w"] == ps.ETA_W.prior.median  # type: ignore[union-attr]
+    # on a GPU with a measured layer floor, the bandwidth efficiency of the floor's line (beside the floor)
+    assert (
+        m.params_["eta_w"] == get_gpu(GPU).layer_floor_eff and "layer_floor_eff" in m.held_reasons_["eta_w"]
+    )
     assert m.params_["t_step"] > 0
     refit = m.fit(df).params_  # a refit decides afresh
     assert refit["t_layer"] == pytest.approx(TRUE["t_layer"], rel=1e-3)

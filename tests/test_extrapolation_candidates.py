@@ -35,6 +35,7 @@ from slimlib.model.terms import (
 from slimlib.model.terms.rooflines import (
     STEP_GEMM_ROOFLINE,
     STEP_GEMM_ROOFLINE_ALL,
+    STEP_GEMM_ROOFLINE_FLOOR,
     STEP_GEMM_ROOFLINE_V5,
     STEP_GEMM_ROOFLINE_V6,
     decode_gemm_ridge,
@@ -154,7 +155,8 @@ def test_a_fit_on_the_cpu_engine_holds_eta_w_and_fits_t_step():
 
 
 #: the candidates with the recommended model's terms of parameter-file format 10 or later
-_SINCE_V10 = ("slim-v10", "slim-v11", "slim-v12", "slim-v13", "slim-v14", "slim+tp-comm", "slim+zero-test")
+_SINCE_V10 = ("slim-v10", "slim-v11", "slim-v12", "slim-v13", "slim-v14", "slim-v15", "slim+tp-comm",
+              "slim+zero-test")  # fmt: skip
 
 
 def test_candidates_are_the_previous_recommended_terms_with_one_change():
@@ -189,15 +191,32 @@ def test_the_recommended_terms_are_v3_with_the_step_roofline_the_layer_overhead_
         "host_sequence_overhead",
         "preemption_recompute",
     }
+    # slim-v15, before the layer floor: format 13's terms (the step roofline without it), with the prior test and
+    # device priors; only the recommended model and its two variants carry the floor
+    v15 = TERM_CANDIDATES["slim-v15"]
+    assert [t.name for t in v15] == [t.name for t in slim_terms()]
+
+    def has(terms, term):  # by identity: the two step rooflines share their name and parameters
+        return any(t is term for t in terms)
+
+    assert has(v15, STEP_GEMM_ROOFLINE) and not has(v15, STEP_GEMM_ROOFLINE_FLOOR)
+    assert has(slim_terms(), STEP_GEMM_ROOFLINE_FLOOR) and not has(slim_terms(), STEP_GEMM_ROOFLINE)
+    m15 = new_model(resolve_candidate("slim-v15"), 0)
+    assert m15.test_priors_at_bound is True and m15.device_priors is True
+    assert [n for n in TERM_CANDIDATES if has(TERM_CANDIDATES[n], STEP_GEMM_ROOFLINE_FLOOR)] == [
+        "slim+tp-comm",
+        "slim+zero-test",
+    ]
     # slim-v14, before the measured kernel's attention width: format 12's terms, with the prior test and device
     # priors; the paged-attention widening on every device
     v14 = TERM_CANDIDATES["slim-v14"]
     assert [t.name for t in v14] == [
-        "decode_attention" if t is DECODE_ATTENTION_KERNEL else t.name for t in slim_terms()
-    ]
+        "decode_attention" if t is DECODE_ATTENTION_KERNEL else t.name for t in v15
+    ] and has(v14, STEP_GEMM_ROOFLINE)
     m14 = new_model(resolve_candidate("slim-v14"), 0)
     assert m14.test_priors_at_bound is True and m14.device_priors is True
     assert [n for n in TERM_CANDIDATES if DECODE_ATTENTION_KERNEL in TERM_CANDIDATES[n]] == [
+        "slim-v15",
         "slim+tp-comm",
         "slim+zero-test",
     ]
@@ -208,6 +227,7 @@ def test_the_recommended_terms_are_v3_with_the_step_roofline_the_layer_overhead_
     assert m13.test_priors_at_bound is True and m13.device_priors is True
     assert [n for n in TERM_CANDIDATES if PREEMPTION_RECOMPUTE in TERM_CANDIDATES[n]] == [
         "slim-v14",
+        "slim-v15",
         "slim+tp-comm",
         "slim+zero-test",
     ]
@@ -223,7 +243,7 @@ def test_the_recommended_terms_are_v3_with_the_step_roofline_the_layer_overhead_
     assert all(
         HOST_SEQUENCE_OVERHEAD not in TERM_CANDIDATES[n]
         for n in TERM_CANDIDATES
-        if n.startswith("slim-v") and n not in ("slim-v11", "slim-v12", "slim-v13", "slim-v14")
+        if n.startswith("slim-v") and n not in ("slim-v11", "slim-v12", "slim-v13", "slim-v14", "slim-v15")
     )
     # format 11 before the prior test: its terms, fitted without it; slim+tp-comm fits with it
     assert [t.name for t in TERM_CANDIDATES["slim-v11"]] == [t.name for t in v13]
@@ -255,7 +275,11 @@ def test_the_recommended_terms_are_v3_with_the_step_roofline_the_layer_overhead_
     assert "prefill_compute_served_eq8" in {t.name for t in SLIM_V3_TERMS}  # format 3 counted Eq. 8's square
     v5 = TERM_CANDIDATES["slim-v5"]  # format 5: format 7's names, the step roofline at eta_c everywhere
     assert [t.name for t in v5] == [t.name for t in TERM_CANDIDATES["slim-v7"]]
-    assert STEP_GEMM_ROOFLINE in slim_terms() and STEP_GEMM_ROOFLINE_V5 in v5 and STEP_GEMM_ROOFLINE not in v5
+    assert (
+        STEP_GEMM_ROOFLINE in TERM_CANDIDATES["slim-v15"]
+        and STEP_GEMM_ROOFLINE_V5 in v5
+        and STEP_GEMM_ROOFLINE not in v5
+    )
     v7 = TERM_CANDIDATES["slim-v7"]  # format 7: eta_attn fitted on every device, nothing else changed
     assert [t.name for t in v7 if t is not ATTENTION_FACTOR] == [
         t.name for t in v8 if t is not ATTENTION_FACTOR_MEASURED

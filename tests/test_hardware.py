@@ -157,13 +157,15 @@ def test_list_gpus_table():
     df = list_gpus()
     assert list(df.columns) == [
         "name", "label", "peak_tflops", "peak_fp8_tflops", "peak_fp4_tflops", "mem_bw_tb_s", "mem_gb", "link_gb_s",
-        "link_kind", "attn_eff", "aliases", "source", "notes",
+        "link_kind", "attn_eff", "layer_floor_us", "aliases", "source", "notes",
     ]  # fmt: skip
     assert list(df["name"]) == sorted([*REQUIRED, "cpu"])
     row = df.set_index("name").loc["h100-sxm-80gb"]
     assert row["peak_tflops"] == pytest.approx(989.4)
     assert row["mem_bw_tb_s"] == pytest.approx(3.35)
     assert row["attn_eff"] == get_gpu("h100").decode_attention_eff
+    assert row["layer_floor_us"] == pytest.approx(get_gpu("h100").layer_floor_s * 1e6)
+    assert pd.isna(df.set_index("name").loc["mi300x", "layer_floor_us"])
     assert "h100" in row["aliases"].split(", ")
     sub = list_gpus(["a100", "h100"])
     assert list(sub["name"]) == ["a100-sxm-80gb", "h100-sxm-80gb"]

@@ -138,6 +138,7 @@ def _cmd_gpus(args: argparse.Namespace) -> int:
         "link_gb_s",
         "link_kind",
         "attn_eff",
+        "layer_floor_us",
         "aliases",
     ]
     print(df[cols].to_string(index=False, na_rep=""))
@@ -153,6 +154,8 @@ def _cmd_gpus(args: argparse.Namespace) -> int:
             print(_wrap(g.allreduce_source, "    all-reduce latency: "))
         if g.decode_attention_source:
             print(_wrap(g.decode_attention_source, "    decode attention efficiency: "))
+        if g.layer_floor_source:
+            print(_wrap(g.layer_floor_source, "    layer floor: "))
     return 0
 
 

@@ -88,7 +88,10 @@ PARAMS_FORMAT = "slim-params"
 #: version 13: ``slim``'s decode attention reads the ``D_kv`` bytes at every batch size on a device with the
 #: measured decode-attention kernel (`slimlib.model.terms.DECODE_ATTENTION_KERNEL`: no paged-attention widening there;
 #: the kernel-composed curves of the cross-validation, issue 28), and so does ``slim-roofline``'s
-PARAMS_FORMAT_VERSION = 13
+#: version 14: ``slim``'s decode GEMMs carry the device's measured per-layer kernel latency floor on the weight read's
+#: side, not divided by TP, where the registry has it (`slimlib.model.terms.rooflines.STEP_GEMM_ROOFLINE_FLOOR`;
+#: the kernel-composed curves at TP 2-8, issue 28)
+PARAMS_FORMAT_VERSION = 14
 #: a fit progress callback: ``progress(done, total)``
 Progress = Callable[[int, int], None]
 

@@ -68,7 +68,7 @@ from slimlib.model.terms import (
 )
 from slimlib.model.terms import specs as ps
 from slimlib.model.terms.batch import chunked_prefill_column, static_batch_column
-from slimlib.model.terms.rooflines import STEP_GEMM_ROOFLINE, STEP_GEMM_ROOFLINE_ALL
+from slimlib.model.terms.rooflines import STEP_GEMM_ROOFLINE, STEP_GEMM_ROOFLINE_ALL, STEP_GEMM_ROOFLINE_FLOOR
 from slimlib.registry.gpus import GPU, get_gpu
 from slimlib.schema import validate_table
 
@@ -243,7 +243,8 @@ class CalibratedModel(Estimator):
         model has both a per-step weight read and ``t_step`` (on one architecture the weight read
         ``P b_w / (eta_w BW)`` is a constant per step: the two are one constant), ``t_step`` = 0, or ``eta_w`` at
         its prior where the weight read is a roofline (`STEP_GEMM_ROOFLINE`: eta_w also sets its ridge, which a
-        constant absorbed into it would move); and ``eta_attn`` at the device's measured decode-attention efficiency
+        constant absorbed into it would move; `_priors`: with `STEP_GEMM_ROOFLINE_FLOOR` on a device with a measured
+        layer floor, that line's efficiency); and ``eta_attn`` at the device's measured decode-attention efficiency
         where `ATTENTION_FACTOR_MEASURED` reads that instead (registry ``decode_attention_eff``; unused)."""
         held = {k: (float(v), "fixed by the caller") for k, v in (self.fixed or {}).items()}
         eff = hw.decode_attention_eff
@@ -261,8 +262,10 @@ class CalibratedModel(Estimator):
         roof = {STEP_GEMM_ROOFLINE.name, STEP_GEMM_ROOFLINE_ALL.name} & names
         pair = STEP_OVERHEAD.name in names and bool(({STEP_WEIGHT_READ.name} | roof) & names)
         one_arch = data["model"].nunique() == 1
-        prior = ps.ETA_W.prior
-        curve = bool(hw.decode_gemm_curve) and any(t is STEP_GEMM_ROOFLINE for t in self.terms())
+        prior = self._priors(hw).get("eta_w", ps.ETA_W.prior)
+        curve = bool(hw.decode_gemm_curve) and any(
+            t is STEP_GEMM_ROOFLINE or t is STEP_GEMM_ROOFLINE_FLOOR for t in self.terms()
+        )
         if curve and prior is not None and "eta_w" not in held:
             held["eta_w"] = (
                 prior.median,
@@ -328,12 +331,20 @@ class CalibratedModel(Estimator):
 
     def _priors(self, hw: GPU) -> dict[str, Prior]:
         """Each parameter's prior on `hw`: its spec's, or with ``device_priors`` the device's own measurement where
-        the registry has one (`slimlib.model.priors.device_prior`); parameters without a prior are left out."""
+        the registry has one (`slimlib.model.priors.device_prior`); parameters without a prior are left out. With
+        `STEP_GEMM_ROOFLINE_FLOOR` on a device with a measured layer floor, ``eta_w``'s is the bandwidth efficiency
+        of the floor's measured line (registry ``layer_floor_eff``), whatever ``device_priors``: beside the floor,
+        the weight read is that line's slope, not the whole time's share (`slimlib.model.priors.WEIGHT_READ`)."""
         out = {}
         for s in self.param_specs():
             if s.prior is not None:
                 measured = device_prior(s.name, hw) if self.device_priors else None
                 out[s.name] = measured or s.prior
+        floor = any(t is STEP_GEMM_ROOFLINE_FLOOR for t in self.terms())
+        if floor and "eta_w" in out and hw.layer_floor_s and hw.layer_floor_eff and not hw.decode_gemm_flops:
+            v = float(hw.layer_floor_eff)
+            out["eta_w"] = Prior(v, v, v, 0.0, 1, f"{hw.name}: the bandwidth efficiency of the measured "
+                                 f"layer-floor line, registry layer_floor_eff; {hw.layer_floor_source}")  # fmt: skip
         return out
 
     def _hold_at_priors(

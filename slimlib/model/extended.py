@@ -12,11 +12,13 @@ the kernels differ from Eqs. 5-12:
    them as they grow and recomputes them later (`PREEMPTION_RECOMPUTE`, `slimlib.model.preemption`: a replay of
    its scheduler counts them, no parameter); their prefill, at the prefill term's cost, is charged to the decode
    phase.
-2. **A decode step's GEMMs as a roofline, instead of B0** (`slimlib.model.terms.rooflines.STEP_GEMM_ROOFLINE`):
+2. **A decode step's GEMMs as a roofline, instead of B0** (`slimlib.model.terms.rooflines.STEP_GEMM_ROOFLINE_FLOOR`):
    every decode step reads the weights every token uses once and multiplies each by the step's B tokens, so it
    takes ``max(W / (eta_w BW), B F_dense / (eta_c F_max))``: flat in B below the device's ridge point (hundreds on
    GPUs) and compute-bound past it, with the registry's peaks and ``eta_c`` shared with
-   the prefill; on a device whose registry entry holds the engine's measured decode-GEMM curve (``decode_gemm_curve``:
+   the prefill; on a GPU whose registry holds the measured per-layer kernel latency floor (``layer_floor_s``,
+   NVIDIA AIConfigurator's kernels) the weight read is ``L t_floor + W / (eta_w BW)``, the model's every layer
+   paying its kernels' latency, which tensor parallelism does not divide; on a device whose registry entry holds the engine's measured decode-GEMM curve (``decode_gemm_curve``:
    the CPU engine, `slimlib.data.decode_gemm`) the step takes the layers' and the LM head's weights times the
    curve's seconds per weight at B (flat to about 8 sequences, then bending into the roof; ``eta_w`` unused there);
    plus a fixed ``t_step`` (scheduling, sampling) and ``t_layer`` per layer of the model
@@ -48,23 +50,24 @@ their accuracy and intervals are measured by the extrapolation cross-validation 
 
 The step roofline, ``t_layer``, the causal prefill attention count, the measured decode-GEMM roof and curve, the
 measured decode-attention efficiency, ``t_act``, the measured prefill-attention rate, the measured host work
-per sequence, the recompute of preempted prompts and the measured kernel's attention width were admitted by the
+per sequence, the recompute of preempted prompts and the measured kernel's attention width and the layer floor were admitted by the
 extrapolation cross-validation (`slimlib.experiments.accuracy.extrapolation`, README "Selection by extrapolation";
-the last found by its kernel-composed curves, so their axes are no independent test of it): the model without the first
+the last two found by its kernel-composed curves, so their axes are no independent test of them): the model without the first
 two (``slim-v3``, `slimlib.experiments.accuracy.extrapolation_candidates`), with each one alone, without the causal
 count (``slim-v4``), without the measured roof (``slim-v5``), with the roof's max instead of the measured curve
 (``slim-v6``), with ``eta_attn`` fitted on every GPU (``slim-v7``), without ``t_act`` (``slim-v8``), with the
 prompt's attention at ``eta_c`` on every device (``slim-v9``), without the host work per sequence (``slim-v10``)
 fitted without the prior test (``slim-v11``, below), with the H100's priors on every device (``slim-v12``),
-without the recompute of preempted prompts (``slim-v13``) and with the paged-attention widening on the measured
-kernel's devices too (``slim-v14``) are scored by fitting one region and
+without the recompute of preempted prompts (``slim-v13``), with the paged-attention widening on the measured
+kernel's devices too (``slim-v14``) and without the layer floor (``slim-v15``) are scored by fitting one region and
 predicting another along every axis, and this term set has the best worst-axis throughput error (ties: the lower mean error). The
 earlier components were chosen on training rows (`scripts/choose_components.py`): ``alpha`` against a FLOP-based
 per-request term, the attention rule against ``D_kv`` always, ``kappa = 1`` for static batches against 0.5.
 
 Rows that cannot tell per-step constants apart hold them (``held_`` and ``held_reasons_`` say which; the
 constructor's ``fixed`` is not changed): on one architecture the weight read, ``t_step`` and ``t_layer L`` are one
-constant per step, so ``eta_w`` is held at its measured prior (keeping the ridge where the device puts it) and
+constant per step, so ``eta_w`` is held at its measured prior (keeping the ridge where the device puts it; on a GPU
+with a measured layer floor, the bandwidth efficiency of the floor's line, ``layer_floor_eff``) and
 ``t_layer`` and ``t_act`` at 0 (``t_act B L D / 1024`` is then one constant per sequence and step with
 ``alpha``); on a device with a measured decode-GEMM curve ``eta_w`` is unused and held, and ``t_step`` is
 fitted; on a GPU with a measured decode-attention efficiency ``eta_attn`` is unused and held at that value; on one
@@ -102,7 +105,7 @@ from slimlib.model.terms import (
     effective_batch_term,
 )
 from slimlib.model.terms.batch import KV_CONTEXT_FRAC
-from slimlib.model.terms.rooflines import STEP_GEMM_ROOFLINE
+from slimlib.model.terms.rooflines import STEP_GEMM_ROOFLINE_FLOOR
 from slimlib.model.terms.serving_mode import serving_latencies, ttft_share
 from slimlib.registry.gpus import GPU
 
@@ -116,7 +119,7 @@ def slim_terms(kv_context_frac: float = KV_CONTEXT_FRAC) -> tuple[Term, ...]:
         BATCH_FIXED,
         ATTENTION_FACTOR_MEASURED,
         DECODE_ATTENTION_KERNEL,
-        STEP_GEMM_ROOFLINE,
+        STEP_GEMM_ROOFLINE_FLOOR,
         MOE_EXPERTS,
         PER_TOKEN_DECODE,
         STEP_OVERHEAD,

@@ -68,7 +68,7 @@ RETIRED_METHODS = {
 }
 #: methods whose parameter names or options changed, -> the first parameter-file format version that reads them
 #: (older files are refused with a one-line instruction to refit)
-FORMAT_SINCE = {"slim": 13, "slim-roofline": 13}
+FORMAT_SINCE = {"slim": 14, "slim-roofline": 13}
 
 
 def method_label(name: str) -> str:

@@ -63,7 +63,12 @@ class GPU:
     `prefill_attention_flops`: FLOP/s of the serving engine's prefill attention kernel on a causal prompt, in the
     causal count ``2 IL^2 D`` per layer, measured (None: not measured; the prompt's attention then runs at the
     prefill's efficiency of `peak_flops`), `prefill_attention_source` its origin
-    (`slimlib.model.terms.recommended.PREFILL_SERVED_MEASURED`).
+    (`slimlib.model.terms.recommended.PREFILL_SERVED_MEASURED`). `layer_floor_s`: the latency floor of one decoder
+    layer's decode kernels, the part of a layer's decode time that tensor parallelism does not divide, measured
+    (None: not measured; the recommended model's decode GEMMs then have none,
+    `slimlib.model.terms.rooflines.STEP_GEMM_ROOFLINE_FLOOR`), and
+    `layer_floor_eff` the bandwidth efficiency of the same measured line (time = floor + bytes / (eff x `mem_bw`)),
+    with `layer_floor_source` their origin (`slimlib.experiments.kernel_timing.layer_floor`).
     """
 
     name: str
@@ -93,6 +98,9 @@ class GPU:
     decode_attention_source: str = ""
     prefill_attention_flops: float | None = None
     prefill_attention_source: str = ""
+    layer_floor_s: float | None = None
+    layer_floor_eff: float | None = None
+    layer_floor_source: str = ""
 
     @property
     def mem_gb(self) -> float:
@@ -152,6 +160,23 @@ _AMD_ALLREDUCE_PROXY = (
     "ROCm until custom all-reduce for ROCm was merged, vllm-project/vllm#14125, March 2025, so vLLM 0.6.x pays "
     "RCCL's latency, not a custom kernel's): " + _aic_allreduce("h100_sxm", "0.24.0")
 )
+#: measured per-layer decode-kernel latency floors per AIConfigurator system, seconds (tests/test_hardware.py
+#: recomputes them from the aic-* tables, `slimlib.experiments.kernel_timing.layer_floor`)
+_FLOOR = {"h100_sxm": 25.97e-6, "h200_sxm": 27.63e-6, "a100_sxm": 31.03e-6, "b200_sxm": 27.80e-6}
+_FLOOR_EFF = {"h100_sxm": 0.9101, "h200_sxm": 0.8645, "a100_sxm": 0.7386, "b200_sxm": 0.8276}
+
+
+def _aic_floor(system: str, version: str, proxy_of: str = "") -> str:
+    """Source of a measured layer floor; `proxy_of`: the measured part a same-die GPU borrows it from."""
+    proxy = f"proxy (same die, the same vLLM kernels; measured on {proxy_of}): " if proxy_of else ""
+    return proxy + (
+        f"aiconfigurator_core 0.12.0 {system} GEMM and decode-attention tables (vLLM {version}, shared data "
+        "aiconfigurator-kernels): intercept of one Llama-3-8B layer's decode kernel time (4 GEMMs + attention, B = "
+        "1, context 128) against the bytes one GPU reads, over TP 1, 2, 4, 8: intercept and bandwidth efficiency "
+        "(slimlib.experiments.kernel_timing.layer_floor)"
+    )
+
+
 #: measured decode-attention bandwidth efficiencies per AIConfigurator system (tests/test_hardware.py recomputes
 #: them from data/aic-decode-attention.csv)
 _ATTN = {"h100_sxm": 0.845, "h200_sxm": 0.756, "a100_sxm": 0.697, "b200_sxm": 0.794}
@@ -180,6 +205,9 @@ _GPUS: tuple[GPU, ...] = (
         ),
         decode_attention_eff=_ATTN["h100_sxm"],
         decode_attention_source=_aic_attention("h100_sxm", "0.24.0"),
+        layer_floor_s=_FLOOR["h100_sxm"],
+        layer_floor_eff=_FLOOR_EFF["h100_sxm"],
+        layer_floor_source=_aic_floor("h100_sxm", "0.24.0"),
     ),
     GPU(
         name="h100-sxm-64gb",
@@ -223,6 +251,9 @@ _GPUS: tuple[GPU, ...] = (
         mem_bytes_reported=65247 * _MIB,
         decode_attention_eff=_ATTN["h100_sxm"],
         decode_attention_source=_aic_attention("h100_sxm", "0.24.0", "the H100 SXM 80GB"),
+        layer_floor_s=_FLOOR["h100_sxm"],
+        layer_floor_eff=_FLOOR_EFF["h100_sxm"],
+        layer_floor_source=_aic_floor("h100_sxm", "0.24.0", "the H100 SXM 80GB"),
     ),
     GPU(
         name="h100-pcie-80gb",
@@ -250,6 +281,9 @@ _GPUS: tuple[GPU, ...] = (
         notes="1593 MHz x 2 x 5120 bit / 8 gives 2.04 TB/s; the data sheet rounds to 2 TB/s.",
         decode_attention_eff=_ATTN["h100_sxm"],
         decode_attention_source=_aic_attention("h100_sxm", "0.24.0", "the H100 SXM 80GB"),
+        layer_floor_s=_FLOOR["h100_sxm"],
+        layer_floor_eff=_FLOOR_EFF["h100_sxm"],
+        layer_floor_source=_aic_floor("h100_sxm", "0.24.0", "the H100 SXM 80GB"),
     ),
     GPU(
         name="h200-sxm-141gb",
@@ -274,6 +308,9 @@ _GPUS: tuple[GPU, ...] = (
         ),
         decode_attention_eff=_ATTN["h200_sxm"],
         decode_attention_source=_aic_attention("h200_sxm", "0.24.0"),
+        layer_floor_s=_FLOOR["h200_sxm"],
+        layer_floor_eff=_FLOOR_EFF["h200_sxm"],
+        layer_floor_source=_aic_floor("h200_sxm", "0.24.0"),
     ),
     GPU(
         name="gh200-96gb",
@@ -300,6 +337,9 @@ _GPUS: tuple[GPU, ...] = (
         notes="GPU memory only; the Grace CPU's LPDDR5X (reachable over NVLink-C2C) is not counted.",
         decode_attention_eff=_ATTN["h100_sxm"],
         decode_attention_source=_aic_attention("h100_sxm", "0.24.0", "the H100 SXM 80GB"),
+        layer_floor_s=_FLOOR["h100_sxm"],
+        layer_floor_eff=_FLOOR_EFF["h100_sxm"],
+        layer_floor_source=_aic_floor("h100_sxm", "0.24.0", "the H100 SXM 80GB"),
     ),
     GPU(
         name="a100-sxm-80gb",
@@ -322,6 +362,9 @@ _GPUS: tuple[GPU, ...] = (
         ),
         decode_attention_eff=_ATTN["a100_sxm"],
         decode_attention_source=_aic_attention("a100_sxm", "0.14.0"),
+        layer_floor_s=_FLOOR["a100_sxm"],
+        layer_floor_eff=_FLOOR_EFF["a100_sxm"],
+        layer_floor_source=_aic_floor("a100_sxm", "0.14.0"),
     ),
     GPU(
         name="a100-sxm-40gb",
@@ -344,6 +387,9 @@ _GPUS: tuple[GPU, ...] = (
         ),
         decode_attention_eff=_ATTN["a100_sxm"],
         decode_attention_source=_aic_attention("a100_sxm", "0.14.0", "the A100 SXM 80GB"),
+        layer_floor_s=_FLOOR["a100_sxm"],
+        layer_floor_eff=_FLOOR_EFF["a100_sxm"],
+        layer_floor_source=_aic_floor("a100_sxm", "0.14.0", "the A100 SXM 80GB"),
     ),
     GPU(
         name="l40s",
@@ -397,6 +443,9 @@ _GPUS: tuple[GPU, ...] = (
         allreduce_source=_aic_allreduce("b200_sxm", "0.24.0"),
         decode_attention_eff=_ATTN["b200_sxm"],
         decode_attention_source=_aic_attention("b200_sxm", "0.24.0"),
+        layer_floor_s=_FLOOR["b200_sxm"],
+        layer_floor_eff=_FLOOR_EFF["b200_sxm"],
+        layer_floor_source=_aic_floor("b200_sxm", "0.24.0"),
     ),
     GPU(
         name="mi300x",
@@ -545,7 +594,8 @@ def gpu_label(name: str | GPU) -> str:
 def list_gpus(names: Iterable[str] | None = None) -> pd.DataFrame:
     """The registry as a table: name, label, peak_tflops (fp16/bf16), peak_fp8_tflops, peak_fp4_tflops,
     mem_bw_tb_s, mem_gb, link_gb_s, link_kind, attn_eff (measured decode-attention bandwidth efficiency, None where
-    not measured), aliases, source, notes; sorted by name.
+    not measured), layer_floor_us (measured per-layer decode-kernel latency floor, microseconds, None where not
+    measured), aliases, source, notes; sorted by name.
 
     `names` (optional): only these GPUs (names or aliases), in the given order.
     """
@@ -562,6 +612,7 @@ def list_gpus(names: Iterable[str] | None = None) -> pd.DataFrame:
             "link_gb_s": round(g.link_bw / 1e9, 6) if g.link_bw else None,
             "link_kind": g.link_kind,
             "attn_eff": g.decode_attention_eff,
+            "layer_floor_us": round(g.layer_floor_s * 1e6, 6) if g.layer_floor_s else None,
             "aliases": ", ".join(g.aliases),
             "source": g.source,
             "notes": g.notes,

@@ -43,6 +43,9 @@ whether a term is admitted:
   a device with the measured decode-attention kernel (`slimlib.model.terms.DECODE_ATTENTION`: vLLM's paged-attention
   widening above 512 (sequence, query head) pairs on every device; the terms of parameter-file format 12), with
   the prior test and the device's priors;
+* ``slim-v15``: the recommended model before its decode GEMMs carried the device's measured per-layer kernel
+  latency floor (`slimlib.model.terms.rooflines.STEP_GEMM_ROOFLINE`: the weight read alone on the memory side;
+  the terms of parameter-file format 13), with the prior test and the device's priors;
 * ``slim+tp-comm``: the recommended model plus vLLM's measured driver-to-worker communication per decode step at
   TP > 1 (`slimlib.model.terms.recommended.TP_WORKER_COMM`, Vidur's ``ray_comm_time``), fitted with the prior
   test and the device priors as the recommended model is;
@@ -52,15 +55,15 @@ whether a term is admitted:
   estimate.
 
 The term candidates fit without the prior test (the formats they stand for had none) except ``slim-v12``,
-``slim-v13``, ``slim-v14``, ``slim+tp-comm`` and ``slim+zero-test`` (`CANDIDATE_OPTIONS`).
+``slim-v13``, ``slim-v14``, ``slim-v15``, ``slim+tp-comm`` and ``slim+zero-test`` (`CANDIDATE_OPTIONS`).
 
 The recommended ``slim`` (`slimlib.model.extended.slim_terms`) is ``slim-v3`` with both the step roofline and the
 per-layer overhead, the causal prefill attention count (``slim-v4`` with it), the measured decode-GEMM roof
 (``slim-v5`` with it), the measured curve (``slim-v6`` with it), the measured decode-attention efficiency
 (``slim-v7`` with it), ``t_act`` (``slim-v8`` with it), the measured prefill-attention rate (``slim-v9`` with it),
 the measured host work per sequence (``slim-v10`` with it), the prior test (``slim-v11`` with it), the
-device's own priors (``slim-v12`` with them), the recompute of preempted prompts (``slim-v13`` with it) and the
-measured kernel's attention width (``slim-v14`` with it):
+device's own priors (``slim-v12`` with them), the recompute of preempted prompts (``slim-v13`` with it), the
+measured kernel's attention width (``slim-v14`` with it) and the layer floor (``slim-v15`` with it):
 the best worst-axis error of these candidates (README "Selection by extrapolation"). The
 ``slim-v3`` candidates keep Eq. 8's count, as format 3 had; every earlier format fits ``eta_attn``.
 """
@@ -91,18 +94,23 @@ from slimlib.model.terms import (
 from slimlib.model.terms.rooflines import (
     STEP_GEMM_ROOFLINE,
     STEP_GEMM_ROOFLINE_ALL,
+    STEP_GEMM_ROOFLINE_FLOOR,
     STEP_GEMM_ROOFLINE_V5,
     STEP_GEMM_ROOFLINE_V6,
 )
 
-#: the recommended model's terms at parameter-file formats 12 (the paged-attention widening on every device), 11
+#: the recommended model's terms at parameter-file formats 13 (no layer floor), 12 (the paged-attention widening on
+#: every device), 11
 #: (before the recompute of preempted prompts), 10 (before the measured host work per sequence), 9 (before the
 #: measured prefill-attention rate), 8 (before t_act), 7 (before the measured decode-attention efficiency), 6 (before
 #: the measured decode-GEMM curve), 5 (before the measured roof), 4 (before the causal prefill attention count) and 3
 #: (before the cross-validation admitted the step roofline and the per-layer overhead): format 4's with the per-step
 #: weight read in the roofline's place, no t_layer
+SLIM_V15_TERMS: tuple[Term, ...] = tuple(
+    STEP_GEMM_ROOFLINE if t is STEP_GEMM_ROOFLINE_FLOOR else t for t in slim_terms()
+)
 SLIM_V14_TERMS: tuple[Term, ...] = tuple(
-    DECODE_ATTENTION if t.name == DECODE_ATTENTION_KERNEL.name else t for t in slim_terms()
+    DECODE_ATTENTION if t.name == DECODE_ATTENTION_KERNEL.name else t for t in SLIM_V15_TERMS
 )
 SLIM_V13_TERMS: tuple[Term, ...] = tuple(t for t in SLIM_V14_TERMS if t.name != PREEMPTION_RECOMPUTE.name)
 SLIM_V10_TERMS: tuple[Term, ...] = tuple(t for t in SLIM_V13_TERMS if t.name != HOST_SEQUENCE_OVERHEAD.name)
@@ -151,6 +159,7 @@ TERM_CANDIDATES: dict[str, tuple[Term, ...]] = {
     "slim-v12": SLIM_V13_TERMS,
     "slim-v13": SLIM_V13_TERMS,
     "slim-v14": SLIM_V14_TERMS,
+    "slim-v15": SLIM_V15_TERMS,
     "slim+tp-comm": (*slim_terms(), TP_WORKER_COMM),
     "slim+zero-test": slim_terms(),
 }
@@ -159,6 +168,7 @@ CANDIDATE_OPTIONS: dict[str, dict[str, bool]] = {
     "slim-v12": {"test_priors_at_bound": True},
     "slim-v13": {"test_priors_at_bound": True, "device_priors": True},
     "slim-v14": {"test_priors_at_bound": True, "device_priors": True},
+    "slim-v15": {"test_priors_at_bound": True, "device_priors": True},
     "slim+tp-comm": {"test_priors_at_bound": True, "device_priors": True},
     "slim+zero-test": {"test_priors_at_bound": True, "device_priors": True, "test_zero_costs": True},
 }
@@ -167,13 +177,14 @@ CANDIDATE_OPTIONS: dict[str, dict[str, bool]] = {
 #: 6 (the measured roof's max, not the curve), 7 (eta_attn fitted on every device), 8 (no t_act), 9 (the prompt's
 #: attention at eta_c everywhere), 10 (no measured host work per sequence), 11 before the prior test and the
 #: recommended terms before the device's own priors (slim-v12), before the recompute (slim-v13) and before the
-#: measured kernel's attention width (slim-v14), and the
+#: measured kernel's attention width (slim-v14) and before the layer floor (slim-v15), and the
 #: recommended model with the measured driver-to-worker communication at TP > 1 (``slim+tp-comm``) and with the zero
 #: test (``slim+zero-test``); format 5 (the registry peak's eta_c in the CPU engine's step roofline), which format 6
 #: replaced, stays a candidate by name and is left out to keep the reproduction's run time
 REPRODUCED_CANDIDATES = (
     "slim-v3", "slim-v3+step-roofline", "slim-v3+layer-overhead", "slim-v4", "slim-v6", "slim-v7", "slim-v8",
-    "slim-v9", "slim-v10", "slim-v11", "slim-v12", "slim-v13", "slim-v14", "slim+tp-comm", "slim+zero-test",
+    "slim-v9", "slim-v10", "slim-v11", "slim-v12", "slim-v13", "slim-v14", "slim-v15", "slim+tp-comm",
+    "slim+zero-test",
 )  # fmt: skip
 
 

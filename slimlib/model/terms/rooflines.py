@@ -243,6 +243,32 @@ STEP_GEMM_ROOFLINE = Term(
     "device with a measured decode-GEMM curve", (ps.ETA_W, ps.ETA_C), _step_gemm(False, measured=("curve", "roof")),
     reads=_MEASURED_READS,
 )  # fmt: skip
+
+
+def _step_gemm_floor(p: Params, f: Features, hw: GPU) -> Times:
+    """`STEP_GEMM_ROOFLINE`'s times, with the device's measured layer floor on the memory side where the registry
+    has it (`STEP_GEMM_ROOFLINE_FLOOR`)."""
+    if hw.decode_gemm_curve or hw.decode_gemm_flops or not hw.layer_floor_s:
+        return _STEP_GEMM_MEASURED(p, f, hw)
+    compute = f["batch_size"] * dense_linear_flops_per_token(f) / (p["eta_c"] * prefill_peak_flops(f, hw))
+    memory = f["n_layers_total"] * hw.layer_floor_s + f["dense_weight_bytes"] / (p["eta_w"] * hw.mem_bw)
+    return Times(step=np.asarray(np.maximum(compute, memory), dtype=float))
+
+
+_STEP_GEMM_MEASURED = _step_gemm(False, measured=("curve", "roof"))
+#: the recommended model's step roofline (parameter-file format 14): `STEP_GEMM_ROOFLINE`, except on a device whose
+#: registry holds the measured layer floor (``layer_floor_s``, `slimlib.experiments.kernel_timing.layer_floor`:
+#: NVIDIA AIConfigurator's kernels), where the weight read is ``L t_floor + W / (eta_w BW)``: each of the model's
+#: ``L`` layers (its own count, not one GPU's share) pays its kernels' latency floor, which tensor parallelism does
+#: not divide, and the weights one GPU reads at ``eta_w``, the bandwidth efficiency of the same measured line
+#: (``layer_floor_eff``, its prior there); the max with the compute side keeps the floor hidden where the GEMMs
+#: are compute-bound, as the kernels' is (found by the kernel-composed curves at TP 2-8, issue 28: without it a
+#: fit on TP 1 gives the floor to the weight read, which TP divides, and over-predicts TP 8 at B <= 32 by 20-30%)
+STEP_GEMM_ROOFLINE_FLOOR = Term(
+    "step_gemm_roofline", f"{_STEP_GEMM_DOC}, L t_floor added to the weight read on a device with a measured layer "
+    "floor, or (F_dense + F_head) / 2 x the measured seconds per weight at B on a device with a measured decode-GEMM "
+    "curve", (ps.ETA_W, ps.ETA_C), _step_gemm_floor, reads=(*_MEASURED_READS, "n_layers_total"),
+)  # fmt: skip
 #: format 6's step roofline (the candidate ``slim-v6``): on a device with a measured decode-GEMM roof
 #: (``decode_gemm_flops``) the compute side is ``B (F_dense + F_head) / F_dec``, the max with the weight read
 STEP_GEMM_ROOFLINE_V6 = Term(
