@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import warnings
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +19,7 @@ from slimlib.experiments.accuracy.extrapolation import (
     CVResult,
     calibrated_methods,
     extrapolation_table,
+    paired_differences,
     recommend,
     run_extrapolation_cv,
     signed_pct_error,
@@ -237,13 +239,38 @@ def test_signed_error_is_positive_when_over_predicting():
 
 def test_outputs_are_written_through_the_table_writer(tmp_path, device_cv):
     table, coverage, (name, _) = write_extrapolation_outputs(device_cv, tmp_path, n_boot=200)
-    for stem in ("extrap_cv", "extrap_coverage"):
+    for stem in ("extrap_cv", "extrap_coverage", "extrap_paired"):
         for ext in ("csv", "md", "tex"):
             assert (tmp_path / f"{stem}.{ext}").is_file()
     assert name in {"paper", "paper as terms"}
     back = pd.read_csv(tmp_path / "extrap_cv.csv")
     assert list(back.columns) == list(TABLE_COLUMNS) and len(back) == len(table)
     assert "worst axis" in (tmp_path / "extrap_cv.md").read_text()
+    paired = pd.read_csv(tmp_path / "extrap_paired.csv")
+    assert name not in set(paired["method"]) and "all" in set(paired["axis"])
+
+
+def test_paired_differences_are_the_cells_differences_on_the_same_rows(device_cv):
+    # "paper as terms" predicts what "paper" does; a third candidate over-predicts every row by 20%
+    p = device_cv.predictions
+    worse = p[p["method"] == "paper"].assign(method="worse")
+    worse["pred_throughput_tok_s"] = worse["pred_throughput_tok_s"] * 1.2
+    cv = replace(device_cv, predictions=pd.concat([p, worse], ignore_index=True),
+                 methods=[*device_cv.methods, "worse"])  # fmt: skip
+    d = paired_differences(cv, "paper", n_boot=500)
+    table = extrapolation_table(cv, n_boot=10)
+    assert set(d["method"]) == {"paper as terms", "worse"}
+    for r in d[d["axis"] != "all"].itertuples(index=False):
+        cell = table[(table["axis"] == r.axis) & (table["dataset"] == r.dataset)].set_index("method")[
+            "mape_pct"
+        ]
+        assert r.diff_pct == pytest.approx(cell[r.method] - cell["paper"], abs=1e-9)
+        assert r.diff_lo_pct <= r.diff_pct <= r.diff_hi_pct
+    overall = d[d["axis"] == "all"].set_index("method")
+    assert overall.loc["paper as terms", ["diff_pct", "diff_lo_pct", "diff_hi_pct"]].abs().max() < 1e-9
+    assert overall.loc["worse", "diff_lo_pct"] > 0
+    cells = d[(d["method"] == "worse") & (d["axis"] != "all")]
+    assert overall.loc["worse", "diff_pct"] == pytest.approx(cells["diff_pct"].mean(), abs=1e-9)
 
 
 README_SECTION = re.compile(r"<!-- extrap_cv:start -->\n(.*?)<!-- extrap_cv:end -->", re.S)

@@ -266,21 +266,10 @@ def worst_axis_draws(
     """``(n_boot, len(methods))`` worst-axis throughput MAPEs of `methods` on paired bootstrap resamples: every
     cell's test rows are resampled with the same indices for every method (all score the same rows, which is
     checked), each method's MAPE per cell taken on them, and the largest over the cells kept."""
-    p = result.predictions
     worst = np.full((int(n_boot), len(methods)), -np.inf)
     for ax in result.axes:
-        cell = p[(p["axis"] == ax.axis) & (p["dataset"] == ax.dataset)]
-        errors, measured = [], None
-        for m in methods:
-            g = cell[cell["method"] == m]
-            t = g["throughput_tok_s"].to_numpy(float)
-            if len(g) != ax.n_test or (measured is not None and not np.array_equal(t, measured)):
-                raise DataError(
-                    f"{ax.axis}/{ax.dataset}/{m}: not the {ax.n_test} test rows of the other candidates"
-                )
-            measured = t
-            errors.append(np.abs(signed_pct_error(t, g["pred_throughput_tok_s"].to_numpy(float))))
-        if measured is None or measured.size == 0:
+        measured, errors = _cell_errors(result, ax, methods)
+        if measured.size == 0:
             continue
         idx = rng_for(seed, measured, f"worst axis {ax.axis} {ax.dataset}").integers(
             0, measured.size, size=(int(n_boot), measured.size)
@@ -288,6 +277,81 @@ def worst_axis_draws(
         for j, e in enumerate(errors):
             worst[:, j] = np.maximum(worst[:, j], e[idx].mean(axis=1))
     return worst
+
+
+def _cell_errors(
+    result: CVResult, ax: AxisFolds, methods: Sequence[str]
+) -> tuple[np.ndarray, list[np.ndarray]]:
+    """The measured throughputs of one cell's test rows and each method's absolute % errors on them (DataError when
+    a method did not score exactly those rows)."""
+    p = result.predictions
+    cell = p[(p["axis"] == ax.axis) & (p["dataset"] == ax.dataset)]
+    errors, measured = [], None
+    for m in methods:
+        g = cell[cell["method"] == m]
+        t = g["throughput_tok_s"].to_numpy(float)
+        if len(g) != ax.n_test or (measured is not None and not np.array_equal(t, measured)):
+            raise DataError(
+                f"{ax.axis}/{ax.dataset}/{m}: not the {ax.n_test} test rows of the other candidates"
+            )
+        measured = t
+        errors.append(np.abs(signed_pct_error(t, g["pred_throughput_tok_s"].to_numpy(float))))
+    return (np.zeros(0) if measured is None else measured), errors
+
+
+#: columns of `paired_differences`
+PAIRED_COLUMNS = ("method", "axis", "dataset", "n_test", "reference_mape_pct", "mape_pct", "diff_pct",
+                  "diff_lo_pct", "diff_hi_pct")  # fmt: skip
+
+
+def paired_differences(
+    result: CVResult,
+    reference: str,
+    methods: Sequence[str] | None = None,
+    *,
+    n_boot: int = N_BOOT,
+    seed: int = SEED,
+) -> pd.DataFrame:
+    """Per candidate of `methods` (default: every other one without a failed fold) and cell: its throughput MAPE
+    minus `reference`'s on the same test rows (points; positive: `reference` is better) with the paired bootstrap
+    95% interval (the same resampled rows for both), and per candidate one row of axis and dataset ``"all"``: the
+    difference of the mean MAPE over the cells (the selection's tie-break), every cell's rows resampled together."""
+    failed = set(result.failures["method"]) if len(result.failures) else set()
+    if reference in failed:
+        raise DataError(
+            f"paired differences: {reference!r} has failed folds; no paired comparison on every cell"
+        )
+    names = [m for m in (methods or result.methods) if m != reference and m not in failed]
+    rows = []
+    means = np.zeros((int(n_boot), len(names) + 1))
+    n_cells = 0
+    for ax in result.axes:
+        measured, errors = _cell_errors(result, ax, [reference, *names])
+        if measured.size == 0:
+            continue
+        n_cells += 1
+        idx = rng_for(seed, measured, f"paired {ax.axis} {ax.dataset}").integers(
+            0, measured.size, size=(int(n_boot), measured.size)
+        )
+        draws = np.stack([e[idx].mean(axis=1) for e in errors], axis=1)
+        means += draws
+        for j, name in enumerate(names, start=1):
+            d = draws[:, j] - draws[:, 0]
+            lo, hi = np.quantile(d, (0.025, 0.975))
+            rows.append({"method": name, "axis": ax.axis, "dataset": ax.dataset, "n_test": int(measured.size),
+                         "reference_mape_pct": float(errors[0].mean()), "mape_pct": float(errors[j].mean()),
+                         "diff_pct": float(errors[j].mean() - errors[0].mean()), "diff_lo_pct": float(lo),
+                         "diff_hi_pct": float(hi)})  # fmt: skip
+    for j, name in enumerate(names, start=1):
+        cells = [r for r in rows if r["method"] == name]
+        d = (means[:, j] - means[:, 0]) / max(n_cells, 1)
+        lo, hi = np.quantile(d, (0.025, 0.975))
+        ref_mean = float(np.mean([r["reference_mape_pct"] for r in cells]))
+        mean = float(np.mean([r["mape_pct"] for r in cells]))
+        rows.append({"method": name, "axis": "all", "dataset": "all", "n_test": sum(r["n_test"] for r in cells),
+                     "reference_mape_pct": ref_mean, "mape_pct": mean, "diff_pct": mean - ref_mean,
+                     "diff_lo_pct": float(lo), "diff_hi_pct": float(hi)})  # fmt: skip
+    return pd.DataFrame(rows, columns=list(PAIRED_COLUMNS))
 
 
 def tied_best(

@@ -14,6 +14,7 @@ from slimlib.experiments.accuracy.extrapolation import (
     TIE_LEVEL,
     CVResult,
     extrapolation_table,
+    paired_differences,
     recommend,
     tied_best,
     wide_table,
@@ -108,8 +109,8 @@ def coverage_display(coverage: pd.DataFrame, quantity: str = "throughput") -> pd
 def write_extrapolation_outputs(
     result: CVResult, figures_dir: str | Path, *, n_boot: int = N_BOOT, seed: int = SEED
 ) -> tuple[pd.DataFrame, pd.DataFrame, tuple[str, str]]:
-    """Write ``extrap_cv`` and ``extrap_coverage`` (.csv long, .md/.tex display) into `figures_dir`; returns the
-    long tables and `recommend`'s (name, reason)."""
+    """Write ``extrap_cv``, ``extrap_coverage`` and ``extrap_paired`` (.csv long, .md/.tex display) into
+    `figures_dir`; returns the first two long tables and `recommend`'s (name, reason)."""
     table = extrapolation_table(result, n_boot=n_boot, seed=seed)
     coverage = coverage_table(result)
     tied = tied_best(table, result, n_boot=n_boot, seed=seed)
@@ -136,4 +137,33 @@ def write_extrapolation_outputs(
                "enters the scale with the weight learned there. Per "
                "dataset (the kernel-composed curves' included) and for E2E, TTFT and TPOT: extrap_coverage.csv."],
     )  # fmt: skip
+    paired = paired_differences(result, choice[0], n_boot=n_boot, seed=seed)
+    runners = [m for m in tied["method"] if m != choice[0]]
+    save_table(
+        paired, "extrap_paired", figures_dir, display=paired_display(paired, runners or list(paired["method"])[:1]),
+        notes=[f"Throughput MAPE of each candidate minus the recommended model's ({candidate_label(choice[0])}) on "
+               "the same held-out rows, in points (positive: the recommended model is better), with the paired "
+               f"bootstrap 95% interval ({n_boot} resamples, seed {seed}); row 'all': the mean over the cells, the "
+               "selection's tie-break. Shown: the candidates tied with it on the worst axis; every candidate: "
+               "extrap_paired.csv."],
+    )  # fmt: skip
     return table, coverage, choice
+
+
+def paired_display(paired: pd.DataFrame, methods: list[str]) -> pd.DataFrame:
+    """`paired_differences` of `methods` as one row per cell and a column per candidate: "its MAPE (diff [lo,
+    hi])"."""
+    rows = []
+    first = paired[paired["method"] == methods[0]] if methods else paired.iloc[:0]
+    for r in first.itertuples(index=False):
+        row = {"axis": r.axis, "dataset": r.dataset, "rows": str(r.n_test),
+               "recommended": f"{r.reference_mape_pct:.1f}"}  # fmt: skip
+        for m in methods:
+            q = paired[
+                (paired["method"] == m) & (paired["axis"] == r.axis) & (paired["dataset"] == r.dataset)
+            ]
+            q0 = q.iloc[0]
+            row[candidate_label(m)] = (f"{q0['mape_pct']:.1f} ({q0['diff_pct']:+.1f} [{q0['diff_lo_pct']:+.1f}, "
+                                       f"{q0['diff_hi_pct']:+.1f}])")  # fmt: skip
+        rows.append(row)
+    return pd.DataFrame(rows).astype(str)

@@ -515,6 +515,14 @@ CAPTIONS: dict[str, Caption] = {
         "folds of its axis), per candidate, axis and dataset, with the median interval width high/low.",
         f"{EVAL}; {LLMIB}; {ENGINE_CPU}",
     ),
+    "extrap_paired": Caption(
+        "",
+        "extension (not in the paper)",
+        "Selection by extrapolation, paired: each candidate's throughput MAPE minus the recommended model's on the "
+        "same held-out rows, per axis and dataset, with the paired bootstrap 95% interval, and the difference of "
+        "the mean over the cells (the selection's tie-break).",
+        f"{EVAL}; {LLMIB}; {ENGINE_CPU}",
+    ),
     "transfer_tp_mape": Caption(
         "",
         "extension (not in the paper)",
@@ -703,6 +711,7 @@ NOTEBOOK_OUTPUTS: dict[str, tuple[str, ...]] = {
         "eval_slim_params",
         "extrap_cv",
         "extrap_coverage",
+        "extrap_paired",
     ),
     "07_advisor": (
         "bca_curves",
