@@ -322,7 +322,7 @@ def paired_differences(
             f"paired differences: {reference!r} has failed folds; no paired comparison on every cell"
         )
     names = [m for m in (methods or result.methods) if m != reference and m not in failed]
-    rows = []
+    rows: list[dict[str, Any]] = []
     means = np.zeros((int(n_boot), len(names) + 1))
     n_cells = 0
     for ax in result.axes:
@@ -348,7 +348,7 @@ def paired_differences(
         lo, hi = np.quantile(d, (0.025, 0.975))
         ref_mean = float(np.mean([r["reference_mape_pct"] for r in cells]))
         mean = float(np.mean([r["mape_pct"] for r in cells]))
-        rows.append({"method": name, "axis": "all", "dataset": "all", "n_test": sum(r["n_test"] for r in cells),
+        rows.append({"method": name, "axis": "all", "dataset": "all", "n_test": sum(int(r["n_test"]) for r in cells),
                      "reference_mape_pct": ref_mean, "mape_pct": mean, "diff_pct": mean - ref_mean,
                      "diff_lo_pct": float(lo), "diff_hi_pct": float(hi)})  # fmt: skip
     return pd.DataFrame(rows, columns=list(PAIRED_COLUMNS))
