@@ -331,6 +331,20 @@ def _dedupe(df: pd.DataFrame, keys: list[str], where: Path) -> pd.DataFrame:
     return df.sort_values(keys, kind="mergesort").reset_index(drop=True)
 
 
+def _read_system_table(
+    sysdir: Path, system: str, kind: str, name: str, files: list[Path], columns: list[str]
+) -> tuple[Path, pd.DataFrame]:
+    """The Parquet table `name` of `system`'s `kind` folder at its vLLM version (`SYSTEMS`), after checking the
+    folder's version and the table's `columns`; the files read are appended to `files`."""
+    folder = sysdir / "data" / system / kind / "vllm" / SYSTEMS[system]["version"]
+    files.append(check_version(folder, SYSTEMS[system]["version"]))
+    path = folder / name
+    raw = read_parquet(path)
+    files.append(path)
+    require_columns(raw, columns, path)
+    return path, raw
+
+
 def _measured_tp1_decode(sysdir: Path) -> set[tuple[int, int, int]]:
     """The TP-1 registry head shapes with a measured decode attention on some system (kernels of `SYSTEMS`)."""
     tp1 = registry_head_shapes()
@@ -416,14 +430,8 @@ def build_aic_tables(root: str | Path) -> tuple[dict[str, pd.DataFrame], list[Pa
     needed = needed_gemm_shapes(archs, TP_DEGREES)
     for system in sorted(SYSTEMS):
         spec = SYSTEMS[system]
-        gdir = sysdir / "data" / system / "gemm" / "vllm" / spec["version"]
-        files.append(check_version(gdir, spec["version"]))
-        path = gdir / "gemm_perf.parquet"
-        raw = read_parquet(path)
-        files.append(path)
-        require_columns(
-            raw, ["kernel_source", "gemm_dtype", "m", "n", "k", "latency", "device", "version"], path
-        )
+        path, raw = _read_system_table(sysdir, system, "gemm", "gemm_perf.parquet", files,
+                                       ["kernel_source", "gemm_dtype", "m", "n", "k", "latency", "device", "version"])  # fmt: skip
         for dtype, kernel in sorted(spec["gemm"].items()):
             g = raw[(raw["gemm_dtype"] == dtype) & (raw["kernel_source"] == kernel)]
             if len(g) == 0:
@@ -443,13 +451,9 @@ def build_aic_tables(root: str | Path) -> tuple[dict[str, pd.DataFrame], list[Pa
     ar_parts = []
     for system in sorted(SYSTEMS):
         spec = SYSTEMS[system]
-        cdir = sysdir / "data" / system / "comm" / "vllm" / spec["version"]
-        files.append(check_version(cdir, spec["version"]))
-        path = cdir / "custom_allreduce_perf.parquet"
-        raw = read_parquet(path)
-        files.append(path)
-        require_columns(raw, ["kernel_source", "allreduce_dtype", "num_gpus", "message_size", "latency", "backend",
-                              "device", "version"], path)  # fmt: skip
+        path, raw = _read_system_table(sysdir, system, "comm", "custom_allreduce_perf.parquet", files,
+                                       ["kernel_source", "allreduce_dtype", "num_gpus", "message_size", "latency",
+                                        "backend", "device", "version"])  # fmt: skip
         g = raw[raw["kernel_source"].isin(ALLREDUCE_KERNELS) & (raw["allreduce_dtype"] == "bfloat16")]
         if len(g) == 0:
             raise DataError(f"{path}: no bf16 rows of kernels {ALLREDUCE_KERNELS}")

@@ -144,10 +144,14 @@ def _aic_allreduce(system: str, version: str) -> str:
     )
 
 
+def _proxy(proxy_of: str, kernels: str) -> str:
+    """The prefix of a source a same-die GPU borrows from the measured part `proxy_of` ("" when measured)."""
+    return f"proxy (same die, the same vLLM {kernels}; measured on {proxy_of}): " if proxy_of else ""
+
+
 def _aic_attention(system: str, version: str, proxy_of: str = "") -> str:
     """Source of a measured decode-attention efficiency; `proxy_of`: the measured part a same-die GPU borrows it from."""
-    proxy = f"proxy (same die, the same vLLM kernel; measured on {proxy_of}): " if proxy_of else ""
-    return proxy + (
+    return _proxy(proxy_of, "kernel") + (
         f"aiconfigurator_core 0.12.0 {system} decode attention (vLLM {version}, shared data aiconfigurator-kernels, "
         "data/aic-decode-attention.csv): median of bytes read / (time x mem_bw) over the Mistral-7B shapes (32 query, "
         "8 KV heads, head size 128, bf16 KV) at B 1-256, contexts 127-8191 with B x context >= 65,536 tokens"
@@ -160,16 +164,16 @@ _AMD_ALLREDUCE_PROXY = (
     "ROCm until custom all-reduce for ROCm was merged, vllm-project/vllm#14125, March 2025, so vLLM 0.6.x pays "
     "RCCL's latency, not a custom kernel's): " + _aic_allreduce("h100_sxm", "0.24.0")
 )
-#: measured per-layer decode-kernel latency floors per AIConfigurator system, seconds (tests/test_hardware.py
-#: recomputes them from the aic-* tables, `slimlib.experiments.kernel_timing.layer_floor`)
+#: measured per-layer decode-kernel latency floors per AIConfigurator system, seconds, and their lines' bandwidth
+#: efficiencies (tests/test_layer_floor.py recomputes them from the aic-* tables,
+#: `slimlib.experiments.kernel_timing.layer_floor`)
 _FLOOR = {"h100_sxm": 25.97e-6, "h200_sxm": 27.63e-6, "a100_sxm": 31.03e-6, "b200_sxm": 27.80e-6}
 _FLOOR_EFF = {"h100_sxm": 0.9101, "h200_sxm": 0.8645, "a100_sxm": 0.7386, "b200_sxm": 0.8276}
 
 
 def _aic_floor(system: str, version: str, proxy_of: str = "") -> str:
     """Source of a measured layer floor; `proxy_of`: the measured part a same-die GPU borrows it from."""
-    proxy = f"proxy (same die, the same vLLM kernels; measured on {proxy_of}): " if proxy_of else ""
-    return proxy + (
+    return _proxy(proxy_of, "kernels") + (
         f"aiconfigurator_core 0.12.0 {system} GEMM and decode-attention tables (vLLM {version}, shared data "
         "aiconfigurator-kernels): intercept of one Llama-3-8B layer's decode kernel time (4 GEMMs + attention, B = "
         "1, context 128) against the bytes one GPU reads, over TP 1, 2, 4, 8: intercept and bandwidth efficiency "
