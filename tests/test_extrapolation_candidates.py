@@ -201,9 +201,15 @@ def test_the_recommended_terms_are_v3_with_the_step_roofline_the_layer_overhead_
 
     assert has(v15, STEP_GEMM_ROOFLINE) and not has(v15, STEP_GEMM_ROOFLINE_FLOOR)
     assert has(slim_terms(), STEP_GEMM_ROOFLINE_FLOOR) and not has(slim_terms(), STEP_GEMM_ROOFLINE)
-    m15 = new_model(resolve_candidate("slim-v15"), 0)
-    assert m15.test_priors_at_bound is True and m15.device_priors is True
-    assert [n for n in TERM_CANDIDATES if has(TERM_CANDIDATES[n], STEP_GEMM_ROOFLINE_FLOOR)] == [
+
+    def with_priors(name):  # fitted with the prior test and the device's priors
+        m = new_model(resolve_candidate(name), 0)
+        return m.test_priors_at_bound is True and m.device_priors is True
+
+    def carriers(term):
+        return [n for n in TERM_CANDIDATES if has(TERM_CANDIDATES[n], term)]
+
+    assert with_priors("slim-v15") and carriers(STEP_GEMM_ROOFLINE_FLOOR) == [
         "slim+tp-comm",
         "slim+zero-test",
     ]
@@ -213,24 +219,13 @@ def test_the_recommended_terms_are_v3_with_the_step_roofline_the_layer_overhead_
     assert [t.name for t in v14] == [
         "decode_attention" if t is DECODE_ATTENTION_KERNEL else t.name for t in v15
     ] and has(v14, STEP_GEMM_ROOFLINE)
-    m14 = new_model(resolve_candidate("slim-v14"), 0)
-    assert m14.test_priors_at_bound is True and m14.device_priors is True
-    assert [n for n in TERM_CANDIDATES if DECODE_ATTENTION_KERNEL in TERM_CANDIDATES[n]] == [
-        "slim-v15",
-        "slim+tp-comm",
-        "slim+zero-test",
-    ]
+    assert with_priors("slim-v14")
+    assert carriers(DECODE_ATTENTION_KERNEL) == ["slim-v15", "slim+tp-comm", "slim+zero-test"]
     # slim-v13, before the recompute of preempted prompts: format 11's terms, with the prior test and device priors
     v13 = TERM_CANDIDATES["slim-v13"]
     assert [t.name for t in v13] == [t.name for t in v14 if t is not PREEMPTION_RECOMPUTE]
-    m13 = new_model(resolve_candidate("slim-v13"), 0)
-    assert m13.test_priors_at_bound is True and m13.device_priors is True
-    assert [n for n in TERM_CANDIDATES if PREEMPTION_RECOMPUTE in TERM_CANDIDATES[n]] == [
-        "slim-v14",
-        "slim-v15",
-        "slim+tp-comm",
-        "slim+zero-test",
-    ]
+    assert with_priors("slim-v13")
+    assert carriers(PREEMPTION_RECOMPUTE) == ["slim-v14", "slim-v15", "slim+tp-comm", "slim+zero-test"]
     # slim+zero-test: the recommended terms and fitting rules plus the zero test, nothing else
     assert [t.name for t in TERM_CANDIDATES["slim+zero-test"]] == [t.name for t in slim_terms()]
     zt = new_model(resolve_candidate("slim+zero-test"), 0)

@@ -170,7 +170,7 @@ def test_tensor_parallel_times_one_gpus_share_plus_two_measured_allreduces_per_l
     assert 0.5 * s1 < s2 < s1
     e = two.e2e([8.0], [512.0], [128.0])
     assert float(e["decode_allreduce_s"].iloc[0]) == pytest.approx(127 * float(d2["allreduce"].iloc[0]) / 1e3)
-    with pytest.raises(DataError, match="tp must be 1, 2, 4 or 8"):
+    with pytest.raises(DataError, match="tp must be one of"):
         kernel_set("llama-3-8b", "h100", tp=3)
     assert kernel_set("llama-3-8b", "h100", tp=8).heads == (4, 1, 128)
     with pytest.raises(OutOfGridError, match="cannot split"):

@@ -345,10 +345,12 @@ def _read_system_table(
     return path, raw
 
 
-def _measured_tp1_decode(sysdir: Path) -> set[tuple[int, int, int]]:
-    """The TP-1 registry head shapes with a measured decode attention on some system (kernels of `SYSTEMS`)."""
+def _measured_tp1_decode(sysdir: Path) -> tuple[set[tuple[int, int, int]], dict[Path, pd.DataFrame]]:
+    """The TP-1 registry head shapes with a measured decode attention on some system (kernels of `SYSTEMS`), and
+    the decode tables read for it (by path, so that `build_aic_tables` reads each once)."""
     tp1 = registry_head_shapes()
     out: set[tuple[int, int, int]] = set()
+    raws: dict[Path, pd.DataFrame] = {}
     for system, spec in sorted(SYSTEMS.items()):
         path = (
             sysdir
@@ -359,9 +361,10 @@ def _measured_tp1_decode(sysdir: Path) -> set[tuple[int, int, int]]:
             / spec["version"]
             / "generation_attention_perf.parquet"
         )
-        sel = _keep_attention(read_parquet(path), spec["decode"], tp1, path)
+        raws[path] = read_parquet(path)
+        sel = _keep_attention(raws[path], spec["decode"], tp1, path)
         out |= set(zip(sel["num_heads"], sel["num_key_value_heads"], sel["head_dim"], strict=True))
-    return {(int(a), int(b), int(c)) for a, b, c in out}
+    return {(int(a), int(b), int(c)) for a, b, c in out}, raws
 
 
 def build_aic_tables(root: str | Path) -> tuple[dict[str, pd.DataFrame], list[Path]]:
@@ -374,7 +377,8 @@ def build_aic_tables(root: str | Path) -> tuple[dict[str, pd.DataFrame], list[Pa
     for f in files:
         if not f.is_file():
             raise DataError(f"{f}: missing; the {AIC_NAME} mirror is incomplete")
-    shapes = registry_head_shapes(_measured_tp1_decode(sysdir))
+    measured_tp1, decode_raws = _measured_tp1_decode(sysdir)
+    shapes = registry_head_shapes(measured_tp1)
     dec_parts: list[pd.DataFrame] = []
     pre_parts: list[pd.DataFrame] = []
     gemm_parts: list[pd.DataFrame] = []
@@ -397,7 +401,7 @@ def build_aic_tables(root: str | Path) -> tuple[dict[str, pd.DataFrame], list[Pa
             ("context_attention_perf.parquet", spec["prefill"], pre_parts, "input_len"),
         ):
             path = att_dir / fname
-            raw = read_parquet(path)
+            raw = decode_raws[path] if path in decode_raws else read_parquet(path)
             files.append(path)
             sel = _keep_attention(raw, kernels, shapes, path)
             if len(sel) == 0:

@@ -68,7 +68,12 @@ from slimlib.model.terms import (
 )
 from slimlib.model.terms import specs as ps
 from slimlib.model.terms.batch import chunked_prefill_column, static_batch_column
-from slimlib.model.terms.rooflines import STEP_GEMM_ROOFLINE, STEP_GEMM_ROOFLINE_ALL, STEP_GEMM_ROOFLINE_FLOOR
+from slimlib.model.terms.rooflines import (
+    STEP_GEMM_ROOFLINE,
+    STEP_GEMM_ROOFLINE_ALL,
+    STEP_GEMM_ROOFLINE_FLOOR,
+    layer_floor_applies,
+)
 from slimlib.registry.gpus import GPU, get_gpu
 from slimlib.schema import validate_table
 
@@ -341,8 +346,8 @@ class CalibratedModel(Estimator):
                 measured = device_prior(s.name, hw) if self.device_priors else None
                 out[s.name] = measured or s.prior
         floor = any(t is STEP_GEMM_ROOFLINE_FLOOR for t in self.terms())
-        if floor and "eta_w" in out and hw.layer_floor_s and hw.layer_floor_eff and not hw.decode_gemm_flops:
-            v = float(hw.layer_floor_eff)
+        if floor and "eta_w" in out and layer_floor_applies(hw):
+            v = float(hw.layer_floor_eff or 0.0)  # set: layer_floor_applies
             out["eta_w"] = Prior(v, v, v, 0.0, 1, f"{hw.name}: the bandwidth efficiency of the measured "
                                  f"layer-floor line, registry layer_floor_eff; {hw.layer_floor_source}")  # fmt: skip
         return out

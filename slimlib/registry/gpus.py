@@ -167,8 +167,8 @@ _AMD_ALLREDUCE_PROXY = (
 #: measured per-layer decode-kernel latency floors per AIConfigurator system, seconds, and their lines' bandwidth
 #: efficiencies (tests/test_layer_floor.py recomputes them from the aic-* tables,
 #: `slimlib.experiments.kernel_timing.layer_floor`)
-_FLOOR = {"h100_sxm": 25.97e-6, "h200_sxm": 27.63e-6, "a100_sxm": 31.03e-6, "b200_sxm": 27.80e-6}
-_FLOOR_EFF = {"h100_sxm": 0.9101, "h200_sxm": 0.8645, "a100_sxm": 0.7386, "b200_sxm": 0.8276}
+_FLOOR = {"h100_sxm": 25.96e-6, "h200_sxm": 27.62e-6, "a100_sxm": 31.01e-6, "b200_sxm": 27.80e-6}
+_FLOOR_EFF = {"h100_sxm": 0.9103, "h200_sxm": 0.8647, "a100_sxm": 0.7388, "b200_sxm": 0.8278}
 
 
 def _aic_floor(system: str, version: str, proxy_of: str = "") -> str:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from slimlib.data.aiconfigurator import TP_DEGREES
 from slimlib.experiments.accuracy.scenarios import COLUMNS
 from slimlib.experiments.kernel_timing.composition import OutOfGridError, compose
 from slimlib.model.memory import DEFAULT_BLOCK_SIZE
@@ -35,8 +36,8 @@ COMPOSED = "aic-composed"
 COMPOSED_GPUS = ("a100-sxm-80gb", "h100-sxm", "h200-sxm", "b200-sxm-180gb")
 #: dense GQA models whose attention shapes the tables measure, smallest first (the largest fits only a B200)
 COMPOSED_MODELS = ("llama-3-8b", "qwen3-32b", "llama-3-70b")
-#: tensor-parallel degrees (GPUs of one node; the all-reduce tables measure 2, 4 and 8)
-COMPOSED_TP = (1, 2, 4, 8)
+#: tensor-parallel degrees: every degree the kernel tables keep (GPUs of one node; all-reduces measured at 2, 4, 8)
+COMPOSED_TP = TP_DEGREES
 COMPOSED_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 #: (IL, OL): three prompt lengths at OL 128, two at OL 512
 COMPOSED_LENGTHS = ((128, 128), (512, 128), (2048, 128), (128, 512), (512, 512))

@@ -42,7 +42,7 @@ import numpy as np
 import pandas as pd
 
 from slimlib.data import load
-from slimlib.data.aiconfigurator import SYSTEMS, model_gemm_shapes, rank_heads, system_for_gpu
+from slimlib.data.aiconfigurator import SYSTEMS, TP_DEGREES, model_gemm_shapes, rank_heads, system_for_gpu
 from slimlib.errors import DataError
 from slimlib.registry.architectures import get_architecture
 from slimlib.registry.gpus import get_gpu
@@ -521,8 +521,8 @@ def kernel_set(model: str, gpu: str, kv_dtype: str = "bfloat16", gemm_dtype: str
     model's per-GPU attention shape (e.g. MHA decode) or vLLM cannot split it over `tp`."""
     if kv_dtype not in ("bfloat16", "fp8") or gemm_dtype not in ("bfloat16", "fp8"):
         raise DataError(f"kv_dtype and gemm_dtype are 'bfloat16' or 'fp8', got {kv_dtype!r}, {gemm_dtype!r}")
-    if isinstance(tp, bool) or tp not in (1, 2, 4, 8):
-        raise DataError(f"tp must be 1, 2, 4 or 8 (the measured all-reduce groups), got {tp!r}")
+    if isinstance(tp, bool) or tp not in TP_DEGREES:
+        raise DataError(f"tp must be one of {TP_DEGREES} (the measured all-reduce groups), got {tp!r}")
     return _cached(
         str(model), _system(gpu), kv_dtype, gemm_dtype, None if folder is None else str(folder), int(tp)
     )

@@ -245,13 +245,23 @@ STEP_GEMM_ROOFLINE = Term(
 )  # fmt: skip
 
 
+def layer_floor_applies(hw: GPU) -> bool:
+    """Whether `STEP_GEMM_ROOFLINE_FLOOR` adds `hw`'s layer floor: the registry measures it (with its line's
+    efficiency) and the decode GEMMs do not follow a measured curve or roof (the CPU engine's)."""
+    return bool(
+        hw.layer_floor_s and hw.layer_floor_eff and not (hw.decode_gemm_curve or hw.decode_gemm_flops)
+    )
+
+
 def _step_gemm_floor(p: Params, f: Features, hw: GPU) -> Times:
     """`STEP_GEMM_ROOFLINE`'s times, with the device's measured layer floor on the memory side where the registry
     has it (`STEP_GEMM_ROOFLINE_FLOOR`)."""
-    if hw.decode_gemm_curve or hw.decode_gemm_flops or not hw.layer_floor_s:
+    if not layer_floor_applies(hw):
         return _STEP_GEMM_MEASURED(p, f, hw)
     compute = f["batch_size"] * dense_linear_flops_per_token(f) / (p["eta_c"] * prefill_peak_flops(f, hw))
-    memory = f["n_layers_total"] * hw.layer_floor_s + f["dense_weight_bytes"] / (p["eta_w"] * hw.mem_bw)
+    memory = f["n_layers_total"] * float(hw.layer_floor_s or 0.0) + f["dense_weight_bytes"] / (
+        p["eta_w"] * hw.mem_bw
+    )
     return Times(step=np.asarray(np.maximum(compute, memory), dtype=float))
 
 
