@@ -14,6 +14,7 @@ import pytest
 from slimlib.cli.cmd_reproduce import collect_parameters
 from slimlib.cli.main import main
 from slimlib.errors import DataError, UnknownNameError
+from slimlib.experiments.outputs.numerics import VARIABLES, portable_numerics_env
 from slimlib.experiments.outputs.runner import (
     NotebookError,
     declared_parameters,
@@ -73,8 +74,15 @@ def test_runs_notebooks_in_order_with_injected_parameters(tmp_path):
     ]
     assert all(r["wall_s"] > 0 for r in summary)
     first = json.loads((figures / "first.json").read_text())
+    numerics = first.pop("numerics")
+    x86_v4 = first.pop("x86_v4")
     # the kernel ran this interpreter, in the notebook folder
     assert first == {"scale": 2.5, "quick": True, "cwd": str(nb.resolve()), "python": sys.executable}
+    # ... at the AVX2 level where this CPU has more (portable_numerics_env); the user's own settings kept
+    want = {k: portable_numerics_env().get(k, os.environ.get(k)) for k in VARIABLES}
+    assert numerics == want
+    if "X86_V4" in (want["NPY_DISABLE_CPU_FEATURES"] or ""):
+        assert x86_v4 is False  # NumPy in the kernel dispatches no AVX-512 loop
     assert json.loads((figures / "second.json").read_text()) == {"label": "x"}  # 02 saw 01's output
     for ext in ("pdf", "png"):
         assert (figures / f"fixture_first.{ext}").stat().st_size > 1000

@@ -1,7 +1,8 @@
 """Run the numbered notebooks through papermill (one command reproduces every figure), and keep notebooks clean.
 
 `run_notebooks` executes `notebooks/NN_*.ipynb` in numeric order (up to `jobs` at once) in kernels of this same
-Python interpreter, injecting parameters, writing executed copies to `build/` and figures to `figures/`. `check_clean` and
+Python interpreter (at the AVX2 level on x86-64 hosts, `numerics`, so figures are the same bytes on every one),
+injecting parameters, writing executed copies to `build/` and figures to `figures/`. `check_clean` and
 `strip_notebook` keep the notebooks committed to git free of outputs, execution counts and metadata noise.
 
 Command line: `python -m slimlib.experiments.outputs.runner --strip notebooks/*.ipynb` (or `slim nbstrip`), `--check` to only report.
@@ -24,6 +25,7 @@ from typing import Any
 
 from slimlib.errors import DataError, SlimError, UnknownNameError, close_matches_message
 from slimlib.experiments.outputs.captions import write_captions
+from slimlib.experiments.outputs.numerics import describe, portable_numerics_env
 from slimlib.io import write_text
 
 NOTEBOOK_RE = re.compile(r"^(\d+)_[^/\\]*\.ipynb$")
@@ -97,8 +99,9 @@ def _papermill():
 
 
 @contextlib.contextmanager
-def _kernel_of_this_python(kernel_name: str) -> Iterator[str]:
-    """Make `kernel_name` "python3" start this very interpreter (`sys.executable`), via a temporary kernelspec.
+def _kernel_of_this_python(kernel_name: str, env: Mapping[str, str] | None = None) -> Iterator[str]:
+    """Make `kernel_name` "python3" start this very interpreter (`sys.executable`) with `env` added to its
+    environment, via a temporary kernelspec.
 
     Other kernel names are used as installed.
     """
@@ -115,6 +118,8 @@ def _kernel_of_this_python(kernel_name: str) -> Iterator[str]:
         spec_dir.mkdir(parents=True)
         spec = get_kernel_dict()  # ipykernel's own spec; its argv starts with sys.executable
         spec["argv"][0] = sys.executable
+        if env:
+            spec["env"] = {**spec.get("env", {}), **env}
         (spec_dir / "kernel.json").write_text(json.dumps(spec), encoding="utf-8")
         os.environ["JUPYTER_PATH"] = os.pathsep.join([tmp] + ([old] if old else []))
         try:
@@ -276,7 +281,10 @@ def run_notebooks(
     first = [i for i, nb in enumerate(notebooks) if nb.name not in READS_OUTPUTS]
     last = [i for i, nb in enumerate(notebooks) if nb.name in READS_OUTPUTS]
     t_start = time.perf_counter()
-    with _kernel_of_this_python(kernel_name) as kernel:
+    env = portable_numerics_env()
+    if progress and kernel_name == "python3":
+        print(describe(env), file=sys.stderr, flush=True)
+    with _kernel_of_this_python(kernel_name, env) as kernel:
         bar = tqdm(
             total=len(notebooks), desc="notebooks", unit="nb", disable=not progress or lines, file=sys.stderr
         )

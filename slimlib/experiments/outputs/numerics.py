@@ -1,0 +1,70 @@
+"""The same figures on every x86-64 host: the notebook kernels' linear algebra and vector maths at one CPU level.
+
+OpenBLAS and NumPy pick their kernels by the CPU they run on, and AVX-512 kernels round differently from AVX2 ones
+(other summation orders, other fused multiply-adds). The last bits of a least-squares fit then differ between hosts,
+and every bootstrap interval with them (its stream is seeded by a hash of the values it resamples,
+`uncertainty.rng_for`); an ill-conditioned fit can even end at another optimum (the paper model's OPT
+model-transfer fold: 19.6% throughput MAPE with AVX2 kernels, 21.7% with AVX-512 ones). `slim reproduce` therefore
+runs its kernels at the AVX2 level wherever the CPU has it: OpenBLAS's Haswell kernels (`OPENBLAS_CORETYPE`) and
+NumPy's dispatch without its AVX-512 targets (`NPY_DISABLE_CPU_FEATURES`). Both variables are read when the
+libraries load, so they go into the kernels' environment, not into this process. A value the user set is kept.
+Other CPUs (ARM, x86 without AVX2) run as they are and may differ in the last digits.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+from collections.abc import Mapping
+
+#: the OpenBLAS core whose kernels every AVX2+FMA x86-64 CPU runs (AMD Zen's own core uses the same kernels)
+OPENBLAS_CORE = "Haswell"
+#: the variables this module sets, in the order they are reported
+VARIABLES = ("OPENBLAS_CORETYPE", "NPY_DISABLE_CPU_FEATURES")
+
+
+def _numpy_cpu() -> tuple[list[str], dict[str, bool]]:
+    """NumPy's dispatch targets and the CPU features it found on this machine."""
+    import importlib
+
+    # NumPy 2 records its CPU dispatch here
+    m = importlib.import_module("numpy._core._multiarray_umath")
+    return list(m.__cpu_dispatch__), dict(m.__cpu_features__)
+
+
+def portable_numerics_env(
+    machine: str | None = None,
+    dispatch: list[str] | None = None,
+    features: Mapping[str, bool] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    """The variables that put OpenBLAS and NumPy at the AVX2 level on this x86-64 host ({} elsewhere).
+
+    `machine`, `dispatch` (NumPy's dispatch targets), `features` (the CPU features it found) and `environ` default
+    to this process's; a variable already set in `environ` is left out (the user's choice stands)."""
+    machine = (machine or platform.machine()).lower()
+    environ = os.environ if environ is None else environ
+    if machine not in ("x86_64", "amd64"):
+        return {}
+    if dispatch is None or features is None:
+        found_dispatch, found_features = _numpy_cpu()
+        dispatch = found_dispatch if dispatch is None else dispatch
+        features = found_features if features is None else features
+    if not (features.get("AVX2") and features.get("FMA3")):
+        return {}
+    out = {"OPENBLAS_CORETYPE": OPENBLAS_CORE}
+    above = [t for t in dispatch if (t == "X86_V4" or t.startswith("AVX512")) and features.get(t)]
+    if above:
+        out["NPY_DISABLE_CPU_FEATURES"] = " ".join(above)
+    return {k: v for k, v in out.items() if k not in environ}
+
+
+def describe(env: Mapping[str, str]) -> str:
+    """One line for the run's log: what the kernels get."""
+    if not env:
+        return "numerics: kernels use this CPU's own OpenBLAS and NumPy kernels"
+    return (
+        "numerics: kernels run at the AVX2 level ("
+        + ", ".join(f"{k}={env[k]}" for k in VARIABLES if k in env)
+        + ")"
+    )
