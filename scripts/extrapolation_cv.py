@@ -19,6 +19,7 @@ import pandas as pd
 from slimlib.experiments.accuracy.extrapolation import CV_STARTS, run_extrapolation_cv, wide_table
 from slimlib.experiments.accuracy.extrapolation_candidates import TERM_CANDIDATES, resolve_candidate
 from slimlib.experiments.accuracy.extrapolation_outputs import coverage_display, write_extrapolation_outputs
+from slimlib.experiments.outputs.numerics import rerun_at_portable_level
 from slimlib.model import method_label
 
 
@@ -37,6 +38,7 @@ def main() -> None:
     )
     ap.add_argument("--out", default="extrapolation-cv", help="folder for extrap_cv.* and extrap_coverage.*")
     args = ap.parse_args()
+    rerun_at_portable_level()  # the AVX2-level kernels of slim reproduce: the same numbers as figures/extrap_cv.*
     candidates = [resolve_candidate(c) for c in args.candidates.split(",")] if args.candidates else None
     t0 = time.perf_counter()
     with warnings.catch_warnings(record=True) as caught:  # counted below, never silenced

@@ -3,6 +3,7 @@ figures/ is the same bytes on AVX2 and AVX-512 machines."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -61,3 +62,25 @@ def test_the_kernel_settings_give_the_committed_table_ii_bits():
     both = got.merge(committed, on=["scenario", "method", "metric"], suffixes=("", "_committed"))
     assert len(both) == 8
     assert (both["mape_pct"] == both["mape_pct_committed"]).all(), both
+
+
+def test_a_script_runs_itself_again_at_the_portable_level_once(tmp_path):
+    script = tmp_path / "probe.py"
+    script.write_text(
+        "import json, os\n"
+        "print('start', flush=True)\n"
+        "from slimlib.experiments.outputs.numerics import VARIABLES, rerun_at_portable_level\n"
+        "rerun_at_portable_level()\n"
+        "print(json.dumps({k: os.environ.get(k) for k in VARIABLES}))\n"
+    )
+    clean = {
+        k: v for k, v in os.environ.items() if k not in ("OPENBLAS_CORETYPE", "NPY_DISABLE_CPU_FEATURES")
+    }
+    out = subprocess.run([sys.executable, str(script)], env=clean, capture_output=True, text=True, check=True)
+    lines = out.stdout.strip().splitlines()
+    want = portable_numerics_env(environ={})
+    # once more where something was missing (its first lines printed before), then nothing further
+    assert lines.count("start") == (2 if want else 1)
+    assert json.loads(lines[-1]) == {
+        k: want.get(k) for k in ("OPENBLAS_CORETYPE", "NPY_DISABLE_CPU_FEATURES")
+    }

@@ -7,7 +7,8 @@ and every bootstrap interval with them (its stream is seeded by a hash of the va
 model-transfer fold: 19.6% throughput MAPE with AVX2 kernels, 21.7% with AVX-512 ones). `slim reproduce` therefore
 runs its kernels at the AVX2 level wherever the CPU has it: OpenBLAS's Haswell kernels (`OPENBLAS_CORETYPE`) and
 NumPy's dispatch without its AVX-512 targets (`NPY_DISABLE_CPU_FEATURES`). Both variables are read when the
-libraries load, so they go into the kernels' environment, not into this process. A value the user set is kept.
+libraries load, so they go into the kernels' environment, not into this process (a script that prints the same
+tables runs itself again with them: `rerun_at_portable_level`). A value the user set is kept.
 Other CPUs (ARM, x86 without AVX2) run as they are and may differ in the last digits.
 """
 
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import os
 import platform
+import sys
 from collections.abc import Mapping
 
 #: the OpenBLAS core whose kernels every AVX2+FMA x86-64 CPU runs (AMD Zen's own core uses the same kernels)
@@ -57,6 +59,17 @@ def portable_numerics_env(
     if above:
         out["NPY_DISABLE_CPU_FEATURES"] = " ".join(above)
     return {k: v for k, v in out.items() if k not in environ}
+
+
+def rerun_at_portable_level() -> None:
+    """Run this script again, in place, with `portable_numerics_env` added to its environment where a variable is
+    missing (so its numbers are the committed outputs'); return at once where nothing is missing. For scripts run
+    as ``python script.py``: call it first thing in `main`, before any computation."""
+    env = portable_numerics_env()
+    if env:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.execve(sys.executable, [sys.executable, *sys.argv], {**os.environ, **env})
 
 
 def describe(env: Mapping[str, str]) -> str:
