@@ -23,19 +23,25 @@ AVX512 = {**AVX2, "X86_V4": True, "AVX512_ICL": True, "AVX512_SPR": False}
 def test_avx512_host_gets_haswell_blas_and_no_avx512_numpy_loops():
     env = portable_numerics_env("x86_64", DISPATCH, AVX512, environ={})
     assert env == {"OPENBLAS_CORETYPE": "Haswell", "NPY_DISABLE_CPU_FEATURES": "X86_V4 AVX512_ICL"}
-    assert "OPENBLAS_CORETYPE=Haswell" in describe(env)
+    assert "AVX2 level (OPENBLAS_CORETYPE=Haswell" in describe(env, environ={})
 
 
 def test_avx2_host_gets_haswell_blas_only_and_other_cpus_nothing():
     assert portable_numerics_env("x86_64", DISPATCH, AVX2, environ={}) == {"OPENBLAS_CORETYPE": "Haswell"}
     assert portable_numerics_env("x86_64", DISPATCH, {"AVX2": False, "FMA3": True}, environ={}) == {}
     assert portable_numerics_env("aarch64", ["ASIMDHP"], {"ASIMDHP": True}, environ={}) == {}
-    assert "own" in describe({})
+    assert "own" in describe({}, environ={})
 
 
 def test_a_variable_the_user_set_is_kept():
     env = portable_numerics_env("x86_64", DISPATCH, AVX512, environ={"OPENBLAS_CORETYPE": "SkylakeX"})
     assert env == {"NPY_DISABLE_CPU_FEATURES": "X86_V4 AVX512_ICL"}
+    # the log names both: the user's value and the added one
+    line = describe(env, environ={"OPENBLAS_CORETYPE": "SkylakeX"})
+    assert "OPENBLAS_CORETYPE=SkylakeX" in line and "NPY_DISABLE_CPU_FEATURES=X86_V4 AVX512_ICL" in line
+    assert "as set in the environment (OPENBLAS_CORETYPE=SkylakeX)" in describe(
+        {}, {"OPENBLAS_CORETYPE": "SkylakeX"}
+    )
 
 
 def test_the_kernel_settings_give_the_committed_table_ii_bits():

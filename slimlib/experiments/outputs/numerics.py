@@ -72,12 +72,14 @@ def rerun_at_portable_level() -> None:
         os.execve(sys.executable, [sys.executable, *sys.argv], {**os.environ, **env})
 
 
-def describe(env: Mapping[str, str]) -> str:
-    """One line for the run's log: what the kernels get."""
-    if not env:
+def describe(env: Mapping[str, str], environ: Mapping[str, str] | None = None) -> str:
+    """One line for the run's log: the variables the kernels get, `env` added to those set in `environ` (default:
+    this process's)."""
+    environ = os.environ if environ is None else environ
+    got = {**{k: environ[k] for k in VARIABLES if k in environ}, **env}
+    if not got:
         return "numerics: kernels use this CPU's own OpenBLAS and NumPy kernels"
+    level = "at the AVX2 level" if env else "as set in the environment"
     return (
-        "numerics: kernels run at the AVX2 level ("
-        + ", ".join(f"{k}={env[k]}" for k in VARIABLES if k in env)
-        + ")"
+        f"numerics: kernels run {level} (" + ", ".join(f"{k}={got[k]}" for k in VARIABLES if k in got) + ")"
     )
