@@ -23,6 +23,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TypedDict
 
 import pandas as pd
 
@@ -171,13 +172,23 @@ _FLOOR = {"h100_sxm": 25.96e-6, "h200_sxm": 27.62e-6, "a100_sxm": 31.01e-6, "b20
 _FLOOR_EFF = {"h100_sxm": 0.9103, "h200_sxm": 0.8647, "a100_sxm": 0.7388, "b200_sxm": 0.8278}
 
 
-def _aic_floor(system: str, version: str, proxy_of: str = "") -> str:
-    """Source of a measured layer floor; `proxy_of`: the measured part a same-die GPU borrows it from."""
-    return _proxy(proxy_of, "kernels") + (
+class _FloorFields(TypedDict):
+    layer_floor_s: float
+    layer_floor_eff: float
+    layer_floor_source: str
+
+
+def _aic_floor(system: str, version: str, proxy_of: str = "") -> _FloorFields:
+    """The layer-floor fields of a GPU measured as `system` (`_FLOOR`, `_FLOOR_EFF` and their source); `proxy_of`:
+    the measured part a same-die GPU borrows them from."""
+    source = _proxy(proxy_of, "kernels") + (
         f"aiconfigurator_core 0.12.0 {system} GEMM and decode-attention tables (vLLM {version}, shared data "
         "aiconfigurator-kernels): intercept of one Llama-3-8B layer's decode kernel time (4 GEMMs + attention, B = "
         "1, context 128) against the bytes one GPU reads, over TP 1, 2, 4, 8: intercept and bandwidth efficiency "
         "(slimlib.experiments.kernel_timing.layer_floor)"
+    )
+    return _FloorFields(
+        layer_floor_s=_FLOOR[system], layer_floor_eff=_FLOOR_EFF[system], layer_floor_source=source
     )
 
 
@@ -209,9 +220,7 @@ _GPUS: tuple[GPU, ...] = (
         ),
         decode_attention_eff=_ATTN["h100_sxm"],
         decode_attention_source=_aic_attention("h100_sxm", "0.24.0"),
-        layer_floor_s=_FLOOR["h100_sxm"],
-        layer_floor_eff=_FLOOR_EFF["h100_sxm"],
-        layer_floor_source=_aic_floor("h100_sxm", "0.24.0"),
+        **_aic_floor("h100_sxm", "0.24.0"),
     ),
     GPU(
         name="h100-sxm-64gb",
@@ -255,9 +264,7 @@ _GPUS: tuple[GPU, ...] = (
         mem_bytes_reported=65247 * _MIB,
         decode_attention_eff=_ATTN["h100_sxm"],
         decode_attention_source=_aic_attention("h100_sxm", "0.24.0", "the H100 SXM 80GB"),
-        layer_floor_s=_FLOOR["h100_sxm"],
-        layer_floor_eff=_FLOOR_EFF["h100_sxm"],
-        layer_floor_source=_aic_floor("h100_sxm", "0.24.0", "the H100 SXM 80GB"),
+        **_aic_floor("h100_sxm", "0.24.0", "the H100 SXM 80GB"),
     ),
     GPU(
         name="h100-pcie-80gb",
@@ -285,9 +292,7 @@ _GPUS: tuple[GPU, ...] = (
         notes="1593 MHz x 2 x 5120 bit / 8 gives 2.04 TB/s; the data sheet rounds to 2 TB/s.",
         decode_attention_eff=_ATTN["h100_sxm"],
         decode_attention_source=_aic_attention("h100_sxm", "0.24.0", "the H100 SXM 80GB"),
-        layer_floor_s=_FLOOR["h100_sxm"],
-        layer_floor_eff=_FLOOR_EFF["h100_sxm"],
-        layer_floor_source=_aic_floor("h100_sxm", "0.24.0", "the H100 SXM 80GB"),
+        **_aic_floor("h100_sxm", "0.24.0", "the H100 SXM 80GB"),
     ),
     GPU(
         name="h200-sxm-141gb",
@@ -312,9 +317,7 @@ _GPUS: tuple[GPU, ...] = (
         ),
         decode_attention_eff=_ATTN["h200_sxm"],
         decode_attention_source=_aic_attention("h200_sxm", "0.24.0"),
-        layer_floor_s=_FLOOR["h200_sxm"],
-        layer_floor_eff=_FLOOR_EFF["h200_sxm"],
-        layer_floor_source=_aic_floor("h200_sxm", "0.24.0"),
+        **_aic_floor("h200_sxm", "0.24.0"),
     ),
     GPU(
         name="gh200-96gb",
@@ -341,9 +344,7 @@ _GPUS: tuple[GPU, ...] = (
         notes="GPU memory only; the Grace CPU's LPDDR5X (reachable over NVLink-C2C) is not counted.",
         decode_attention_eff=_ATTN["h100_sxm"],
         decode_attention_source=_aic_attention("h100_sxm", "0.24.0", "the H100 SXM 80GB"),
-        layer_floor_s=_FLOOR["h100_sxm"],
-        layer_floor_eff=_FLOOR_EFF["h100_sxm"],
-        layer_floor_source=_aic_floor("h100_sxm", "0.24.0", "the H100 SXM 80GB"),
+        **_aic_floor("h100_sxm", "0.24.0", "the H100 SXM 80GB"),
     ),
     GPU(
         name="a100-sxm-80gb",
@@ -366,9 +367,7 @@ _GPUS: tuple[GPU, ...] = (
         ),
         decode_attention_eff=_ATTN["a100_sxm"],
         decode_attention_source=_aic_attention("a100_sxm", "0.14.0"),
-        layer_floor_s=_FLOOR["a100_sxm"],
-        layer_floor_eff=_FLOOR_EFF["a100_sxm"],
-        layer_floor_source=_aic_floor("a100_sxm", "0.14.0"),
+        **_aic_floor("a100_sxm", "0.14.0"),
     ),
     GPU(
         name="a100-sxm-40gb",
@@ -391,9 +390,7 @@ _GPUS: tuple[GPU, ...] = (
         ),
         decode_attention_eff=_ATTN["a100_sxm"],
         decode_attention_source=_aic_attention("a100_sxm", "0.14.0", "the A100 SXM 80GB"),
-        layer_floor_s=_FLOOR["a100_sxm"],
-        layer_floor_eff=_FLOOR_EFF["a100_sxm"],
-        layer_floor_source=_aic_floor("a100_sxm", "0.14.0", "the A100 SXM 80GB"),
+        **_aic_floor("a100_sxm", "0.14.0", "the A100 SXM 80GB"),
     ),
     GPU(
         name="l40s",
@@ -447,9 +444,7 @@ _GPUS: tuple[GPU, ...] = (
         allreduce_source=_aic_allreduce("b200_sxm", "0.24.0"),
         decode_attention_eff=_ATTN["b200_sxm"],
         decode_attention_source=_aic_attention("b200_sxm", "0.24.0"),
-        layer_floor_s=_FLOOR["b200_sxm"],
-        layer_floor_eff=_FLOOR_EFF["b200_sxm"],
-        layer_floor_source=_aic_floor("b200_sxm", "0.24.0"),
+        **_aic_floor("b200_sxm", "0.24.0"),
     ),
     GPU(
         name="mi300x",
