@@ -55,8 +55,22 @@ def test_every_raw_moe_row_is_kept_or_excluded_with_a_reason(built):
             e = ex[(ex["system"] == system) & (ex["vllm_version"] == older)]
             assert e["n_rows"].sum() == len(raw) and e["reason"].str.startswith("older vLLM table").all()
     layouts = set(zip(moe["moe_tp"], moe["moe_ep"], strict=True))
-    assert layouts == {(1, 1), (8, 1), (1, 8)}
-    assert set(moe.loc[(moe["moe_tp"] != 1) | (moe["moe_ep"] != 1), "distribution"]) == {"balanced"}
+    assert layouts == {(1, 1), (8, 1), (1, 8), (2, 1), (4, 1)}
+    # beyond one GPU: the balanced rows of TP 8 / EP 8, and the composition's rows (Mixtral's expert shape, bf16,
+    # power-law routing, split over 2, 4 and 8 GPUs) and nothing else
+    split = moe[(moe["moe_tp"] != 1) | (moe["moe_ep"] != 1)]
+    shapes = am.composed_expert_shapes()
+    composed = [am.composed_row(int(r.moe_tp), int(r.moe_ep), r.distribution, r.moe_dtype,
+                                (int(r.hidden_size), int(r.inter_size), int(r.top_k), int(r.n_experts)), shapes)
+                for r in split.itertuples()]  # fmt: skip
+    assert set(split.loc[[not c for c in composed], "distribution"]) == {"balanced"}
+    rows = split[composed]
+    assert set(rows["distribution"]) == {am.COMPOSED_DISTRIBUTION} and set(rows["moe_dtype"]) == {"bfloat16"}
+    mixtral = rows[(rows["hidden_size"] == 4096) & (rows["inter_size"] == 14336)]
+    assert (4096, 14336, 2, 8) in shapes
+    assert set(zip(mixtral["system"], mixtral["moe_tp"], strict=True)) == {
+        (s, tp) for s in am.MOE_VERSIONS for tp in am.COMPOSED_TP
+    }
     assert not moe["kernel_source"].str.endswith("situ_as_silu").any()
     assert set(moe["vllm_version"]) == {"0.24.0", "0.14.0"}  # the preview-build rows are excluded
     flagged = moe[moe["latency_stat"] == "min_of_two_runs"]

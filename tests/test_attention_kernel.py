@@ -1,5 +1,5 @@
 """The decode attention's width on a device with the measured kernel, and the kernel-composed curves that showed it
-(issue 28)."""
+(issue 28), a mixture of experts' among them."""
 
 from __future__ import annotations
 
@@ -9,11 +9,19 @@ import pytest
 
 from slimlib.data import load
 from slimlib.experiments.accuracy.composed_curves import (
+    COMPOSED,
     COMPOSED_GPUS,
+    COMPOSED_MOE,
+    COMPOSED_MOE_MODELS,
     composed_configs,
     composed_table,
 )
-from slimlib.experiments.kernel_timing.composition import OutOfGridError, compose
+from slimlib.experiments.kernel_timing.composition import (
+    MOE_DISTRIBUTION,
+    OutOfGridError,
+    compose,
+    kernel_set,
+)
 from slimlib.model import make_model
 from slimlib.model.features import model_features
 from slimlib.model.serving import serving_config
@@ -67,17 +75,35 @@ def test_kernel_aware_attention_drops_the_widening_only_on_the_measured_kernels_
     assert amd[1][2] / amd[1][1] == pytest.approx(d)
 
 
-def test_the_composition_refuses_a_mixture_of_experts():
-    cfg = pd.DataFrame({"model": ["mixtral-8x7b"], "gpu": ["h200"], "batch_size": [8], "input_len": [512],
-                        "output_len": [128]})  # fmt: skip
-    with pytest.raises(OutOfGridError, match="mixture of experts"):
-        compose(cfg)
+def test_a_mixture_of_experts_is_composed_with_its_measured_fused_moe_kernel():
+    # Mixtral on the H200: its experts are the fused-MoE kernel at the step's tokens (exact at the measured token
+    # counts, blocks of the largest beyond), no dense FFN GEMMs; its attention-side GEMMs are Llama-3-8B's shapes
+    moe = load("aic-moe")
+    moe = moe[(moe["system"] == "h200_sxm") & (moe["hidden_size"] == 4096) & (moe["inter_size"] == 14336)
+              & (moe["moe_dtype"] == "bfloat16") & (moe["moe_tp"] == 1) & (moe["moe_ep"] == 1)
+              & (moe["distribution"] == MOE_DISTRIBUTION)].sort_values("num_tokens")  # fmt: skip
+    ks, dense = kernel_set("mixtral-8x7b", "h200"), kernel_set("llama-3-8b", "h200")
+    assert ks.layer_kinds == ("qkv", "o", "experts") and "ffn_up" not in ks.shapes
+    tokens, ms = moe["num_tokens"].to_numpy(float), moe["latency_ms"].to_numpy(float)
+    np.testing.assert_allclose(ks.experts_ms(tokens), ms, rtol=1e-12)
+    assert ks.experts_ms(3 * tokens[-1]) == pytest.approx(3 * ms[-1])
+    b = np.array([1.0, 8.0, 64.0])
+    step = ks.decode_step(b, 512.0)
+    np.testing.assert_allclose(step["experts"], ks.n_layers * ks.experts_ms(b), rtol=1e-12)
+    np.testing.assert_allclose(step["qkv"], dense.decode_step(b, 512.0)["qkv"], rtol=1e-12)
+    parts = step[["qkv", "o", "experts", "attention", "lm_head", "allreduce"]].sum(axis=1)
+    np.testing.assert_allclose(step["total_ms"], parts, rtol=1e-12)
+    # a layout the tables do not keep (fp8 experts split over 2 GPUs) is refused, nothing extrapolated
+    with pytest.raises(OutOfGridError, match="no measured fused-MoE kernel"):
+        kernel_set("mixtral-8x7b", "h200", gemm_dtype="fp8", tp=2)
 
 
 def test_composed_curves_are_the_kernels_plus_the_host_work_within_the_kv_pool(composed):
     cfg, left = composed_configs()
     assert left["no KV pool for the weights"] > 0  # a 70B model has no pool on one 80 GB GPU
-    assert set(composed["gpu"]) == set(COMPOSED_GPUS) and (composed["source"] == "aic-composed").all()
+    assert set(composed["gpu"]) == set(COMPOSED_GPUS)
+    moe = composed["model"].isin(COMPOSED_MOE_MODELS)
+    assert moe.any() and (composed["source"] == np.where(moe, COMPOSED_MOE, COMPOSED)).all()
     assert set(composed["tensor_parallel"]) == {1, 2, 4, 8}
     for (model, gpu, tp), g in composed.groupby(["model", "gpu", "tensor_parallel"]):
         sc = serving_config(get_architecture(model), gpu, tensor_parallel=tp)

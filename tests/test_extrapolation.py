@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 
 from slimlib.errors import DataError
+from slimlib.experiments.accuracy.composed_curves import COMPOSED_MOE
 from slimlib.experiments.accuracy.extrapolation import (
     PRED_COLUMNS,
     TABLE_COLUMNS,
@@ -50,6 +51,9 @@ def test_every_axis_has_folds_on_the_committed_data(axes):
     assert {("device", "llmib"), ("tp", "llmib"), ("batch", "engine-cpu"), ("model", "memgap-online")} <= set(
         zip(rows["axis"], rows["dataset"], strict=True)
     )
+    # the mixture of experts' kernel-composed curves on every axis but the context's (no IL = OL sweep)
+    moe = {a for a, d in zip(rows["axis"], rows["dataset"], strict=True) if d == COMPOSED_MOE}
+    assert moe == set(AXES) - {"context"}
 
 
 def test_folds_split_along_their_axis(axes):
@@ -67,6 +71,10 @@ def test_folds_split_along_their_axis(axes):
                 assert tr[col].max() < te[col].min()
             elif a.axis == "context":
                 assert tr["input_len"].max() < te["input_len"].min()
+            elif a.axis == "model" and a.dataset == COMPOSED_MOE:  # dense models fitted, the MoE validated
+                assert not any(get_architecture(m).is_moe for m in set(tr["model"]))
+                assert all(get_architecture(m).is_moe for m in set(te["model"]))
+                assert set(tr["gpu"]) == set(te["gpu"]) and set(tr["tensor_parallel"]) == {1}
             elif a.axis == "model":
                 size = {m: get_architecture(m).n_params for m in set(tr["model"]) | set(te["model"])}
                 assert max(size[m] for m in tr["model"]) < min(size[m] for m in te["model"])

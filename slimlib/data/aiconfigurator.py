@@ -10,7 +10,8 @@ package uses and writes them as tidy tables:
   activations, KV cache bf16 or fp8;
 - ``aic-prefill-attention``: prefill (context) attention of the same shapes;
 - ``aic-gemm``: dense bf16 and fp8 (per-tensor scaled) GEMMs on the (n, k) grid points that bracket the per-GPU
-  projection, FFN and LM-head shapes (`model_gemm_shapes`) of the models whose decode attention is measured (all m);
+  projection, FFN and LM-head shapes (`model_gemm_shapes`) of the models whose decode attention is measured (all m),
+  the dense ones' and the mixtures of experts' (`moe_gpu_architectures`: the GEMMs around their attention);
 - ``aic-allreduce``: vLLM's custom all-reduce of bf16 messages over 2, 4 and 8 GPUs of one node, CUDA-graph and
   eager backends, by message size (elements);
 - ``aic-systems``: the peak FLOP/s, bandwidth and capacity AIConfigurator's system YAML assumes per GPU.
@@ -173,7 +174,7 @@ TABLE_DOCS = {
     "the registry models' per-GPU head shapes at TP 1, 2, 4 and 8, by batch size and input length.",
     "aic-gemm": "Measured vLLM dense GEMM latency (NVIDIA AIConfigurator data) on the (n, k) grid points that "
     "bracket the per-GPU projection, FFN and LM-head shapes (TP 1, 2, 4, 8) of the models with measured decode "
-    "attention.",
+    "attention (for a mixture of experts the projections and LM head around its attention; its experts: aic-moe).",
     "aic-allreduce": "Measured vLLM custom all-reduce latency (NVIDIA AIConfigurator data), bf16, over 2, 4 and 8 "
     "GPUs of one node, CUDA-graph and eager backends, by message size.",
     "aic-systems": "Peaks AIConfigurator's system YAML assumes for each GPU of the kernel tables, and the vLLM "
@@ -227,6 +228,14 @@ def dense_gpu_architectures() -> list:
     return [a for a in archs if not a.is_moe and not a.is_mla]
 
 
+def moe_gpu_architectures() -> list:
+    """Registry mixtures of experts without latent attention served on these GPUs: their attention and the
+    projections and LM head around it are the dense tables' shapes, their routed experts the MoE table's
+    (`slimlib.experiments.kernel_timing.composition`)."""
+    archs = [get_architecture(n) for n in architecture_names() if n not in ALL_ENGINE_MODELS]
+    return [a for a in archs if a.is_moe and not a.is_mla]
+
+
 def rank_heads(arch, tp: int = 1) -> tuple[int, int, int] | None:
     """(query heads, KV heads, head size) on each GPU of `arch` split over `tp` GPUs as vLLM splits it: the
     query heads evenly, the KV heads evenly or, with fewer KV heads than GPUs, one replicated head per GPU
@@ -252,26 +261,30 @@ def registry_head_shapes(measured: set[tuple[int, int, int]] | None = None) -> l
 def model_gemm_shapes(arch, tp: int = 1) -> dict[str, tuple[int, int]]:
     """(n, k) of each GEMM in one layer of `arch` on one of `tp` GPUs, plus the LM head: qkv, o, ffn_up (gate and
     up fused for a gated FFN), ffn_down (column- and row-parallel as vLLM splits them, `rank_heads`), lm_head
-    (vocabulary-parallel: ceil(V / tp) rows of the embedding). DataError where vLLM refuses the split."""
-    heads = rank_heads(arch, tp)
-    if heads is None or arch.ffn_size % tp:
+    (vocabulary-parallel: ceil(V / tp) rows of the embedding); a mixture of experts has no ffn_up or ffn_down (its
+    experts are one fused-MoE kernel, each expert's FFN width split over the GPUs). DataError where vLLM refuses the
+    split."""
+    if not _splittable(arch, tp):
         raise DataError(f"{arch.name}: {arch.n_heads} query / {arch.n_kv_heads} KV heads and FFN width "
-                        f"{arch.ffn_size} cannot be split over {tp} GPUs (vLLM needs them divisible)")  # fmt: skip
-    hq, hkv, dh = heads
+                        f"{_ffn_width(arch)} cannot be split over {tp} GPUs (vLLM needs them divisible)")  # fmt: skip
+    hq, hkv, dh = rank_heads(arch, tp) or (0, 0, 0)  # set: _splittable
     d = arch.hidden_size
-    ffn = arch.ffn_size // tp
-    up = (2 if arch.ffn_kind == "gated" else 1) * ffn
-    return {
-        "qkv": ((hq + 2 * hkv) * dh, d),
-        "o": (d, hq * dh),
-        "ffn_up": (up, d),
-        "ffn_down": (d, ffn),
-        "lm_head": (-(-arch.vocab_size // tp), d),
-    }
+    out = {"qkv": ((hq + 2 * hkv) * dh, d), "o": (d, hq * dh)}
+    if not arch.is_moe:
+        ffn = arch.ffn_size // tp
+        out["ffn_up"] = ((2 if arch.ffn_kind == "gated" else 1) * ffn, d)
+        out["ffn_down"] = (d, ffn)
+    out["lm_head"] = (-(-arch.vocab_size // tp), d)
+    return out
+
+
+def _ffn_width(arch) -> int:
+    """The FFN width vLLM splits over the GPUs: each routed expert's for a mixture of experts."""
+    return int(arch.moe_ffn_size if arch.is_moe else arch.ffn_size)
 
 
 def _splittable(arch, tp: int) -> bool:
-    return rank_heads(arch, tp) is not None and arch.ffn_size % tp == 0
+    return rank_heads(arch, tp) is not None and _ffn_width(arch) % tp == 0
 
 
 def needed_gemm_shapes(archs, degrees=(1,)) -> list[tuple[int, int]]:
@@ -428,8 +441,9 @@ def build_aic_tables(root: str | Path) -> tuple[dict[str, pd.DataFrame], list[Pa
             "prefill_kernel": ";".join(spec["prefill"]),
             "gemm_kernels": ";".join(f"{k}={v}" for k, v in sorted(spec["gemm"].items())),
         })  # fmt: skip
-    # GEMM (n, k) needed by the models whose decode attention is measured on some GPU
-    archs = dense_gpu_architectures()
+    # GEMM (n, k) needed by the models whose decode attention is measured on some GPU (dense, and the GEMMs around a
+    # mixture of experts' attention)
+    archs = [*dense_gpu_architectures(), *moe_gpu_architectures()]
     archs = [a for a in archs if (a.n_heads, a.n_kv_heads, a.head_dim) in measured_shapes]
     needed = needed_gemm_shapes(archs, TP_DEGREES)
     for system in sorted(SYSTEMS):

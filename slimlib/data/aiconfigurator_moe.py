@@ -6,7 +6,9 @@
 - ``aic-moe``: one fused-MoE layer on one GPU, by tokens per step, expert shape, top-k, dtype, expert tensor /
   expert parallel layout and router distribution, from the newest vLLM table of each system (`MOE_VERSIONS`).
   Subsampling rule (size): every row at moe_tp = moe_ep = 1 (all distributions), plus the ``balanced`` rows of
-  the single-node layouts moe_tp = 8 or moe_ep = 8 (`KEEP_LAYOUTS`); the other rows are counted in the exclusions;
+  the single-node layouts moe_tp = 8 or moe_ep = 8 (`KEEP_LAYOUTS`), plus the rows the kernel composition times
+  (`composed_row`: the registry mixtures of experts' expert shapes, bf16, `COMPOSED_DISTRIBUTION`, each expert
+  split over 2, 4 or 8 GPUs); the other rows are counted in the exclusions;
 - ``aic-mla``: DeepSeek-V3's multi-head latent attention module, one layer, prefill (``phase`` context) and decode
   (``phase`` generation);
 - ``aic-mla-bmm``: the MLA decode pre/post batched matmuls;
@@ -49,6 +51,14 @@ KEEP_LAYOUTS: dict[tuple[int, int], tuple[str, ...] | None] = {
     (8, 1): ("balanced",),
     (1, 8): ("balanced",),
 }
+#: router distribution and dtype of the fused-MoE rows the kernel composition times
+#: (`slimlib.experiments.kernel_timing.composition`): the power law, whose 4-token rows read about as many experts
+#: as random top-k routing does (Mixtral on H200: 0.42 ms against 0.67 ms for ``balanced``, which spreads 4 tokens
+#: over all 8 experts), and which AIConfigurator describes as its realistic workload
+COMPOSED_DISTRIBUTION = "power_law_1.01"
+COMPOSED_DTYPE = "bfloat16"
+#: expert-split degrees (moe_tp, moe_ep = 1) kept for the composition besides `KEEP_LAYOUTS`
+COMPOSED_TP = (2, 4, 8)
 MLA_MODEL = "deepseek-ai/DeepSeek-V3"
 
 
@@ -255,6 +265,24 @@ def _kept(tp: int, ep: int, distribution: str) -> bool:
     return dists is None or distribution in dists
 
 
+def composed_expert_shapes() -> set[tuple[int, int, int, int]]:
+    """(hidden size, expert FFN width, top-k, experts) of the registry mixtures of experts the kernel composition
+    times (`slimlib.data.aiconfigurator.moe_gpu_architectures`)."""
+    from slimlib.data.aiconfigurator import moe_gpu_architectures
+
+    return {
+        (a.hidden_size, a.moe_ffn_size, a.experts_per_token, a.n_experts) for a in moe_gpu_architectures()
+    }
+
+
+def composed_row(tp: int, ep: int, distribution: str, dtype: str, shape: tuple[int, int, int, int],
+                 shapes: set[tuple[int, int, int, int]]) -> bool:  # fmt: skip
+    """Whether a MoE row is one the kernel composition times beyond `KEEP_LAYOUTS`: an expert shape of `shapes`
+    (`composed_expert_shapes`), `COMPOSED_DTYPE`, `COMPOSED_DISTRIBUTION`, split over `COMPOSED_TP` GPUs."""
+    return (ep == 1 and tp in COMPOSED_TP and distribution == COMPOSED_DISTRIBUTION and dtype == COMPOSED_DTYPE
+            and shape in shapes)  # fmt: skip
+
+
 def _moe(sysdir: Path, files: list[Path]) -> tuple[pd.DataFrame, list[pd.DataFrame]]:
     parts, excl = [], []
     cols = ["version", "kernel_source", "moe_dtype", "num_tokens", "hidden_size", "inter_size", "topk",
@@ -294,9 +322,13 @@ def _moe(sysdir: Path, files: list[Path]) -> tuple[pd.DataFrame, list[pd.DataFra
             raise DataError(
                 f"{path}: row {i}: version {raw.loc[i, 'version']!r} differs from the folder's {ver}"
             )
+        shapes = composed_expert_shapes()
         keep = pd.Series(
             [_kept(int(tp), int(ep), str(dist))
-             for tp, ep, dist in zip(raw["moe_tp_size"], raw["moe_ep_size"], raw["distribution"], strict=True)],
+             or composed_row(int(tp), int(ep), str(dist), str(dt), (int(h), int(i), int(k), int(x)), shapes)
+             for tp, ep, dist, dt, h, i, k, x in zip(
+                raw["moe_tp_size"], raw["moe_ep_size"], raw["distribution"], raw["moe_dtype"], raw["hidden_size"],
+                raw["inter_size"], raw["topk"], raw["num_experts"], strict=True)],
             index=raw.index,
             dtype=bool,
         )  # fmt: skip
@@ -431,7 +463,9 @@ def readme_section(tables: dict[str, pd.DataFrame]) -> list[str]:
         f"counted in aic-moe-mla-exclusions): {kept}. A100 has only power-law router rows at vLLM 0.14.0.",
         "Subsampling rule (to keep the CSV small): every MoE row at moe_tp =",
         "moe_ep = 1, all router distributions; plus the balanced rows of the single-node layouts moe_tp = 8 and",
-        "moe_ep = 8; every other layout is counted in the exclusions with the reason `subsampled`. Rows appended",
+        "moe_ep = 8; plus, for the registry mixtures of experts the kernel composition times, their expert shapes'",
+        f"{COMPOSED_DTYPE} {COMPOSED_DISTRIBUTION} rows split over {', '.join(map(str, COMPOSED_TP))} GPUs (moe_ep = 1);",
+        "every other layout is counted in the exclusions with the reason `subsampled`. Rows appended",
         "with an approximation that collection_meta.yaml names are excluded (Kimi-K3 SITU-as-SiLU rows on",
         "H100/H200, Kimi-K3 rows of a vLLM preview build on B200); the B200 NVFP4 rows whose latency is the",
         "per-key minimum of two runs are kept with latency_stat = min_of_two_runs. The B200 MLA rows were timed",

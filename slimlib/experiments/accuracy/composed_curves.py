@@ -10,7 +10,11 @@ tables), so it tests the model's GPU terms where no end-to-end data exist: the d
 shapes past the pre-knee batch sizes, at longer prompts and outputs, on a larger model, on another GPU and split
 over more GPUs (each kernel at one GPU's share, plus the measured all-reduces).
 
-Design (`COMPOSED_GPUS` x `COMPOSED_MODELS` x `COMPOSED_TP` x `COMPOSED_BATCHES` x `COMPOSED_LENGTHS`): a
+A mixture of experts (`COMPOSED_MOE_MODELS`, Mixtral-8x7B: its experts are the measured fused-MoE kernel) is a
+dataset of its own, `COMPOSED_MOE`, so that its cells say how the model's expert terms extrapolate apart from the
+dense models'.
+
+Design (`COMPOSED_GPUS` x models x `COMPOSED_TP` x `COMPOSED_BATCHES` x `COMPOSED_LENGTHS`): a
 configuration is kept where the model's weights leave each GPU a KV pool (vLLM's defaults,
 `slimlib.model.serving.serving_config`) that holds all B requests at IL + OL tokens and B is at most
 ``max_num_seqs``, and where every kernel lies inside its measured grid (nothing is extrapolated); `composed_table`
@@ -30,19 +34,24 @@ from slimlib.model.serving import serving_config
 from slimlib.model.terms.recommended import HOST_SEQUENCE_S
 from slimlib.registry.architectures import get_architecture
 
-#: dataset name in the cross-validation's tables
+#: dataset names in the cross-validation's tables: the dense models' curves and the mixture of experts'
 COMPOSED = "aic-composed"
+COMPOSED_MOE = "aic-composed-moe"
 #: registry GPUs whose kernel tables compose them (the composition resolves each one's AIConfigurator system)
 COMPOSED_GPUS = ("a100-sxm-80gb", "h100-sxm", "h200-sxm", "b200-sxm-180gb")
 #: dense GQA models whose attention shapes the tables measure, smallest first (the largest fits only a B200)
 COMPOSED_MODELS = ("llama-3-8b", "qwen3-32b", "llama-3-70b")
+#: mixtures of experts whose attention and fused-MoE kernel the tables measure (the dataset `COMPOSED_MOE`)
+COMPOSED_MOE_MODELS = ("mixtral-8x7b",)
 #: tensor-parallel degrees: every degree the kernel tables keep (GPUs of one node; all-reduces measured at 2, 4, 8)
 COMPOSED_TP = TP_DEGREES
 COMPOSED_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 #: (IL, OL): three prompt lengths at OL 128, two at OL 512
 COMPOSED_LENGTHS = ((128, 128), (512, 128), (2048, 128), (128, 512), (512, 512))
-#: the device axis: the GPU the parameter file is fitted on, and the models transferred from it
+#: the device axis: the GPU the parameter file is fitted on, and the models transferred from it (the mixture of
+#: experts': its weights leave no KV pool on one H100)
 DEVICE_SOURCE = "h100-sxm"
+MOE_DEVICE_SOURCE = "h200-sxm"
 
 
 def composed_configs() -> tuple[pd.DataFrame, dict[str, int]]:
@@ -50,7 +59,7 @@ def composed_configs() -> tuple[pd.DataFrame, dict[str, int]]:
     out per reason."""
     rows, left = [], {"no KV pool for the weights": 0, "KV pool or max_num_seqs below B": 0}
     for gpu in COMPOSED_GPUS:
-        for model in COMPOSED_MODELS:
+        for model in (*COMPOSED_MODELS, *COMPOSED_MOE_MODELS):
             for tp in COMPOSED_TP:
                 sc = serving_config(get_architecture(model), gpu, tensor_parallel=tp)
                 n = len(COMPOSED_LENGTHS) * len(COMPOSED_BATCHES)
@@ -98,7 +107,7 @@ def composed_table() -> tuple[pd.DataFrame, dict[str, int]]:
     out["block_size"] = float(DEFAULT_BLOCK_SIZE)
     out["chunked_prefill"] = False  # the composition prefills the B prompts in one pass
     out["static_batch"] = True
-    out["source"] = COMPOSED
+    out["source"] = np.where(out["model"].isin(COMPOSED_MOE_MODELS), COMPOSED_MOE, COMPOSED)
     out["curve"] = (
         out["model"] + " IL=" + out["input_len"].round().astype(int).astype(str)
         + " OL=" + out["output_len"].round().astype(int).astype(str)

@@ -29,6 +29,11 @@ measurements) take, at TP 1, per GPU and model, the batch, batch-knee, input (IL
 output (OL 128 -> 512) folds; per GPU the model fold (the largest model that fits it); the device folds: each model
 fitted on the H100, its parameter file transferred to each other GPU; and, per GPU and model, the tp fold: fit the
 smallest TP degree (1, or 2 where the weights do not fit one GPU), validate TP 2-8.
+
+The mixture of experts' kernel-composed curves (``aic-composed-moe``: Mixtral-8x7B, its experts the measured
+fused-MoE kernel) take the same batch, batch-knee, input, output and tp folds; per GPU the model fold fits the GPU's
+dense TP-1 curves and validates the mixture of experts (dense -> MoE); the device fold fits the H200 (its weights
+leave no KV pool on one H100) and transfers to the B200.
 """
 
 from __future__ import annotations
@@ -39,7 +44,13 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from slimlib.data import available
-from slimlib.experiments.accuracy.composed_curves import COMPOSED, DEVICE_SOURCE, composed_table
+from slimlib.experiments.accuracy.composed_curves import (
+    COMPOSED,
+    COMPOSED_MOE,
+    DEVICE_SOURCE,
+    MOE_DEVICE_SOURCE,
+    composed_table,
+)
 from slimlib.experiments.accuracy.scenarios import (
     DEVICE_LABEL,
     DEVICES,
@@ -69,6 +80,8 @@ DATASETS = {
     "llmib": "LLM-Inference-Bench, vLLM 0.6.1, MI300X/MI250 (data/llmib-runs.csv)",
     COMPOSED: "kernel-composed curves, not end-to-end: vLLM kernel latencies measured by NVIDIA AIConfigurator "
     "(data/aic-*.csv) summed per engine step plus the measured host work per sequence, A100/H100/H200/B200, TP 1-8 (one node)",
+    COMPOSED_MOE: "the same for a mixture of experts, Mixtral-8x7B, its routed experts the measured fused-MoE "
+    "kernel (data/aic-moe.csv, power-law routing)",
 }
 #: batch axis: largest fitted and smallest validated batch size
 BATCH_FIT_MAX = 4
@@ -166,14 +179,16 @@ def build_axis_folds(
 ) -> list[AxisFolds]:
     """Every (axis, dataset) of the protocol with its folds, in `AXES` order; tables default to the committed data
     (the CPU engine only where ``engine-cpu-medians`` exists, its offline campaign where ``data/engine-cpu-offline``
-    does; `engine_offline` in `engine_offline_rows`' layout; `composed` in `composed_table`'s). A table given as an
-    empty frame is skipped."""
+    does; `engine_offline` in `engine_offline_rows`' layout; `composed` in `composed_table`'s, its rows of source
+    ``aic-composed-moe`` that dataset). A table given as an empty frame is skipped."""
     on = online_table() if online is None else online
     off = offline_table() if offline is None else offline
     eng = (engine_eval_rows() if available(ENGINE_TABLE) else None) if engine is None else engine
     lib = llmib_table() if llmib is None else llmib
     eoff = engine_offline_rows() if engine_offline is None else engine_offline
-    comp = composed_table()[0] if composed is None else composed
+    comp_all = composed_table()[0] if composed is None else composed
+    is_moe = comp_all["source"] == COMPOSED_MOE if "source" in comp_all.columns else False
+    comp, comp_moe = comp_all[~is_moe], comp_all[is_moe]
     tables = {
         "memgap-online": on,
         "memgap-offline": off,
@@ -181,6 +196,7 @@ def build_axis_folds(
         "engine-cpu-offline": eoff,
         "llmib": lib,
         COMPOSED: comp,
+        COMPOSED_MOE: comp_moe,
     }
     tables = {k: v for k, v in tables.items() if v is not None and len(v)}
     out: list[AxisFolds] = []
@@ -243,13 +259,19 @@ def build_axis_folds(
             tp_scenario(lib).folds)  # fmt: skip
     if COMPOSED in tables:
         _add_composed(tables[COMPOSED], add, batch_design, knee_design)
+    if COMPOSED_MOE in tables:
+        dense = tables.get(COMPOSED, comp.iloc[:0])
+        _add_composed(tables[COMPOSED_MOE], add, batch_design, knee_design, COMPOSED_MOE, dense)
     order = {a: i for i, a in enumerate(AXES)}
     return sorted(out, key=lambda a: order[a.axis])
 
 
-def _add_composed(t: pd.DataFrame, add: Callable[..., None], batch_design: str, knee_design: str) -> None:
+def _add_composed(t: pd.DataFrame, add: Callable[..., None], batch_design: str, knee_design: str,
+                  dataset: str = COMPOSED, dense: pd.DataFrame | None = None) -> None:  # fmt: skip
     """The kernel-composed curves' folds (module docstring) through `build_axis_folds`' `add`: the TP-1 rows on
-    every axis but ``tp``, which fits the smallest TP degree of each GPU and model and validates the larger."""
+    every axis but ``tp``, which fits the smallest TP degree of each GPU and model and validates the larger. With
+    `dense` (the mixture of experts' `dataset`), the model folds fit each GPU's dense TP-1 curves and validate
+    `t`'s, and the device folds fit on `MOE_DEVICE_SOURCE`."""
     every_tp, t = t, t[t["tensor_parallel"] == 1]
     per_gpu = list(t.groupby("gpu", sort=True))
     for axis, split, design in (
@@ -266,18 +288,26 @@ def _add_composed(t: pd.DataFrame, add: Callable[..., None], batch_design: str, 
             "per GPU and model: fit the shorter OLs, validate the longest OL",
         ),
     ):
-        add(axis, COMPOSED, design.replace("per model", "per GPU and model"),
+        add(axis, dataset, design.replace("per model", "per GPU and model"),
             [f for gpu, d in per_gpu for f in _per_model(d, split, f"{gpu} ")])  # fmt: skip
     folds = []
-    for gpu, d in per_gpu:
-        if d["model"].nunique() > 1:
-            tr, te = largest_split(d)
-            folds += _one(f"{gpu} {te['model'].iloc[0]}", tr, te)
-    add("model", COMPOSED, "per GPU: fit the smaller models, validate the largest", folds)
-    src = t[t["gpu"] == DEVICE_SOURCE]
-    folds = [f for gpu, d in per_gpu if gpu != DEVICE_SOURCE for model, g in d.groupby("model", sort=True)
-             for f in _one(f"{model} {DEVICE_SOURCE} -> {gpu}", src[src["model"] == model], g)]  # fmt: skip
-    add("device", COMPOSED, f"per model: fit on the {DEVICE_SOURCE}, transfer the parameter file, validate another GPU",
+    if dense is None:
+        for gpu, d in per_gpu:
+            if d["model"].nunique() > 1:
+                tr, te = largest_split(d)
+                folds += _one(f"{gpu} {te['model'].iloc[0]}", tr, te)
+        add("model", dataset, "per GPU: fit the smaller models, validate the largest", folds)
+    else:
+        one = dense[dense["tensor_parallel"] == 1]
+        for gpu, d in per_gpu:
+            for model, g in d.groupby("model", sort=True):
+                folds += _one(f"{gpu} dense -> {model}", one[one["gpu"] == gpu], g)
+        add("model", dataset, "per GPU: fit the dense models' curves, validate the mixture of experts", folds)
+    source = DEVICE_SOURCE if dense is None else MOE_DEVICE_SOURCE
+    src = t[t["gpu"] == source]
+    folds = [f for gpu, d in per_gpu if gpu != source for model, g in d.groupby("model", sort=True)
+             for f in _one(f"{model} {source} -> {gpu}", src[src["model"] == model], g)]  # fmt: skip
+    add("device", dataset, f"per model: fit on the {source}, transfer the parameter file, validate another GPU",
         folds, transfer=True)  # fmt: skip
     folds = []
     for (gpu_name, model_name), d in every_tp.groupby(["gpu", "model"], sort=True):
@@ -285,7 +315,7 @@ def _add_composed(t: pd.DataFrame, add: Callable[..., None], batch_design: str, 
         low, more = int(tp.min()), sorted({int(x) for x in tp[tp > tp.min()]})
         label = f"{gpu_name} {model_name} TP {low} -> {'/'.join(map(str, more))}"
         folds += _one(label, d[tp == low], d[tp > low])
-    add("tp", COMPOSED, "per GPU and model: fit the smallest TP degree (1 where the weights fit one GPU), validate the "
+    add("tp", dataset, "per GPU and model: fit the smallest TP degree (1 where the weights fit one GPU), validate the "
         "larger ones", folds)  # fmt: skip
 
 

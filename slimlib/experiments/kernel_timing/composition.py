@@ -5,8 +5,13 @@ A decode step of a model on a GPU is, per layer, the sum of the measured QKV pro
 current context, output projection and FFN GEMMs (gate and up fused for a gated FFN, then down), times the number of
 layers, plus the LM-head GEMM. A prefill is the same at ``m = B IL`` tokens with the prefill-attention kernel (the
 LM head on the last token of each request only). This is a reference, not a replacement for SLIM: it leaves out
-scheduling, sampling, norms/activations/RoPE (not in the data) and launch overheads. A mixture of experts is refused
-(`OutOfGridError`): its routed experts are not composed.
+scheduling, sampling, norms/activations/RoPE (not in the data) and launch overheads.
+
+A mixture of experts (without shared experts, dense layers or latent attention: Mixtral) replaces the FFN GEMMs with
+the measured fused-MoE kernel of its expert shape at m tokens (``experts``; table ``aic-moe``: vLLM's kernel of
+each system, router distribution `MOE_DISTRIBUTION`, each expert's FFN split over the ``tp`` GPUs; a degree or
+shape the tables do not keep is refused). Left out: its router GEMM (``E`` columns, below the GEMM
+grid's 32: a few microseconds per layer).
 
 Tensor parallelism ``tp`` (one node): every kernel is timed at one GPU's share as vLLM splits the model
 (`slimlib.data.aiconfigurator.rank_heads`, `model_gemm_shapes`: heads, QKV/FFN columns, O/down rows, the
@@ -43,6 +48,7 @@ import pandas as pd
 
 from slimlib.data import load
 from slimlib.data.aiconfigurator import SYSTEMS, TP_DEGREES, model_gemm_shapes, rank_heads, system_for_gpu
+from slimlib.data.aiconfigurator_moe import COMPOSED_DISTRIBUTION
 from slimlib.errors import DataError
 from slimlib.registry.architectures import get_architecture
 from slimlib.registry.gpus import get_gpu
@@ -65,6 +71,9 @@ LABEL = "measured vLLM kernel timings, NVIDIA AIConfigurator data"
 GEMM_KINDS = ("qkv", "o", "ffn_up", "ffn_down")  # per-layer GEMMs; the LM head is "lm_head"
 #: all-reduces per layer under tensor parallelism (after the attention's O projection and the FFN's down projection)
 ALLREDUCES_PER_LAYER = 2
+#: router distribution of the fused-MoE kernel timings composed (`slimlib.data.aiconfigurator_moe`, which keeps
+#: them at every single-node degree)
+MOE_DISTRIBUTION = COMPOSED_DISTRIBUTION
 #: largest pass (tokens) vLLM runs inside a CUDA graph by default (``max_cudagraph_capture_size``, vLLM >= 0.11);
 #: larger passes run eagerly, with the eager all-reduce
 CUDA_GRAPH_MAX_TOKENS = 512
@@ -143,7 +152,17 @@ class KernelSet:
     hidden: int = 0  # the model's hidden size D (all-reduce message per token)
     ar_elements: np.ndarray = field(default_factory=lambda: np.zeros(0))  # measured message sizes
     ar_ms: dict = field(default_factory=dict)  # backend (vllm_graph, vllm_eager) -> ms at each message size
+    moe_tokens: np.ndarray = field(
+        default_factory=lambda: np.zeros(0)
+    )  # measured fused-MoE tokens (MoE only)
+    moe_ms: np.ndarray = field(default_factory=lambda: np.zeros(0))  # fused-MoE latency at each of them
     _cum: dict = field(default_factory=dict, repr=False)
+
+    @property
+    def layer_kinds(self) -> tuple[str, ...]:
+        """The kernels of one layer besides the attention and the all-reduces: `GEMM_KINDS`, or for a mixture
+        of experts the projections and the fused-MoE kernel (``experts``)."""
+        return ("qkv", "o", "experts") if len(self.moe_tokens) else GEMM_KINDS
 
     # ---------------------------------------------------------------- GEMMs
     def gemm_ms(self, kind: str, m) -> np.ndarray:
@@ -174,8 +193,23 @@ class KernelSet:
         return out
 
     def gemm_step_ms(self, m) -> dict:
-        """Per-kind GEMM latency (ms) of one layer at m rows (qkv, o, ffn_up, ffn_down)."""
-        return {k: self.gemm_ms(k, m) for k in GEMM_KINDS}
+        """Per-kind latency (ms) of one layer's `layer_kinds` at m rows."""
+        return {k: self.experts_ms(m) if k == "experts" else self.gemm_ms(k, m) for k in self.layer_kinds}
+
+    def experts_ms(self, m) -> np.ndarray:
+        """Latency (ms) of one layer's fused-MoE kernel at m tokens: log latency linear in log m between the
+        measured token counts; blocks of the largest beyond it (as a GEMM's rows)."""
+        x = np.atleast_1d(np.asarray(m, dtype=float))
+        if len(self.moe_tokens) == 0:
+            raise OutOfGridError(f"{self._where()}: a dense model has no fused-MoE kernel")
+        if np.any(~(x >= self.moe_tokens[0])):
+            raise OutOfGridError(f"{self._where()}: fused MoE at {x[~(x >= self.moe_tokens[0])][0]:g} tokens is "
+                                 f"below the measured {self.moe_tokens[0]:g}; nothing is extrapolated")  # fmt: skip
+        top = self.moe_tokens[-1]
+        full, rest = np.floor(x / top), np.mod(x, top)
+        part = np.where(rest > 0, _interp_loglog(np.maximum(rest, self.moe_tokens[0]), self.moe_tokens, self.moe_ms),
+                        0.0)  # fmt: skip
+        return np.asarray(full * self.moe_ms[-1] + part, dtype=float).reshape(np.shape(m))
 
     # ---------------------------------------------------------------- decode attention
     def _row(self, i: int) -> tuple[np.ndarray, np.ndarray]:
@@ -338,7 +372,7 @@ class KernelSet:
         parts["lm_head"] = self.gemm_ms("lm_head", b)
         parts["allreduce"] = ALLREDUCES_PER_LAYER * L * self.allreduce_ms(b)
         df = pd.DataFrame({"batch_size": b, "context": c, **parts})
-        df["total_ms"] = df[[*GEMM_KINDS, "attention", "lm_head", "allreduce"]].sum(axis=1)
+        df["total_ms"] = df[list(parts)].sum(axis=1)
         return df
 
     def prefill(self, batch_size, input_len) -> pd.DataFrame:
@@ -351,7 +385,7 @@ class KernelSet:
         parts["lm_head"] = self.gemm_ms("lm_head", b)
         parts["allreduce"] = ALLREDUCES_PER_LAYER * L * self.allreduce_ms(b * il)
         df = pd.DataFrame({"batch_size": b, "input_len": il, **parts})
-        df["total_ms"] = df[[*GEMM_KINDS, "attention", "lm_head", "allreduce"]].sum(axis=1)
+        df["total_ms"] = df[list(parts)].sum(axis=1)
         return df
 
     def e2e(self, batch_size, input_len, output_len) -> pd.DataFrame:
@@ -442,7 +476,7 @@ def _gemm_table(grid: _GemmGrid, n: int, k: int, where: str) -> tuple[np.ndarray
 @lru_cache(maxsize=4)
 def _tables(folder: str | None) -> dict[str, pd.DataFrame]:
     return {n: load(n, folder) for n in ("aic-systems", "aic-decode-attention", "aic-prefill-attention",
-                                         "aic-gemm", "aic-allreduce")}  # fmt: skip
+                                         "aic-gemm", "aic-allreduce", "aic-moe")}  # fmt: skip
 
 
 @lru_cache(maxsize=64)
@@ -452,16 +486,13 @@ def _cached(
     arch = get_architecture(model)
     where = f"{arch.name} on {system}" + (f" at TP {tp}" if tp > 1 else "")
     rank = rank_heads(arch, tp)
-    if rank is None or arch.ffn_size % tp:
+    ffn = arch.moe_ffn_size if arch.is_moe else arch.ffn_size
+    if rank is None or ffn % tp:
         raise OutOfGridError(f"{where}: vLLM cannot split {arch.n_heads} query / {arch.n_kv_heads} KV heads and "
-                             f"FFN width {arch.ffn_size} over {tp} GPUs")  # fmt: skip
+                             f"FFN width {ffn} over {tp} GPUs")  # fmt: skip
     heads = rank
-    if arch.is_moe:
-        raise OutOfGridError(
-            f"{where}: a mixture of experts; the composition times dense GEMMs only (no fused-MoE kernel), so it "
-            "would time one expert's FFN as the layer's"
-        )
     tabs = _tables(folder)
+    moe_x, moe_t = _moe_grid(arch, system, gemm_dtype, tp, tabs["aic-moe"], where)
     systems = tabs["aic-systems"]
     sysrow = systems[systems["system"] == system].iloc[0]
     dec = tabs["aic-decode-attention"]
@@ -510,8 +541,30 @@ def _cached(
         model=arch.name, system=system, n_layers=arch.n_layers, shapes=shapes, heads=heads, kv_dtype=kv_dtype,
         gemm_dtype=gemm_dtype, peak_flops=peak, mem_bw=float(hw.mem_bw), dec_b=db, dec_c=dc, dec_t=dt,
         pre_b=pb, pre_il=pil, pre_t=pt, gemm_m=ms, gemm_t=gt, tp=tp, hidden=arch.hidden_size, ar_elements=ar_x,
-        ar_ms=ar_ms,
+        ar_ms=ar_ms, moe_tokens=moe_x, moe_ms=moe_t,
     )  # fmt: skip
+
+
+def _moe_grid(arch, system: str, gemm_dtype: str, tp: int, moe: pd.DataFrame, where: str):
+    """(tokens, ms) of `arch`'s measured fused-MoE kernel on `system` with each expert split over `tp` GPUs (empty
+    for a dense model); OutOfGridError for a mixture of experts the composition does not time (shared experts,
+    dense layers, latent attention) or whose kernel is not measured at this degree."""
+    if not arch.is_moe:
+        return np.zeros(0), np.zeros(0)
+    if arch.is_mla or arch.n_shared_experts or arch.n_dense_layers:
+        raise OutOfGridError(f"{where}: a mixture of experts with shared experts, dense layers or latent attention; "
+                             "the composition times routed experts in every layer of a GQA model only")  # fmt: skip
+    g = moe[(moe["system"] == system) & (moe["hidden_size"] == arch.hidden_size)
+            & (moe["inter_size"] == arch.moe_ffn_size) & (moe["top_k"] == arch.experts_per_token)
+            & (moe["n_experts"] == arch.n_experts) & (moe["moe_dtype"] == gemm_dtype) & (moe["moe_tp"] == tp)
+            & (moe["moe_ep"] == 1) & (moe["distribution"] == MOE_DISTRIBUTION)].sort_values("num_tokens")  # fmt: skip
+    if len(g) < 2:
+        raise OutOfGridError(
+            f"{where}: no measured fused-MoE kernel for {arch.n_experts} experts of {arch.hidden_size} x "
+            f"{arch.moe_ffn_size}, top {arch.experts_per_token}, {gemm_dtype}, split over {tp} GPUs "
+            f"({MOE_DISTRIBUTION} routing)"
+        )
+    return g["num_tokens"].to_numpy(float), g["latency_ms"].to_numpy(float)
 
 
 def kernel_set(model: str, gpu: str, kv_dtype: str = "bfloat16", gemm_dtype: str = "bfloat16",
