@@ -31,6 +31,7 @@ from slimlib.data.aiconfigurator import (
     SYS_DIR,
     SYSTEMS,
     check_version,
+    moe_gpu_architectures,
     read_parquet,
     read_yaml,
     require_columns,
@@ -268,8 +269,6 @@ def _kept(tp: int, ep: int, distribution: str) -> bool:
 def composed_expert_shapes() -> set[tuple[int, int, int, int]]:
     """(hidden size, expert FFN width, top-k, experts) of the registry mixtures of experts the kernel composition
     times (`slimlib.data.aiconfigurator.moe_gpu_architectures`)."""
-    from slimlib.data.aiconfigurator import moe_gpu_architectures
-
     return {
         (a.hidden_size, a.moe_ffn_size, a.experts_per_token, a.n_experts) for a in moe_gpu_architectures()
     }
