@@ -13,6 +13,7 @@ from synthetic import TRUE_PARAMS, grid, synthesize
 
 from slimlib.cli.main import main
 from slimlib.errors import DataError
+from slimlib.experiments.accuracy.composed_curves import composed_table
 from slimlib.experiments.accuracy.extrapolation import run_extrapolation_cv
 from slimlib.experiments.accuracy.extrapolation_coverage import (
     coverage_table,
@@ -27,12 +28,14 @@ from slimlib.model.intervals import (
     GRID,
     INTERVAL_COLUMNS,
     INTERVAL_QUANTITIES,
+    MOE_NARROW_AXES,
     IntervalWarning,
     ResidualModel,
     conformal_prob,
     extrapolation_distance,
     fit_domain,
     interval_bounds,
+    moe_narrow_message,
     normal_quantile,
     residual_half_widths,
     row_axes,
@@ -409,3 +412,28 @@ def test_kernel_composed_rows_are_scored_but_calibrate_no_interval(synthetic_cv)
         residual_model(both, "paper").to_dict()["axes"]
         == residual_model(synthetic_cv, "paper").to_dict()["axes"]
     )
+
+
+def test_a_mixture_of_experts_past_its_fitted_batches_is_told_its_interval_is_too_narrow(synthetic_cv):
+    # the kernel-composed Mixtral curves of the cross-validation are where the intervals held too few rows
+    # (MOE_NARROW_AXES): a prediction there says so; inside the fitted batches, or for a dense model, it does not
+    t = composed_table()[0]
+    g = t[(t["model"] == "mixtral-8x7b") & (t["gpu"] == "h200-sxm") & (t["tensor_parallel"] == 1)]
+    train, past = g[g["batch_size"] <= 4], g[g["batch_size"] >= 64]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        m = ExtendedSlimModel(n_starts=0).fit(train)
+    m.attach_intervals(residual_model(synthetic_cv, "paper"), train)
+    with pytest.warns(
+        IntervalWarning, match=r"mixture of experts \(mixtral-8x7b\) extrapolate on the batch axis"
+    ):
+        m.predict(past, interval=0.9)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        m.predict(train, interval=0.9)  # inside the fitted batches: no such warning
+    assert not [w for w in caught if "mixture of experts" in str(w.message)]
+    dom = fit_domain(train, "h200-sxm")
+    dense = past.assign(model="llama-3-8b")
+    assert moe_narrow_message(dense, row_axes(dense, dom, "h200-sxm")) is None
+    moved = moe_narrow_message(train, row_axes(train, dom, "b200-sxm-180gb"))
+    assert moved is not None and "device" in moved and set(MOE_NARROW_AXES) == {"batch", "model", "device"}

@@ -44,6 +44,7 @@ from slimlib.model.intervals import (
     extrapolation_distance,
     fit_domain,
     interval_bounds,
+    moe_narrow_message,
     residual_half_widths,
     row_axes,
 )
@@ -232,6 +233,9 @@ class Estimator(ABC):
         else:
             axes = row_axes(data, domain, hw.name)
             distance = extrapolation_distance(data, domain, hw.name)
+            narrow = moe_narrow_message(data, axes)
+            if narrow is not None:
+                warnings.warn(narrow, IntervalWarning, stacklevel=3)
         train_error = self.training_error()
         for quantity, (pred_col, _) in INTERVAL_QUANTITIES.items():
             pred = out[pred_col].to_numpy(dtype=float)
