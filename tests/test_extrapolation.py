@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from slimlib.errors import DataError
-from slimlib.experiments.accuracy.composed_curves import COMPOSED_MOE
+from slimlib.experiments.accuracy.composed_curves import COMPOSED_MOE, composed_table
 from slimlib.experiments.accuracy.extrapolation import (
     PRED_COLUMNS,
     TABLE_COLUMNS,
@@ -294,3 +294,10 @@ def test_readme_shows_the_generated_extrapolation_table():
     assert m.group(1) == generated.read_text(encoding="utf-8"), (
         "README's extrapolation table differs from figures/extrap_cv.md: paste the file between the markers"
     )
+
+
+def test_the_mixture_of_experts_dataset_is_defined_by_the_model_not_a_label(axes):
+    # a composed table without its source column gives the same folds: a mixture of experts' rows never fall into
+    # the dense models' model fold (where Mixtral, larger than Qwen3-32B, would be validated as the largest dense)
+    t = composed_table()[0]
+    assert fold_rows(build_axis_folds(composed=t.drop(columns=["source"]))).equals(fold_rows(axes))

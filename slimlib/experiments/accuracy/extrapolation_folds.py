@@ -179,15 +179,16 @@ def build_axis_folds(
 ) -> list[AxisFolds]:
     """Every (axis, dataset) of the protocol with its folds, in `AXES` order; tables default to the committed data
     (the CPU engine only where ``engine-cpu-medians`` exists, its offline campaign where ``data/engine-cpu-offline``
-    does; `engine_offline` in `engine_offline_rows`' layout; `composed` in `composed_table`'s, its rows of source
-    ``aic-composed-moe`` that dataset). A table given as an empty frame is skipped."""
+    does; `engine_offline` in `engine_offline_rows`' layout; `composed` in `composed_table`'s, its mixtures of
+    experts' rows the dataset ``aic-composed-moe``). A table given as an empty frame is skipped."""
     on = online_table() if online is None else online
     off = offline_table() if offline is None else offline
     eng = (engine_eval_rows() if available(ENGINE_TABLE) else None) if engine is None else engine
     lib = llmib_table() if llmib is None else llmib
     eoff = engine_offline_rows() if engine_offline is None else engine_offline
     comp_all = composed_table()[0] if composed is None else composed
-    is_moe = comp_all["source"] == COMPOSED_MOE if "source" in comp_all.columns else False
+    moe_models = {m for m in set(map(str, comp_all.get("model", []))) if get_architecture(m).is_moe}
+    is_moe = comp_all["model"].isin(moe_models) if len(comp_all) else pd.Series(False, index=comp_all.index)
     comp, comp_moe = comp_all[~is_moe], comp_all[is_moe]
     tables = {
         "memgap-online": on,
