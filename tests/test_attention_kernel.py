@@ -10,9 +10,12 @@ import pytest
 from slimlib.data import load
 from slimlib.experiments.accuracy.composed_curves import (
     COMPOSED,
+    COMPOSED_FP8,
+    COMPOSED_FP8_GPUS,
     COMPOSED_GPUS,
     COMPOSED_MOE,
     COMPOSED_MOE_MODELS,
+    FP8,
     composed_configs,
     composed_table,
 )
@@ -102,14 +105,17 @@ def test_composed_curves_are_the_kernels_plus_the_host_work_within_the_kv_pool(c
     cfg, left = composed_configs()
     assert left["no KV pool for the weights"] > 0  # a 70B model has no pool on one 80 GB GPU
     assert set(composed["gpu"]) == set(COMPOSED_GPUS)
-    moe = composed["model"].isin(COMPOSED_MOE_MODELS)
-    assert moe.any() and (composed["source"] == np.where(moe, COMPOSED_MOE, COMPOSED)).all()
+    moe, fp8 = composed["model"].isin(COMPOSED_MOE_MODELS), composed["quantization"] == FP8
+    assert moe.any() and fp8.any() and not (moe & fp8).any()
+    assert set(composed.loc[fp8, "gpu"]) == set(COMPOSED_FP8_GPUS)
+    expected = np.where(moe, COMPOSED_MOE, np.where(fp8, COMPOSED_FP8, COMPOSED))
+    assert (composed["source"] == expected).all()
     assert set(composed["tensor_parallel"]) == {1, 2, 4, 8}
-    for (model, gpu, tp), g in composed.groupby(["model", "gpu", "tensor_parallel"]):
-        sc = serving_config(get_architecture(model), gpu, tensor_parallel=tp)
+    for (model, gpu, tp, quant), g in composed.groupby(["model", "gpu", "tensor_parallel", "quantization"]):
+        sc = serving_config(get_architecture(model), gpu, tensor_parallel=tp, quantization=quant or None)
         tokens = g["batch_size"] * (g["input_len"] + g["output_len"])
         assert (tokens <= np.asarray(sc.kv_token_capacity(g["input_len"] + g["output_len"]))).all()
-    one = composed.iloc[[0, len(composed) // 3, len(composed) // 2, len(composed) - 1]]
+    one = composed[~fp8].iloc[[0, len(composed) // 3, len(composed) // 2, (~fp8).sum() - 1]]
     assert one["tensor_parallel"].nunique() > 1
     k = compose(one)
     host = (one["output_len"] - 1) * one["batch_size"] * HOST_SEQUENCE_S
@@ -117,6 +123,15 @@ def test_composed_curves_are_the_kernels_plus_the_host_work_within_the_kv_pool(c
     np.testing.assert_allclose(
         one["throughput_tok_s"], one["batch_size"] * (one["input_len"] + one["output_len"]) / one["e2e_s"]
     )
+    # the FP8 curves are the FP8 GEMMs': a 70B model's B = 1 decode on one H100, bound by reading its weights, takes
+    # about half the bf16 GEMM time (half the bytes)
+    eight = composed[fp8 & (composed["batch_size"] == 1) & (composed["gpu"] == "h100-sxm")
+                     & (composed["model"] == "llama-3-70b") & (composed["tensor_parallel"] == 1)]  # fmt: skip
+    host = (eight["output_len"] - 1) * eight["batch_size"] * HOST_SEQUENCE_S
+    k8 = compose(eight, gemm_dtype="fp8")
+    np.testing.assert_allclose(eight["e2e_s"], k8["e2e_s"].to_numpy() + host.to_numpy(), rtol=1e-12)
+    ratio = k8["decode_gemm_s"].to_numpy() / compose(eight)["decode_gemm_s"].to_numpy()
+    assert len(eight) and ((ratio > 0.45) & (ratio < 0.6)).all()
     assert composed["mean_ttft_ms"].isna().all() and composed["static_batch"].all()
 
 
@@ -127,6 +142,7 @@ def test_slim_fitted_before_the_knee_predicts_the_composed_curve_past_it(compose
         (composed["gpu"] == "h100-sxm")
         & (composed["model"] == "llama-3-8b")
         & (composed["tensor_parallel"] == 1)
+        & (composed["quantization"] == "")
     ]
     train, test = g[g["batch_size"] <= 4], g[g["batch_size"] >= 64]
     fit = make_model("slim", n_starts=0).fit(train)

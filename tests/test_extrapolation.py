@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from slimlib.errors import DataError
-from slimlib.experiments.accuracy.composed_curves import COMPOSED_MOE, composed_table
+from slimlib.experiments.accuracy.composed_curves import COMPOSED_FP8, COMPOSED_MOE, composed_table
 from slimlib.experiments.accuracy.extrapolation import (
     PRED_COLUMNS,
     TABLE_COLUMNS,
@@ -51,9 +51,12 @@ def test_every_axis_has_folds_on_the_committed_data(axes):
     assert {("device", "llmib"), ("tp", "llmib"), ("batch", "engine-cpu"), ("model", "memgap-online")} <= set(
         zip(rows["axis"], rows["dataset"], strict=True)
     )
-    # the mixture of experts' kernel-composed curves on every axis but the context's (no IL = OL sweep)
-    moe = {a for a, d in zip(rows["axis"], rows["dataset"], strict=True) if d == COMPOSED_MOE}
-    assert moe == set(AXES) - {"context"}
+    # the mixture of experts' and the FP8 weights' kernel-composed curves on every axis but the context's (no
+    # IL = OL sweep)
+    for name in (COMPOSED_MOE, COMPOSED_FP8):
+        assert {a for a, d in zip(rows["axis"], rows["dataset"], strict=True) if d == name} == set(AXES) - {
+            "context"
+        }
 
 
 def test_folds_split_along_their_axis(axes):

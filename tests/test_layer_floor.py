@@ -87,7 +87,7 @@ def test_a_tp1_fit_predicts_the_composed_tp_curves_with_the_floor_and_overshoots
     # H100, Llama-3-8B: fit the TP-1 rows, predict TP 8 at B <= 32 (the protocol's tp fold); the kernels' latencies
     # do not shrink with TP, so without the floor a TP-1 fit gives them to the weight read, which TP divides
     t = composed_table()[0]
-    g = t[(t["gpu"] == "h100-sxm") & (t["model"] == "llama-3-8b")]
+    g = t[(t["gpu"] == "h100-sxm") & (t["model"] == "llama-3-8b") & (t["quantization"] == "")]
     train, test = g[g["tensor_parallel"] == 1], g[(g["tensor_parallel"] == 8) & (g["batch_size"] <= 32)]
     floor = make_model("slim", n_starts=0).fit(train)
     v15 = TermModel(TERM_CANDIDATES["slim-v15"], n_starts=0, test_priors_at_bound=True, device_priors=True)

@@ -12,7 +12,9 @@ over more GPUs (each kernel at one GPU's share, plus the measured all-reduces).
 
 A mixture of experts (`COMPOSED_MOE_MODELS`, Mixtral-8x7B: its experts are the measured fused-MoE kernel) is a
 dataset of its own, `COMPOSED_MOE`, so that its cells say how the model's expert terms extrapolate apart from the
-dense models'.
+dense models'. So are the dense models with FP8 weights (`COMPOSED_FP8`: vLLM's ``--quantization fp8``, per-tensor
+scaled FP8 GEMMs, on the GPUs with FP8 tensor cores, `COMPOSED_FP8_GPUS`; KV cache and activations bf16): their
+cells say how the model's terms extrapolate at the other weight precision.
 
 Design (`COMPOSED_GPUS` x models x `COMPOSED_TP` x `COMPOSED_BATCHES` x `COMPOSED_LENGTHS`): a
 configuration is kept where the model's weights leave each GPU a KV pool (vLLM's defaults,
@@ -37,12 +39,17 @@ from slimlib.registry.architectures import get_architecture
 #: dataset names in the cross-validation's tables: the dense models' curves and the mixture of experts'
 COMPOSED = "aic-composed"
 COMPOSED_MOE = "aic-composed-moe"
+COMPOSED_FP8 = "aic-composed-fp8"
 #: registry GPUs whose kernel tables compose them (the composition resolves each one's AIConfigurator system)
 COMPOSED_GPUS = ("a100-sxm-80gb", "h100-sxm", "h200-sxm", "b200-sxm-180gb")
 #: dense GQA models whose attention shapes the tables measure, smallest first (the largest fits only a B200)
 COMPOSED_MODELS = ("llama-3-8b", "qwen3-32b", "llama-3-70b")
 #: mixtures of experts whose attention and fused-MoE kernel the tables measure (the dataset `COMPOSED_MOE`)
 COMPOSED_MOE_MODELS = ("mixtral-8x7b",)
+#: GPUs whose FP8 GEMMs the tables measure, for the dense models' FP8 curves (`COMPOSED_FP8`)
+COMPOSED_FP8_GPUS = ("h100-sxm", "h200-sxm", "b200-sxm-180gb")
+#: the ``quantization`` value of the FP8 curves (vLLM's option) and the GEMM dtype the composition times for it
+FP8 = "fp8"
 #: tensor-parallel degrees: every degree the kernel tables keep (GPUs of one node; all-reduces measured at 2, 4, 8)
 COMPOSED_TP = TP_DEGREES
 COMPOSED_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
@@ -58,42 +65,47 @@ def composed_configs() -> tuple[pd.DataFrame, dict[str, int]]:
     """The design's configurations whose B requests fit the default KV pool (module docstring), and the count left
     out per reason."""
     rows, left = [], {"no KV pool for the weights": 0, "KV pool or max_num_seqs below B": 0}
-    for gpu in COMPOSED_GPUS:
-        for model in (*COMPOSED_MODELS, *COMPOSED_MOE_MODELS):
-            for tp in COMPOSED_TP:
-                sc = serving_config(get_architecture(model), gpu, tensor_parallel=tp)
-                n = len(COMPOSED_LENGTHS) * len(COMPOSED_BATCHES)
-                if not sc.fits:
-                    left["no KV pool for the weights"] += n
-                    continue
-                for il, ol in COMPOSED_LENGTHS:
-                    cap = float(np.asarray(sc.kv_token_capacity(il + ol)))
-                    for b in COMPOSED_BATCHES:
-                        if b * (il + ol) > cap or b > sc.max_num_seqs:
-                            left["KV pool or max_num_seqs below B"] += 1
-                            continue
-                        rows.append({"model": model, "gpu": gpu, "tensor_parallel": tp, "batch_size": float(b),
-                                     "input_len": float(il), "output_len": float(ol)})  # fmt: skip
+    designs = [
+        (gpu, model, "") for gpu in COMPOSED_GPUS for model in (*COMPOSED_MODELS, *COMPOSED_MOE_MODELS)
+    ]
+    designs += [(gpu, model, FP8) for gpu in COMPOSED_FP8_GPUS for model in COMPOSED_MODELS]
+    for gpu, model, quant in designs:
+        for tp in COMPOSED_TP:
+            sc = serving_config(get_architecture(model), gpu, tensor_parallel=tp, quantization=quant or None)
+            n = len(COMPOSED_LENGTHS) * len(COMPOSED_BATCHES)
+            if not sc.fits:
+                left["no KV pool for the weights"] += n
+                continue
+            for il, ol in COMPOSED_LENGTHS:
+                cap = float(np.asarray(sc.kv_token_capacity(il + ol)))
+                for b in COMPOSED_BATCHES:
+                    if b * (il + ol) > cap or b > sc.max_num_seqs:
+                        left["KV pool or max_num_seqs below B"] += 1
+                        continue
+                    rows.append({"model": model, "gpu": gpu, "tensor_parallel": tp, "quantization": quant,
+                                     "batch_size": float(b), "input_len": float(il), "output_len": float(ol)})  # fmt: skip
     return pd.DataFrame(rows), left
 
 
 def composed_table() -> tuple[pd.DataFrame, dict[str, int]]:
     """The kernel-composed curves in the scenario layout (static batch, no chunked prefill, no TTFT) with their
-    ``tensor_parallel`` degree, and the configurations left out per reason (`composed_configs`, and those outside a measured kernel grid)."""
+    ``tensor_parallel`` degree and weight ``quantization`` (empty: the checkpoint's bf16; `FP8`), and the configurations left out per reason (`composed_configs`, and those outside a measured kernel grid)."""
     cfg, left = composed_configs()
     left["outside a measured kernel grid"] = 0
     parts = []
     # a whole curve at once; where one of its rows lies outside a grid, row by row, leaving that row out
-    for _, curve in cfg.groupby(["gpu", "model", "tensor_parallel", "input_len", "output_len"], sort=False):
+    keys = ["gpu", "model", "tensor_parallel", "quantization", "input_len", "output_len"]
+    for key, curve in cfg.groupby(keys, sort=False):
+        dtype = {"gemm_dtype": "fp8" if key[3] == FP8 else "bfloat16"}
         try:
-            parts.append(curve.assign(kernel_e2e_s=compose(curve)["e2e_s"].to_numpy()))
+            parts.append(curve.assign(kernel_e2e_s=compose(curve, **dtype)["e2e_s"].to_numpy()))
             continue
         except OutOfGridError:
             pass
         for i in range(len(curve)):
             row = curve.iloc[[i]]
             try:
-                e = compose(row)
+                e = compose(row, **dtype)
             except OutOfGridError:
                 left["outside a measured kernel grid"] += 1
                 continue
@@ -107,13 +119,17 @@ def composed_table() -> tuple[pd.DataFrame, dict[str, int]]:
     out["block_size"] = float(DEFAULT_BLOCK_SIZE)
     out["chunked_prefill"] = False  # the composition prefills the B prompts in one pass
     out["static_batch"] = True
-    out["source"] = np.where(out["model"].isin(COMPOSED_MOE_MODELS), COMPOSED_MOE, COMPOSED)
+    fp8 = out["quantization"] == FP8
+    out["source"] = np.where(
+        out["model"].isin(COMPOSED_MOE_MODELS), COMPOSED_MOE, np.where(fp8, COMPOSED_FP8, COMPOSED)
+    )
     out["curve"] = (
         out["model"] + " IL=" + out["input_len"].round().astype(int).astype(str)
         + " OL=" + out["output_len"].round().astype(int).astype(str)
         + np.where(out["tensor_parallel"] > 1, " TP=" + out["tensor_parallel"].astype(str), "")
+        + np.where(fp8, " FP8", "")
     )  # fmt: skip
     out = out.sort_values(
         ["model", "tensor_parallel", "input_len", "output_len", "batch_size"], kind="mergesort"
     )
-    return out[[*COLUMNS, "tensor_parallel"]].reset_index(drop=True), left
+    return out[[*COLUMNS, "tensor_parallel", "quantization"]].reset_index(drop=True), left

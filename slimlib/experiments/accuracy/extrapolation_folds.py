@@ -33,7 +33,8 @@ smallest TP degree (1, or 2 where the weights do not fit one GPU), validate TP 2
 The mixture of experts' kernel-composed curves (``aic-composed-moe``: Mixtral-8x7B, its experts the measured
 fused-MoE kernel) take the same batch, batch-knee, input, output and tp folds; per GPU the model fold fits the GPU's
 dense TP-1 curves and validates the mixture of experts (dense -> MoE); the device fold fits the H200 (its weights
-leave no KV pool on one H100) and transfers to the B200.
+leave no KV pool on one H100) and transfers to the B200. The dense models' FP8-weight curves (``aic-composed-fp8``:
+H100, H200, B200) take the dense curves' folds.
 """
 
 from __future__ import annotations
@@ -46,8 +47,10 @@ import pandas as pd
 from slimlib.data import available
 from slimlib.experiments.accuracy.composed_curves import (
     COMPOSED,
+    COMPOSED_FP8,
     COMPOSED_MOE,
     DEVICE_SOURCE,
+    FP8,
     MOE_DEVICE_SOURCE,
     composed_table,
 )
@@ -82,6 +85,8 @@ DATASETS = {
     "(data/aic-*.csv) summed per engine step plus the measured host work per sequence, A100/H100/H200/B200, TP 1-8 (one node)",
     COMPOSED_MOE: "the same for a mixture of experts, Mixtral-8x7B, its routed experts the measured fused-MoE "
     "kernel (data/aic-moe.csv, power-law routing)",
+    COMPOSED_FP8: "the same for the dense models with FP8 weights (vLLM --quantization fp8: per-tensor scaled FP8 "
+    "GEMMs), H100/H200/B200",
 }
 #: batch axis: largest fitted and smallest validated batch size
 BATCH_FIT_MAX = 4
@@ -180,7 +185,8 @@ def build_axis_folds(
     """Every (axis, dataset) of the protocol with its folds, in `AXES` order; tables default to the committed data
     (the CPU engine only where ``engine-cpu-medians`` exists, its offline campaign where ``data/engine-cpu-offline``
     does; `engine_offline` in `engine_offline_rows`' layout; `composed` in `composed_table`'s, its mixtures of
-    experts' rows the dataset ``aic-composed-moe``). A table given as an empty frame is skipped."""
+    experts' rows the dataset ``aic-composed-moe``, its FP8 dense rows ``aic-composed-fp8``). A table given as an
+    empty frame is skipped."""
     on = online_table() if online is None else online
     off = offline_table() if offline is None else offline
     eng = (engine_eval_rows() if available(ENGINE_TABLE) else None) if engine is None else engine
@@ -189,7 +195,8 @@ def build_axis_folds(
     comp_all = composed_table()[0] if composed is None else composed
     moe_models = {m for m in set(map(str, comp_all.get("model", []))) if get_architecture(m).is_moe}
     is_moe = comp_all["model"].isin(moe_models) if len(comp_all) else pd.Series(False, index=comp_all.index)
-    comp, comp_moe = comp_all[~is_moe], comp_all[is_moe]
+    fp8 = (comp_all["quantization"] == FP8) if "quantization" in comp_all.columns else is_moe & False
+    comp, comp_moe, comp_fp8 = comp_all[~is_moe & ~fp8], comp_all[is_moe], comp_all[fp8 & ~is_moe]
     tables = {
         "memgap-online": on,
         "memgap-offline": off,
@@ -198,6 +205,7 @@ def build_axis_folds(
         "llmib": lib,
         COMPOSED: comp,
         COMPOSED_MOE: comp_moe,
+        COMPOSED_FP8: comp_fp8,
     }
     tables = {k: v for k, v in tables.items() if v is not None and len(v)}
     out: list[AxisFolds] = []
@@ -260,6 +268,8 @@ def build_axis_folds(
             tp_scenario(lib).folds)  # fmt: skip
     if COMPOSED in tables:
         _add_composed(tables[COMPOSED], add, batch_design, knee_design)
+    if COMPOSED_FP8 in tables:
+        _add_composed(tables[COMPOSED_FP8], add, batch_design, knee_design, COMPOSED_FP8)
     if COMPOSED_MOE in tables:
         dense = tables.get(COMPOSED, comp.iloc[:0])
         _add_composed(tables[COMPOSED_MOE], add, batch_design, knee_design, COMPOSED_MOE, dense)
