@@ -16,7 +16,8 @@ dense models'. So are the dense models with FP8 weights (`COMPOSED_FP8`: vLLM's 
 scaled FP8 GEMMs, on the GPUs with FP8 tensor cores, `COMPOSED_FP8_GPUS`; KV cache and activations bf16): their
 cells say how the model's terms extrapolate at the other weight precision.
 
-Design (`COMPOSED_GPUS` x models x `COMPOSED_TP` x `COMPOSED_BATCHES` x `COMPOSED_LENGTHS`): a
+Design (`COMPOSED_GPUS` x the dense and MoE models, and `COMPOSED_FP8_GPUS` x the dense models at FP8, each x
+`COMPOSED_TP` x `COMPOSED_BATCHES` x `COMPOSED_LENGTHS`): a
 configuration is kept where the model's weights leave each GPU a KV pool (vLLM's defaults,
 `slimlib.model.serving.serving_config`) that holds all B requests at IL + OL tokens and B is at most
 ``max_num_seqs``, and where every kernel lies inside its measured grid (nothing is extrapolated); `composed_table`
@@ -83,7 +84,7 @@ def composed_configs() -> tuple[pd.DataFrame, dict[str, int]]:
                         left["KV pool or max_num_seqs below B"] += 1
                         continue
                     rows.append({"model": model, "gpu": gpu, "tensor_parallel": tp, "quantization": quant,
-                                     "batch_size": float(b), "input_len": float(il), "output_len": float(ol)})  # fmt: skip
+                                 "batch_size": float(b), "input_len": float(il), "output_len": float(ol)})  # fmt: skip
     return pd.DataFrame(rows), left
 
 
