@@ -30,7 +30,7 @@ def built():
 def test_row_counts_and_coverage(built):
     tables, files = built
     dec, pre, gemm = tables["aic-decode-attention"], tables["aic-prefill-attention"], tables["aic-gemm"]
-    assert len(dec) == 8982 and len(pre) == 9928 and len(gemm) == 29232
+    assert len(dec) == 8982 and len(pre) == 9928 and len(gemm) == 29232 + 4662  # + the B200's NVFP4 GEMMs
     assert sorted(tables["aic-systems"]["system"]) == ["a100_sxm", "b200_sxm", "h100_sxm", "h200_sxm"]
     h100 = dec[(dec.system == "h100_sxm") & (dec.n_heads == 32) & (dec.n_kv_heads == 8)]
     # 12 batch sizes x 16 contexts, less the large-B, long-context points that were not measured
@@ -48,7 +48,8 @@ def test_row_counts_and_coverage(built):
     h = ar[(ar.system == "h100_sxm") & (ar.backend == "vllm_graph") & (ar.message_elements == 128)]
     # the small-message latencies the GPU registry cites (allreduce_latency_s)
     np.testing.assert_allclose(sorted(h["latency_ms"] * 1e-3), [4.292e-6, 4.589e-6, 4.713e-6], rtol=2e-3)
-    assert set(gemm["gemm_dtype"]) == {"bfloat16", "fp8"}
+    assert set(gemm["gemm_dtype"]) == {"bfloat16", "fp8", "nvfp4"}
+    assert set(gemm.loc[gemm["gemm_dtype"] == "nvfp4", "system"]) == {"b200_sxm"}
     # the Mistral-7B fused gate/up GEMM (n = 28672) is bracketed by measured n
     h = gemm[(gemm.system == "h100_sxm") & (gemm.k == 4096)]
     assert {16384, 51200} <= set(h["n"])

@@ -10,11 +10,14 @@ import pytest
 from slimlib.data import load
 from slimlib.experiments.accuracy.composed_curves import (
     COMPOSED,
+    COMPOSED_FP4,
+    COMPOSED_FP4_GPUS,
     COMPOSED_FP8,
     COMPOSED_FP8_GPUS,
     COMPOSED_GPUS,
     COMPOSED_MOE,
     COMPOSED_MOE_MODELS,
+    FP4,
     FP8,
     composed_configs,
     composed_table,
@@ -105,17 +108,20 @@ def test_composed_curves_are_the_kernels_plus_the_host_work_within_the_kv_pool(c
     cfg, left = composed_configs()
     assert left["no KV pool for the weights"] > 0  # a 70B model has no pool on one 80 GB GPU
     assert set(composed["gpu"]) == set(COMPOSED_GPUS)
-    moe, fp8 = composed["model"].isin(COMPOSED_MOE_MODELS), composed["quantization"] == FP8
-    assert moe.any() and fp8.any() and not (moe & fp8).any()
+    moe, fp8, fp4 = (composed["model"].isin(COMPOSED_MOE_MODELS), composed["quantization"] == FP8,
+                     composed["quantization"] == FP4)  # fmt: skip
+    assert moe.any() and fp8.any() and fp4.any() and not (moe & (fp8 | fp4)).any()
     assert set(composed.loc[fp8, "gpu"]) == set(COMPOSED_FP8_GPUS)
-    expected = np.where(moe, COMPOSED_MOE, np.where(fp8, COMPOSED_FP8, COMPOSED))
+    assert set(composed.loc[fp4, "gpu"]) == set(COMPOSED_FP4_GPUS)
+    expected = np.where(moe, COMPOSED_MOE, np.where(fp8, COMPOSED_FP8, np.where(fp4, COMPOSED_FP4, COMPOSED)))
     assert (composed["source"] == expected).all()
     assert set(composed["tensor_parallel"]) == {1, 2, 4, 8}
     for (model, gpu, tp, quant), g in composed.groupby(["model", "gpu", "tensor_parallel", "quantization"]):
         sc = serving_config(get_architecture(model), gpu, tensor_parallel=tp, quantization=quant or None)
         tokens = g["batch_size"] * (g["input_len"] + g["output_len"])
         assert (tokens <= np.asarray(sc.kv_token_capacity(g["input_len"] + g["output_len"]))).all()
-    one = composed[~fp8].iloc[[0, len(composed) // 3, len(composed) // 2, (~fp8).sum() - 1]]
+    plain = composed[composed["quantization"] == ""]
+    one = plain.iloc[[0, len(plain) // 3, len(plain) // 2, len(plain) - 1]]
     assert one["tensor_parallel"].nunique() > 1
     k = compose(one)
     host = (one["output_len"] - 1) * one["batch_size"] * HOST_SEQUENCE_S
@@ -132,6 +138,15 @@ def test_composed_curves_are_the_kernels_plus_the_host_work_within_the_kv_pool(c
     np.testing.assert_allclose(eight["e2e_s"], k8["e2e_s"].to_numpy() + host.to_numpy(), rtol=1e-12)
     ratio = k8["decode_gemm_s"].to_numpy() / compose(eight)["decode_gemm_s"].to_numpy()
     assert len(eight) and ((ratio > 0.45) & (ratio < 0.6)).all()
+    # and the FP4 curves the B200's NVFP4 GEMMs: a 70B B = 1 decode on one B200 in under half the bf16 GEMM time
+    four = composed[fp4 & (composed["batch_size"] == 1) & (composed["model"] == "llama-3-70b")
+                    & (composed["tensor_parallel"] == 1)]  # fmt: skip
+    host = (four["output_len"] - 1) * four["batch_size"] * HOST_SEQUENCE_S
+    k4 = compose(four, gemm_dtype="nvfp4")
+    np.testing.assert_allclose(four["e2e_s"], k4["e2e_s"].to_numpy() + host.to_numpy(), rtol=1e-12)
+    assert (
+        len(four) and (k4["decode_gemm_s"].to_numpy() < 0.5 * compose(four)["decode_gemm_s"].to_numpy()).all()
+    )
     assert composed["mean_ttft_ms"].isna().all() and composed["static_batch"].all()
 
 

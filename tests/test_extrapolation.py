@@ -13,7 +13,12 @@ import pandas as pd
 import pytest
 
 from slimlib.errors import DataError
-from slimlib.experiments.accuracy.composed_curves import COMPOSED_FP8, COMPOSED_MOE, composed_table
+from slimlib.experiments.accuracy.composed_curves import (
+    COMPOSED_FP4,
+    COMPOSED_FP8,
+    COMPOSED_MOE,
+    composed_table,
+)
 from slimlib.experiments.accuracy.extrapolation import (
     PRED_COLUMNS,
     TABLE_COLUMNS,
@@ -53,10 +58,13 @@ def test_every_axis_has_folds_on_the_committed_data(axes):
     )
     # the mixture of experts' and the FP8 weights' kernel-composed curves on every axis but the context's (no
     # IL = OL sweep)
-    for name in (COMPOSED_MOE, COMPOSED_FP8):
-        assert {a for a, d in zip(rows["axis"], rows["dataset"], strict=True) if d == name} == set(AXES) - {
-            "context"
-        }
+    axes_of = {
+        d: {a for a, x in zip(rows["axis"], rows["dataset"], strict=True) if x == d}
+        for d in set(rows["dataset"])
+    }
+    assert axes_of[COMPOSED_MOE] == axes_of[COMPOSED_FP8] == set(AXES) - {"context"}
+    # and the FP4 curves, on one GPU, on every axis but the context's and the device's
+    assert axes_of[COMPOSED_FP4] == set(AXES) - {"context", "device"}
 
 
 def test_folds_split_along_their_axis(axes):

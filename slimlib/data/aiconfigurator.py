@@ -9,7 +9,7 @@ package uses and writes them as tidy tables:
   shapes at tensor parallelism `TP_DEGREES` (`rank_heads`), full attention (no sliding window), bf16
   activations, KV cache bf16 or fp8;
 - ``aic-prefill-attention``: prefill (context) attention of the same shapes;
-- ``aic-gemm``: dense bf16 and fp8 (per-tensor scaled) GEMMs on the (n, k) grid points that bracket the per-GPU
+- ``aic-gemm``: dense bf16, fp8 (per-tensor scaled) and, on the B200, NVFP4 GEMMs on the (n, k) grid points that bracket the per-GPU
   projection, FFN and LM-head shapes (`model_gemm_shapes`) of the models whose decode attention is measured (all m),
   the dense ones' and the mixtures of experts' (`moe_gpu_architectures`: the GEMMs around their attention);
 - ``aic-allreduce``: vLLM's custom all-reduce of bf16 messages over 2, 4 and 8 GPUs of one node, CUDA-graph and
@@ -76,7 +76,11 @@ SYSTEMS: dict[str, dict] = {
         decode=("vllm_flashinfer_trtllmdecode",),
         # vLLM 0.24.0 on B200 times a one-token prefill with the decode kernel and longer ones with the prefill one
         prefill=("vllm_flashinfer_trtllmdecode", "vllm_flashinfer_trtllmprefill"),
-        gemm={"bfloat16": "torch.nn.functional.linear", "fp8": "CutlassFP8ScaledMMLinearKernel"},
+        gemm={
+            "bfloat16": "torch.nn.functional.linear",
+            "fp8": "CutlassFP8ScaledMMLinearKernel",
+            "nvfp4": "FlashInferCuteDslNvFp4LinearKernel",
+        },
     ),
 }
 
@@ -140,7 +144,7 @@ COLUMN_DOCS: dict[str, dict[str, tuple[str, str]]] = {
     },
     "aic-gemm": {
         **_COMMON_DOCS,
-        "gemm_dtype": (_S, "bfloat16, or fp8 (per-tensor scaled)"),
+        "gemm_dtype": (_S, "bfloat16, fp8 (per-tensor scaled) or nvfp4 (B200)"),
         "m": (_I, "rows of the activation (tokens)"),
         "n": (_I, "output features"),
         "k": (_I, "input features"),

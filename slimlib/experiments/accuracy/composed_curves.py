@@ -13,10 +13,13 @@ over more GPUs (each kernel at one GPU's share, plus the measured all-reduces).
 A mixture of experts (`COMPOSED_MOE_MODELS`, Mixtral-8x7B: its experts are the measured fused-MoE kernel) is a
 dataset of its own, `COMPOSED_MOE`, so that its cells say how the model's expert terms extrapolate apart from the
 dense models'. So are the dense models with FP8 weights (`COMPOSED_FP8`: vLLM's ``--quantization fp8``, per-tensor
-scaled FP8 GEMMs, on the GPUs with FP8 tensor cores, `COMPOSED_FP8_GPUS`; KV cache and activations bf16): their
-cells say how the model's terms extrapolate at the other weight precision.
+scaled FP8 GEMMs, on the GPUs with FP8 tensor cores, `COMPOSED_FP8_GPUS`) and with NVFP4 weights (`COMPOSED_FP4`:
+``--quantization modelopt_fp4``, FlashInfer's NVFP4 GEMMs, on the B200, the one GPU with FP4 tensor cores and
+tables), KV cache and activations bf16: their cells say how the model's terms extrapolate at another weight
+precision.
 
-Design (`COMPOSED_GPUS` x the dense and MoE models, and `COMPOSED_FP8_GPUS` x the dense models at FP8, each x
+Design (`COMPOSED_GPUS` x the dense and MoE models, `COMPOSED_FP8_GPUS` and `COMPOSED_FP4_GPUS` x the dense models
+at FP8 and FP4, each x
 `COMPOSED_TP` x `COMPOSED_BATCHES` x `COMPOSED_LENGTHS`): a
 configuration is kept where the model's weights leave each GPU a KV pool (vLLM's defaults,
 `slimlib.model.serving.serving_config`) that holds all B requests at IL + OL tokens and B is at most
@@ -41,6 +44,7 @@ from slimlib.registry.architectures import get_architecture
 COMPOSED = "aic-composed"
 COMPOSED_MOE = "aic-composed-moe"
 COMPOSED_FP8 = "aic-composed-fp8"
+COMPOSED_FP4 = "aic-composed-fp4"
 #: registry GPUs whose kernel tables compose them (the composition resolves each one's AIConfigurator system)
 COMPOSED_GPUS = ("a100-sxm-80gb", "h100-sxm", "h200-sxm", "b200-sxm-180gb")
 #: dense GQA models whose attention shapes the tables measure, smallest first (the largest fits only a B200)
@@ -51,6 +55,11 @@ COMPOSED_MOE_MODELS = ("mixtral-8x7b",)
 COMPOSED_FP8_GPUS = ("h100-sxm", "h200-sxm", "b200-sxm-180gb")
 #: the ``quantization`` value of the FP8 curves (vLLM's option) and the GEMM dtype the composition times for it
 FP8 = "fp8"
+#: GPUs whose NVFP4 GEMMs the tables measure, the ``quantization`` value of their FP4 curves (vLLM's option for
+#: NVFP4 checkpoints) and the GEMM dtype the composition times for it
+COMPOSED_FP4_GPUS = ("b200-sxm-180gb",)
+FP4 = "modelopt_fp4"
+GEMM_DTYPE = {"": "bfloat16", FP8: "fp8", FP4: "nvfp4"}
 #: tensor-parallel degrees: every degree the kernel tables keep (GPUs of one node; all-reduces measured at 2, 4, 8)
 COMPOSED_TP = TP_DEGREES
 COMPOSED_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
@@ -70,6 +79,7 @@ def composed_configs() -> tuple[pd.DataFrame, dict[str, int]]:
         (gpu, model, "") for gpu in COMPOSED_GPUS for model in (*COMPOSED_MODELS, *COMPOSED_MOE_MODELS)
     ]
     designs += [(gpu, model, FP8) for gpu in COMPOSED_FP8_GPUS for model in COMPOSED_MODELS]
+    designs += [(gpu, model, FP4) for gpu in COMPOSED_FP4_GPUS for model in COMPOSED_MODELS]
     for gpu, model, quant in designs:
         for tp in COMPOSED_TP:
             sc = serving_config(get_architecture(model), gpu, tensor_parallel=tp, quantization=quant or None)
@@ -90,14 +100,14 @@ def composed_configs() -> tuple[pd.DataFrame, dict[str, int]]:
 
 def composed_table() -> tuple[pd.DataFrame, dict[str, int]]:
     """The kernel-composed curves in the scenario layout (static batch, no chunked prefill, no TTFT) with their
-    ``tensor_parallel`` degree and weight ``quantization`` (empty: the checkpoint's bf16; `FP8`), and the configurations left out per reason (`composed_configs`, and those outside a measured kernel grid)."""
+    ``tensor_parallel`` degree and weight ``quantization`` (empty: the checkpoint's bf16; `FP8`, `FP4`), and the configurations left out per reason (`composed_configs`, and those outside a measured kernel grid)."""
     cfg, left = composed_configs()
     left["outside a measured kernel grid"] = 0
     parts = []
     # a whole curve at once; where one of its rows lies outside a grid, row by row, leaving that row out
     keys = ["gpu", "model", "tensor_parallel", "quantization", "input_len", "output_len"]
     for key, curve in cfg.groupby(keys, sort=False):
-        dtype = {"gemm_dtype": "fp8" if key[3] == FP8 else "bfloat16"}
+        dtype = {"gemm_dtype": GEMM_DTYPE[str(key[3])]}
         try:
             parts.append(curve.assign(kernel_e2e_s=compose(curve, **dtype)["e2e_s"].to_numpy()))
             continue
@@ -120,15 +130,17 @@ def composed_table() -> tuple[pd.DataFrame, dict[str, int]]:
     out["block_size"] = float(DEFAULT_BLOCK_SIZE)
     out["chunked_prefill"] = False  # the composition prefills the B prompts in one pass
     out["static_batch"] = True
-    fp8 = out["quantization"] == FP8
-    out["source"] = np.where(
-        out["model"].isin(COMPOSED_MOE_MODELS), COMPOSED_MOE, np.where(fp8, COMPOSED_FP8, COMPOSED)
+    fp8, fp4 = out["quantization"] == FP8, out["quantization"] == FP4
+    out["source"] = np.select(
+        [out["model"].isin(COMPOSED_MOE_MODELS), fp8, fp4],
+        [COMPOSED_MOE, COMPOSED_FP8, COMPOSED_FP4],
+        COMPOSED,
     )
     out["curve"] = (
         out["model"] + " IL=" + out["input_len"].round().astype(int).astype(str)
         + " OL=" + out["output_len"].round().astype(int).astype(str)
         + np.where(out["tensor_parallel"] > 1, " TP=" + out["tensor_parallel"].astype(str), "")
-        + np.where(fp8, " FP8", "")
+        + np.where(fp8, " FP8", "") + np.where(fp4, " FP4", "")
     )  # fmt: skip
     out = out.sort_values(
         ["model", "tensor_parallel", "input_len", "output_len", "batch_size"], kind="mergesort"

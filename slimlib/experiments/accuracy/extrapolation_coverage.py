@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from slimlib.experiments.accuracy.composed_curves import COMPOSED, COMPOSED_FP8, COMPOSED_MOE
+from slimlib.experiments.accuracy.composed_curves import COMPOSED, COMPOSED_FP4, COMPOSED_FP8, COMPOSED_MOE
 from slimlib.experiments.accuracy.extrapolation import CVResult
 from slimlib.model.intervals import (
     INTERVAL_QUANTITIES,
@@ -40,7 +40,7 @@ TARGET_BAND = (0.85, 0.95)
 MIN_AXIS_FOLDS = 3
 #: datasets that are not end-to-end measurements: scored, but their held-out errors calibrate no interval and they
 #: stay out of the per-axis coverage (module docstring)
-NOT_FOR_INTERVALS = (COMPOSED, COMPOSED_MOE, COMPOSED_FP8)
+NOT_FOR_INTERVALS = (COMPOSED, COMPOSED_MOE, COMPOSED_FP8, COMPOSED_FP4)
 #: quantity -> the `CVResult.predictions` column of its parameter part
 LOG_SD_COLUMN = {"throughput": "log_sd", "e2e": "log_sd", "ttft": "log_sd_ttft", "tpot": "log_sd_tpot"}
 #: columns of `coverage_table`

@@ -34,7 +34,8 @@ The mixture of experts' kernel-composed curves (``aic-composed-moe``: Mixtral-8x
 fused-MoE kernel) take the same batch, batch-knee, input, output and tp folds; per GPU the model fold fits the GPU's
 dense TP-1 curves and validates the mixture of experts (dense -> MoE); the device fold fits the H200 (its weights
 leave no KV pool on one H100) and transfers to the B200. The dense models' FP8-weight curves (``aic-composed-fp8``:
-H100, H200, B200) take the dense curves' folds.
+H100, H200, B200) take the dense curves' folds, their NVFP4-weight curves (``aic-composed-fp4``: B200) those of one
+GPU (no device fold).
 """
 
 from __future__ import annotations
@@ -47,9 +48,11 @@ import pandas as pd
 from slimlib.data import available
 from slimlib.experiments.accuracy.composed_curves import (
     COMPOSED,
+    COMPOSED_FP4,
     COMPOSED_FP8,
     COMPOSED_MOE,
     DEVICE_SOURCE,
+    FP4,
     FP8,
     MOE_DEVICE_SOURCE,
     composed_table,
@@ -87,6 +90,7 @@ DATASETS = {
     "kernel (data/aic-moe.csv, power-law routing)",
     COMPOSED_FP8: "the same for the dense models with FP8 weights (vLLM --quantization fp8: per-tensor scaled FP8 "
     "GEMMs), H100/H200/B200",
+    COMPOSED_FP4: "the same with NVFP4 weights (vLLM --quantization modelopt_fp4: FlashInfer's NVFP4 GEMMs), B200",
 }
 #: batch axis: largest fitted and smallest validated batch size
 BATCH_FIT_MAX = 4
@@ -185,8 +189,8 @@ def build_axis_folds(
     """Every (axis, dataset) of the protocol with its folds, in `AXES` order; tables default to the committed data
     (the CPU engine only where ``engine-cpu-medians`` exists, its offline campaign where ``data/engine-cpu-offline``
     does; `engine_offline` in `engine_offline_rows`' layout; `composed` in `composed_table`'s, its mixtures of
-    experts' rows the dataset ``aic-composed-moe``, its FP8 dense rows ``aic-composed-fp8``). A table given as an
-    empty frame is skipped."""
+    experts' rows the dataset ``aic-composed-moe``, its FP8 and FP4 dense rows ``aic-composed-fp8`` and
+    ``aic-composed-fp4``). A table given as an empty frame is skipped."""
     on = online_table() if online is None else online
     off = offline_table() if offline is None else offline
     eng = (engine_eval_rows() if available(ENGINE_TABLE) else None) if engine is None else engine
@@ -195,8 +199,14 @@ def build_axis_folds(
     comp_all = composed_table()[0] if composed is None else composed
     moe_models = {m for m in set(map(str, comp_all.get("model", []))) if get_architecture(m).is_moe}
     is_moe = comp_all["model"].isin(moe_models) if len(comp_all) else pd.Series(False, index=comp_all.index)
-    fp8 = (comp_all["quantization"] == FP8) if "quantization" in comp_all.columns else is_moe & False
-    comp, comp_moe, comp_fp8 = comp_all[~is_moe & ~fp8], comp_all[is_moe], comp_all[fp8 & ~is_moe]
+    quant = (
+        comp_all["quantization"]
+        if "quantization" in comp_all.columns
+        else pd.Series("", index=comp_all.index)
+    )
+    fp8, fp4 = (quant == FP8) & ~is_moe, (quant == FP4) & ~is_moe
+    comp, comp_moe = comp_all[~is_moe & ~fp8 & ~fp4], comp_all[is_moe]
+    comp_fp8, comp_fp4 = comp_all[fp8], comp_all[fp4]
     tables = {
         "memgap-online": on,
         "memgap-offline": off,
@@ -206,6 +216,7 @@ def build_axis_folds(
         COMPOSED: comp,
         COMPOSED_MOE: comp_moe,
         COMPOSED_FP8: comp_fp8,
+        COMPOSED_FP4: comp_fp4,
     }
     tables = {k: v for k, v in tables.items() if v is not None and len(v)}
     out: list[AxisFolds] = []
@@ -268,8 +279,9 @@ def build_axis_folds(
             tp_scenario(lib).folds)  # fmt: skip
     if COMPOSED in tables:
         _add_composed(tables[COMPOSED], add, batch_design, knee_design)
-    if COMPOSED_FP8 in tables:
-        _add_composed(tables[COMPOSED_FP8], add, batch_design, knee_design, COMPOSED_FP8)
+    for name in (COMPOSED_FP8, COMPOSED_FP4):
+        if name in tables:
+            _add_composed(tables[name], add, batch_design, knee_design, name)
     if COMPOSED_MOE in tables:
         dense = tables.get(COMPOSED, comp.iloc[:0])
         _add_composed(tables[COMPOSED_MOE], add, batch_design, knee_design, COMPOSED_MOE, dense)

@@ -522,7 +522,7 @@ def _cached(
     hw = get_gpu(
         str(sysrow["gpu"])
     )  # the registry's peaks and bandwidth (aic-systems records AIConfigurator's)
-    peak = hw.peak_for("fp8" if gemm_dtype == "fp8" else "fp16")
+    peak = hw.peak_for({"fp8": "fp8", "nvfp4": "fp4"}.get(gemm_dtype, "fp16"))
     ar_x, ar_ms = np.zeros(0), {}
     if tp > 1:
         ar = tabs["aic-allreduce"]
@@ -572,8 +572,11 @@ def kernel_set(model: str, gpu: str, kv_dtype: str = "bfloat16", gemm_dtype: str
     """The measured grids of registry `model` on `gpu` (h100, h200, a100, b200 or their registry/system names) at
     tensor parallelism `tp` (1, 2, 4 or 8 GPUs of one node), cached. OutOfGridError when the data do not cover the
     model's per-GPU attention shape (e.g. MHA decode) or vLLM cannot split it over `tp`."""
-    if kv_dtype not in ("bfloat16", "fp8") or gemm_dtype not in ("bfloat16", "fp8"):
-        raise DataError(f"kv_dtype and gemm_dtype are 'bfloat16' or 'fp8', got {kv_dtype!r}, {gemm_dtype!r}")
+    if kv_dtype not in ("bfloat16", "fp8") or gemm_dtype not in ("bfloat16", "fp8", "nvfp4"):
+        raise DataError(
+            f"kv_dtype is 'bfloat16' or 'fp8' and gemm_dtype 'bfloat16', 'fp8' or 'nvfp4', got "
+            f"{kv_dtype!r}, {gemm_dtype!r}"
+        )
     if isinstance(tp, bool) or tp not in TP_DEGREES:
         raise DataError(f"tp must be one of {TP_DEGREES} (the measured all-reduce groups), got {tp!r}")
     return _cached(
