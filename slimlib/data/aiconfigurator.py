@@ -268,10 +268,10 @@ def model_gemm_shapes(arch, tp: int = 1) -> dict[str, tuple[int, int]]:
     (vocabulary-parallel: ceil(V / tp) rows of the embedding); a mixture of experts has no ffn_up or ffn_down (its
     experts are one fused-MoE kernel, each expert's FFN width split over the GPUs). DataError where vLLM refuses the
     split."""
-    if not _splittable(arch, tp):
+    if not splittable(arch, tp):
         raise DataError(f"{arch.name}: {arch.n_heads} query / {arch.n_kv_heads} KV heads and FFN width "
-                        f"{_ffn_width(arch)} cannot be split over {tp} GPUs (vLLM needs them divisible)")  # fmt: skip
-    hq, hkv, dh = rank_heads(arch, tp) or (0, 0, 0)  # set: _splittable
+                        f"{ffn_split_width(arch)} cannot be split over {tp} GPUs (vLLM needs them divisible)")  # fmt: skip
+    hq, hkv, dh = rank_heads(arch, tp) or (0, 0, 0)  # set: splittable
     d = arch.hidden_size
     out = {"qkv": ((hq + 2 * hkv) * dh, d), "o": (d, hq * dh)}
     if not arch.is_moe:
@@ -282,20 +282,21 @@ def model_gemm_shapes(arch, tp: int = 1) -> dict[str, tuple[int, int]]:
     return out
 
 
-def _ffn_width(arch) -> int:
+def ffn_split_width(arch) -> int:
     """The FFN width vLLM splits over the GPUs: each routed expert's for a mixture of experts."""
     return int(arch.moe_ffn_size if arch.is_moe else arch.ffn_size)
 
 
-def _splittable(arch, tp: int) -> bool:
-    return rank_heads(arch, tp) is not None and _ffn_width(arch) % tp == 0
+def splittable(arch, tp: int) -> bool:
+    """Whether vLLM splits `arch`'s heads (`rank_heads`) and FFN width (`ffn_split_width`) over `tp` GPUs."""
+    return rank_heads(arch, tp) is not None and ffn_split_width(arch) % tp == 0
 
 
 def needed_gemm_shapes(archs, degrees=(1,)) -> list[tuple[int, int]]:
     """The (n, k) of every per-GPU GEMM (`model_gemm_shapes`) of `archs` at the TP `degrees` vLLM can split them
     over."""
     return sorted(
-        {nk for a in archs for p in degrees if _splittable(a, p) for nk in model_gemm_shapes(a, p).values()}
+        {nk for a in archs for p in degrees if splittable(a, p) for nk in model_gemm_shapes(a, p).values()}
     )
 
 

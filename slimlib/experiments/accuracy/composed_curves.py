@@ -98,6 +98,17 @@ def composed_configs() -> tuple[pd.DataFrame, dict[str, int]]:
     return pd.DataFrame(rows), left
 
 
+def composed_dataset(t: pd.DataFrame) -> np.ndarray:
+    """Per row of a composed table (columns ``model``, optional ``quantization``), its dataset: `COMPOSED_MOE` for
+    a mixture of experts (registry architecture), `COMPOSED_FP8` / `COMPOSED_FP4` for dense FP8 / FP4 weights,
+    else `COMPOSED`."""
+    if len(t) == 0:
+        return np.full(0, COMPOSED)
+    moe = t["model"].map(lambda m: get_architecture(str(m)).is_moe).to_numpy(dtype=bool)
+    quant = t["quantization"].to_numpy() if "quantization" in t.columns else np.full(len(t), "")
+    return np.select([moe, quant == FP8, quant == FP4], [COMPOSED_MOE, COMPOSED_FP8, COMPOSED_FP4], COMPOSED)
+
+
 def composed_table() -> tuple[pd.DataFrame, dict[str, int]]:
     """The kernel-composed curves in the scenario layout (static batch, no chunked prefill, no TTFT) with their
     ``tensor_parallel`` degree and weight ``quantization`` (empty: the checkpoint's bf16; `FP8`, `FP4`), and the configurations left out per reason (`composed_configs`, and those outside a measured kernel grid)."""
@@ -130,12 +141,8 @@ def composed_table() -> tuple[pd.DataFrame, dict[str, int]]:
     out["block_size"] = float(DEFAULT_BLOCK_SIZE)
     out["chunked_prefill"] = False  # the composition prefills the B prompts in one pass
     out["static_batch"] = True
-    fp8, fp4 = out["quantization"] == FP8, out["quantization"] == FP4
-    out["source"] = np.select(
-        [out["model"].isin(COMPOSED_MOE_MODELS), fp8, fp4],
-        [COMPOSED_MOE, COMPOSED_FP8, COMPOSED_FP4],
-        COMPOSED,
-    )
+    out["source"] = composed_dataset(out)
+    fp8, fp4 = out["source"] == COMPOSED_FP8, out["source"] == COMPOSED_FP4
     out["curve"] = (
         out["model"] + " IL=" + out["input_len"].round().astype(int).astype(str)
         + " OL=" + out["output_len"].round().astype(int).astype(str)

@@ -52,9 +52,8 @@ from slimlib.experiments.accuracy.composed_curves import (
     COMPOSED_FP8,
     COMPOSED_MOE,
     DEVICE_SOURCE,
-    FP4,
-    FP8,
     MOE_DEVICE_SOURCE,
+    composed_dataset,
     composed_table,
 )
 from slimlib.experiments.accuracy.scenarios import (
@@ -197,16 +196,10 @@ def build_axis_folds(
     lib = llmib_table() if llmib is None else llmib
     eoff = engine_offline_rows() if engine_offline is None else engine_offline
     comp_all = composed_table()[0] if composed is None else composed
-    moe_models = {m for m in set(map(str, comp_all.get("model", []))) if get_architecture(m).is_moe}
-    is_moe = comp_all["model"].isin(moe_models) if len(comp_all) else pd.Series(False, index=comp_all.index)
-    quant = (
-        comp_all["quantization"]
-        if "quantization" in comp_all.columns
-        else pd.Series("", index=comp_all.index)
+    dataset = composed_dataset(comp_all)
+    comp, comp_moe, comp_fp8, comp_fp4 = (
+        comp_all[dataset == name] for name in (COMPOSED, COMPOSED_MOE, COMPOSED_FP8, COMPOSED_FP4)
     )
-    fp8, fp4 = (quant == FP8) & ~is_moe, (quant == FP4) & ~is_moe
-    comp, comp_moe = comp_all[~is_moe & ~fp8 & ~fp4], comp_all[is_moe]
-    comp_fp8, comp_fp4 = comp_all[fp8], comp_all[fp4]
     tables = {
         "memgap-online": on,
         "memgap-offline": off,

@@ -47,11 +47,20 @@ import numpy as np
 import pandas as pd
 
 from slimlib.data import load
-from slimlib.data.aiconfigurator import SYSTEMS, TP_DEGREES, model_gemm_shapes, rank_heads, system_for_gpu
+from slimlib.data.aiconfigurator import (
+    SYSTEMS,
+    TP_DEGREES,
+    ffn_split_width,
+    model_gemm_shapes,
+    rank_heads,
+    splittable,
+    system_for_gpu,
+)
 from slimlib.data.aiconfigurator_moe import COMPOSED_DISTRIBUTION
 from slimlib.errors import DataError
 from slimlib.registry.architectures import get_architecture
 from slimlib.registry.gpus import get_gpu
+from slimlib.registry.precision import compute_peak
 
 __all__ = [
     "OutOfGridError",
@@ -485,12 +494,10 @@ def _cached(
 ) -> KernelSet:
     arch = get_architecture(model)
     where = f"{arch.name} on {system}" + (f" at TP {tp}" if tp > 1 else "")
-    rank = rank_heads(arch, tp)
-    ffn = arch.moe_ffn_size if arch.is_moe else arch.ffn_size
-    if rank is None or ffn % tp:
+    if not splittable(arch, tp):
         raise OutOfGridError(f"{where}: vLLM cannot split {arch.n_heads} query / {arch.n_kv_heads} KV heads and "
-                             f"FFN width {ffn} over {tp} GPUs")  # fmt: skip
-    heads = rank
+                             f"FFN width {ffn_split_width(arch)} over {tp} GPUs")  # fmt: skip
+    heads = rank_heads(arch, tp) or (0, 0, 0)  # set: splittable
     tabs = _tables(folder)
     moe_x, moe_t = _moe_grid(arch, system, gemm_dtype, tp, tabs["aic-moe"], where)
     systems = tabs["aic-systems"]
@@ -522,7 +529,7 @@ def _cached(
     hw = get_gpu(
         str(sysrow["gpu"])
     )  # the registry's peaks and bandwidth (aic-systems records AIConfigurator's)
-    peak = hw.peak_for({"fp8": "fp8", "nvfp4": "fp4"}.get(gemm_dtype, "fp16"))
+    peak = compute_peak(hw, "" if gemm_dtype == "bfloat16" else gemm_dtype)
     ar_x, ar_ms = np.zeros(0), {}
     if tp > 1:
         ar = tabs["aic-allreduce"]
