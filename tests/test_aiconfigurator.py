@@ -30,7 +30,8 @@ def built():
 def test_row_counts_and_coverage(built):
     tables, files = built
     dec, pre, gemm = tables["aic-decode-attention"], tables["aic-prefill-attention"], tables["aic-gemm"]
-    assert len(dec) == 8982 and len(pre) == 9928 and len(gemm) == 29232 + 4662  # + the B200's NVFP4 GEMMs
+    # + the B200's NVFP4 GEMMs, + the grid corners of Qwen3-30B-A3B's projections and LM head (hidden 2048)
+    assert len(dec) == 8982 and len(pre) == 9928 and len(gemm) == 29232 + 4662 + 6986
     assert sorted(tables["aic-systems"]["system"]) == ["a100_sxm", "b200_sxm", "h100_sxm", "h200_sxm"]
     h100 = dec[(dec.system == "h100_sxm") & (dec.n_heads == 32) & (dec.n_kv_heads == 8)]
     # 12 batch sizes x 16 contexts, less the large-B, long-context points that were not measured
@@ -53,6 +54,8 @@ def test_row_counts_and_coverage(built):
     # the Mistral-7B fused gate/up GEMM (n = 28672) is bracketed by measured n
     h = gemm[(gemm.system == "h100_sxm") & (gemm.k == 4096)]
     assert {16384, 51200} <= set(h["n"])
+    q3 = gemm[(gemm.system == "h200_sxm") & (gemm.gemm_dtype == "bfloat16") & (gemm.k == 2048)]
+    assert {2048, 5120} <= set(q3["n"])  # its O projection and QKV (4096 x 2048, 5120 x 2048) at k = 2048
     assert len(files) == 34
 
 

@@ -59,6 +59,7 @@ REQUIRED = [
     "llama-3.1-70b",
     "qwen3-32b",
     "qwen3-235b-a22b",
+    "qwen3-30b-a3b",
     "deepseek-v3",
     "gpt-oss-120b",
 ]
@@ -87,19 +88,25 @@ PUBLISHED = {
     "qwen2-72b": 72.7e9,
     "mixtral-8x7b": 46.7e9,
     # Llama 3.1 model card (8B, 70B; HF 8.03B, 70.6B), Qwen3 model cards (Qwen3-32B: 32.8B; Qwen3-235B-A22B: 235B
-    # total, 22B activated), DeepSeek-V3 model card (671B total, 37B activated), OpenAI gpt-oss model card Table 1
+    # total, 22B activated; Qwen3-30B-A3B: 30.5B total, 3.3B activated), DeepSeek-V3 model card (671B total, 37B activated), OpenAI gpt-oss model card Table 1
     # (gpt-oss-120b: 116.83B total, 5.13B active without the input embedding)
     "llama-3.1-8b": 8.03e9,
     "llama-3.1-70b": 70.6e9,
     "qwen3-32b": 32.8e9,
     "qwen3-235b-a22b": 235e9,
+    "qwen3-30b-a3b": 30.5e9,
     "deepseek-v3": 671e9,
     "gpt-oss-120b": 116.83e9,
 }
 #: entries whose head width is the config's head_dim, not hidden / heads
-CURRENT = ("qwen3-32b", "qwen3-235b-a22b", "deepseek-v3", "gpt-oss-120b")
+CURRENT = ("qwen3-32b", "qwen3-235b-a22b", "qwen3-30b-a3b", "deepseek-v3", "gpt-oss-120b")
 #: active parameters one token uses (same sources); gpt-oss's card leaves the input embedding out
-PUBLISHED_ACTIVE = {"qwen3-235b-a22b": 22e9, "deepseek-v3": 37e9, "mixtral-8x7b": 12.9e9}
+PUBLISHED_ACTIVE = {
+    "qwen3-235b-a22b": 22e9,
+    "qwen3-30b-a3b": 3.3e9,
+    "deepseek-v3": 37e9,
+    "mixtral-8x7b": 12.9e9,
+}
 
 
 def test_mixtral_is_a_mixture_of_experts_with_active_and_total_parameters():

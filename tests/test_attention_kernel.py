@@ -104,6 +104,25 @@ def test_a_mixture_of_experts_is_composed_with_its_measured_fused_moe_kernel():
         kernel_set("mixtral-8x7b", "h200", gemm_dtype="fp8", tp=2)
 
 
+def test_a_fine_grained_mixture_of_experts_reads_only_the_experts_its_tokens_touch(composed):
+    # Qwen3-30B-A3B: 128 experts of width 768, 8 per token. One token's fused-MoE kernel reads 8 of them, 128 tokens
+    # read all: on every GPU the first takes under a fifth of the second (0.09-0.13 in the tables), which is the
+    # touched-expert read the model charges, not a dense FFN's
+    for gpu in COMPOSED_GPUS:
+        one, all_read = kernel_set("qwen3-30b-a3b", gpu).experts_ms(np.array([1.0, 128.0]))
+        assert one < 0.2 * all_read, gpu
+    # its 61 GB of weights leave a KV pool on every GPU at TP 1, and its rows are the mixture-of-experts dataset
+    g = composed[composed["model"] == "qwen3-30b-a3b"]
+    assert set(g.loc[g["tensor_parallel"] == 1, "gpu"]) == set(COMPOSED_GPUS)
+    assert (g["source"] == COMPOSED_MOE).all() and (g["quantization"] == "").all()
+    # its experts split over 2 GPUs are the kernel measured at that split (kept by `slim data build`): each GPU
+    # reads half of every expert's weights, in about half the time (0.56x on the H200 at 128 tokens)
+    whole, half = (
+        kernel_set("qwen3-30b-a3b", "h200", tp=tp).experts_ms(np.array([128.0]))[0] for tp in (1, 2)
+    )
+    assert 0.4 * whole < half < 0.7 * whole
+
+
 def test_composed_curves_are_the_kernels_plus_the_host_work_within_the_kv_pool(composed):
     cfg, left = composed_configs()
     assert left["no KV pool for the weights"] > 0  # a 70B model has no pool on one 80 GB GPU

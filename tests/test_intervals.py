@@ -415,7 +415,7 @@ def test_kernel_composed_rows_are_scored_but_calibrate_no_interval(synthetic_cv)
 
 
 def test_a_mixture_of_experts_past_its_fitted_batches_is_told_its_interval_is_too_narrow(synthetic_cv):
-    # the kernel-composed Mixtral curves of the cross-validation are where the intervals held too few rows
+    # the kernel-composed mixture-of-experts curves of the cross-validation are where the intervals held too few rows
     # (MOE_NARROW_AXES): a prediction there says so; inside the fitted batches, or for a dense model, it does not
     t = composed_table()[0]
     g = t[(t["model"] == "mixtral-8x7b") & (t["gpu"] == "h200-sxm") & (t["tensor_parallel"] == 1)]

@@ -157,6 +157,7 @@ def test_identical_content_in_two_folders_is_one_model(tmp_path: Path):
         ("llama-3.1-70b", "meta-llama--Meta-Llama-3.1-70B_config.json"),
         ("qwen3-32b", "Qwen--Qwen3-32B_config.json"),
         ("qwen3-235b-a22b", "Qwen--Qwen3-235B-A22B_config.json"),
+        ("qwen3-30b-a3b", "Qwen--Qwen3-30B-A3B_config.json"),
         ("deepseek-v3", "deepseek-ai--DeepSeek-V3_config.json"),
         ("gpt-oss-120b", "openai--gpt-oss-120b_config.json"),
         ("mixtral-8x7b", "mistralai--Mixtral-8x7B-v0.1_config.json"),

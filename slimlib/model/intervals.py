@@ -39,9 +39,12 @@ pooled over every axis (``pooled``).
 
 A mixture of experts' row that extrapolates past the fitted batch sizes, from other models or to another GPU
 (`MOE_NARROW_AXES`) gets an `IntervalWarning` (`moe_narrow_message`): the residual model is learned on measured
-end-to-end rows, and on the kernel-composed Mixtral curves of the cross-validation (dataset ``aic-composed-moe``,
-`figures/extrap_coverage.csv`) its 90% intervals held too few of such rows, because the fused-MoE kernel keeps
-slowing after every expert is read and differs between GPUs more than their peaks do (issue 28).
+end-to-end rows, and on the kernel-composed curves of two mixtures of experts in the cross-validation (dataset
+``aic-composed-moe``, `figures/extrap_coverage.csv`) its 90% intervals held too few of such rows: the fused-MoE
+kernel's time is not the touched experts' bytes at one efficiency (Mixtral's, few wide experts, keeps slowing after
+every expert is read, so its throughput comes out optimistic; Qwen3-30B-A3B's, many narrow experts, reads the few
+experts of a small batch at a lower efficiency than all of them, so a fit there is pessimistic at large batches),
+and it differs between GPUs more than their peaks do (issue 28).
 """
 
 from __future__ import annotations
@@ -370,10 +373,11 @@ def moe_narrow_message(data: pd.DataFrame, axes: list[list[str]]) -> str | None:
     which = sorted({a for i in hit for a in axes[i] if a in MOE_NARROW_AXES})
     return (
         f"{len(hit)} row(s) of a mixture of experts ({', '.join(models)}) extrapolate on the {'/'.join(which)} "
-        "axis: there the intervals held too few of the kernel-composed Mixtral rows in the extrapolation "
-        "cross-validation (the fused-MoE kernel keeps slowing after every expert is read, and differs between GPUs; "
-        "dataset aic-composed-moe in figures/extrap_coverage.csv); treat the interval as too narrow and the "
-        "throughput as optimistic, or profile the model at the batch sizes and on the GPU you predict"
+        "axis: there the intervals held too few of the kernel-composed mixture-of-experts rows in the "
+        "extrapolation cross-validation (the fused-MoE kernel's efficiency changes with the experts a step reads, "
+        "and differs between GPUs; dataset aic-composed-moe in figures/extrap_coverage.csv); treat the interval as "
+        "too narrow (the throughput optimistic for few wide experts, pessimistic for many narrow ones), or profile "
+        "the model at the batch sizes and on the GPU you predict"
     )
 
 

@@ -402,6 +402,20 @@ _REGISTRY_SPECS: tuple[tuple[str, str, tuple[str, ...], dict[str, Any]], ...] = 
         },
     ),
     (
+        "qwen3-30b-a3b",
+        "Qwen/Qwen3-30B-A3B",
+        (),
+        {
+            **_llama_like("qwen3_moe", 2048, 48, 32, 4, 6144, 151936, 40960, "bfloat16"),
+            "head_dim": 128,
+            "num_experts": 128,
+            "num_experts_per_tok": 8,
+            "moe_intermediate_size": 768,
+            "decoder_sparse_step": 1,
+            "mlp_only_layers": [],
+        },
+    ),
+    (
         "deepseek-v3",
         "deepseek-ai/DeepSeek-V3",
         ("deepseek-v3-0324", "deepseek-ai/DeepSeek-V3-0324"),

@@ -10,8 +10,9 @@ tables), so it tests the model's GPU terms where no end-to-end data exist: the d
 shapes past the pre-knee batch sizes, at longer prompts and outputs, on a larger model, on another GPU and split
 over more GPUs (each kernel at one GPU's share, plus the measured all-reduces).
 
-A mixture of experts (`COMPOSED_MOE_MODELS`, Mixtral-8x7B: its experts are the measured fused-MoE kernel) is a
-dataset of its own, `COMPOSED_MOE`, so that its cells say how the model's expert terms extrapolate apart from the
+The mixtures of experts (`COMPOSED_MOE_MODELS`: Mixtral-8x7B, 8 experts of width 14336, 2 per token, and
+Qwen3-30B-A3B, 128 experts of width 768, 8 per token; their experts are the measured fused-MoE kernel) are a
+dataset of their own, `COMPOSED_MOE`, so that its cells say how the model's expert terms extrapolate apart from the
 dense models'. So are the dense models with FP8 weights (`COMPOSED_FP8`: vLLM's ``--quantization fp8``, per-tensor
 scaled FP8 GEMMs, on the GPUs with FP8 tensor cores, `COMPOSED_FP8_GPUS`) and with NVFP4 weights (`COMPOSED_FP4`:
 ``--quantization modelopt_fp4``, FlashInfer's NVFP4 GEMMs, on the B200, the one GPU with FP4 tensor cores and
@@ -49,8 +50,9 @@ COMPOSED_FP4 = "aic-composed-fp4"
 COMPOSED_GPUS = ("a100-sxm-80gb", "h100-sxm", "h200-sxm", "b200-sxm-180gb")
 #: dense GQA models whose attention shapes the tables measure, smallest first (the largest fits only a B200)
 COMPOSED_MODELS = ("llama-3-8b", "qwen3-32b", "llama-3-70b")
-#: mixtures of experts whose attention and fused-MoE kernel the tables measure (the dataset `COMPOSED_MOE`)
-COMPOSED_MOE_MODELS = ("mixtral-8x7b",)
+#: mixtures of experts whose attention and fused-MoE kernel the tables measure (the dataset `COMPOSED_MOE`): few
+#: wide experts and many narrow ones
+COMPOSED_MOE_MODELS = ("mixtral-8x7b", "qwen3-30b-a3b")
 #: GPUs whose FP8 GEMMs the tables measure, for the dense models' FP8 curves (`COMPOSED_FP8`)
 COMPOSED_FP8_GPUS = ("h100-sxm", "h200-sxm", "b200-sxm-180gb")
 #: the ``quantization`` value of the FP8 curves (vLLM's option) and the GEMM dtype the composition times for it
@@ -65,8 +67,8 @@ COMPOSED_TP = TP_DEGREES
 COMPOSED_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 #: (IL, OL): three prompt lengths at OL 128, two at OL 512
 COMPOSED_LENGTHS = ((128, 128), (512, 128), (2048, 128), (128, 512), (512, 512))
-#: the device axis: the GPU the parameter file is fitted on, and the models transferred from it (the mixture of
-#: experts': its weights leave no KV pool on one H100)
+#: the device axis: the GPU the parameter file is fitted on, and the models transferred from it (the mixtures of
+#: experts': Mixtral's weights leave no KV pool on one H100)
 DEVICE_SOURCE = "h100-sxm"
 MOE_DEVICE_SOURCE = "h200-sxm"
 

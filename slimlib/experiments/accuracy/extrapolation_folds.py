@@ -30,10 +30,11 @@ output (OL 128 -> 512) folds; per GPU the model fold (the largest model that fit
 fitted on the H100, its parameter file transferred to each other GPU; and, per GPU and model, the tp fold: fit the
 smallest TP degree (1, or 2 where the weights do not fit one GPU), validate TP 2-8.
 
-The mixture of experts' kernel-composed curves (``aic-composed-moe``: Mixtral-8x7B, its experts the measured
-fused-MoE kernel) take the same batch, batch-knee, input, output and tp folds; per GPU the model fold fits the GPU's
-dense TP-1 curves and validates the mixture of experts (dense -> MoE); the device fold fits the H200 (its weights
-leave no KV pool on one H100) and transfers to the B200. The dense models' FP8-weight curves (``aic-composed-fp8``:
+The mixtures of experts' kernel-composed curves (``aic-composed-moe``: Mixtral-8x7B and Qwen3-30B-A3B, their
+experts the measured fused-MoE kernel) take the same batch, batch-knee, input, output and tp folds; per GPU and
+mixture of experts the model fold fits the GPU's dense TP-1 curves and validates the mixture of experts (dense ->
+MoE); the device folds fit the H200 (Mixtral's weights leave no KV pool on one H100) and transfer to every other GPU
+with the model's TP-1 curves. The dense models' FP8-weight curves (``aic-composed-fp8``:
 H100, H200, B200) take the dense curves' folds, their NVFP4-weight curves (``aic-composed-fp4``: B200) those of one
 GPU (no device fold).
 """
@@ -85,8 +86,8 @@ DATASETS = {
     "llmib": "LLM-Inference-Bench, vLLM 0.6.1, MI300X/MI250 (data/llmib-runs.csv)",
     COMPOSED: "kernel-composed curves, not end-to-end: vLLM kernel latencies measured by NVIDIA AIConfigurator "
     "(data/aic-*.csv) summed per engine step plus the measured host work per sequence, A100/H100/H200/B200, TP 1-8 (one node)",
-    COMPOSED_MOE: "the same for a mixture of experts, Mixtral-8x7B, its routed experts the measured fused-MoE "
-    "kernel (data/aic-moe.csv, power-law routing)",
+    COMPOSED_MOE: "the same for two mixtures of experts, Mixtral-8x7B and Qwen3-30B-A3B, their routed experts "
+    "the measured fused-MoE kernel (data/aic-moe.csv, power-law routing)",
     COMPOSED_FP8: "the same for the dense models with FP8 weights (vLLM --quantization fp8: per-tensor scaled FP8 "
     "GEMMs), H100/H200/B200",
     COMPOSED_FP4: "the same with NVFP4 weights (vLLM --quantization modelopt_fp4: FlashInfer's NVFP4 GEMMs), B200",
