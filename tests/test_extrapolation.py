@@ -258,7 +258,7 @@ def test_signed_error_is_positive_when_over_predicting():
 
 def test_outputs_are_written_through_the_table_writer(tmp_path, device_cv):
     table, coverage, (name, _) = write_extrapolation_outputs(device_cv, tmp_path, n_boot=200)
-    for stem in ("extrap_cv", "extrap_coverage", "extrap_paired"):
+    for stem in ("extrap_cv", "extrap_coverage", "extrap_paired", "extrap_cv_models"):
         for ext in ("csv", "md", "tex"):
             assert (tmp_path / f"{stem}.{ext}").is_file()
     assert name in {"paper", "paper as terms"}
@@ -267,6 +267,16 @@ def test_outputs_are_written_through_the_table_writer(tmp_path, device_cv):
     assert "worst axis" in (tmp_path / "extrap_cv.md").read_text()
     paired = pd.read_csv(tmp_path / "extrap_paired.csv")
     assert name not in set(paired["method"]) and "all" in set(paired["axis"])
+    # the recommended model's cells split by held-out model: the split's rows add up to the cell's, and its mean
+    # weighted by rows is the cell's MAPE
+    models = pd.read_csv(tmp_path / "extrap_cv_models.csv")
+    assert set(models["method"]) == {name} and len(models)
+    for (axis, dataset), g in models.groupby(["axis", "dataset"]):
+        cell = table[
+            (table["axis"] == axis) & (table["dataset"] == dataset) & (table["method"] == name)
+        ].iloc[0]
+        assert g["model"].nunique() == len(g) > 1 and g["n_test"].sum() == cell["n_test"]
+        assert (g["mape_pct"] * g["n_test"]).sum() / cell["n_test"] == pytest.approx(cell["mape_pct"])
 
 
 def test_paired_differences_are_the_cells_differences_on_the_same_rows(device_cv):

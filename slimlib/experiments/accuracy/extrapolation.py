@@ -245,6 +245,36 @@ def extrapolation_table(result: CVResult, *, n_boot: int = N_BOOT, seed: int = S
     return out.sort_values("axis", key=lambda s: s.map(order), kind="mergesort").reset_index(drop=True)
 
 
+#: columns of `model_table`
+MODEL_TABLE_COLUMNS = (
+    "axis", "dataset", "model", "method", "n_test", "mape_pct", "mape_lo_pct", "mape_hi_pct", "bias_pct",
+    "bias_lo_pct", "bias_hi_pct",
+)  # fmt: skip
+
+
+def model_table(result: CVResult, method: str, *, n_boot: int = N_BOOT, seed: int = SEED) -> pd.DataFrame:
+    """`method`'s throughput MAPE and bias [bootstrap 95%] per (axis, dataset) and held-out model, for the cells
+    whose test rows hold more than one model: which model's rows make the cell's error (the same rows and numbers
+    as `extrapolation_table`, split)."""
+    p = result.predictions[result.predictions["method"] == method]
+    rows = []
+    for ax in result.axes:
+        g = p[(p["axis"] == ax.axis) & (p["dataset"] == ax.dataset)]
+        if g["model"].nunique() < 2:
+            continue
+        for model, h in g.groupby("model", sort=True):
+            signed = signed_pct_error(
+                h["throughput_tok_s"].to_numpy(float), h["pred_throughput_tok_s"].to_numpy(float)
+            )
+            label = f"extrapolation {ax.axis} / {ax.dataset} / {model} / {method}"
+            m, lo, hi = bootstrap_mean_ci(np.abs(signed), n_boot=n_boot, seed=seed, label=label)
+            b, blo, bhi = bootstrap_mean_ci(signed, n_boot=n_boot, seed=seed, label="bias " + label)
+            rows.append({"axis": ax.axis, "dataset": ax.dataset, "model": model, "method": method,
+                         "n_test": len(h), "mape_pct": m, "mape_lo_pct": lo, "mape_hi_pct": hi, "bias_pct": b,
+                         "bias_lo_pct": blo, "bias_hi_pct": bhi})  # fmt: skip
+    return pd.DataFrame(rows, columns=list(MODEL_TABLE_COLUMNS))
+
+
 def worst_axis(table: pd.DataFrame) -> pd.DataFrame:
     """Per candidate: the worst (axis, dataset) throughput MAPE, where it is, and the cells without numbers."""
     rows = []

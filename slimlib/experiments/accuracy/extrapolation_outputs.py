@@ -1,5 +1,7 @@
-"""The extrapolation cross-validation's outputs: ``extrap_cv`` (per-axis MAPE and bias per candidate) and
-``extrap_coverage`` (nested coverage of the 90% intervals), written as CSV, Markdown and LaTeX by the one table
+"""The extrapolation cross-validation's outputs: ``extrap_cv`` (per-axis MAPE and bias per candidate),
+``extrap_coverage`` (nested coverage of the 90% intervals), ``extrap_paired`` (each candidate minus the recommended
+model on the same rows) and ``extrap_cv_models`` (the recommended model's cells split by held-out model, where a
+cell holds several), written as CSV, Markdown and LaTeX by the one table
 writer (`slimlib.experiments.outputs.plotting.save_table`); `scripts/extrapolation_cv.py` and notebook 06 call
 `write_extrapolation_outputs`."""
 
@@ -14,6 +16,7 @@ from slimlib.experiments.accuracy.extrapolation import (
     TIE_LEVEL,
     CVResult,
     extrapolation_table,
+    model_table,
     paired_differences,
     recommend,
     tied_best,
@@ -109,8 +112,8 @@ def coverage_display(coverage: pd.DataFrame, quantity: str = "throughput") -> pd
 def write_extrapolation_outputs(
     result: CVResult, figures_dir: str | Path, *, n_boot: int = N_BOOT, seed: int = SEED
 ) -> tuple[pd.DataFrame, pd.DataFrame, tuple[str, str]]:
-    """Write ``extrap_cv``, ``extrap_coverage`` and ``extrap_paired`` (.csv long, .md/.tex display) into
-    `figures_dir`; returns the first two long tables and `recommend`'s (name, reason)."""
+    """Write ``extrap_cv``, ``extrap_coverage``, ``extrap_paired`` and ``extrap_cv_models`` (.csv long, .md/.tex
+    display) into `figures_dir`; returns the first two long tables and `recommend`'s (name, reason)."""
     table = extrapolation_table(result, n_boot=n_boot, seed=seed)
     coverage = coverage_table(result)
     tied = tied_best(table, result, n_boot=n_boot, seed=seed)
@@ -147,7 +150,22 @@ def write_extrapolation_outputs(
                "selection's tie-break. Shown: the candidates tied with it on the worst axis; every candidate: "
                "extrap_paired.csv."],
     )  # fmt: skip
+    models = model_table(result, choice[0], n_boot=n_boot, seed=seed)
+    save_table(
+        models, "extrap_cv_models", figures_dir, display=model_display(models),
+        notes=[f"The recommended model's ({candidate_label(choice[0])}) throughput MAPE (%) [bootstrap 95% interval] "
+               "(bias) of extrap_cv split by held-out model, in the cells whose test rows hold more than one model; "
+               f"{n_boot} resamples, seed {seed}."],
+    )  # fmt: skip
     return table, coverage, choice
+
+
+def model_display(models: pd.DataFrame) -> pd.DataFrame:
+    """`model_table` as one row per (axis, dataset, model): rows and "MAPE [lo, hi] (bias)"."""
+    cell = [f"{r.mape_pct:.1f} [{r.mape_lo_pct:.1f}, {r.mape_hi_pct:.1f}] ({r.bias_pct:+.1f})"
+            for r in models.itertuples(index=False)]  # fmt: skip
+    return pd.DataFrame({"axis": models["axis"], "dataset": models["dataset"], "model": models["model"],
+                         "rows": models["n_test"].astype(str), "MAPE [95%] (bias)": cell}).astype(str)  # fmt: skip
 
 
 def paired_display(paired: pd.DataFrame, methods: list[str]) -> pd.DataFrame:

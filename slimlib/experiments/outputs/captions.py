@@ -523,6 +523,13 @@ CAPTIONS: dict[str, Caption] = {
         "the mean over the cells (the selection's tie-break).",
         f"{EVAL}; {LLMIB}; {ENGINE_CPU}",
     ),
+    "extrap_cv_models": Caption(
+        "",
+        "extension (not in the paper)",
+        "Selection by extrapolation, per held-out model: the recommended model's throughput MAPE [bootstrap 95% "
+        "interval] and bias in each cell of extrap_cv whose held-out rows hold several models, split by model.",
+        f"{EVAL}; {LLMIB}; {ENGINE_CPU}",
+    ),
     "transfer_tp_mape": Caption(
         "",
         "extension (not in the paper)",
@@ -712,6 +719,7 @@ NOTEBOOK_OUTPUTS: dict[str, tuple[str, ...]] = {
         "extrap_cv",
         "extrap_coverage",
         "extrap_paired",
+        "extrap_cv_models",
     ),
     "07_advisor": (
         "bca_curves",
