@@ -7,11 +7,11 @@ layers, plus the LM-head GEMM. A prefill is the same at ``m = B IL`` tokens with
 LM head on the last token of each request only). This is a reference, not a replacement for SLIM: it leaves out
 scheduling, sampling, norms/activations/RoPE (not in the data) and launch overheads.
 
-A mixture of experts (without shared experts, dense layers or latent attention: Mixtral, Qwen3-MoE) replaces the
-FFN GEMMs with the measured fused-MoE kernel of its expert shape at m tokens (``experts``; table ``aic-moe``: vLLM's
-kernel of each system, router distribution `MOE_DISTRIBUTION`, each expert's FFN split over the ``tp`` GPUs; a degree or
-shape the tables do not keep is refused). Left out: its router GEMM (``E`` columns, below the GEMM
-grid's 32: a few microseconds per layer).
+A mixture of experts (without shared experts, dense layers or latent attention: Mixtral, Qwen3-MoE) replaces the FFN
+GEMMs with the measured fused-MoE kernel of its expert shape at m tokens (``experts``; table ``aic-moe``: vLLM's
+kernel of each system, router distribution `MOE_DISTRIBUTION`, each expert's FFN split over the ``tp`` GPUs; a
+degree or shape the tables do not keep is refused). Left out: its router GEMM (``E`` columns, below the GEMM grid's
+32: a few microseconds per layer).
 
 Tensor parallelism ``tp`` (one node): every kernel is timed at one GPU's share as vLLM splits the model
 (`slimlib.data.aiconfigurator.rank_heads`, `model_gemm_shapes`: heads, QKV/FFN columns, O/down rows, the
