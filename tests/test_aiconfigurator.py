@@ -55,7 +55,8 @@ def test_row_counts_and_coverage(built):
     h = gemm[(gemm.system == "h100_sxm") & (gemm.k == 4096)]
     assert {16384, 51200} <= set(h["n"])
     q3 = gemm[(gemm.system == "h200_sxm") & (gemm.gemm_dtype == "bfloat16") & (gemm.k == 2048)]
-    assert {2048, 5120} <= set(q3["n"])  # its QKV (n 5120) and, at TP 2, its O projection (n 2048) at k = 2048
+    # its QKV (n 5120) and, at TP 2, its O projection (n 2048) at k = 2048
+    assert {2048, 5120} <= set(q3["n"])
     assert len(files) == 34
 
 
