@@ -205,6 +205,25 @@ def signed_pct_error(true: np.ndarray, pred: np.ndarray) -> np.ndarray:
     return 100.0 * (np.asarray(pred, dtype=float) / np.asarray(true, dtype=float) - 1.0)
 
 
+def _error_cis(
+    g: pd.DataFrame, label: str, n_boot: int, seed: int
+) -> tuple[tuple[float, float, float], tuple[float, float, float]]:
+    """Throughput MAPE and bias of the prediction rows `g`, each (mean, low, high) with its bootstrap 95%
+    interval (streams named by `label`)."""
+    signed = signed_pct_error(
+        g["throughput_tok_s"].to_numpy(float), g["pred_throughput_tok_s"].to_numpy(float)
+    )
+    mape = bootstrap_mean_ci(np.abs(signed), n_boot=n_boot, seed=seed, label=label)
+    bias = bootstrap_mean_ci(signed, n_boot=n_boot, seed=seed, label="bias " + label)
+    return mape, bias
+
+
+def cell_text(r: Any) -> str:
+    """A cell's ``MAPE [95% CI] (bias %)`` from a row with ``mape_pct``, ``mape_lo_pct``, ``mape_hi_pct`` and
+    ``bias_pct``."""
+    return f"{r['mape_pct']:.1f} [{r['mape_lo_pct']:.1f}, {r['mape_hi_pct']:.1f}] ({r['bias_pct']:+.1f})"
+
+
 def extrapolation_table(result: CVResult, *, n_boot: int = N_BOOT, seed: int = SEED) -> pd.DataFrame:
     """Per (axis, dataset, candidate): folds, failed folds, test rows, throughput MAPE and bias with bootstrap 95%
     intervals, latency (E2E) MAPE; a candidate with a failed fold gets no numbers there (``note`` says why)."""
@@ -229,11 +248,8 @@ def extrapolation_table(result: CVResult, *, n_boot: int = N_BOOT, seed: int = S
                     raise DataError(
                         f"{ax.axis}/{ax.dataset}/{name}: {len(g)} predictions for {n_test} test rows"
                     )
-                t, q = g["throughput_tok_s"].to_numpy(float), g["pred_throughput_tok_s"].to_numpy(float)
-                signed = signed_pct_error(t, q)
                 label = f"extrapolation {ax.axis} / {ax.dataset} / {name}"
-                m, lo, hi = bootstrap_mean_ci(np.abs(signed), n_boot=n_boot, seed=seed, label=label)
-                b, blo, bhi = bootstrap_mean_ci(signed, n_boot=n_boot, seed=seed, label="bias " + label)
+                (m, lo, hi), (b, blo, bhi) = _error_cis(g, label, n_boot, seed)
                 e, qe = g["e2e_s"].to_numpy(float), g["pred_e2e_s"].to_numpy(float)
                 lat = float(np.mean(np.abs(signed_pct_error(e, qe)))) if np.isfinite(qe).all() else np.nan
                 row["note"] = ""
@@ -263,12 +279,8 @@ def model_table(result: CVResult, method: str, *, n_boot: int = N_BOOT, seed: in
         if g["model"].nunique() < 2:
             continue
         for model, h in g.groupby("model", sort=True):
-            signed = signed_pct_error(
-                h["throughput_tok_s"].to_numpy(float), h["pred_throughput_tok_s"].to_numpy(float)
-            )
             label = f"extrapolation {ax.axis} / {ax.dataset} / {model} / {method}"
-            m, lo, hi = bootstrap_mean_ci(np.abs(signed), n_boot=n_boot, seed=seed, label=label)
-            b, blo, bhi = bootstrap_mean_ci(signed, n_boot=n_boot, seed=seed, label="bias " + label)
+            (m, lo, hi), (b, blo, bhi) = _error_cis(h, label, n_boot, seed)
             rows.append({"axis": ax.axis, "dataset": ax.dataset, "model": model, "method": method,
                          "n_test": len(h), "mape_pct": m, "mape_lo_pct": lo, "mape_hi_pct": hi, "bias_pct": b,
                          "bias_lo_pct": blo, "bias_hi_pct": bhi})  # fmt: skip
@@ -466,8 +478,7 @@ def wide_table(table: pd.DataFrame, labels: dict[str, str] | None = None) -> pd.
         for m in methods:
             r = g.loc[m]
             row[labels.get(m, m)] = (
-                f"{r['mape_pct']:.1f} [{r['mape_lo_pct']:.1f}, {r['mape_hi_pct']:.1f}] ({r['bias_pct']:+.1f})"
-                if np.isfinite(r["mape_pct"]) else f"not fitted ({int(r['n_failed_folds'])} folds)"
+                cell_text(r) if np.isfinite(r["mape_pct"]) else f"not fitted ({int(r['n_failed_folds'])} folds)"
             )  # fmt: skip
         out.append(row)
     w = worst_axis(table).set_index("method")

@@ -15,6 +15,7 @@ import pandas as pd
 from slimlib.experiments.accuracy.extrapolation import (
     TIE_LEVEL,
     CVResult,
+    cell_text,
     extrapolation_table,
     model_table,
     paired_differences,
@@ -162,8 +163,7 @@ def write_extrapolation_outputs(
 
 def model_display(models: pd.DataFrame) -> pd.DataFrame:
     """`model_table` as one row per (axis, dataset, model): rows and "MAPE [lo, hi] (bias)"."""
-    cell = [f"{r.mape_pct:.1f} [{r.mape_lo_pct:.1f}, {r.mape_hi_pct:.1f}] ({r.bias_pct:+.1f})"
-            for r in models.itertuples(index=False)]  # fmt: skip
+    cell = [cell_text(r) for _, r in models.iterrows()]
     return pd.DataFrame({"axis": models["axis"], "dataset": models["dataset"], "model": models["model"],
                          "rows": models["n_test"].astype(str), "MAPE [95%] (bias)": cell}).astype(str)  # fmt: skip
 
