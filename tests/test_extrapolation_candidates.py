@@ -413,3 +413,32 @@ def test_a_candidate_option_a_term_model_does_not_take_is_refused_in_one_line():
     ):
         new_model(("x", terms, {"test_prior": True}), 0)
     assert new_model(("x", terms, {"test_priors_at_bound": True, "seed": 3}), 0).seed == 3
+
+
+def test_a_term_candidate_moved_to_another_gpu_keeps_its_parameter_uncertainty():
+    """The cross-validation's device folds move a term candidate as `slim transfer` moves a file: the parameters
+    and their standard errors by the declared ratios, the held parameters and the correlations kept."""
+    from slimlib.experiments.accuracy.extrapolation import transferred
+    from slimlib.model.extended import ExtendedSlimModel
+
+    truth = {"eta_c": 0.6, "t_fixed": 0.05, "eta_attn": 1.0, "eta_w": 0.758, "eta_e": 0.437, "alpha": 2e-5,
+             "t_step": 4e-3, "t_layer": 0.0, "t_act": 1e-7}  # fmt: skip
+    df = pd.DataFrame([(b, il, ol) for b in (1, 2, 4, 8, 16, 32) for il in (128, 512) for ol in (64, 256)],
+                      columns=["batch_size", "input_len", "output_len"]).assign(model="llama-2-7b", gpu="a100-sxm-80gb")  # fmt: skip
+    gen = ExtendedSlimModel.with_params(truth, "a100-sxm-80gb")
+    noise = np.exp(0.03 * np.random.default_rng(5).standard_normal(len(df)))
+    df["throughput_tok_s"] = gen.predict(df)["pred_throughput_tok_s"].to_numpy() * noise
+    fit = new_model(("slim terms", slim_terms()), 0).fit(df)
+    moved = transferred(fit, "h100-sxm-80gb")
+    assert moved.gpu_ == get_gpu("h100-sxm-80gb").name
+    assert moved.held_ == fit.held_ and moved.free_params_ == fit.free_params_
+    pd.testing.assert_frame_equal(moved.corr_, fit.corr_)
+    free = [k for k in fit.free_params_ if np.isfinite(fit.stderr_[k]) and fit.params_[k] != 0]
+    assert free
+    for k in free:
+        assert moved.stderr_[k] / moved.params_[k] == pytest.approx(
+            fit.stderr_[k] / fit.params_[k], rel=1e-12
+        )
+    rows = df.assign(gpu="h100-sxm-80gb", batch_size=df["batch_size"] * 8)
+    s = moved.parameter_log_sds(rows)
+    assert s is not None and np.isfinite(s["throughput"]).all() and (s["throughput"] > 0).all()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -147,3 +148,46 @@ def test_methods_without_a_hardware_term_refuse_to_transfer():
         doc = json.loads(make_model(name).fit(df).to_json())
         with pytest.raises(DataError, match=f"method '{name}' cannot be transferred to another GPU"):
             transfer_params(doc, "mi300x")
+
+
+def _fitted_on(gpu: str) -> SlimModel:
+    """The paper model fitted on noisy rows of `gpu` (so it has standard errors and correlations)."""
+    truth = SlimModel.with_params(PAPER, gpu)
+    rows = pd.DataFrame([{"model": "llama-2-7b", "gpu": gpu, "batch_size": b, "input_len": i, "output_len": o}
+                         for b in (1, 2, 4, 8, 16, 32, 64) for i in (128, 512, 2048) for o in (64, 256)])  # fmt: skip
+    pred = truth.predict(rows)
+    factor = np.exp(0.03 * np.random.default_rng(3).standard_normal(len(rows)))
+    rows["throughput_tok_s"] = pred["pred_throughput_tok_s"].to_numpy() * factor
+    rows["e2e_s"] = pred["pred_e2e_s"].to_numpy() / factor
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return SlimModel(gpu=gpu, n_starts=0).fit(rows)
+
+
+def test_transfer_keeps_the_fits_parameter_uncertainty():
+    """Each standard error moves with its parameter (a constant factor) and the correlations are kept, so that a
+    prediction on the new GPU keeps the fit's parameter part in its interval (before, the transfer cleared them
+    and `predict(..., interval=)` left every parameter's uncertainty out)."""
+    model = _fitted_on("mi250-gcd")
+    doc = json.loads(model.to_json())
+    assert all(np.isfinite(v) and v > 0 for k, v in doc["stderr"].items() if k not in doc["held"])
+    new = transfer_params(doc, "mi300x")
+    for k, se in doc["stderr"].items():
+        if se:  # relative standard errors unchanged
+            assert new["stderr"][k] / new["params"][k] == pytest.approx(se / doc["params"][k], rel=1e-12)
+    ratio = get_gpu("mi250-gcd").peak_flops / get_gpu("mi300x").peak_flops
+    if "gamma" not in doc["held"]:
+        assert new["stderr"]["gamma"] == pytest.approx(doc["stderr"]["gamma"] * ratio, rel=1e-12)
+    assert new["corr"] == doc["corr"]
+    moved = load_params(json.dumps(untransferred(new)))
+    rows = _rows("mi300x")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        pred = moved.predict(rows, interval=0.9)
+    said = " ".join(str(w.message) for w in caught)
+    assert "no residual model" in said and "no parameter covariance" not in said
+    assert (pred["pred_throughput_low_tok_s"] < pred["pred_throughput_tok_s"]).all()
+    assert (pred["pred_throughput_tok_s"] < pred["pred_throughput_high_tok_s"]).all()
+    # the parameter part on the new GPU is that of the same covariance: positive and finite on every row
+    s = moved.parameter_log_sds(rows)["throughput"]
+    assert np.isfinite(s).all() and (s > 0).all()

@@ -12,7 +12,8 @@ from slimlib.model.validity import check_param_values
 EXAMPLES = """\
 rule: as the method declares it (Estimator.transfer_scaling): efficiencies (eta_*) are kept and the target GPU's
 registry peak FLOP/s, bandwidth and memory enter through the equations; gamma (paper Eq. 10) is scaled by the ratio
-of peak FLOP/s; host/software overheads (t_fixed, t_step, alpha, B0) are kept; standard errors are cleared. Methods
+of peak FLOP/s; host/software overheads (t_fixed, t_step, alpha, B0) are kept; standard errors are scaled as their
+parameters and the correlations kept (`slim predict --interval` keeps the fit's parameter uncertainty). Methods
 without a hardware term (llmvisor-agg, imai-ood-lr) are refused. The output records the source file under
 `transferred_from`; transferring back to the source GPU returns the source file's parameters exactly.
 

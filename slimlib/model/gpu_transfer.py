@@ -15,8 +15,11 @@ Each estimator declares how its parameters move (`slimlib.model.base.Estimator.t
 A method without a hardware term (LLMVisor-Agg, IMAI OOD-LR: regressions of times on token counts) declares None
 and is refused: its file would predict on the new GPU exactly what it predicted on the old one.
 
-The result is the source file with ``gpu`` and ``params`` replaced, standard errors cleared (they were estimated
-on the source GPU) and a ``transferred_from`` record: source GPU, source parameters, the rule, the ratios of the registry numbers
+The result is the source file with ``gpu`` and ``params`` replaced, the standard errors moved by the same rule
+(`transferred_stderr`: each times the absolute ratio of its parameter; the correlations kept, as a parameter times
+a constant keeps them), so that a prediction on the new GPU keeps the fit's parameter uncertainty in its interval
+(`slimlib.model.intervals`; what the transfer itself adds is the residual model's ``device`` axis), and a
+``transferred_from`` record: source GPU, source parameters, the rule, the ratios of the registry numbers
 (target / source) and the whole source document under ``document`` (so a chain of transfers keeps its history). Transferring back to a GPU the chain came from returns that GPU's original document
 exactly (A -> B -> A gives A's file), not a twice-rescaled copy.
 """
@@ -37,7 +40,7 @@ from slimlib.registry.gpus import GPU, get_gpu
 TRANSFER_RULE = (
     "as the method declares (Estimator.transfer_scaling): 'kept' parameters (efficiencies, host/software "
     "overheads) kept; 'flops' times scaled by peak_flops(source)/peak_flops(target); 'bandwidth' times by "
-    "mem_bw(source)/mem_bw(target); standard errors cleared"
+    "mem_bw(source)/mem_bw(target); standard errors scaled as their parameters, correlations kept"
 )
 
 
@@ -68,7 +71,7 @@ def transfer_params(doc: dict[str, Any], gpu: str) -> dict[str, Any]:
     out = copy.deepcopy({k: v for k, v in doc.items() if k != "transferred_from"})
     out["gpu"] = target.name
     out["params"] = params
-    out["stderr"] = {k: None for k in doc.get("stderr", doc["params"])}
+    out["stderr"] = transferred_stderr(doc.get("stderr") or {}, scaling, source, target)
     out["transferred_from"] = {
         "gpu": source.name,
         "params": copy.deepcopy(doc["params"]),
@@ -103,6 +106,15 @@ def transferred_params(
     """`params` moved from `source` to `target` by `TRANSFER_RULE` (a parameter `scaling` does not name is kept)."""
     ratio = _ratios(source, target)
     return {k: None if v is None else float(v) * ratio[scaling.get(k, "kept")] for k, v in params.items()}
+
+
+def transferred_stderr(
+    stderr: dict[str, float | None], scaling: dict[str, str], source: GPU, target: GPU
+) -> dict[str, float | None]:
+    """`stderr` moved with their parameters (`transferred_params`): each times its parameter's ratio (positive);
+    None (and NaN: no standard error) stays."""
+    ratio = _ratios(source, target)
+    return {k: None if v is None else float(v) * ratio[scaling.get(k, "kept")] for k, v in stderr.items()}
 
 
 def _ratios(source: GPU, target: GPU) -> dict[str, float]:

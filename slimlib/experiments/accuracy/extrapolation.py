@@ -32,7 +32,7 @@ from slimlib.experiments.accuracy.extrapolation_folds import AXES, AxisFolds, bu
 from slimlib.experiments.outputs.uncertainty import N_BOOT, SEED, bootstrap_mean_ci, rng_for
 from slimlib.model import METHODS, Estimator, load_params, make_model
 from slimlib.model.calibrated import TermModel
-from slimlib.model.gpu_transfer import transfer_params, transferred_params, untransferred
+from slimlib.model.gpu_transfer import transfer_params, transferred_params, transferred_stderr, untransferred
 from slimlib.model.intervals import extrapolation_distance, fit_domain
 from slimlib.model.roofline_model import TPOT_COLUMNS, TTFT_COLUMNS, measured_latency_s
 from slimlib.model.terms import Term
@@ -94,13 +94,20 @@ def new_model(candidate: Candidate, n_starts: int) -> Estimator:
 
 def transferred(model: Estimator, gpu: str) -> Estimator:
     """`model` moved to `gpu` as `slim transfer` moves it (`slimlib.model.gpu_transfer`); a `TermModel` (no
-    parameter file) by the same rule on its parameters."""
+    parameter file) by the same rule on its parameters and standard errors, its held parameters and correlations
+    kept."""
     if isinstance(model, TermModel):
         scaling = model.transfer_scaling()
-        params = transferred_params(dict(model.params_), scaling, get_gpu(model.gpu_), get_gpu(gpu))
-        return TermModel.with_params(
+        source, target = get_gpu(model.gpu_), get_gpu(gpu)
+        params = transferred_params(dict(model.params_), scaling, source, target)
+        out = TermModel.with_params(
             {k: float(v) for k, v in params.items() if v is not None}, gpu, term_list=model.term_list
         )
+        out.stderr_ = {k: float("nan") if v is None else v
+                       for k, v in transferred_stderr(dict(model.stderr_), scaling, source, target).items()}  # fmt: skip
+        out.held_, out.held_reasons_ = list(model.held_), dict(model.held_reasons_)
+        out.free_params_, out.corr_ = list(model.free_params_), model.corr_.copy()
+        return out
     doc = transfer_params(json.loads(model.to_json()), gpu)
     return load_params(json.dumps(untransferred(doc)))
 

@@ -137,7 +137,7 @@ def write_extrapolation_outputs(
                f"{lo:.0%}-{hi:.0%} on every axis. Nested: a fold's residual model (scale and quantiles) is learned "
                "from every other fold of the measured datasets (not the kernel-composed curves) "
                f"(its axis's own when it has {MIN_AXIS_FOLDS} or more, else all axes pooled); the parameter "
-               "uncertainty of the fold's own fit (none after a GPU transfer, which clears the standard errors) "
+               "uncertainty of the fold's own fit (after a GPU transfer, its standard errors moved with the parameters) "
                "enters the scale with the weight learned there. Per "
                "dataset (the kernel-composed curves' included) and for E2E, TTFT and TPOT: extrap_coverage.csv."],
     )  # fmt: skip
