@@ -13,10 +13,11 @@ from synthetic import TRUE_PARAMS, grid, synthesize
 
 from slimlib.cli.main import main
 from slimlib.errors import DataError
-from slimlib.experiments.accuracy.composed_curves import composed_table
+from slimlib.experiments.accuracy.composed_curves import COMPOSED_MOE, composed_table
 from slimlib.experiments.accuracy.extrapolation import run_extrapolation_cv
 from slimlib.experiments.accuracy.extrapolation_coverage import (
     coverage_table,
+    log_errors,
     nested_intervals,
     residual_model,
 )
@@ -415,15 +416,18 @@ def test_kernel_composed_rows_are_scored_but_calibrate_no_interval(synthetic_cv)
 
 
 def test_a_mixture_of_experts_past_its_fitted_batches_is_told_its_interval_is_too_narrow(synthetic_cv):
-    # the kernel-composed mixture-of-experts curves of the cross-validation are where the intervals held too few rows
-    # (MOE_NARROW_AXES): a prediction there says so; inside the fitted batches, or for a dense model, it does not
+    # a residual model without a mixture-of-experts part (the synthetic protocol has no such rows): where the
+    # kernel-composed mixture-of-experts curves of the cross-validation held too few rows (MOE_NARROW_AXES) a
+    # prediction says so; inside the fitted batches, or for a dense model, it does not
     t = composed_table()[0]
     g = t[(t["model"] == "mixtral-8x7b") & (t["gpu"] == "h200-sxm") & (t["tensor_parallel"] == 1)]
     train, past = g[g["batch_size"] <= 4], g[g["batch_size"] >= 64]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         m = ExtendedSlimModel(n_starts=0).fit(train)
-    m.attach_intervals(residual_model(synthetic_cv, "paper"), train)
+    rm = residual_model(synthetic_cv, "paper")
+    assert rm.moe is None
+    m.attach_intervals(rm, train)
     with pytest.warns(
         IntervalWarning, match=r"mixture of experts \(mixtral-8x7b\) extrapolate on the batch axis"
     ):
@@ -434,6 +438,94 @@ def test_a_mixture_of_experts_past_its_fitted_batches_is_told_its_interval_is_to
     assert not [w for w in caught if "mixture of experts" in str(w.message)]
     dom = fit_domain(train, "h200-sxm")
     dense = past.assign(model="llama-3-8b")
-    assert moe_narrow_message(dense, row_axes(dense, dom, "h200-sxm")) is None
-    moved = moe_narrow_message(train, row_axes(train, dom, "b200-sxm-180gb"))
+    assert moe_narrow_message(dense, row_axes(dense, dom, "h200-sxm"), ["throughput"]) is None
+    moved = moe_narrow_message(train, row_axes(train, dom, "b200-sxm-180gb"), ["throughput"])
     assert moved is not None and "device" in moved and set(MOE_NARROW_AXES) == {"batch", "model", "device"}
+    assert moe_narrow_message(train, row_axes(train, dom, "b200-sxm-180gb"), []) is None
+
+
+#: sd of the per-fold log bias of the synthetic mixture-of-experts curves (a systematic error per curve, like the
+#: fused-MoE kernel's, that the dense rows do not have)
+MOE_BIAS = 0.3
+
+
+def moe_axis(n_folds: int = 10) -> AxisFolds:
+    """Mixtral-8x7B rows of the paper model, each fold's times off by its own log-normal factor (sd `MOE_BIAS`)
+    and row noise `NOISE`: fit B <= 16, validate B >= 64 (dataset ``aic-composed-moe``)."""
+    truth = SlimModel.with_params(TRUE_PARAMS, gpu=GPU)
+    rng = np.random.default_rng(11)
+    folds = []
+    for k in range(n_folds):
+        d = synthesize(truth, grid(models=("mixtral-8x7b",), batch=(1, 2, 4, 8, 16, 64, 256)))
+        big = d["batch_size"] >= 64
+        factor = np.exp(
+            NOISE * rng.standard_normal(len(d)) + np.where(big, MOE_BIAS * rng.standard_normal(), 0.0)
+        )
+        d["throughput_tok_s"] *= factor
+        d["e2e_s"] /= factor
+        folds.append(Fold(f"curve {k}", d[~big], d[big]))
+    return AxisFolds("batch", COMPOSED_MOE, "fit B <= 16, validate B >= 64", folds)
+
+
+def test_a_mixture_of_experts_takes_the_wider_part_learned_on_its_own_held_out_curves():
+    """The residual model's MoE part is learned on the mixtures of experts' held-out rows and widens only their
+    intervals: their nested coverage holds where the dense rows' part alone held too few of them."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cv = run_extrapolation_cv(["paper"], axes=[synthetic_axis(), moe_axis()], n_starts=0)
+    rm = residual_model(cv, "paper")
+    assert rm.moe is not None and rm.moe.has("batch", "throughput") and "mixture-of-experts part" in rm.source
+    cov = coverage_table(cv).set_index(["dataset", "quantity"])
+    assert 0.8 <= cov.loc[(COMPOSED_MOE, "throughput"), "coverage"] <= 0.99
+    assert 0.85 <= cov.loc[("all", "throughput"), "coverage"] <= 0.97  # the dense rows' coverage as before
+    # the same rows with the dense part alone (no MoE part learned): far too few covered
+    e = log_errors(cv)
+    e = e[(e["dataset"] == COMPOSED_MOE) & (e["quantity"] == "throughput")]
+    dense = ResidualModel.from_errors(log_errors(cv).query("dataset == 'synthetic'"), min_folds=3)
+    half = residual_half_widths(dense, [["batch"]] * len(e), "throughput", 0.9, e["distance"].to_numpy(),
+                                float(e["train_error"].median()), e["log_sd"].to_numpy(), np.ones(len(e), bool))  # fmt: skip
+    assert (np.abs(e["log_error"]) <= half).mean() < 0.6
+    # only a mixture of experts' rows take the MoE part, and there the wider of the two
+    moe = np.array([True, False])
+    for quantity in ("throughput", "e2e"):
+        both = residual_half_widths(rm, [["batch"], ["batch"]], quantity, 0.9, np.ones(2), 0.05, 0.0, moe)
+        alone = residual_half_widths(rm, [["batch"], ["batch"]], quantity, 0.9, np.ones(2), 0.05, 0.0)
+        part = residual_half_widths(rm.moe, [["batch"]], quantity, 0.9, np.ones(1), 0.05, 0.0)
+        assert both[1] == alone[1] and both[0] == max(alone[0], part[0]) and part[0] > alone[0]
+    # it round-trips through a parameter file's dict; a dict without it (earlier files) has none
+    d = rm.to_dict()
+    assert ResidualModel.from_dict(d) == rm
+    assert ResidualModel.from_dict({**d, "moe": None}).moe is None
+    assert ResidualModel.from_dict({k: v for k, v in d.items() if k != "moe"}).moe is None
+
+
+def test_a_mixture_of_experts_is_warned_only_of_the_quantities_without_a_moe_part():
+    """The composed curves give throughput and E2E: with a MoE part for those, a mixture of experts past its
+    fitted batches is told that its TTFT and TPOT intervals have none, and of nothing else."""
+    rng = np.random.default_rng(2)
+    rows = [{"axis": "batch", "quantity": q, "fold": f"f{k % 4}", "log_error": 0.1 * rng.standard_normal()}
+            for q in INTERVAL_QUANTITIES for k in range(40)]  # fmt: skip
+    dense = pd.DataFrame(rows)
+    moe = dense[dense["quantity"].isin(["throughput", "e2e"])].assign(log_error=lambda d: 3 * d["log_error"])
+    rm = ResidualModel.from_errors(dense, min_folds=3, moe_errors=moe)
+    t = composed_table()[0]
+    g = t[(t["model"] == "mixtral-8x7b") & (t["gpu"] == "h200-sxm") & (t["tensor_parallel"] == 1)]
+    train, past = g[g["batch_size"] <= 4], g[g["batch_size"] >= 64]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        m = ExtendedSlimModel(n_starts=0).fit(train)
+    m.attach_intervals(rm, train)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        pred = m.predict(past, interval=0.9)
+    said = [str(w.message) for w in caught if "mixture of experts" in str(w.message)]
+    assert len(said) == 1 and "their TTFT and TPOT interval(s) have no mixture-of-experts part" in said[0]
+    # the throughput interval is the MoE part's (three times the dense errors: wider than the dense part alone)
+    m.attach_intervals(ResidualModel.from_errors(dense, min_folds=3), train)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        alone = m.predict(past, interval=0.9)
+    lo, hi = INTERVAL_COLUMNS["throughput"]
+    assert (np.log(pred[hi] / pred[lo]) > 2 * np.log(alone[hi] / alone[lo])).all()
+    lo, hi = INTERVAL_COLUMNS["tpot"]
+    np.testing.assert_allclose(pred[hi] / pred[lo], alone[hi] / alone[lo])

@@ -45,6 +45,7 @@ from slimlib.model.intervals import (
     fit_domain,
     interval_bounds,
     moe_narrow_message,
+    moe_rows,
     residual_half_widths,
     row_axes,
 )
@@ -233,10 +234,9 @@ class Estimator(ABC):
         else:
             axes = row_axes(data, domain, hw.name)
             distance = extrapolation_distance(data, domain, hw.name)
-            narrow = moe_narrow_message(data, axes)
-            if narrow is not None:
-                warnings.warn(narrow, IntervalWarning, stacklevel=3)
+        moe = moe_rows(data)
         train_error = self.training_error()
+        no_moe_part = []
         for quantity, (pred_col, _) in INTERVAL_QUANTITIES.items():
             pred = out[pred_col].to_numpy(dtype=float)
             predicted = bool(np.isfinite(pred).any())
@@ -244,8 +244,14 @@ class Estimator(ABC):
                 missing.append(
                     f"the stored residual model has no {quantity!r} part (its method predicts none)"
                 )
+            elif (
+                predicted
+                and residuals is not None
+                and not (residuals.moe and residuals.moe.has(POOLED, quantity))
+            ):
+                no_moe_part.append(quantity)
             sd = np.zeros(len(data)) if sds is None else sds.get(quantity, np.zeros(len(data)))
-            half = residual_half_widths(residuals, axes, quantity, level, distance, train_error, sd)
+            half = residual_half_widths(residuals, axes, quantity, level, distance, train_error, sd, moe)
             lo, hi = interval_bounds(pred, sd, half, level)
             low_col, high_col = INTERVAL_COLUMNS[quantity]
             out[low_col], out[high_col] = lo, hi
@@ -254,6 +260,9 @@ class Estimator(ABC):
                 "prediction interval from part of its uncertainty only: " + "; ".join(missing),
                 IntervalWarning, stacklevel=3,
             )  # fmt: skip
+        narrow = moe_narrow_message(data, axes, no_moe_part) if residuals is not None else None
+        if narrow is not None:
+            warnings.warn(narrow, IntervalWarning, stacklevel=3)
 
     def predict_grid(self, workloads: pd.DataFrame, batch_sizes: FloatArray) -> tuple[FloatArray, FloatArray]:
         """Throughput and E2E, each of shape (workloads, batch sizes): `predict` on the cross product of the

@@ -37,14 +37,18 @@ above the largest fitted, a model the fit never saw, a larger tensor-parallel de
 axes gets the widest of their intervals, a row on none (or on an axis the model has too few folds for) the model
 pooled over every axis (``pooled``).
 
-A mixture of experts' row that extrapolates past the fitted batch sizes, from other models or to another GPU
-(`MOE_NARROW_AXES`) gets an `IntervalWarning` (`moe_narrow_message`): the residual model is learned on measured
-end-to-end rows, and on the kernel-composed curves of two mixtures of experts in the cross-validation (dataset
-``aic-composed-moe``, `figures/extrap_coverage.csv`) its 90% intervals held too few of such rows: the fused-MoE
-kernel's time is not the touched experts' bytes at one efficiency (Mixtral's, few wide experts, keeps slowing after
-every expert is read, so its throughput comes out optimistic; Qwen3-30B-A3B's, many narrow experts, reads the few
-experts of a small batch at a lower efficiency than all of them, so a fit there is pessimistic at large batches),
-and it differs between GPUs more than their peaks do (issue 28).
+A mixture of experts' row (registry ``is_moe``) gets the wider of two half widths: the one above, learned on
+measured end-to-end rows, and the same construction learned on the held-out rows of the kernel-composed curves of
+two mixtures of experts in the cross-validation (dataset ``aic-composed-moe``; `ResidualModel.moe`). The measured
+rows hold no such model's step, and on those curves the measured part alone held too few rows (55% on the batch
+axis): the fused-MoE kernel's time is not the touched experts' bytes at one efficiency (Mixtral's, few wide experts,
+keeps slowing after every expert is read, so its throughput comes out optimistic; Qwen3-30B-A3B's, many narrow
+experts, reads the few experts of a small batch at a lower efficiency than all of them, so a fit there is
+pessimistic at large batches), and it differs between GPUs more than their peaks do (issue 28). The composed curves
+give throughput and E2E only, so a mixture of experts' TTFT and TPOT intervals have no such part: where its row
+extrapolates past the fitted batch sizes, from other models or to another GPU (`MOE_NARROW_AXES`), an
+`IntervalWarning` says so (`moe_narrow_message`), as it does for every quantity of a residual model without a MoE
+part.
 """
 
 from __future__ import annotations
@@ -88,7 +92,8 @@ E_FLOOR = 0.02
 #: |log error| below which a score counts at this value when (lambda, beta, kappa) are chosen (log of 0)
 SCORE_FLOOR = 1e-4
 #: version of the residual model's stored form (1: signed quantiles per axis, without scale; 2: scale without the
-#: parameter part, used with the larger-of-two rule; both refused)
+#: parameter part, used with the larger-of-two rule; both refused); its ``moe`` field is optional (a file without
+#: one has no MoE part, and its mixtures of experts' rows are warned of)
 RESIDUAL_FORMAT = 3
 #: table column (of the fit's domain) -> the cross-validation axes whose residuals cover extrapolation along it
 AXES_OF = {
@@ -101,7 +106,8 @@ AXES_OF = {
 }
 
 
-#: the axes on which the intervals under-covered a mixture of experts' held-out rows (module docstring)
+#: the axes on which the intervals without a MoE part under-covered a mixture of experts' held-out rows (module
+#: docstring)
 MOE_NARROW_AXES = ("batch", "model", "device")
 
 
@@ -206,19 +212,30 @@ def _learn(g: pd.DataFrame) -> AxisResiduals:
 class ResidualModel:
     """Per axis and quantity, the `AxisResiduals` learned from held-out predictions (module docstring).
 
-    ``axes[axis][quantity]``; ``source`` says what they were learned on (method, datasets, folds)."""
+    ``axes[axis][quantity]``; ``source`` says what they were learned on (method, datasets, folds); ``moe`` the
+    part of mixtures of experts' rows."""
 
     axes: dict[str, dict[str, AxisResiduals]]
     source: str = ""
     method: str = ""
+    #: the same, learned on the held-out rows of kernel-composed mixtures of experts, for such rows (module
+    #: docstring); None where the errors had none
+    moe: ResidualModel | None = None
 
     @classmethod
     def from_errors(
-        cls, errors: pd.DataFrame, method: str = "", source: str = "", min_folds: int = 1
+        cls,
+        errors: pd.DataFrame,
+        method: str = "",
+        source: str = "",
+        min_folds: int = 1,
+        moe_errors: pd.DataFrame | None = None,
     ) -> ResidualModel:
         """From a table of held-out log errors: columns ``axis``, ``quantity``, ``log_error`` and, optional,
         ``distance`` (0), ``train_error`` (none), ``log_sd`` (0) and ``fold`` (one fold). An axis with fewer than
-        `min_folds` folds gets no model of its own (its rows use `POOLED`, learned from every row)."""
+        `min_folds` folds gets no model of its own (its rows use `POOLED`, learned from every row). `moe_errors`,
+        a table of the same form from mixtures of experts' held-out rows, gives the `moe` part (none if None or
+        empty)."""
         missing = [c for c in ("axis", "quantity", "log_error") if c not in errors.columns]
         if missing:
             raise DataError(f"residual model: the error table lacks column(s) {missing}")
@@ -233,7 +250,10 @@ class ResidualModel:
                 out.setdefault(str(axis), {})[str(quantity)] = _learn(g)
         for quantity, g in ok.groupby("quantity", sort=True):
             out.setdefault(POOLED, {})[str(quantity)] = _learn(g)
-        return cls(out, source, method)
+        moe = None
+        if moe_errors is not None and len(moe_errors):
+            moe = cls.from_errors(moe_errors, min_folds=min_folds)
+        return cls(out, source, method, moe)
 
     def has(self, axis: str, quantity: str) -> bool:
         return quantity in self.axes.get(axis, {})
@@ -257,7 +277,8 @@ class ResidualModel:
 
     def to_dict(self) -> dict[str, Any]:
         return {"format": RESIDUAL_FORMAT, "grid_size": len(GRID), "source": self.source, "method": self.method,
-                "axes": {a: {q: m.to_dict() for q, m in per.items()} for a, per in self.axes.items()}}  # fmt: skip
+                "axes": {a: {q: m.to_dict() for q, m in per.items()} for a, per in self.axes.items()},
+                "moe": None if self.moe is None else self.moe.to_dict()}  # fmt: skip
 
     @classmethod
     def from_dict(cls, d: Any, where: str = "parameter file") -> ResidualModel:
@@ -285,7 +306,8 @@ class ResidualModel:
         bad = [f"{a}/{k}" for a, per in axes.items() for k, v in per.items() if len(v.quantiles) != len(GRID)]
         if bad:
             raise DataError(f"{where}: residual quantiles {bad[:3]} do not have {len(GRID)} values; refit")
-        return cls(axes, str(d.get("source", "")), str(d.get("method", "")))
+        moe = None if d.get("moe") is None else cls.from_dict(d["moe"], where)
+        return cls(axes, str(d.get("source", "")), str(d.get("method", "")), moe)
 
 
 @dataclass(frozen=True)
@@ -361,23 +383,31 @@ def extrapolation_distance(data: pd.DataFrame, domain: Domain, gpu: str) -> np.n
     return d
 
 
-def moe_narrow_message(data: pd.DataFrame, axes: list[list[str]]) -> str | None:
-    """The `IntervalWarning` text for the rows of `data` that are a mixture of experts and extrapolate on one of
-    `MOE_NARROW_AXES` (`axes`: `row_axes`), None where there are none."""
+def moe_rows(data: pd.DataFrame) -> np.ndarray:
+    """Per row of `data`, whether its model is a mixture of experts (registry ``is_moe``)."""
     moe = {m: get_architecture(m).is_moe for m in set(map(str, data["model"]))}
-    hit = [i for i, (m, row) in enumerate(zip(map(str, data["model"]), axes, strict=True))
-           if moe[m] and set(row) & set(MOE_NARROW_AXES)]  # fmt: skip
-    if not hit:
+    return np.array([moe[m] for m in map(str, data["model"])], dtype=bool)
+
+
+def moe_narrow_message(data: pd.DataFrame, axes: list[list[str]], quantities: list[str]) -> str | None:
+    """The `IntervalWarning` text for the rows of `data` that are a mixture of experts and extrapolate on one of
+    `MOE_NARROW_AXES` (`axes`: `row_axes`), whose `quantities` have no MoE part in the residual model; None where
+    there are none."""
+    moe = moe_rows(data)
+    hit = [i for i, row in enumerate(axes) if moe[i] and set(row) & set(MOE_NARROW_AXES)]
+    if not hit or not quantities:
         return None
     models = sorted({str(data["model"].iloc[i]) for i in hit})
     which = sorted({a for i in hit for a in axes[i] if a in MOE_NARROW_AXES})
+    names = " and ".join(q.upper() if q in ("ttft", "tpot", "e2e") else q for q in quantities)
     return (
         f"{len(hit)} row(s) of a mixture of experts ({', '.join(models)}) extrapolate on the {'/'.join(which)} "
-        "axis: there the intervals held too few of the kernel-composed mixture-of-experts rows in the "
-        "extrapolation cross-validation (the fused-MoE kernel's efficiency changes with the experts a step reads, "
-        "and differs between GPUs; dataset aic-composed-moe in figures/extrap_coverage.csv); treat the interval as "
-        "too narrow (the throughput optimistic for few wide experts, pessimistic for many narrow ones), or profile "
-        "the model at the batch sizes and on the GPU you predict"
+        f"axis, and their {names} interval(s) have no mixture-of-experts part (the kernel-composed curves it is "
+        "learned from give throughput and E2E only, or the residual model predates it: refit with `slim fit ... "
+        "--intervals`); there the intervals learned on dense rows alone held too few of the kernel-composed "
+        "mixture-of-experts rows in the extrapolation cross-validation (dataset aic-composed-moe in "
+        "figures/extrap_coverage.csv): treat them as too narrow, or profile the model at the batch sizes and on "
+        "the GPU you predict"
     )
 
 
@@ -401,10 +431,12 @@ def residual_half_widths(
     distance: np.ndarray,
     train_error: float,
     log_sd: Any = 0.0,
+    moe: np.ndarray | None = None,
 ) -> np.ndarray:
     """Per row, the widest half width ``q w`` over the row's axes that the residual model has (else `POOLED`),
-    `log_sd` the rows' parameter part; NaN without a model or without a part for `quantity` (`interval_bounds`
-    then takes the parameter part alone)."""
+    `log_sd` the rows' parameter part; on the rows `moe` marks (mixtures of experts), the wider of that and the
+    same from the model's `ResidualModel.moe` part where it has `quantity`; NaN without a model or without a part
+    for `quantity` (`interval_bounds` then takes the parameter part alone)."""
     n = len(axes)
     if residuals is None or not residuals.has(POOLED, quantity):
         return np.full(n, np.nan)
@@ -421,4 +453,12 @@ def residual_half_widths(
             out[rows] = np.maximum(
                 out[rows], residuals.half_widths(a, quantity, level, d[rows], e[rows], s[rows])
             )
+    part = residuals.moe
+    if moe is not None and part is not None and part.has(POOLED, quantity):
+        idx = np.flatnonzero(moe)
+        if idx.size:
+            sub = residual_half_widths(
+                part, [axes[i] for i in idx], quantity, level, d[idx], train_error, s[idx]
+            )
+            out[idx] = np.maximum(out[idx], sub)
     return out

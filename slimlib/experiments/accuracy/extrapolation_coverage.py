@@ -7,12 +7,15 @@ parameter file stores (`slim fit --intervals`). An axis with fewer than `MIN_AXI
 its own: its rows use the model pooled over every axis. Only end-to-end measurements calibrate it: the held-out
 errors of the datasets in `NOT_FOR_INTERVALS` (the kernel-composed curves: no measurement noise, and none of the
 work the composition leaves out) would understate a measured row's, so they are scored, and their coverage
-measured, but they teach the intervals nothing.
+measured, but they teach the measured part nothing. The mixtures of experts' composed curves (`COMPOSED_MOE`) teach
+the residual model's MoE part (`ResidualModel.moe`), which a mixture of experts' row takes where it is wider: the
+measured rows hold no such model's step.
 
 Coverage is nested (`nested_intervals`): the interval of a held-out row of fold f is built by the same code as a
 prediction's (`slimlib.model.intervals.residual_half_widths`) from a residual model learned on every *other* fold
-of the protocol (its scale's ``(lambda, beta, kappa)`` and its quantiles alike), never from f's own errors; the
-row's own parameter part (from f's fit) enters through the scale (`slimlib.model.intervals`). A row is covered
+of the protocol (its scale's ``(lambda, beta, kappa)`` and its quantiles alike, its MoE part from the other folds
+of `COMPOSED_MOE`), never from f's own errors; the row's own parameter part (from f's fit) enters through the scale
+(`slimlib.model.intervals`). A row is covered
 when ``low <= measured <= high``. `coverage_table` adds the
 exact binomial (Clopper-Pearson) 95% interval of each coverage; its per-axis rows (dataset "all") pool the measured
 datasets, the ones the target is about.
@@ -30,6 +33,7 @@ from slimlib.model.intervals import (
     ResidualModel,
     check_level,
     interval_bounds,
+    moe_rows,
     residual_half_widths,
 )
 
@@ -49,15 +53,15 @@ COVERAGE_COLUMNS = ("method", "axis", "dataset", "quantity", "n_test", "n_folds"
 
 
 def log_errors(result: CVResult) -> pd.DataFrame:
-    """One row per held-out prediction and quantity: axis, dataset, fold, method, quantity, measured, predicted,
-    log_error = log(measured / predicted), log_sd (parameter part), distance, train_error; rows without a finite
+    """One row per held-out prediction and quantity: axis, dataset, fold, method, model, quantity, measured,
+    predicted, log_error = log(measured / predicted), log_sd (parameter part), distance, train_error; rows without a finite
     prediction or measurement are left out (a method that predicts no such quantity, a table without it)."""
     p = result.predictions
     parts = []
     for quantity, (pred_col, true_col) in INTERVAL_QUANTITIES.items():
         t, q = p[true_col].to_numpy(float), p[pred_col].to_numpy(float)
         ok = np.isfinite(q) & (q > 0) & np.isfinite(t) & (t > 0)
-        g = p.loc[ok, ["axis", "dataset", "fold", "method", "distance", "train_error"]].copy()
+        g = p.loc[ok, ["axis", "dataset", "fold", "method", "model", "distance", "train_error"]].copy()
         g["log_sd"] = p.loc[ok, LOG_SD_COLUMN[quantity]].to_numpy(float)
         g["quantity"], g["measured"], g["predicted"] = quantity, t[ok], q[ok]
         g["log_error"] = np.log(t[ok] / q[ok])
@@ -69,12 +73,18 @@ def log_errors(result: CVResult) -> pd.DataFrame:
 
 def residual_model(result: CVResult, method: str) -> ResidualModel:
     """The residual model of `method` from every held-out row of the protocol's measured datasets (all folds, all
-    axes; not `NOT_FOR_INTERVALS`)."""
+    axes; not `NOT_FOR_INTERVALS`), its MoE part from those of `COMPOSED_MOE`."""
     e = log_errors(result)
-    e = e[(e["method"] == method) & ~e["dataset"].isin(NOT_FOR_INTERVALS)]
+    e = e[e["method"] == method]
+    moe = e[e["dataset"] == COMPOSED_MOE]
+    e = e[~e["dataset"].isin(NOT_FOR_INTERVALS)]
     source = (f"extrapolation cross-validation of {method!r}: {e['fold'].nunique()} folds on "
-              f"{', '.join(sorted(set(e['dataset'])))}; {result.n_starts} Sobol starts per fit")  # fmt: skip
-    return ResidualModel.from_errors(e, method=method, source=source, min_folds=MIN_AXIS_FOLDS)
+              f"{', '.join(sorted(set(e['dataset'])))}"
+              + (f"; mixture-of-experts part: {moe['fold'].nunique()} folds on {COMPOSED_MOE}" if len(moe) else "")
+              + f"; {result.n_starts} Sobol starts per fit")  # fmt: skip
+    return ResidualModel.from_errors(
+        e, method=method, source=source, min_folds=MIN_AXIS_FOLDS, moe_errors=moe
+    )
 
 
 def nested_intervals(result: CVResult, level: float = LEVEL) -> pd.DataFrame:
@@ -83,19 +93,22 @@ def nested_intervals(result: CVResult, level: float = LEVEL) -> pd.DataFrame:
     e = log_errors(result)
     lows = np.full(len(e), np.nan)
     highs = np.full(len(e), np.nan)
+    moe = moe_rows(e) if len(e) else np.zeros(0, dtype=bool)
     for _method, m in e.groupby("method", sort=False):
         learn = m[~m["dataset"].isin(NOT_FOR_INTERVALS)]
+        learn_moe = m[m["dataset"] == COMPOSED_MOE]
         for fold, here in m.groupby("fold", sort=False):
-            rm = ResidualModel.from_errors(learn[learn["fold"] != fold], min_folds=MIN_AXIS_FOLDS)
+            rm = ResidualModel.from_errors(learn[learn["fold"] != fold], min_folds=MIN_AXIS_FOLDS,
+                                           moe_errors=learn_moe[learn_moe["fold"] != fold])  # fmt: skip
             axis = str(here["axis"].iloc[0])
             for quantity, h in here.groupby("quantity", sort=False):
+                pos = e.index.get_indexer(h.index)
                 half = residual_half_widths(rm, [[axis]] * len(h), str(quantity), level,
                                             h["distance"].to_numpy(float), float(h["train_error"].iloc[0]),
-                                            h["log_sd"].to_numpy(float))  # fmt: skip
+                                            h["log_sd"].to_numpy(float), moe[pos])  # fmt: skip
                 lo, hi = interval_bounds(
                     h["predicted"].to_numpy(float), h["log_sd"].to_numpy(float), half, level
                 )
-                pos = e.index.get_indexer(h.index)
                 lows[pos], highs[pos] = lo, hi
     e["low"], e["high"] = lows, highs
     e["covered"] = (e["low"] <= e["measured"]) & (e["measured"] <= e["high"])

@@ -138,7 +138,9 @@ def write_extrapolation_outputs(
                "from every other fold of the measured datasets (not the kernel-composed curves) "
                f"(its axis's own when it has {MIN_AXIS_FOLDS} or more, else all axes pooled); the parameter "
                "uncertainty of the fold's own fit (after a GPU transfer, its standard errors moved with the parameters) "
-               "enters the scale with the weight learned there. Per "
+               "enters the scale with the weight learned there; a mixture of experts' rows take the wider of that "
+               "interval and the one learned the same way on the other folds of the kernel-composed "
+               "mixture-of-experts curves. Per "
                "dataset (the kernel-composed curves' included) and for E2E, TTFT and TPOT: extrap_coverage.csv."],
     )  # fmt: skip
     paired = paired_differences(result, choice[0], n_boot=n_boot, seed=seed)
