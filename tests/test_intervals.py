@@ -415,16 +415,24 @@ def test_kernel_composed_rows_are_scored_but_calibrate_no_interval(synthetic_cv)
     )
 
 
-def test_a_mixture_of_experts_past_its_fitted_batches_is_told_its_interval_is_too_narrow(synthetic_cv):
-    # a residual model without a mixture-of-experts part (the synthetic protocol has no such rows): where the
-    # kernel-composed mixture-of-experts curves of the cross-validation held too few rows (MOE_NARROW_AXES) a
-    # prediction says so; inside the fitted batches, or for a dense model, it does not
+@pytest.fixture
+def mixtral_h200():
+    """`slim` fitted on Mixtral-8x7B's kernel-composed H200 curves at B <= 4, those rows, and the rows at B >= 64."""
     t = composed_table()[0]
     g = t[(t["model"] == "mixtral-8x7b") & (t["gpu"] == "h200-sxm") & (t["tensor_parallel"] == 1)]
     train, past = g[g["batch_size"] <= 4], g[g["batch_size"] >= 64]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        m = ExtendedSlimModel(n_starts=0).fit(train)
+        return ExtendedSlimModel(n_starts=0).fit(train), train, past
+
+
+def test_a_mixture_of_experts_past_its_fitted_batches_is_told_its_interval_is_too_narrow(
+    synthetic_cv, mixtral_h200
+):
+    # a residual model without a mixture-of-experts part (the synthetic protocol has no such rows): where the
+    # kernel-composed mixture-of-experts curves of the cross-validation held too few rows (MOE_NARROW_AXES) a
+    # prediction says so; inside the fitted batches, or for a dense model, it does not
+    m, train, past = mixtral_h200
     rm = residual_model(synthetic_cv, "paper")
     assert rm.moe is None
     m.attach_intervals(rm, train)
@@ -499,7 +507,7 @@ def test_a_mixture_of_experts_takes_the_wider_part_learned_on_its_own_held_out_c
     assert ResidualModel.from_dict({k: v for k, v in d.items() if k != "moe"}).moe is None
 
 
-def test_a_mixture_of_experts_is_warned_only_of_the_quantities_without_a_moe_part():
+def test_a_mixture_of_experts_is_warned_only_of_the_quantities_without_a_moe_part(mixtral_h200):
     """The composed curves give throughput and E2E: with a MoE part for those, a mixture of experts past its
     fitted batches is told that its TTFT and TPOT intervals have none, and of nothing else."""
     rng = np.random.default_rng(2)
@@ -508,12 +516,7 @@ def test_a_mixture_of_experts_is_warned_only_of_the_quantities_without_a_moe_par
     dense = pd.DataFrame(rows)
     moe = dense[dense["quantity"].isin(["throughput", "e2e"])].assign(log_error=lambda d: 3 * d["log_error"])
     rm = ResidualModel.from_errors(dense, min_folds=3, moe_errors=moe)
-    t = composed_table()[0]
-    g = t[(t["model"] == "mixtral-8x7b") & (t["gpu"] == "h200-sxm") & (t["tensor_parallel"] == 1)]
-    train, past = g[g["batch_size"] <= 4], g[g["batch_size"] >= 64]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        m = ExtendedSlimModel(n_starts=0).fit(train)
+    m, train, past = mixtral_h200
     m.attach_intervals(rm, train)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
