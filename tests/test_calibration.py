@@ -105,6 +105,31 @@ def test_summary_warns_when_not_identifiable(truth):
     assert m.identifiability_problems()
 
 
+def test_a_fit_on_one_batch_size_says_other_batch_sizes_are_unsupported(truth, clean, tmp_path):
+    """At one batch size the per-sequence and per-step costs are one constant: the fit says so, records the batch
+    size in its file, and every prediction at another batch size repeats it (a user who profiled only B = 1)."""
+    one = clean[clean["batch_size"] == 4]
+    with pytest.warns(IdentifiabilityWarning, match=r"hold one batch size \(B = 4\)"):
+        m = SlimModel(n_starts=0).fit(one)
+    assert m.fit_info_["batch_sizes"] == [4.0]
+    path = tmp_path / "one.json"
+    m.to_json(path)
+    back = load_params(path)
+    with pytest.warns(IdentifiabilityWarning, match=r"^4 row\(s\) at another batch size than the fit's"):
+        back.predict(clean[clean["batch_size"].isin([1, 16])].head(4))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", IdentifiabilityWarning)
+        back.predict(one)  # at the fitted batch size: no warning
+    with warnings.catch_warnings(
+        record=True
+    ) as caught:  # several batch sizes: no such warning at fit or predict
+        warnings.simplefilter("always")
+        several = SlimModel(n_starts=0).fit(clean[clean["batch_size"] <= 16])
+        several.predict(clean)
+    assert not [w for w in caught if "one batch size" in str(w.message)]
+    assert several.fit_info_["batch_sizes"] == [1.0, 4.0, 16.0]
+
+
 def test_json_round_trip(fitted, clean, tmp_path):
     path = tmp_path / "p.json"
     fitted.to_json(path)

@@ -102,6 +102,15 @@ Arrays4 = tuple[FloatArray, FloatArray, FloatArray, FloatArray]
 Arrays6 = tuple[FloatArray, FloatArray, FloatArray, FloatArray, FloatArray, FloatArray]
 
 
+def one_batch_size_message(batch_size: float) -> str:
+    """Why a fit on one batch size cannot predict another (`IdentifiabilityWarning` of `fit` and `predict`)."""
+    return (
+        f"the fit's rows hold one batch size (B = {batch_size:g}), so nothing in them sets how a step's time grows "
+        "with the batch (per-sequence and per-step costs are one constant there): its predictions and intervals at "
+        "other batch sizes are not supported by the data; profile at least three batch sizes (`slim plan`)"
+    )
+
+
 class IdentifiabilityWarning(UserWarning):
     """Some parameters are not identifiable from the fitted data (at a bound, unresolved or strongly correlated)."""
 
@@ -177,7 +186,21 @@ class Estimator(ABC):
         out = pd.DataFrame(dict(zip(PRED_COLUMNS, arrays, strict=True)), index=df.index)
         if level is not None:
             self._add_intervals(out, data, hw, level)
+        self._warn_if_batch_unsupported(data)
         return out
+
+    def _warn_if_batch_unsupported(self, data: pd.DataFrame) -> None:
+        """An `IdentifiabilityWarning` for the rows of `data` at another batch size than the fit's one, when its
+        rows held only one (``fit_info_["batch_sizes"]``; `one_batch_size_message`)."""
+        sizes = dict(getattr(self, "fit_info_", {}) or {}).get("batch_sizes")
+        if not isinstance(sizes, list) or len(sizes) != 1:
+            return
+        other = data["batch_size"].to_numpy(dtype=float) != float(sizes[0])
+        if other.any():
+            warnings.warn(
+                f"{int(other.sum())} row(s) at another batch size than the fit's: "
+                + one_batch_size_message(sizes[0]), IdentifiabilityWarning, stacklevel=3,
+            )  # fmt: skip
 
     # -- intervals -----------------------------------------------------------------------------------------------
     def log_sds(self, data: pd.DataFrame, hw: GPU) -> dict[str, FloatArray] | None:

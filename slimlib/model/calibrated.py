@@ -45,7 +45,15 @@ import pandas as pd
 from slimlib.errors import DataError, FitError, SlimError
 from slimlib.metrics import mape, relative_error
 from slimlib.model import equations as eq
-from slimlib.model.base import PRED_COLUMNS, Arrays4, Arrays6, Estimator, IdentifiabilityWarning, Progress
+from slimlib.model.base import (
+    PRED_COLUMNS,
+    Arrays4,
+    Arrays6,
+    Estimator,
+    IdentifiabilityWarning,
+    Progress,
+    one_batch_size_message,
+)
 from slimlib.model.features import Features, FloatArray, model_features, resolve_gpu
 from slimlib.model.intervals import INTERVAL_QUANTITIES, IntervalWarning
 from slimlib.model.params import ParamSpec
@@ -439,8 +447,14 @@ class CalibratedModel(Estimator):
             "solver_message": str(best.message),
             "stability": _stability(search.solutions, float(best.cost), free, search.n_starts),
             "held_reasons": dict(self.held_reasons_),
+            "batch_sizes": sorted({float(b) for b in data["batch_size"]}),
         }
         self._warn_if_not_identifiable()
+        if len(self.fit_info_["batch_sizes"]) == 1:
+            warnings.warn(
+                f"{self.variant}: " + one_batch_size_message(self.fit_info_["batch_sizes"][0]),
+                IdentifiabilityWarning, stacklevel=2,
+            )  # fmt: skip
         return self
 
     def _search(
