@@ -37,6 +37,7 @@ from slimlib.model.intervals import (
     fit_domain,
     interval_bounds,
     moe_narrow_message,
+    moe_rows,
     normal_quantile,
     residual_half_widths,
     row_axes,
@@ -446,10 +447,12 @@ def test_a_mixture_of_experts_past_its_fitted_batches_is_told_its_interval_is_to
     assert not [w for w in caught if "mixture of experts" in str(w.message)]
     dom = fit_domain(train, "h200-sxm")
     dense = past.assign(model="llama-3-8b")
-    assert moe_narrow_message(dense, row_axes(dense, dom, "h200-sxm"), ["throughput"]) is None
-    moved = moe_narrow_message(train, row_axes(train, dom, "b200-sxm-180gb"), ["throughput"])
+    assert (
+        moe_narrow_message(dense, moe_rows(dense), row_axes(dense, dom, "h200-sxm"), ["throughput"]) is None
+    )
+    moved = moe_narrow_message(train, moe_rows(train), row_axes(train, dom, "b200-sxm-180gb"), ["throughput"])
     assert moved is not None and "device" in moved and set(MOE_NARROW_AXES) == {"batch", "model", "device"}
-    assert moe_narrow_message(train, row_axes(train, dom, "b200-sxm-180gb"), []) is None
+    assert moe_narrow_message(train, moe_rows(train), row_axes(train, dom, "b200-sxm-180gb"), []) is None
 
 
 #: sd of the per-fold log bias of the synthetic mixture-of-experts curves (a systematic error per curve, like the

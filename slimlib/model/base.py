@@ -283,7 +283,7 @@ class Estimator(ABC):
                 "prediction interval from part of its uncertainty only: " + "; ".join(missing),
                 IntervalWarning, stacklevel=3,
             )  # fmt: skip
-        narrow = moe_narrow_message(data, axes, no_moe_part) if residuals is not None else None
+        narrow = moe_narrow_message(data, moe, axes, no_moe_part) if residuals is not None else None
         if narrow is not None:
             warnings.warn(narrow, IntervalWarning, stacklevel=3)
 

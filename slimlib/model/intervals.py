@@ -389,11 +389,12 @@ def moe_rows(data: pd.DataFrame) -> np.ndarray:
     return np.array([moe[m] for m in map(str, data["model"])], dtype=bool)
 
 
-def moe_narrow_message(data: pd.DataFrame, axes: list[list[str]], quantities: list[str]) -> str | None:
-    """The `IntervalWarning` text for the rows of `data` that are a mixture of experts and extrapolate on one of
-    `MOE_NARROW_AXES` (`axes`: `row_axes`), whose `quantities` have no MoE part in the residual model; None where
-    there are none."""
-    moe = moe_rows(data)
+def moe_narrow_message(
+    data: pd.DataFrame, moe: np.ndarray, axes: list[list[str]], quantities: list[str]
+) -> str | None:
+    """The `IntervalWarning` text for the rows of `data` that are a mixture of experts (`moe`: `moe_rows`) and
+    extrapolate on one of `MOE_NARROW_AXES` (`axes`: `row_axes`), whose `quantities` have no MoE part in the
+    residual model; None where there are none."""
     hit = [i for i, row in enumerate(axes) if moe[i] and set(row) & set(MOE_NARROW_AXES)]
     if not hit or not quantities:
         return None
