@@ -8,7 +8,8 @@ SLIM_TMP=$(mktemp -d "${TMPDIR:-/tmp}/slim.XXXXXX")
 trap 'rm -rf "$SLIM_TMP"' EXIT
 export MPLCONFIGDIR="$SLIM_TMP/mpl" MPLBACKEND=Agg
 export IPYTHONDIR="$SLIM_TMP/ipython" JUPYTER_RUNTIME_DIR="$SLIM_TMP/jupyter-runtime"
-if [ "${CI:-}" = true ]; then export PIP_CACHE_DIR="$SLIM_TMP/pip"; fi
+# under CI the pip cache and the cross-validation's fit cache live in the temporary folder (a run from scratch)
+if [ "${CI:-}" = true ]; then export PIP_CACHE_DIR="$SLIM_TMP/pip" SLIM_CACHE_DIR="$SLIM_TMP/cache"; fi
 VENV=${SLIM_VENV:-.venv}
 case "$VENV" in /*) ;; *) VENV="$PWD/$VENV" ;; esac
 if [ ! -x "$VENV/bin/python" ]; then

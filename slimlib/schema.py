@@ -37,6 +37,9 @@ ENGINE_COLUMNS = (
     "max_num_seqs",
     "expert_parallel",
 )
+#: measured latency columns (ms) read where a table has them, first present wins: TTFT, then TPOT
+TTFT_COLUMNS = ("mean_ttft_ms",)
+TPOT_COLUMNS = ("mean_tpot_ms", "mean_itl_ms")
 SETTING_COLUMNS = tuple(c for c in ENGINE_COLUMNS if c != "gpu_blocks")
 OPTIONAL_COLUMNS = ("e2e_s", "tensor_parallel", *PRECISION_COLUMNS)
 NUMERIC_COLUMNS = ("batch_size", "input_len", "output_len", "throughput_tok_s", "e2e_s", "tensor_parallel")
@@ -360,3 +363,11 @@ def aggregate_repeats(df: pd.DataFrame) -> tuple[pd.DataFrame, int]:
     out = df[keep]
     out.attrs = {}  # row positions changed: messages name rows by their index label (the original position)
     return out, int((~keep).sum())
+
+
+def measured_latency_s(data: pd.DataFrame, columns: tuple[str, ...]) -> np.ndarray:
+    """The first of `columns` (ms) `data` has, in seconds (NaN where absent or empty)."""
+    for c in columns:
+        if c in data.columns:
+            return np.asarray(pd.to_numeric(data[c], errors="coerce").to_numpy(dtype=float) / 1000.0)
+    return np.full(len(data), np.nan)

@@ -97,7 +97,7 @@ def test_predict_shape_columns_and_index(name):
 
 
 #: methods that predict TTFT and TPOT (the others return NaN there and say so in their docstrings)
-LATENCY_METHODS = {"slim", "slim-roofline", "llmvisor-agg"}
+LATENCY_METHODS = {"slim", "llmvisor-agg"}
 
 
 def test_ttft_tpot_columns_are_consistent_or_nan(name):

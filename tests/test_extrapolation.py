@@ -35,7 +35,7 @@ from slimlib.experiments.accuracy.extrapolation import (
     worst_axis_draws,
 )
 from slimlib.experiments.accuracy.extrapolation_folds import AXES, AxisFolds, build_axis_folds, fold_rows
-from slimlib.experiments.accuracy.extrapolation_outputs import write_extrapolation_outputs
+from slimlib.experiments.accuracy.extrapolation_outputs import write_coverage_outputs, write_selection_outputs
 from slimlib.experiments.accuracy.scenarios import Fold
 from slimlib.model import METHODS
 from slimlib.model.slim import PAPER_TERMS
@@ -96,10 +96,9 @@ def test_folds_split_along_their_axis(axes):
 
 
 def test_default_candidates_are_the_calibrated_methods():
-    """Every calibrated method but the experimental ones (slim-roofline: scored on demand)."""
+    """Every calibrated method but the experimental ones: the recommended model, the paper's and its ablations."""
     assert calibrated_methods() == [n for n, m in METHODS.items() if m.calibrated and not m.experimental]
-    assert "slim" in calibrated_methods() and "llmvisor-agg" not in calibrated_methods()
-    assert "slim-roofline" not in calibrated_methods() and METHODS["slim-roofline"].experimental
+    assert calibrated_methods() == ["slim", "paper", "no-kv-scan", "no-dense-decode"]
 
 
 @pytest.fixture(scope="module")
@@ -257,7 +256,8 @@ def test_signed_error_is_positive_when_over_predicting():
 
 
 def test_outputs_are_written_through_the_table_writer(tmp_path, device_cv):
-    table, coverage, (name, _) = write_extrapolation_outputs(device_cv, tmp_path, n_boot=200)
+    table, (name, _) = write_selection_outputs(device_cv, tmp_path, n_boot=200)
+    write_coverage_outputs(device_cv, tmp_path)
     for stem in ("extrap_cv", "extrap_coverage", "extrap_paired", "extrap_cv_models"):
         for ext in ("csv", "md", "tex"):
             assert (tmp_path / f"{stem}.{ext}").is_file()
@@ -311,7 +311,7 @@ def test_readme_shows_the_generated_extrapolation_table():
     assert m, "README.md lacks the <!-- extrap_cv:start --> ... <!-- extrap_cv:end --> section"
     generated = REPO / "figures" / "extrap_cv.md"
     if not generated.is_file():
-        pytest.skip("figures/extrap_cv.md not generated yet (notebook 06 writes it)")
+        pytest.skip("figures/extrap_cv.md not generated yet (notebook 13 writes it)")
     assert m.group(1) == generated.read_text(encoding="utf-8"), (
         "README's extrapolation table differs from figures/extrap_cv.md: paste the file between the markers"
     )

@@ -24,12 +24,14 @@ from slimlib.experiments.accuracy.extrapolation_coverage import (
 from slimlib.experiments.accuracy.extrapolation_folds import AxisFolds
 from slimlib.experiments.accuracy.scenarios import Fold
 from slimlib.model import PRED_COLUMNS, SlimModel, load_params
+from slimlib.model.base import PARAMS_FORMAT_VERSION
 from slimlib.model.extended import ExtendedSlimModel
 from slimlib.model.intervals import (
     GRID,
     INTERVAL_COLUMNS,
     INTERVAL_QUANTITIES,
     MOE_NARROW_AXES,
+    POOLED,
     IntervalWarning,
     ResidualModel,
     conformal_prob,
@@ -43,6 +45,7 @@ from slimlib.model.intervals import (
     row_axes,
     scale,
 )
+from slimlib.model.shipped_residuals import load_shipped
 from slimlib.registry.architectures import get_architecture
 from slimlib.registry.gpus import get_gpu
 
@@ -262,18 +265,7 @@ def test_the_advisor_curve_carries_the_intervals_of_the_same_predict(synthetic_c
     assert adv.b_cap == plain.b_cap
 
 
-def test_slim_fit_intervals_stores_the_residual_model_of_the_cross_validation(
-    tmp_path, monkeypatch, synthetic_cv
-):
-    import slimlib.cli.cmd_fit as cmd_fit
-
-    calls = []
-
-    def fake_cv(candidates):  # the protocol on the package's data takes ~20 s: its synthetic run stands in
-        calls.append(list(candidates))
-        return synthetic_cv
-
-    monkeypatch.setattr(cmd_fit, "run_extrapolation_cv", fake_cv)
+def test_slim_fit_intervals_stores_the_shipped_residual_model_pooled_with_its_own_errors(tmp_path):
     data = tmp_path / "runs.csv"
     noisy(0).to_csv(data, index=False)
     params = tmp_path / "params.json"
@@ -281,9 +273,10 @@ def test_slim_fit_intervals_stores_the_residual_model_of_the_cross_validation(
         main(["fit", str(data), "--out", str(params), "--variant", "paper", "--starts", "0", "--intervals"])
         == 0
     )
-    assert calls == [["paper"]]
     m = load_params(params)
-    assert m.residuals_ == residual_model(synthetic_cv, "paper") and m.domain_.max_values["batch_size"] == 256
+    shipped = load_shipped("paper", PARAMS_FORMAT_VERSION)
+    assert m.residuals_.axes[POOLED] == shipped.axes[POOLED] and m.domain_.max_values["batch_size"] == 256
+    assert m.residuals_.axes["batch"]["throughput"].n > shipped.axes["batch"]["throughput"].n
     assert (
         main(["fit", str(data), "--out", str(tmp_path / "p2.json"), "--variant", "paper", "--starts", "0"])
         == 0

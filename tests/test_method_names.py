@@ -17,7 +17,6 @@ import pytest
 from shared_paths import REPO
 
 from slimlib.experiments.accuracy.evaluation_figures import eval_parity
-from slimlib.experiments.accuracy.extrapolation_candidates import TERM_CANDIDATES
 from slimlib.experiments.accuracy.extrapolation_outputs import candidate_label, recommendation_note
 from slimlib.experiments.outputs import table_format as T
 from slimlib.experiments.outputs.captions import CAPTIONS, caption_facts, fill_facts
@@ -27,8 +26,8 @@ from slimlib.model import METHODS, method_label
 
 FIGURES = REPO / "figures"
 LABELS = {m.label for m in METHODS.values()}
-#: every display label a model may have: the registry's, the term-set candidates' and the peers'
-DISPLAY_LABELS = {*LABELS, *(candidate_label(n) for n in TERM_CANDIDATES), *PEER_LABELS.values()}
+#: every display label a model may have: the registry's, a challenger's and the peers'
+DISPLAY_LABELS = {*LABELS, candidate_label("slim+tp-comm"), *PEER_LABELS.values()}
 #: words that begin like a model's name but name something else: the advisor (and its faithful variant), the
 #: paper's text file, AIConfigurator's wheel
 NOT_MODELS = {"SLIM-BCA", "faithful SLIM-BCA", "SLIM-paper.txt", "aiconfigurator-core"}
@@ -38,7 +37,7 @@ MODEL_WORD = re.compile(
     r"(?i)(?<![\w`/.-])(?:faithful\s+)?(?:slim|llmvisor|imai|genz|aiconfigurator)(?![a-z])"
 )
 #: what a long table's cells and CSVs hold: registry names (method, candidate and peer names)
-REGISTRY_NAMES = {*METHODS, *TERM_CANDIDATES, *PEER_LABELS}
+REGISTRY_NAMES = {*METHODS, "slim+tp-comm", *PEER_LABELS}
 #: spellings that name a method other than by its label (the paper's model and its ablations above all)
 OTHER_SPELLINGS = [
     (re.compile(r"(?i)faithful SLIM(?!-BCA)"), "'faithful SLIM': write SLIM (paper)"),
@@ -165,15 +164,14 @@ def test_the_allow_list_refuses_every_other_spelling(text):
 
 def test_the_allow_list_passes_the_display_labels_and_what_is_not_a_model():
     text = (
-        "| Method | SLIM-extended | SLIM (paper) | SLIM (paper) no-kv-scan | SLIM-extended v3 + step roofline | "
-        "SLIM-extended v5 | LLMVisor-Agg | IMAI OOD-LR | GenZ | AIConfigurator |\n"
+        "| Method | SLIM-extended | SLIM (paper) | SLIM (paper) no-kv-scan | SLIM-extended + tp comm | "
+        "LLMVisor-Agg | IMAI OOD-LR | GenZ | AIConfigurator |\n"
         "| paper | slim | genz |\n"  # registry names as whole cells of a long table
         "Note: faithful SLIM-BCA against SLIM-BCA; `slim fit`, slimlib, SLIM-paper.txt, aiconfigurator-core 0.12."
     )
     assert markdown_problems(text, "x") == []
-    assert candidate_label("slim-v3+step-roofline") == "SLIM-extended v3 + step roofline"
     assert candidate_label("slim+tp-comm") == "SLIM-extended + tp comm"
-    assert candidate_label("slim-v5") == "SLIM-extended v5" and candidate_label("paper") == "SLIM (paper)"
+    assert candidate_label("paper") == "SLIM (paper)"
 
 
 def test_captions_name_models_by_their_display_labels():
@@ -190,7 +188,7 @@ def test_extrapolation_notes_name_candidates_by_label():
         for m, values in {
             "slim": [5.0, 9.0],
             "paper": [7.0, 70.9],
-            "slim-v3+step-roofline": [4.0, 44.3],
+            "slim+tp-comm": [4.0, 44.3],
         }.items()
         for axis, v in zip(("batch", "tp"), values, strict=True)
     ]
@@ -199,7 +197,7 @@ def test_extrapolation_notes_name_candidates_by_label():
         note.startswith("Recommended by the worst-axis error: SLIM-extended, ")
         and "SLIM (paper): 70.9%" in note
     )
-    assert "SLIM-extended v3 + step roofline: 44.3% (tp / d)" in note
+    assert "SLIM-extended + tp comm: 44.3% (tp / d)" in note
     assert markdown_problems(note, "note") == [] and not re.search(r"(?<![\w(])paper\b", note)
 
 

@@ -47,16 +47,6 @@ PARAMS = {
         "t_act": 0.0,
     },
     "paper": {"eta_c": 0.6, "t_fixed": 0.05, "eta_m": 0.8, "B0": 4.0, "alpha": 2e-5, "gamma": 3e-7},
-    "slim-roofline": {
-        "eta_c": 0.6,
-        "eta_w": 0.9,
-        "eta_e": 0.4,
-        "eta_ac": 0.5,
-        "eta_attn": 0.8,
-        "t_step": 3e-3,
-        "t_seq": 2e-5,
-        "t_fixed": 0.05,
-    },
 }
 
 

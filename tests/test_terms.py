@@ -3,24 +3,20 @@ ablation differs from the paper model by exactly the dropped term, MoE and MLA f
 
 from __future__ import annotations
 
-import ast
-from pathlib import Path
-
 import numpy as np
 import pytest
 from synthetic import SLIM_TRUE_PARAMS, TRUE_PARAMS, grid
 
 from slimlib.errors import SlimError
-from slimlib.experiments.accuracy.extrapolation_candidates import SLIM_V3_TERMS
 from slimlib.model import ExtendedSlimModel, SlimModel, make_model
 from slimlib.model import equations as eq
 from slimlib.model import terms as T
 from slimlib.model.calibrated import TermModel
 from slimlib.model.parallel import allreduce_latency, group_bandwidth
 from slimlib.model.params import ParamSpec
-from slimlib.model.roofline_model import RooflineSlimModel
 from slimlib.model.slim import PAPER_TERMS, VARIANTS
 from slimlib.model.terms import specs as ps
+from slimlib.model.terms.rooflines import layer_floor_applies
 from slimlib.registry.gpus import get_gpu
 
 HW = get_gpu("h100-sxm-80gb")
@@ -39,6 +35,7 @@ def feats(**over: float) -> dict[str, np.ndarray]:
         "max_num_batched_tokens": 512.0, "chunked_prefill": 0.0, "attn_bytes_per_context_token": 2 * 32 * 1024 * 2.0,
         "attn_bytes_per_window_token": 0.0, "sliding_window": 0.0, "latent_attention": 0.0, "expert_parallel": 1.0,
         "n_moe_layers": 0.0, "n_experts_per_gpu": 1.0, "linear_flops_per_token": 32 * 2 * 7.0e9 / 32,
+        "bytes_per_weight": 2.0, "lm_head_flops_per_token": 2 * 32000 * 4096.0,
     }  # fmt: skip
     base.update(over)
     n = len(base["batch_size"]) if np.ndim(base["batch_size"]) else 1
@@ -76,20 +73,22 @@ def test_engine_terms_by_hand():
     pre = (b * il * lin + L * 2 * b * il**2 * D) / (
         ALL["eta_c"] * HW.peak_flops
     )  # causal: half Eq. 8's square
-    assert _times(T.PREFILL_SERVED, f).prefill[0] == pytest.approx(pre, rel=1e-12)
-    pre_eq8 = (b * il * lin + L * 4 * b * il**2 * D) / (ALL["eta_c"] * HW.peak_flops)
-    assert _times(T.PREFILL_SERVED_EQ8, f).prefill[0] == pytest.approx(pre_eq8, rel=1e-12)
-    assert HW.prefill_attention_flops is None  # no measured rate: the attention at eta_c, as PREFILL_SERVED
-    assert _times(T.PREFILL_SERVED_MEASURED, f).prefill == pytest.approx(_times(T.PREFILL_SERVED, f).prefill)
-    assert _times(T.ATTENTION_FACTOR, f).factor[0] == pytest.approx(b / ALL["eta_attn"], rel=1e-12)
-    assert _times(T.STEP_WEIGHT_READ, f).step[0] == pytest.approx(
-        14e9 / (ALL["eta_w"] * HW.mem_bw), rel=1e-12
+    assert HW.prefill_attention_flops is None  # no measured rate: the attention at eta_c
+    assert _times(T.PREFILL_SERVED_MEASURED, f).prefill[0] == pytest.approx(pre, rel=1e-12)
+    assert HW.decode_attention_eff is not None  # the measured kernel's efficiency, not eta_attn
+    assert _times(T.ATTENTION_FACTOR_MEASURED, f).factor[0] == pytest.approx(
+        b / HW.decode_attention_eff, rel=1e-12
     )
+    amd = get_gpu("mi300x")  # no measured kernel: eta_attn
+    assert T.ATTENTION_FACTOR_MEASURED.times(ALL, f, amd).factor[0] == pytest.approx(
+        b / ALL["eta_attn"], rel=1e-12
+    )
+    floor = L * float(HW.layer_floor_s or 0.0) if layer_floor_applies(HW) else 0.0
+    weights = 14e9 / (ALL["eta_w"] * HW.mem_bw) + floor  # B = 4: below the ridge
+    assert _times(T.STEP_GEMM_ROOFLINE_FLOOR, f).step[0] == pytest.approx(weights, rel=1e-12)
     assert _times(T.PER_TOKEN_DECODE, f).request[0] == pytest.approx(ALL["alpha"] * ol, rel=1e-12)
     assert _times(T.STEP_OVERHEAD, f).step[0] == ALL["t_step"]
-    assert _times(T.SEQUENCE_OVERHEAD, f).step[1] == pytest.approx(256 * ALL["t_seq"], rel=1e-12)
-    gemm = b * ol * lin / (ALL["eta_d"] * HW.peak_flops)
-    assert _times(T.DECODE_GEMM_COMPUTE, f).decode[0] == pytest.approx(gemm, rel=1e-12)
+    assert _times(T.HOST_SEQUENCE_OVERHEAD, f).step[1] == pytest.approx(256 * 3.7478e-5, rel=1e-12)
 
 
 def test_the_prefill_attention_runs_at_the_devices_measured_rate_where_it_has_one():
@@ -105,32 +104,35 @@ def test_the_prefill_attention_runs_at_the_devices_measured_rate_where_it_has_on
         got = T.PREFILL_SERVED_MEASURED.times({**ALL, "eta_c": eta_c}, f, cpu).prefill[0]
         want = b * il * lin / (eta_c * cpu.peak_flops) + L * 2 * b * il**2 * D / cpu.prefill_attention_flops
         assert got == pytest.approx(want, rel=1e-12)
-    slow = T.PREFILL_SERVED.times(ALL, f, cpu).prefill[0]  # the attention at eta_c of the 2-core peak: faster
-    assert T.PREFILL_SERVED_MEASURED.times(ALL, f, cpu).prefill[0] > slow
+    at_eta_c = (b * il * lin + L * 2 * b * il**2 * D) / (ALL["eta_c"] * cpu.peak_flops)  # 2-core peak: faster
+    assert T.PREFILL_SERVED_MEASURED.times(ALL, f, cpu).prefill[0] > at_eta_c
 
 
 def test_decode_attention_kernel_regime_window_and_latent():
     scan = 100 * 501 + 100 * 99 / 2
     f = feats()  # 32 heads per rank: B = 4 -> 128 pairs (KV width), B = 256 -> 8192 pairs (query width)
-    got = _times(T.DECODE_ATTENTION, f).request * HW.mem_bw
+    amd = get_gpu("mi300x")  # vLLM's paged attention: no measured kernel
+    assert T.DECODE_ATTENTION_KERNEL.times is not None
+    got = T.DECODE_ATTENTION_KERNEL.times(ALL, f, amd).request * amd.mem_bw
     bpt = 2 * 32 * 1024 * 2.0
     assert got == pytest.approx([bpt * scan, bpt * 4 * scan], rel=1e-12)  # D / D_kv = 4 above the switch
-    assert _times(T.decode_attention(regime_rule=False), f).request * HW.mem_bw == pytest.approx(
-        [bpt * scan] * 2
-    )
+    assert HW.decode_attention_eff is not None  # the measured kernel reads the KV width at every batch
+    assert T.attention_bytes(f, HW) == pytest.approx([bpt * scan] * 2)
     # a sliding window of 256 tokens: every step past it reads 256 positions
     fw = feats(
         attn_bytes_per_context_token=bpt / 2, attn_bytes_per_window_token=bpt / 2, sliding_window=256.0
     )
     win = sum(min(500 + 1 + t, 256) for t in range(100))
-    assert _times(T.decode_attention(False), fw).request[0] * HW.mem_bw == pytest.approx(
+    assert _times(T.DECODE_ATTENTION_KERNEL, fw).request[0] * HW.mem_bw == pytest.approx(
         bpt / 2 * scan + bpt / 2 * win, rel=1e-12
     )
     assert eq.window_scan_tokens(500, 100, 4096) == pytest.approx(scan)  # window beyond the context: Eq. 12
     # MLA (DeepSeek-V3: 576 latent values x 61 layers x 2 bytes per token): the latent, once per sequence
     latent = 576 * 61 * 2.0
     fm = feats(attn_bytes_per_context_token=latent, latent_attention=1.0, n_heads=128.0, d_kv=128.0)
-    assert _times(T.DECODE_ATTENTION, fm).request * HW.mem_bw == pytest.approx([latent * scan] * 2, rel=1e-12)
+    assert _times(T.DECODE_ATTENTION_KERNEL, fm).request * HW.mem_bw == pytest.approx(
+        [latent * scan] * 2, rel=1e-12
+    )
 
 
 def test_moe_step_weight_read_follows_the_expert_touch_curve():
@@ -147,13 +149,6 @@ def test_moe_step_weight_read_follows_the_expert_touch_curve():
     assert np.all(np.diff(t.step) > 0) and t.step[-1] == pytest.approx(e / bw, rel=1e-9)  # the plateau
     assert t.prefill == pytest.approx(np.full(b.size, e / bw), rel=1e-9)
     assert eq.experts_touched(b, x, k) == pytest.approx(touched)
-    # through the model with the per-step weight read (slim-v3): decode per step = (dense + touched experts) /
-    # (eta_w BW) + t_step + ...
-    model = TermModel(SLIM_V3_TERMS)
-    contrib = T.contributions(model.terms(), ALL, f, HW)
-    moe = contrib["moe_experts"].decode / f["output_len"]
-    assert moe == pytest.approx(e * touched / x / bw, rel=1e-12)
-    assert contrib["step_weight_read"].decode / f["output_len"] == pytest.approx(np.full(b.size, 14e9 / bw))
 
 
 def test_collectives_by_hand():
@@ -237,7 +232,7 @@ def test_slim_parameters_in_the_old_order():
 def test_a_parameter_name_means_one_quantity():
     every = [v for v in vars(ps).values() if isinstance(v, ParamSpec)]
     assert len({s.name for s in every}) == len(every)
-    assert len(T.CATALOGUE) == 35 and all(name == t.name for name, t in T.CATALOGUE.items())
+    assert len(T.CATALOGUE) == 19 and all(name == t.name for name, t in T.CATALOGUE.items())
     T.model_specs(T.CATALOGUE.values())  # all terms together: no name with two meanings
     for term in T.CATALOGUE.values():
         for s in term.specs:
@@ -258,19 +253,7 @@ def test_a_parameter_name_means_one_quantity():
 def test_two_decode_factors_are_refused():
     f = feats()
     with pytest.raises(SlimError, match="decode factor"):
-        T.compose((T.PAPER_DECODE_FACTOR, T.ATTENTION_FACTOR, T.KV_SCAN), ALL, f, HW)
-
-
-# -- the selection script uses the same objects ----------------------------------------------------------------------
-def test_choose_components_has_no_model_code_of_its_own():
-    path = Path(__file__).resolve().parents[1] / "scripts" / "choose_components.py"
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    assert not [n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)]  # no model subclasses
-    defined = {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}
-    assert defined <= {"replaced", "main"}
-    imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names}
-    assert {"TermModel", "slim_terms", "DECODE_GEMM_COMPUTE", "decode_attention"} <= imported
-    assert "equations" not in path.read_text(encoding="utf-8") and "ParamSpec" not in imported
+        T.compose((T.PAPER_DECODE_FACTOR, T.ATTENTION_FACTOR_MEASURED, T.KV_SCAN), ALL, f, HW)
 
 
 def test_mixtral_rows_read_the_touched_experts_per_step():
@@ -299,7 +282,6 @@ def test_features_supply_every_key_the_terms_read():
     df["tensor_parallel"] = 8
     hw = get_gpu("h200-sxm-141gb")
     f = ExtendedSlimModel.with_params(SLIM_P, gpu=hw.name)._features(df, hw)
-    f.update(RooflineSlimModel(gpu=hw.name)._features(df, hw))  # and the step features of its serving mode
     missing = {k for t in T.CATALOGUE.values() for k in t.reads if k not in f}
     assert not missing
     np.testing.assert_array_equal(f["latent_attention"], [0.0, 0.0, 1.0])
@@ -315,11 +297,11 @@ def test_token_budget_caps_only_chunked_prefill_rows():
 
 def test_a_fit_computes_the_parameter_free_terms_once_with_the_same_numbers():
     f = feats(tensor_parallel=4.0)
-    terms = (T.BATCH_FIXED, T.ATTENTION_FACTOR, T.DECODE_ATTENTION, T.STEP_OVERHEAD, T.SEQUENCE_OVERHEAD,
-             T.ALLREDUCE, T.EXPERT_ALLTOALL)  # fmt: skip
+    terms = (T.BATCH_FIXED, T.ATTENTION_FACTOR_MEASURED, T.DECODE_ATTENTION_KERNEL, T.STEP_OVERHEAD,
+             T.HOST_SEQUENCE_OVERHEAD, T.ALLREDUCE, T.EXPERT_ALLTOALL)  # fmt: skip
     known = T.fixed_times(terms, f, HW)
-    # the all-reduces, the all-to-alls and the decode attention's traffic have no parameter of their own
-    assert set(known) == {"decode_attention", "allreduce", "expert_alltoall"}
+    # the all-reduces, the all-to-alls, the host work and the decode attention's traffic have no parameter
+    assert set(known) == {"decode_attention_kernel", "host_sequence_overhead", "allreduce", "expert_alltoall"}
     for a, b in zip(T.compose(terms, ALL, f, HW), T.compose(terms, ALL, f, HW, known), strict=True):
         assert np.array_equal(a, b)
     reads = T.Term("reads_eta_w", "a term that reads a parameter it does not declare", (),

@@ -20,8 +20,6 @@ from slimlib.cli.common import (
 )
 from slimlib.cli.table import OUTPUTS_NOTE, command_help
 from slimlib.errors import DataError, check_interrupted
-from slimlib.experiments.accuracy.extrapolation import run_extrapolation_cv
-from slimlib.experiments.accuracy.extrapolation_coverage import residual_model
 from slimlib.io import is_stdout, returning_freed_memory, write_table, write_text
 from slimlib.metrics import mape
 from slimlib.model import (
@@ -33,8 +31,10 @@ from slimlib.model import (
     make_model,
     variant_names,
 )
+from slimlib.model.base import PARAMS_FORMAT_VERSION
 from slimlib.model.features import resolve_gpu
 from slimlib.model.intervals import INTERVAL_COLUMNS, check_level
+from slimlib.model.shipped_residuals import load_shipped
 from slimlib.model.validity import CANONICAL, check_table, checking_rows, load_checked_params
 from slimlib.schema import (
     PREDICT_SCHEMA_HELP,
@@ -58,7 +58,7 @@ examples:
   slim fit runs.csv --out params.json --variant paper --fix B0=0   # the paper's model, B0 held at 0
   slim fit runs-*.csv --out params.json         # several files, e.g. one per `slim data ingest`
   slim predict params.json grid.csv --out pred.csv
-  slim fit runs.csv --out params.json --intervals  # store the residual model of the extrapolation CV
+  slim fit runs.csv --out params.json --intervals  # store the residual model for `slim predict --interval`
 
 {OUTPUTS_NOTE}
 """
@@ -109,8 +109,9 @@ def register_cli(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     p.add_argument(
         "--intervals",
         action="store_true",
-        help="also run the extrapolation cross-validation of this variant on the package's datasets (about 20 s) "
-        "and store its residual model, so that `slim predict --interval` can give calibrated intervals",
+        help="store the residual model the package ships for this variant (learned by its extrapolation "
+        "cross-validation), pooled on the batch axis with this fit's own errors (one refit without each curve's "
+        "largest batch size), so that `slim predict --interval` can give calibrated intervals",
     )
     p.add_argument("--quiet", action="store_true", help="no progress messages on standard error")
     p.set_defaults(func=_cmd_fit)
@@ -229,13 +230,14 @@ def _cmd_fit(args: argparse.Namespace) -> int:
             model.fit(df, progress=progress)
     _note(args, f"fitted in {time.perf_counter() - t1:.1f} s")
     if args.intervals:
-        _note(args, f"extrapolation cross-validation of {args.variant!r} for the residual model ...")
-        with warnings.catch_warnings():  # the protocol's own fits' warnings are its business, not this fit's
-            warnings.simplefilter("ignore")
-            cv = run_extrapolation_cv([args.variant])
-        residuals = residual_model(cv, args.variant)
+        t2 = time.perf_counter()
+        shipped = load_shipped(args.variant, PARAMS_FORMAT_VERSION)
+        _note(
+            args, "residual model: the shipped one, and one refit without each curve's largest batch size ..."
+        )
+        residuals = shipped.pooled_with(model.own_batch_errors(df), "batch")
         model.attach_intervals(residuals, df)
-        _note(args, f"residual model: {residuals.source} ({cv.seconds:.0f} s)")
+        _note(args, f"residual model: {residuals.source} ({time.perf_counter() - t2:.1f} s)")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", IdentifiabilityWarning)  # the fit has reported it
         table = model.summary()

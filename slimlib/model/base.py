@@ -29,7 +29,7 @@ from typing import Any, Self
 import numpy as np
 import pandas as pd
 
-from slimlib.errors import DataError, NotFittedError
+from slimlib.errors import DataError, NotFittedError, SlimError
 from slimlib.io import write_text
 from slimlib.metrics import mape
 from slimlib.model.features import FloatArray, resolve_gpu
@@ -50,7 +50,7 @@ from slimlib.model.intervals import (
     row_axes,
 )
 from slimlib.registry.gpus import GPU
-from slimlib.schema import validate_table
+from slimlib.schema import TPOT_COLUMNS, TTFT_COLUMNS, measured_latency_s, validate_table
 
 #: columns `predict` returns (module docstring; the last two NaN for a method without a TTFT/TPOT split)
 PRED_COLUMNS = (
@@ -65,34 +65,7 @@ PRED_COLUMNS = (
 PREDICT_COLUMNS = ("model", "batch_size", "input_len", "output_len")
 #: the parameter-file format written by `Estimator.to_json`
 PARAMS_FORMAT = "slim-params"
-#: version 2: ``fixed`` holds the constructor's fixed parameters only, ``held`` those the fit also held;
-#: version 3: models are term lists (`slimlib.model.terms`): ``slim``'s attention efficiency is ``eta_attn`` (was
-#: ``eta_m``, the paper's name for another quantity) and its KV/token-budget options are serving features
-#: version 4: ``slim``'s decode step is a roofline of its GEMMs and it has a per-layer step overhead ``t_layer``
-#: (chosen by the extrapolation cross-validation, issue 28)
-#: version 5: ``slim``'s prefill counts a causal prompt's attention FLOPs, half Eq. 8's (cross-validation, issue 28)
-#: version 6: ``slim``'s decode GEMMs run at the device's measured decode-GEMM roof where the registry has one (the
-#: CPU engine, `slimlib.data.decode_gemm`), not at the prefill's ``eta_c`` (cross-validation, issue 28)
-#: version 7: ``slim``'s decode GEMMs follow the device's measured decode-GEMM curve where the registry has one (the
-#: CPU engine: weight read, roof and the bend between them as measured; ``eta_w`` unused there; cross-validation,
-#: issue 28)
-#: version 8: ``slim``'s decode attention runs at the device's measured decode-attention efficiency where the registry
-#: has one (NVIDIA GPUs, AIConfigurator's vLLM kernel tables; ``eta_attn`` unused there; cross-validation, issue 28)
-#: version 9: ``slim`` has a per-sequence, per-layer step term ``t_act`` that grows with the width (cross-validation
-#: over model sizes, issue 28)
-#: version 10: ``slim``'s prefill runs a causal prompt's attention at the device's measured prefill-attention rate
-#: where the registry has one (the CPU engine, `slimlib.data.prefill_attention`), ``eta_c`` then the linear FLOPs'
-#: efficiency alone (cross-validation, issue 28)
-#: version 11: ``slim`` charges vLLM's measured host work per running sequence and decode step, not divided by TP
-#: (`slimlib.model.terms.HOST_SEQUENCE_OVERHEAD`; cross-validation over TP degrees and devices, issue 28)
-#: version 12: ``slim`` charges, in a static batch past the KV pool, the prompts vLLM preempts and recomputes
-#: (`slimlib.model.terms.PREEMPTION_RECOMPUTE`; cross-validation, issue 28)
-#: version 13: ``slim``'s decode attention reads the ``D_kv`` bytes at every batch size on a device with the
-#: measured decode-attention kernel (`slimlib.model.terms.DECODE_ATTENTION_KERNEL`: no paged-attention widening there;
-#: the kernel-composed curves of the cross-validation, issue 28), and so does ``slim-roofline``'s
-#: version 14: ``slim``'s decode GEMMs carry the device's measured per-layer kernel latency floor on the weight read's
-#: side, not divided by TP, where the registry has it (`slimlib.model.terms.rooflines.STEP_GEMM_ROOFLINE_FLOOR`;
-#: the kernel-composed curves at TP 2-8, issue 28)
+#: the parameter-file format version `to_json` writes (what each version changed: CHANGELOG.md)
 PARAMS_FORMAT_VERSION = 14
 #: a fit progress callback: ``progress(done, total)``
 Progress = Callable[[int, int], None]
@@ -231,6 +204,56 @@ class Estimator(ABC):
         self.check_fitted()
         v = dict(getattr(self, "fit_info_", {}) or {}).get("train_mape_pct")
         return float(v) / 100.0 if isinstance(v, int | float) and math.isfinite(v) else float("nan")
+
+    def own_batch_errors(self, train: pd.DataFrame) -> pd.DataFrame:
+        """Held-out log errors of the method on `train` itself along the batch axis: one refit (an unfitted copy,
+        the same options) without each curve's largest batch size, on the curves with three or more, predicting
+        those rows; the columns `ResidualModel.from_errors` reads, one row per (held-out row, measured quantity).
+        Empty where fewer than two rows can be held out or the refit fails (the shipped residual model alone
+        then)."""
+        data = validate_table(train)
+        keys = [
+            c for c in ("model", "gpu", "input_len", "output_len", "tensor_parallel") if c in data.columns
+        ]
+        top = data.groupby(keys, sort=False)["batch_size"].transform("max").to_numpy(dtype=float)
+        n_b = data.groupby(keys, sort=False)["batch_size"].transform("nunique").to_numpy()
+        held = (data["batch_size"].to_numpy(dtype=float) == top) & (n_b >= 3)
+        empty = pd.DataFrame(
+            columns=["axis", "quantity", "log_error", "distance", "train_error", "log_sd", "fold"]
+        )
+        if held.sum() < 2:
+            return empty
+        fit_rows, test = data[~held], data[held]
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                refit = type(self)(**self.get_params()).fit(fit_rows)
+                pred = refit.predict(test)
+                sds = refit.parameter_log_sds(test) or {}
+        except SlimError:
+            return empty
+        hw_name = refit.gpu_
+        distance = extrapolation_distance(test, fit_domain(fit_rows, hw_name), hw_name)
+        parts = []
+        for quantity, (pred_col, true_col) in INTERVAL_QUANTITIES.items():
+            truth = (
+                test[true_col].to_numpy(dtype=float)
+                if true_col in test.columns
+                else np.full(len(test), np.nan)
+            )
+            if quantity in ("ttft", "tpot"):
+                cols = TTFT_COLUMNS if quantity == "ttft" else TPOT_COLUMNS
+                truth = measured_latency_s(test, cols)
+            q = pred[pred_col].to_numpy(dtype=float)
+            ok = np.isfinite(truth) & (truth > 0) & np.isfinite(q) & (q > 0)
+            if not ok.any():
+                continue
+            sd = np.asarray(sds.get(quantity, np.zeros(len(test))), dtype=float)
+            parts.append(pd.DataFrame({
+                "axis": "batch", "quantity": quantity, "log_error": np.log(truth[ok] / q[ok]),
+                "distance": distance[ok], "train_error": refit.training_error(), "log_sd": sd[ok], "fold": "own",
+            }))  # fmt: skip
+        return pd.concat(parts, ignore_index=True) if parts else empty
 
     def attach_intervals(self, residuals: ResidualModel, train: pd.DataFrame) -> Self:
         """Store the residual model learned in the extrapolation cross-validation and the training table's

@@ -20,10 +20,6 @@ bound, that one is tested in turn, every hold together. With ``device_priors`` (
 device's own measurement where the registry has one (`slimlib.model.priors.device_prior`), in the prior test and
 the few-point hold alike.
 
-Zero test (``test_zero_costs``: only the candidate ``slim+zero-test``, which the extrapolation cross-validation
-rejects): after the prior test, an additive cost (`ZERO_TEST_PARAMS`) whose hold at 0 an F-test of the rows does not
-reject is held there, by backward elimination (`_zero_test`).
-
 Stability (``fit_info_["stability"]``): how many starts reached the best cost (within `COST_RTOL`), and the spread
 of each parameter over those near-best starts relative to its estimate (or, for an estimate near 0, to
 `SPREAD_FLOOR` times its typical scale: 1 ms for ``t_fixed``). A fit is flagged unstable when a parameter
@@ -64,7 +60,6 @@ from slimlib.model.terms import (
     BATCH_FIXED,
     LAYER_STEP_OVERHEAD,
     STEP_OVERHEAD,
-    STEP_WEIGHT_READ,
     Contribution,
     Term,
     Times,
@@ -76,12 +71,7 @@ from slimlib.model.terms import (
 )
 from slimlib.model.terms import specs as ps
 from slimlib.model.terms.batch import chunked_prefill_column, static_batch_column
-from slimlib.model.terms.rooflines import (
-    STEP_GEMM_ROOFLINE,
-    STEP_GEMM_ROOFLINE_ALL,
-    STEP_GEMM_ROOFLINE_FLOOR,
-    layer_floor_applies,
-)
+from slimlib.model.terms.rooflines import STEP_GEMM_ROOFLINE_FLOOR, layer_floor_applies
 from slimlib.registry.gpus import GPU, get_gpu
 from slimlib.schema import validate_table
 
@@ -102,10 +92,6 @@ BOUND_TOL = 1e-4
 #: significance level of the prior test (`CalibratedModel._prior_test`): a hold at the prior that raises the cost
 #: with p below it is rejected
 PRIOR_TEST_LEVEL = 0.05
-#: additive costs whose value 0 is the term's absence (`CalibratedModel._zero_test`)
-ZERO_TEST_PARAMS = tuple(
-    s.name for s in (ps.T_FIXED, ps.ALPHA, ps.T_STEP, ps.T_LAYER, ps.T_ACT, ps.T_SEQ, ps.GAMMA)
-)
 
 
 def _on_bound(s: ParamSpec, value: float) -> bool:
@@ -221,10 +207,6 @@ class CalibratedModel(Estimator):
     #: whether a parameter's prior is the device's own measurement where the registry has one
     #: (`slimlib.model.priors.device_prior`), else its spec's; the recommended model's is
     device_priors = False
-    #: whether `fit` holds at 0 the additive costs (`ZERO_TEST_PARAMS`) the rows do not resolve (`_zero_test`); the
-    #: candidate ``slim+zero-test`` does, no registered model does
-    test_zero_costs = False
-
     #: during `fit`: its features and the parameter-free terms' times on them (`slimlib.model.terms.fixed_times`)
     _fit_known: tuple[Features, dict[str, Times]] | None = None
 
@@ -250,51 +232,35 @@ class CalibratedModel(Estimator):
         return contributions(self.terms(), self.params_, self._features(data, hw), hw)
 
     def _held(self, data: pd.DataFrame, hw: GPU) -> dict[str, tuple[float, str]]:
-        """Parameters held in a fit on `data` on `hw` -> (value, reason): the constructor's `fixed`, plus
-        ``eta_w`` at its prior where the decode GEMMs follow the device's measured curve (`STEP_GEMM_ROOFLINE` on a
-        device with ``decode_gemm_curve``: it reads no eta_w), else, when `data` holds one architecture and the
-        model has both a per-step weight read and ``t_step`` (on one architecture the weight read
-        ``P b_w / (eta_w BW)`` is a constant per step: the two are one constant), ``t_step`` = 0, or ``eta_w`` at
-        its prior where the weight read is a roofline (`STEP_GEMM_ROOFLINE`: eta_w also sets its ridge, which a
-        constant absorbed into it would move; `_priors`: with `STEP_GEMM_ROOFLINE_FLOOR` on a device with a measured
-        layer floor, that line's efficiency); and ``eta_attn`` at the device's measured decode-attention efficiency
-        where `ATTENTION_FACTOR_MEASURED` reads that instead (registry ``decode_attention_eff``; unused)."""
+        """Parameters held in a fit on `data` on `hw` -> (value, reason): the constructor's `fixed`; ``eta_attn`` at
+        the device's measured decode-attention efficiency where `ATTENTION_FACTOR_MEASURED` reads that instead
+        (unused); with `STEP_GEMM_ROOFLINE_FLOOR`, ``eta_w`` at its prior (`_priors`) where the decode GEMMs follow
+        the device's measured curve (unused), or where `data` holds one architecture and the model has ``t_step``:
+        the weight read ``W / (eta_w BW)`` is then one constant per step with ``t_step``, and the prior keeps the
+        ridge of the decode GEMMs where the device puts it."""
         held = {k: (float(v), "fixed by the caller") for k, v in (self.fixed or {}).items()}
+        terms = self.terms()
         eff = hw.decode_attention_eff
-        if (
-            eff is not None
-            and "eta_attn" not in held
-            and any(t is ATTENTION_FACTOR_MEASURED for t in self.terms())
-        ):
+        if eff is not None and "eta_attn" not in held and any(t is ATTENTION_FACTOR_MEASURED for t in terms):
             held["eta_attn"] = (
                 float(eff),
                 f"held at {eff:g}, unused: on {hw.name} the decode attention runs at the device's measured "
                 "efficiency (registry decode_attention_eff)",
             )
-        names = {t.name for t in self.terms()}
-        roof = {STEP_GEMM_ROOFLINE.name, STEP_GEMM_ROOFLINE_ALL.name} & names
-        pair = STEP_OVERHEAD.name in names and bool(({STEP_WEIGHT_READ.name} | roof) & names)
-        one_arch = data["model"].nunique() == 1
         prior = self._priors(hw).get("eta_w", ps.ETA_W.prior)
-        curve = bool(hw.decode_gemm_curve) and any(
-            t is STEP_GEMM_ROOFLINE or t is STEP_GEMM_ROOFLINE_FLOOR for t in self.terms()
-        )
-        if curve and prior is not None and "eta_w" not in held:
+        if prior is None or "eta_w" in held or not any(t is STEP_GEMM_ROOFLINE_FLOOR for t in terms):
+            return held
+        if hw.decode_gemm_curve:
             held["eta_w"] = (
                 prior.median,
                 f"held at prior {prior.median:g}, unused: on {hw.name} the decode GEMMs follow the device's measured "
                 "curve (registry decode_gemm_curve), weight read included",
             )
-        elif pair and one_arch and roof and prior is not None and "eta_w" not in held:
+        elif any(t is STEP_OVERHEAD for t in terms) and data["model"].nunique() == 1:
             held["eta_w"] = (
                 prior.median,
                 f"held at prior {prior.median:g} ({prior.source}): one architecture, so the per-step weight read "
                 "and t_step are one constant; the prior keeps the decode GEMMs' ridge where the device puts it",
-            )
-        elif pair and one_arch and "t_step" not in held:
-            held["t_step"] = (
-                0.0,
-                "held at 0: one architecture, so the per-step weight read and t_step are one constant",
             )
         return held
 
@@ -420,10 +386,6 @@ class CalibratedModel(Estimator):
             if self.test_priors_at_bound:
                 search, held_why = self._prior_test(
                     search, held_why, lambda h: self._search(feats, hw, targets, h, None), priors
-                )
-            if self.test_zero_costs:
-                search, held_why = self._zero_test(
-                    search, held_why, lambda h: self._search(feats, hw, targets, h, None)
                 )
         finally:
             self._fit_known = None
@@ -556,42 +518,6 @@ class CalibratedModel(Estimator):
                     "freedom)",
                 )
             current = alt
-        return current, out
-
-    def _zero_test(
-        self,
-        search: _Search,
-        held_why: dict[str, tuple[float, str]],
-        refit: Callable[[dict[str, tuple[float, str]]], _Search],
-    ) -> tuple[_Search, dict[str, tuple[float, str]]]:
-        """`search` and `held_why` with the additive costs (`ZERO_TEST_PARAMS`) the rows do not resolve held at 0
-        (the term's absence), by backward elimination: each round refits with each free one held at 0 in turn
-        (with those held before) and holds the one whose F-test against `search` (`_hold_f_test`, every zero hold
-        counted) has the largest p, unless that p is below `PRIOR_TEST_LEVEL`, which stops it."""
-        current, out = search, dict(held_why)
-        tested: list[str] = []
-        while np.size(search.best.fun) > len(search.free) and search.best.cost > 0:
-            best: tuple[float, float, int, str, _Search] | None = None
-            for s in current.free:
-                if s.name not in ZERO_TEST_PARAMS:
-                    continue
-                try:
-                    alt = refit({**out, s.name: (0.0, "")})
-                except FitError:
-                    continue
-                stat, p_value, dof = _hold_f_test(search, alt, len(tested) + 1)
-                if best is None or p_value > best[0]:
-                    best = (p_value, stat, dof, s.name, alt)
-            if best is None or best[0] < PRIOR_TEST_LEVEL:
-                break
-            p_value, stat, dof, name, current = best
-            tested.append(name)
-            out[name] = (
-                0.0,
-                f"held at 0 (the term absent): the rows do not resolve it (holding {', '.join(tested)} at 0 against "
-                f"the fit: F = {stat:.2f}, p = {p_value:.2f} >= {PRIOR_TEST_LEVEL:g} with {len(tested)} and {dof} "
-                "degrees of freedom)",
-            )
         return current, out
 
     def _n_observations(self, data: pd.DataFrame) -> int:
@@ -885,12 +811,11 @@ def _stability(
 
 
 class TermModel(CalibratedModel):
-    """A calibrated model of any term list (`slimlib.model.terms`): the candidates of
-    `scripts/choose_components.py` and term studies. Not a registered method: its fits are not saved to a
+    """A calibrated model of any term list (`slimlib.model.terms`), for term studies and challengers of the
+    extrapolation cross-validation. Not a registered method: its fits are not saved to a
     parameter file (the registered models, `slimlib.model.methods.METHODS`, are). `test_priors_at_bound`: fit with
     the recommended model's prior test (`CalibratedModel._prior_test`); `device_priors`: with its priors, the
-    device's own measurements where the registry has them (`CalibratedModel._priors`); `test_zero_costs`: with the
-    zero test (`CalibratedModel._zero_test`)."""
+    device's own measurements where the registry has them (`CalibratedModel._priors`)."""
 
     variant = "terms"
 
@@ -905,12 +830,10 @@ class TermModel(CalibratedModel):
         seed: int = 0,
         test_priors_at_bound: bool = False,
         device_priors: bool = False,
-        test_zero_costs: bool = False,
     ) -> None:
         self.term_list = term_list
         self.test_priors_at_bound = test_priors_at_bound
         self.device_priors = device_priors
-        self.test_zero_costs = test_zero_costs
         super().__init__(gpu, fixed=fixed, n_starts=n_starts, max_nfev=max_nfev, seed=seed)
 
     def terms(self) -> tuple[Term, ...]:

@@ -275,6 +275,46 @@ class ResidualModel:
             )
         return self.axes[axis][quantity].half_widths(level, distance, train_error, log_sd)
 
+    def pooled_with(self, errors: pd.DataFrame, axis: str) -> ResidualModel:
+        """This model with `axis`'s quantiles pooled with the scaled scores of `errors` (held-out log errors of
+        the user's own data, columns as `from_errors` reads), each score weighing as one of the ``n`` rows the
+        shipped quantiles stand for; quantities the model has no `axis` part for are left as they are."""
+        if len(errors) == 0:
+            return self
+        axes = {a: dict(per) for a, per in self.axes.items()}
+        pooled = 0
+        for quantity, g in errors.groupby("quantity", sort=True):
+            if not self.has(axis, str(quantity)):
+                continue
+            ar = self.axes[axis][str(quantity)]
+            e = (
+                g["train_error"].to_numpy(dtype=float)
+                if "train_error" in g.columns
+                else np.full(len(g), np.nan)
+            )
+            e = np.where(np.isfinite(e), e, E_FLOOR if ar.train_error is None else ar.train_error)
+            d = g["distance"].to_numpy(dtype=float) if "distance" in g.columns else np.zeros(len(g))
+            s = g["log_sd"].to_numpy(dtype=float) if "log_sd" in g.columns else 0.0
+            r = np.abs(g["log_error"].to_numpy(dtype=float))
+            scores = r / scale(d, e, ar.lam, ar.beta, s, ar.kappa)
+            scores = scores[np.isfinite(scores)]
+            if scores.size == 0:
+                continue
+            values = np.concatenate([np.asarray(ar.quantiles, dtype=float), scores])
+            weights = np.concatenate([np.full(len(GRID), ar.n / len(GRID)), np.ones(scores.size)])
+            order = np.argsort(values, kind="mergesort")
+            cdf = np.cumsum(weights[order]) / weights.sum()
+            at = np.minimum(np.searchsorted(cdf, GRID - 1e-12), values.size - 1)
+            axes[axis][str(quantity)] = AxisResiduals(
+                ar.lam, ar.beta, ar.kappa, tuple(float(x) for x in values[order][at]), ar.n + int(scores.size),
+                ar.n_folds + 1, ar.train_error,
+            )  # fmt: skip
+            pooled = max(pooled, int(scores.size))
+        if not pooled:
+            return self
+        source = f"{self.source}; {axis} axis pooled with {pooled} held-out rows of the fit's own data"
+        return ResidualModel(axes, source, self.method, self.moe)
+
     def to_dict(self) -> dict[str, Any]:
         return {"format": RESIDUAL_FORMAT, "grid_size": len(GRID), "source": self.source, "method": self.method,
                 "axes": {a: {q: m.to_dict() for q, m in per.items()} for a, per in self.axes.items()},

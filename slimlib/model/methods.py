@@ -16,7 +16,6 @@ from slimlib.model.base import PARAMS_FORMAT, PARAMS_FORMAT_VERSION, Estimator
 from slimlib.model.baselines import ImaiOodLR, LLMVisorAgg
 from slimlib.model.calibrated import CalibratedModel
 from slimlib.model.extended import ExtendedSlimModel
-from slimlib.model.roofline_model import RooflineSlimModel
 from slimlib.model.slim import VARIANTS, SlimModel
 from slimlib.registry.gpus import get_gpu
 
@@ -43,14 +42,6 @@ METHODS: dict[str, Method] = {
     m.name: m
     for m in (
         Method("slim", ExtendedSlimModel, "SLIM-extended"),
-        Method(
-            "slim-roofline",
-            RooflineSlimModel,
-            "SLIM-roofline",
-            experimental="a candidate whose fit takes about 100 times slim's (125 s for 48 rows with their TTFT and "
-            "TPOT on 2 cores): scored by `scripts/extrapolation_cv.py --candidates slim,slim-roofline`, not by "
-            "`slim reproduce`",
-        ),  # fmt: skip
         *(
             Method(v, SlimModel, PAPER_LABEL if v == "paper" else f"{PAPER_LABEL} {v}", {"variant": v})
             for v in VARIANTS
@@ -65,10 +56,11 @@ DEFAULT_VARIANT = "slim"
 RETIRED_METHODS = {
     "extended": "slim",
     "longctx": "slim",
+    "slim-roofline": "slim",
 }
 #: methods whose parameter names or options changed, -> the first parameter-file format version that reads them
 #: (older files are refused with a one-line instruction to refit)
-FORMAT_SINCE = {"slim": 14, "slim-roofline": 13}
+FORMAT_SINCE = {"slim": 14}
 
 
 def method_label(name: str) -> str:

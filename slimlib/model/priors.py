@@ -17,7 +17,7 @@ notebook 09 and `slimlib.experiments.kernel_timing` (``tests/test_priors.py`` re
 * `PREFILL_COMPUTE`, prefill compute efficiency: FLOPs / (time x peak FLOP/s) of the same GEMMs at M = 2048, 4096,
   8192 tokens (15 points): median 0.794, range 0.730-0.888, standard deviation 0.042.
 
-* `EXPERT_COMPUTE`, compute efficiency of vLLM's fused MoE kernel (beyond the paper; SLIM-roofline's ``eta_e``):
+* `EXPERT_COMPUTE`, compute efficiency of vLLM's fused MoE kernel (beyond the paper; the kernel checks' ``eta_e``):
   expert FLOPs ``2 T k 3 D F`` / (time x peak FLOP/s) over AIConfigurator's H100 SXM ``aic-moe`` table, bf16,
   one GPU, balanced routing, T >= 4096 tokens, every measured shape (75 points;
   `slimlib.experiments.kernel_timing.ridge_check.moe_compute_efficiency`): median 0.437, range 0.090-0.714,
@@ -25,7 +25,7 @@ notebook 09 and `slimlib.experiments.kernel_timing` (``tests/test_priors.py`` re
   compute-bound about twice as early as dense GEMMs of the same weights would.
 
 * `DECODE_ATTENTION_COMPUTE`, compute efficiency of the latent-attention decode kernel (beyond the paper;
-  SLIM-roofline's ``eta_ac``): absorbed-MLA FLOPs / (time x bf16 peak) over AIConfigurator's H100 SXM ``aic-mla``
+  the kernel checks' ``eta_ac``): absorbed-MLA FLOPs / (time x bf16 peak) over AIConfigurator's H100 SXM ``aic-mla``
   generation table, bf16 KV, 128 heads per GPU (DeepSeek-V3 at TP 1), batch x context >= 2^20 tokens (60 points;
   `slimlib.experiments.kernel_timing.ridge_check.mla_compute_efficiency`): median 0.546, range 0.214-0.686,
   standard deviation 0.119.

@@ -30,12 +30,15 @@ says how many it left out and why.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 import pandas as pd
 
 from slimlib.data.aiconfigurator import TP_DEGREES
 from slimlib.experiments.accuracy.scenarios import COLUMNS
 from slimlib.experiments.kernel_timing.composition import OutOfGridError, compose
+from slimlib.experiments.workers import fork_map
 from slimlib.model.memory import DEFAULT_BLOCK_SIZE
 from slimlib.model.serving import serving_config
 from slimlib.model.terms.recommended import HOST_SEQUENCE_S
@@ -113,27 +116,41 @@ def composed_dataset(t: pd.DataFrame) -> np.ndarray:
 
 def composed_table() -> tuple[pd.DataFrame, dict[str, int]]:
     """The kernel-composed curves in the scenario layout (static batch, no chunked prefill, no TTFT) with their
-    ``tensor_parallel`` degree and weight ``quantization`` (empty: the checkpoint's bf16; `FP8`, `FP4`), and the configurations left out per reason (`composed_configs`, and those outside a measured kernel grid)."""
-    cfg, left = composed_configs()
-    left["outside a measured kernel grid"] = 0
-    parts = []
-    # a whole curve at once; where one of its rows lies outside a grid, row by row, leaving that row out
-    keys = ["gpu", "model", "tensor_parallel", "quantization", "input_len", "output_len"]
-    for key, curve in cfg.groupby(keys, sort=False):
-        dtype = {"gemm_dtype": GEMM_DTYPE[str(key[3])]}
+    ``tensor_parallel`` degree and weight ``quantization`` (empty: the checkpoint's bf16; `FP8`, `FP4`), and the
+    configurations left out per reason (`composed_configs`, and those outside a measured kernel grid). Composed once
+    per process; each call returns its own copy."""
+    table, left = _composed_table()
+    return table.copy(), dict(left)
+
+
+def _compose_curve(curve: pd.DataFrame, quantization: str) -> list[float | None]:
+    """The kernel E2E of each row of one curve: the whole curve at once; where one of its rows lies outside a
+    measured grid, row by row, None for those rows."""
+    dtype = {"gemm_dtype": GEMM_DTYPE[quantization]}
+    try:
+        return [float(x) for x in compose(curve, **dtype)["e2e_s"].to_numpy()]
+    except OutOfGridError:
+        pass
+    out: list[float | None] = []
+    for i in range(len(curve)):
         try:
-            parts.append(curve.assign(kernel_e2e_s=compose(curve, **dtype)["e2e_s"].to_numpy()))
-            continue
+            out.append(float(compose(curve.iloc[[i]], **dtype)["e2e_s"].iloc[0]))
         except OutOfGridError:
-            pass
-        for i in range(len(curve)):
-            row = curve.iloc[[i]]
-            try:
-                e = compose(row, **dtype)
-            except OutOfGridError:
-                left["outside a measured kernel grid"] += 1
-                continue
-            parts.append(row.assign(kernel_e2e_s=e["e2e_s"].to_numpy()))
+            out.append(None)
+    return out
+
+
+@lru_cache(maxsize=1)
+def _composed_table() -> tuple[pd.DataFrame, dict[str, int]]:
+    cfg, left = composed_configs()
+    keys = ["gpu", "model", "tensor_parallel", "quantization", "input_len", "output_len"]
+    curves = [(str(key[3]), curve) for key, curve in cfg.groupby(keys, sort=False)]
+    e2e = fork_map(lambda i: _compose_curve(curves[i][1], curves[i][0]), len(curves))
+    parts = []
+    for (_, curve), values in zip(curves, e2e, strict=True):
+        keep = [v is not None for v in values]
+        parts.append(curve[keep].assign(kernel_e2e_s=[v for v in values if v is not None]))
+    left["outside a measured kernel grid"] = sum(v is None for values in e2e for v in values)
     out = pd.concat(parts, ignore_index=True)
     out["e2e_s"] = out["kernel_e2e_s"] + (out["output_len"] - 1.0) * out["batch_size"] * HOST_SEQUENCE_S
     out["throughput_tok_s"] = out["batch_size"] * (out["input_len"] + out["output_len"]) / out["e2e_s"]

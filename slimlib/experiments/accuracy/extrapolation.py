@@ -22,27 +22,30 @@ import time
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from slimlib.errors import DataError, SlimError
-from slimlib.experiments.accuracy.extrapolation_folds import AXES, AxisFolds, build_axis_folds
+from slimlib.experiments.accuracy.extrapolation_folds import AXES, AxisFolds, Fold, build_axis_folds
+from slimlib.experiments.accuracy.fit_cache import entry_key, read_entry, write_entry
 from slimlib.experiments.outputs.uncertainty import N_BOOT, SEED, bootstrap_mean_ci, rng_for
+from slimlib.experiments.workers import fork_map
 from slimlib.model import METHODS, Estimator, load_params, make_model
 from slimlib.model.calibrated import TermModel
 from slimlib.model.gpu_transfer import transfer_params, transferred_params, transferred_stderr, untransferred
 from slimlib.model.intervals import extrapolation_distance, fit_domain
-from slimlib.model.roofline_model import TPOT_COLUMNS, TTFT_COLUMNS, measured_latency_s
 from slimlib.model.terms import Term
 from slimlib.registry.gpus import get_gpu
+from slimlib.schema import TPOT_COLUMNS, TTFT_COLUMNS, measured_latency_s
 
 #: a candidate: a registered method name, or (name, term list) for a model of any terms (`TermModel`), or (name,
 #: term list, `TermModel` options such as ``test_priors_at_bound``)
 Candidate = str | tuple[str, Sequence[Term]] | tuple[str, Sequence[Term], Mapping[str, Any]]
 #: the `TermModel` options a (name, term list, options) candidate may set (`n_starts` is the protocol's)
-TERM_MODEL_OPTIONS = ("test_priors_at_bound", "device_priors", "test_zero_costs", "fixed", "max_nfev", "seed")
+TERM_MODEL_OPTIONS = ("test_priors_at_bound", "device_priors", "fixed", "max_nfev", "seed")
 #: Sobol starts per fit in the protocol (the package default is 8; 2 keeps the protocol within minutes)
 CV_STARTS = 2
 #: columns of `CVResult.predictions`
@@ -148,56 +151,102 @@ def _fit_fold(candidate: Candidate, axis: AxisFolds, fold_train: pd.DataFrame, f
     return model, pred, extra
 
 
+def candidate_description(candidate: Candidate) -> str:
+    """What identifies a candidate's fits: its registered name, or its name, term names and options."""
+    if isinstance(candidate, str):
+        return candidate
+    options = dict(candidate[2]) if len(candidate) > 2 else {}
+    return json.dumps([candidate[0], [t.name for t in candidate[1]], options], sort_keys=True, default=str)
+
+
+def _fold_result(
+    candidate: Candidate, ax: AxisFolds, fold: Fold, n_starts: int
+) -> tuple[dict[str, Any], Estimator | None]:
+    """One candidate on one fold: its held-out prediction rows, or the reason it has none, and the warnings raised
+    (a JSON-ready dict, `fit_cache.RESULT_FIELDS`), and the fitted model."""
+    key = {"axis": ax.axis, "dataset": ax.dataset, "fold": fold.label, "method": candidate_name(candidate)}
+    failure: str | None = None
+    model = None
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        try:
+            model, pred, extra = _fit_fold(candidate, ax, fold.train, fold.test, n_starts)
+        except SlimError as exc:
+            failure = f"{type(exc).__name__}: {exc}"
+    caught = [{"category": w.category.__name__, "message": str(w.message)} for w in record]
+    part: dict[str, list[Any]] | None = None
+    if model is not None:
+        p_thr = pred["pred_throughput_tok_s"].to_numpy(dtype=float)
+        if not (np.isfinite(p_thr).all() and (p_thr > 0).all()):
+            failure, model = "non-finite or non-positive throughput prediction", None
+        else:
+            t = fold.test
+            measured = ax.dataset not in NO_MEASURED_TTFT
+            nan = np.full(len(t), np.nan)
+            cols = {**key, **{c: t[c].to_numpy() for c in PRED_COLUMNS[4:11]},
+                    "ttft_s": measured_latency_s(t, TTFT_COLUMNS) if measured else nan,
+                    "tpot_s": measured_latency_s(t, TPOT_COLUMNS),
+                    "pred_throughput_tok_s": p_thr, "pred_e2e_s": pred["pred_e2e_s"].to_numpy(dtype=float),
+                    "pred_ttft_s": pred["pred_ttft_s"].to_numpy(dtype=float),
+                    "pred_tpot_s": pred["pred_tpot_s"].to_numpy(dtype=float), **extra}  # fmt: skip
+            frame = pd.DataFrame(cols)[list(PRED_COLUMNS)]
+            part = {c: frame[c].tolist() for c in PRED_COLUMNS}
+    return {"part": part, "failure": failure, "warnings": caught}, model
+
+
 def run_extrapolation_cv(
     candidates: Iterable[Candidate] | None = None,
     *,
     axes: list[AxisFolds] | None = None,
     n_starts: int = CV_STARTS,
     keep_models: bool = False,
+    jobs: int | None = None,
+    cache_dir: str | Path | None = None,
 ) -> CVResult:
     """Fit each candidate (default `calibrated_methods`) on every fold of `axes` (default `build_axis_folds`) and
-    predict the fold's test rows."""
+    predict the fold's test rows, in `jobs` worker processes (`slimlib.experiments.workers.fork_map`). With
+    `cache_dir`, a fold whose inputs and code are unchanged is read from there instead of refitted
+    (`slimlib.experiments.accuracy.fit_cache`); `keep_models` fits every fold here and keeps the models."""
     cands = list(calibrated_methods() if candidates is None else candidates)
     names = [candidate_name(c) for c in cands]
     if len(set(names)) != len(names):
         raise DataError(f"candidate names must be unique, got {names}")
+    for c in cands:
+        new_model(c, n_starts)  # an invalid candidate fails here, before any fit
     folds = build_axis_folds() if axes is None else axes
     t0 = time.perf_counter()
-    parts, failures, caught = [], [], []
+    work = [(c, ax, fold) for c in cands for ax in folds for fold in ax.folds]
+    cache = Path(cache_dir) if cache_dir is not None and not keep_models else None
+    settings = {"n_starts": n_starts}
+    keys = [
+        entry_key(candidate_description(c), {**settings, "transfer": ax.transfer}, fold.train, fold.test)
+        for c, ax, fold in work
+    ] if cache is not None else [""] * len(work)  # fmt: skip
+    results: list[dict[str, Any] | None] = [read_entry(cache, k) if cache is not None else None for k in keys]
     models: dict[tuple[str, str, str, str], Estimator] = {}
-    for cand, name in zip(cands, names, strict=True):
-        for ax in folds:
-            for fold in ax.folds:
-                key = {"axis": ax.axis, "dataset": ax.dataset, "fold": fold.label, "method": name}
-                with warnings.catch_warnings(record=True) as record:
-                    warnings.simplefilter("always")
-                    try:
-                        model, pred, extra = _fit_fold(cand, ax, fold.train, fold.test, n_starts)
-                    except SlimError as exc:
-                        failures.append({**key, "error": f"{type(exc).__name__}: {exc}"})
-                        model = None
-                caught += [
-                    {**key, "category": w.category.__name__, "message": str(w.message)} for w in record
-                ]
-                if model is None:
-                    continue
-                p_thr = pred["pred_throughput_tok_s"].to_numpy(dtype=float)
-                p_e2e = pred["pred_e2e_s"].to_numpy(dtype=float)
-                if not (np.isfinite(p_thr).all() and (p_thr > 0).all()):
-                    failures.append({**key, "error": "non-finite or non-positive throughput prediction"})
-                    continue
-                if keep_models:
-                    models[(ax.axis, ax.dataset, fold.label, name)] = model
-                t = fold.test
-                measured = ax.dataset not in NO_MEASURED_TTFT
-                nan = np.full(len(t), np.nan)
-                part = pd.DataFrame({**key, **{c: t[c].to_numpy() for c in PRED_COLUMNS[4:11]},
-                                     "ttft_s": measured_latency_s(t, TTFT_COLUMNS) if measured else nan,
-                                     "tpot_s": measured_latency_s(t, TPOT_COLUMNS),
-                                     "pred_throughput_tok_s": p_thr, "pred_e2e_s": p_e2e,
-                                     "pred_ttft_s": pred["pred_ttft_s"].to_numpy(dtype=float),
-                                     "pred_tpot_s": pred["pred_tpot_s"].to_numpy(dtype=float), **extra})  # fmt: skip
-                parts.append(part)
+    todo = [i for i, r in enumerate(results) if r is None]
+    if keep_models:
+        for i in todo:
+            cand, ax, fold = work[i]
+            results[i], model = _fold_result(cand, ax, fold, n_starts)
+            if model is not None:
+                models[(ax.axis, ax.dataset, fold.label, candidate_name(cand))] = model
+    else:
+        done = fork_map(lambda j: _fold_result(*work[todo[j]], n_starts)[0], len(todo), jobs)
+        for i, r in zip(todo, done, strict=True):
+            results[i] = r
+    if cache is not None:
+        for i in todo:
+            write_entry(cache, keys[i], results[i] or {})
+    parts, failures, caught = [], [], []
+    for (cand, ax, fold), r in zip(work, results, strict=True):
+        assert r is not None
+        key = {"axis": ax.axis, "dataset": ax.dataset, "fold": fold.label, "method": candidate_name(cand)}
+        caught += [{**key, **w} for w in r["warnings"]]
+        if r["failure"] is not None:
+            failures.append({**key, "error": r["failure"]})
+        if r["part"] is not None:
+            parts.append(pd.DataFrame(r["part"], columns=list(PRED_COLUMNS)))
     preds = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=list(PRED_COLUMNS))
     return CVResult(
         preds[list(PRED_COLUMNS)],
@@ -231,38 +280,50 @@ def cell_text(r: Any) -> str:
     return f"{r['mape_pct']:.1f} [{r['mape_lo_pct']:.1f}, {r['mape_hi_pct']:.1f}] ({r['bias_pct']:+.1f})"
 
 
-def extrapolation_table(result: CVResult, *, n_boot: int = N_BOOT, seed: int = SEED) -> pd.DataFrame:
+def extrapolation_table(
+    result: CVResult, *, n_boot: int = N_BOOT, seed: int = SEED, jobs: int | None = None
+) -> pd.DataFrame:
     """Per (axis, dataset, candidate): folds, failed folds, test rows, throughput MAPE and bias with bootstrap 95%
-    intervals, latency (E2E) MAPE; a candidate with a failed fold gets no numbers there (``note`` says why)."""
-    rows = []
+    intervals, latency (E2E) MAPE; a candidate with a failed fold gets no numbers there (``note`` says why). The
+    cells' resamples run in `jobs` worker processes (`slimlib.experiments.workers.fork_map`)."""
     p = result.predictions
-    for ax in result.axes:
-        n_test = ax.n_test
-        for name in result.methods:
-            fails = result.failures[(result.failures["axis"] == ax.axis) & (result.failures["dataset"] == ax.dataset)
-                                    & (result.failures["method"] == name)]  # fmt: skip
-            row = {"axis": ax.axis, "dataset": ax.dataset, "method": name, "n_folds": len(ax.folds),
-                   "n_failed_folds": len(fails), "n_test": n_test}  # fmt: skip
-            nan3 = (np.nan, np.nan, np.nan)
-            if len(fails):
-                (m, lo, hi), (b, blo, bhi), lat = nan3, nan3, np.nan
-                row["note"] = f"{len(fails)} of {len(ax.folds)} fold(s) not fitted: " + "; ".join(
-                    f"{r.fold}: {str(r.error)[:120]}" for r in fails.itertuples()
-                )
-            else:
-                g = p[(p["axis"] == ax.axis) & (p["dataset"] == ax.dataset) & (p["method"] == name)]
-                if len(g) != n_test:
-                    raise DataError(
-                        f"{ax.axis}/{ax.dataset}/{name}: {len(g)} predictions for {n_test} test rows"
-                    )
-                label = f"extrapolation {ax.axis} / {ax.dataset} / {name}"
-                (m, lo, hi), (b, blo, bhi) = _error_cis(g, label, n_boot, seed)
-                e, qe = g["e2e_s"].to_numpy(float), g["pred_e2e_s"].to_numpy(float)
-                lat = float(np.mean(np.abs(signed_pct_error(e, qe)))) if np.isfinite(qe).all() else np.nan
-                row["note"] = ""
-            row.update(mape_pct=m, mape_lo_pct=lo, mape_hi_pct=hi, bias_pct=b, bias_lo_pct=blo, bias_hi_pct=bhi,
-                       latency_mape_pct=lat)  # fmt: skip
-            rows.append(row)
+    cells = [(ax, name) for ax in result.axes for name in result.methods]
+
+    def numbers(i: int) -> list[float]:
+        ax, name = cells[i]
+        g = p[(p["axis"] == ax.axis) & (p["dataset"] == ax.dataset) & (p["method"] == name)]
+        if len(g) != ax.n_test:
+            raise DataError(f"{ax.axis}/{ax.dataset}/{name}: {len(g)} predictions for {ax.n_test} test rows")
+        (m, lo, hi), (b, blo, bhi) = _error_cis(
+            g, f"extrapolation {ax.axis} / {ax.dataset} / {name}", n_boot, seed
+        )
+        e, qe = g["e2e_s"].to_numpy(float), g["pred_e2e_s"].to_numpy(float)
+        lat = float(np.mean(np.abs(signed_pct_error(e, qe)))) if np.isfinite(qe).all() else np.nan
+        return [m, lo, hi, b, blo, bhi, lat]
+
+    fails = result.failures
+    failed = [
+        fails[(fails["axis"] == ax.axis) & (fails["dataset"] == ax.dataset) & (fails["method"] == name)]
+        for ax, name in cells
+    ]
+    todo = [i for i, f in enumerate(failed) if not len(f)]
+    values = dict(zip(todo, fork_map(lambda j: numbers(todo[j]), len(todo), jobs), strict=True))
+    rows = []
+    for i, (ax, name) in enumerate(cells):
+        f = failed[i]
+        row = {"axis": ax.axis, "dataset": ax.dataset, "method": name, "n_folds": len(ax.folds),
+               "n_failed_folds": len(f), "n_test": ax.n_test}  # fmt: skip
+        if len(f):
+            m, lo, hi, b, blo, bhi, lat = [np.nan] * 7
+            row["note"] = f"{len(f)} of {len(ax.folds)} fold(s) not fitted: " + "; ".join(
+                f"{r.fold}: {str(r.error)[:120]}" for r in f.itertuples()
+            )
+        else:
+            m, lo, hi, b, blo, bhi, lat = values[i]
+            row["note"] = ""
+        row.update(mape_pct=m, mape_lo_pct=lo, mape_hi_pct=hi, bias_pct=b, bias_lo_pct=blo, bias_hi_pct=bhi,
+                   latency_mape_pct=lat)  # fmt: skip
+        rows.append(row)
     order = {a: i for i, a in enumerate(AXES)}
     out = pd.DataFrame(rows, columns=list(TABLE_COLUMNS))
     return out.sort_values("axis", key=lambda s: s.map(order), kind="mergesort").reset_index(drop=True)

@@ -28,6 +28,7 @@ import pandas as pd
 
 from slimlib.experiments.accuracy.composed_curves import COMPOSED, COMPOSED_FP4, COMPOSED_FP8, COMPOSED_MOE
 from slimlib.experiments.accuracy.extrapolation import CVResult
+from slimlib.experiments.workers import fork_map
 from slimlib.model.intervals import (
     INTERVAL_QUANTITIES,
     ResidualModel,
@@ -87,36 +88,46 @@ def residual_model(result: CVResult, method: str) -> ResidualModel:
     )
 
 
-def nested_intervals(result: CVResult, level: float = LEVEL) -> pd.DataFrame:
-    """`log_errors` with the nested interval of each row (``low``, ``high``) and ``covered`` (module docstring)."""
+def _nested_bounds(e: pd.DataFrame, m: pd.DataFrame, moe: np.ndarray, level: float) -> list[list[float]]:
+    """The nested (low, high) of one method's rows `m` of `log_errors` `e` (module docstring), as two lists in the
+    order of `m`."""
+    lows = pd.Series(np.nan, index=m.index)
+    highs = pd.Series(np.nan, index=m.index)
+    learn = m[~m["dataset"].isin(NOT_FOR_INTERVALS)]
+    learn_moe = m[m["dataset"] == COMPOSED_MOE]
+    main_folds, moe_folds = set(learn["fold"]), set(learn_moe["fold"])
+    learned: dict[tuple[str | None, str | None], ResidualModel] = {}
+    for fold, here in m.groupby("fold", sort=False):
+        # a fold outside a part's learning rows leaves that part as learned on all of them: learned once
+        key = (fold if fold in main_folds else None, fold if fold in moe_folds else None)
+        if key not in learned:
+            learned[key] = ResidualModel.from_errors(learn[learn["fold"] != fold], min_folds=MIN_AXIS_FOLDS,
+                                                     moe_errors=learn_moe[learn_moe["fold"] != fold])  # fmt: skip
+        rm = learned[key]
+        axis = str(here["axis"].iloc[0])
+        for quantity, h in here.groupby("quantity", sort=False):
+            pos = e.index.get_indexer(h.index)
+            half = residual_half_widths(rm, [[axis]] * len(h), str(quantity), level,
+                                        h["distance"].to_numpy(float), float(h["train_error"].iloc[0]),
+                                        h["log_sd"].to_numpy(float), moe[pos])  # fmt: skip
+            lo, hi = interval_bounds(h["predicted"].to_numpy(float), h["log_sd"].to_numpy(float), half, level)
+            lows[h.index], highs[h.index] = lo, hi
+    return [lows.tolist(), highs.tolist()]
+
+
+def nested_intervals(result: CVResult, level: float = LEVEL, jobs: int | None = None) -> pd.DataFrame:
+    """`log_errors` with the nested interval of each row (``low``, ``high``) and ``covered`` (module docstring);
+    each method's in one of `jobs` worker processes (`slimlib.experiments.workers.fork_map`)."""
     level = check_level(level)
     e = log_errors(result)
-    lows = np.full(len(e), np.nan)
-    highs = np.full(len(e), np.nan)
     moe = moe_rows(e) if len(e) else np.zeros(0, dtype=bool)
-    for _method, m in e.groupby("method", sort=False):
-        learn = m[~m["dataset"].isin(NOT_FOR_INTERVALS)]
-        learn_moe = m[m["dataset"] == COMPOSED_MOE]
-        main_folds, moe_folds = set(learn["fold"]), set(learn_moe["fold"])
-        learned: dict[tuple[str | None, str | None], ResidualModel] = {}
-        for fold, here in m.groupby("fold", sort=False):
-            # a fold outside a part's learning rows leaves that part as learned on all of them: learned once
-            key = (fold if fold in main_folds else None, fold if fold in moe_folds else None)
-            if key not in learned:
-                learned[key] = ResidualModel.from_errors(learn[learn["fold"] != fold], min_folds=MIN_AXIS_FOLDS,
-                                                         moe_errors=learn_moe[learn_moe["fold"] != fold])  # fmt: skip
-            rm = learned[key]
-            axis = str(here["axis"].iloc[0])
-            for quantity, h in here.groupby("quantity", sort=False):
-                pos = e.index.get_indexer(h.index)
-                half = residual_half_widths(rm, [[axis]] * len(h), str(quantity), level,
-                                            h["distance"].to_numpy(float), float(h["train_error"].iloc[0]),
-                                            h["log_sd"].to_numpy(float), moe[pos])  # fmt: skip
-                lo, hi = interval_bounds(
-                    h["predicted"].to_numpy(float), h["log_sd"].to_numpy(float), half, level
-                )
-                lows[pos], highs[pos] = lo, hi
-    e["low"], e["high"] = lows, highs
+    groups = [m for _, m in e.groupby("method", sort=False)]
+    bounds = fork_map(lambda i: _nested_bounds(e, groups[i], moe, level), len(groups), jobs)
+    lows = pd.Series(np.nan, index=e.index)
+    highs = pd.Series(np.nan, index=e.index)
+    for m, (lo, hi) in zip(groups, bounds, strict=True):
+        lows[m.index], highs[m.index] = lo, hi
+    e["low"], e["high"] = lows.to_numpy(float), highs.to_numpy(float)
     e["covered"] = (e["low"] <= e["measured"]) & (e["measured"] <= e["high"])
     return e
 
@@ -132,12 +143,12 @@ def binomial_ci(k: int, n: int, confidence: float = 0.95) -> tuple[float, float]
 
 
 def coverage_table(
-    result: CVResult, level: float = LEVEL, band: tuple[float, float] = TARGET_BAND
+    result: CVResult, level: float = LEVEL, band: tuple[float, float] = TARGET_BAND, jobs: int | None = None
 ) -> pd.DataFrame:
     """Nested coverage of the `level` intervals per method, axis, dataset and quantity, and per axis over its
     measured datasets (dataset "all": not `NOT_FOR_INTERVALS`): held-out rows, folds, share covered with its
     `binomial_ci`, median width ``high / low``, whether the coverage lies in `band`."""
-    e = nested_intervals(result, level)
+    e = nested_intervals(result, level, jobs)
     measured = e[~e["dataset"].isin(NOT_FOR_INTERVALS)]
     rows = []
     for keys, g in [*e.groupby(["method", "axis", "dataset", "quantity"], sort=False),
@@ -162,3 +173,8 @@ def coverage_table(
     }
     return out.sort_values(["method", "axis"], key=lambda s: s.map(order[str(s.name)]),
                            kind="mergesort").reset_index(drop=True)  # fmt: skip
+
+
+def shipped_residual_models(result: CVResult) -> dict[str, ResidualModel]:
+    """`residual_model` of every candidate of `result`: what the package ships (`slimlib.model.shipped_residuals`)."""
+    return {m: residual_model(result, m) for m in result.methods}

@@ -1,9 +1,8 @@
-"""The extrapolation cross-validation's outputs: ``extrap_cv`` (per-axis MAPE and bias per candidate),
-``extrap_coverage`` (nested coverage of the 90% intervals), ``extrap_paired`` (each candidate minus the recommended
-model on the same rows) and ``extrap_cv_models`` (the recommended model's cells split by held-out model, where a
-cell holds several), written as CSV, Markdown and LaTeX by the one table
-writer (`slimlib.experiments.outputs.plotting.save_table`); `scripts/extrapolation_cv.py` and notebook 06 call
-`write_extrapolation_outputs`."""
+"""The extrapolation cross-validation's outputs, written as CSV, Markdown and LaTeX by the one table writer
+(`slimlib.experiments.outputs.plotting.save_table`): `write_selection_outputs` (notebook 13) writes ``extrap_cv``
+(per-axis MAPE and bias per candidate), ``extrap_paired`` (each candidate minus the recommended model on the same
+rows) and ``extrap_cv_models`` (the recommended model's cells split by held-out model, where a cell holds several);
+`write_coverage_outputs` (notebook 14) writes ``extrap_coverage`` (nested coverage of the 90% intervals)."""
 
 from __future__ import annotations
 
@@ -35,23 +34,19 @@ from slimlib.experiments.outputs.plotting import save_table
 from slimlib.experiments.outputs.uncertainty import N_BOOT, SEED
 from slimlib.model import METHODS, method_label
 
-#: a term-set candidate (`extrapolation_candidates.TERM_CANDIDATES`): the recommended model's terms or an earlier
-#: version of them, ``slim-v3``, ``slim-v3+step-roofline`` or ``slim+tp-comm``, with optional ``+addition`` parts
-_VERSION_CANDIDATE = re.compile(r"^slim(?:-(v\d+))?((?:\+[a-z0-9-]+)*)$")
+#: a challenger of the recommended model: its terms with ``+addition`` parts
+_CHALLENGER = re.compile(r"^slim((?:\+[a-z0-9-]+)+)$")
 
 
 def candidate_label(name: str) -> str:
-    """The one display label of a cross-validation candidate: a registered method's label (`method_label`), an
-    earlier version of the recommended model's terms as that model's label with its version and additions
-    (``slim-v3`` -> "SLIM-extended v3", ``slim-v3+step-roofline`` -> "SLIM-extended v3 + step roofline"), the
-    recommended model's with additions likewise (``slim+tp-comm`` -> "SLIM-extended + tp comm"); any other name as
-    given."""
-    m = _VERSION_CANDIDATE.match(name)
+    """The one display label of a cross-validation candidate: a registered method's label (`method_label`), a
+    challenger ``slim+addition`` as the recommended model's label with its additions (``slim+tp-comm`` ->
+    "SLIM-extended + tp comm"); any other name as given."""
+    m = _CHALLENGER.match(name)
     if name in METHODS or m is None:
         return method_label(name)
-    additions = [a.replace("-", " ") for a in m.group(2).split("+") if a]
-    base = method_label("slim") if m.group(1) is None else f"{method_label('slim')} {m.group(1)}"
-    return " + ".join([base, *additions])
+    additions = [a.replace("-", " ") for a in m.group(1).split("+") if a]
+    return " + ".join([method_label("slim"), *additions])
 
 
 def recommendation_note(table: pd.DataFrame, best: str, tied: pd.DataFrame | None = None) -> str:
@@ -110,13 +105,12 @@ def coverage_display(coverage: pd.DataFrame, quantity: str = "throughput") -> pd
     return pd.DataFrame(rows).astype(str)
 
 
-def write_extrapolation_outputs(
+def write_selection_outputs(
     result: CVResult, figures_dir: str | Path, *, n_boot: int = N_BOOT, seed: int = SEED
-) -> tuple[pd.DataFrame, pd.DataFrame, tuple[str, str]]:
-    """Write ``extrap_cv``, ``extrap_coverage``, ``extrap_paired`` and ``extrap_cv_models`` (.csv long, .md/.tex
-    display) into `figures_dir`; returns the first two long tables and `recommend`'s (name, reason)."""
+) -> tuple[pd.DataFrame, tuple[str, str]]:
+    """Write ``extrap_cv``, ``extrap_paired`` and ``extrap_cv_models`` (.csv long, .md/.tex display) into
+    `figures_dir`; returns the long ``extrap_cv`` table and `recommend`'s (name, reason)."""
     table = extrapolation_table(result, n_boot=n_boot, seed=seed)
-    coverage = coverage_table(result)
     tied = tied_best(table, result, n_boot=n_boot, seed=seed)
     choice = recommend(table, result, tied=tied)
     labels = {m: candidate_label(m) for m in result.methods}
@@ -129,20 +123,6 @@ def write_extrapolation_outputs(
         *[f"{d}: {DATASETS[d]}." for d in used],
     ]
     save_table(table, "extrap_cv", figures_dir, display=wide_table(table, labels), notes=notes)
-    lo, hi = TARGET_BAND
-    save_table(
-        coverage, "extrap_coverage", figures_dir, display=coverage_display(coverage),
-        notes=[f"Share of held-out rows inside the {LEVEL:.0%} prediction interval (throughput) [exact binomial 95% "
-               f"interval], per axis over its measured datasets, and the median width high/low; target "
-               f"{lo:.0%}-{hi:.0%} on every axis. Nested: a fold's residual model (scale and quantiles) is learned "
-               "from every other fold of the measured datasets (not the kernel-composed curves) "
-               f"(its axis's own when it has {MIN_AXIS_FOLDS} or more, else all axes pooled); the parameter "
-               "uncertainty of the fold's own fit (after a GPU transfer, its standard errors moved with the parameters) "
-               "enters the scale with the weight learned there; a mixture of experts' rows take the wider of that "
-               "interval and the one learned the same way on the other folds of the kernel-composed "
-               "mixture-of-experts curves. Per "
-               "dataset (the kernel-composed curves' included) and for E2E, TTFT and TPOT: extrap_coverage.csv."],
-    )  # fmt: skip
     paired = paired_differences(result, choice[0], n_boot=n_boot, seed=seed)
     runners = [m for m in tied["method"] if m != choice[0]]
     save_table(
@@ -160,7 +140,27 @@ def write_extrapolation_outputs(
                "(bias) of extrap_cv split by held-out model, in the cells whose test rows hold more than one model; "
                f"{n_boot} resamples, seed {seed}."],
     )  # fmt: skip
-    return table, coverage, choice
+    return table, choice
+
+
+def write_coverage_outputs(result: CVResult, figures_dir: str | Path) -> pd.DataFrame:
+    """Write ``extrap_coverage`` (.csv long, .md/.tex display) into `figures_dir`; returns the long table."""
+    coverage = coverage_table(result)
+    lo, hi = TARGET_BAND
+    save_table(
+        coverage, "extrap_coverage", figures_dir, display=coverage_display(coverage),
+        notes=[f"Share of held-out rows inside the {LEVEL:.0%} prediction interval (throughput) [exact binomial 95% "
+               f"interval], per axis over its measured datasets, and the median width high/low; target "
+               f"{lo:.0%}-{hi:.0%} on every axis. Nested: a fold's residual model (scale and quantiles) is learned "
+               "from every other fold of the measured datasets (not the kernel-composed curves) "
+               f"(its axis's own when it has {MIN_AXIS_FOLDS} or more, else all axes pooled); the parameter "
+               "uncertainty of the fold's own fit (after a GPU transfer, its standard errors moved with the parameters) "
+               "enters the scale with the weight learned there; a mixture of experts' rows take the wider of that "
+               "interval and the one learned the same way on the other folds of the kernel-composed "
+               "mixture-of-experts curves. Per "
+               "dataset (the kernel-composed curves' included) and for E2E, TTFT and TPOT: extrap_coverage.csv."],
+    )  # fmt: skip
+    return coverage
 
 
 def model_display(models: pd.DataFrame) -> pd.DataFrame:

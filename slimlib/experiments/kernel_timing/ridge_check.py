@@ -1,4 +1,4 @@
-"""Where the measured vLLM kernels turn compute-bound, and where SLIM-roofline's terms do (beyond the paper).
+"""Where the measured vLLM kernels turn compute-bound, and where rooflines at the model's priors do (beyond the paper).
 
 On the committed kernel tables (NVIDIA AIConfigurator data, ``aic-*``), per GPU and dtype:
 
@@ -8,7 +8,7 @@ On the committed kernel tables (NVIDIA AIConfigurator data, ``aic-*``), per GPU 
   `SLOPE_POINTS` largest M): ``M_meas = t0 / s``. The **term's ridge** is `slimlib.model.terms.rooflines.
   ridge_tokens` of the same GEMM (``k n b_w`` weight bytes, ``2 k n`` FLOPs per token) at the registry's peak for
   the dtype and the priors of ``eta_c`` and ``eta_w``: ``eta_c F_max b_w / (2 eta_w BW)``, the tokens per step
-  where `ROOF_LINEAR` switches from its weight read to its FLOPs.
+  where the dense GEMMs' roofline switches from its weight read to its FLOPs.
 * MoE experts (`moe_turns`, one GPU: ``moe_tp = moe_ep = 1``, balanced routing): past the expert-touch knee
   every expert is read, so the measured turn is where the compute slope (median ``t / T`` over the
   `SLOPE_POINTS` largest token counts) meets the all-experts plateau (median latency over ``[4, 16] x`` the
@@ -49,9 +49,10 @@ from slimlib.experiments.kernel_timing.moe_mla_terms import (
 )
 from slimlib.model.equations import FloatArray
 from slimlib.model.features import attention_intensity
+from slimlib.model.params import ParamSpec
 from slimlib.model.serving import serving_config
-from slimlib.model.terms import Term
-from slimlib.model.terms.rooflines import ROOF_DECODE_ATTENTION, ROOF_EXPERTS, ROOF_LINEAR, ridge_tokens
+from slimlib.model.terms import specs as ps
+from slimlib.model.terms.rooflines import ridge_tokens
 from slimlib.registry.architectures import get_architecture
 from slimlib.registry.gpus import get_gpu
 from slimlib.registry.precision import kv_bytes_per_element
@@ -74,12 +75,19 @@ SLOPE_POINTS = 3
 MLA_MIN_TOKENS = 2**17
 
 
-def term_priors(term: Term) -> tuple[float, float]:
-    """The prior medians of a roofline term's (compute, bytes) efficiencies, in its spec order."""
-    values = [s.prior.median for s in term.specs if s.prior is not None]
-    if len(values) != 2:
-        raise SlimError(f"term {term.name!r} has no (compute, bytes) efficiency pair with priors")
-    return values[0], values[1]
+def prior_pair(compute: ParamSpec, nbytes: ParamSpec) -> tuple[float, float]:
+    """The prior medians of a roofline's (compute, bytes) efficiencies."""
+    if compute.prior is None or nbytes.prior is None:
+        raise SlimError(f"{compute.name} or {nbytes.name} has no prior")
+    return compute.prior.median, nbytes.prior.median
+
+
+#: the (compute, bytes) efficiencies of the dense GEMMs, the routed experts and the decode attention
+LINEAR_EFFS, EXPERT_EFFS, ATTENTION_EFFS = (
+    (ps.ETA_C, ps.ETA_W),
+    (ps.ETA_E, ps.ETA_W),
+    (ps.ETA_AC, ps.ETA_ATTN),
+)
 
 
 def gemm_turns(gemm: pd.DataFrame | None = None, tp_degrees: tuple[int, ...] | None = (1,)) -> pd.DataFrame:
@@ -103,7 +111,7 @@ def gemm_turns(gemm: pd.DataFrame | None = None, tp_degrees: tuple[int, ...] | N
         term = float(
             ridge_tokens(
                 float(k) * float(n) * b_w, 2.0 * float(k) * float(n), kernel_peak(hw, str(dtype)), hw.mem_bw,
-                *term_priors(ROOF_LINEAR),
+                *prior_pair(*LINEAR_EFFS),
             )
         )  # fmt: skip
         rows.append({"gpu": hw.name, "dtype": str(dtype), "n": int(n), "k": int(k), "floor_ms": floor * 1e3,
@@ -169,7 +177,7 @@ def moe_turns(moe: pd.DataFrame | None = None) -> pd.DataFrame:
         term = float(
             ridge_tokens(
                 all_bytes, moe_flops(1.0, top_k, hidden, inter), kernel_peak(hw, str(dtype)), hw.mem_bw,
-                *term_priors(ROOF_EXPERTS),
+                *prior_pair(*EXPERT_EFFS),
             )
         )  # fmt: skip
         rows.append({"gpu": hw.name, "dtype": str(dtype), "hidden": int(hidden), "inter": int(inter),
@@ -216,7 +224,7 @@ def mla_turns(mla: pd.DataFrame | None = None) -> pd.DataFrame:
         hw = get_gpu(str(gpu))
         s = serving_config(arch, None, kv_cache_dtype="auto" if kvd == "bfloat16" else str(kvd))
         per_head = attention_intensity(arch, s) / arch.n_heads
-        eta_f, eta_b = term_priors(ROOF_DECODE_ATTENTION)
+        eta_f, eta_b = prior_pair(*ATTENTION_EFFS)
         ridge = eta_f * hw.peak_flops / (eta_b * hw.mem_bw)
         rows.append({"gpu": hw.name, "kv_dtype": str(kvd), "n_points": len(turns),
                      "measured_turn_heads": float(np.median(turns)), "term_turn_heads": ridge / per_head})  # fmt: skip
@@ -242,7 +250,7 @@ def attention_regimes(attn: pd.DataFrame | None = None) -> pd.DataFrame:
     """Per (gpu, kv dtype, query heads, KV heads) of ``aic-decode-attention``: the largest measured fraction of
     the bf16 peak FLOP/s, the term's intensity and its ridge intensity (module docstring)."""
     a = load("aic-decode-attention") if attn is None else attn
-    eta_f, eta_b = term_priors(ROOF_DECODE_ATTENTION)
+    eta_f, eta_b = prior_pair(*ATTENTION_EFFS)
     rows = []
     keys = ["gpu", "kv_cache_dtype", "n_heads", "n_kv_heads", "head_dim"]
     for (gpu, kvd, hq, hkv, d), grp in a.groupby(keys, sort=True):

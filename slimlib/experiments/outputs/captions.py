@@ -716,10 +716,6 @@ NOTEBOOK_OUTPUTS: dict[str, tuple[str, ...]] = {
         "eval_curves",
         "eval_parity",
         "eval_slim_params",
-        "extrap_cv",
-        "extrap_coverage",
-        "extrap_paired",
-        "extrap_cv_models",
     ),
     "07_advisor": (
         "bca_curves",
@@ -782,6 +778,8 @@ NOTEBOOK_OUTPUTS: dict[str, tuple[str, ...]] = {
         "engine_bca_recommendations",
     ),
     "12_paper_differences": ("paper_differences",),
+    "13_model_selection": ("extrap_cv", "extrap_paired", "extrap_cv_models"),
+    "14_intervals": ("extrap_coverage",),
 }
 
 #: The README's paper-item table lies between these lines (`readme_table` writes it).

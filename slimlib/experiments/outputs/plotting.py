@@ -52,7 +52,6 @@ OL_STYLES = {
 METHOD_STYLES = {
     "paper": ("#0072B2", "-"),
     "slim": ("#D55E00", "--"),
-    "slim-roofline": ("#000000", (0, (5, 2))),
     "no-kv-scan": ("#56B4E9", (0, (3, 1, 1, 1))),
     "no-dense-decode": ("#CC79A7", (0, (1, 1))),
     "llmvisor-agg": ("#009E73", "-."),

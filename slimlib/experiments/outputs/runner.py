@@ -36,6 +36,9 @@ RUNNER_PARAMETERS = ("figures_dir",)
 #: notebooks that read other notebooks' outputs from the figures folder (the paper-differences table reads the
 #: evaluation tables): they start after every other selected notebook has finished (`run_notebooks`)
 READS_OUTPUTS = ("12_paper_differences.ipynb",)
+#: notebooks that read what another one cached (the intervals reuse the model selection's fold fits): they start
+#: after the named ones have finished, where those run too
+AFTER = {"14_intervals.ipynb": ("13_model_selection.ipynb",)}
 #: Metadata kept by `strip_notebook`; everything else (papermill records, widget state, UI state) is dropped.
 KEPT_NOTEBOOK_METADATA = ("kernelspec", "language_info", "jupytext")
 KEPT_LANGUAGE_INFO = ("name",)
@@ -212,7 +215,8 @@ def run_notebooks(
     directory, and its executed copy is written to `build_dir/<name>.ipynb`. A parameter that no notebook in
     the folder declares is an error (likely a typo). Up to `jobs` notebooks run at once, each in its own kernel,
     started in numeric order (every notebook reads only the data and writes only its own outputs), except those of
-    `READS_OUTPUTS`, which start after every other selected notebook has finished; `jobs` = 1 runs them one after
+    `READS_OUTPUTS`, which start after every other selected notebook has finished, and those of `AFTER`, which
+    start after the notebooks named there have finished; `jobs` = 1 runs them one after
     another in numeric order. The first failing notebook stops the run (no further notebook starts; running ones
     finish) with a `NotebookError` naming the notebook and cell. Records, in numeric order: `notebook`, `status`
     ("ok", "failed", "not run"), `wall_s`, `output`.
@@ -288,9 +292,13 @@ def run_notebooks(
         bar = tqdm(
             total=len(notebooks), desc="notebooks", unit="nb", disable=not progress or lines, file=sys.stderr
         )
+        names = [nb.name for nb in notebooks]
+        after = {
+            i: {names.index(n) for n in AFTER.get(name, ()) if n in names} for i, name in enumerate(names)
+        }
         try:
             for wave in (first, last):
-                _run_wave(wave, jobs, lambda i: execute(i, kernel), bar)
+                _run_wave(wave, jobs, lambda i: execute(i, kernel), bar, after)
         finally:
             bar.close()
     write_captions(
@@ -304,9 +312,17 @@ def run_notebooks(
     return summary
 
 
-def _run_wave(indices: list[int], jobs: int, execute: Callable[[int], None], bar: Any) -> None:
-    """Run ``execute(i)`` for `indices`, at most `jobs` at once, started in order; after the first failure no
-    further one starts, the running ones finish, and the failure is raised."""
+def _run_wave(
+    indices: list[int],
+    jobs: int,
+    execute: Callable[[int], None],
+    bar: Any,
+    after: Mapping[int, set[int]] | None = None,
+) -> None:
+    """Run ``execute(i)`` for `indices`, at most `jobs` at once, started in order, each once every index `after`
+    names for it has finished; after the first failure no further one starts, the running ones finish, and the
+    failure is raised."""
+    after = after or {}
     if jobs == 1:
         for i in indices:
             execute(i)
@@ -315,18 +331,22 @@ def _run_wave(indices: list[int], jobs: int, execute: Callable[[int], None], bar
     from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 
     pending = list(indices)
-    running: set[Any] = set()
+    running: dict[Any, int] = {}
+    finished: set[int] = set()
     failure: BaseException | None = None
     with ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="notebook") as pool:
         while pending or running:
-            while pending and len(running) < jobs and failure is None:
-                i = pending.pop(0)
-                running.add(pool.submit(execute, i))
+            while len(running) < jobs and failure is None:
+                ready = [i for i in pending if after.get(i, set()) <= finished]
+                if not ready:
+                    break
+                pending.remove(ready[0])
+                running[pool.submit(execute, ready[0])] = ready[0]
             if not running:
                 break
             done, _ = wait(list(running), return_when=FIRST_COMPLETED)
             for fut in done:
-                running.discard(fut)
+                finished.add(running.pop(fut))
                 exc = fut.exception()
                 if exc is not None and failure is None:
                     failure = exc

@@ -42,14 +42,11 @@ def chunked_prefill_column(df: pd.DataFrame) -> FloatArray:
     return _flag_column(df, "chunked_prefill")
 
 
-def effective_batch(
-    f: Features, kv_context_frac: float = KV_CONTEXT_FRAC, static_kappa: bool = True
-) -> FloatArray:
-    """``B_eff`` per row of features `f` (module docstring); `static_kappa` False uses `kv_context_frac` for static
-    batches too (the alternative `scripts/choose_components.py` scores)."""
+def effective_batch(f: Features, kv_context_frac: float = KV_CONTEXT_FRAC) -> FloatArray:
+    """``B_eff`` per row of features `f` (module docstring)."""
     b = f["batch_size"]
     il, ol = f["input_len"], f["output_len"]
-    static = f["static_batch"] if static_kappa else np.zeros_like(b)
+    static = f["static_batch"]
     kappa = static + (1.0 - static) * float(kv_context_frac)
     b_kv = f["kv_token_capacity"] / (il + kappa * ol)
     chunked = f["chunked_prefill"] > 0
@@ -57,21 +54,19 @@ def effective_batch(
     return np.asarray(np.maximum(np.minimum(np.minimum(b, b_kv), b_tok), 1.0), dtype=float)
 
 
-def effective_batch_term(kv_context_frac: float = KV_CONTEXT_FRAC, static_kappa: bool = True) -> Term:
+def effective_batch_term(kv_context_frac: float = KV_CONTEXT_FRAC) -> Term:
     """The caps as a term: replaces feature ``batch_size`` by ``B_eff`` (the requested B kept as ``batch_cap``)."""
 
     def adjust(f: Features) -> Features:
         out = dict(f)
         out["batch_cap"] = f["batch_size"]
-        out["batch_size"] = effective_batch(f, kv_context_frac, static_kappa)
+        out["batch_size"] = effective_batch(f, kv_context_frac)
         return out
 
-    name = "effective_batch" if static_kappa else "effective_batch_no_static"
     return Term(
-        name,
-        f"B_eff = min(B, KV slots / (IL + kappa OL), token budget OL / (IL + OL)), kappa = "
-        f"{'1 for static batches, ' if static_kappa else ''}{kv_context_frac:g}"
-        f"{' otherwise' if static_kappa else ''}",
+        "effective_batch",
+        f"B_eff = min(B, KV slots / (IL + kappa OL), token budget OL / (IL + OL)), kappa = 1 for static batches, "
+        f"{kv_context_frac:g} otherwise",
         adjust=adjust,
         reads=("kv_token_capacity", "max_num_batched_tokens", "static_batch", "chunked_prefill"),
     )
