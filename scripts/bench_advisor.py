@@ -18,7 +18,7 @@ import pandas as pd
 from slimlib.advisor.capacity import advise_many
 from slimlib.advisor.deploy import search
 from slimlib.advisor.slo import Slo
-from slimlib.model import SlimModel
+from slimlib.model import PaperModel
 
 EXAMPLE_PARAMS = {"eta_c": 0.45, "t_fixed": 0.2, "eta_m": 0.6, "B0": 3.0, "alpha": 2e-5, "gamma": 5e-7}
 
@@ -30,7 +30,7 @@ def main(argv=None) -> int:
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--search-workloads", type=int, default=100)
     args = ap.parse_args(argv)
-    model = SlimModel.with_params(EXAMPLE_PARAMS, gpu="h100-sxm-64gb")
+    model = PaperModel.with_params(EXAMPLE_PARAMS, gpu="h100-sxm-64gb")
     n = args.workloads
     models = np.resize(["opt-1.3b", "opt-2.7b", "llama-2-7b", "llama-2-13b"], n)
     wl = pd.DataFrame(
@@ -55,7 +55,7 @@ def main(argv=None) -> int:
 
 def bench_search(n: int, batch: np.ndarray, repeats: int) -> None:
     """Time the deployment search (`slimlib.advisor.deploy.search`) of `n` workloads on 8 B200 GPUs."""
-    model = SlimModel.with_params(EXAMPLE_PARAMS, gpu="b200-sxm-180gb")
+    model = PaperModel.with_params(EXAMPLE_PARAMS, gpu="b200-sxm-180gb")
     wl = pd.DataFrame(
         {
             "model": np.resize(["opt-1.3b", "opt-2.7b", "llama-2-7b", "llama-2-13b"], n),

@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from slimlib.model import SlimModel
+from slimlib.model import PaperModel
 
 PARAMS = {"eta_c": 0.45, "t_fixed": 0.2, "eta_m": 0.6, "B0": 3.0, "alpha": 2e-5, "gamma": 5e-7}
 GPU = "h100-sxm-80gb"
@@ -84,7 +84,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="slim-bench-cli-") as tmp:
         d = Path(tmp)
         params = d / "params.json"
-        SlimModel.with_params(PARAMS, gpu=GPU).to_json(params)
+        PaperModel.with_params(PARAMS, gpu=GPU).to_json(params)
         grid = _configurations(n)
         grid.to_csv(d / "grid.csv", index=False)
         grid.to_parquet(d / "grid.parquet", index=False)
@@ -117,7 +117,7 @@ def main() -> int:
             if out_rows is not None and out_rows != n:
                 raise SystemExit(f"predict wrote {out_rows} rows, expected {n}")
 
-        truth = SlimModel.with_params(PARAMS, gpu=GPU)
+        truth = PaperModel.with_params(PARAMS, gpu=GPU)
         measured = grid.assign(gpu=GPU)
         pred = truth.predict(measured)
         measured["throughput_tok_s"] = pred["pred_throughput_tok_s"].to_numpy()

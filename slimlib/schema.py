@@ -1,4 +1,4 @@
-"""The table schema that `SlimModel` and the `slim` command read, and its validation.
+"""The table schema that `PaperModel` and the `slim` command read, and its validation.
 
 One row per configuration: ``model`` (registry name, Hugging Face id or path to a config.json), ``gpu`` (registry
 name), ``batch_size``, ``input_len``, ``output_len`` (tokens, > 0), ``throughput_tok_s`` (total-token throughput,

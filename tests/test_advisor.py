@@ -14,7 +14,7 @@ from slimlib.advisor import capacity as A
 from slimlib.cli.main import main
 from slimlib.errors import DataError
 from slimlib.experiments.bca import advisor_eval as AE
-from slimlib.model import SlimModel
+from slimlib.model import PaperModel
 from slimlib.model import memory as M
 from slimlib.model.serving import serving_config
 from slimlib.registry.architectures import get_architecture
@@ -27,7 +27,7 @@ E2E = np.array([1.0, 1.1, 1.3, 1.8, 3.2])
 
 
 def _model(gpu="h100-sxm-80gb"):
-    return SlimModel.with_params(TRUE_PARAMS, gpu=gpu)
+    return PaperModel.with_params(TRUE_PARAMS, gpu=gpu)
 
 
 # --------------------------------------------------------------------------------------------- Eq. 13 on arrays

@@ -16,7 +16,7 @@ from slimlib.advisor.launch import launch_settings
 from slimlib.advisor.slo import SPLIT_SOURCE, Slo, percentile_level, serving_grid
 from slimlib.cli.main import main
 from slimlib.errors import DataError
-from slimlib.model import SlimModel
+from slimlib.model import PaperModel
 from slimlib.model.intervals import ResidualModel
 from slimlib.model.serving import serving_config
 from slimlib.registry.architectures import get_architecture
@@ -26,7 +26,7 @@ WL = pd.DataFrame({"model": ["llama-2-13b"], "input_len": [512.0], "output_len":
 
 
 def _model(gpu="h100-sxm-80gb"):
-    return SlimModel.with_params(TRUE_PARAMS, gpu=gpu)
+    return PaperModel.with_params(TRUE_PARAMS, gpu=gpu)
 
 
 def test_split_latencies_add_up_to_e2e():

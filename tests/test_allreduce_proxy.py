@@ -11,7 +11,7 @@ import pytest
 from synthetic import TRUE_PARAMS
 
 from slimlib.cli.main import main
-from slimlib.model import SlimModel
+from slimlib.model import PaperModel
 from slimlib.model.validity import ProxyLatencyWarning, check_allreduce, check_table
 from slimlib.registry.gpus import get_gpu, gpu_names
 
@@ -63,7 +63,7 @@ def test_measured_latency_and_one_gpu_do_not_warn():
 
 def test_advise_says_it_on_a_proxy_gpu(tmp_path, capsys):
     params = tmp_path / "params.json"
-    params.write_text(SlimModel.with_params(TRUE_PARAMS, gpu="mi300x").to_json())
+    params.write_text(PaperModel.with_params(TRUE_PARAMS, gpu="mi300x").to_json())
     args = ["advise", str(params), "--model", "llama-2-7b", "--input-len", "128", "--output-len", "128",
             "--slo-s", "1e9", "--epsilon", "0.001", "--format", "json"]  # fmt: skip
     with pytest.warns(ProxyLatencyWarning, match=r"^--tensor-parallel: tensor_parallel = 2 on mi300x"):

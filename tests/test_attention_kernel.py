@@ -31,7 +31,7 @@ from slimlib.experiments.kernel_timing.composition import (
 from slimlib.model import make_model
 from slimlib.model.features import model_features
 from slimlib.model.serving import serving_config
-from slimlib.model.terms import DECODE_ATTENTION_KERNEL, attention_bytes
+from slimlib.model.terms import DECODE_ATTENTION, attention_bytes
 from slimlib.model.terms.recommended import ATTENTION_SWITCH_PAIRS, HOST_SEQUENCE_S
 from slimlib.registry.architectures import get_architecture
 from slimlib.registry.gpus import get_gpu
@@ -52,8 +52,8 @@ def _attention_s(model: str, gpu: str, batch: list[float], paged_rule: bool = Fa
     f = model_features(df, hw)
     if paged_rule:
         return np.asarray(attention_bytes(f) / hw.mem_bw, dtype=float)
-    assert DECODE_ATTENTION_KERNEL.times is not None
-    return np.asarray(DECODE_ATTENTION_KERNEL.times({}, f, hw).request, dtype=float)
+    assert DECODE_ATTENTION.times is not None
+    return np.asarray(DECODE_ATTENTION.times({}, f, hw).request, dtype=float)
 
 
 def test_the_measured_kernel_reads_each_kv_head_once_at_every_batch():

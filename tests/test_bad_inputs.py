@@ -19,14 +19,14 @@ import pytest
 from synthetic import TRUE_PARAMS, grid, synthesize
 
 from slimlib.cli.main import main
-from slimlib.model import SlimModel
+from slimlib.model import PaperModel
 
 FIXTURES = Path(__file__).parent / "fixtures"
 GPU = "h100-sxm-80gb"
 
 
 def _params(tmp: Path, **override: object) -> Path:
-    doc = json.loads(SlimModel.with_params(TRUE_PARAMS, gpu=GPU).to_json())
+    doc = json.loads(PaperModel.with_params(TRUE_PARAMS, gpu=GPU).to_json())
     for k, v in override.items():
         if k in doc["params"]:
             doc["params"][k] = v
@@ -38,7 +38,7 @@ def _params(tmp: Path, **override: object) -> Path:
 
 
 def _measured(tmp: Path, name: str = "runs.csv", **columns: object) -> Path:
-    df = synthesize(SlimModel.with_params(TRUE_PARAMS, gpu=GPU), grid(batch=(1, 4, 16)))
+    df = synthesize(PaperModel.with_params(TRUE_PARAMS, gpu=GPU), grid(batch=(1, 4, 16)))
     for k, v in columns.items():
         df[k] = v
     path = tmp / name
@@ -127,7 +127,7 @@ def _sidecar_with_blank_line(tmp: Path) -> Path:
 
 def _alias_rows(tmp: Path, col: str, alias: str) -> Path:
     df = synthesize(
-        SlimModel.with_params(TRUE_PARAMS, gpu="h100-sxm-64gb"), grid(gpu="h100-sxm-64gb", batch=(1, 4))
+        PaperModel.with_params(TRUE_PARAMS, gpu="h100-sxm-64gb"), grid(gpu="h100-sxm-64gb", batch=(1, 4))
     )
     dup = df.iloc[[0]].copy()
     dup[col] = alias
@@ -168,7 +168,7 @@ def _grid_naming_config(tmp: Path) -> Path:
 def _runs_naming_config(tmp: Path) -> Path:
     config = _model_folder(tmp) / "config.json"
     df = synthesize(
-        SlimModel.with_params(TRUE_PARAMS, gpu=GPU), grid(models=("opt-125m",), batch=(1, 2, 4, 8, 16))
+        PaperModel.with_params(TRUE_PARAMS, gpu=GPU), grid(models=("opt-125m",), batch=(1, 2, 4, 8, 16))
     )
     df["model"] = str(config)
     path = tmp / "runs.csv"

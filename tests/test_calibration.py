@@ -1,4 +1,4 @@
-"""SlimModel: parameter recovery on synthetic data, noise, determinism, summary, JSON, bad input."""
+"""PaperModel: parameter recovery on synthetic data, noise, determinism, summary, JSON, bad input."""
 
 import json
 import warnings
@@ -10,14 +10,14 @@ from synthetic import TRUE_PARAMS, grid, synthesize
 
 from slimlib.errors import DataError, FitError, NotFittedError, UnknownNameError
 from slimlib.metrics import mape
-from slimlib.model import IdentifiabilityWarning, SlimModel, load_params, make_model
+from slimlib.model import IdentifiabilityWarning, PaperModel, load_params, make_model
 from slimlib.model import equations as eq
 from slimlib.registry.gpus import get_gpu
 
 
 @pytest.fixture(scope="module")
 def truth():
-    return SlimModel.with_params(TRUE_PARAMS, gpu="h100-sxm-80gb")
+    return PaperModel.with_params(TRUE_PARAMS, gpu="h100-sxm-80gb")
 
 
 @pytest.fixture(scope="module")
@@ -27,7 +27,7 @@ def clean(truth):
 
 @pytest.fixture(scope="module")
 def fitted(clean):
-    return SlimModel().fit(clean)
+    return PaperModel().fit(clean)
 
 
 def test_predict_matches_equations_by_hand(truth):
@@ -56,7 +56,7 @@ def test_recovers_known_parameters_within_1pct(fitted):
 
 
 def test_fit_returns_self_and_sklearn_attributes(clean):
-    m = SlimModel()
+    m = PaperModel()
     assert m.fit(clean) is m
     assert set(m.params_) == set(TRUE_PARAMS) and set(m.stderr_) >= set(TRUE_PARAMS)
     assert m.gpu_ == "h100-sxm-80gb"
@@ -64,7 +64,7 @@ def test_fit_returns_self_and_sklearn_attributes(clean):
 
 def test_two_percent_noise_is_sensible(truth):
     noisy = synthesize(truth, grid(), noise=0.02, seed=1)
-    m = SlimModel().fit(noisy)
+    m = PaperModel().fit(noisy)
     assert m.fit_info_["train_mape_pct"] < 3.0
     clean = synthesize(truth, grid())
     assert m.score(clean) < 2.0  # predicts the noise-free truth better than the noise level
@@ -77,8 +77,8 @@ def test_two_percent_noise_is_sensible(truth):
 
 
 def test_deterministic(clean):
-    a = SlimModel().fit(clean)
-    b = SlimModel().fit(clean)
+    a = PaperModel().fit(clean)
+    b = PaperModel().fit(clean)
     assert a.params_ == b.params_
     assert a.to_json() == b.to_json()
 
@@ -99,7 +99,7 @@ def test_summary_warns_when_not_identifiable(truth):
         truth,
         grid(models=("opt-1.3b",), input_len=(128,), output_len=(64,), batch=(1, 2, 4, 8, 16, 32, 64, 128)),
     )
-    m = SlimModel().fit(one)
+    m = PaperModel().fit(one)
     with pytest.warns(IdentifiabilityWarning, match="not identifiable"):
         m.summary()
     assert m.identifiability_problems()
@@ -110,7 +110,7 @@ def test_a_fit_on_one_batch_size_says_other_batch_sizes_are_unsupported(truth, c
     size in its file, and every prediction at another batch size repeats it (a user who profiled only B = 1)."""
     one = clean[clean["batch_size"] == 4]
     with pytest.warns(IdentifiabilityWarning, match=r"hold one batch size \(B = 4\)"):
-        m = SlimModel(n_starts=0).fit(one)
+        m = PaperModel(n_starts=0).fit(one)
     assert m.fit_info_["batch_sizes"] == [4.0]
     path = tmp_path / "one.json"
     m.to_json(path)
@@ -124,7 +124,7 @@ def test_a_fit_on_one_batch_size_says_other_batch_sizes_are_unsupported(truth, c
         record=True
     ) as caught:  # several batch sizes: no such warning at fit or predict
         warnings.simplefilter("always")
-        several = SlimModel(n_starts=0).fit(clean[clean["batch_size"] <= 16])
+        several = PaperModel(n_starts=0).fit(clean[clean["batch_size"] <= 16])
         several.predict(clean)
     assert not [w for w in caught if "one batch size" in str(w.message)]
     assert several.fit_info_["batch_sizes"] == [1.0, 4.0, 16.0]
@@ -140,7 +140,7 @@ def test_json_round_trip(fitted, clean, tmp_path):
 
 
 def test_fixed_parameter_is_held(clean):
-    m = SlimModel(fixed={"B0": 3.0}).fit(clean)
+    m = PaperModel(fixed={"B0": 3.0}).fit(clean)
     assert m.params_["B0"] == 3.0
     assert "B0" not in m.free_params_
 
@@ -157,9 +157,9 @@ def test_ablations_recover_their_own_truth(variant):
 def test_ablation_components():
     p = dict(TRUE_PARAMS)
     row = grid(models=("opt-1.3b",), batch=(8,), input_len=(100,), output_len=(50,))
-    full = SlimModel.with_params(p, gpu="h100-sxm-80gb").predict(row).iloc[0]
-    nokv = SlimModel.with_params(p, gpu="h100-sxm-80gb", variant="no-kv-scan").predict(row).iloc[0]
-    nodense = SlimModel.with_params(p, gpu="h100-sxm-80gb", variant="no-dense-decode").predict(row).iloc[0]
+    full = PaperModel.with_params(p, gpu="h100-sxm-80gb").predict(row).iloc[0]
+    nokv = PaperModel.with_params(p, gpu="h100-sxm-80gb", variant="no-kv-scan").predict(row).iloc[0]
+    nodense = PaperModel.with_params(p, gpu="h100-sxm-80gb", variant="no-dense-decode").predict(row).iloc[0]
     hw = get_gpu("h100-sxm-80gb")
     kv = eq.decode_kv_bytes(24, 2048, 2, eq.kv_scan_tokens(100, 50)) / hw.mem_bw
     scale = (8 + p["B0"]) / p["eta_m"]
@@ -199,26 +199,26 @@ def _base():
 )
 def test_bad_input_errors(mutate, match):
     with pytest.raises(DataError, match=match):
-        SlimModel().fit(mutate(_base()))
+        PaperModel().fit(mutate(_base()))
 
 
 def test_unknown_model_names_row_and_close_matches():
     d = _base()
     d.loc[6, "model"] = "opt-1.3bb"
     with pytest.raises(UnknownNameError, match=r"row 6.*opt-1\.3b"):
-        SlimModel().fit(d)
+        PaperModel().fit(d)
 
 
 def test_unknown_gpu():
     with pytest.raises(UnknownNameError, match="h100"):
-        SlimModel().fit(_base().assign(gpu="h1000"))
+        PaperModel().fit(_base().assign(gpu="h1000"))
 
 
 def test_several_gpus_is_an_error():
     d = _base()
     d.loc[0, "gpu"] = "a100-sxm-80gb"
     with pytest.raises(DataError, match="several GPUs"):
-        SlimModel().fit(d)
+        PaperModel().fit(d)
 
 
 def test_too_few_rows():
@@ -229,25 +229,25 @@ def test_too_few_rows():
         match=r"3 rows cannot determine 5 free parameters \(t_fixed, eta_m, B0, alpha, gamma\), even with eta_c "
         "held at its prior",
     ):
-        SlimModel().fit(_base().iloc[:3])
+        PaperModel().fit(_base().iloc[:3])
 
 
 def test_few_point_paper_fit_holds_no_prior_of_another_model():
     """5 rows < 6 parameters: the paper fit holds eta_c at its prior and fits eta_m (no 'eta_m' prior borrowed)."""
     with pytest.warns(IdentifiabilityWarning):  # 5 rows leave the paper's 5 free parameters unresolved
-        m = SlimModel(n_starts=1).fit(_base().iloc[:5])
+        m = PaperModel(n_starts=1).fit(_base().iloc[:5])
     assert m.held_ == ["eta_c"] and "eta_m" in m.free_params_
     assert m.held_reasons_["eta_c"].startswith("held at prior 0.794")
 
 
 def test_fit_that_does_not_converge():
     with pytest.raises(FitError, match="did not converge"):
-        SlimModel(max_nfev=1, n_starts=1).fit(_base())
+        PaperModel(max_nfev=1, n_starts=1).fit(_base())
 
 
 def test_predict_before_fit():
     with pytest.raises(NotFittedError):
-        SlimModel().predict(_base())
+        PaperModel().predict(_base())
 
 
 def test_predict_for_another_gpu(fitted):
@@ -257,7 +257,7 @@ def test_predict_for_another_gpu(fitted):
 
 def test_unknown_variant():
     with pytest.raises(UnknownNameError, match="paper"):
-        SlimModel(variant="papr")
+        PaperModel(variant="papr")
 
 
 def test_bad_param_file(tmp_path):
@@ -286,7 +286,7 @@ def test_predict_without_gpu_column_uses_the_parameters_gpu(truth):
 
 def test_summary_interval_is_normal_approximation_and_absent_at_a_bound(truth):
     noisy = synthesize(truth, grid(), noise=0.03, seed=5)
-    s = SlimModel(n_starts=2).fit(noisy).summary()
+    s = PaperModel(n_starts=2).fit(noisy).summary()
     free = s[~s["at_bound"]]
     assert len(free) and (free["stderr"] > 0).all()
     np.testing.assert_allclose(
@@ -295,8 +295,8 @@ def test_summary_interval_is_normal_approximation_and_absent_at_a_bound(truth):
     np.testing.assert_allclose(
         free["estimate"] - free["ci95_low"], 1.959963984540054 * free["stderr"], rtol=1e-9
     )
-    at_one = SlimModel.with_params({**TRUE_PARAMS, "eta_m": 1.0}, gpu="h100-sxm-80gb")  # eta_m's upper bound
+    at_one = PaperModel.with_params({**TRUE_PARAMS, "eta_m": 1.0}, gpu="h100-sxm-80gb")  # eta_m's upper bound
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", IdentifiabilityWarning)
-        s = SlimModel(n_starts=2).fit(synthesize(at_one, grid())).summary()
+        s = PaperModel(n_starts=2).fit(synthesize(at_one, grid())).summary()
     assert s.loc["eta_m", "at_bound"] and s.loc[s["at_bound"], ["ci95_low", "ci95_high"]].isna().all().all()

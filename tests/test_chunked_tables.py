@@ -16,7 +16,7 @@ import slimlib.schema
 from slimlib.cli.main import main
 from slimlib.errors import DataError, UnknownNameError
 from slimlib.io import returning_freed_memory, write_table
-from slimlib.model import SlimModel
+from slimlib.model import PaperModel
 from slimlib.model.features import model_features
 from slimlib.model.validity import PreemptionWarning, check_table
 from slimlib.schema import blank_line_numbers, read_csv_table, row_chunks, validate_table
@@ -65,7 +65,7 @@ def test_row_chunks_cover_the_table_and_name_rows_by_their_file_line(tmp_path: P
 
 def test_chunked_csv_and_parquet_equal_the_whole_table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     df = _grid(11).assign(note=["plain"] * 10 + ["needs, quotes"])  # only the last chunk needs quoting
-    extend = SlimModel.with_params(PARAMS, gpu=GPU).predict
+    extend = PaperModel.with_params(PARAMS, gpu=GPU).predict
     whole = {}
     for kind in ("csv", "parquet"):
         write_table(df, tmp_path / f"whole.{kind}", extend=extend)
@@ -146,7 +146,7 @@ def test_predict_over_many_chunks_names_the_bad_row_and_keeps_the_previous_outpu
     tmp_path: Path, tiny_chunks: int, capsys: pytest.CaptureFixture[str]
 ):
     params = tmp_path / "params.json"
-    SlimModel.with_params(PARAMS, gpu=GPU).to_json(params)
+    PaperModel.with_params(PARAMS, gpu=GPU).to_json(params)
     grid = _grid(20)
     good, bad = tmp_path / "grid.csv", tmp_path / "bad.csv"
     grid.to_csv(good, index=False)
@@ -154,7 +154,7 @@ def test_predict_over_many_chunks_names_the_bad_row_and_keeps_the_previous_outpu
     out = tmp_path / "pred.csv"
     assert main(["predict", str(params), str(good), "--out", str(out)]) == 0
     written = out.read_bytes()
-    expected = pd.concat([grid, SlimModel.with_params(PARAMS, gpu=GPU).predict(grid)], axis=1)
+    expected = pd.concat([grid, PaperModel.with_params(PARAMS, gpu=GPU).predict(grid)], axis=1)
     pd.testing.assert_frame_equal(pd.read_csv(out), expected, check_dtype=False)
     capsys.readouterr()
     assert main(["predict", str(params), str(bad), "--out", str(out)]) == 2
@@ -171,7 +171,7 @@ def test_reading_returns_freed_memory_to_the_system():
 
 
 def test_predict_runs_its_check_on_the_validated_table_first():
-    model = SlimModel.with_params(PARAMS, gpu=GPU)
+    model = PaperModel.with_params(PARAMS, gpu=GPU)
     seen = []
     pred = model.predict(_grid(5), check=lambda data: seen.append(data["batch_size"].dtype))
     assert seen == [np.dtype(float)] and len(pred) == 5
@@ -185,7 +185,7 @@ def test_predict_runs_its_check_on_the_validated_table_first():
 
 def test_slim_predict_warns_once_for_preemption_over_all_chunks(tmp_path: Path, tiny_chunks: int):
     params = tmp_path / "params.json"
-    SlimModel.with_params(PARAMS, gpu=GPU).to_json(params)
+    PaperModel.with_params(PARAMS, gpu=GPU).to_json(params)
     rows = tmp_path / "grid.csv"
     pd.DataFrame(
         {

@@ -7,12 +7,12 @@ import pytest
 from synthetic import TRUE_PARAMS, grid, synthesize
 
 from slimlib.cli.main import main
-from slimlib.model import SlimModel
+from slimlib.model import PaperModel
 
 
 @pytest.fixture()
 def data_csv(tmp_path):
-    truth = SlimModel.with_params(TRUE_PARAMS, gpu="h100-sxm-80gb")
+    truth = PaperModel.with_params(TRUE_PARAMS, gpu="h100-sxm-80gb")
     df = synthesize(truth, grid())
     path = tmp_path / "runs.csv"
     df.to_csv(path, index=False)
@@ -151,7 +151,7 @@ def test_model_column_may_be_a_config_json_path(tmp_path):
     from pathlib import Path
 
     cfg = Path(__file__).parent / "fixtures" / "configs" / "opt-125m.json"
-    truth = SlimModel.with_params(TRUE_PARAMS, gpu="h100-sxm-80gb")
+    truth = PaperModel.with_params(TRUE_PARAMS, gpu="h100-sxm-80gb")
     by_name = grid(models=("opt-125m",))
     by_path = by_name.assign(model=str(cfg))
     pd.testing.assert_frame_equal(truth.predict(by_path), truth.predict(by_name))

@@ -15,11 +15,11 @@ from tqdm import tqdm
 from slimlib.cli import cmd_fit as fit_cli
 from slimlib.cli.main import main
 from slimlib.errors import DataError
-from slimlib.model import SlimModel
+from slimlib.model import PaperModel
 from slimlib.model.base import PARAMS_FORMAT_VERSION
 from slimlib.schema import validate_table
 
-TRUTH = SlimModel.with_params(TRUE_PARAMS, gpu="h100-sxm-80gb")
+TRUTH = PaperModel.with_params(TRUE_PARAMS, gpu="h100-sxm-80gb")
 
 
 @pytest.fixture()

@@ -12,14 +12,14 @@ from synthetic import TRUE_PARAMS, grid, synthesize
 
 import slimlib.io
 from slimlib.cli.main import main
-from slimlib.model import SlimModel
+from slimlib.model import PaperModel
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
 
 @pytest.fixture()
 def data_csv(tmp_path: Path) -> Path:
-    truth = SlimModel.with_params(TRUE_PARAMS, gpu="h100-sxm-80gb")
+    truth = PaperModel.with_params(TRUE_PARAMS, gpu="h100-sxm-80gb")
     path = tmp_path / "runs.csv"
     synthesize(truth, grid()).to_csv(path, index=False)
     return path
@@ -28,7 +28,7 @@ def data_csv(tmp_path: Path) -> Path:
 @pytest.fixture()
 def params_json(tmp_path: Path) -> Path:
     path = tmp_path / "params.json"
-    SlimModel.with_params(TRUE_PARAMS, gpu="h100-sxm-80gb").to_json(path)
+    PaperModel.with_params(TRUE_PARAMS, gpu="h100-sxm-80gb").to_json(path)
     return path
 
 
@@ -142,7 +142,7 @@ def test_bad_output_paths_fail_before_fitting(data_csv, tmp_path, monkeypatch, c
     def no_fit(self, df):  # pragma: no cover - reaching it is the failure
         raise AssertionError("the output path must be checked before fitting")
 
-    monkeypatch.setattr(SlimModel, "fit", no_fit)
+    monkeypatch.setattr(PaperModel, "fit", no_fit)
     assert (
         main(["fit", str(data_csv), "--variant", "paper", "--out", str(tmp_path / "missing" / "p.json")]) == 2
     )

@@ -292,8 +292,8 @@ def test_real_memgap_result_jsons(tmp_path):
 
 @needs_mirror
 def test_real_runs_round_trip_into_slim_model(tmp_path):
-    """Real advisor runs (opt-1.3b, OL 130) -> sidecar for B -> ingest -> CSV -> SlimModel fit/predict columns."""
-    from slimlib.model import SlimModel
+    """Real advisor runs (opt-1.3b, OL 130) -> sidecar for B -> ingest -> CSV -> PaperModel fit/predict columns."""
+    from slimlib.model import PaperModel
 
     family = MEMGAP / "benchmarks/definitive_results/advisor/output_length/_130/opt-1.3b"
     folder = tmp_path / "advisor"
@@ -313,7 +313,7 @@ def test_real_runs_round_trip_into_slim_model(tmp_path):
     assert len(table) == len(lines) - 1 >= 6
     assert set(table["model"]) == {"opt-1.3b"}
     assert table["input_len"].round().eq(242).all() and table["output_len"].round().eq(130).all()
-    pred = SlimModel().fit(table).predict(table)
+    pred = PaperModel().fit(table).predict(table)
     for col in ("pred_throughput_tok_s", "pred_e2e_s", "pred_prefill_s", "pred_decode_s"):
         assert col in pred.columns and pred[col].notna().all()
 

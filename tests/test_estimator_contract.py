@@ -15,7 +15,7 @@ import pytest
 from synthetic import TRUE_PARAMS, grid
 
 from slimlib.errors import DataError, NotFittedError
-from slimlib.model import METHODS, PRED_COLUMNS, Estimator, SlimModel, load_params, make_model
+from slimlib.model import METHODS, PRED_COLUMNS, Estimator, PaperModel, load_params, make_model
 from slimlib.model.base import PARAMS_FORMAT_VERSION
 
 GPU = "h100-sxm-80gb"
@@ -30,7 +30,7 @@ def _table(models: tuple[str, ...], noise: float, seed: int) -> pd.DataFrame:
         input_len=(128, 512),
         output_len=(64, 256),
     )
-    pred = SlimModel.with_params(TRUE_PARAMS, gpu=GPU).predict(df)
+    pred = PaperModel.with_params(TRUE_PARAMS, gpu=GPU).predict(df)
     rng = np.random.default_rng(seed)
     f = 1.0 + noise * rng.standard_normal(len(df))
     out = df.copy()

@@ -19,13 +19,13 @@ from slimlib.experiments.accuracy.evaluation import (
     wide_table,
 )
 from slimlib.experiments.accuracy.scenarios import Fold, Scenario
-from slimlib.model import SlimModel
+from slimlib.model import PaperModel
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def _scenario(noise: float) -> list[Scenario]:
-    truth = SlimModel.with_params(TRUE_PARAMS, gpu="h100-sxm-80gb")
+    truth = PaperModel.with_params(TRUE_PARAMS, gpu="h100-sxm-80gb")
     df = synthesize(truth, grid(), noise=noise, seed=3)
     df["mean_ttft_ms"] = 1000 * truth.predict(df)["pred_prefill_s"]
     df["mean_itl_ms"] = 1000 * truth.predict(df)["pred_decode_s"] / (df["output_len"] - 1)
@@ -119,7 +119,7 @@ def test_warnings_are_collected_per_scenario_and_method_not_silenced():
 
     from slimlib.experiments.accuracy.evaluation import WARNING_COLUMNS, run_evaluation
 
-    truth = SlimModel.with_params(TRUE_PARAMS, gpu="h100-sxm-80gb")
+    truth = PaperModel.with_params(TRUE_PARAMS, gpu="h100-sxm-80gb")
     one = synthesize(truth, grid(models=("opt-1.3b",), input_len=(128,), output_len=(64,),
                                  batch=(1, 2, 4, 8, 16, 32, 64, 128)))  # fmt: skip
     scen = [Scenario("syn", "one curve", "t", "l", [Fold("all", one, one)])]

@@ -1,4 +1,4 @@
-"""ExtendedSlimModel: effective batch limits, recovery of its own synthetic truth, registry and JSON round trip."""
+"""SlimModel: effective batch limits, recovery of its own synthetic truth, registry and JSON round trip."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from synthetic import SLIM_TRUE_PARAMS, grid, synthesize
 from slimlib.errors import SlimError
 from slimlib.model import (
     DEFAULT_VARIANT,
-    ExtendedSlimModel,
+    SlimModel,
     load_params,
     make_model,
     variant_names,
@@ -34,7 +34,7 @@ def _grid():
 
 
 def test_effective_batch_applies_kv_and_token_budget_limits():
-    m = ExtendedSlimModel(gpu=GPU)
+    m = SlimModel(gpu=GPU)
     hw = get_gpu(GPU)
     df = grid(models=("llama-2-13b",), gpu=GPU, batch=(8, 512), input_len=(250,), output_len=(520,))
     df["gpu_blocks"] = 2664.0
@@ -61,12 +61,12 @@ def test_effective_batch_reads_the_serving_features():
          "max_num_batched_tokens": np.array([80.0, 80.0, 80.0]), "chunked_prefill": np.array([0.0, 0.0, 1.0])}  # fmt: skip
     b = effective_batch(f, kv_context_frac=0.5)
     assert b == pytest.approx([5000 / 250, 5000 / 400, 80 * 300 / 400])
-    assert "max_batched_tokens" not in ExtendedSlimModel().get_params()
-    assert "gpu_mem_util" not in ExtendedSlimModel().get_params()
+    assert "max_batched_tokens" not in SlimModel().get_params()
+    assert "gpu_mem_util" not in SlimModel().get_params()
 
 
 def test_extended_recovers_its_own_synthetic_parameters():
-    truth = ExtendedSlimModel.with_params(TRUE, gpu=GPU)
+    truth = SlimModel.with_params(TRUE, gpu=GPU)
     df = synthesize(truth, _grid())
     fitted = make_model("slim", n_starts=4).fit(df)
     for k, v in TRUE.items():
@@ -87,10 +87,10 @@ def test_single_architecture_holds_eta_w_at_its_prior_and_t_layer_and_t_act_at_z
     # one architecture: the weight read, t_step and t_layer L are one constant per step; eta_w keeps the decode
     # GEMMs' ridge where the device puts it, the constant goes to t_step; t_act L D and alpha are one constant per
     # sequence and step
-    truth = ExtendedSlimModel.with_params(TRUE, gpu=GPU)
+    truth = SlimModel.with_params(TRUE, gpu=GPU)
     df = synthesize(truth, _grid())
     one = df[df["model"] == "opt-1.3b"]
-    m = ExtendedSlimModel(n_starts=2).fit(one)
+    m = SlimModel(n_starts=2).fit(one)
     assert m.held_ == ["eta_attn", "eta_w", "t_act", "t_layer"] and m.fixed is None
     assert m.params_["t_layer"] == 0.0 and m.params_["t_act"] == 0.0
     assert "one layer count times width" in m.held_reasons_["t_act"]
@@ -107,16 +107,16 @@ def test_single_architecture_holds_eta_w_at_its_prior_and_t_layer_and_t_act_at_z
 
 def test_saved_single_architecture_fit_refits_t_step_on_several(tmp_path):
     """Regression: a fit on one architecture, saved and reloaded, kept t_step fixed at 0 when refitted on three."""
-    truth = ExtendedSlimModel.with_params(TRUE, gpu=GPU)
+    truth = SlimModel.with_params(TRUE, gpu=GPU)
     full = synthesize(truth, _grid())
     df = full[full["model"].isin(sorted(set(full["model"]))[:3])]
     assert df["model"].nunique() == 3
     path = tmp_path / "one.json"
-    ExtendedSlimModel(n_starts=2).fit(df[df["model"] == df["model"].iloc[0]]).to_json(path)
+    SlimModel(n_starts=2).fit(df[df["model"] == df["model"].iloc[0]]).to_json(path)
     loaded = load_params(path)
     assert loaded.fixed is None and loaded.held_ == ["eta_attn", "eta_w", "t_act", "t_layer"]
     refit = loaded.fit(df)
-    fresh = ExtendedSlimModel(n_starts=2).fit(df)
+    fresh = SlimModel(n_starts=2).fit(df)
     assert refit.held_ == ["eta_attn"] and refit.params_["t_layer"] == pytest.approx(
         TRUE["t_layer"], rel=1e-3
     )
@@ -125,19 +125,19 @@ def test_saved_single_architecture_fit_refits_t_step_on_several(tmp_path):
 
 def test_extended_is_registered_default_and_round_trips_with_its_options(tmp_path):
     assert "slim" in variant_names() and DEFAULT_VARIANT == "slim"
-    truth = ExtendedSlimModel.with_params(TRUE, gpu=GPU)
+    truth = SlimModel.with_params(TRUE, gpu=GPU)
     df = synthesize(truth, _grid(), noise=0.01, seed=1)
-    m = ExtendedSlimModel(kv_context_frac=0.8, n_starts=2).fit(df)
+    m = SlimModel(kv_context_frac=0.8, n_starts=2).fit(df)
     path = tmp_path / "p.json"
     m.to_json(path)
     back = load_params(path)
-    assert isinstance(back, ExtendedSlimModel) and back.variant == "slim"
+    assert isinstance(back, SlimModel) and back.variant == "slim"
     assert back.kv_context_frac == 0.8
     np.testing.assert_array_equal(back.predict(df).to_numpy(), m.predict(df).to_numpy())
 
 
 def test_retired_method_files_are_refused_naming_the_new_method(tmp_path):
-    truth = ExtendedSlimModel.with_params(TRUE, gpu=GPU)
+    truth = SlimModel.with_params(TRUE, gpu=GPU)
     doc = json.loads(truth.to_json())
     for old in ("extended", "longctx"):
         path = tmp_path / f"{old}.json"
@@ -148,7 +148,7 @@ def test_retired_method_files_are_refused_naming_the_new_method(tmp_path):
 
 def test_static_batch_rows_hold_the_whole_context():
     """kappa = 1 for a static batch (all requests grow to IL + OL together), kv_context_frac otherwise."""
-    m = ExtendedSlimModel.with_params(TRUE, gpu=GPU)
+    m = SlimModel.with_params(TRUE, gpu=GPU)
     df = pd.DataFrame({"model": ["llama-2-7b"] * 2, "batch_size": [4096.0] * 2, "input_len": [100.0] * 2,
                        "output_len": [300.0] * 2, "gpu_blocks": [1000.0] * 2, "block_size": [16.0] * 2,
                        "static_batch": [False, True]})  # fmt: skip
@@ -159,7 +159,7 @@ def test_static_batch_rows_hold_the_whole_context():
 def test_old_slim_parameter_files_are_refused_with_one_line(tmp_path):
     """Format 3 renamed slim's attention efficiency (eta_m -> eta_attn): a version-2 slim file is refused, a
     version-2 paper file (names unchanged) still loads."""
-    doc = json.loads(ExtendedSlimModel.with_params(TRUE, gpu=GPU).to_json())
+    doc = json.loads(SlimModel.with_params(TRUE, gpu=GPU).to_json())
     old = {**doc, "format_version": 2, "params": {**TRUE, "eta_m": 0.5}}
     del old["params"]["eta_attn"]
     path = tmp_path / "old.json"
@@ -197,14 +197,12 @@ def test_decode_attention_runs_at_the_measured_efficiency_where_the_registry_has
     prediction and a fit holds it; on a GPU without one it is fitted and recovered."""
     df = _grid()
     low, high = ({**TRUE, "eta_attn": e} for e in (0.3, 0.9))
-    a, b = (ExtendedSlimModel.with_params(p, gpu=GPU).predict(df) for p in (low, high))
+    a, b = (SlimModel.with_params(p, gpu=GPU).predict(df) for p in (low, high))
     np.testing.assert_array_equal(a["pred_e2e_s"].to_numpy(), b["pred_e2e_s"].to_numpy())
     amd = _grid().assign(gpu="mi300x")
-    a, b = (ExtendedSlimModel.with_params(p, gpu="mi300x").predict(amd) for p in (low, high))
+    a, b = (SlimModel.with_params(p, gpu="mi300x").predict(amd) for p in (low, high))
     assert (a["pred_decode_s"] > b["pred_decode_s"]).all()  # less efficient attention, longer decode
     assert get_gpu("mi300x").decode_attention_eff is None
     truth = {**TRUE, "eta_attn": 0.6}
-    fit = make_model("slim", n_starts=2).fit(
-        synthesize(ExtendedSlimModel.with_params(truth, gpu="mi300x"), amd)
-    )
+    fit = make_model("slim", n_starts=2).fit(synthesize(SlimModel.with_params(truth, gpu="mi300x"), amd))
     assert "eta_attn" not in fit.held_ and fit.params_["eta_attn"] == pytest.approx(0.6, rel=1e-3)

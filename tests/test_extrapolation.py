@@ -38,7 +38,7 @@ from slimlib.experiments.accuracy.extrapolation_folds import AXES, AxisFolds, bu
 from slimlib.experiments.accuracy.extrapolation_outputs import write_coverage_outputs, write_selection_outputs
 from slimlib.experiments.accuracy.scenarios import Fold
 from slimlib.model import METHODS
-from slimlib.model.slim import PAPER_TERMS
+from slimlib.model.paper import PAPER_TERMS
 from slimlib.registry.architectures import get_architecture
 
 REPO = Path(__file__).resolve().parents[1]

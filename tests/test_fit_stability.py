@@ -12,7 +12,7 @@ from synthetic import SLIM_TRUE_PARAMS, TRUE_PARAMS, grid, synthesize
 from slimlib.cli.main import main
 from slimlib.experiments.accuracy.evaluation import run_evaluation
 from slimlib.experiments.accuracy.scenarios import Fold, Scenario, build_scenarios
-from slimlib.model import ExtendedSlimModel, IdentifiabilityWarning, SlimModel, load_params
+from slimlib.model import IdentifiabilityWarning, PaperModel, SlimModel, load_params
 
 #: a GPU without a measured decode-attention efficiency (the recommended model then fits or holds eta_attn at its
 #: prior, as these tests check)
@@ -35,8 +35,8 @@ def public_same_curve() -> pd.DataFrame:
 def test_stable_fit_is_pinned(public_same_curve):
     """The recommended model on the public same-curve rows: every start reaches the best cost, parameters agree
     across starts and across seeds to a tight tolerance, and the fit is not flagged."""
-    a = ExtendedSlimModel(n_starts=8).fit(public_same_curve)
-    b = ExtendedSlimModel(n_starts=8, seed=5).fit(public_same_curve)
+    a = SlimModel(n_starts=8).fit(public_same_curve)
+    b = SlimModel(n_starts=8, seed=5).fit(public_same_curve)
     st = a.fit_info_["stability"]
     assert not st["unstable"] and st["reasons"] == []
     assert st["n_best"] >= 5 and st["n_best"] <= st["n_converged"] <= st["n_starts"] == 9
@@ -50,7 +50,7 @@ def test_unstable_fit_is_flagged():
     (equal cost, different values across starts)."""
     s = next(s for s in build_scenarios() if s.name == "output-length-transfer")
     fold = next(f for f in s.folds if f.label == "llama-2-7b")
-    m = SlimModel(n_starts=8).fit(fold.train)
+    m = PaperModel(n_starts=8).fit(fold.train)
     st = m.fit_info_["stability"]
     assert st["unstable"] and any("spreads" in r for r in st["reasons"])
     table = _summary(m)
@@ -61,18 +61,18 @@ def test_unstable_fit_is_flagged():
 
 
 def test_parameter_at_bound_is_flagged_without_interval():
-    truth = SlimModel.with_params({**TRUE_PARAMS, "eta_c": 1.0}, gpu="h100-sxm-80gb")  # the upper bound
+    truth = PaperModel.with_params({**TRUE_PARAMS, "eta_c": 1.0}, gpu="h100-sxm-80gb")  # the upper bound
     df = synthesize(truth, grid(), noise=0.0)
-    m = SlimModel(n_starts=2).fit(df)
+    m = PaperModel(n_starts=2).fit(df)
     table = _summary(m)
     assert table.loc["eta_c", "at_bound"] and np.isnan(table.loc["eta_c", "ci95_low"])
     assert "at its bound" in table.loc["eta_c", "note"]
 
 
 def test_intervals_stay_inside_physical_bounds():
-    truth = SlimModel.with_params({**TRUE_PARAMS, "alpha": 1e-9, "B0": 0.05}, gpu="h100-sxm-80gb")
+    truth = PaperModel.with_params({**TRUE_PARAMS, "alpha": 1e-9, "B0": 0.05}, gpu="h100-sxm-80gb")
     df = synthesize(truth, grid(), noise=0.05, seed=2)
-    m = SlimModel(n_starts=2).fit(df)
+    m = PaperModel(n_starts=2).fit(df)
     t = _summary(m)
     ok = t["ci95_low"].notna()
     assert (t.loc[ok, "ci95_low"] >= t.loc[ok, "lower"]).all() and (
@@ -89,7 +89,7 @@ def test_intervals_stay_inside_physical_bounds():
 
 def test_gamma_unit_is_per_layer_width_and_token():
     assert (
-        SlimModel.with_params(TRUE_PARAMS, gpu="h100-sxm-80gb")._units()["gamma"]
+        PaperModel.with_params(TRUE_PARAMS, gpu="h100-sxm-80gb")._units()["gamma"]
         == "s/(layer (D/1024)^2 token)"
     )
 
@@ -98,12 +98,12 @@ def test_three_points_of_one_curve_fit_with_efficiencies_at_priors():
     """3 rows of one curve, 4 free parameters (one architecture: eta_w at its prior, t_layer and t_act at 0; one output
     length: t_fixed at 0, its constant given to t_step): eta_c, eta_attn are held at the kernel data's priors and
     t_step, alpha are fitted; the summary says so and gives held parameters no interval."""
-    prior = {s.name: s.prior.median for s in ExtendedSlimModel().param_specs() if s.prior is not None}
+    prior = {s.name: s.prior.median for s in SlimModel().param_specs() if s.prior is not None}
     truth_p = {**SLIM_TRUE, **prior, "t_fixed": 0.0}
-    truth = ExtendedSlimModel.with_params(truth_p, gpu=GPU)
+    truth = SlimModel.with_params(truth_p, gpu=GPU)
     rows = synthesize(truth, grid(models=("llama-2-7b",), gpu=GPU, batch=(4, 16, 64), input_len=(512,),
                                   output_len=(256,)))  # fmt: skip
-    m = ExtendedSlimModel(n_starts=2).fit(rows)
+    m = SlimModel(n_starts=2).fit(rows)
     assert m.held_ == ["eta_attn", "eta_c", "eta_w", "t_act", "t_fixed", "t_layer"] and m.free_params_ == [
         "alpha",
         "t_step",
@@ -124,11 +124,11 @@ def test_three_points_of_one_curve_fit_with_efficiencies_at_priors():
     assert t.loc[["t_step", "alpha"], "ci95_low"].notna().all()
     # with enough rows nothing is held at a prior
     many = synthesize(truth, grid(models=("llama-2-7b",), gpu=GPU))
-    assert ExtendedSlimModel(n_starts=2).fit(many).held_ == ["eta_w", "t_act", "t_layer"]
+    assert SlimModel(n_starts=2).fit(many).held_ == ["eta_w", "t_act", "t_layer"]
 
 
 def test_failing_fold_drops_the_whole_scenario_with_the_reason():
-    truth = SlimModel.with_params(TRUE_PARAMS, gpu="h100-sxm-80gb")
+    truth = PaperModel.with_params(TRUE_PARAMS, gpu="h100-sxm-80gb")
     df = synthesize(truth, grid())
     good = Fold("a", df[df["output_len"] == 64].reset_index(drop=True), df[df["output_len"] == 256])
     tiny = Fold("b", df.iloc[:1].reset_index(drop=True), df.iloc[1:5])  # 1 row: cannot be fitted
@@ -142,7 +142,7 @@ def test_failing_fold_drops_the_whole_scenario_with_the_reason():
 
 
 def test_cli_fits_three_runs_of_one_curve_and_says_what_it_held(tmp_path, capsys):
-    truth = ExtendedSlimModel.with_params({**SLIM_TRUE, "t_fixed": 0.0}, gpu=GPU)
+    truth = SlimModel.with_params({**SLIM_TRUE, "t_fixed": 0.0}, gpu=GPU)
     rows = synthesize(truth, grid(models=("llama-2-7b",), gpu=GPU, batch=(4, 16, 64), input_len=(512,),
                                   output_len=(256,)))  # fmt: skip
     rows.to_csv(tmp_path / "three.csv", index=False)

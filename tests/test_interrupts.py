@@ -18,7 +18,7 @@ import pandas as pd
 import pytest
 from synthetic import TRUE_PARAMS
 
-from slimlib.model import SlimModel
+from slimlib.model import PaperModel
 
 #: run as the `slim` program (the import-time handler is installed for that name only)
 LAUNCH = "import sys; sys.argv[0] = 'slim'; from slimlib.cli.main import main; sys.exit(main())"
@@ -30,7 +30,7 @@ STARTUP_S = 0.5
 
 def _inputs(tmp: Path) -> tuple[Path, Path]:
     params = tmp / "params.json"
-    params.write_text(SlimModel.with_params(TRUE_PARAMS, gpu="h100-sxm-80gb").to_json())
+    params.write_text(PaperModel.with_params(TRUE_PARAMS, gpu="h100-sxm-80gb").to_json())
     rng = np.random.default_rng(0)
     grid = tmp / "grid.csv"
     pd.DataFrame(
@@ -117,7 +117,7 @@ def _fit_inputs(tmp: Path) -> tuple[Path, Path, str]:
     from synthetic import grid, synthesize
 
     runs = tmp / "runs.csv"
-    synthesize(SlimModel.with_params(TRUE_PARAMS, gpu="h100-sxm-80gb"), grid(batch=(1, 4, 16))).to_csv(
+    synthesize(PaperModel.with_params(TRUE_PARAMS, gpu="h100-sxm-80gb"), grid(batch=(1, 4, 16))).to_csv(
         runs, index=False
     )
     out = tmp / "params.json"
@@ -208,7 +208,7 @@ def _sweep_inputs(tmp: Path) -> dict[str, tuple[list[str], str]]:
     from synthetic import grid, synthesize
 
     runs = tmp / "runs.csv"
-    synthesize(SlimModel.with_params(TRUE_PARAMS, gpu="h100-sxm-80gb"), grid(batch=(1, 4, 16))).to_csv(
+    synthesize(PaperModel.with_params(TRUE_PARAMS, gpu="h100-sxm-80gb"), grid(batch=(1, 4, 16))).to_csv(
         runs, index=False
     )
     params, big_grid = _inputs_of(tmp, PREDICT_ROWS)
@@ -237,7 +237,7 @@ def _sweep_inputs(tmp: Path) -> dict[str, tuple[list[str], str]]:
 
 def _inputs_of(tmp: Path, rows: int) -> tuple[Path, Path]:
     params = tmp / "params-in.json"
-    params.write_text(SlimModel.with_params(TRUE_PARAMS, gpu="h100-sxm-80gb").to_json())
+    params.write_text(PaperModel.with_params(TRUE_PARAMS, gpu="h100-sxm-80gb").to_json())
     rng = np.random.default_rng(0)
     path = tmp / "grid-in.csv"
     pd.DataFrame({"model": rng.choice(["opt-125m", "opt-1.3b"], rows), "batch_size": rng.integers(1, 64, rows),

@@ -23,9 +23,8 @@ from slimlib.experiments.accuracy.extrapolation_coverage import (
 )
 from slimlib.experiments.accuracy.extrapolation_folds import AxisFolds
 from slimlib.experiments.accuracy.scenarios import Fold
-from slimlib.model import PRED_COLUMNS, SlimModel, load_params
+from slimlib.model import PRED_COLUMNS, PaperModel, load_params
 from slimlib.model.base import PARAMS_FORMAT_VERSION
-from slimlib.model.extended import ExtendedSlimModel
 from slimlib.model.intervals import (
     GRID,
     INTERVAL_COLUMNS,
@@ -46,6 +45,7 @@ from slimlib.model.intervals import (
     scale,
 )
 from slimlib.model.shipped_residuals import load_shipped
+from slimlib.model.slim import SlimModel
 from slimlib.registry.architectures import get_architecture
 from slimlib.registry.gpus import get_gpu
 
@@ -55,7 +55,7 @@ NOISE = 0.05
 
 def noisy(seed: int) -> pd.DataFrame:
     """Rows from the paper model at `TRUE_PARAMS` times a log-normal factor of sd `NOISE` (truth known)."""
-    truth = SlimModel.with_params(TRUE_PARAMS, gpu=GPU)
+    truth = PaperModel.with_params(TRUE_PARAMS, gpu=GPU)
     df = synthesize(truth, grid(batch=(1, 2, 4, 8, 16, 64, 256)))
     factor = np.exp(NOISE * np.random.default_rng(seed).standard_normal(len(df)))
     df["throughput_tok_s"] *= factor
@@ -83,7 +83,7 @@ def synthetic_cv():
 def fitted():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return SlimModel(gpu=GPU, n_starts=0).fit(noisy(0))
+        return PaperModel(gpu=GPU, n_starts=0).fit(noisy(0))
 
 
 def test_interval_columns_present_and_ordered(fitted):
@@ -103,7 +103,7 @@ def test_interval_columns_present_and_ordered(fitted):
 
 
 def test_wider_level_gives_wider_interval_and_bad_levels_are_refused(fitted, synthetic_cv):
-    m = SlimModel(gpu=GPU, n_starts=0)
+    m = PaperModel(gpu=GPU, n_starts=0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         m.fit(noisy(0)).attach_intervals(residual_model(synthetic_cv, "paper"), noisy(0))
@@ -118,7 +118,7 @@ def test_wider_level_gives_wider_interval_and_bad_levels_are_refused(fitted, syn
 
 def test_parameter_file_round_trips_residual_model_domain_and_covariance(fitted, synthetic_cv):
     train = noisy(0)
-    m = SlimModel(gpu=GPU, n_starts=0)
+    m = PaperModel(gpu=GPU, n_starts=0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         m.fit(train)
@@ -225,7 +225,7 @@ def test_rows_are_assigned_the_axes_they_extrapolate_on():
 
 
 def test_slim_predict_interval_writes_the_columns(tmp_path, fitted, synthetic_cv):
-    m = SlimModel(gpu=GPU, n_starts=0)
+    m = PaperModel(gpu=GPU, n_starts=0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         m.fit(noisy(0))
@@ -248,7 +248,7 @@ def test_slim_predict_interval_writes_the_columns(tmp_path, fitted, synthetic_cv
 def test_the_advisor_curve_carries_the_intervals_of_the_same_predict(synthetic_cv):
     from slimlib.advisor.capacity import advise
 
-    m = SlimModel(gpu=GPU, n_starts=0)
+    m = PaperModel(gpu=GPU, n_starts=0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         m.fit(noisy(0))
@@ -288,7 +288,7 @@ def test_slim_fit_intervals_stores_the_shipped_residual_model_pooled_with_its_ow
 def slim_fitted():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return ExtendedSlimModel(gpu=GPU, n_starts=0).fit(noisy(0))
+        return SlimModel(gpu=GPU, n_starts=0).fit(noisy(0))
 
 
 def test_the_recommended_model_predicts_ttft_and_tpot_from_its_prefill_and_decode(slim_fitted):
@@ -310,7 +310,7 @@ def test_ttft_and_tpot_get_intervals_from_their_own_residual_part(slim_fitted):
     errors = pd.concat([pd.DataFrame({"axis": "batch", "quantity": q, "fold": rng.integers(0, 4, 400),
                                       "log_error": s * rng.standard_normal(400)})
                         for q, s in (("throughput", 0.05), ("e2e", 0.05), ("ttft", 0.8), ("tpot", 0.2))])  # fmt: skip
-    m = ExtendedSlimModel(gpu=GPU, n_starts=0)
+    m = SlimModel(gpu=GPU, n_starts=0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         m.fit(noisy(0))
@@ -417,7 +417,7 @@ def mixtral_h200():
     train, past = g[g["batch_size"] <= 4], g[g["batch_size"] >= 64]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return ExtendedSlimModel(n_starts=0).fit(train), train, past
+        return SlimModel(n_starts=0).fit(train), train, past
 
 
 def test_a_mixture_of_experts_past_its_fitted_batches_is_told_its_interval_is_too_narrow(
@@ -456,7 +456,7 @@ MOE_BIAS = 0.3
 def moe_axis(n_folds: int = 10) -> AxisFolds:
     """Mixtral-8x7B rows of the paper model, each fold's times off by its own log-normal factor (sd `MOE_BIAS`)
     and row noise `NOISE`: fit B <= 16, validate B >= 64 (dataset ``aic-composed-moe``)."""
-    truth = SlimModel.with_params(TRUE_PARAMS, gpu=GPU)
+    truth = PaperModel.with_params(TRUE_PARAMS, gpu=GPU)
     rng = np.random.default_rng(11)
     folds = []
     for k in range(n_folds):

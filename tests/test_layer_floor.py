@@ -12,9 +12,9 @@ from slimlib.data.aiconfigurator import SYSTEMS
 from slimlib.experiments.accuracy.composed_curves import composed_table
 from slimlib.experiments.kernel_timing.layer_floor import layer_floor
 from slimlib.model import make_model
-from slimlib.model.extended import ExtendedSlimModel
 from slimlib.model.features import prefill_peak_flops
-from slimlib.model.terms.rooflines import STEP_GEMM_ROOFLINE_FLOOR, dense_linear_flops_per_token
+from slimlib.model.slim import SlimModel
+from slimlib.model.terms.rooflines import DECODE_GEMMS, dense_linear_flops_per_token
 from slimlib.registry.gpus import get_gpu, gpu_names
 
 
@@ -58,7 +58,7 @@ def test_the_floor_sits_on_the_weight_reads_side_of_the_roofline_and_tp_does_not
     f1, hw = _features("h100-sxm-80gb", 1, [1.0, 4096.0])
     f8, _ = _features("h100-sxm-80gb", 8, [1.0, 4096.0])
     floor = 32 * hw.layer_floor_s
-    new = [np.asarray(STEP_GEMM_ROOFLINE_FLOOR.times(p, f, hw).step, dtype=float) for f in (f1, f8)]
+    new = [np.asarray(DECODE_GEMMS.times(p, f, hw).step, dtype=float) for f in (f1, f8)]
     old = [_no_floor(p, f, hw) for f in (f1, f8)]
     # B = 1: the weight read plus every layer's floor, on one GPU or eight
     np.testing.assert_allclose(new[0][0], old[0][0] + floor, rtol=1e-12)
@@ -67,15 +67,13 @@ def test_the_floor_sits_on_the_weight_reads_side_of_the_roofline_and_tp_does_not
     np.testing.assert_allclose(new[0][1], old[0][1], rtol=1e-12)
     # no measured floor (AMD): the roofline alone
     f, g = _features("mi300x", 1, [1.0, 64.0])
-    np.testing.assert_allclose(STEP_GEMM_ROOFLINE_FLOOR.times(p, f, g).step, _no_floor(p, f, g), rtol=1e-12)
+    np.testing.assert_allclose(DECODE_GEMMS.times(p, f, g).step, _no_floor(p, f, g), rtol=1e-12)
 
 
 def test_one_architecture_holds_eta_w_at_the_floor_lines_efficiency():
-    truth = ExtendedSlimModel.with_params(
-        {**SLIM_TRUE_PARAMS, "t_layer": 0.0, "t_act": 1e-7}, gpu="h100-sxm-80gb"
-    )
+    truth = SlimModel.with_params({**SLIM_TRUE_PARAMS, "t_layer": 0.0, "t_act": 1e-7}, gpu="h100-sxm-80gb")
     df = synthesize(truth, grid(gpu="h100-sxm-80gb"))
-    one = ExtendedSlimModel(n_starts=0).fit(df[df["model"] == df["model"].iloc[0]])
+    one = SlimModel(n_starts=0).fit(df[df["model"] == df["model"].iloc[0]])
     assert one.params_["eta_w"] == get_gpu("h100-sxm-80gb").layer_floor_eff
     assert "layer_floor_eff" in one.held_reasons_["eta_w"]
 

@@ -13,7 +13,7 @@ import pytest
 from synthetic import TRUE_PARAMS, grid, synthesize
 
 from slimlib.cli.main import main
-from slimlib.model import SlimModel, model_features
+from slimlib.model import PaperModel, model_features
 from slimlib.model.validity import canonical_model
 from slimlib.registry.architectures import Architecture, architecture_from_config, get_architecture
 
@@ -35,7 +35,7 @@ def test_two_configs_in_folders_named_model_fit_together(tmp_path, capsys):
     large = _model_folder(tmp_path, "large", "opt-350m.json")
     assert get_architecture(small).name == get_architecture(large).name == "model"
     assert get_architecture(small).identity != get_architecture(large).identity
-    truth = SlimModel.with_params(TRUE_PARAMS, gpu="h100-sxm-80gb")
+    truth = PaperModel.with_params(TRUE_PARAMS, gpu="h100-sxm-80gb")
     df = synthesize(truth, grid(models=(str(small), str(large))))
     data = tmp_path / "runs.csv"
     df.to_csv(data, index=False)

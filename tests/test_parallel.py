@@ -11,7 +11,7 @@ from shared_paths import RAW, needs
 from synthetic import TRUE_PARAMS
 
 from slimlib.errors import DataError
-from slimlib.model import ExtendedSlimModel, SlimModel, model_features
+from slimlib.model import PaperModel, SlimModel, model_features
 from slimlib.model import equations as eq
 from slimlib.model.parallel import (
     allreduce_time,
@@ -132,7 +132,7 @@ def test_tensor_parallel_column_default_and_errors():
 def test_tp1_gives_exactly_the_paper_equations(with_column):
     df = _table(tp=1 if with_column else None)
     paper = {"eta_c": 0.4, "t_fixed": 0.2, "eta_m": 0.6, "B0": 3.0, "alpha": 2e-4, "gamma": 3e-6}
-    got = SlimModel.with_params(paper, "mi300x").predict(df)
+    got = PaperModel.with_params(paper, "mi300x").predict(df)
     hw, f = get_gpu("mi300x"), model_features(df.drop(columns="tensor_parallel", errors="ignore"))
     b, il, ol, L, D = f["batch_size"], f["input_len"], f["output_len"], f["n_layers"], f["hidden_size"]
     pre = eq.prefill_time(eq.prefill_flops(b, il, L, D, f["d_kv"], f["ffn_size"], f["n_ffn_matrices"]),
@@ -153,10 +153,8 @@ def test_tp1_gives_exactly_the_paper_equations(with_column):
         "t_layer": 0.0,
         "t_act": 0.0,
     }
-    a = ExtendedSlimModel.with_params(ext, "mi300x").predict(df)
-    b2 = ExtendedSlimModel.with_params(ext, "mi300x").predict(
-        df.drop(columns="tensor_parallel", errors="ignore")
-    )
+    a = SlimModel.with_params(ext, "mi300x").predict(df)
+    b2 = SlimModel.with_params(ext, "mi300x").predict(df.drop(columns="tensor_parallel", errors="ignore"))
     pd.testing.assert_frame_equal(a, b2, check_exact=True)
 
 
@@ -171,7 +169,7 @@ def test_more_ranks_predict_faster_decode_of_a_big_model():
         "t_layer": 0.0,
         "t_act": 0.0,
     }
-    m = ExtendedSlimModel.with_params(ext, "mi300x")
+    m = SlimModel.with_params(ext, "mi300x")
     e2e = [m.predict(_table(models=("llama-2-70b",), tp=p))["pred_e2e_s"].to_numpy() for p in (1, 2, 8)]
     assert (e2e[1] < e2e[0]).all() and (e2e[2] < e2e[1]).all()
 
@@ -202,7 +200,7 @@ def test_allreduce_latency_is_the_measured_nccl_table(gpu, system, version):
 def test_h100_tensor_parallel_rows_predict():
     """`predict` on H100 TP 2 rows used to stop with 'no interconnect bandwidth'. With the paper's parameters, a
     70B model on 2 GPUs predicts more than on 1 (half the per-GPU work) and less than twice (the all-reduces)."""
-    m = SlimModel.with_params(TRUE_PARAMS, gpu="h100-sxm-80gb")
+    m = PaperModel.with_params(TRUE_PARAMS, gpu="h100-sxm-80gb")
     rows = _table(models=("llama-2-70b",), gpu="h100-sxm-80gb")
     one = m.predict(rows)["pred_throughput_tok_s"].to_numpy()
     two = m.predict(rows.assign(tensor_parallel=2))["pred_throughput_tok_s"].to_numpy()

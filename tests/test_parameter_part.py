@@ -13,7 +13,7 @@ from synthetic import SLIM_TRUE_PARAMS, grid, synthesize
 
 import slimlib.model.calibrated as calibrated
 from slimlib.experiments.accuracy.extrapolation_folds import build_axis_folds
-from slimlib.model import ExtendedSlimModel
+from slimlib.model import SlimModel
 from slimlib.model.calibrated import box_bounded_covariance
 from slimlib.model.params import ParamSpec
 
@@ -37,7 +37,7 @@ def _sds(model, df, bounded: bool, monkeypatch) -> dict[str, np.ndarray]:
 def _fit(df):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return ExtendedSlimModel(n_starts=2).fit(df)
+        return SlimModel(n_starts=2).fit(df)
 
 
 def test_an_unresolved_parameter_keeps_no_more_spread_than_its_box():
@@ -78,7 +78,7 @@ def test_ttft_part_stays_finite_where_the_rows_do_not_determine_the_prefill(monk
 
 
 def test_a_well_determined_fit_keeps_the_delta_method(monkeypatch):
-    truth = ExtendedSlimModel.with_params(SLIM_TRUE_PARAMS, gpu="h100-sxm-80gb")
+    truth = SlimModel.with_params(SLIM_TRUE_PARAMS, gpu="h100-sxm-80gb")
     df = synthesize(truth, grid(batch=(1, 2, 4, 8, 16, 64, 256)))
     noise = np.exp(0.02 * np.random.default_rng(1).standard_normal(len(df)))
     df["throughput_tok_s"] *= noise

@@ -13,7 +13,7 @@ from synthetic import TRUE_PARAMS
 from slimlib.advisor import capacity as A
 from slimlib.cli.main import main
 from slimlib.errors import UnknownNameError
-from slimlib.model import SlimModel, model_features
+from slimlib.model import PaperModel, model_features
 from slimlib.model import equations as eq
 from slimlib.model.features import prefill_peak_flops
 from slimlib.model.serving import serving_config
@@ -45,7 +45,7 @@ def test_fp8_kv_halves_eq11_traffic_and_doubles_capacity():
     assert m8.kv_bytes_per_token == m16.kv_bytes_per_token / 2
     assert m8.num_gpu_blocks in (2 * m16.num_gpu_blocks, 2 * m16.num_gpu_blocks + 1)
     # the advisor's memory cap doubles with it
-    model = SlimModel.with_params(TRUE_PARAMS, gpu="h100-sxm-80gb")
+    model = PaperModel.with_params(TRUE_PARAMS, gpu="h100-sxm-80gb")
     wl = pd.DataFrame({"model": ["llama-3-8b"] * 2, "input_len": [4096.0] * 2, "output_len": [4096.0] * 2,
                        "kv_cache_dtype": ["auto", "fp8"]})  # fmt: skip
     cap = A.advise_many(model, wl, batch_sizes=np.arange(1, 257))["max_batch_memory"].to_numpy()
@@ -53,7 +53,7 @@ def test_fp8_kv_halves_eq11_traffic_and_doubles_capacity():
 
 
 def test_fp8_weights_use_the_fp8_peak_in_eq7():
-    m = SlimModel.with_params(TRUE_PARAMS, gpu="h100-sxm-80gb")
+    m = PaperModel.with_params(TRUE_PARAMS, gpu="h100-sxm-80gb")
     p16 = m.predict(_rows())["pred_prefill_s"].to_numpy()
     p8 = m.predict(_rows(quantization="fp8"))["pred_prefill_s"].to_numpy()
     f = model_features(_rows(quantization="fp8"))
@@ -109,7 +109,7 @@ def test_unknown_precision_is_a_clear_error(col, value, message):
 
 def test_cli_advise_prints_the_precision(tmp_path, capsys):
     params = tmp_path / "params.json"
-    params.write_text(SlimModel.with_params(TRUE_PARAMS, gpu="h100-sxm-80gb").to_json())
+    params.write_text(PaperModel.with_params(TRUE_PARAMS, gpu="h100-sxm-80gb").to_json())
     args = ["advise", str(params), "--model", "llama-3-8b", "--input-len", "512", "--output-len", "512"]
     assert main([*args, "--quantization", "fp8", "--kv-cache-dtype", "fp8"]) == 0
     out = capsys.readouterr().out

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from slimlib.errors import DataError
-from slimlib.model import METHODS, ExtendedSlimModel
+from slimlib.model import METHODS, SlimModel
 from slimlib.model.calibrated import CalibratedModel
 from slimlib.model.memory import tensor_parallel_problem
 from slimlib.model.serving import serving_config
@@ -52,7 +52,7 @@ PARAMS = {
 
 def _model(name: str, gpu: str) -> CalibratedModel:
     m = METHODS[name]
-    params = PARAMS.get(name) or PARAMS["slim" if m.cls is ExtendedSlimModel else "paper"]
+    params = PARAMS.get(name) or PARAMS["slim" if m.cls is SlimModel else "paper"]
     model = m.cls.with_params(params, gpu=gpu, **m.options)  # type: ignore[attr-defined]
     assert isinstance(model, CalibratedModel)
     return model
@@ -95,13 +95,13 @@ def test_grid_is_predict_on_random_configurations(method: str) -> None:
             thr.ravel(), pred["pred_throughput_tok_s"], rtol=1e-9, err_msg=f"trial {trial}"
         )
         np.testing.assert_allclose(e2e.ravel(), pred["pred_e2e_s"], rtol=1e-9, err_msg=f"trial {trial}")
-        if isinstance(model, ExtendedSlimModel):
+        if isinstance(model, SlimModel):
             b_eff = model.effective_batch(rows, get_gpu(gpu))
             capped = b_eff < rows["batch_size"].to_numpy() - 1e-9
             chunk = rows["chunked_prefill"].to_numpy(dtype=bool)
             bound_tok += int((capped & chunk).sum())
             bound_kv += int((capped & ~chunk).sum())
-    if METHODS[method].cls is ExtendedSlimModel:  # the draws must reach the caps, or the test proves little
+    if METHODS[method].cls is SlimModel:  # the draws must reach the caps, or the test proves little
         assert bound_kv > 20 and bound_tok > 20, (bound_kv, bound_tok)
 
 

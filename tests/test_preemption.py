@@ -11,10 +11,10 @@ import pytest
 from synthetic import SLIM_TRUE_PARAMS
 
 from slimlib.errors import DataError
-from slimlib.model import ExtendedSlimModel
+from slimlib.model import SlimModel
 from slimlib.model.calibrated import TermModel
-from slimlib.model.extended import slim_terms
 from slimlib.model.preemption import recompute_counts, recompute_features
+from slimlib.model.slim import slim_terms
 from slimlib.model.terms import PREEMPTION_RECOMPUTE, without
 from slimlib.registry.gpus import get_gpu
 from slimlib.schema import validate_table
@@ -67,7 +67,7 @@ def test_the_model_charges_the_recompute_only_past_the_pool_and_in_a_static_batc
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         params = dict(SLIM_TRUE_PARAMS)
-        slim = ExtendedSlimModel.with_params(params, gpu=GPU)
+        slim = SlimModel.with_params(params, gpu=GPU)
         clean = TermModel.with_params(params, GPU, term_list=without(slim_terms(), PREEMPTION_RECOMPUTE.name))
         df = _rows([8, 16, 64, 128, 256])
         a, b = slim.predict(df), clean.predict(df)

@@ -14,10 +14,10 @@ from synthetic import SLIM_TRUE_PARAMS, grid, synthesize
 
 from slimlib.experiments.accuracy.extrapolation_folds import build_axis_folds
 from slimlib.experiments.accuracy.scenarios import context_scenario
-from slimlib.model import ExtendedSlimModel
+from slimlib.model import SlimModel
 from slimlib.model.calibrated import PRIOR_TEST_LEVEL, TermModel
-from slimlib.model.extended import slim_terms
 from slimlib.model.priors import device_prior
+from slimlib.model.slim import slim_terms
 from slimlib.model.terms import specs as ps
 from slimlib.registry.gpus import get_gpu
 
@@ -39,7 +39,7 @@ def mi300x_short_contexts():
 def test_an_unresolved_parameter_on_its_bound_is_held_at_its_prior(mi300x_short_contexts):
     df = mi300x_short_contexts
     free = _fit(TermModel(slim_terms(), n_starts=2), df)
-    tested = _fit(ExtendedSlimModel(n_starts=2), df)
+    tested = _fit(SlimModel(n_starts=2), df)
     prior = ps.ETA_ATTN.prior
     assert prior is not None
     # without the test the fit leaves eta_attn on its upper bound; with it, at the measured prior
@@ -69,7 +69,7 @@ def test_a_bound_a_refit_reaches_is_tested_too():
     holds together against the free fit, so no parameter with a prior is left on a bound the rows do not resolve."""
     axis = next(a for a in build_axis_folds() if a.axis == "batch" and a.dataset == "engine-cpu")
     df = next(f for f in axis.folds if f.label == "opt-1.3b-s8").train
-    m = _fit(ExtendedSlimModel(n_starts=2), df)
+    m = _fit(SlimModel(n_starts=2), df)
     assert {"eta_attn", "eta_c"} <= set(m.held_)
     assert "(holding eta_attn against the free fit" in m.held_reasons_["eta_attn"]
     assert "(holding eta_attn, eta_c against the free fit" in m.held_reasons_["eta_c"]
@@ -80,9 +80,9 @@ def test_a_bound_a_refit_reaches_is_tested_too():
 def test_a_bound_the_rows_resolve_is_kept():
     """Rows made by a model with eta_c on its upper bound, where the prompt's compute dominates: holding eta_c at
     its prior (0.794) misses them by far, so the test rejects the hold and eta_c stays free at 1."""
-    truth = ExtendedSlimModel.with_params({**SLIM_TRUE_PARAMS, "eta_c": 1.0}, gpu="h100-sxm-80gb")
+    truth = SlimModel.with_params({**SLIM_TRUE_PARAMS, "eta_c": 1.0}, gpu="h100-sxm-80gb")
     df = synthesize(truth, grid(batch=(1, 4, 16), input_len=(2048, 8192), output_len=(4, 16)))
-    m = _fit(ExtendedSlimModel(n_starts=2), df)
+    m = _fit(SlimModel(n_starts=2), df)
     assert "eta_c" not in m.held_ and "eta_c" in m.free_params_
     assert m.params_["eta_c"] == pytest.approx(1.0, abs=1e-3)
     assert m.fit_info_["train_mape_pct"] < 0.1
@@ -91,7 +91,7 @@ def test_a_bound_the_rows_resolve_is_kept():
 def test_the_hold_survives_save_and_load(mi300x_short_contexts):
     from slimlib.model import load_params
 
-    m = _fit(ExtendedSlimModel(n_starts=1), mi300x_short_contexts)
+    m = _fit(SlimModel(n_starts=1), mi300x_short_contexts)
     back = load_params(m.to_json())
     assert back.held_ == m.held_ and "eta_attn" in back.held_
     assert back.held_reasons_["eta_attn"] == m.held_reasons_["eta_attn"]
@@ -113,7 +113,7 @@ def test_on_a_device_that_measures_the_efficiency_its_measurement_is_the_prior()
     assert device_prior("eta_attn", cpu) is None
     axis = next(a for a in build_axis_folds() if a.axis == "batch" and a.dataset == "engine-cpu")
     df = next(f for f in axis.folds if f.label == "opt-1.3b-s8").train
-    m = _fit(ExtendedSlimModel(n_starts=2), df)
+    m = _fit(SlimModel(n_starts=2), df)
     assert m.params_["eta_c"] == pytest.approx(measured) and "decode_gemm_flops" in m.held_reasons_["eta_c"]
     h100 = _fit(TermModel(slim_terms(), n_starts=2, test_priors_at_bound=True), df)
     assert h100.params_["eta_c"] == pytest.approx(ps.ETA_C.prior.median)
@@ -122,7 +122,7 @@ def test_on_a_device_that_measures_the_efficiency_its_measurement_is_the_prior()
 def test_a_few_point_fit_holds_the_devices_own_prior():
     axis = next(a for a in build_axis_folds() if a.axis == "batch" and a.dataset == "engine-cpu")
     df = next(f for f in axis.folds if f.label == "opt-1.3b-s8").train.head(4)
-    m = _fit(ExtendedSlimModel(n_starts=0), df)
+    m = _fit(SlimModel(n_starts=0), df)
     cpu = get_gpu("cpu")
     assert m.params_["eta_c"] == pytest.approx(cpu.decode_gemm_flops / cpu.peak_flops)
     assert "free parameters" in m.held_reasons_["eta_c"]

@@ -8,7 +8,7 @@ import pytest
 
 from slimlib.experiments.kernel_timing import composition_figures as kf
 from slimlib.experiments.kernel_timing.composition import gemm_bytes, gemm_flops, kernel_set
-from slimlib.model import SlimModel, make_model, priors
+from slimlib.model import PaperModel, make_model, priors
 from slimlib.model.priors import Prior
 from slimlib.model.terms import specs as ps
 
@@ -46,4 +46,4 @@ def test_priors_belong_to_the_parameters_they_were_measured_for():
     )  # the paper's eta_m (offset by B0) is not the attention's bandwidth efficiency
     with_prior = {m: {s.name for s in make_model(m).param_specs() if s.prior} for m in ("paper", "slim")}
     assert with_prior == {"paper": {"eta_c"}, "slim": {"eta_c", "eta_attn", "eta_w"}}
-    assert SlimModel().param_specs()[2].name == "eta_m"
+    assert PaperModel().param_specs()[2].name == "eta_m"

@@ -17,7 +17,7 @@ from synthetic import TRUE_PARAMS, grid, synthesize
 
 from slimlib.cli.main import main
 from slimlib.errors import DataError, UnknownNameError
-from slimlib.model import SlimModel, model_features
+from slimlib.model import PaperModel, model_features
 from slimlib.model import features as F
 from slimlib.model.memory import gpu_total_bytes
 from slimlib.model.serving import serving_config
@@ -229,7 +229,7 @@ def _fp8_70b(tmp_path, **cols):
 
 
 def test_fp8_70b_on_one_h200_is_accepted_by_fit_predict_advise(tmp_path, capsys):
-    true = SlimModel.with_params(TRUE_PARAMS, gpu=H200)
+    true = PaperModel.with_params(TRUE_PARAMS, gpu=H200)
     runs = tmp_path / "runs.csv"
     synthesize(true, _fp8_70b(tmp_path)).to_csv(runs, index=False)
     params = tmp_path / "params.json"
@@ -265,7 +265,7 @@ def test_fp8_kv_rows_get_no_false_preemption_warning():
 def test_gpu_memory_utilization_of_advise_reaches_the_model(tmp_path, capsys):
     """`slim advise --gpu-memory-utilization` moves the memory constraint: lower utilization, fewer requests."""
     params = tmp_path / "params.json"
-    params.write_text(SlimModel.with_params(TRUE_PARAMS, gpu="h100-sxm-80gb").to_json())
+    params.write_text(PaperModel.with_params(TRUE_PARAMS, gpu="h100-sxm-80gb").to_json())
     caps = []
     for util in ("0.9", "0.5"):
         assert main(["advise", str(params), "--model", "llama-3-8b", "--input-len", "2048", "--output-len", "2048",
@@ -282,7 +282,7 @@ def test_advisor_passes_its_engine_settings_to_the_model(monkeypatch):
     token capacity its features give is the one the memory constraint uses."""
     from slimlib.advisor import capacity as A
 
-    model = SlimModel.with_params(TRUE_PARAMS, gpu="h100-sxm-80gb")
+    model = PaperModel.with_params(TRUE_PARAMS, gpu="h100-sxm-80gb")
     seen = []
     real = model.predict_grid
     monkeypatch.setattr(model, "predict_grid", lambda base, b: seen.append(base) or real(base, b))
@@ -299,14 +299,14 @@ def test_engine_columns_are_checked_and_part_of_a_configuration(tmp_path, capsys
     rows.write_text("model,gpu,batch_size,input_len,output_len,gpu_memory_utilization\n"
                     "llama-3-8b,h100,8,100,100,0.9\nllama-3-8b,h100,8,100,100,lots\n")  # fmt: skip
     params = tmp_path / "params.json"
-    params.write_text(SlimModel.with_params(TRUE_PARAMS, gpu="h100-sxm-80gb").to_json())
+    params.write_text(PaperModel.with_params(TRUE_PARAMS, gpu="h100-sxm-80gb").to_json())
     assert main(["predict", str(params), str(rows)]) != 0
     assert (
         "rows.csv line 3: field 'gpu_memory_utilization' is 'lots', not a number" in capsys.readouterr().err
     )
     # two runs of one workload at two utilizations are two configurations, not conflicting duplicates
     runs = tmp_path / "runs.csv"
-    df = synthesize(SlimModel.with_params(TRUE_PARAMS, gpu="h100-sxm-80gb"), grid(models=("opt-1.3b",)))
+    df = synthesize(PaperModel.with_params(TRUE_PARAMS, gpu="h100-sxm-80gb"), grid(models=("opt-1.3b",)))
     pd.concat([df.assign(gpu_memory_utilization=0.9),
                df.assign(gpu_memory_utilization=0.8, throughput_tok_s=df["throughput_tok_s"] * 0.99)]
               ).to_csv(runs, index=False)  # fmt: skip

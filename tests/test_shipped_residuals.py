@@ -16,9 +16,9 @@ from slimlib.errors import DataError
 from slimlib.experiments.accuracy.extrapolation import calibrated_methods
 from slimlib.model import make_model
 from slimlib.model.base import PARAMS_FORMAT_VERSION
-from slimlib.model.extended import ExtendedSlimModel
 from slimlib.model.intervals import GRID, POOLED, RESIDUAL_FORMAT
 from slimlib.model.shipped_residuals import SHIPPED_PATH, load_shipped, shipped_document, write_shipped
+from slimlib.model.slim import SlimModel
 
 
 def test_every_calibrated_method_has_a_shipped_residual_model_of_this_codes_versions():
@@ -59,7 +59,7 @@ def test_another_version_is_refused_naming_both(tmp_path):
 
 
 def test_the_fits_own_batch_errors_widen_the_batch_axis_where_it_extrapolates_worse():
-    truth = ExtendedSlimModel.with_params(SLIM_TRUE_PARAMS, gpu="h100-sxm-80gb")
+    truth = SlimModel.with_params(SLIM_TRUE_PARAMS, gpu="h100-sxm-80gb")
     df = synthesize(truth, grid(gpu="h100-sxm-80gb", batch=(1, 2, 4, 8, 16)))
     model = make_model("slim", n_starts=0).fit(df)
     own = model.own_batch_errors(df)
@@ -83,7 +83,7 @@ def test_the_fits_own_batch_errors_widen_the_batch_axis_where_it_extrapolates_wo
 
 
 def test_slim_fit_with_intervals_imports_no_experiment(tmp_path):
-    truth = ExtendedSlimModel.with_params(SLIM_TRUE_PARAMS, gpu="h100-sxm-80gb")
+    truth = SlimModel.with_params(SLIM_TRUE_PARAMS, gpu="h100-sxm-80gb")
     csv = tmp_path / "runs.csv"
     synthesize(truth, grid(gpu="h100-sxm-80gb", batch=(1, 2, 4, 8))).to_csv(csv, index=False)
     code = (

@@ -9,13 +9,13 @@ import pytest
 from synthetic import TRUE_PARAMS
 
 from slimlib.experiments.bca import slo_eval as S
-from slimlib.model import SlimModel
+from slimlib.model import PaperModel
 
 GPU = "h100-sxm-80gb"
 
 
 def _model():
-    return SlimModel.with_params(TRUE_PARAMS, gpu=GPU)
+    return PaperModel.with_params(TRUE_PARAMS, gpu=GPU)
 
 
 def _curves(model, tps=(1, 2), bs=(1, 4, 8, 16, 32, 64, 128)) -> pd.DataFrame:

@@ -8,13 +8,13 @@ import pytest
 from synthetic import SLIM_TRUE_PARAMS, TRUE_PARAMS, grid
 
 from slimlib.errors import SlimError
-from slimlib.model import ExtendedSlimModel, SlimModel, make_model
+from slimlib.model import PaperModel, SlimModel, make_model
 from slimlib.model import equations as eq
 from slimlib.model import terms as T
 from slimlib.model.calibrated import TermModel
+from slimlib.model.paper import PAPER_TERMS, VARIANTS
 from slimlib.model.parallel import allreduce_latency, group_bandwidth
 from slimlib.model.params import ParamSpec
-from slimlib.model.slim import PAPER_TERMS, VARIANTS
 from slimlib.model.terms import specs as ps
 from slimlib.model.terms.rooflines import layer_floor_applies
 from slimlib.registry.gpus import get_gpu
@@ -74,18 +74,14 @@ def test_engine_terms_by_hand():
         ALL["eta_c"] * HW.peak_flops
     )  # causal: half Eq. 8's square
     assert HW.prefill_attention_flops is None  # no measured rate: the attention at eta_c
-    assert _times(T.PREFILL_SERVED_MEASURED, f).prefill[0] == pytest.approx(pre, rel=1e-12)
+    assert _times(T.SERVED_PREFILL, f).prefill[0] == pytest.approx(pre, rel=1e-12)
     assert HW.decode_attention_eff is not None  # the measured kernel's efficiency, not eta_attn
-    assert _times(T.ATTENTION_FACTOR_MEASURED, f).factor[0] == pytest.approx(
-        b / HW.decode_attention_eff, rel=1e-12
-    )
+    assert _times(T.ATTENTION_FACTOR, f).factor[0] == pytest.approx(b / HW.decode_attention_eff, rel=1e-12)
     amd = get_gpu("mi300x")  # no measured kernel: eta_attn
-    assert T.ATTENTION_FACTOR_MEASURED.times(ALL, f, amd).factor[0] == pytest.approx(
-        b / ALL["eta_attn"], rel=1e-12
-    )
+    assert T.ATTENTION_FACTOR.times(ALL, f, amd).factor[0] == pytest.approx(b / ALL["eta_attn"], rel=1e-12)
     floor = L * float(HW.layer_floor_s or 0.0) if layer_floor_applies(HW) else 0.0
     weights = 14e9 / (ALL["eta_w"] * HW.mem_bw) + floor  # B = 4: below the ridge
-    assert _times(T.STEP_GEMM_ROOFLINE_FLOOR, f).step[0] == pytest.approx(weights, rel=1e-12)
+    assert _times(T.DECODE_GEMMS, f).step[0] == pytest.approx(weights, rel=1e-12)
     assert _times(T.PER_TOKEN_DECODE, f).request[0] == pytest.approx(ALL["alpha"] * ol, rel=1e-12)
     assert _times(T.STEP_OVERHEAD, f).step[0] == ALL["t_step"]
     assert _times(T.HOST_SEQUENCE_OVERHEAD, f).step[1] == pytest.approx(256 * 3.7478e-5, rel=1e-12)
@@ -99,21 +95,21 @@ def test_the_prefill_attention_runs_at_the_devices_measured_rate_where_it_has_on
     f = feats()
     b, il, L, D = 4.0, 500.0, 32.0, 4096.0
     lin = f["linear_flops_per_token"][0]
-    assert T.PREFILL_SERVED_MEASURED.times is not None
+    assert T.SERVED_PREFILL.times is not None
     for eta_c in (0.3, 0.9):
-        got = T.PREFILL_SERVED_MEASURED.times({**ALL, "eta_c": eta_c}, f, cpu).prefill[0]
+        got = T.SERVED_PREFILL.times({**ALL, "eta_c": eta_c}, f, cpu).prefill[0]
         want = b * il * lin / (eta_c * cpu.peak_flops) + L * 2 * b * il**2 * D / cpu.prefill_attention_flops
         assert got == pytest.approx(want, rel=1e-12)
     at_eta_c = (b * il * lin + L * 2 * b * il**2 * D) / (ALL["eta_c"] * cpu.peak_flops)  # 2-core peak: faster
-    assert T.PREFILL_SERVED_MEASURED.times(ALL, f, cpu).prefill[0] > at_eta_c
+    assert T.SERVED_PREFILL.times(ALL, f, cpu).prefill[0] > at_eta_c
 
 
 def test_decode_attention_kernel_regime_window_and_latent():
     scan = 100 * 501 + 100 * 99 / 2
     f = feats()  # 32 heads per rank: B = 4 -> 128 pairs (KV width), B = 256 -> 8192 pairs (query width)
     amd = get_gpu("mi300x")  # vLLM's paged attention: no measured kernel
-    assert T.DECODE_ATTENTION_KERNEL.times is not None
-    got = T.DECODE_ATTENTION_KERNEL.times(ALL, f, amd).request * amd.mem_bw
+    assert T.DECODE_ATTENTION.times is not None
+    got = T.DECODE_ATTENTION.times(ALL, f, amd).request * amd.mem_bw
     bpt = 2 * 32 * 1024 * 2.0
     assert got == pytest.approx([bpt * scan, bpt * 4 * scan], rel=1e-12)  # D / D_kv = 4 above the switch
     assert HW.decode_attention_eff is not None  # the measured kernel reads the KV width at every batch
@@ -123,16 +119,14 @@ def test_decode_attention_kernel_regime_window_and_latent():
         attn_bytes_per_context_token=bpt / 2, attn_bytes_per_window_token=bpt / 2, sliding_window=256.0
     )
     win = sum(min(500 + 1 + t, 256) for t in range(100))
-    assert _times(T.DECODE_ATTENTION_KERNEL, fw).request[0] * HW.mem_bw == pytest.approx(
+    assert _times(T.DECODE_ATTENTION, fw).request[0] * HW.mem_bw == pytest.approx(
         bpt / 2 * scan + bpt / 2 * win, rel=1e-12
     )
     assert eq.window_scan_tokens(500, 100, 4096) == pytest.approx(scan)  # window beyond the context: Eq. 12
     # MLA (DeepSeek-V3: 576 latent values x 61 layers x 2 bytes per token): the latent, once per sequence
     latent = 576 * 61 * 2.0
     fm = feats(attn_bytes_per_context_token=latent, latent_attention=1.0, n_heads=128.0, d_kv=128.0)
-    assert _times(T.DECODE_ATTENTION_KERNEL, fm).request * HW.mem_bw == pytest.approx(
-        [latent * scan] * 2, rel=1e-12
-    )
+    assert _times(T.DECODE_ATTENTION, fm).request * HW.mem_bw == pytest.approx([latent * scan] * 2, rel=1e-12)
 
 
 def test_moe_step_weight_read_follows_the_expert_touch_curve():
@@ -204,9 +198,9 @@ def _options(variant: str) -> dict:
 def test_ablation_is_the_paper_model_without_one_term(variant, dropped):
     df = grid(models=("opt-1.3b", "llama-2-7b"), batch=(1, 16, 512))
     assert [t.name for t in VARIANTS[variant]] == [t.name for t in PAPER_TERMS if t.name != dropped]
-    paper = SlimModel.with_params(TRUE_PARAMS, gpu="h100-sxm-80gb")
-    names = [s.name for s in SlimModel(variant=variant).param_specs()]
-    ablated = SlimModel.with_params({k: TRUE_PARAMS[k] for k in names}, gpu="h100-sxm-80gb", variant=variant)
+    paper = PaperModel.with_params(TRUE_PARAMS, gpu="h100-sxm-80gb")
+    names = [s.name for s in PaperModel(variant=variant).param_specs()]
+    ablated = PaperModel.with_params({k: TRUE_PARAMS[k] for k in names}, gpu="h100-sxm-80gb", variant=variant)
     diff = paper.predict(df)["pred_decode_s"] - ablated.predict(df)["pred_decode_s"]
     np.testing.assert_allclose(diff, paper.contributions(df)[dropped].decode, rtol=1e-10)
     np.testing.assert_array_equal(paper.predict(df)["pred_prefill_s"], ablated.predict(df)["pred_prefill_s"])
@@ -216,9 +210,9 @@ def test_ablation_is_the_paper_model_without_one_term(variant, dropped):
 
 
 def test_slim_parameters_in_the_old_order():
-    assert [s.name for s in ExtendedSlimModel().param_specs()] == [
-        "eta_c", "t_fixed", "eta_attn", "eta_w", "alpha", "t_step", "t_layer", "t_act"]  # fmt: skip
     assert [s.name for s in SlimModel().param_specs()] == [
+        "eta_c", "t_fixed", "eta_attn", "eta_w", "alpha", "t_step", "t_layer", "t_act"]  # fmt: skip
+    assert [s.name for s in PaperModel().param_specs()] == [
         "eta_c",
         "t_fixed",
         "eta_m",
@@ -253,7 +247,7 @@ def test_a_parameter_name_means_one_quantity():
 def test_two_decode_factors_are_refused():
     f = feats()
     with pytest.raises(SlimError, match="decode factor"):
-        T.compose((T.PAPER_DECODE_FACTOR, T.ATTENTION_FACTOR_MEASURED, T.KV_SCAN), ALL, f, HW)
+        T.compose((T.PAPER_DECODE_FACTOR, T.ATTENTION_FACTOR, T.KV_SCAN), ALL, f, HW)
 
 
 def test_mixtral_rows_read_the_touched_experts_per_step():
@@ -263,7 +257,7 @@ def test_mixtral_rows_read_the_touched_experts_per_step():
         models=("mixtral-8x7b",), gpu="mi300x", batch=(1, 2, 4, 16), input_len=(128,), output_len=(128,)
     )
     df["gpu_blocks"] = 1e6  # no KV cap
-    m = ExtendedSlimModel.with_params(SLIM_P, gpu="mi300x")
+    m = SlimModel.with_params(SLIM_P, gpu="mi300x")
     hw = get_gpu("mi300x")
     f = m._features(df, hw)
     share = 1 - (1 - 2 / 8) ** df["batch_size"].to_numpy()
@@ -281,7 +275,7 @@ def test_features_supply_every_key_the_terms_read():
               input_len=(128,), output_len=(64,))  # fmt: skip
     df["tensor_parallel"] = 8
     hw = get_gpu("h200-sxm-141gb")
-    f = ExtendedSlimModel.with_params(SLIM_P, gpu=hw.name)._features(df, hw)
+    f = SlimModel.with_params(SLIM_P, gpu=hw.name)._features(df, hw)
     missing = {k for t in T.CATALOGUE.values() for k in t.reads if k not in f}
     assert not missing
     np.testing.assert_array_equal(f["latent_attention"], [0.0, 0.0, 1.0])
@@ -297,11 +291,11 @@ def test_token_budget_caps_only_chunked_prefill_rows():
 
 def test_a_fit_computes_the_parameter_free_terms_once_with_the_same_numbers():
     f = feats(tensor_parallel=4.0)
-    terms = (T.BATCH_FIXED, T.ATTENTION_FACTOR_MEASURED, T.DECODE_ATTENTION_KERNEL, T.STEP_OVERHEAD,
+    terms = (T.BATCH_FIXED, T.ATTENTION_FACTOR, T.DECODE_ATTENTION, T.STEP_OVERHEAD,
              T.HOST_SEQUENCE_OVERHEAD, T.ALLREDUCE, T.EXPERT_ALLTOALL)  # fmt: skip
     known = T.fixed_times(terms, f, HW)
     # the all-reduces, the all-to-alls, the host work and the decode attention's traffic have no parameter
-    assert set(known) == {"decode_attention_kernel", "host_sequence_overhead", "allreduce", "expert_alltoall"}
+    assert set(known) == {"decode_attention", "host_sequence_overhead", "allreduce", "expert_alltoall"}
     for a, b in zip(T.compose(terms, ALL, f, HW), T.compose(terms, ALL, f, HW, known), strict=True):
         assert np.array_equal(a, b)
     reads = T.Term("reads_eta_w", "a term that reads a parameter it does not declare", (),

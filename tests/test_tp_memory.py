@@ -31,7 +31,7 @@ from slimlib.advisor import capacity as A
 from slimlib.advisor.plan import make_plan
 from slimlib.cli.main import main
 from slimlib.errors import DataError
-from slimlib.model import SlimModel, model_features
+from slimlib.model import PaperModel, model_features
 from slimlib.model import memory as M
 from slimlib.model.serving import serving_config
 from slimlib.registry.architectures import architecture_from_config, get_architecture
@@ -107,7 +107,7 @@ def test_kv_heads_are_replicated_beyond_tp():
 
 def _params(tmp_path, gpu):
     p = tmp_path / "params.json"
-    p.write_text(SlimModel.with_params(TRUE_PARAMS, gpu=gpu).to_json())
+    p.write_text(PaperModel.with_params(TRUE_PARAMS, gpu=gpu).to_json())
     return p
 
 
@@ -169,7 +169,7 @@ def test_breakdown_says_why_70b_does_not_fit_one_h200():
 
 
 def test_advisor_says_why_one_request_does_not_fit():
-    model = SlimModel.with_params(TRUE_PARAMS, gpu="h200-sxm-141gb")
+    model = PaperModel.with_params(TRUE_PARAMS, gpu="h200-sxm-141gb")
     bf16 = A.advise(model, "llama-3-70b", 1024, 1024)
     assert bf16.b_cap == 0
     assert (

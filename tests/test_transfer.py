@@ -18,7 +18,7 @@ from slimlib.experiments.transfer_study.transfer_eval import (
     llmib_table,
     tp_scenario,
 )
-from slimlib.model import ExtendedSlimModel, SlimModel, load_params, make_model
+from slimlib.model import PaperModel, SlimModel, load_params, make_model
 from slimlib.model.gpu_transfer import transfer_file, transfer_params, untransferred
 from slimlib.registry.gpus import get_gpu
 
@@ -26,7 +26,7 @@ PAPER = {"eta_c": 0.4, "t_fixed": 0.2, "eta_m": 0.6, "B0": 3.0, "alpha": 2e-4, "
 
 
 def _doc(gpu="mi250-gcd"):
-    m = SlimModel.with_params(PAPER, gpu)
+    m = PaperModel.with_params(PAPER, gpu)
     m.fit_info_ = {"n_rows": 3}
     return json.loads(m.to_json())
 
@@ -123,11 +123,11 @@ def test_scenarios_deterministic_and_disjoint():
 
 def test_transfer_applies_the_estimators_own_declaration():
     """The rule comes from the estimator (`transfer_scaling`), not from parameter names in the transfer code."""
-    assert SlimModel.with_params(PAPER, "mi250-gcd").transfer_scaling() == {
+    assert PaperModel.with_params(PAPER, "mi250-gcd").transfer_scaling() == {
         "eta_c": "kept", "t_fixed": "kept", "eta_m": "kept", "B0": "kept", "alpha": "kept", "gamma": "flops",
     }  # fmt: skip
     slim = {**SLIM_TRUE_PARAMS, "t_act": 1e-7}
-    m = ExtendedSlimModel.with_params(slim, "mi250-gcd")
+    m = SlimModel.with_params(slim, "mi250-gcd")
     m.fit_info_ = {}
     scaling = m.transfer_scaling()
     assert scaling.pop("t_act") == "bandwidth" and set(scaling.values()) == {"kept"}
@@ -150,9 +150,9 @@ def test_methods_without_a_hardware_term_refuse_to_transfer():
             transfer_params(doc, "mi300x")
 
 
-def _fitted_on(gpu: str) -> SlimModel:
+def _fitted_on(gpu: str) -> PaperModel:
     """The paper model fitted on noisy rows of `gpu` (so it has standard errors and correlations)."""
-    truth = SlimModel.with_params(PAPER, gpu)
+    truth = PaperModel.with_params(PAPER, gpu)
     rows = pd.DataFrame([{"model": "llama-2-7b", "gpu": gpu, "batch_size": b, "input_len": i, "output_len": o}
                          for b in (1, 2, 4, 8, 16, 32, 64) for i in (128, 512, 2048) for o in (64, 256)])  # fmt: skip
     pred = truth.predict(rows)
@@ -161,7 +161,7 @@ def _fitted_on(gpu: str) -> SlimModel:
     rows["e2e_s"] = pred["pred_e2e_s"].to_numpy() / factor
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return SlimModel(gpu=gpu, n_starts=0).fit(rows)
+        return PaperModel(gpu=gpu, n_starts=0).fit(rows)
 
 
 def test_transfer_keeps_the_fits_parameter_uncertainty():

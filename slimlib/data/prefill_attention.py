@@ -9,7 +9,7 @@ The registry's host CPU takes one fact from the committed table (``data/engine-c
 `prefill_attention_flops`, the rate of the causal call in the FLOPs the recommended model charges a causal prompt's
 attention (``2 IL^2 D`` per layer and prompt, `slimlib.model.equations.ATTENTION_FLOPS_CAUSAL`, ``D`` = query heads x
 head width), median over models at the longest prompt: the rate the recommended model's prefill attention runs at
-on that device (`slimlib.model.terms.recommended.PREFILL_SERVED_MEASURED`). `causal_share` is the evidence that
+on that device (`slimlib.model.terms.recommended.SERVED_PREFILL`). `causal_share` is the evidence that
 this count is the kernel's: the causal call's time over the unmasked one's (0.5 for a kernel that skips the masked
 half, 1 for one that computes the whole square and masks it).
 """

@@ -3,7 +3,6 @@
 from slimlib.model.base import PRED_COLUMNS, PREDICT_COLUMNS, Estimator, IdentifiabilityWarning
 from slimlib.model.baselines import ImaiOodLR, LLMVisorAgg
 from slimlib.model.calibrated import CalibratedModel
-from slimlib.model.extended import ExtendedSlimModel
 from slimlib.model.features import model_features
 from slimlib.model.methods import (
     DEFAULT_VARIANT,
@@ -15,6 +14,7 @@ from slimlib.model.methods import (
     model_from_dict,
     variant_names,
 )
+from slimlib.model.paper import PaperModel
 from slimlib.model.slim import SlimModel
 
 __all__ = [
@@ -24,11 +24,11 @@ __all__ = [
     "PRED_COLUMNS",
     "CalibratedModel",
     "Estimator",
-    "ExtendedSlimModel",
+    "SlimModel",
     "IdentifiabilityWarning",
     "ImaiOodLR",
     "LLMVisorAgg",
-    "SlimModel",
+    "PaperModel",
     "get_method",
     "load_params",
     "make_model",

@@ -56,7 +56,7 @@ from slimlib.model.params import ParamSpec
 from slimlib.model.priors import Prior, device_prior
 from slimlib.model.terms import (
     ACTIVATION_WORK,
-    ATTENTION_FACTOR_MEASURED,
+    ATTENTION_FACTOR,
     BATCH_FIXED,
     LAYER_STEP_OVERHEAD,
     STEP_OVERHEAD,
@@ -71,7 +71,7 @@ from slimlib.model.terms import (
 )
 from slimlib.model.terms import specs as ps
 from slimlib.model.terms.batch import chunked_prefill_column, static_batch_column
-from slimlib.model.terms.rooflines import STEP_GEMM_ROOFLINE_FLOOR, layer_floor_applies
+from slimlib.model.terms.rooflines import DECODE_GEMMS, layer_floor_applies
 from slimlib.registry.gpus import GPU, get_gpu
 from slimlib.schema import validate_table
 
@@ -159,7 +159,7 @@ class CalibratedModel(Estimator):
     """A SLIM-like model: a list of terms (subclasses define `terms()`), calibrated by least squares.
 
     `predict`'s ``pred_ttft_s`` and ``pred_tpot_s`` are NaN here: Eq. 5's batch E2E splits into a batch prefill and
-    decode, not into a request's first-token time and token gaps (the recommended model, `slimlib.model.extended`,
+    decode, not into a request's first-token time and token gaps (the recommended model, `slimlib.model.slim`,
     and `slimlib.model.roofline_model` predict them).
 
     Parameters
@@ -233,22 +233,22 @@ class CalibratedModel(Estimator):
 
     def _held(self, data: pd.DataFrame, hw: GPU) -> dict[str, tuple[float, str]]:
         """Parameters held in a fit on `data` on `hw` -> (value, reason): the constructor's `fixed`; ``eta_attn`` at
-        the device's measured decode-attention efficiency where `ATTENTION_FACTOR_MEASURED` reads that instead
-        (unused); with `STEP_GEMM_ROOFLINE_FLOOR`, ``eta_w`` at its prior (`_priors`) where the decode GEMMs follow
+        the device's measured decode-attention efficiency where `ATTENTION_FACTOR` reads that instead
+        (unused); with `DECODE_GEMMS`, ``eta_w`` at its prior (`_priors`) where the decode GEMMs follow
         the device's measured curve (unused), or where `data` holds one architecture and the model has ``t_step``:
         the weight read ``W / (eta_w BW)`` is then one constant per step with ``t_step``, and the prior keeps the
         ridge of the decode GEMMs where the device puts it."""
         held = {k: (float(v), "fixed by the caller") for k, v in (self.fixed or {}).items()}
         terms = self.terms()
         eff = hw.decode_attention_eff
-        if eff is not None and "eta_attn" not in held and any(t is ATTENTION_FACTOR_MEASURED for t in terms):
+        if eff is not None and "eta_attn" not in held and any(t is ATTENTION_FACTOR for t in terms):
             held["eta_attn"] = (
                 float(eff),
                 f"held at {eff:g}, unused: on {hw.name} the decode attention runs at the device's measured "
                 "efficiency (registry decode_attention_eff)",
             )
         prior = self._priors(hw).get("eta_w", ps.ETA_W.prior)
-        if prior is None or "eta_w" in held or not any(t is STEP_GEMM_ROOFLINE_FLOOR for t in terms):
+        if prior is None or "eta_w" in held or not any(t is DECODE_GEMMS for t in terms):
             return held
         if hw.decode_gemm_curve:
             held["eta_w"] = (
@@ -311,7 +311,7 @@ class CalibratedModel(Estimator):
     def _priors(self, hw: GPU) -> dict[str, Prior]:
         """Each parameter's prior on `hw`: its spec's, or with ``device_priors`` the device's own measurement where
         the registry has one (`slimlib.model.priors.device_prior`); parameters without a prior are left out. With
-        `STEP_GEMM_ROOFLINE_FLOOR` on a device with a measured layer floor, ``eta_w``'s is the bandwidth efficiency
+        `DECODE_GEMMS` on a device with a measured layer floor, ``eta_w``'s is the bandwidth efficiency
         of the floor's measured line (registry ``layer_floor_eff``), whatever ``device_priors``: beside the floor,
         the weight read is that line's slope, not the whole time's share (`slimlib.model.priors.WEIGHT_READ`)."""
         out = {}
@@ -319,7 +319,7 @@ class CalibratedModel(Estimator):
             if s.prior is not None:
                 measured = device_prior(s.name, hw) if self.device_priors else None
                 out[s.name] = measured or s.prior
-        floor = any(t is STEP_GEMM_ROOFLINE_FLOOR for t in self.terms())
+        floor = any(t is DECODE_GEMMS for t in self.terms())
         if floor and "eta_w" in out and layer_floor_applies(hw):
             v = float(hw.layer_floor_eff or 0.0)  # set: layer_floor_applies
             out["eta_w"] = Prior(v, v, v, 0.0, 1, f"{hw.name}: the bandwidth efficiency of the measured "

@@ -1,7 +1,7 @@
 """The one name -> method registry: every estimator `slim fit --variant`, `load_params` and the evaluation know.
 
 Adding a method is one class (a subclass of `slimlib.model.base.Estimator`) and one `METHODS` entry; a variant of
-the paper model is one term list in `slimlib.model.slim.VARIANTS` (its entry here is built from it).
+the paper model is one term list in `slimlib.model.paper.VARIANTS` (its entry here is built from it).
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from slimlib.errors import DataError, UnknownNameError, close_matches_message
 from slimlib.model.base import PARAMS_FORMAT, PARAMS_FORMAT_VERSION, Estimator
 from slimlib.model.baselines import ImaiOodLR, LLMVisorAgg
 from slimlib.model.calibrated import CalibratedModel
-from slimlib.model.extended import ExtendedSlimModel
-from slimlib.model.slim import VARIANTS, SlimModel
+from slimlib.model.paper import VARIANTS, PaperModel
+from slimlib.model.slim import SlimModel
 from slimlib.registry.gpus import get_gpu
 
 
@@ -41,9 +41,9 @@ PAPER_LABEL = "SLIM (paper)"
 METHODS: dict[str, Method] = {
     m.name: m
     for m in (
-        Method("slim", ExtendedSlimModel, "SLIM-extended"),
+        Method("slim", SlimModel, "SLIM-extended"),
         *(
-            Method(v, SlimModel, PAPER_LABEL if v == "paper" else f"{PAPER_LABEL} {v}", {"variant": v})
+            Method(v, PaperModel, PAPER_LABEL if v == "paper" else f"{PAPER_LABEL} {v}", {"variant": v})
             for v in VARIANTS
         ),
         Method("llmvisor-agg", LLMVisorAgg, "LLMVisor-Agg", calibrated=False),

@@ -60,14 +60,14 @@ class GPU:
     not measured; with it, the recommended model's decode GEMMs follow the curve, `slimlib.model.terms.rooflines`).
     `decode_attention_eff`: bandwidth efficiency (bytes read / (time x `mem_bw`)) of the serving engine's decode
     attention kernel, measured (None: not measured; the recommended model then fits ``eta_attn``), with
-    `decode_attention_source` its origin (`slimlib.model.terms.recommended.ATTENTION_FACTOR_MEASURED`).
+    `decode_attention_source` its origin (`slimlib.model.terms.recommended.ATTENTION_FACTOR`).
     `prefill_attention_flops`: FLOP/s of the serving engine's prefill attention kernel on a causal prompt, in the
     causal count ``2 IL^2 D`` per layer, measured (None: not measured; the prompt's attention then runs at the
     prefill's efficiency of `peak_flops`), `prefill_attention_source` its origin
-    (`slimlib.model.terms.recommended.PREFILL_SERVED_MEASURED`). `layer_floor_s`: the latency floor of one decoder
+    (`slimlib.model.terms.recommended.SERVED_PREFILL`). `layer_floor_s`: the latency floor of one decoder
     layer's decode kernels, the part of a layer's decode time that tensor parallelism does not divide, measured
     (None: not measured; the recommended model's decode GEMMs then have none,
-    `slimlib.model.terms.rooflines.STEP_GEMM_ROOFLINE_FLOOR`), and
+    `slimlib.model.terms.rooflines.DECODE_GEMMS`), and
     `layer_floor_eff` the bandwidth efficiency of the same measured line (time = floor + bytes / (eff x `mem_bw`)),
     with `layer_floor_source` their origin (`slimlib.experiments.kernel_timing.layer_floor`).
     """

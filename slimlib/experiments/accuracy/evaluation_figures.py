@@ -219,7 +219,7 @@ def plateau_growth(dense: pd.DataFrame, pred: pd.DataFrame, method: str = "paper
     return pd.DataFrame(rows)
 
 
-#: Bandwidth-efficiency parameters of the recommended model (`slimlib.model.extended`): fractions of the GPU
+#: Bandwidth-efficiency parameters of the recommended model (`slimlib.model.slim`): fractions of the GPU
 #: registry's memory bandwidth, bounded at 1.5 in the fit.
 BANDWIDTH_EFFICIENCIES = ("eta_attn", "eta_w")
 
@@ -227,7 +227,7 @@ BANDWIDTH_EFFICIENCIES = ("eta_attn", "eta_w")
 def slim_params_notes(params: pd.DataFrame, gpu: str = "h100-sxm-64gb") -> list[str]:
     """Notes of the `eval_slim_params` table: why a bandwidth efficiency (eta_attn, eta_w) can exceed 1. They are
     relative to the registry's bandwidth of `gpu`, which for the h100-sxm-64gb is derived (memory clock x an assumed
-    4096-bit bus), not read from a data sheet, and uncertain by up to +25% (`slimlib.model.extended`,
+    4096-bit bus), not read from a data sheet, and uncertain by up to +25% (`slimlib.model.slim`,
     `slimlib.registry.gpus`). Empty when `params` has no such estimate above 1."""
     eta = params[params["parameter"].isin(BANDWIDTH_EFFICIENCIES)]
     above = eta[eta["estimate"].astype(float) > 1.0]
@@ -243,6 +243,6 @@ def slim_params_notes(params: pd.DataFrame, gpu: str = "h100-sxm-64gb") -> list[
         f"Bandwidth efficiencies above 1 ({shown}): eta_attn and eta_w are relative to the registry's memory "
         f"bandwidth of the {spec.name} ({spec.mem_bw / 1e12:.2f} TB/s), which is derived (memory clock x an assumed "
         "4096-bit bus), not from a data sheet, and uncertain by up to +25% (2.04 TB/s with a 5120-bit bus): an "
-        "estimate up to 1.25 can be an efficiency below 1 of the true bandwidth (slimlib.model.extended; the fit "
+        "estimate up to 1.25 can be an efficiency below 1 of the true bandwidth (slimlib.model.slim; the fit "
         "bounds them at 1.5)."
     ]

@@ -1,6 +1,6 @@
 """The latency floor of one decoder layer's decode kernels: the part of a layer's decode time that tensor
 parallelism does not divide (registry ``layer_floor_s`` and ``layer_floor_eff``; the recommended model's decode
-GEMMs carry it, `slimlib.model.terms.rooflines.STEP_GEMM_ROOFLINE_FLOOR`).
+GEMMs carry it, `slimlib.model.terms.rooflines.DECODE_GEMMS`).
 
 Measured on NVIDIA AIConfigurator's vLLM kernel tables: the per-layer decode time of `FLOOR_MODEL`'s shapes (32
 query / 8 KV heads, D = 4096, the shapes of `slimlib.model.priors`) at B = 1 and a `FLOOR_CONTEXT`-token context

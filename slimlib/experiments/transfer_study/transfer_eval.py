@@ -10,7 +10,7 @@
 
 A "device" is one MI300X GPU (``tensor_parallel`` 1) or one MI250 card (two dies, ``tensor_parallel`` 2), the
 ``Num of Hardware = 1`` unit of the benchmark. Splits depend on configuration columns only. Methods: the paper
-model and the recommended model (``slim``, `slimlib.model.extended`), each reading ``tensor_parallel``
+model and the recommended model (``slim``, `slimlib.model.slim`), each reading ``tensor_parallel``
 (`slimlib.model.parallel`). Ground truth: the measured total-token throughput and the batch latency (``Latency``).
 """
 

@@ -1,13 +1,13 @@
 """Model terms: each cost of a SLIM model as one object with its parameters (`slimlib.model.terms.term.Term`).
 
-A model is a list of terms (`slimlib.model.slim.PAPER_TERMS`, `slimlib.model.extended.slim_terms`); an ablation is
+A model is a list of terms (`slimlib.model.paper.PAPER_TERMS`, `slimlib.model.slim.slim_terms`); an ablation is
 the list without a term (`without`); `slimlib.model.calibrated.TermModel` fits any list; `contributions` splits a
 prediction by term. A new term is one `Term` with its specs in `specs` (one name per quantity, with its prior and
 GPU scaling) and a function returning its `Times`; the features it reads are listed in ``reads``.
 
 Paper (Eqs. 5-12, `paper`): `PREFILL_COMPUTE`, `BATCH_FIXED`, `PAPER_DECODE_FACTOR`, `DENSE_DECODE`, `KV_SCAN`.
-Recommended model (`batch`, `recommended`, `rooflines`): `effective_batch_term`, `PREFILL_SERVED_MEASURED`,
-`PREEMPTION_RECOMPUTE`, `ATTENTION_FACTOR_MEASURED`, `DECODE_ATTENTION_KERNEL`, `STEP_GEMM_ROOFLINE_FLOOR`,
+Recommended model (`batch`, `recommended`, `rooflines`): `effective_batch_term`, `SERVED_PREFILL`,
+`PREEMPTION_RECOMPUTE`, `ATTENTION_FACTOR`, `DECODE_ATTENTION`, `DECODE_GEMMS`,
 `PER_TOKEN_DECODE`, `STEP_OVERHEAD`, `LAYER_STEP_OVERHEAD`, `ACTIVATION_WORK`, `HOST_SEQUENCE_OVERHEAD`.
 Experts and collectives (`experts`): `MOE_EXPERTS`, `ALLREDUCE`, `EXPERT_ALLTOALL`.
 """
@@ -19,20 +19,20 @@ from slimlib.model.terms.batch import (
     static_batch_column,
 )
 from slimlib.model.terms.experts import ALLREDUCE, EXPERT_ALLTOALL, MOE_EXPERTS
-from slimlib.model.terms.paper import BATCH_FIXED, DENSE_DECODE, KV_SCAN, PAPER_DECODE_FACTOR, PREFILL_COMPUTE
+from slimlib.model.terms.paper_terms import BATCH_FIXED, DENSE_DECODE, KV_SCAN, PAPER_DECODE_FACTOR, PREFILL_COMPUTE
 from slimlib.model.terms.recommended import (
     ACTIVATION_WORK,
-    ATTENTION_FACTOR_MEASURED,
-    DECODE_ATTENTION_KERNEL,
+    ATTENTION_FACTOR,
+    DECODE_ATTENTION,
     HOST_SEQUENCE_OVERHEAD,
     LAYER_STEP_OVERHEAD,
     PER_TOKEN_DECODE,
     PREEMPTION_RECOMPUTE,
-    PREFILL_SERVED_MEASURED,
+    SERVED_PREFILL,
     STEP_OVERHEAD,
     attention_bytes,
 )
-from slimlib.model.terms.rooflines import STEP_GEMM_ROOFLINE_FLOOR
+from slimlib.model.terms.rooflines import DECODE_GEMMS
 from slimlib.model.terms.term import (
     Contribution,
     Term,
@@ -50,8 +50,8 @@ CATALOGUE: dict[str, Term] = {
     t.name: t
     for t in (
         PREFILL_COMPUTE, BATCH_FIXED, PAPER_DECODE_FACTOR, DENSE_DECODE, KV_SCAN, effective_batch_term(),
-        PREFILL_SERVED_MEASURED, PREEMPTION_RECOMPUTE, ATTENTION_FACTOR_MEASURED, DECODE_ATTENTION_KERNEL,
-        STEP_GEMM_ROOFLINE_FLOOR, PER_TOKEN_DECODE, STEP_OVERHEAD, LAYER_STEP_OVERHEAD, ACTIVATION_WORK,
+        SERVED_PREFILL, PREEMPTION_RECOMPUTE, ATTENTION_FACTOR, DECODE_ATTENTION,
+        DECODE_GEMMS, PER_TOKEN_DECODE, STEP_OVERHEAD, LAYER_STEP_OVERHEAD, ACTIVATION_WORK,
         HOST_SEQUENCE_OVERHEAD, MOE_EXPERTS, ALLREDUCE, EXPERT_ALLTOALL,
     )
 }  # fmt: skip
@@ -59,10 +59,10 @@ CATALOGUE: dict[str, Term] = {
 __all__ = [
     "ACTIVATION_WORK",
     "ALLREDUCE",
-    "ATTENTION_FACTOR_MEASURED",
+    "ATTENTION_FACTOR",
     "BATCH_FIXED",
     "CATALOGUE",
-    "DECODE_ATTENTION_KERNEL",
+    "DECODE_ATTENTION",
     "DENSE_DECODE",
     "EXPERT_ALLTOALL",
     "HOST_SEQUENCE_OVERHEAD",
@@ -73,8 +73,8 @@ __all__ = [
     "PER_TOKEN_DECODE",
     "PREEMPTION_RECOMPUTE",
     "PREFILL_COMPUTE",
-    "PREFILL_SERVED_MEASURED",
-    "STEP_GEMM_ROOFLINE_FLOOR",
+    "SERVED_PREFILL",
+    "DECODE_GEMMS",
     "STEP_OVERHEAD",
     "Contribution",
     "Term",

@@ -1,13 +1,13 @@
 """Terms of the recommended model (beyond the paper): each a paper term made exact where the engine or the kernels
 differ from Eqs. 5-12.
 
-* `PREFILL_SERVED_MEASURED`: Eq. 7 on the served model's linear FLOPs per token at ``eta_c``, plus a causal
+* `SERVED_PREFILL`: Eq. 7 on the served model's linear FLOPs per token at ``eta_c``, plus a causal
   prompt's attention, the lower half of Eq. 8's ``4 B IL^2 D`` (`slimlib.model.equations.ATTENTION_FLOPS_CAUSAL`),
   at the device's measured prefill-attention rate where the registry has one (``prefill_attention_flops``: the CPU
   engine's kernel), else at ``eta_c``.
-* `ATTENTION_FACTOR_MEASURED`: Eq. 9's factor without B0, ``B / eta``; ``eta`` is the device's measured
+* `ATTENTION_FACTOR`: Eq. 9's factor without B0, ``B / eta``; ``eta`` is the device's measured
   decode-attention bandwidth efficiency (registry ``decode_attention_eff``) where measured, else ``eta_attn``.
-* `DECODE_ATTENTION_KERNEL`: Eq. 11's traffic per request, ``b_ctx C(IL, OL) + b_win C_W(IL, OL)`` over the
+* `DECODE_ATTENTION`: Eq. 11's traffic per request, ``b_ctx C(IL, OL) + b_win C_W(IL, OL)`` over the
   bandwidth (``b_ctx``: attention bytes per context token of one GPU's full-attention layers, the latent for MLA;
   ``b_win``: those of its sliding-window layers, which read at most the window). vLLM's paged-attention decode reads
   a KV head once per query head above `ATTENTION_SWITCH_PAIRS` (sequence, query head) pairs per rank
@@ -55,7 +55,7 @@ def _prefill_served_measured(p: Params, f: Features, hw: GPU) -> Times:
 
 
 def measured_attention_eff(p: Params, hw: GPU) -> float:
-    """The decode attention's bandwidth efficiency `ATTENTION_FACTOR_MEASURED` uses on `hw`: the registry's
+    """The decode attention's bandwidth efficiency `ATTENTION_FACTOR` uses on `hw`: the registry's
     ``decode_attention_eff`` where measured, else the parameter ``eta_attn``."""
     return float(hw.decode_attention_eff) if hw.decode_attention_eff is not None else float(p["eta_attn"])
 
@@ -66,7 +66,7 @@ def _attention_factor_measured(p: Params, f: Features, hw: GPU) -> Times:
 
 def measured_kernel(hw: GPU | None) -> bool:
     """Whether `hw`'s registry entry holds the measured decode-attention kernel (``decode_attention_eff``), which
-    reads each KV head once for all its query heads (module docstring, `DECODE_ATTENTION_KERNEL`)."""
+    reads each KV head once for all its query heads (module docstring, `DECODE_ATTENTION`)."""
     return hw is not None and hw.decode_attention_eff is not None
 
 
@@ -116,23 +116,23 @@ def _host_sequence_overhead(p: Params, f: Features, hw: GPU) -> Times:
     return Times(step=f["batch_size"] * HOST_SEQUENCE_S)
 
 
-PREFILL_SERVED_MEASURED = Term(
-    "prefill_compute_served_measured",
+SERVED_PREFILL = Term(
+    "served_prefill",
     "prefill FLOPs (served linear FLOPs per token at eta_c, Eq. 7; causal attention at the device's measured "
     "prefill-attention rate, registry prefill_attention_flops, else at eta_c)",
     (ps.ETA_C,), _prefill_served_measured, reads=("linear_flops_per_token",),
 )  # fmt: skip
 #: past the KV pool, a static batch's preempted requests recomputed at the prompt's cost (`preemption_recompute_term`)
-PREEMPTION_RECOMPUTE = preemption_recompute_term(PREFILL_SERVED_MEASURED)
-ATTENTION_FACTOR_MEASURED = Term(
-    "attention_factor_measured",
+PREEMPTION_RECOMPUTE = preemption_recompute_term(SERVED_PREFILL)
+ATTENTION_FACTOR = Term(
+    "attention_factor",
     "Eq. 9's factor without B0: B / eta, eta the device's measured decode-attention efficiency (registry "
     "decode_attention_eff), else eta_attn",
     (ps.ETA_ATTN,),
     _attention_factor_measured,
 )
-DECODE_ATTENTION_KERNEL = Term(
-    "decode_attention_kernel",
+DECODE_ATTENTION = Term(
+    "decode_attention",
     "per-request attention read (Eq. 11 on the context and window tokens, kernel-regime width, the measured "
     "kernel's where the device has it) over the bandwidth, inside Eq. 9",
     (),

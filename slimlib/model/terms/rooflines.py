@@ -4,7 +4,7 @@ An operator of known FLOPs and bytes takes ``max(FLOPs / (eta_f F_max), bytes / 
 (`roofline`): ``F_max`` the registry's dense peak at the row's weight precision (`prefill_peak_flops`), ``BW`` its
 memory bandwidth, never fitted; the efficiencies are bounded and carry measured priors (`slimlib.model.priors`).
 
-`STEP_GEMM_ROOFLINE_FLOOR`: a decode step of B sequences reads the dense weights once and multiplies each by B
+`DECODE_GEMMS`: a decode step of B sequences reads the dense weights once and multiplies each by B
 tokens, so it is flat in B below the ridge (`decode_gemm_ridge`, hundreds of tokens on GPUs) and compute-bound past
 it. Where the registry holds the measured per-layer kernel latency floor (``layer_floor_s``: NVIDIA
 AIConfigurator's kernels) every one of the model's L layers pays it on the memory side (tensor parallelism does not
@@ -84,7 +84,7 @@ def measured_curve_time(points: tuple[tuple[int, float], ...], tokens: ArrayLike
 
 
 def layer_floor_applies(hw: GPU) -> bool:
-    """Whether `STEP_GEMM_ROOFLINE_FLOOR` adds `hw`'s layer floor: the registry measures it (with its line's
+    """Whether `DECODE_GEMMS` adds `hw`'s layer floor: the registry measures it (with its line's
     efficiency) and the decode GEMMs do not follow a measured curve (the CPU engine's)."""
     return bool(
         hw.layer_floor_s and hw.layer_floor_eff and not (hw.decode_gemm_curve or hw.decode_gemm_flops)
@@ -103,8 +103,8 @@ def _decode_gemms(p: Params, f: Features, hw: GPU) -> Times:
     return Times(step=np.asarray(np.maximum(compute, memory), dtype=float))
 
 
-STEP_GEMM_ROOFLINE_FLOOR = Term(
-    "step_gemm_roofline",
+DECODE_GEMMS = Term(
+    "decode_gemms",
     "decode step's dense GEMMs: max(W_dense / (eta_w BW) [+ L t_floor where measured], B F_dense / (eta_c F_max)), "
     "or the measured seconds per weight at B on a device with a measured decode-GEMM curve",
     (ps.ETA_W, ps.ETA_C),
