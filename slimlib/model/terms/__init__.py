@@ -5,7 +5,7 @@ the list without a term (`without`); `slimlib.model.calibrated.TermModel` fits a
 prediction by term. A new term is one `Term` with its specs in `specs` (one name per quantity, with its prior and
 GPU scaling) and a function returning its `Times`; the features it reads are listed in ``reads``.
 
-Paper (Eqs. 5-12, `paper`): `PREFILL_COMPUTE`, `BATCH_FIXED`, `PAPER_DECODE_FACTOR`, `DENSE_DECODE`, `KV_SCAN`.
+Paper (Eqs. 5-12, `paper_terms`): `PREFILL_COMPUTE`, `BATCH_FIXED`, `PAPER_DECODE_FACTOR`, `DENSE_DECODE`, `KV_SCAN`.
 Recommended model (`batch`, `recommended`, `rooflines`): `effective_batch_term`, `SERVED_PREFILL`,
 `PREEMPTION_RECOMPUTE`, `ATTENTION_FACTOR`, `DECODE_ATTENTION`, `DECODE_GEMMS`,
 `PER_TOKEN_DECODE`, `STEP_OVERHEAD`, `LAYER_STEP_OVERHEAD`, `ACTIVATION_WORK`, `HOST_SEQUENCE_OVERHEAD`.
@@ -19,7 +19,13 @@ from slimlib.model.terms.batch import (
     static_batch_column,
 )
 from slimlib.model.terms.experts import ALLREDUCE, EXPERT_ALLTOALL, MOE_EXPERTS
-from slimlib.model.terms.paper_terms import BATCH_FIXED, DENSE_DECODE, KV_SCAN, PAPER_DECODE_FACTOR, PREFILL_COMPUTE
+from slimlib.model.terms.paper_terms import (
+    BATCH_FIXED,
+    DENSE_DECODE,
+    KV_SCAN,
+    PAPER_DECODE_FACTOR,
+    PREFILL_COMPUTE,
+)
 from slimlib.model.terms.recommended import (
     ACTIVATION_WORK,
     ATTENTION_FACTOR,
