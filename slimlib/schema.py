@@ -11,9 +11,11 @@ empty where absent: the config's dtype; `slimlib.registry.precision`).
 from __future__ import annotations
 
 import codecs
+import math
+import re
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import numpy as np
 import pandas as pd
@@ -297,8 +299,60 @@ def validate_table(
                     f"{what})"
                 )
         out[col] = arr
+    if require_target:
+        _check_latencies(out)
     _check_conflicting_duplicates(out, require_target, canonical)
     return out
+
+
+def latency_order_problems(row: Mapping[Any, object], tol: float = 0.01) -> list[str]:
+    """Why a row's measured latencies cannot be: mean TTFT or (OL - 1) x mean TPOT above the client's mean E2E
+    (``mean_e2el_ms``, as vLLM's benchmark reports it; relative tolerance `tol`), or a latency's percentiles out of
+    order (``p50_ttft_ms`` <= ``p90_ttft_ms`` <= ``p99_ttft_ms``, and of TPOT, ITL and E2E); empty where none, or
+    nothing to compare. (``e2e_s`` is not compared: a table may hold the time in the engine there, without the
+    queue its TTFT includes.)"""
+
+    def num(key: str) -> float:
+        try:
+            return float(row.get(key))  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            return math.nan
+
+    ol, e2e = num("output_len"), num("mean_e2el_ms")
+    ttft, tpot = num("mean_ttft_ms"), num("mean_tpot_ms")
+    out = []
+    if ttft > e2e * (1 + tol):
+        out.append(f"mean TTFT {ttft:.4g} ms > mean E2E {e2e:.4g} ms")
+    if ol > 1 and (ol - 1) * tpot > e2e * (1 + tol):
+        out.append(f"(OL - 1) x mean TPOT = {(ol - 1) * tpot:.4g} ms > mean E2E {e2e:.4g} ms")
+    for metric in ("ttft", "tpot", "itl", "e2el"):
+        known = [(p, num(f"p{p}_{metric}_ms")) for p in (50, 90, 99)]
+        known = [(p, v) for p, v in known if not math.isnan(v)]
+        for (p1, v1), (p2, v2) in zip(known, known[1:], strict=False):
+            if v1 > v2:
+                out.append(f"p{p1} {metric.upper()} {v1:.4g} ms > p{p2} {v2:.4g} ms")
+    return out
+
+
+def _check_latencies(df: pd.DataFrame) -> None:
+    """DataError naming the first row whose measured latencies cannot be (`latency_order_problems`)."""
+    cols = [c for c in df.columns if c in ("mean_ttft_ms", "mean_tpot_ms") or re.fullmatch(r"p\d+_\w+_ms", c)]
+    if not cols:
+        return
+    for pos, row in enumerate(df.to_dict("records")):
+        problems = latency_order_problems(row)
+        if problems:
+            raise DataError(
+                f"{row_label(df, pos)}: {'; '.join(problems)}; a request's first token and later gaps lie inside its "
+                "E2E and percentiles grow: fix or remove the row"
+            )
+
+
+def configuration_columns(df: pd.DataFrame) -> list[str]:
+    """The columns of `df` that name a configuration: `KEY_COLUMNS`, and the parallelism, precision, engine
+    settings and client where given (two rows that differ in one are two configurations)."""
+    extra = ("tensor_parallel", *PRECISION_COLUMNS, *SETTING_COLUMNS, "client", "num_prompts")
+    return list(KEY_COLUMNS) + [c for c in extra if c in df.columns]
 
 
 def _check_conflicting_duplicates(
@@ -309,10 +363,8 @@ def _check_conflicting_duplicates(
     identity), so aliases count as one name."""
     if not require_target:
         return
-    measured = [c for c in (TARGET_COLUMN, "e2e_s") if c in df.columns]
-    keys = list(KEY_COLUMNS) + [
-        c for c in ("tensor_parallel", *PRECISION_COLUMNS, *SETTING_COLUMNS) if c in df.columns
-    ]
+    measured = [c for c in (TARGET_COLUMN, "e2e_s", *TTFT_COLUMNS, *TPOT_COLUMNS) if c in df.columns]
+    keys = configuration_columns(df)
     key_df = df[keys].reset_index(drop=True)
     for col, fn in (canonical or {}).items():
         if col in key_df.columns:
@@ -324,10 +376,10 @@ def _check_conflicting_duplicates(
         return
     by_position = df.reset_index(drop=True)  # group labels are row positions, even for a repeated index
     # vectorized: a configuration conflicts when one of its measurements takes more than one value
-    group = key_df[dup].groupby(keys, sort=False).ngroup().to_numpy()
+    group = key_df[dup].groupby(keys, sort=False, dropna=False).ngroup().to_numpy()
     measured_values = by_position.loc[dup, measured].reset_index(drop=True)
     measured_values.insert(0, "_group", group)
-    distinct = measured_values.groupby("_group", sort=False)[measured].nunique()
+    distinct = measured_values.groupby("_group", sort=False)[measured].nunique(dropna=False)
     conflicting = distinct.index.to_numpy()[distinct.to_numpy().max(axis=1) > 1]
     if len(conflicting) == 0:
         return
@@ -336,12 +388,13 @@ def _check_conflicting_duplicates(
     members = dup_pos[group == g0]
     vals = by_position[measured].to_numpy(dtype=float)
     first = int(members[0])
-    other = next(int(r) for r in members[1:] if np.any(vals[r] != vals[first]))
+    differ = lambda r: (vals[r] != vals[first]) & ~(np.isnan(vals[r]) & np.isnan(vals[first]))  # noqa: E731
+    other = next(int(r) for r in members[1:] if differ(r).any())
     config = ", ".join(f"{k}={_short(by_position[k].iloc[first])}" for k in keys)
     diff = "; ".join(
         f"{c} {_short(vals[first, j])} vs {_short(vals[other, j])}"
         for j, c in enumerate(measured)
-        if vals[first, j] != vals[other, j]
+        if differ(other)[j]
     )
     raise DataError(
         f"configuration {config} has different measurements in {row_label(df, first)} and "
@@ -352,12 +405,11 @@ def _check_conflicting_duplicates(
 def aggregate_repeats(df: pd.DataFrame) -> tuple[pd.DataFrame, int]:
     """The distinct configurations of a validated measurement table and the number of rows merged into them.
 
-    Rows that repeat a configuration (``KEY_COLUMNS`` and ``tensor_parallel``) with the same measurements (the
+    Rows that repeat a configuration (`configuration_columns`) with the same measurements (the
     only repeats `validate_table` accepts) are one measurement: each is counted once, so a million-row log of a
     few thousand configurations costs the least squares a few thousand residuals. The first row of each
     configuration is kept, with its index label."""
-    keys = list(KEY_COLUMNS) + (["tensor_parallel"] if "tensor_parallel" in df.columns else [])
-    keep = ~df.duplicated(keys, keep="first").to_numpy()
+    keep = ~df.duplicated(configuration_columns(df), keep="first").to_numpy()
     if keep.all():
         return df, 0
     out = df[keep]
@@ -366,8 +418,10 @@ def aggregate_repeats(df: pd.DataFrame) -> tuple[pd.DataFrame, int]:
 
 
 def measured_latency_s(data: pd.DataFrame, columns: tuple[str, ...]) -> np.ndarray:
-    """The first of `columns` (ms) `data` has, in seconds (NaN where absent or empty)."""
+    """Per row, the first of `columns` (ms) that holds a value, in seconds (NaN where none does)."""
+    out = np.full(len(data), np.nan)
     for c in columns:
         if c in data.columns:
-            return np.asarray(pd.to_numeric(data[c], errors="coerce").to_numpy(dtype=float) / 1000.0)
-    return np.full(len(data), np.nan)
+            v = pd.to_numeric(data[c], errors="coerce").to_numpy(dtype=float) / 1000.0
+            out = np.where(np.isnan(out), v, out)
+    return out

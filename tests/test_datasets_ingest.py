@@ -325,3 +325,25 @@ def test_ingest_takes_one_result_file_as_well_as_a_folder(runs, tmp_path):
     assert df["source_file"].tolist() == [NEW] and df["batch_size"].tolist() == [16]
     with pytest.raises(DataError, match="no such folder or result file"):
         ingest(runs / "missing.json", gpu="h100-sxm-80gb")
+
+
+def test_percentiles_and_client_are_read_from_the_result(runs):
+    _rewrite(runs / NEW, p90_ttft_ms=190.0, p50_tpot_ms=58.5)
+    row = _by_file(ingest(runs, gpu="h100-sxm-80gb")).loc[NEW]
+    assert row["p50_ttft_ms"] == 140.0  # the result's median stands for the 50th
+    assert row["p90_ttft_ms"] == 190.0 and row["p99_ttft_ms"] == 210.0
+    assert row["p50_tpot_ms"] == 58.5  # a written p50 wins over the median
+    assert row["client"] == "concurrency"  # --max-concurrency 16 below the 160 prompts
+    _rewrite(runs / NEW, max_concurrency=None)
+    assert _by_file(ingest(runs, gpu="h100-sxm-80gb", batch_size=16)).loc[NEW, "client"] == "burst"
+
+
+def test_latencies_that_cannot_be_are_refused_with_the_row(runs):
+    _rewrite(runs / NEW, p90_ttft_ms=250.0)  # above the p99 of 210
+    table = ingest(runs, gpu="h100-sxm-80gb")
+    with pytest.raises(DataError, match=r"row \d+.*p90 TTFT 250 ms > p99 210 ms"):
+        validate_table(table)
+    kept, got = checked(table)
+    assert NEW not in set(kept["source_file"])
+    reason = got.exclusions.set_index(["source_file", "check"]).loc[(NEW, "latency_order"), "reason"]
+    assert "p90 TTFT 250 ms > p99 210 ms" in reason

@@ -139,3 +139,16 @@ def test_the_cli_writes_the_folder_and_prints_the_registry_fields_it_gives(tmp_p
     assert "2 rows; decode GEMM roof 40.0 GFLOP/s (median over models at M = 8)" in printed
     assert "decode_gemm_curve = ((4, 2.00000e-10), (8, 4.00000e-10)); decode_gemm_flops = 4e+10" in printed
     assert len(read_decode_gemm(out)) == 2
+
+
+def test_the_amx_hosts_registry_entry_is_its_committed_table():
+    table = read_decode_gemm(COMMITTED.parent / "engine-cpu-amx-gemm")
+    amx = get_gpu("cpu-amx")
+    assert set(table["threads"]) == {1}
+    assert (table["flops"] / table["best_s"] < amx.peak_flops).all()
+    assert amx.decode_gemm_flops == pytest.approx(decode_gemm_flops(table), rel=5e-4)
+    curve = decode_gemm_curve(table)
+    assert [m for m, _ in amx.decode_gemm_curve] == [m for m, _ in curve]
+    np.testing.assert_allclose([s for _, s in amx.decode_gemm_curve], [s for _, s in curve], rtol=5e-5)
+    # AMX: the roof at M = 256 is 5.7x the other host's (vLLM's onednn_mm takes the AMX path there)
+    assert amx.decode_gemm_flops / get_gpu("cpu").decode_gemm_flops == pytest.approx(5.75, abs=0.05)

@@ -42,6 +42,16 @@ def test_medians_over_passing_repeats_with_their_spread():
     assert two["throughput_tok_s"] == 200.0 and two["mean_ttft_ms"] == 2000.0 and two["n_excluded"] == 0
 
 
+def test_a_run_whose_tokens_bunched_counts_for_throughput_not_for_latencies():
+    runs = _runs({1: [100.0, 120.0, 140.0]})
+    runs.loc[2, "checks_failed"] = "token_bunching"
+    one = median_table(runs).iloc[0]
+    assert one["throughput_tok_s"] == 120.0 and one["n_repeats"] == 3 and one["n_excluded"] == 0
+    assert (
+        one["mean_ttft_ms"] == 1100.0 and one["mean_ttft_ms_max"] == 1200.0
+    )  # the third run's 1400 left out
+
+
 def test_single_run_floor_is_the_mean_relative_deviation_from_the_median():
     runs = _runs({1: [90.0, 100.0, 110.0], 2: [200.0, 200.0, 200.0]})
     nf = noise_floor(runs, n_boot=200, n_inner=400).set_index(["metric", "estimate"])

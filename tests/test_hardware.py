@@ -13,6 +13,7 @@ from shared_paths import MEMGAP
 from slimlib.cli.main import main
 from slimlib.errors import DataError, UnknownNameError
 from slimlib.registry.gpus import GPU, get_gpu, gpu_label, gpu_names, list_gpus
+from slimlib.registry.host_cpu import CPU_DEVICES
 
 REQUIRED = [
     "h100-sxm-80gb",
@@ -31,7 +32,7 @@ REQUIRED = [
 
 
 def test_registry_holds_the_required_gpus():
-    assert sorted([*REQUIRED, "cpu"]) == gpu_names()  # + the host CPU (slimlib.registry.host_cpu)
+    assert sorted([*REQUIRED, *CPU_DEVICES]) == gpu_names()  # + the host CPUs (slimlib.registry.host_cpu)
 
 
 @pytest.mark.parametrize(
@@ -159,7 +160,7 @@ def test_list_gpus_table():
         "name", "label", "peak_tflops", "peak_fp8_tflops", "peak_fp4_tflops", "mem_bw_tb_s", "mem_gb", "link_gb_s",
         "link_kind", "attn_eff", "layer_floor_us", "aliases", "source", "notes",
     ]  # fmt: skip
-    assert list(df["name"]) == sorted([*REQUIRED, "cpu"])
+    assert list(df["name"]) == sorted([*REQUIRED, *CPU_DEVICES])
     row = df.set_index("name").loc["h100-sxm-80gb"]
     assert row["peak_tflops"] == pytest.approx(989.4)
     assert row["mem_bw_tb_s"] == pytest.approx(3.35)
@@ -265,12 +266,12 @@ def test_measured_decode_attention_efficiencies_are_the_kernel_tables():
 
     from slimlib.data.aiconfigurator import SYSTEMS
     from slimlib.experiments.kernel_timing.composition import kernel_set
-    from slimlib.experiments.kernel_timing.composition_figures import attention_roofline
+    from slimlib.experiments.kernel_timing.composition_figures import kernel_attention_roofline
     from slimlib.model.priors import ATTENTION_BANDWIDTH
 
     measured = {}
     for system, spec in SYSTEMS.items():
-        mem = attention_roofline(kernel_set("mistral-7b", system), [1, 2, 4, 8, 16, 32, 64, 128, 256],
+        mem = kernel_attention_roofline(kernel_set("mistral-7b", system), [1, 2, 4, 8, 16, 32, 64, 128, 256],
                                  [127, 255, 511, 1023, 2047, 4095, 8191])  # fmt: skip
         gpu = get_gpu(spec["gpu"])
         eff = float(np.median(mem.loc[mem["active_context"] >= 65536, "bw_util"]))
@@ -284,7 +285,7 @@ def test_measured_decode_attention_efficiencies_are_the_kernel_tables():
             continue
         assert g.decode_attention_source.startswith("proxy") and g.decode_attention_eff in measured.values()
     assert {n for n in gpu_names() if get_gpu(n).decode_attention_eff is None} == {
-        "cpu",
+        *CPU_DEVICES,
         "l40s",
         "mi250",
         "mi250-gcd",

@@ -46,6 +46,15 @@ def test_every_committed_session_of_the_campaign_host_is_the_cpu_device():
     assert max(triad) < HOST_MATCH_FACTOR and min(gemm) > 1 / HOST_MATCH_FACTOR
 
 
+def test_the_amx_host_holds_the_peaks_its_campaign_measured_and_is_not_the_cpu_device():
+    (session,) = _sessions(data_dir() / "engine-cpu-amx")
+    micro, amx = session["microbenchmark"], get_gpu("cpu-amx")
+    assert round(micro["gemm"]["peak_flops"] / 1e7) == round(amx.peak_flops / 1e7)
+    assert round(micro["triad"]["peak_bytes_s"] / 1e6) == round(amx.mem_bw / 1e6)
+    assert host_mismatch(micro, amx) is None
+    assert "bf16 GEMM" in (host_mismatch(micro, CPU) or "")  # 5.6x the cpu device's: another device
+
+
 def test_the_avx2_host_is_another_device_by_its_gemm():
     (session,) = _sessions(OTHER)
     micro = session["microbenchmark"]

@@ -43,7 +43,14 @@ def test_a_real_committed_run_passes_every_check(good):
 
 def test_the_committed_campaign_loses_only_its_single_chunk_runs(real):
     got = check_runs(real)
-    assert set(got.exclusions["check"]) == {"tpot_weight_read"}
+    assert set(got.exclusions["check"]) == {"tpot_weight_read", "token_bunching"}
+    # runs whose tokens arrived in bunches keep their throughput: only their per-token timings are dropped
+    bunched = real[real["source_file"].isin(got.untimed())]
+    assert len(bunched) and (bunched["p50_itl_ms"] < 0.01 * bunched["mean_itl_ms"]).all()
+    kept, _ = checked(real)
+    timed_out = kept[kept["source_file"].isin(got.untimed())]
+    assert len(timed_out) == len(bunched) and timed_out["mean_ttft_ms"].isna().all()
+    assert timed_out["throughput_tok_s"].notna().all()
     assert sorted(got.failing()) == sorted(
         [
             "opt-1.3b-s8_b2_il128_ol32.json",
@@ -126,7 +133,8 @@ def test_a_protocol_field_that_is_not_a_boolean_names_the_file(good):
 def test_count_lines_name_every_check(real):
     lines = count_lines(check_runs(real), len(real))
     assert lines[0].startswith("physical checks: 3 of 224 run(s) excluded (")
-    assert all(f"{c} " in lines[0] for c in CHECKS) and "tpot_weight_read 3" in lines[0]
+    assert all(f"{c} " in lines[0] + lines[1] for c in CHECKS) and "tpot_weight_read 3" in lines[0]
+    assert lines[1].strip().startswith(f"{len(check_runs(real).untimed())} more kept without their per-token")
 
 
 def _folder(tmp_path, edits: dict[str, dict]) -> object:

@@ -206,7 +206,7 @@ def read_yaml(path: Path) -> dict:
     return yaml.safe_load(path.read_text(encoding="utf-8"))
 
 
-def require_columns(df: pd.DataFrame, cols: list[str], where: Path) -> None:
+def require_file_columns(df: pd.DataFrame, cols: list[str], where: Path) -> None:
     """DataError naming `where` and the columns of `cols` that `df` lacks."""
     missing = [c for c in cols if c not in df.columns]
     if missing:
@@ -324,7 +324,7 @@ def _bracket(grid: list[int], v: int) -> list[int]:
 def _keep_attention(
     df: pd.DataFrame, kernels: tuple[str, ...], shapes: list[tuple[int, int, int]], where: Path
 ):
-    require_columns(df, ["kernel_source", "num_heads", "num_key_value_heads", "head_dim", "attn_dtype", "kv_cache_dtype",
+    require_file_columns(df, ["kernel_source", "num_heads", "num_key_value_heads", "head_dim", "attn_dtype", "kv_cache_dtype",
                   "beam_width", "batch_size", "isl", "step", "latency"], where)  # fmt: skip
     keep = df["kernel_source"].isin(kernels) & (df["attn_dtype"] == "bfloat16") & (df["beam_width"] == 1)
     keep &= df["kv_cache_dtype"].isin(["bfloat16", "fp8"])
@@ -359,7 +359,7 @@ def _read_system_table(
     path = folder / name
     raw = read_parquet(path)
     files.append(path)
-    require_columns(raw, columns, path)
+    require_file_columns(raw, columns, path)
     return path, raw
 
 

@@ -34,7 +34,7 @@ from slimlib.data.aiconfigurator import (
     moe_gpu_architectures,
     read_parquet,
     read_yaml,
-    require_columns,
+    require_file_columns,
 )
 from slimlib.data.markdown import count_table
 from slimlib.errors import DataError
@@ -303,7 +303,7 @@ def _moe(sysdir: Path, files: list[Path]) -> tuple[pd.DataFrame, list[pd.DataFra
         path = d / "moe_perf.parquet"
         raw = read_parquet(path)
         files.append(path)
-        require_columns(raw, cols, path)
+        require_file_columns(raw, cols, path)
         stat = pd.Series("one_run", index=raw.index, dtype=object)
         drop = pd.Series(False, index=raw.index)
         for a in APPENDED:
@@ -362,7 +362,7 @@ def _mla(sysdir: Path, files: list[Path]) -> tuple[pd.DataFrame, pd.DataFrame, p
             path = d / f"{name}.parquet"
             raw = read_parquet(path)
             files.append(path)
-            require_columns(raw, ["version", "kernel_source", "model", "mla_dtype", "kv_cache_dtype", "gemm_type",
+            require_file_columns(raw, ["version", "kernel_source", "model", "mla_dtype", "kv_cache_dtype", "gemm_type",
                            "num_heads", "batch_size", "isl", "tp_size", "step", "latency"], path)  # fmt: skip
             for col, want in (("model", MLA_MODEL), ("tp_size", 1), ("version", MLA_VERSION)) + (
                 (("step", 0),) if phase == "context" else (("isl", 1),)
@@ -393,7 +393,7 @@ def _mla(sysdir: Path, files: list[Path]) -> tuple[pd.DataFrame, pd.DataFrame, p
         path = d / "mla_bmm_perf.parquet"
         raw = read_parquet(path)
         files.append(path)
-        require_columns(
+        require_file_columns(
             raw,
             ["version", "kernel_source", "op_name", "bmm_dtype", "num_tokens", "num_heads", "latency"],
             path,
@@ -411,7 +411,7 @@ def _mla(sysdir: Path, files: list[Path]) -> tuple[pd.DataFrame, pd.DataFrame, p
         path = d / "moe_a2a_perf.parquet"
         raw = read_parquet(path)
         files.append(path)
-        require_columns(raw, ["version", "kernel_source", "comm_backend", "phase", "comm_dtype", "ep_size", "node_num",
+        require_file_columns(raw, ["version", "kernel_source", "comm_backend", "phase", "comm_dtype", "ep_size", "node_num",
                        "hidden_size", "topk", "num_experts", "num_tokens", "sms", "latency"], path)  # fmt: skip
         _positive(raw, "latency", path)
         t = pd.DataFrame({
@@ -451,7 +451,7 @@ def build_moe_mla_tables(root: str | Path) -> tuple[dict[str, pd.DataFrame], lis
     return tables, files
 
 
-def readme_section(tables: dict[str, pd.DataFrame]) -> list[str]:
+def moe_readme_section(tables: dict[str, pd.DataFrame]) -> list[str]:
     """Lines of data/README.md on the MoE/MLA tables: versions kept, subsampling rule, approximations, counts."""
     moe, ex = tables["aic-moe"], tables["aic-moe-mla-exclusions"]
     kept = ", ".join(f"{s} vLLM {v}" for s, v in sorted(MOE_VERSIONS.items()))

@@ -14,10 +14,9 @@ import pandas as pd
 
 from slimlib.data.aiconfigurator import AIC_NAME, build_aic_tables, readme_section
 from slimlib.data.aiconfigurator import SOURCE as AIC_SOURCE
-from slimlib.data.aiconfigurator_moe import build_moe_mla_tables
-from slimlib.data.aiconfigurator_moe import readme_section as moe_readme_section
+from slimlib.data.aiconfigurator_moe import build_moe_mla_tables, moe_readme_section
 from slimlib.data.catalog import SCHEMA, _file_name, coerce, data_dir
-from slimlib.data.engine_runs import ENGINE_SESSIONS, RUNS_TABLE, build_engine_tables
+from slimlib.data.engine_runs import CAMPAIGNS, build_engine_tables, campaign_tables
 from slimlib.data.engine_runs import readme_lines as engine_readme
 from slimlib.data.llmib import LLMIB_NAME, build_llmib_tables
 from slimlib.data.markdown import count_table
@@ -117,9 +116,9 @@ def build_kit_tables(
     return out, files
 
 
-def _engine_sessions() -> list[Path]:
-    """The committed sessions of the CPU-engine campaign (`ENGINE_SESSIONS` folders of data/ with a manifest)."""
-    return [data_dir() / name for name in ENGINE_SESSIONS if (data_dir() / name / MANIFEST).is_file()]
+def _engine_sessions(campaign: str) -> list[Path]:
+    """The committed sessions of a CPU-engine campaign (its `CAMPAIGNS` folders of data/ with a manifest)."""
+    return [data_dir() / name for name in CAMPAIGNS[campaign] if (data_dir() / name / MANIFEST).is_file()]
 
 
 def build_all(raw: str | Path, out: str | Path, kit: list[str | Path] | None = None) -> dict[str, Path]:
@@ -153,9 +152,10 @@ def build_all(raw: str | Path, out: str | Path, kit: list[str | Path] | None = N
         lt, lfiles = build_llmib_tables(llmib_root)
         tables.update(lt)
         files = files + list(lfiles)
-    engine_sessions = _engine_sessions()  # the project's own CPU-engine campaign, committed in data/
-    if engine_sessions:
-        tables.update(build_engine_tables(*engine_sessions))
+    for campaign in CAMPAIGNS:  # the project's own CPU-engine campaigns, committed in data/
+        sessions = _engine_sessions(campaign)
+        if sessions:
+            tables.update(build_engine_tables(*sessions, campaign=campaign))
     rows = []
     for f in sorted(set(files), key=lambda p: p.as_posix()):
         try:
@@ -238,8 +238,9 @@ def render_readme(tables: dict[str, pd.DataFrame], written: dict[str, Path]) -> 
         lines += readme_section(tables)
     if "aic-moe" in tables:
         lines += moe_readme_section(tables)
-    if RUNS_TABLE in tables:
-        lines += [*engine_readme(tables, _engine_sessions()), ""]
+    for campaign in CAMPAIGNS:
+        if campaign_tables(campaign)[0] in tables:
+            lines += [*engine_readme(tables, _engine_sessions(campaign), campaign), ""]
     lines += [
         "## Notes",
         "",

@@ -14,8 +14,8 @@ import pandas as pd
 from slimlib.data import aiconfigurator as aic
 from slimlib.data import aiconfigurator_moe as aic_moe
 from slimlib.data import vidur
-from slimlib.data.engine_medians import MEDIAN_SCHEMA, MEDIANS_TABLE
-from slimlib.data.engine_runs import EXCLUSION_SCHEMA, EXCLUSIONS_TABLE, RUN_SCHEMA, RUNS_TABLE
+from slimlib.data.engine_medians import MEDIAN_SCHEMA
+from slimlib.data.engine_runs import CAMPAIGN_HOSTS, EXCLUSION_SCHEMA, RUN_SCHEMA, campaign_tables
 from slimlib.errors import DataError, DataUnavailableError, UnknownNameError, close_matches_message
 from slimlib.kit.ncu import HOPPER_METRICS, METRICS
 
@@ -377,21 +377,23 @@ def _aic_schema() -> None:
 _aic_schema()
 
 
-SCHEMA[RUNS_TABLE] = (
-    "The project's CPU-engine campaign: vllm bench serve on vLLM's CPU build, engine models with random "
-    "weights, one row per result file, every repeat (slimlib.data.engine_runs).",
-    RUN_SCHEMA,
-)
-SCHEMA[MEDIANS_TABLE] = (
-    "The CPU-engine fit table: one row per configuration, the median over its repeats that pass the physical "
-    "checks, with min and max beside each metric (slimlib.data.engine_medians). Fits and scores read this table.",
-    MEDIAN_SCHEMA,
-)
-SCHEMA[EXCLUSIONS_TABLE] = (
-    "CPU-engine runs and planned configurations that are not in the medians, with the reason: skipped or failed "
-    "configurations, runs failing a physical check, flagged copies.",
-    EXCLUSION_SCHEMA,
-)
+for _campaign, _device in CAMPAIGN_HOSTS.items():
+    _runs, _medians, _exclusions = campaign_tables(_campaign)
+    SCHEMA[_runs] = (
+        f"The project's CPU-engine campaign on {_device}: vllm bench serve on vLLM's CPU build, engine models with "
+        "random weights, one row per result file, every repeat (slimlib.data.engine_runs).",
+        RUN_SCHEMA,
+    )
+    SCHEMA[_medians] = (
+        f"Its fit table ({_device}): one row per configuration, the median over its repeats that pass the physical "
+        "checks, with min and max beside each metric (slimlib.data.engine_medians). Fits and scores read this table.",
+        MEDIAN_SCHEMA,
+    )
+    SCHEMA[_exclusions] = (
+        f"Its runs and planned configurations ({_device}) that are not in the medians, with the reason: skipped or "
+        "failed configurations, runs failing a physical check, flagged copies.",
+        EXCLUSION_SCHEMA,
+    )
 
 
 def data_dir() -> Path:

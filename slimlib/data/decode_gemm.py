@@ -5,13 +5,14 @@ outside load is refused, not written) and writes
 ``decode_gemm.csv`` (one row per model and token count) and ``manifest.json`` (engine version, threads, host, date,
 load, sha256 of the table) into one folder, together (`slimlib.io.atomic_folder`).
 
-The registry's host CPU takes two facts from the committed table (``data/engine-cpu-gemm/``):
+Each registered host CPU takes two facts from its committed table (``data/engine-cpu-gemm/``, and
+``data/engine-cpu-amx-gemm/`` for ``cpu-amx``):
 
 * `decode_gemm_curve`: the pass's seconds per weight at each token count measured (median over models): the
   measured curve the recommended model's decode GEMMs follow on that device
-  (`slimlib.model.terms.rooflines.STEP_GEMM_ROOFLINE`), weight read, compute and the transition between them;
+  (`slimlib.model.terms.rooflines.DECODE_GEMMS`), weight read, compute and the transition between them;
 * `decode_gemm_flops`: the median over models of the pass's FLOP/s at the largest token count measured, where every
-  model's pass is compute-bound: the roof of format 6's decode-GEMM roofline (``STEP_GEMM_ROOFLINE_V6``).
+  model's pass is compute-bound (the decode GEMMs' roof).
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 
 A configuration is (model, gpu, engine, weights, batch_size, input_len, output_len). Its repeats are the rows of
 ``engine-cpu-runs`` (`slimlib.data.engine_runs`); those failing a physical check (non-empty ``checks_failed``,
-`slimlib.data.physical_checks`) are counted in ``n_excluded`` and take no part. For each metric the row holds the
+`slimlib.data.physical_checks`) are counted in ``n_excluded`` and take no part; those failing only a timing check
+(``token_bunching``) take part in every median but the per-token latencies'. For each metric the row holds the
 median over the passing repeats (the column keeps the runs table's name, so every consumer reads it as one run)
 and the spread beside it (``<metric>_min``, ``<metric>_max``). A configuration whose every repeat fails is not
 a row here: its runs are in the exclusions table. The repeats of every session (``session``) are pooled.
@@ -12,11 +13,13 @@ from __future__ import annotations
 
 import pandas as pd
 
+from slimlib.data.physical_checks import TIMING_CHECKS, TIMING_COLUMNS
+
 __all__ = ["MEDIANS_TABLE", "MEDIAN_SCHEMA", "MEDIAN_KEYS", "MEDIAN_METRICS", "median_table"]
 
 MEDIANS_TABLE = "engine-cpu-medians"
 _S, _I, _F = "string", "Int64", "float64"
-MEDIAN_KEYS = ("model", "gpu", "engine", "weights", "batch_size", "input_len", "output_len")
+MEDIAN_KEYS = ("model", "gpu", "engine", "weights", "client", "batch_size", "input_len", "output_len")
 #: metric -> doc; the median and its min/max over the passing repeats
 MEDIAN_METRICS: dict[str, str] = {
     "throughput_tok_s": "total (input + output) token throughput, tokens/s",
@@ -24,13 +27,20 @@ MEDIAN_METRICS: dict[str, str] = {
     "mean_ttft_ms": "mean time to first token of a run, ms",
     "mean_tpot_ms": "mean time per output token (first excluded) of a run, ms",
     "mean_itl_ms": "mean inter-token latency of a run, ms",
+    **{
+        f"p{q}_{m}_ms": f"{q}th percentile of a run's per-request {what}, ms"
+        for m, what in (("ttft", "time to first token"), ("tpot", "time per output token"))
+        for q in (50, 90, 99)
+    },
     "duration_s": "benchmark duration of a run, s",
+    "num_prompts": "requests a run sent",
 }
 MEDIAN_SCHEMA: dict[str, tuple[str, str]] = {
     "model": (_S, "served model (registry name)"),
     "gpu": (_S, "device registry name ('cpu': the host CPU)"),
     "engine": (_S, "serving engine and version"),
     "weights": (_S, "random (--load-format dummy) or checkpoint"),
+    "client": (_S, "how the client sent the requests (slimlib.model.served): concurrency or burst"),
     "batch_size": (_I, "batch cap B = --max-concurrency of the client"),
     "input_len": (_I, "prompt tokens per request (IL)"),
     "output_len": (_I, "output tokens per request (OL)"),
@@ -53,12 +63,20 @@ def median_table(runs: pd.DataFrame) -> pd.DataFrame:
     """The medians table (columns `MEDIAN_SCHEMA`) of a runs table with ``checks_failed`` (sorted by model, IL,
     OL, B)."""
     keys = list(MEDIAN_KEYS)
-    bad = runs["checks_failed"].fillna("").astype(str) != ""
-    n_excluded = runs[bad].groupby(keys, sort=False).size()
-    ok = runs[~bad]
+    absent = [c for c in (*keys, *MEDIAN_METRICS) if c not in runs.columns]  # a campaign before those columns
+    runs = runs.assign(**{c: float("nan") for c in absent})
+    failed = runs["checks_failed"].fillna("").astype(str).str.split(";")
+    timing = failed.map(lambda cs: any(c in TIMING_CHECKS for c in cs))
+    bad = failed.map(lambda cs: any(c and c not in TIMING_CHECKS for c in cs))
+    n_excluded = runs[bad].groupby(keys, sort=False, dropna=False).size()
+    ok = runs[~bad].copy()
     if ok.empty:
         return pd.DataFrame(columns=list(MEDIAN_SCHEMA))
-    g = ok.groupby(keys, sort=False)
+    timed = [m for m in MEDIAN_METRICS if m in TIMING_COLUMNS]
+    ok.loc[timing[~bad].to_numpy(), timed] = float(
+        "nan"
+    )  # a timing check voids the run's per-token latencies
+    g = ok.groupby(keys, sort=False, dropna=False)
     metrics = list(MEDIAN_METRICS)
     med = g[metrics].median()
     lo = g[metrics].min().add_suffix("_min")

@@ -8,9 +8,12 @@ manifest's sha256, and adds the labels a measurement on random weights needs: ``
 runs failing a physical check and copies the runner flagged and re-ran (``results/flagged/``), each with its
 reason; the fit table is the medians over the passing repeats (`slimlib.data.engine_medians`).
 
-The committed tables pool several sessions of one campaign command (`ENGINE_SESSIONS`: campaign folders run hours
-apart on the same host): a run's ``session`` names its folder, and a configuration's median is taken over
-the passing repeats of every session, so the host's change between sessions is averaged as repeat noise is.
+The committed campaigns (`CAMPAIGNS`) each pool one or more sessions of one campaign command (campaign folders run
+hours apart on the same host): a run's ``session`` names its folder, and a configuration's median is taken over
+the passing repeats of every session, so the host's change between sessions is averaged as repeat noise is. A
+campaign's tables are named after it (`campaign_tables`): ``engine-cpu`` (the CPU host of the paper's engine study,
+closed-loop waves of B with prefix caching on) and ``engine-cpu-amx`` (an Intel Xeon with AMX, prefix caching off,
+the closed loop's per-request TTFT and TPOT percentiles).
 """
 
 from __future__ import annotations
@@ -22,14 +25,14 @@ from pathlib import Path
 
 import pandas as pd
 
-from slimlib.data.engine_medians import MEDIANS_TABLE, median_table
+from slimlib.data.engine_medians import median_table
 from slimlib.data.ingest import ingest
 from slimlib.data.markdown import count_table
-from slimlib.data.physical_checks import CHECKS, Checked, check_runs, count_lines
+from slimlib.data.physical_checks import CHECKS, TIMING_CHECKS, Checked, check_runs, count_lines
 from slimlib.errors import DataError
 from slimlib.kit.host_match import require_host_for
 from slimlib.kit.vllm_runner import CPU_ENGINE, MANIFEST, sha256_file
-from slimlib.registry.host_cpu import HOST_CPU
+from slimlib.registry.gpus import get_gpu
 from slimlib.registry.vllm_flags import NO_PREFIX_CACHING
 
 __all__ = [
@@ -37,6 +40,9 @@ __all__ = [
     "exclusions",
     "build_engine_tables",
     "ENGINE_SESSIONS",
+    "CAMPAIGNS",
+    "CAMPAIGN_HOSTS",
+    "campaign_tables",
     "check_report",
     "RUN_COLUMNS",
     "RUN_SCHEMA",
@@ -46,7 +52,18 @@ __all__ = [
 ENGINE_DIR = "engine-cpu"
 #: the committed sessions of the campaign command (folders of data/, in the order they were measured)
 ENGINE_SESSIONS = (ENGINE_DIR, "engine-cpu-rerun", "engine-cpu-rerun2", "engine-cpu-rerun3")
-RUNS_TABLE, EXCLUSIONS_TABLE = "engine-cpu-runs", "engine-cpu-exclusions"
+#: committed campaign -> its sessions (module docstring)
+CAMPAIGNS: dict[str, tuple[str, ...]] = {ENGINE_DIR: ENGINE_SESSIONS, "engine-cpu-amx": ("engine-cpu-amx",)}
+#: committed campaign -> the host it ran on, in words
+CAMPAIGN_HOSTS = {ENGINE_DIR: "the engine study's CPU host", "engine-cpu-amx": "an Intel Xeon host with AMX"}
+
+
+def campaign_tables(campaign: str = ENGINE_DIR) -> tuple[str, str, str]:
+    """The runs, medians and exclusions tables of `campaign`."""
+    return f"{campaign}-runs", f"{campaign}-medians", f"{campaign}-exclusions"
+
+
+RUNS_TABLE, _, EXCLUSIONS_TABLE = campaign_tables()
 _S, _I, _F = "string", "Int64", "float64"
 #: column -> (dtype, doc) of the runs table, in file order (the catalog's schema entry)
 RUN_SCHEMA: dict[str, tuple[str, str]] = {
@@ -70,10 +87,23 @@ RUN_SCHEMA: dict[str, tuple[str, str]] = {
     "mean_ttft_ms": (_F, "mean time to first token, ms"),
     "mean_tpot_ms": (_F, "mean time per output token excl. the first, ms"),
     "mean_itl_ms": (_F, "mean inter-token latency, ms"),
+    **{
+        f"p{q}_{m}_ms": (
+            _F,
+            f"{q}th percentile of the requests' {what}, ms (campaigns before 2026-12-06: no 90th)",
+        )
+        for m, what in (("ttft", "time to first token"), ("tpot", "time per output token"))
+        for q in (50, 90, 99)
+    },
     "request_throughput_req_s": (_F, "completed requests per second"),
     "output_throughput_tok_s": (_F, "output token throughput, tokens/s"),
     "duration_s": (_F, "benchmark duration, s"),
     "num_prompts": (_I, "requests sent: k x B for k waves (campaigns before the protocol: max(2, B))"),
+    "client": (
+        _S,
+        "how the client sent them (slimlib.model.served): concurrency (a closed loop of B), or burst "
+        "(all at once: one wave of B)",
+    ),
     "completed": (_I, "requests completed"),
     "failed": (_I, "requests failed"),
     "total_input_tokens": (_I, "prompt tokens of the completed requests (vLLM's count)"),
@@ -109,7 +139,8 @@ EXCLUSION_SCHEMA: dict[str, tuple[str, str]] = {
     "status": (
         _S,
         "skipped (reported before running), failed (no result), excluded (fails a physical check: a row of "
-        "engine-cpu-runs, not in the medians) or flagged (outside load, re-run)",
+        "the runs table, not in the medians), untimed (fails a timing check only: in the throughput and E2E "
+        "medians, not in the latency ones) or flagged (outside load, re-run)",
     ),
     "check": (_S, "the physical check failed (excluded, flagged); empty for skipped and failed"),
     "reason": (
@@ -233,7 +264,8 @@ def _exclusions(campaign_dir: str | Path, checked: Checked) -> pd.DataFrame:
                     rows[f] = {"session": session, "file": f, "status": status, "check": "", "reason": why}
     out = [rows[f] for f in sorted(rows)]
     ex = checked.exclusions.sort_values("source_file", kind="mergesort")
-    out += [{"session": session, "file": str(r.source_file), "status": "excluded", "check": str(r.check),
+    out += [{"session": session, "file": str(r.source_file),
+             "status": "untimed" if r.check in TIMING_CHECKS else "excluded", "check": str(r.check),
              "reason": str(r.reason)} for r in ex.itertuples()]  # fmt: skip
     flagged = root / "results" / FLAGGED_DIR
     for p in sorted(flagged.glob("*.json")) if flagged.is_dir() else []:
@@ -250,10 +282,10 @@ def exclusions(campaign_dir: str | Path) -> pd.DataFrame:
     return _exclusions(campaign_dir, _runs_and_checks(campaign_dir)[1])
 
 
-def build_engine_tables(*campaign_dirs: str | Path) -> dict[str, pd.DataFrame]:
-    """``engine-cpu-runs``, ``engine-cpu-medians`` and ``engine-cpu-exclusions`` of one campaign folder, or of
-    several sessions of one campaign command pooled (module docstring). DataError when the folders share a name
-    (a session is named by its folder) or mix engines or weight kinds."""
+def build_engine_tables(*campaign_dirs: str | Path, campaign: str = ENGINE_DIR) -> dict[str, pd.DataFrame]:
+    """`campaign`'s runs, medians and exclusions tables (`campaign_tables`) of one campaign folder, or of several
+    sessions of one campaign command pooled (module docstring). DataError when the folders share a name (a session
+    is named by its folder) or mix engines or weight kinds."""
     if not campaign_dirs:
         raise ValueError("build_engine_tables needs at least one campaign folder")
     names = [Path(d).name for d in campaign_dirs]
@@ -275,10 +307,11 @@ def build_engine_tables(*campaign_dirs: str | Path) -> dict[str, pd.DataFrame]:
     excl = pd.concat(
         [_exclusions(d, c) for d, (_, c) in zip(campaign_dirs, parts, strict=True)], ignore_index=True
     )
+    runs_name, medians_name, exclusions_name = campaign_tables(campaign)
     return {
-        RUNS_TABLE: runs.drop(columns="_s").reset_index(drop=True),
-        MEDIANS_TABLE: median_table(runs),
-        EXCLUSIONS_TABLE: excl,
+        runs_name: runs.drop(columns="_s").reset_index(drop=True),
+        medians_name: median_table(runs),
+        exclusions_name: excl,
     }
 
 
@@ -288,19 +321,23 @@ def check_report(campaign_dir: str | Path) -> list[str]:
     return count_lines(checked, len(runs))
 
 
-def readme_lines(tables: dict[str, pd.DataFrame], campaign_dirs: Sequence[str | Path]) -> list[str]:
-    """README section on the CPU-engine campaign: what it measured, where, in which sessions, and the commands that
+def readme_lines(
+    tables: dict[str, pd.DataFrame], campaign_dirs: Sequence[str | Path], campaign: str = ENGINE_DIR
+) -> list[str]:
+    """README section on a committed campaign: what it measured, where, in which sessions, and the commands that
     rerun it and rebuild its tables."""
     firsts = [_manifest(Path(d))["sessions"][0] for d in campaign_dirs]
     s = firsts[0]
-    runs = tables[RUNS_TABLE]
+    runs_name, medians_name, exclusions_name = campaign_tables(campaign)
+    runs = tables[runs_name]
+    device = get_gpu(str(runs["gpu"].iloc[0]))
     host = s.get("host", {})
     micro = s.get("microbenchmark", {})
     folders = " ".join(f"data/{Path(d).name}" for d in campaign_dirs)
     sessions = "; ".join(f"`data/{Path(d).name}/` started {f.get('started_utc', '?')}"
                          for d, f in zip(campaign_dirs, firsts, strict=True))  # fmt: skip
     return [
-        "## CPU-engine campaign (engine-cpu-* tables)",
+        f"## CPU-engine campaign {campaign} ({campaign}-* tables)",
         "",
         f"Measured by the project on vLLM's CPU build ({runs['engine'].iloc[0]}) serving the scaled engine models "
         f"with **random weights** (`--load-format dummy`), on {host.get('cpu_model', '?')} with "
@@ -308,14 +345,15 @@ def readme_lines(tables: dict[str, pd.DataFrame], campaign_dirs: Sequence[str | 
         f"on the same host: {sessions}. Each folder holds its raw result JSONs, the plan and the manifest (engine, "
         "host, server flags, load average every minute, micro-benchmark, sha256 of every result); a run's "
         "`session` names its folder.",
-        f"Host peaks (micro-benchmark, {micro.get('library', '?')}): bf16 GEMM "
-        f"{HOST_CPU['peak_flops'] / 1e9:.1f} GFLOP/s, fp32 triad {HOST_CPU['mem_bw'] / 1e9:.2f} GB/s.",
-        "Rerun: `scripts/engine_env.sh && slim bench campaign --out CAMP --engine-python .venv-engine/bin/python`;",
+        f"Device `{device.name}`; its peaks (micro-benchmark, {micro.get('library', '?')}): bf16 GEMM "
+        f"{device.peak_flops / 1e9:.1f} GFLOP/s, fp32 triad {device.mem_bw / 1e9:.2f} GB/s.",
+        "Rerun: `scripts/engine_env.sh && slim bench campaign --out CAMP --engine-python .venv-engine/bin/python"
+        f"{'' if device.name == 'cpu' else ' --device ' + device.name}`;",
         "the tables are rebuilt from the committed results by `slim data build` (or, alone, by",
-        f"`slim bench table {folders} --out data/engine-cpu-runs.csv`, byte-identical).",
-        f"Physical checks (slimlib.data.physical_checks): {_excluded_counts(tables[EXCLUSIONS_TABLE])}; the fit "
-        f"table `{MEDIANS_TABLE}` holds the median over the passing repeats of every session of each of its "
-        f"{len(tables[MEDIANS_TABLE])} configurations.",
+        f"`slim bench table {folders} --out data/{runs_name}.csv`, byte-identical).",
+        f"Physical checks (slimlib.data.physical_checks): {_excluded_counts(tables[exclusions_name])}; the fit "
+        f"table `{medians_name}` holds the median over the passing repeats of every session of each of its "
+        f"{len(tables[medians_name])} configurations.",
         _prefix_caching_line(campaign_dirs),
         "",
         count_table(runs, ["model", "session"]),

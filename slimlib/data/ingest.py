@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 import yaml  # at the top: an interrupt never lands in a half-done import
 
-from slimlib.data.physical_checks import Checked, check_runs
+from slimlib.data.physical_checks import TIMING_COLUMNS, Checked, check_runs
 from slimlib.data.serving_json import parse_benchmark_json
 from slimlib.errors import DataError, SlimError, UnknownNameError
 from slimlib.io import write_text
@@ -52,6 +52,9 @@ OPTIONAL_FIELDS = (
     "outside_load",
 )
 SIDECAR_NAMES = ("slim-runs.csv", "slim-runs.yaml", "slim-runs.yml")
+#: the latency percentiles carried into the table where a result has them (vLLM's ``--metric-percentiles``; its
+#: ``median`` stands for the 50th where a version writes no ``p50``)
+PERCENTILE_COLUMNS = tuple(f"p{p}_{m}_ms" for m in ("ttft", "tpot", "itl", "e2el") for p in (50, 90, 99))
 COLUMNS = (
     "model",
     "gpu",
@@ -66,8 +69,10 @@ COLUMNS = (
     "mean_tpot_ms",
     "mean_itl_ms",
     "mean_e2el_ms",
+    *PERCENTILE_COLUMNS,
     "duration_s",
     "num_prompts",
+    "client",
     "completed",
     "failed",
     "total_input_tokens",
@@ -158,11 +163,18 @@ def ingest_files(
 
 
 def checked(df: pd.DataFrame) -> tuple[pd.DataFrame, Checked]:
-    """The rows of an ingested table that pass the physical checks (`slimlib.data.physical_checks`), and the
-    check result (exclusions with check name and reason, counts of checks not evaluated)."""
+    """The rows of an ingested table that pass the physical checks (`slimlib.data.physical_checks`), those that
+    fail only a timing check without their per-token latencies (`TIMING_COLUMNS` emptied), and the check result
+    (exclusions with check name and reason, counts of checks not evaluated)."""
     got = check_runs(df)
-    keep = ~df["source_file"].astype(str).isin(got.failing()) if len(df) else pd.Series([], dtype=bool)
-    return df[keep].reset_index(drop=True), got
+    files = df["source_file"].astype(str)
+    keep = ~files.isin(got.failing()) if len(df) else pd.Series([], dtype=bool)
+    out = df[keep].copy()
+    untimed = files[keep].isin(got.untimed())
+    for c in TIMING_COLUMNS:
+        if c in out.columns:
+            out.loc[untimed, c] = np.nan
+    return out.reset_index(drop=True), got
 
 
 def read_result_extras(path: str | Path) -> dict:
@@ -242,8 +254,10 @@ def _row(path: Path, side: dict, defaults: dict) -> dict:
         "mean_tpot_ms": res.get("mean_tpot_ms", np.nan),
         "mean_itl_ms": res.get("mean_itl_ms", np.nan),
         "mean_e2el_ms": e2el if e2el is not None else np.nan,
+        **_percentiles(res),
         "duration_s": res["duration_s"],
         "num_prompts": res["num_prompts"] if res["num_prompts"] is not None else np.nan,
+        "client": _client(res, extras),
         "completed": res["completed"],
         "failed": int(extras.get("failed", 0)),
         "total_input_tokens": res["total_input_tokens"],
@@ -253,6 +267,28 @@ def _row(path: Path, side: dict, defaults: dict) -> dict:
         "source_file": path.name,
         **{k: side[k] for k in OPTIONAL_FIELDS if k in side},
     }
+
+
+def _percentiles(res: dict) -> dict[str, float]:
+    """`PERCENTILE_COLUMNS` of one parsed result: its ``pNN`` values, ``median`` for a missing 50th, NaN else."""
+    out = {}
+    for col in PERCENTILE_COLUMNS:
+        stat, metric = col.split("_")[:2]
+        value = res.get(f"{stat}_{metric}_ms")
+        if value is None and stat == "p50":
+            value = res.get(f"median_{metric}_ms")
+        out[col] = value if value is not None else np.nan
+    return out
+
+
+def _client(res: dict, extras: dict) -> str:
+    """How the benchmark sent its requests (`slimlib.model.served`): ``concurrency`` when a ``--max-concurrency`` at
+    most the requests capped it, ``burst`` for every request at once (``--request-rate inf``) without one, ``rate``
+    for a paced run (which SLIM does not model; `slim fit` refuses it by name)."""
+    cap = extras.get("max_concurrency")
+    if cap is not None and (res.get("num_prompts") is None or float(cap) < float(res["num_prompts"])):
+        return "concurrency"
+    return "burst" if math.isinf(float(res.get("request_rate", math.inf))) else "rate"
 
 
 def _check_counts(path: Path, res: dict, extras: dict) -> None:

@@ -11,6 +11,9 @@ the reason, and is never fitted nor used as a measured best. The checks, in `CHE
   lengths);
 * ``latency_sum``: TTFT + (OL - 1) x TPOT == mean E2E within `LATENCY_SUM_REL_TOL` (vLLM defines a request's
   TPOT as (E2E - TTFT) / (OL - 1), so with every request at OL tokens the means obey this identity exactly);
+* ``latency_order``: a request's time to its first token and its later token gaps lie inside its E2E (mean TTFT
+  <= mean E2E, (OL - 1) x mean TPOT <= mean E2E) and each latency's percentiles are in order (p50 <= p90 <= p99 of
+  TTFT, TPOT, ITL and E2E, where the run reports them);
 * ``tpot_weight_read``: mean TPOT >= the time to read one GPU's weights once (`ServingConfig.weights` over the
   device's ``mem_bw``): every decode step reads every weight at least once (on the host CPU a small model's
   weights may stay in the last-level cache, so the bound is loose there; the committed campaign's passing runs
@@ -21,7 +24,11 @@ the reason, and is never fitted nor used as a measured best. The checks, in `CHE
   bound (the memory roofline is the TPOT check's; the committed campaign reaches at most 33% of it);
 * ``outside_load``: the runner recorded outside load on the host during the run (protocol column, when present);
 * ``server_restart``: the serving process started after the run did (``server_started_utc`` later than
-  ``started_utc``, protocol columns, when present): the server was restarted mid-run.
+  ``started_utc``, protocol columns, when present): the server was restarted mid-run;
+* ``token_bunching``: the median gap between a request's tokens is below `BUNCHED_ITL_FRACTION` of the mean
+  (``p50_itl_ms`` against ``mean_itl_ms``, where the run reports both): most tokens reached the client together,
+  so the front end's buffering, not the engine's steps, timed them. A timing check (`TIMING_CHECKS`): the run's
+  TTFT, TPOT and ITL are not used, its throughput and E2E are.
 
 The two roofline checks need the model in the architecture registry and the device in the GPU registry, on
 ``tensor_parallel`` GPUs (1 unless the table has the column); runs where a check cannot be evaluated (unknown
@@ -39,6 +46,7 @@ from slimlib.errors import DataError, SlimError
 from slimlib.model.serving import ServingConfig, serving_config
 from slimlib.registry.architectures import get_architecture
 from slimlib.registry.gpus import get_gpu
+from slimlib.schema import latency_order_problems
 
 __all__ = [
     "CHECKS",
@@ -55,11 +63,26 @@ CHECKS = (
     "failed",
     "tokens",
     "latency_sum",
+    "latency_order",
     "tpot_weight_read",
     "throughput_roofline",
     "outside_load",
     "server_restart",
+    "token_bunching",
 )
+#: checks that void a run's per-token latencies only (`Checked.untimed`): its throughput and E2E stay
+TIMING_CHECKS = ("token_bunching",)
+#: the per-token latency columns a timing check voids
+TIMING_COLUMNS = (
+    "mean_ttft_ms", "mean_tpot_ms", "mean_itl_ms",
+    *(f"p{q}_{m}_ms" for m in ("ttft", "tpot", "itl") for q in (50, 90, 99)),
+)  # fmt: skip
+#: a run whose median token gap is below this fraction of its mean gap had its tokens bunched (``token_bunching``).
+#: Streamed one by one, the gaps of a decode step are alike and the median is near the mean; a prefill chunk in
+#: some steps makes a long tail (the AMX campaign's long-prompt runs: median 0.3-0.5x the mean); a front end that
+#: falls behind delivers several tokens at once, with gaps of about 0 (the same campaign's smallest model: medians
+#: of 0.00-0.01 ms under means of 0.5-3 ms)
+BUNCHED_ITL_FRACTION = 0.1
 #: Relative tolerance of TTFT + (OL - 1) TPOT against the mean E2E. The identity is exact for fixed-length
 #: requests (vLLM: tpot = (latency - ttft) / (output_len - 1) per request, means over the same requests); on the
 #: committed campaign the largest deviation is 5e-10. 1% leaves room for rounding in files written by other tools
@@ -85,8 +108,15 @@ class Checked:
     unchecked: dict[str, int] = field(default_factory=dict)
 
     def failing(self) -> set[str]:
-        """Source files of the runs that fail at least one check."""
-        return set(self.exclusions["source_file"])
+        """Source files of the runs that fail at least one check that is not a timing check."""
+        ex = self.exclusions
+        return set(ex.loc[~ex["check"].isin(TIMING_CHECKS), "source_file"])
+
+    def untimed(self) -> set[str]:
+        """Source files of the runs that fail a timing check (`TIMING_CHECKS`) and no other: their throughput
+        and E2E are used, their per-token latencies (`TIMING_COLUMNS`) not."""
+        ex = self.exclusions
+        return set(ex.loc[ex["check"].isin(TIMING_CHECKS), "source_file"]) - self.failing()
 
     def checks_of(self, source_file: str) -> str:
         """The failing checks of one run, ';'-joined in `CHECKS` order ('' when it passes)."""
@@ -141,8 +171,7 @@ def _config(model: str, gpu: str, tp: int, cache: dict) -> ServingConfig | None:
 
 
 def _peak_flops(gpu: str) -> float:
-    hw = get_gpu(gpu)
-    return max(hw.peak_flops, hw.peak_flops_fp8 or 0.0, hw.peak_flops_fp4 or 0.0)
+    return max(get_gpu(gpu).peaks.values())
 
 
 def _row_failures(row: dict, cache: dict, unchecked: dict[str, int]) -> list[tuple[str, str]]:
@@ -182,6 +211,9 @@ def _row_failures(row: dict, cache: dict, unchecked: dict[str, int]) -> list[tup
         if abs(total - e2e) > LATENCY_SUM_REL_TOL * e2e:
             out.append(("latency_sum", f"TTFT + (OL-1) x TPOT = {total:.4g} ms but mean E2E = {e2e:.4g} ms "
                                        f"(tolerance {LATENCY_SUM_REL_TOL:.0%})"))  # fmt: skip
+    order = latency_order_problems(row, LATENCY_SUM_REL_TOL)
+    if order:
+        out.append(("latency_order", "; ".join(order)))
     tp = _num(row, "tensor_parallel")
     cfg = _config(str(row.get("model", "")), str(row.get("gpu", "")), 1 if math.isnan(tp) else int(tp), cache)
     if cfg is None or math.isnan(tpot):
@@ -214,6 +246,13 @@ def _row_failures(row: dict, cache: dict, unchecked: dict[str, int]) -> list[tup
         iso = "%Y-%m-%dT%H:%M:%SZ"
         out.append(("server_restart", f"the server (pid {row.get('server_pid', '?')}) started at "
                     f"{server.strftime(iso)}, after the run did ({start.strftime(iso)}): restarted mid-run"))  # fmt: skip
+    itl, median = _num(row, "mean_itl_ms"), _num(row, "p50_itl_ms")
+    if math.isnan(itl) or math.isnan(median) or ol <= 1:
+        skip("token_bunching")
+    elif median < BUNCHED_ITL_FRACTION * itl:
+        out.append(("token_bunching", f"median token gap {median:.3g} ms < {BUNCHED_ITL_FRACTION:g} x the mean "
+                    f"{itl:.3g} ms: tokens reached the client in bunches; its TTFT and TPOT are not used, its "
+                    "throughput and E2E are"))  # fmt: skip
     return out
 
 
@@ -235,8 +274,10 @@ def count_lines(checked: Checked, n_runs: int) -> list[str]:
     """Report lines: runs excluded per check (every check, zeros included) and runs a check could not evaluate."""
     per = checked.exclusions.groupby("check")["source_file"].nunique()
     n_bad = len(checked.failing())
-    counts = ", ".join(f"{c} {int(per.get(c, 0))}" for c in CHECKS)
+    counts = ", ".join(f"{c} {int(per.get(c, 0))}" for c in CHECKS if c not in TIMING_CHECKS)
     lines = [f"physical checks: {n_bad} of {n_runs} run(s) excluded ({counts})"]
+    timing = ", ".join(f"{c} {int(per.get(c, 0))}" for c in TIMING_CHECKS)
+    lines.append(f"  {len(checked.untimed())} more kept without their per-token latencies ({timing})")
     if checked.unchecked:
         lines.append("  not evaluated (field or registry entry missing): "
                      + ", ".join(f"{c} {n}" for c, n in checked.unchecked.items()))  # fmt: skip

@@ -23,7 +23,7 @@ REQUIRED_KEYS: dict[str, type] = {
 }
 #: Latency statistics (milliseconds) read when present; vLLM versions differ in which percentiles they write.
 LATENCY_METRICS = ("ttft", "tpot", "itl", "e2el")
-LATENCY_STATS = ("mean", "median", "std", "p99")
+LATENCY_STATS = ("mean", "median", "std", "p50", "p90", "p99")
 
 
 def _number(path: Path, key: str, value: object, kind: type) -> float | int:
@@ -44,7 +44,7 @@ def parse_benchmark_json(path: str | Path) -> dict:
     """Read one vLLM benchmark_serving result JSON into a flat dict.
 
     Keys: ``duration_s, completed, num_prompts, total_input_tokens, total_output_tokens, request_throughput_req_s,
-    output_throughput_tok_s, total_token_throughput_tok_s``, ``<mean|median|std|p99>_<ttft|tpot|itl|e2el>_ms`` where
+    output_throughput_tok_s, total_token_throughput_tok_s``, ``<mean|median|std|p50|p90|p99>_<ttft|tpot|itl|e2el>_ms`` where
     present, ``date, model_id, request_rate`` (float, ``inf`` for an unpaced run), ``backend``.
     Raises DataError naming the file and field for invalid JSON, a non-object, missing or non-numeric fields,
     or negative counts.

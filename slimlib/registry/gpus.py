@@ -28,7 +28,7 @@ from typing import TypedDict
 import pandas as pd
 
 from slimlib.errors import DataError, UnknownNameError, close_matches_message
-from slimlib.registry.host_cpu import HOST_CPU
+from slimlib.registry.host_cpu import HOST_CPUS
 
 __all__ = ["GIB", "GPU", "get_gpu", "gpu_label", "list_gpus", "gpu_names", "PRECISIONS"]
 
@@ -119,13 +119,19 @@ class GPU:
         """Roofline ridge point ``peak_flops / mem_bw`` in FLOP/byte."""
         return self.peak_flops / self.mem_bw
 
+    @property
+    def peaks(self) -> dict[str, float]:
+        """Dense tensor peak FLOP/s per precision the GPU has one at (`PRECISIONS`: "fp16" covers fp16 and bf16)."""
+        given = {"fp16": self.peak_flops, "fp8": self.peak_flops_fp8, "fp4": self.peak_flops_fp4}
+        return {p: float(v) for p, v in given.items() if v}
+
     def peak_for(self, precision: str) -> float:
-        """Dense tensor peak FLOP/s for `precision` ("fp16" covers fp16 and bf16, "fp8", "fp4").
+        """Dense tensor peak FLOP/s for `precision` (`peaks`).
 
         Raises UnknownNameError for another name, DataError when the GPU has no peak at that precision."""
         if precision not in PRECISIONS:
             raise UnknownNameError(close_matches_message("precision", precision, list(PRECISIONS)))
-        peak = {"fp16": self.peak_flops, "fp8": self.peak_flops_fp8, "fp4": self.peak_flops_fp4}[precision]
+        peak = self.peaks.get(precision)
         if peak is None:
             raise DataError(
                 f"GPU {self.name} has no {precision} tensor peak in the registry (no such tensor cores, or no data "
@@ -520,7 +526,7 @@ _GPUS: tuple[GPU, ...] = (
     ),
 )
 
-_GPUS += (GPU(**HOST_CPU),)  # the host CPU as a device (measured; slimlib.registry.host_cpu)
+_GPUS += tuple(GPU(**h) for h in HOST_CPUS)  # host CPUs as devices (measured; slimlib.registry.host_cpu)
 
 
 def _normalize(name: str) -> str:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["HOST_CPU", "HOST_CPU_KV_SPACE_GIB"]
+__all__ = ["CPU_DEVICES", "HOST_CPU", "HOST_CPU_AMX", "HOST_CPUS", "HOST_CPU_KV_SPACE_GIB"]
 
 #: VLLM_CPU_KVCACHE_SPACE of the committed campaign, GiB
 HOST_CPU_KV_SPACE_GIB = 4
@@ -68,3 +68,46 @@ HOST_CPU: dict[str, Any] = {
         "accounting gives the pool set by VLLM_CPU_KVCACHE_SPACE (4 GiB)."
     ),
 }
+
+#: the Intel Xeon host with AMX (2 cores) the served-latency campaign ran on: another device under vLLM's CPU build,
+#: its peaks from its own micro-benchmark and decode-GEMM timing (no measured prefill-attention rate: vLLM's CPU
+#: attention kernel stops with an illegal instruction there when called alone, so the prompt's attention runs at
+#: ``eta_c`` as on GPUs)
+HOST_CPU_AMX: dict[str, Any] = {
+    "name": "cpu-amx",
+    "label": "host CPU (AMX)",
+    "peak_flops": 2331.58e9,
+    "mem_bw": 29.981e9,
+    "mem_bytes": round((HOST_CPU_KV_SPACE_GIB + 1.5) / 0.9 * 2**30),
+    "decode_gemm_flops": 1116.9e9,
+    "decode_gemm_source": (
+        "data/engine-cpu-amx-gemm (slim bench gemm, 2026-12-06): vLLM's CPU GEMM (onednn_mm, AMX) over every dense "
+        "weight of each campaign model, LM head included, one thread; median over the 6 models at M = 256 tokens; the "
+        "curve: median over the 6 models of the pass's seconds per weight at each M"
+    ),
+    "decode_gemm_curve": (
+        (1, 1.06267e-10),
+        (2, 1.04546e-10),
+        (4, 1.04769e-10),
+        (8, 1.09344e-10),
+        (16, 1.09182e-10),
+        (32, 1.37331e-10),
+        (64, 1.62238e-10),
+        (128, 2.74290e-10),
+        (256, 4.58415e-10),
+    ),
+    "aliases": ("host-cpu-amx",),
+    "source": (
+        "measured on the served-latency campaign's host (data/engine-cpu-amx/manifest.json, microbenchmark): bfloat16 "
+        "GEMM 2048^3 and float32 triad of 256 MiB arrays with torch on both cores, best of 5 (slimlib.kit.cpu_microbench), "
+        "at the campaign's start"
+    ),
+    "notes": (
+        "A 2-core Intel Xeon virtual machine with AMX (family 6, AVX-512 BF16, AMX-BF16). mem_bytes as the host "
+        "CPU's: the default KV accounting gives the pool set by VLLM_CPU_KVCACHE_SPACE (4 GiB)."
+    ),
+}
+
+#: every host CPU the registry holds as a device, and their names
+HOST_CPUS = (HOST_CPU, HOST_CPU_AMX)
+CPU_DEVICES = tuple(str(h["name"]) for h in HOST_CPUS)

@@ -89,9 +89,5 @@ def kv_bytes_per_element(kv_cache_dtype: object, serving_bytes: float) -> float:
 def compute_peak(gpu: GPU, quantization: object) -> float:
     """Eq. 7's ``F_max`` for weights quantized as `quantization`: the GPU's peak at that precision where it has
     one (W8A8 / W4A4 GEMMs), else its fp16/bf16 peak (weight-only kernels compute in 16 bits)."""
-    prec = weight_precision(quantization)
-    if prec == "fp8" and gpu.peak_flops_fp8:
-        return float(gpu.peak_flops_fp8)
-    if prec == "fp4" and gpu.peak_flops_fp4:
-        return float(gpu.peak_flops_fp4)
-    return float(gpu.peak_flops)
+    peaks = gpu.peaks
+    return peaks.get(weight_precision(quantization), peaks["fp16"])
