@@ -530,7 +530,7 @@ def test_cli_models_help_has_examples(capsys):
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Current dense families (issue 18): hand-written fixtures with the real config.json fields of each family
+# Current dense families: hand-written fixtures with the real config.json fields of each family
 # ---------------------------------------------------------------------------------------------------------------
 # Published parameter counts (Hugging Face model pages): Qwen3-8B 8.19B, Qwen3-0.6B 0.44B non-embedding (model
 # card), Llama-3.1-8B 8.03B, gemma-7b 8.54B, gemma-2-9b 9.24B, gemma-3-1b 1.00B, Phi-3-mini-4k 3.82B, phi-2 2.78B.

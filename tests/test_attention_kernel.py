@@ -1,5 +1,5 @@
-"""The decode attention's width on a device with the measured kernel, and the kernel-composed curves that showed it
-(issue 28), a mixture of experts' among them."""
+"""The decode attention's width on a device with the measured kernel, and the kernel-composed curves that showed it,
+a mixture of experts' among them."""
 
 from __future__ import annotations
 
@@ -20,12 +20,11 @@ from slimlib.experiments.accuracy.composed_curves import (
     FP4,
     FP8,
     composed_configs,
-    composed_table,
 )
 from slimlib.experiments.kernel_timing.composition import (
     MOE_DISTRIBUTION,
     OutOfGridError,
-    compose,
+    compose_kernels,
     kernel_set,
 )
 from slimlib.model import make_model
@@ -35,11 +34,6 @@ from slimlib.model.terms import DECODE_ATTENTION, attention_bytes
 from slimlib.model.terms.recommended import ATTENTION_SWITCH_PAIRS, HOST_SEQUENCE_S
 from slimlib.registry.architectures import get_architecture
 from slimlib.registry.gpus import get_gpu
-
-
-@pytest.fixture(scope="module")
-def composed() -> pd.DataFrame:
-    return composed_table()[0]
 
 
 def _attention_s(model: str, gpu: str, batch: list[float], paged_rule: bool = False) -> np.ndarray:
@@ -161,7 +155,7 @@ def test_composed_curves_are_the_kernels_plus_the_host_work_within_the_kv_pool(c
     plain = composed[composed["quantization"] == ""]
     one = plain.iloc[[0, len(plain) // 3, len(plain) // 2, len(plain) - 1]]
     assert one["tensor_parallel"].nunique() > 1
-    k = compose(one)
+    k = compose_kernels(one)
     host = (one["output_len"] - 1) * one["batch_size"] * HOST_SEQUENCE_S
     np.testing.assert_allclose(one["e2e_s"], k["e2e_s"].to_numpy() + host.to_numpy(), rtol=1e-12)
     np.testing.assert_allclose(
@@ -172,18 +166,19 @@ def test_composed_curves_are_the_kernels_plus_the_host_work_within_the_kv_pool(c
     eight = composed[fp8 & (composed["batch_size"] == 1) & (composed["gpu"] == "h100-sxm")
                      & (composed["model"] == "llama-3-70b") & (composed["tensor_parallel"] == 1)]  # fmt: skip
     host = (eight["output_len"] - 1) * eight["batch_size"] * HOST_SEQUENCE_S
-    k8 = compose(eight, gemm_dtype="fp8")
+    k8 = compose_kernels(eight, gemm_dtype="fp8")
     np.testing.assert_allclose(eight["e2e_s"], k8["e2e_s"].to_numpy() + host.to_numpy(), rtol=1e-12)
-    ratio = k8["decode_gemm_s"].to_numpy() / compose(eight)["decode_gemm_s"].to_numpy()
+    ratio = k8["decode_gemm_s"].to_numpy() / compose_kernels(eight)["decode_gemm_s"].to_numpy()
     assert len(eight) and ((ratio > 0.45) & (ratio < 0.6)).all()
     # and the FP4 curves the B200's NVFP4 GEMMs: a 70B B = 1 decode on one B200 in under half the bf16 GEMM time
     four = composed[fp4 & (composed["batch_size"] == 1) & (composed["model"] == "llama-3-70b")
                     & (composed["tensor_parallel"] == 1)]  # fmt: skip
     host = (four["output_len"] - 1) * four["batch_size"] * HOST_SEQUENCE_S
-    k4 = compose(four, gemm_dtype="nvfp4")
+    k4 = compose_kernels(four, gemm_dtype="nvfp4")
     np.testing.assert_allclose(four["e2e_s"], k4["e2e_s"].to_numpy() + host.to_numpy(), rtol=1e-12)
     assert (
-        len(four) and (k4["decode_gemm_s"].to_numpy() < 0.5 * compose(four)["decode_gemm_s"].to_numpy()).all()
+        len(four)
+        and (k4["decode_gemm_s"].to_numpy() < 0.5 * compose_kernels(four)["decode_gemm_s"].to_numpy()).all()
     )
     assert composed["mean_ttft_ms"].isna().all() and composed["static_batch"].all()
 

@@ -9,7 +9,7 @@ from synthetic import grid
 
 from slimlib.errors import DataError, NotFittedError
 from slimlib.model import model_features
-from slimlib.model.baselines import ImaiOodLR, LLMVisorAgg, roofline_time
+from slimlib.model.baselines import ImaiOodLR, LLMVisorAgg, llm_roofline_time
 from slimlib.registry.gpus import get_gpu
 
 
@@ -73,7 +73,7 @@ def test_roofline_closed_form_matches_the_step_loop():
     )
     hw = get_gpu("h100-sxm-80gb")
     f = model_features(df)
-    fast = roofline_time(f, hw)
+    fast = llm_roofline_time(f, hw)
     for i in range(len(df)):
         g = {k: v[i] for k, v in f.items()}
         b, il, ol = g["batch_size"], g["input_len"], int(g["output_len"])

@@ -1,4 +1,4 @@
-"""Large tables a chunk at a time (issue 20, memory): `slim predict` checks, predicts and writes in chunks of
+"""Large tables a chunk at a time (memory): `slim predict` checks, predicts and writes in chunks of
 `CHUNK_ROWS` rows, and every result, message and warning is what the whole table gives. Chunks are made tiny here
 (`row_chunks`'s default patched) so a small table spans many of them."""
 

@@ -1,4 +1,4 @@
-"""Bad config.json input (issue 26): an unknown model_type is read with a warning only when it has nothing the reader
+"""Bad config.json input: an unknown model_type is read with a warning only when it has nothing the reader
 does not understand; structure keys a style does not read, unrepresentable features and SSM models are refused in
 one line naming the file and the key; quantization blocks are named as vLLM names them."""
 

@@ -16,7 +16,7 @@ from synthetic import TRUE_PARAMS, grid
 
 from slimlib.errors import DataError, NotFittedError
 from slimlib.model import METHODS, PRED_COLUMNS, Estimator, PaperModel, load_params, make_model
-from slimlib.model.base import PARAMS_FORMAT_VERSION
+from slimlib.model.base import PARAMS_FORMAT_VERSION, SERVED_COLUMNS
 
 GPU = "h100-sxm-80gb"
 
@@ -88,7 +88,8 @@ def test_predict_shape_columns_and_index(name):
     m = _fit(name, TRAIN_A)
     test = TEST.set_index(pd.RangeIndex(100, 100 + len(TEST)))
     pred = m.predict(test)
-    assert list(pred.columns) == list(PRED_COLUMNS) and pred.index.equals(test.index)
+    served = list(SERVED_COLUMNS) if name in SERVED_METHODS else []
+    assert list(pred.columns) == [*PRED_COLUMNS, *served] and pred.index.equals(test.index)
     assert np.isfinite(pred["pred_throughput_tok_s"]).all() and np.isfinite(pred["pred_e2e_s"]).all()
     thr, e2e = m.predict_grid(TEST[["model", "input_len", "output_len"]].head(3), np.array([1.0, 8.0, 64.0]))
     assert thr.shape == e2e.shape == (3, 3)
@@ -98,11 +99,13 @@ def test_predict_shape_columns_and_index(name):
 
 #: methods that predict TTFT and TPOT (the others return NaN there and say so in their docstrings)
 LATENCY_METHODS = {"slim", "llmvisor-agg"}
+#: methods that predict a served request's queue and percentiles (`SERVED_COLUMNS`)
+SERVED_METHODS = {"slim"}
 
 
 def test_ttft_tpot_columns_are_consistent_or_nan(name):
-    """TTFT and TPOT: both finite with ``E2E = TTFT + (OL - 1) TPOT`` for the methods that predict them, both NaN
-    (never one of the two) for the others."""
+    """TTFT and TPOT: both finite with ``queue + E2E = TTFT + (OL - 1) TPOT`` for the methods that predict them
+    (the queue where a method predicts one), both NaN (never one of the two) for the others."""
     pred = _fit(name, TRAIN_A).predict(TEST)
     ttft, tpot = pred["pred_ttft_s"].to_numpy(), pred["pred_tpot_s"].to_numpy()
     if name not in LATENCY_METHODS:
@@ -110,7 +113,8 @@ def test_ttft_tpot_columns_are_consistent_or_nan(name):
         return
     assert np.isfinite(ttft).all() and np.isfinite(tpot).all()
     ol = TEST["output_len"].to_numpy(dtype=float)
-    np.testing.assert_allclose(ttft + (ol - 1.0) * tpot, pred["pred_e2e_s"].to_numpy(), rtol=1e-9)
+    queue = pred["pred_queue_s"].to_numpy() if "pred_queue_s" in pred else 0.0
+    np.testing.assert_allclose(ttft + (ol - 1.0) * tpot, pred["pred_e2e_s"].to_numpy() + queue, rtol=1e-9)
 
 
 def test_fit_is_deterministic(name):

@@ -1,4 +1,4 @@
-"""Fit stability, degenerate-fit flags and few-point calibration (issue 21 items 2 and 5, issue 18 item 6)."""
+"""Fit stability, degenerate-fit flags and few-point calibration."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A model is identified by its content, never by its folder's name (issue 26): two different config.json files in
+"""A model is identified by its content, never by its folder's name: two different config.json files in
 folders both named ``model`` are two models to `slim fit`; the same content in two folders is one model."""
 
 from __future__ import annotations

@@ -23,6 +23,7 @@ from slimlib.model.parallel import (
     touched_expert_bytes,
 )
 from slimlib.registry.gpus import get_gpu, gpu_names
+from slimlib.registry.host_cpu import CPU_DEVICES
 
 
 def _table(models=("llama-2-7b", "qwen2-7b", "llama-2-70b"), gpu="mi300x", tp=None):
@@ -98,11 +99,11 @@ def test_allreduce_switched_nvlink_bandwidth_does_not_grow_with_group():
 
 
 def test_every_gpu_has_interconnect_and_latency():
-    """Tensor parallelism is accepted on every GPU of the registry (issue 18: NVIDIA TP rows used to stop); the host
-    CPU device (`cpu`) is one socket with no interconnect, so TP > 1 there is refused (tests/test_bad_inputs.py)."""
-    assert get_gpu("cpu").link_bw is None
+    """Tensor parallelism is accepted on every GPU of the registry (NVIDIA TP rows used to stop); the host
+    CPU devices (`CPU_DEVICES`) are one socket with no interconnect, so TP > 1 there is refused (tests/test_bad_inputs.py)."""
+    assert all(get_gpu(name).link_bw is None for name in CPU_DEVICES)
     for name in gpu_names():
-        if name == "cpu":
+        if name in CPU_DEVICES:
             continue
         g = get_gpu(name)
         assert g.link_bw and g.link_bw > 0 and g.link_source, name
@@ -193,7 +194,7 @@ def test_allreduce_latency_is_the_measured_nccl_table(gpu, system, version):
     assert dict(g.allreduce_latency_s) == pytest.approx(measured, abs=1e-9)
     assert system in g.allreduce_source and "proxy" not in g.allreduce_source
     measured_gpus = ("h100-sxm-80gb", "h200-sxm-141gb", "a100-sxm-80gb", "b200-sxm-180gb")
-    for name in (n for n in gpu_names() if n != "cpu"):  # the host CPU has no all-reduce at all
+    for name in (n for n in gpu_names() if n not in CPU_DEVICES):  # a host CPU has no all-reduce at all
         assert ("proxy" in get_gpu(name).allreduce_source) == (name not in measured_gpus), name
 
 

@@ -90,7 +90,9 @@ def test_grid_is_predict_on_random_configurations(method: str) -> None:
         thr, e2e = model.predict_grid(w, b)
         # the same rows built one at a time, independently of the grid's own cross product
         rows = pd.DataFrame([{**w.iloc[i].to_dict(), "batch_size": bb} for i in range(len(w)) for bb in b])
-        pred = model.predict(rows)
+        pred = model.predict(
+            rows, served="none"
+        )  # the throughput path alone (the served latencies add columns)
         np.testing.assert_allclose(
             thr.ravel(), pred["pred_throughput_tok_s"], rtol=1e-9, err_msg=f"trial {trial}"
         )
@@ -106,8 +108,8 @@ def test_grid_is_predict_on_random_configurations(method: str) -> None:
 
 
 def test_grid_applies_the_caps_on_public_style_rows() -> None:
-    """Llama-2-7B at B = 512, OL 520, with the logged KV blocks: the grid is capped as predict is (the defect of
-    issue 18: the grid ran B = 512 uncapped)."""
+    """Llama-2-7B at B = 512, OL 520, with the logged KV blocks: the grid is capped as predict is (an earlier
+    grid ran B = 512 uncapped)."""
     model = _model("slim", "h100-sxm-64gb")
     w = pd.DataFrame({"model": ["llama-2-7b"], "input_len": [250.0], "output_len": [520.0],
                       "gpu_blocks": [2900.0], "block_size": [16.0], "chunked_prefill": [True]})  # fmt: skip

@@ -63,12 +63,19 @@ def test_an_unresolved_parameter_on_its_bound_is_held_at_its_prior(mi300x_short_
     assert (tested.predict(long)["pred_throughput_tok_s"] < free.predict(long)["pred_throughput_tok_s"]).all()
 
 
+#: the measured latency columns of a scenario table: these tests fit the throughput alone, as a table without
+#: latencies is fitted (the latencies resolve some of the same parameters)
+LATENCIES = ["mean_ttft_ms", "mean_tpot_ms", "mean_itl_ms"]
+
+
 def test_a_bound_a_refit_reaches_is_tested_too():
     """The CPU engine's opt-1.3b-s8 curve at B <= 4 (the batch fold's training rows, measured): the free fit puts
     eta_attn on its bound; held at its prior, the refit puts eta_c on its bound 1, and that is tested in turn, both
     holds together against the free fit, so no parameter with a prior is left on a bound the rows do not resolve."""
     axis = next(a for a in build_axis_folds() if a.axis == "batch" and a.dataset == "engine-cpu")
-    df = next(f for f in axis.folds if f.label == "opt-1.3b-s8").train
+    df = next(f for f in axis.folds if f.label == "opt-1.3b-s8").train.drop(
+        columns=LATENCIES
+    )  # throughput only
     m = _fit(SlimModel(n_starts=2), df)
     assert {"eta_attn", "eta_c"} <= set(m.held_)
     assert "(holding eta_attn against the free fit" in m.held_reasons_["eta_attn"]
@@ -121,7 +128,7 @@ def test_on_a_device_that_measures_the_efficiency_its_measurement_is_the_prior()
 
 def test_a_few_point_fit_holds_the_devices_own_prior():
     axis = next(a for a in build_axis_folds() if a.axis == "batch" and a.dataset == "engine-cpu")
-    df = next(f for f in axis.folds if f.label == "opt-1.3b-s8").train.head(4)
+    df = next(f for f in axis.folds if f.label == "opt-1.3b-s8").train.head(4).drop(columns=LATENCIES)
     m = _fit(SlimModel(n_starts=0), df)
     cpu = get_gpu("cpu")
     assert m.params_["eta_c"] == pytest.approx(cpu.decode_gemm_flops / cpu.peak_flops)

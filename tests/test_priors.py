@@ -24,7 +24,7 @@ def _check(name: str, values: np.ndarray) -> None:
 
 def test_priors_are_the_measured_kernel_efficiencies():
     ks = kernel_set("mistral-7b", "h100")
-    mem = kf.attention_roofline(
+    mem = kf.kernel_attention_roofline(
         ks, [1, 2, 4, 8, 16, 32, 64, 128, 256], [127, 255, 511, 1023, 2047, 4095, 8191]
     )
     _check("ATTENTION_BANDWIDTH", mem.loc[mem["active_context"] >= 65536, "bw_util"].to_numpy())

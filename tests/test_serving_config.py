@@ -1,7 +1,7 @@
 """The one resolved serving configuration (`slimlib.model.serving`): per-GPU weight and KV bytes (MHA, GQA with
 vLLM's KV-head replication, MLA's latent, sliding-window layers, MoE with expert parallelism) against hand
 arithmetic, vLLM's ``num_gpu_blocks`` arithmetic, logged blocks, fp8 weights and KV, refusals, and the precision
-bugs of issue 26 (fp8 70B rows on one H200 through `slim fit`/`predict`/`advise`; fp8 KV rows and preemption)."""
+bugs once found (fp8 70B rows on one H200 through `slim fit`/`predict`/`advise`; fp8 KV rows and preemption)."""
 
 from __future__ import annotations
 
@@ -217,7 +217,7 @@ def test_refusals_of_quantization():
         serving_config(get_architecture("llama-3-70b"), H200).check_fits()
 
 
-# ------------------------------------------------------------------------------------------ the CLI, issue 26's bugs
+# ------------------------------------------------------------------------------------------ the CLI, the bugs it had
 def _fp8_70b(tmp_path, **cols):
     df = grid(
         models=("llama-3-70b",), gpu=H200, batch=(1, 4, 16, 32), input_len=(128, 512), output_len=(64, 256)

@@ -4,11 +4,11 @@
   changes them: what a fit decides lives in attributes ending in ``_`` (``params_``, ``stderr_``, ``gpu_``,
   ``fit_info_``, and method-specific state).
 * ``fit(df) -> self`` on a table in the `slimlib.schema` layout; a refit starts from the constructor state only.
-* ``predict(df)`` returns `PRED_COLUMNS` (NaN where a method has no such part), indexed like `df`: throughput, E2E,
-  its prefill and decode parts, and the serving latencies ``pred_ttft_s`` (time to first token) and
-  ``pred_tpot_s`` (time per output token after the first) with ``E2E = TTFT + (OL - 1) TPOT`` where a method
-  predicts them; a method that does not (`_predict_rows` returns four arrays) gets NaN there and says so in its
-  docstring;
+* ``predict(df)`` returns `PRED_COLUMNS` (NaN where a method has no such part) and, for a method that predicts
+  them, `SERVED_COLUMNS`, indexed like
+  `df`: throughput, E2E, its prefill and decode parts, the serving latencies ``pred_ttft_s`` (mean time to first
+  token) and ``pred_tpot_s`` (mean time per output token after the first) with ``queue + E2E = TTFT + (OL - 1)
+  TPOT`` where a method predicts them, and the served request's queue and percentiles (`slimlib.model.served`);
   ``predict_grid(workloads, batch_sizes)`` the (workloads x batch sizes) throughput and E2E arrays the advisor
   searches.
 * ``summary()`` is a table of estimate, standard error and 95% interval per parameter.
@@ -52,7 +52,8 @@ from slimlib.model.intervals import (
 from slimlib.registry.gpus import GPU
 from slimlib.schema import TPOT_COLUMNS, TTFT_COLUMNS, measured_latency_s, validate_table
 
-#: columns `predict` returns (module docstring; the last two NaN for a method without a TTFT/TPOT split)
+#: columns `predict` returns (module docstring; TTFT and TPOT NaN for a method without them, the served columns
+#: NaN for a method without a replay of the engine's steps)
 PRED_COLUMNS = (
     "pred_throughput_tok_s",
     "pred_e2e_s",
@@ -61,6 +62,15 @@ PRED_COLUMNS = (
     "pred_ttft_s",
     "pred_tpot_s",
 )
+#: the served request's columns `predict` adds (`slimlib.model.served`): the mean wait before its first step, and
+#: the 50th, 90th and 99th percentiles of TTFT, TPOT and E2E over the requests, as the client sees them (its E2E
+#: is ``pred_queue_s + pred_e2e_s`` on average: ``pred_e2e_s`` is the time in the engine, Eq. 5)
+SERVED_COLUMNS = (
+    "pred_queue_s",
+    *(f"pred_{q}_p{p}_s" for q in ("ttft", "tpot", "e2e") for p in (50, 90, 99)),
+)
+#: how much of the served latencies `predict` computes (`Estimator.predict`)
+SERVED_LEVELS = ("none", "means", "all")
 #: columns `predict` reads (``gpu`` optional: the parameters know their GPU)
 PREDICT_COLUMNS = ("model", "batch_size", "input_len", "output_len")
 #: the parameter-file format written by `Estimator.to_json`
@@ -70,9 +80,12 @@ PARAMS_FORMAT_VERSION = 14
 #: a fit progress callback: ``progress(done, total)``
 Progress = Callable[[int, int], None]
 
-Arrays4 = tuple[FloatArray, FloatArray, FloatArray, FloatArray]
-#: `Arrays4` plus TTFT and TPOT (seconds)
-Arrays6 = tuple[FloatArray, FloatArray, FloatArray, FloatArray, FloatArray, FloatArray]
+#: the arrays of `PRED_COLUMNS` and `SERVED_COLUMNS` a method returns, in that order (4, 6 or all of them)
+Arrays = tuple[FloatArray, ...]
+
+
+class AssumptionWarning(UserWarning):
+    """A prediction rests on an assumption the table did not state (e.g. the client that sends the requests)."""
 
 
 def one_batch_size_message(batch_size: float) -> str:
@@ -117,9 +130,9 @@ class Estimator(ABC):
         """Calibrate on a table in the `slimlib.schema` layout; returns self."""
 
     @abstractmethod
-    def _predict_rows(self, data: pd.DataFrame, hw: GPU) -> Arrays4 | Arrays6:
-        """(throughput, e2e, prefill, decode[, ttft, tpot]) arrays for the validated rows of `data`; without the
-        last two, `predict` reports NaN TTFT and TPOT."""
+    def _predict_rows(self, data: pd.DataFrame, hw: GPU, served: str = "all") -> Arrays:
+        """(throughput, e2e, prefill, decode[, ttft, tpot[, served columns]]) arrays for the validated rows of
+        `data`, as far as `served` asks (`SERVED_LEVELS`); `predict` reports NaN for the ones not returned."""
 
     @property
     def is_fitted(self) -> bool:
@@ -138,6 +151,7 @@ class Estimator(ABC):
         *,
         check: Callable[[pd.DataFrame], None] | None = None,
         interval: float | None = None,
+        served: str = "all",
     ) -> pd.DataFrame:
         """Predicted throughput (tok/s), E2E, prefill and decode time, TTFT and TPOT (s; NaN for a method without
         them) per row, indexed like `df` (`PRED_COLUMNS`). `check`, when
@@ -145,18 +159,21 @@ class Estimator(ABC):
         `slimlib.model.validity.checking_rows`, whose messages then come before the model's own). `interval`
         (e.g. 0.9) adds the low and high columns of `slimlib.model.intervals.INTERVAL_COLUMNS`: parameter
         uncertainty plus the attached residual model (`attach_intervals`); without one, an `IntervalWarning`
-        says the interval holds the parameter uncertainty only."""
+        says the interval holds the parameter uncertainty only. `served` (`SERVED_LEVELS`): ``all`` the served
+        latencies with their percentiles, ``means`` TTFT and TPOT only, ``none`` neither (throughput and E2E at
+        their cheapest)."""
         self.check_fitted()
+        if served not in SERVED_LEVELS:
+            raise ValueError(f"served={served!r}: one of {', '.join(SERVED_LEVELS)}")
         level = None if interval is None else check_level(interval)
         data = validate_table(df, require_target=False, require_gpu="gpu" in df.columns)
         if check is not None:
             check(data)
         hw = resolve_gpu(data, self.gpu_)
-        arrays: tuple[FloatArray, ...] = self._predict_rows(data, hw)
-        if len(arrays) == 4:  # a method without TTFT and TPOT
-            nan = np.full(len(data), np.nan)
-            arrays = (*arrays, nan, nan.copy())
-        out = pd.DataFrame(dict(zip(PRED_COLUMNS, arrays, strict=True)), index=df.index)
+        arrays: tuple[FloatArray, ...] = self._predict_rows(data, hw, served)
+        columns = (*PRED_COLUMNS, *SERVED_COLUMNS) if len(arrays) > len(PRED_COLUMNS) else PRED_COLUMNS
+        arrays = (*arrays, *(np.full(len(data), np.nan) for _ in columns[len(arrays) :]))
+        out = pd.DataFrame(dict(zip(columns, arrays, strict=True)), index=df.index)
         if level is not None:
             self._add_intervals(out, data, hw, level)
         self._warn_if_batch_unsupported(data)
@@ -318,7 +335,7 @@ class Estimator(ABC):
         self.check_fitted()
         grid = grid_table(workloads, batch_sizes)
         b = np.asarray(batch_sizes, dtype=float).ravel()
-        pred = self.predict(grid)
+        pred = self.predict(grid, served="none")
         shape = (len(workloads), b.size)
         thr = pred["pred_throughput_tok_s"].to_numpy(dtype=float).reshape(shape)
         e2e = pred["pred_e2e_s"].to_numpy(dtype=float).reshape(shape)

@@ -43,8 +43,7 @@ from slimlib.metrics import mape, relative_error
 from slimlib.model import equations as eq
 from slimlib.model.base import (
     PRED_COLUMNS,
-    Arrays4,
-    Arrays6,
+    Arrays,
     Estimator,
     IdentifiabilityWarning,
     Progress,
@@ -54,6 +53,7 @@ from slimlib.model.features import Features, FloatArray, model_features, resolve
 from slimlib.model.intervals import INTERVAL_QUANTITIES, IntervalWarning
 from slimlib.model.params import ParamSpec
 from slimlib.model.priors import Prior, device_prior
+from slimlib.model.served import CLIENT_CODE, client_codes
 from slimlib.model.terms import (
     ACTIVATION_WORK,
     ATTENTION_FACTOR,
@@ -70,7 +70,7 @@ from slimlib.model.terms import (
     model_specs,
 )
 from slimlib.model.terms import specs as ps
-from slimlib.model.terms.batch import chunked_prefill_column, static_batch_column
+from slimlib.model.terms.batch import chunked_prefill_column
 from slimlib.model.terms.rooflines import DECODE_GEMMS, layer_floor_applies
 from slimlib.registry.gpus import GPU, get_gpu
 from slimlib.schema import validate_table
@@ -216,10 +216,17 @@ class CalibratedModel(Estimator):
         return compose(self.terms(), p, f, hw, known)
 
     def _features(self, df: pd.DataFrame, hw: GPU) -> Features:
-        """Per-row features of `df` (`model_features`, the optional ``static_batch`` column), after the terms'
-        adjustments (the effective batch)."""
+        """Per-row features of `df` (`model_features`; the optional ``client``, ``static_batch``, ``num_prompts``
+        and ``chunked_prefill`` columns: `slimlib.model.served.client_codes`), after the terms' adjustments (the
+        effective batch)."""
         f = model_features(df, hw)
-        f["static_batch"] = static_batch_column(df)
+        f["client"] = client_codes(df)[0]
+        f["static_batch"] = np.asarray(f["client"] == CLIENT_CODE["static"], dtype=float)
+        f["num_prompts"] = (
+            pd.to_numeric(df["num_prompts"], errors="coerce").to_numpy(dtype=float)
+            if "num_prompts" in df.columns
+            else np.full(len(df), np.nan)
+        )
         f["chunked_prefill"] = chunked_prefill_column(df)
         return adjust_features(self.terms(), f)
 
@@ -327,10 +334,10 @@ class CalibratedModel(Estimator):
         return out
 
     def _hold_at_priors(
-        self, n_rows: int, held: dict[str, tuple[float, str]], priors: dict[str, Prior]
+        self, n_rows: int, held: dict[str, tuple[float, str]], priors: dict[str, Prior], word: str = "rows"
     ) -> dict[str, tuple[float, str]]:
         """`held` plus every free parameter that has a prior (`priors`, `_priors`), at it, when `n_rows` (measured
-        values, `_n_observations`) < the free parameters."""
+        values, `_observations`, called `word`) < the free parameters."""
         free = [s for s in self.param_specs() if s.name not in held]
         if n_rows >= len(free):
             return held
@@ -339,7 +346,7 @@ class CalibratedModel(Estimator):
             pr = priors.get(s.name)
             if pr is not None:
                 out[s.name] = (pr.median, f"held at prior {pr.median:g} (range {pr.low:g}-{pr.high:g}, "
-                                          f"{pr.source}): {n_rows} {self._observation_word()} < {len(free)} free "
+                                          f"{pr.source}): {n_rows} {word} < {len(free)} free "
                                           "parameters")  # fmt: skip
         return out
 
@@ -360,15 +367,15 @@ class CalibratedModel(Estimator):
         feats = self._features(data, hw)
         y = data["throughput_tok_s"].to_numpy(dtype=float)
         specs = self.param_specs()
-        n_obs = self._n_observations(data)
+        n_obs, word = self._observations(data)
         priors = self._priors(hw)
-        held_why = self._hold_at_priors(n_obs, self._layer_hold(feats, self._held(data, hw)), priors)
+        held_why = self._hold_at_priors(n_obs, self._layer_hold(feats, self._held(data, hw)), priors, word)
         held = {k: v for k, (v, _) in held_why.items()}
         free = [s for s in specs if s.name not in held]
         if n_obs < len(free):
             at_prior = [k for k in held if k in priors]
             raise FitError(
-                f"{n_obs} {self._observation_word()} cannot determine {len(free)} free parameters "
+                f"{n_obs} {word} cannot determine {len(free)} free parameters "
                 f"({', '.join(s.name for s in free)})"
                 + (
                     f", even with {', '.join(at_prior)} held at "
@@ -399,7 +406,7 @@ class CalibratedModel(Estimator):
         self.held_reasons_ = {k: why for k, (_, why) in sorted(held_why.items())}
         self.free_params_ = [s.name for s in free]
         self._set_uncertainty(best, free, scale, int(np.size(best.fun)))
-        pred = self._predict_rows(data, hw)[0]
+        pred = self._predict_rows(data, hw, "none")[0]
         self.fit_info_ = {
             "n_rows": int(len(y)),
             "models": sorted(set(data["model"])),
@@ -520,14 +527,10 @@ class CalibratedModel(Estimator):
             current = alt
         return current, out
 
-    def _n_observations(self, data: pd.DataFrame) -> int:
-        """Measured values the fit compares with (here one throughput per row): fewer than the free parameters
-        hold the priors, and fewer than those left free is an error."""
-        return len(data)
-
-    def _observation_word(self) -> str:
-        """What `_n_observations` counts, for messages."""
-        return "rows"
+    def _observations(self, data: pd.DataFrame) -> tuple[int, str]:
+        """The measured values the fit compares with (here one throughput per row) and what they are, for
+        messages: fewer than the free parameters hold the priors, and fewer than those left free is an error."""
+        return len(data), "rows"
 
     def _fit_targets(self, data: pd.DataFrame) -> dict[str, FloatArray]:
         """The measured arrays the fit compares with (here the throughput; a subclass may add latencies)."""
@@ -589,15 +592,18 @@ class CalibratedModel(Estimator):
         self.jac_rank_ = int(np.sum(sv > sv.max() * 1e-8)) if sv.size else 0
 
     # -- predict ------------------------------------------------------------------------------------------------
-    def _arrays(self, feats: Features, hw: GPU, p: dict[str, float] | None = None) -> Arrays4 | Arrays6:
-        """`PRED_COLUMNS`'s arrays at the parameters `p` (default: the fitted ones)."""
+    def _arrays(
+        self, feats: Features, hw: GPU, p: dict[str, float] | None = None, served: str = "means"
+    ) -> Arrays:
+        """`PRED_COLUMNS`'s arrays at the parameters `p` (default: the fitted ones), with as much of the served
+        latencies as `served` asks (`slimlib.model.base.SERVED_LEVELS`) where the model predicts them."""
         with np.errstate(divide="ignore", invalid="ignore"):
             pre, dec, e2e = self._components(self.params_ if p is None else p, feats, hw)
             thr = eq.throughput(feats["batch_size"], feats["input_len"], feats["output_len"], e2e)
         return thr, e2e, pre, dec
 
-    def _predict_rows(self, data: pd.DataFrame, hw: GPU) -> Arrays4 | Arrays6:
-        return self._arrays(self._features(data, hw), hw)
+    def _predict_rows(self, data: pd.DataFrame, hw: GPU, served: str = "all") -> Arrays:
+        return self._arrays(self._features(data, hw), hw, served=served)
 
     def covariance(self) -> pd.DataFrame:
         """Covariance of the free parameters (``corr_`` scaled by the standard errors; NaN where unknown)."""

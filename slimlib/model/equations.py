@@ -38,6 +38,8 @@ __all__ = [
     "e2e_latency",
     "throughput",
     "experts_touched",
+    "decode_attention_flops",
+    "decode_attention_bytes",
 ]
 
 
@@ -217,3 +219,24 @@ def experts_touched(tokens: ArrayLike, n_experts: ArrayLike, top_k: ArrayLike) -
     k = np.asarray(top_k, dtype=float)
     t = np.asarray(tokens, dtype=float)
     return np.asarray(x * (1.0 - (1.0 - k / np.maximum(x, 1.0)) ** t), dtype=float)
+
+
+def decode_attention_flops(
+    batch_size: ArrayLike, attended: ArrayLike, n_q_heads: ArrayLike, head_dim: ArrayLike
+) -> FloatArray:
+    """FLOPs of one layer's decode attention: ``4 B C H_q d_h`` over the ``C`` tokens each query attends (QK^T and
+    PV, 2 FLOPs per multiply-add; softmax not counted)."""
+    b, c = np.asarray(batch_size, float), np.asarray(attended, float)
+    return cast(FloatArray, 4.0 * b * c * np.asarray(n_q_heads, float) * np.asarray(head_dim, float))
+
+
+def decode_attention_bytes(
+    batch_size: ArrayLike, attended: ArrayLike, n_q_heads: ArrayLike, n_kv_heads: ArrayLike, head_dim: ArrayLike,
+    kv_bytes: ArrayLike = 2, act_bytes: ArrayLike = 2,
+) -> FloatArray:  # fmt: skip
+    """DRAM bytes of one layer's decode attention, each read or written once: K and V of the ``C`` attended tokens,
+    ``2 B C H_kv d_h kv_bytes``, and the query read and output written, ``2 B H_q d_h act_bytes``."""
+    b, c = np.asarray(batch_size, float), np.asarray(attended, float)
+    d = np.asarray(head_dim, float)
+    kv = 2.0 * b * c * np.asarray(n_kv_heads, float) * d * np.asarray(kv_bytes, float)
+    return cast(FloatArray, kv + 2.0 * b * np.asarray(n_q_heads, float) * d * np.asarray(act_bytes, float))

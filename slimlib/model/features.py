@@ -18,7 +18,7 @@ import pandas as pd
 
 from slimlib.errors import DataError, UnknownNameError
 from slimlib.model.parallel import split_features, tensor_parallel_column
-from slimlib.model.serving import ServingConfig, serving_config
+from slimlib.model.serving import ServingConfig, kv_heads_per_rank, serving_config
 from slimlib.registry.architectures import Architecture, get_architecture
 from slimlib.registry.gpus import GPU, get_gpu
 from slimlib.registry.precision import compute_peak
@@ -46,7 +46,8 @@ Features = dict[str, FloatArray]
 #: excluded, as Eq. 8's bracket), ``lm_head_flops_per_token`` (``2 V D / p``: the LM head's GEMM, vocabulary-split
 #: over the ranks), ``latent_attention`` (1 for MLA), ``bytes_per_weight`` (of the quantized linear
 #: layers, `ServingConfig.bytes_per_weight`), ``attn_flops_per_kv_byte`` (the decode attention's FLOPs per KV byte
-#: it reads on one GPU, `attention_intensity`). `model_features` adds
+#: it reads on one GPU, `attention_intensity`), ``max_model_len`` (the model's context, vLLM's default
+#: ``--max-model-len``; 0 where the config gives none). `model_features` adds
 #: ``tensor_parallel``, ``n_layers_total``, ``batch_size``, ``input_len``, ``output_len``.
 FEATURE_NAMES = (
     "n_layers",
@@ -79,6 +80,7 @@ FEATURE_NAMES = (
     "latent_attention",
     "bytes_per_weight",
     "attn_flops_per_kv_byte",
+    "max_model_len",
 )
 _PRECISION_CODE = {"none": 0.0, "fp8": 1.0, "fp4": 2.0}
 _CODE_PRECISION = {v: k for k, v in _PRECISION_CODE.items()}
@@ -102,7 +104,7 @@ def attention_intensity(a: Architecture, s: ServingConfig) -> float:
     if a.is_mla:
         latent = float(a.kv_lora_rank + a.qk_rope_head_dim)
         return 2.0 * heads * (latent + a.kv_lora_rank) / (latent * s.kv_bytes_per_element)
-    kv_heads = max(a.n_kv_heads // s.tensor_parallel, 1)
+    kv_heads = kv_heads_per_rank(a.n_kv_heads, s.tensor_parallel)
     return 4.0 * heads * a.head_dim / (2.0 * kv_heads * a.head_dim * s.kv_bytes_per_element)
 
 
@@ -136,6 +138,7 @@ def _config_row(a: Architecture, s: ServingConfig) -> list[float]:
         "latent_attention": float(a.is_mla),
         "bytes_per_weight": s.bytes_per_weight,
         "attn_flops_per_kv_byte": attention_intensity(a, s),
+        "max_model_len": float(a.max_position or 0),
         "kv_pool": s.kv_pool,
         "logged_tokens": s.kv_tokens if s.logged_gpu_blocks else 0,
     }

@@ -27,10 +27,7 @@ An interval at level ``a`` around a prediction ``p`` is built in log space from 
 The interval is ``p exp(-h)`` to ``p exp(h)`` with ``h = q w`` where a residual model applies, else ``h = z s``
 (``z`` the normal quantile of level ``a``: the parameter part alone, with an `IntervalWarning`), so ``low <= p <=
 high`` always. The parameter part enters the residual model's scale, weighted by how much of the held-out error it
-explains, rather than as a second interval: the earlier rule, the larger of ``q w`` and ``z s``, took the wider of
-two intervals each near its level and so covered more than its level wherever the two were alike (the output
-and batch-knee axes of the protocol, issue 28), and before it the two in quadrature counted the parameter error
-twice.
+explains, not as a second interval (CHANGELOG.md: why).
 
 Which axis a row extrapolates on is read from the fit's domain (`fit_domain`): batch size, input or output length
 above the largest fitted, a model the fit never saw, a larger tensor-parallel degree, another GPU; a row on several
@@ -44,7 +41,7 @@ rows hold no such model's step, and on those curves the measured part alone held
 axis): the fused-MoE kernel's time is not the touched experts' bytes at one efficiency (Mixtral's, few wide experts,
 keeps slowing after every expert is read, so its throughput comes out optimistic; Qwen3-30B-A3B's, many narrow
 experts, reads the few experts of a small batch at a lower efficiency than all of them, so a fit there is
-pessimistic at large batches), and it differs between GPUs more than their peaks do (issue 28). The composed curves
+pessimistic at large batches), and it differs between GPUs more than their peaks do. The composed curves
 give throughput and E2E only, so a mixture of experts' TTFT and TPOT intervals have no such part: where its row
 extrapolates past the fitted batch sizes, from other models or to another GPU (`MOE_NARROW_AXES`), an
 `IntervalWarning` says so (`moe_narrow_message`), as it does for every quantity of a residual model without a MoE

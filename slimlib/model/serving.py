@@ -59,6 +59,7 @@ __all__ = [
     "DEFAULT_MAX_NUM_BATCHED_TOKENS",
     "DEFAULT_MAX_NUM_SEQS",
     "ServingConfig",
+    "kv_heads_per_rank",
     "serving_config",
 ]
 
@@ -135,6 +136,13 @@ class ServingConfig:
         if self.sliding_window:
             c = self.kv_bytes(c) / self.kv_bytes_per_token
         return np.asarray(np.ceil(c / self.block_size), dtype=float)
+
+    def request_kv_bytes(self, context: ArrayLike) -> FloatArray:
+        """KV bytes one request of `context` tokens holds on one GPU: its blocks (`request_blocks`) of
+        ``block_size x kv_bytes_per_token``."""
+        return np.asarray(
+            self.request_blocks(context) * (self.block_size * self.kv_bytes_per_token), dtype=float
+        )
 
     @property
     def usable(self) -> float:
@@ -245,6 +253,11 @@ def _choice(value: object, accepted: dict[str, Any], option: str) -> str:
             f"unknown {option} {value!r}: vLLM accepts {', '.join(accepted)} (or leave it empty)"
         )
     return k
+
+
+def kv_heads_per_rank(n_kv_heads: int, tensor_parallel: int) -> int:
+    """KV heads one of `tensor_parallel` ranks holds: its share, at least one (replicated beyond ``H_kv``)."""
+    return max(int(n_kv_heads) // int(tensor_parallel), 1)
 
 
 def _whole(value: object, name: str, default: int, low: int = 1) -> int:
@@ -380,7 +393,7 @@ def serving_config(
     if arch.is_mla:
         per_layer = float(arch.kv_values_per_token_layer) * b_kv  # the latent is not split over TP ranks
     else:
-        per_layer = 2.0 * max(arch.n_kv_heads // tp, 1) * arch.head_dim * b_kv
+        per_layer = 2.0 * kv_heads_per_rank(arch.n_kv_heads, tp) * arch.head_dim * b_kv
     window = int(arch.sliding_window) if arch.sliding_window and arch.n_sliding_layers else 0
     n_window = arch.n_sliding_layers if window else 0
     return ServingConfig(

@@ -18,18 +18,32 @@ kernels differ from Eqs. 5-12:
    ``eta_attn``, inside Eq. 9's ``B / eta [T_d + M_dec / BW]`` with ``T_d = alpha OL`` (Eq. 10 without ``gamma``).
 5. **Several GPUs**: per-GPU features plus all-reduces and expert all-to-alls (`slimlib.model.parallel`).
 
-TTFT and TPOT split the E2E as the engine emits tokens (`slimlib.model.terms.serving_mode`). Rows that cannot tell
+TTFT and TPOT: the steps a served request lives through (a replay of vLLM's scheduler for the row's client),
+timed by these terms (`slimlib.model.served`). Rows that cannot tell
 per-step constants apart hold them (``held_reasons_`` says which and why; `slimlib.model.calibrated`). Why each term
 is here: CHANGELOG.md.
 """
 
 from __future__ import annotations
 
+import warnings
+
+import numpy as np
 import pandas as pd
 
-from slimlib.model.base import Arrays6
+from slimlib.metrics import relative_error
+from slimlib.model.base import Arrays, AssumptionWarning
 from slimlib.model.calibrated import CalibratedModel
 from slimlib.model.features import Features, FloatArray
+from slimlib.model.served import (
+    PERCENTILES,
+    SPREAD,
+    WINDOW_KEYS,
+    client_codes,
+    second_batch,
+    served_latencies,
+    window_features,
+)
 from slimlib.model.terms import (
     ACTIVATION_WORK,
     ALLREDUCE,
@@ -45,12 +59,15 @@ from slimlib.model.terms import (
     SERVED_PREFILL,
     STEP_OVERHEAD,
     Term,
+    Times,
+    compose,
     effective_batch_term,
+    fixed_times,
 )
 from slimlib.model.terms.batch import KV_CONTEXT_FRAC
 from slimlib.model.terms.rooflines import DECODE_GEMMS
-from slimlib.model.terms.serving_mode import serving_latencies, ttft_share
 from slimlib.registry.gpus import GPU
+from slimlib.schema import TPOT_COLUMNS, TTFT_COLUMNS, measured_latency_s
 
 
 def slim_terms(kv_context_frac: float = KV_CONTEXT_FRAC) -> tuple[Term, ...]:
@@ -72,6 +89,29 @@ def slim_terms(kv_context_frac: float = KV_CONTEXT_FRAC) -> tuple[Term, ...]:
         ALLREDUCE,
         EXPERT_ALLTOALL,
     )
+
+
+#: weight of a measured mean TTFT or TPOT in the fit, relative to a throughput (each a residual of its own)
+LATENCY_WEIGHT = 1.0
+#: latency log error beyond which a residual counts linearly, not squared (`robust_residuals`)
+LATENCY_SCALE = 0.25
+
+
+def robust_residuals(r: FloatArray, scale: float = LATENCY_SCALE) -> FloatArray:
+    """Residuals whose squares are the soft-L1 loss of `r`: ``sign(r) sqrt(2 c^2 (sqrt(1 + (r / c)^2) - 1))``
+    (``~ r`` for ``|r| << c``, ``~ sqrt(2 c |r|)`` for ``|r| >> c``)."""
+    c = float(scale)
+    return np.asarray(np.sign(r) * np.sqrt(2.0 * c * c * (np.sqrt(1.0 + (r / c) ** 2) - 1.0)), dtype=float)
+
+
+def _say_the_client(data: pd.DataFrame) -> None:
+    """`AssumptionWarning` where rows say no client (`slimlib.model.served.client_codes`): their TTFT and TPOT are a
+    closed loop's."""
+    if client_codes(data)[1]:
+        warnings.warn(
+            "rows that say no client are served as a closed loop at concurrency batch_size (give a column "
+            "client: concurrency, burst with num_prompts, or static)", AssumptionWarning, stacklevel=4,
+        )  # fmt: skip
 
 
 class SlimModel(CalibratedModel):
@@ -108,11 +148,82 @@ class SlimModel(CalibratedModel):
     def terms(self) -> tuple[Term, ...]:
         return slim_terms(float(self.kv_context_frac))
 
-    def _arrays(self, feats: Features, hw: GPU, p: dict[str, float] | None = None) -> Arrays6:
-        """`PRED_COLUMNS`'s arrays: the calibrated model's four and TTFT and TPOT (module docstring)."""
-        thr, e2e, pre, dec = super()._arrays(feats, hw, p)[:4]
-        ttft, tpot = serving_latencies(pre, dec, e2e, ttft_share(feats), feats["output_len"])
-        return thr, e2e, pre, dec, ttft, tpot
+    def _arrays(
+        self, feats: Features, hw: GPU, p: dict[str, float] | None = None, served: str = "means"
+    ) -> Arrays:
+        """`PRED_COLUMNS`'s arrays: the calibrated model's four and, unless `served` is ``none``, the served TTFT
+        and TPOT; with ``all`` the `SERVED_COLUMNS` too (`slimlib.model.served`). The replay's windows are added
+        to `feats` the first time they are needed."""
+        params = self.params_ if p is None else p
+        thr, e2e, pre, dec = super()._arrays(feats, hw, params)[:4]
+        if served == "none":
+            return thr, e2e, pre, dec
+        if WINDOW_KEYS[0] not in feats:
+            feats.update(window_features(feats))
+        half, known = self._second_batch_features(feats, hw)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            dec_2 = compose(self.terms(), params, half, hw, known)[1]
+        s = served_latencies(feats, pre, dec, e2e, dec_2, served == "all")
+        if served != "all":
+            return thr, e2e, pre, dec, s["ttft"], s["tpot"]
+        rest = (s["queue"], *(s[f"{q}_p{n}"] for q in SPREAD for n in PERCENTILES))
+        return thr, e2e, pre, dec, s["ttft"], s["tpot"], *rest
+
+    _half: tuple[Features, Features, dict[str, Times]] | None = None
+
+    def _second_batch_features(self, feats: Features, hw: GPU) -> tuple[Features, dict[str, Times] | None]:
+        """`feats` at `second_batch` and, while a fit runs on `feats`, its terms' `fixed_times` (computed once)."""
+        if self._half is not None and self._half[0] is feats:
+            return self._half[1], self._half[2]
+        half = {
+            **feats,
+            "batch_size": second_batch(feats["batch_size"]),
+            "recompute_seqs": 0.0 * feats["batch_size"],
+        }
+        if self._fit_known is None or self._fit_known[0] is not feats:
+            self._half = None
+            return half, None
+        self._half = (feats, half, fixed_times(self.terms(), half, hw))
+        return half, self._half[2]
+
+    # -- fit on what was measured ---------------------------------------------------------------------------------
+    def _fit_targets(self, data: pd.DataFrame) -> dict[str, FloatArray]:
+        out = super()._fit_targets(data)
+        out["ttft"] = measured_latency_s(data, TTFT_COLUMNS)
+        out["tpot"] = measured_latency_s(data, TPOT_COLUMNS)
+        if any(np.isfinite(out[k]).any() for k in ("ttft", "tpot")):
+            _say_the_client(data)
+        return out
+
+    def _observations(self, data: pd.DataFrame) -> tuple[int, str]:
+        t = self._fit_targets(data)
+        latencies = sum(int((np.isfinite(t[k]) & (t[k] > 0)).sum()) for k in ("ttft", "tpot"))
+        return len(data) + latencies, "measured values (throughputs, TTFTs, TPOTs)" if latencies else "rows"
+
+    def _fit_residuals(
+        self, p: dict[str, float], feats: Features, hw: GPU, targets: dict[str, FloatArray]
+    ) -> FloatArray:
+        """Relative throughput errors, and where a row measures them the mean TTFT's and TPOT's log errors through
+        `robust_residuals`, each weighted `LATENCY_WEIGHT` (module docstring)."""
+        latencies = any((np.isfinite(targets[k]) & (targets[k] > 0)).any() for k in ("ttft", "tpot"))
+        arrays = self._arrays(feats, hw, p, "means" if latencies else "none")
+        parts = [relative_error(targets["throughput"], arrays[0])]
+        for name, pred in zip(("ttft", "tpot"), arrays[4:6], strict=False):
+            y = targets[name]
+            keep = np.isfinite(y) & (y > 0)
+            if keep.any():
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    r = np.log(pred[keep] / y[keep])
+                parts.append(
+                    np.sqrt(LATENCY_WEIGHT)
+                    * robust_residuals(np.nan_to_num(r, nan=10.0, posinf=10.0, neginf=-10.0))
+                )
+        return np.concatenate(parts)
+
+    def _predict_rows(self, data: pd.DataFrame, hw: GPU, served: str = "all") -> Arrays:
+        if served != "none":
+            _say_the_client(data)
+        return self._arrays(self._features(data, hw), hw, served=served)
 
     def effective_batch(self, df: pd.DataFrame, hw: GPU) -> FloatArray:
         """``B_eff`` per row of `df` (`slimlib.model.terms.batch`), the batch the model predicts with."""

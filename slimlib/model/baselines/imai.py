@@ -1,7 +1,7 @@
 """IMAI OOD-LR as adapted in the SLIM paper (spec: BASELINES.md of the shared folder): OLS of E2E latency (s) on
 workload and model features with interactions,
 ``x = [1, B, IL, OL, D, L, H, B IL, B OL, IL OL, B IL OL, L D^2, L D^2 B OL, t_RLM]`` (H = attention heads; t_RLM the
-roofline time of `roofline_time`, fitted with its own coefficient); throughput by Eq. 6 from the predicted E2E.
+roofline time of `llm_roofline_time`, fitted with its own coefficient); throughput by Eq. 6 from the predicted E2E.
 Needs ``e2e_s`` in the training table. No prefill/decode split and no TTFT/TPOT (NaN): it regresses E2E only."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pandas as pd
 
 from slimlib.errors import DataError
 from slimlib.model import equations as eq
-from slimlib.model.base import Arrays4, Estimator, Progress
+from slimlib.model.base import Arrays, Estimator, Progress
 from slimlib.model.baselines.ols import fit_ols
 from slimlib.model.features import Features, FloatArray, model_features, resolve_gpu
 from slimlib.registry.gpus import GPU
@@ -25,7 +25,7 @@ IMAI_FEATURES = (
 TERM_NAMES = ("intercept", *IMAI_FEATURES)
 
 
-def roofline_time(feats: Features, hw: GPU) -> FloatArray:
+def llm_roofline_time(feats: Features, hw: GPU) -> FloatArray:
     """LLM roofline time ``t_RLM = max(F_pre/F_max, M_pre/BW) + sum_j max(F_j/F_max, M_j/BW)`` (BASELINES.md).
 
     ``M_pre = P b_w + 2 L D_kv b_kv B IL``; decode step j (0..OL-1) ``F_j = B L (4D^2 + 4 D D_kv + FFN) +
@@ -70,7 +70,7 @@ class ImaiOodLR(Estimator):
         b, il, ol = f["batch_size"], f["input_len"], f["output_len"]
         L, D = f["n_layers"], f["hidden_size"]
         cols = [b, il, ol, D, L, f["n_heads"], b * il, b * ol, il * ol, b * il * ol, L * D**2, L * D**2 * b * ol,
-                roofline_time(f, hw)]  # fmt: skip
+                llm_roofline_time(f, hw)]  # fmt: skip
         return np.column_stack([np.ones_like(b), *cols])
 
     def fit(self, df: pd.DataFrame, *, progress: Progress | None = None) -> Self:
@@ -92,7 +92,7 @@ class ImaiOodLR(Estimator):
             progress(1, 1)
         return self
 
-    def _predict_rows(self, data: pd.DataFrame, hw: GPU) -> Arrays4:
+    def _predict_rows(self, data: pd.DataFrame, hw: GPU, served: str = "all") -> Arrays:
         coef = np.array([self.params_[n] for n in TERM_NAMES])
         e2e = self._design(data, hw) @ coef
         b, il, ol = (data[c].to_numpy(dtype=float) for c in ("batch_size", "input_len", "output_len"))

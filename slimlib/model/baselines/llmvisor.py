@@ -22,7 +22,7 @@ import pandas as pd
 
 from slimlib.errors import DataError, FitError
 from slimlib.model import equations as eq
-from slimlib.model.base import Arrays6, Estimator, Progress
+from slimlib.model.base import Arrays, Estimator, Progress
 from slimlib.model.baselines.ols import fit_ols
 from slimlib.model.features import FloatArray, resolve_gpu
 from slimlib.registry.gpus import GPU
@@ -65,7 +65,8 @@ def _split_on(phase: str, b: FloatArray, il: FloatArray) -> FloatArray:
 
 
 class LLMVisorAgg(Estimator):
-    """LLMVisor-Agg (see the module docstring). Needs ``mean_ttft_ms`` and ``mean_itl_ms`` in the training table;
+    """LLMVisor-Agg (see the module docstring). Needs ``mean_itl_ms`` and the prefill time in the training table:
+    ``prefill_ms`` where a table has it (a table whose measured TTFT is mostly queue), else ``mean_ttft_ms``;
     predicts TTFT (its prefill regression) and TPOT (its ITL regression), ``E2E = TTFT + (OL - 1) TPOT``."""
 
     variant = "llmvisor-agg"
@@ -75,11 +76,14 @@ class LLMVisorAgg(Estimator):
 
     def fit(self, df: pd.DataFrame, *, progress: Progress | None = None) -> Self:
         data = validate_table(df)
-        require_columns(data, ("mean_ttft_ms", "mean_itl_ms"), "LLMVisor-Agg (mean TTFT and mean ITL, ms)")
+        prefill = "prefill_ms" if "prefill_ms" in data.columns else "mean_ttft_ms"
+        require_columns(
+            data, (prefill, "mean_itl_ms"), "LLMVisor-Agg (prefill or mean TTFT, and mean ITL, ms)"
+        )
         hw = resolve_gpu(data, self.gpu, fitting=True)
         b, il, ol = (data[c].to_numpy(dtype=float) for c in ("batch_size", "input_len", "output_len"))
         targets = {
-            "P": data["mean_ttft_ms"].to_numpy(dtype=float) / 1000.0,
+            "P": data[prefill].to_numpy(dtype=float) / 1000.0,
             "D": data["mean_itl_ms"].to_numpy(dtype=float) / 1000.0,
         }
         self.gpu_ = hw.name
@@ -135,7 +139,7 @@ class LLMVisorAgg(Estimator):
             out = np.where(split_on <= part["tau"], out, x @ coefs[1])
         return np.asarray(out, dtype=float)
 
-    def _predict_rows(self, data: pd.DataFrame, hw: GPU) -> Arrays6:
+    def _predict_rows(self, data: pd.DataFrame, hw: GPU, served: str = "all") -> Arrays:
         b, il, ol = (data[c].to_numpy(dtype=float) for c in ("batch_size", "input_len", "output_len"))
         ttft = self._eval("P", _design("P", b, il, ol), _split_on("P", b, il))
         itl = self._eval("D", _design("D", b, il, ol), _split_on("D", b, il))

@@ -16,7 +16,6 @@ from slimlib.model.terms.batch import (
     chunked_prefill_column,
     effective_batch,
     effective_batch_term,
-    static_batch_column,
 )
 from slimlib.model.terms.experts import ALLREDUCE, EXPERT_ALLTOALL, MOE_EXPERTS
 from slimlib.model.terms.paper_terms import (
@@ -94,6 +93,5 @@ __all__ = [
     "effective_batch_term",
     "fixed_times",
     "model_specs",
-    "static_batch_column",
     "without",
 ]

@@ -32,23 +32,24 @@ def _flag_column(df: pd.DataFrame, name: str) -> FloatArray:
     return np.asarray(df[name].fillna(False).to_numpy(dtype=bool), dtype=float)
 
 
-def static_batch_column(df: pd.DataFrame) -> FloatArray:
-    """The optional boolean ``static_batch`` column as 0/1 floats (0 where absent or missing)."""
-    return _flag_column(df, "static_batch")
-
-
 def chunked_prefill_column(df: pd.DataFrame) -> FloatArray:
     """The optional boolean ``chunked_prefill`` column as 0/1 floats (0 where absent or missing)."""
     return _flag_column(df, "chunked_prefill")
+
+
+def kv_slots(f: Features, kv_context_frac: float = KV_CONTEXT_FRAC) -> FloatArray:
+    """``B_kv = N_kv / (IL + kappa OL)`` per row of features `f`: the requests the KV pool holds (module docstring;
+    NaN without a pool)."""
+    static = f["static_batch"]
+    kappa = static + (1.0 - static) * float(kv_context_frac)
+    return np.asarray(f["kv_token_capacity"] / (f["input_len"] + kappa * f["output_len"]), dtype=float)
 
 
 def effective_batch(f: Features, kv_context_frac: float = KV_CONTEXT_FRAC) -> FloatArray:
     """``B_eff`` per row of features `f` (module docstring)."""
     b = f["batch_size"]
     il, ol = f["input_len"], f["output_len"]
-    static = f["static_batch"]
-    kappa = static + (1.0 - static) * float(kv_context_frac)
-    b_kv = f["kv_token_capacity"] / (il + kappa * ol)
+    b_kv = kv_slots(f, kv_context_frac)
     chunked = f["chunked_prefill"] > 0
     b_tok = np.where(chunked, f["max_num_batched_tokens"] * ol / (il + ol), np.inf)
     return np.asarray(np.maximum(np.minimum(np.minimum(b, b_kv), b_tok), 1.0), dtype=float)
@@ -61,6 +62,8 @@ def effective_batch_term(kv_context_frac: float = KV_CONTEXT_FRAC) -> Term:
         out = dict(f)
         out["batch_cap"] = f["batch_size"]
         out["batch_size"] = effective_batch(f, kv_context_frac)
+        slots = kv_slots(f, kv_context_frac)
+        out["kv_slots"] = np.where(np.isfinite(slots), slots, np.inf)
         return out
 
     return Term(
