@@ -1,4 +1,4 @@
-"""Benchmark of the `slim` command at I/O speed (not a test): prints each figure against its target (issue 20).
+"""Benchmark of the `slim` command at I/O speed (not a test): prints each figure against its target.
 
 * `slim predict` end to end (process start to exit) on N rows, CSV in and out, and Parquet in and out: rows/s
   (target >= 5e5 on 1e6 rows) and peak memory (target: the run's extra memory <= 2x the input table in memory;

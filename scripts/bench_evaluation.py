@@ -1,5 +1,5 @@
 """Benchmark of the evaluation (not a test): fit time per scenario and method, predict rows per second, and the
-extrapolation cross-validation of the recommended model as notebook 06 runs it (the bulk of `slim reproduce`) with
+extrapolation cross-validation of the recommended model as notebook 13 runs it (without its fit cache) with
 its nested interval coverage.
 
 Run: .venv/bin/python scripts/bench_evaluation.py [--starts 8] [--rows 1000000] [--cv-repeats 3]
@@ -73,7 +73,7 @@ def main() -> int:
         dt = min(_timed(model.predict, big) for _ in range(3))
         print(f"{variant} model: predict on {n:,} rows in {dt:.2f} s (best of 3) -> {n / dt:,.0f} rows/s")
 
-    if args.cv_repeats > 0:  # notebook 06 runs this once per candidate, with 2 Sobol starts per fit
+    if args.cv_repeats > 0:  # notebook 13 runs this once per candidate, with 2 Sobol starts per fit
         times = []
         for _ in range(args.cv_repeats):
             t0 = time.perf_counter()

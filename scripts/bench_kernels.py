@@ -1,4 +1,4 @@
-"""Time the kernel composition (slimlib.experiments.kernel_timing.composition.compose) on 1e5 (model, GPU, B, IL, OL) configurations.
+"""Time the kernel composition (slimlib.experiments.kernel_timing.composition.compose_kernels) on 1e5 (model, GPU, B, IL, OL) configurations.
 
 Usage: python scripts/bench_kernels.py [--configs 100000] [--repeats 5]
 Configurations: Mistral-7B, Granite-8B, Llama-3-8B on H100, H200, B200 and A100 (measured vLLM kernel timings,
@@ -37,12 +37,12 @@ def main(argv=None) -> int:
     kernels._cached.cache_clear()
     kernels._tables.cache_clear()
     t0 = time.perf_counter()
-    out = kernels.compose(cfg)
+    out = kernels.compose_kernels(cfg)
     cold = time.perf_counter() - t0
     warm = []
     for _ in range(args.repeats):
         t0 = time.perf_counter()
-        kernels.compose(cfg)
+        kernels.compose_kernels(cfg)
         warm.append(time.perf_counter() - t0)
     print(f"configurations: {len(cfg)} ({cfg.groupby(['model', 'gpu']).ngroups} model-GPU pairs)")
     print(f"cold (tables loaded, grids built): {cold:.3f} s")

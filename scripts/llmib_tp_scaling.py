@@ -1,4 +1,4 @@
-"""How well tensor parallelism divides the per-sequence work on LLM-Inference-Bench's AMD runs (issue 28's TP axis).
+"""How well tensor parallelism divides the per-sequence work on LLM-Inference-Bench's AMD runs.
 
 Prints, per GPU, model and TP degree, the per-GPU rate at which a batch adds work (median over the lengths of
 ``2 P (IL + OL) / (dE2E/dB x TP)``, TFLOP/s; `slimlib.experiments.accuracy.tp_scaling`) and its ratio to the

@@ -1,4 +1,4 @@
-"""Print the parameter-count table of the mirrored published config.json files (issue 26) as Markdown.
+"""Print the parameter-count table of the mirrored published config.json files as Markdown.
 
 Usage: python scripts/model_config_table.py [FOLDER] [--grouped]
 FOLDER defaults to ../shared/data/aiconfigurator-kernels/aiconfigurator_core/model_configs. One row per config:

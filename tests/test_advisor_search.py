@@ -7,17 +7,15 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
-from synthetic import TRUE_PARAMS
+from synthetic import SLIM_TRUE_PARAMS, TRUE_PARAMS
 
 from slimlib.advisor import capacity as A
 from slimlib.advisor import deploy as D
-from slimlib.advisor import slo as slo_module
 from slimlib.advisor.launch import launch_settings
-from slimlib.advisor.slo import SPLIT_SOURCE, Slo, percentile_level, serving_grid
+from slimlib.advisor.slo import SPLIT_SOURCE, Slo, percentile_label, serving_grid
 from slimlib.cli.main import main
 from slimlib.errors import DataError
-from slimlib.model import PaperModel
-from slimlib.model.intervals import ResidualModel
+from slimlib.model import PaperModel, SlimModel
 from slimlib.model.serving import serving_config
 from slimlib.registry.architectures import get_architecture
 
@@ -96,28 +94,34 @@ def test_frontier_is_pareto_optimal():
     assert y.max() == pytest.approx(res.ranked.iloc[0]["throughput_per_gpu_tok_s"])
 
 
-def test_percentile_refusals_and_level():
-    assert percentile_level(0.9) == pytest.approx(0.8)
-    with pytest.raises(DataError, match=r"percentile 0.4 must be in \(0.5, 1\)"):
+def test_percentile_refusals_and_label():
+    assert percentile_label(0.9) == "p90" and percentile_label(0.99) == "p99"
+    with pytest.raises(DataError, match=r"percentile 0.4: the model predicts the 0.5, 0.9, 0.99 percentiles"):
         Slo(e2e_s=1.0, percentile=0.4)
-    with pytest.raises(DataError, match="no TTFT of its own"):
+    with pytest.raises(DataError, match="predicts no per-request TTFT percentiles"):
         D.search(_model(), WL, 1, Slo(ttft_s=1.0, percentile=0.9), batch_sizes=[1, 2])
     with pytest.raises(DataError, match="SLO tpot_s = -1"):
         Slo(tpot_s=-1.0)
-    # a residual model whose E2E error reaches +-20%: at P90 the limit holds on the upper end, a smaller cap
-    errors = pd.DataFrame({"axis": "batch", "quantity": np.repeat(["e2e", "throughput"], 41),
-                           "log_error": np.tile(np.linspace(-0.2, 0.2, 41), 2)})  # fmt: skip
-    train = WL.assign(batch_size=1.0e4, gpu="h100-sxm-80gb")
-    m = _model().attach_intervals(ResidualModel.from_errors(errors), train)
+
+
+def test_a_percentile_slo_binds_on_the_served_requests_percentile():
+    """The recommended model's per-request P99 TTFT is above its mean: the same limit at P99 allows a smaller cap,
+    and the pick's P99 TTFT, not its mean, is within the limit."""
+    m = SlimModel.with_params(SLIM_TRUE_PARAMS, gpu=GPU_H100)
+    wl = WL.assign(chunked_prefill=True, max_num_batched_tokens=2048)
     b = np.arange(1, 129)
-    with pytest.warns(UserWarning, match="no parameter covariance"):
-        p90 = D.search(m, WL, 1, Slo(e2e_s=5.0, percentile=0.9), 0.05, batch_sizes=b, precisions=["bf16"])
-    mean = D.search(m, WL, 1, Slo(e2e_s=5.0), 0.05, batch_sizes=b, precisions=["bf16"])
-    r90, r = p90.ranked.iloc[0], mean.ranked.iloc[0]
-    assert r["binding"] == r90["binding"] == "E2E SLO" and 0 < r90["b_cap"] < r["b_cap"]
-    # the limit was checked on the upper end: above the mean E2E (OL / per-user rate), within 5 s
-    assert r90["pred_e2e_s"] > 1.1 * 256 / r90["per_user_tok_s"]
-    assert r90["pred_e2e_s"] <= 5.0
+    g = serving_grid(m, wl, b)
+    limit = float(np.quantile(g["ttft"][0], 0.6))
+    p99 = D.search(m, wl, 1, Slo(ttft_s=limit, percentile=0.99), 0.05, batch_sizes=b, precisions=["bf16"])
+    mean = D.search(m, wl, 1, Slo(ttft_s=limit), 0.05, batch_sizes=b, precisions=["bf16"])
+    r99, r = p99.ranked.iloc[0], mean.ranked.iloc[0]
+    assert r99["binding"] == r["binding"] == "TTFT SLO" and 0 < r99["b_cap"] < r["b_cap"]
+    at = serving_grid(m, wl, [r99["b_cap"]], Slo(ttft_s=limit, percentile=0.99))
+    assert (
+        at["ttft"][0, 0]
+        <= limit
+        < serving_grid(m, wl, [r99["b_cap"] + 1], Slo(ttft_s=limit, percentile=0.99))["ttft"][0, 0]
+    )
 
 
 def test_launch_settings_follow_the_device():
@@ -198,15 +202,6 @@ def test_search_on_one_16_bit_gpu_with_an_e2e_limit_is_eq13():
         assert row["b_cap"] == adv["b_cap"] > 0
         assert row["binding"] == names.get(adv["binding"], row["binding"])
         assert row["pred_e2e_s"] == pytest.approx(adv["pred_e2e_s"])
-
-
-def test_percentile_of_a_split_latency_is_refused_once_intervals_cover_it(monkeypatch):
-    """When the intervals cover TTFT (the model-interval issue), a method that reads TTFT from its split still has
-    none: refused in one line, not compared against NaN."""
-    cols = {**slo_module.INTERVAL_COLUMNS, "ttft": ("pred_ttft_low_s", "pred_ttft_high_s")}
-    monkeypatch.setattr(slo_module, "INTERVAL_COLUMNS", cols)
-    with pytest.raises(DataError, match="predicts no TTFT of its own"):
-        D.search(_model(), WL, 1, Slo(ttft_s=1.0, percentile=0.9), batch_sizes=[1, 2])
 
 
 def test_cli_json_gives_the_cpu_engine_its_launch_settings(tmp_path, capsys):

@@ -147,7 +147,7 @@ def _blank_line_rows(tmp: Path) -> Path:
     return path
 
 
-# -- issue 29 helpers ------------------------------------------------------------------------------------------------
+# -- helpers ------------------------------------------------------------------------------------------------
 
 
 def _model_folder(tmp: Path) -> Path:
@@ -451,7 +451,7 @@ CASES = [
         "fit an unknown GPU",
         lambda t: _s("fit", _measured(t, gpu="h100-sxn"), "--out", t / "p.json"),
         r"runs.csv line 2: field 'gpu': unknown GPU 'h100-sxn'",
-    ),  # -- issue 29: a config file or folder named by --model or a `model` column is an input like any other --------
+    ),  # -- a config file or folder named by --model or a `model` column is an input like any other --------
     Case(
         "advise --curve the --model config.json",
         lambda t: _s(
@@ -514,7 +514,7 @@ CASES = [
         lambda t: _s("reproduce", "--notebook-dir", (t / "nb").mkdir() or t / "nb", "--build-dir", t / "nb"),
         r"--build-dir \S*nb: is also an input folder",
     ),
-    # -- issue 29: refusals before any write; a plan folder is replaced whole or not at all ------------------------
+    # -- refusals before any write; a plan folder is replaced whole or not at all ------------------------
     Case(
         "plan slurm --time bogus creates nothing",
         lambda t: _slurm_plan(t, "--time", "bogus"),
@@ -545,7 +545,7 @@ CASES = [
         lambda t: _s("plan", "--model", "llama-2-7b", "--gpu", GPU, "--out", _read_only_folder(t) / "plan"),
         r"plan: (cannot write into|folder \S+ is not writable).*choose another output folder",
     ),
-    # -- issue 29: values a later command would refuse are refused when given -------------------------------------
+    # -- values a later command would refuse are refused when given -------------------------------------
     Case(
         "fit --fix eta_c=2 (outside its bounds)",
         lambda t: _s("fit", _measured(t), "--out", t / "p.json", "--fix", "eta_c=2"),
@@ -575,7 +575,7 @@ CASES = [
         ),
         r"is also an input",
     ),
-    # -- issue 29: every numeric option range-checked, NaN included ------------------------------------------------
+    # -- every numeric option range-checked, NaN included ------------------------------------------------
     Case(
         "advise --gpu-memory-utilization nan",
         lambda t: _advise(t, "--gpu-memory-utilization", "nan"),
@@ -631,7 +631,7 @@ CASES = [
         lambda t: _s("advise", _params(t), "--input-len", 100, "--output-len", 100),
         r"the following arguments are required: --model; see `slim advise --help`",
     ),
-    # -- issue 29: messages that say what is wrong --------------------------------------------------------------------
+    # -- messages that say what is wrong --------------------------------------------------------------------
     Case(
         "--model ./nope/ says no config.json is there",
         lambda t: _s("advise", _params(t), "--model", "./nope/", "--input-len", 100, "--output-len", 100),
@@ -725,7 +725,7 @@ def test_profile_help_has_no_placeholder(capsys):
     assert "{OUTPUTS_NOTE}" not in out and "replaced atomically" in out
 
 
-# -- issue 29: the valid neighbours of the cases above work -----------------------------------------------------------
+# -- the valid neighbours of the cases above work -----------------------------------------------------------
 
 
 def test_plan_takes_the_advisors_precision_options(tmp_path, capsys):

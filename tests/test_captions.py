@@ -147,8 +147,8 @@ def test_readme_paper_item_table_is_generated_from_the_captions_registry():
     assert readme.count(start) == 1 and readme.count(end) == 1
     block = readme.split(start, 1)[1].split(end, 1)[0]
     assert block == "\n" + readme_table(FIGURES), (
-        "README's paper-item table differs from the captions registry: run `python -c \"from "
-        'slimlib.experiments.outputs.paper_differences import sync_readme; sync_readme()"`'
+        "README's paper-item table differs from the captions registry: run "
+        "`python -m slimlib.experiments.outputs.paper_differences`"
     )
     for stem, c in CAPTIONS.items():  # status words identical to CAPTIONS.md's
         assert (

@@ -8,6 +8,7 @@ import pytest
 
 from slimlib.errors import DataError
 from slimlib.experiments.characterization import plateau as ch
+from slimlib.model.equations import decode_attention_bytes, decode_attention_flops
 
 
 def _curve():
@@ -134,8 +135,8 @@ def test_vidur_breakdown_by_hand_and_shares_sum_to_one():
 
 def test_attention_flops_and_bytes_by_hand():
     # B=2, C=10, 4 q heads, 1 kv head, d=8: FLOPs 4*2*10*4*8 = 2560; bytes 2*2*10*1*8*2 + 2*2*4*8*2 = 640 + 256
-    assert ch.attention_decode_flops(2, 10, 4, 8) == pytest.approx(2560)
-    assert ch.attention_decode_bytes(2, 10, 4, 1, 8) == pytest.approx(896)
+    assert decode_attention_flops(2, 10, 4, 8) == pytest.approx(2560)
+    assert decode_attention_bytes(2, 10, 4, 1, 8) == pytest.approx(896)
 
 
 def test_attention_roofline_table_uses_per_gpu_heads():

@@ -21,7 +21,11 @@ from slimlib.cli.table import COMMANDS
 CLI_DIR = Path(main_module.__file__).parent
 SUPPORT_MODULES = {"__init__", "main", "common", "table"}
 #: The only function-local imports allowed: optional heavy packages whose import is the feature check.
-OPTIONAL_IMPORTS = {("cmd_profile", "torch")}
+OPTIONAL_IMPORTS = {
+    ("cmd_profile", "torch"),
+    ("cmd_advise", "slimlib.experiments.bca.advisor_figures"),
+    ("cmd_advise", "slimlib.experiments.outputs.plotting"),
+}
 
 
 def _command_modules() -> list[str]:
@@ -100,6 +104,23 @@ def test_slim_help_imports_no_command_module_nor_numerical_library():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert "usage: slim" in out and "IMPORTED []" in out, out[-500:]
+
+
+@pytest.mark.parametrize("command", ["fit", "predict", "advise"])
+def test_the_users_commands_import_no_experiment_nor_plotting(command):
+    """`slim fit`, `predict` and `advise` import what they use: no `slimlib.experiments` module, no matplotlib
+    (measured by `python -X importtime`, which lists every module a command's import loads)."""
+    code = f"from slimlib.cli.main import build_parser; build_parser([{command!r}])"
+    out = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", code], capture_output=True, text=True, check=True
+    )
+    loaded = {
+        line.rsplit("|", 1)[-1].strip() for line in out.stderr.splitlines() if line.startswith("import time:")
+    }
+    heavy = sorted(
+        m for m in loaded if m.startswith("slimlib.experiments") or m.split(".")[0] == "matplotlib"
+    )
+    assert not heavy and "slimlib.model" in loaded, heavy[:10]
 
 
 def test_every_command_has_help_an_epilog_with_examples_and_a_cmd_handler():

@@ -211,3 +211,20 @@ def test_conflicting_repeats_are_named_by_row_even_with_a_repeated_index():
     df.attrs["source"] = "runs.csv"
     with pytest.raises(DataError, match=r"runs.csv line 2 and runs.csv line 5 \(throughput_tok_s 10 vs 11\)"):
         validate_table(df)
+
+
+def test_repeats_merge_only_within_one_configuration_and_a_lost_latency_is_a_conflict():
+    from slimlib.schema import aggregate_repeats
+
+    base = grid().iloc[:2].assign(throughput_tok_s=[10.0, 20.0])
+    # the same lengths and batch under two clients (or two precisions) are two configurations: none merged
+    two = pd.concat([base.assign(client="concurrency"), base.assign(client="static")], ignore_index=True)
+    assert aggregate_repeats(validate_table(two))[1] == 0
+    fp8 = pd.concat([base, base.assign(quantization="fp8")], ignore_index=True)
+    assert aggregate_repeats(validate_table(fp8))[1] == 0
+    # a repeat that has a TTFT and one that has none would lose it when merged: refused, naming both rows
+    ttft = pd.concat([base.assign(mean_ttft_ms=[5.0, 6.0]), base.iloc[[0]]], ignore_index=True)
+    with pytest.raises(DataError, match=r"row 0 and row 2 \(mean_ttft_ms 5 vs nan\)"):
+        validate_table(ttft)
+    same = pd.concat([base, base.iloc[[0]]], ignore_index=True)
+    assert aggregate_repeats(validate_table(same))[1] == 1

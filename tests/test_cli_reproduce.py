@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from slimlib.cli.cmd_reproduce import REPRODUCE_EXAMPLES, collect_parameters, figures_folder
+from slimlib.cli.cmd_reproduce import REPRODUCE_EXAMPLES, collect_parameters, reproduce_figures_folder
 from slimlib.cli.main import build_parser, main
 from slimlib.experiments.outputs.runner import RUNNER_PARAMETERS, declared_parameters, find_notebooks
 
@@ -43,20 +43,20 @@ def test_help_examples_name_real_notebooks_and_declared_parameters(tmp_path, mon
 def test_quick_mode_figures_go_to_a_scratch_folder():
     parser = build_parser()
     quick = parser.parse_args(["reproduce", "--quick"])
-    folder = Path(figures_folder(quick, collect_parameters(quick)))
+    folder = Path(reproduce_figures_folder(quick, collect_parameters(quick)))
     try:
         assert folder.is_dir() and folder.name.startswith("slim-quick-figures-") and not any(folder.iterdir())
         assert folder.resolve() != (ROOT / "figures").resolve()
     finally:
         folder.rmdir()
     via_p = parser.parse_args(["reproduce", "-p", "quick", "true"])
-    folder = Path(figures_folder(via_p, collect_parameters(via_p)))
+    folder = Path(reproduce_figures_folder(via_p, collect_parameters(via_p)))
     folder.rmdir()
     assert folder.name.startswith("slim-quick-figures-")
     chosen = parser.parse_args(["reproduce", "--quick", "--figures-dir", "out"])
-    assert figures_folder(chosen, collect_parameters(chosen)) == "out"
+    assert reproduce_figures_folder(chosen, collect_parameters(chosen)) == "out"
     full = parser.parse_args(["reproduce"])
-    assert figures_folder(full, collect_parameters(full)) == "figures"
+    assert reproduce_figures_folder(full, collect_parameters(full)) == "figures"
 
 
 def test_quick_run_leaves_figures_untouched(tmp_path, monkeypatch, capsys):

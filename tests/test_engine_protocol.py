@@ -1,4 +1,4 @@
-"""The engine measurement protocol (issue 27): the wave-count rule, interleaved repeats, resume of missing repeats,
+"""The engine measurement protocol: the wave-count rule, interleaved repeats, resume of missing repeats,
 the host-load arithmetic from /proc snapshots, the outside-load flag and its re-run bookkeeping (against the stand-in
 vLLM of tests/engine_double.py), the two-family campaign grid and its dry run, and the GQA family's registry numbers."""
 

@@ -36,7 +36,7 @@ def _plan(models=("opt-1.3b-s8",), curves=((64, 32),), batches=(1, 4, 16), repea
 
 def tidy(campaign):
     """`engine_table` of a campaign; an expected failure while ingest does not know the protocol's sidecar
-    columns (issue 27 part B adds them to the reader)."""
+    columns."""
     try:
         return engine_table(campaign)
     except DataError as exc:

@@ -16,7 +16,7 @@ from slimlib.experiments.accuracy.evaluation import (
     evaluate,
     fitted_parameters,
     run_evaluation,
-    wide_table,
+    scenario_wide_table,
 )
 from slimlib.experiments.accuracy.scenarios import Fold, Scenario
 from slimlib.model import PaperModel
@@ -47,7 +47,7 @@ def test_table_is_computed_from_the_data():
     empty = clean[clean["scenario"] == "empty"]
     assert empty["mape_pct"].isna().all() and (empty["n_train"] == 0).all()
     assert clean.attrs["notes"]["empty"] == "no data: test"
-    wide = wide_table(clean)
+    wide = scenario_wide_table(clean)
     assert list(wide.columns[:3]) == ["scenario", "n_train", "n_test"] and "SLIM (paper)" in wide.columns
 
 

@@ -17,7 +17,6 @@ from slimlib.experiments.accuracy.composed_curves import (
     COMPOSED_FP4,
     COMPOSED_FP8,
     COMPOSED_MOE,
-    composed_table,
 )
 from slimlib.experiments.accuracy.extrapolation import (
     PRED_COLUMNS,
@@ -305,20 +304,21 @@ def test_paired_differences_are_the_cells_differences_on_the_same_rows(device_cv
 README_SECTION = re.compile(r"<!-- extrap_cv:start -->\n(.*?)<!-- extrap_cv:end -->", re.S)
 
 
-def test_readme_shows_the_generated_extrapolation_table():
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    m = README_SECTION.search(readme)
-    assert m, "README.md lacks the <!-- extrap_cv:start --> ... <!-- extrap_cv:end --> section"
+def test_the_model_doc_shows_the_generated_extrapolation_table():
+    doc = (REPO / "docs" / "model.md").read_text(encoding="utf-8")
+    m = README_SECTION.search(doc)
+    assert m, "docs/model.md lacks the <!-- extrap_cv:start --> ... <!-- extrap_cv:end --> section"
     generated = REPO / "figures" / "extrap_cv.md"
     if not generated.is_file():
         pytest.skip("figures/extrap_cv.md not generated yet (notebook 13 writes it)")
     assert m.group(1) == generated.read_text(encoding="utf-8"), (
-        "README's extrapolation table differs from figures/extrap_cv.md: paste the file between the markers"
+        "docs/model.md's extrapolation table differs from figures/extrap_cv.md: run "
+        "`python -m slimlib.experiments.outputs.paper_differences`"
     )
 
 
-def test_the_mixture_of_experts_dataset_is_defined_by_the_model_not_a_label(axes):
+def test_the_mixture_of_experts_dataset_is_defined_by_the_model_not_a_label(axes, composed):
     # a composed table without its source column gives the same folds: a mixture of experts' rows never fall into
     # the dense models' model fold (where Mixtral, larger than Qwen3-32B, would be validated as the largest dense)
-    t = composed_table()[0]
+    t = composed
     assert fold_rows(build_axis_folds(composed=t.drop(columns=["source"]))).equals(fold_rows(axes))

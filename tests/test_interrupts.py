@@ -99,7 +99,7 @@ def test_signals_at_random_moments_keep_the_previous_output(tmp_path):
     (tmp_path / "outcomes.json").write_text(json.dumps(outcomes))
 
 
-# -- issue 29: an interrupt cannot be swallowed ----------------------------------------------------------------------
+# -- an interrupt cannot be swallowed ----------------------------------------------------------------------
 
 
 class _SignalInFinalizer:
@@ -193,7 +193,7 @@ def test_an_import_cut_short_by_a_signal_is_an_interrupt(tmp_path, monkeypatch, 
     assert out.read_text() == previous
 
 
-# -- issue 29: the random-moment sweep over fit, predict, plan and ingest --------------------------------------------
+# -- the random-moment sweep over fit, predict, plan and ingest --------------------------------------------
 
 #: trials per command (seeded moments and signals)
 SWEEP_TRIALS = int(os.environ.get("SLIM_INTERRUPT_TRIALS", "8"))

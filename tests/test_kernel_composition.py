@@ -9,7 +9,7 @@ import pytest
 from slimlib.data import load
 from slimlib.data.aiconfigurator import SYSTEMS, system_for_gpu
 from slimlib.errors import DataError
-from slimlib.experiments.kernel_timing.composition import OutOfGridError, compose, kernel_set
+from slimlib.experiments.kernel_timing.composition import OutOfGridError, compose_kernels, kernel_set
 from slimlib.experiments.kernel_timing.composition_figures import GPU_LABEL
 from slimlib.registry.gpus import get_gpu, gpu_label
 
@@ -95,7 +95,7 @@ def test_e2e_decode_is_the_sum_of_its_steps(ks):
 def test_compose_groups_and_keeps_order():
     cfg = pd.DataFrame({"model": ["granite-8b", "mistral-7b", "granite-8b"], "gpu": ["h200", "h100", "h100"],
                         "batch_size": [8, 8, 8], "input_len": [512] * 3, "output_len": [128] * 3})  # fmt: skip
-    out = compose(cfg)
+    out = compose_kernels(cfg)
     assert list(out["model"]) == list(cfg["model"])
     assert out.iloc[0]["e2e_s"] < out.iloc[2]["e2e_s"]  # H200's bandwidth beats H100's on the same model
     assert out.iloc[1]["e2e_s"] < out.iloc[2]["e2e_s"]  # Granite has 40 layers to Mistral's 32

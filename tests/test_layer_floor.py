@@ -9,7 +9,6 @@ import pytest
 from synthetic import SLIM_TRUE_PARAMS, grid, synthesize
 
 from slimlib.data.aiconfigurator import SYSTEMS
-from slimlib.experiments.accuracy.composed_curves import composed_table
 from slimlib.experiments.kernel_timing.layer_floor import layer_floor
 from slimlib.model import make_model
 from slimlib.model.features import prefill_peak_flops
@@ -78,10 +77,10 @@ def test_one_architecture_holds_eta_w_at_the_floor_lines_efficiency():
     assert "layer_floor_eff" in one.held_reasons_["eta_w"]
 
 
-def test_a_tp1_fit_predicts_the_composed_tp_curves():
+def test_a_tp1_fit_predicts_the_composed_tp_curves(composed):
     # H100, Llama-3-8B: fit the TP-1 rows, predict TP 8 at B <= 32 (the protocol's tp fold); the kernels' latencies
     # do not shrink with TP, which the floor carries
-    t = composed_table()[0]
+    t = composed
     g = t[(t["gpu"] == "h100-sxm") & (t["model"] == "llama-3-8b") & (t["quantization"] == "")]
     train, test = g[g["tensor_parallel"] == 1], g[(g["tensor_parallel"] == 8) & (g["batch_size"] <= 32)]
     floor = make_model("slim", n_starts=0).fit(train)

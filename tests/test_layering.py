@@ -25,7 +25,17 @@ ALLOWED = {
 
 
 #: function-local imports that are the feature check of an optional dependency (module -> imported module, why)
-OPTIONAL = {("slimlib.kit.harness", "slimlib.kit.engine"): "the engine imports torch (the profiling extra)"}
+OPTIONAL = {
+    ("slimlib.kit.harness", "slimlib.kit.engine"): "the engine imports torch (the profiling extra)",
+    (
+        "slimlib.cli.cmd_advise",
+        "slimlib.experiments.bca.advisor_figures",
+    ): "matplotlib, for --frontier's figure only",
+    (
+        "slimlib.cli.cmd_advise",
+        "slimlib.experiments.outputs.plotting",
+    ): "matplotlib, for --frontier's figure only",
+}
 
 
 def _layer(module: str) -> str:
@@ -78,7 +88,7 @@ def test_no_function_local_slimlib_imports():
 
 
 def test_no_module_name_is_used_twice():
-    """Every module and sub-package has a name of its own, so a name says where a thing is (issue 18)."""
+    """Every module and sub-package has a name of its own, so a name says where a thing is."""
     seen: dict[str, list[str]] = {}
     for path in sorted(PKG.rglob("*.py")):
         rel = path.relative_to(PKG)
@@ -90,3 +100,19 @@ def test_no_module_name_is_used_twice():
                 seen[name].append(where)
     twice = {name: where for name, where in seen.items() if len(where) > 1}
     assert not twice, f"module names used twice: {twice}"
+
+
+#: public names every module of a kind defines by design: a command-line entry point, a CLI module's registration
+ENTRY_POINTS = {"main", "register_cli"}
+
+
+def test_every_public_function_and_class_is_defined_once():
+    """A public function or class name says which thing it is: no two modules define the same one."""
+    seen: dict[str, list[str]] = {}
+    for module, tree in _modules():
+        for node in tree.body:
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                if not node.name.startswith("_") and node.name not in ENTRY_POINTS:
+                    seen.setdefault(node.name, []).append(module)
+    twice = {name: where for name, where in seen.items() if len(where) > 1}
+    assert not twice, f"public names defined in several modules: {twice}"

@@ -1,4 +1,4 @@
-"""Every published config.json of the AIConfigurator mirror (issue 26): read with total and active parameters within
+"""Every published config.json of the AIConfigurator mirror: read with total and active parameters within
 3% of the size its name or model card states, or refused in one line naming the unsupported feature's key."""
 
 from __future__ import annotations

@@ -113,31 +113,30 @@ def test_writer_and_readme_sync(figures, tmp_path):
         "outputs",
     ]
     assert md_path.read_text().startswith("| Paper item | Paper's claim (section) |")
-    readme = tmp_path / "README.md"
+    readme, doc = tmp_path / "README.md", tmp_path / "paper.md"
     start, end = D.README_MARKERS
     i_start, i_end = captions.README_MARKERS
-    readme.write_text(f"a\n{i_start}\nold\n{i_end}\nintro\n{start}\nold\n{end}\nrest\n", encoding="utf-8")
-    assert D.sync_readme(readme, figures) is True
+    readme.write_text(f"a\n{i_start}\nold\n{i_end}\nrest\n", encoding="utf-8")
+    doc.write_text(f"intro\n{start}\nold\n{end}\nrest\n", encoding="utf-8")
+    assert D.sync_readme(readme, figures) is True and D.sync_paper_doc(doc, figures) is True
     items = captions.readme_table(figures)
-    assert (
-        readme.read_text()
-        == f"a\n{i_start}\n{items}{i_end}\nintro\n{start}\n{md_path.read_text()}{end}\nrest\n"
-    )
-    assert D.sync_readme(readme, figures) is False
+    assert readme.read_text() == f"a\n{i_start}\n{items}{i_end}\nrest\n"
+    assert doc.read_text() == f"intro\n{start}\n{md_path.read_text()}{end}\nrest\n"
+    assert D.sync_readme(readme, figures) is False and D.sync_paper_doc(doc, figures) is False
     readme.write_text("no markers\n")
     with pytest.raises(DataError, match="needs one <!-- paper_items:start --> line"):
         D.sync_readme(readme, figures)
 
 
-def test_readme_shows_the_generated_differences_table():
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
+def test_the_paper_doc_shows_the_generated_differences_table():
+    doc = (REPO / "docs" / "paper.md").read_text(encoding="utf-8")
     start, end = D.README_MARKERS
-    assert readme.count(start) == 1 and readme.count(end) == 1, "README lacks the paper_differences markers"
+    assert doc.count(start) == 1 and doc.count(end) == 1, "docs/paper.md lacks the paper_differences markers"
     generated = FIGURES / f"{D.OUTPUT_NAME}.md"
     if not generated.is_file():
         pytest.skip("figures/paper_differences.md not generated yet (notebook 12 writes it)")
-    block = readme.split(start, 1)[1].split(end, 1)[0]
+    block = doc.split(start, 1)[1].split(end, 1)[0]
     assert block == "\n" + generated.read_text(encoding="utf-8"), (
-        "README's differences table differs from figures/paper_differences.md: run "
-        "`python -c \"from slimlib.experiments.outputs.paper_differences import sync_readme; sync_readme('README.md')\"`"
+        "docs/paper.md's differences table differs from figures/paper_differences.md: run "
+        "`python -m slimlib.experiments.outputs.paper_differences`"
     )

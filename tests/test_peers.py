@@ -12,7 +12,7 @@ from slimlib.experiments.transfer_study.peer_comparison import (
     calibration_split,
     datasets,
     load_peer_predictions,
-    roofline,
+    peer_roofline,
 )
 
 
@@ -32,13 +32,13 @@ def test_calibration_split_takes_at_most_three_points_per_curve(data):
 
 def test_roofline_is_a_lower_bound_on_time(data):
     rows = data["llmib-mi300x"]
-    p = roofline(rows)
+    p = peer_roofline(rows)
     assert np.isfinite(p["pred_e2e_s"]).all()
     # no measured batch beats the roofline of its own GPU
     assert (p["pred_e2e_s"].to_numpy() <= rows["e2e_s"].to_numpy()).all()
     # and the roofline's decode is bound by the weight read at B = 1: E2E grows about linearly with OL
     b1 = rows[(rows["batch_size"] == 1) & (rows["model"] == "llama-2-7b")].sort_values("input_len")
-    e = roofline(b1)["pred_e2e_s"].to_numpy()
+    e = peer_roofline(b1)["pred_e2e_s"].to_numpy()
     assert np.all(np.diff(e) > 0)
 
 

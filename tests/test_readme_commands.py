@@ -1,6 +1,6 @@
-"""Every command block of the README runs as written (issue 20): the blocks are extracted from README.md and run by
-bash in a temporary folder laid out like a checkout (``data/``, ``.venv`` and ``../shared`` reachable as the README
-assumes), in README order. A block that cannot run here is skipped with its reason below; a new block must be
+"""Every command block of the README and the documentation runs as written: the blocks are extracted from
+README.md and docs/*.md and run by bash in a temporary folder laid out like a checkout (``data/``, ``.venv`` and
+``../shared`` reachable as they assume), in document order, a block repeated in several documents once. A block that cannot run here is skipped with its reason below; a new block must be
 added to `BLOCKS`, so none is left untested by accident."""
 
 from __future__ import annotations
@@ -16,6 +16,20 @@ from shared_paths import RAW as SHARED_DATA
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
+#: the documents whose blocks are run: the README, then the documentation
+DOCUMENTS = (README, *sorted((ROOT / "docs").glob("*.md")))
+
+
+def document_blocks() -> list[str]:
+    """`readme_blocks` of every document of `DOCUMENTS`, in order, a block whose first line came before left out."""
+    seen, out = set(), []
+    for doc in DOCUMENTS:
+        for block in readme_blocks(doc.read_text(encoding="utf-8")):
+            if _first(block) not in seen:
+                seen.add(_first(block))
+                out.append(block)
+    return out
+
 
 #: first line of each block -> None (run it) or the reason it is not run here
 BLOCKS: dict[str, str | None] = {
@@ -39,6 +53,10 @@ BLOCKS: dict[str, str | None] = {
     ),
     "mkdir -p example": None,
     "slim advise example/params.json --model llama-2-7b --input-len 250 --output-len 260 --ttft-ms 2000 --tpot-ms 40 \\": None,
+    "slim bench campaign --out data/engine-cpu-amx --engine-python .venv-engine/bin/python \\": (
+        "the served-latency campaign on the AMX host (85 min on 2 cores, the machine to itself, on a host whose "
+        "micro-benchmark matches the device `cpu-amx`); the same loop as the next block's"
+    ),
     "scripts/engine_env.sh && slim bench campaign --out camp --engine-python .venv-engine/bin/python \\": (
         "the full CPU-engine campaign (hours on 2 cores; --dry-run prints the estimate, and it needs the machine to itself); "
         "scripts/test_engine.sh (run by .ci/run) runs the same plan -> bench -> ingest -> fit -> advise loop on three "
@@ -77,7 +95,7 @@ def _first(block: str) -> str:
 
 
 def test_every_readme_block_is_known():
-    firsts = [_first(b) for b in readme_blocks(README.read_text())]
+    firsts = [_first(b) for b in document_blocks()]
     assert sorted(set(firsts)) == sorted(BLOCKS), (
         "classify each README block in BLOCKS (run it, or say why not)"
     )
@@ -112,7 +130,7 @@ def test_readme_commands_run_as_written(tmp_path):
         "[ -f grid.csv ] || cut -d, -f6,9-12 runs.csv > grid.csv\n"  # model, tensor_parallel, B, IL, OL
         "[ -f params.json ] || slim fit runs.csv --out params.json > /dev/null 2>&1\n"
     )
-    for block in readme_blocks(README.read_text()):
+    for block in document_blocks():
         first = _first(block)
         if BLOCKS[first] is not None:
             continue
@@ -121,7 +139,7 @@ def test_readme_commands_run_as_written(tmp_path):
             ["bash", "-c", script], cwd=repo, env=env, capture_output=True, text=True, timeout=600
         )
         assert proc.returncode == 0, (
-            f"README block `{first}` failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}"
+            f"documentation block `{first}` failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}"
         )
         assert "Traceback" not in proc.stderr, proc.stderr
         ran.append(first)

@@ -1,4 +1,4 @@
-"""Rendering faults of review issue 31: B_cap markers of `bca_curves`, the coincidence note of
+"""Rendering faults a review found: B_cap markers of `bca_curves`, the coincidence note of
 `bca_quality_vs_effort`, the full legend of `fig02_engine_saturation`, the crossover line of the kernel breakdown
 and the bandwidth-efficiency note of `eval_slim_params`."""
 

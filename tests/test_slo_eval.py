@@ -42,7 +42,7 @@ def test_exact_model_picks_the_measured_best_and_a_broken_pick_scores_zero():
     assert list(slos["slo"]) == ["tight", "loose"] and np.isinf(slos["ttft_s"]).all()
     assert slos["e2e_s"].iloc[0] == pytest.approx(np.quantile(cur["e2e_s"], 0.25))
     key = ("llmib", "llama-2-7b", GPU)
-    res = S.evaluate(cur, {key: m}, slos, epsilon=0.3)
+    res = S.evaluate_slos(cur, {key: m}, slos, epsilon=0.3)
     assert res["meets"].all() and res["reaches_90"].all()
     np.testing.assert_allclose(res["quality_pct"], 100.0)
     assert (res["pick_tp"] == res["best_tp"]).all() and (res["pick_b"] == res["best_b"]).all()
@@ -51,7 +51,7 @@ def test_exact_model_picks_the_measured_best_and_a_broken_pick_scores_zero():
     at = (cur["tensor_parallel"] == r0["pick_tp"]) & (cur["batch_size"] == r0["pick_b"])
     broken = cur.copy()
     broken.loc[at, "e2e_s"] = r0["e2e_limit_s"] * 1.5
-    res2 = S.evaluate(broken, {key: m}, slos.iloc[:1], epsilon=0.3).iloc[0]
+    res2 = S.evaluate_slos(broken, {key: m}, slos.iloc[:1], epsilon=0.3).iloc[0]
     assert not res2["meets"] and res2["quality_pct"] == 0.0 and not res2["reaches_90"]
     assert (res2["best_tp"], res2["best_b"]) != (r0["pick_tp"], r0["pick_b"])
 

@@ -32,6 +32,7 @@ from slimlib.model.memory import (
     GIB,
 )
 from slimlib.model.parallel import tensor_parallel_column
+from slimlib.model.served import DEFAULT_CLIENT
 from slimlib.model.serving import serving_config
 from slimlib.registry.architectures import get_architecture
 from slimlib.registry.gpus import get_gpu
@@ -65,7 +66,7 @@ BINDING = {
     4: "peak",  # throughput peaks inside the feasible set
     5: "infeasible",  # no candidate meets the constraints
 }
-#: what each `BINDING` name means in tables and the search's output (issue 31: every pick names what binds it)
+#: what each `BINDING` name means in tables and the search's output (every pick names what binds it)
 BINDING_LABELS = {
     "none": "max-num-seqs (largest candidate batch)",
     "slo": "latency SLO",
@@ -184,8 +185,11 @@ def predict_curves(
 
 
 def _grid_base(workloads: pd.DataFrame) -> pd.DataFrame:
-    """The workload rows `predict_grid` crosses with the batch sizes (typed columns, lengths checked)."""
+    """The workload rows `predict_grid` crosses with the batch sizes (typed columns, lengths checked), served to a
+    closed loop at concurrency B where they name no ``client`` (`slimlib.model.served`)."""
     base = workloads.drop(columns=["batch_size"], errors="ignore").reset_index(drop=True)
+    if "client" not in base.columns:
+        base = base.assign(client=DEFAULT_CLIENT)
     base = base.assign(  # optional columns (gpu_blocks, chunked_prefill, ...) travel with the workload rows
         model=base["model"].astype(str),
         input_len=base["input_len"].to_numpy(dtype=float),
@@ -286,7 +290,7 @@ def advise_many(
     for k, c in enumerate(configs):
         rows = codes == k
         blocks[rows] = c.request_blocks(il[rows] + ol[rows])
-        bytes_per_req[rows] = blocks[rows] * c.block_size * c.kv_bytes_per_token
+        bytes_per_req[rows] = c.request_kv_bytes(il[rows] + ol[rows])
     max_b_mem = np.floor(pool_blocks / blocks)
     fits = (b[None, :] <= max_b_mem[:, None]) if respect_memory else None
     t1 = _throughput_at_one(model, workloads, b, thr)

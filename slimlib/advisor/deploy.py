@@ -33,6 +33,7 @@ from slimlib.model.memory import (
     GIB,
     tensor_parallel_refusal,
 )
+from slimlib.model.served import DEFAULT_CLIENT
 from slimlib.model.serving import ServingConfig, serving_config
 from slimlib.registry.architectures import get_architecture
 from slimlib.registry.gpus import GPU, get_gpu
@@ -48,11 +49,14 @@ __all__ = [
     "search",
 ]
 
-#: precision label -> (vLLM --quantization, --kv-cache-dtype, the registry peak the GPU needs for it)
-PRECISIONS: dict[str, tuple[str | None, str | None, str | None]] = {
-    "bf16": (None, None, None),
-    "fp8": ("fp8", "fp8", "peak_flops_fp8"),
-    "fp4": ("modelopt_fp4", "fp8", "peak_flops_fp4"),
+#: workload columns that say how its requests are scheduled and sent (`slimlib.model.served`), carried to every
+#: deployment's rows
+SCHEDULER_COLUMNS = ("chunked_prefill", "max_num_batched_tokens", "max_num_seqs", "client", "num_prompts")
+#: precision label -> (vLLM --quantization, --kv-cache-dtype, the tensor peak the GPU needs for it, `GPU.peaks`)
+PRECISIONS: dict[str, tuple[str | None, str | None, str]] = {
+    "bf16": (None, None, "fp16"),
+    "fp8": ("fp8", "fp8", "fp8"),
+    "fp4": ("modelopt_fp4", "fp8", "fp4"),
 }
 #: binding constraint of a deployment's cap, by `slimlib.advisor.capacity.BINDING` code (code 1, the latency SLO, is
 #: named by the limit that binds: 'TTFT SLO', 'TPOT SLO', 'E2E SLO')
@@ -109,7 +113,7 @@ def deployments(
             if refusal:
                 skipped.append((tp, prec, refusal))
                 continue
-            if peak is not None and not getattr(hw, peak):
+            if peak not in hw.peaks:
                 skipped.append((tp, prec, f"{hw.name} has no {prec} tensor cores in the registry"))
                 continue
             try:
@@ -245,6 +249,9 @@ def search(
             "kv_cache_dtype": [PRECISIONS[d.precision][1] or "auto" for d in deps],
         }
     )
+    for c in SCHEDULER_COLUMNS:  # how the workload is scheduled and sent, where it says
+        if c in wl.columns:
+            base[c] = wl[c].to_numpy()[idx]
     # engine settings travel with the rows only where not vLLM's defaults (the same predictions; a constant
     # column costs predict about a quarter of its time on a 1.2M-row grid)
     if block_size != DEFAULT_BLOCK_SIZE:
@@ -312,6 +319,8 @@ def _add_interval(model, out: pd.DataFrame, base: pd.DataFrame, level: float) ->
     if not ok.any():
         return
     rows = base[ok].assign(batch_size=out.loc[ok, "b_cap"].to_numpy(dtype=float))
+    if "client" not in rows.columns:
+        rows = rows.assign(client=DEFAULT_CLIENT)
     pred = model.predict(rows, interval=level)
     out.loc[ok, low] = pred[low].to_numpy()
     out.loc[ok, high] = pred[high].to_numpy()

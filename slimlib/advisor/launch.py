@@ -22,20 +22,19 @@ from dataclasses import dataclass, field
 from slimlib.errors import DataError
 from slimlib.model.memory import GIB
 from slimlib.model.serving import ServingConfig
-from slimlib.registry.host_cpu import HOST_CPU
+from slimlib.registry.host_cpu import CPU_DEVICES
 
 __all__ = ["LaunchSettings", "is_cpu", "kv_need", "launch_settings", "memory_utilization"]
 
 
 def is_cpu(config: ServingConfig) -> bool:
-    """True for vLLM's CPU engine (the registry's host-CPU device)."""
-    return config.gpu == HOST_CPU["name"]
+    """True for vLLM's CPU engine (a host-CPU device of the registry)."""
+    return config.gpu in CPU_DEVICES
 
 
 def kv_need(config: ServingConfig, b_cap: int, context: float) -> tuple[int, float]:
     """(blocks, bytes) of KV cache that `b_cap` requests of `context` tokens hold on one GPU of `config`."""
-    blocks = int(b_cap * float(config.request_blocks(context)))
-    return blocks, blocks * config.block_size * config.kv_bytes_per_token
+    return int(b_cap * float(config.request_blocks(context))), b_cap * float(config.request_kv_bytes(context))
 
 
 def memory_utilization(config: ServingConfig, kv_bytes: float) -> float:

@@ -98,7 +98,7 @@ def make_plan(
         quantization=quantization,
         kv_cache_dtype=kv_cache_dtype,
     )  # one GPU of the group: its weights and its share of the KV heads (replicated beyond H_kv)
-    per_req = float(mem.request_blocks(longest)) * block_size * mem.kv_bytes_per_token
+    per_req = float(mem.request_kv_bytes(longest))
     cap = int(np.floor(mem.kv_pool / per_req)) if mem.kv_pool > 0 else 0
     if cap < 1:
         raise DataError(

@@ -3,17 +3,18 @@
 `Slo` holds the limits (seconds; ``inf`` = no limit). `serving_grid` is the advisor's one call of the model for
 them: one `predict` over workloads x batch sizes giving throughput, E2E, TTFT and TPOT as (W, N) arrays.
 
-* TTFT and TPOT are the model's ``pred_ttft_s`` and ``pred_tpot_s`` where it predicts them
-  (`slimlib.model.base.PRED_COLUMNS`). A method that predicts only Eq. 5's batch split (``pred_prefill_s``,
-  ``pred_decode_s``; e.g. ``slim`` and ``paper``) gets them from that split, said in ``latency_source``:
+* TTFT and TPOT are the model's ``pred_ttft_s`` and ``pred_tpot_s`` where it predicts them (``slim``: the served
+  request's, `slimlib.model.served`). A method that predicts only Eq. 5's batch split (``pred_prefill_s``,
+  ``pred_decode_s``; ``paper`` and its variants) gets them from that split, said in ``latency_source``:
   ``TPOT = decode / OL`` (one decode step per output token) and ``TTFT = E2E - (OL - 1) TPOT`` (the batch's
   prefill, fixed overheads and its first token), so that ``E2E = TTFT + (OL - 1) TPOT`` as for the methods that
   predict them.
-* `percentile` P (e.g. 0.9) bounds each constrained quantity by the upper end of the model's prediction interval
-  at level ``2 P - 1`` (`slimlib.model.intervals`): the value the measured mean stays below with probability P
-  given the model's held-out error. It is not a per-request latency percentile (no method predicts the spread of
-  requests within a run). A quantity without an interval (`slimlib.model.intervals.INTERVAL_COLUMNS`) cannot take
-  a percentile: refused in one line.
+* `percentile` P (0.5, 0.9 or 0.99) bounds each constrained quantity at its Pth percentile over the served
+  requests (``pred_ttft_p90_s``, ...: `slimlib.model.served`, the spread of requests within a run of the row's
+  client). A method without them (every method but ``slim``) cannot take a percentile: refused in one line.
+
+The advisor's rows are served to a closed loop at concurrency B (client ``concurrency``, `slimlib.model.served`)
+by a server that runs B at once (``--max-num-seqs B``), unless the workload says otherwise.
 """
 
 from __future__ import annotations
@@ -26,9 +27,9 @@ import pandas as pd
 
 from slimlib.errors import DataError
 from slimlib.model.base import grid_table
-from slimlib.model.intervals import INTERVAL_COLUMNS
+from slimlib.model.served import DEFAULT_CLIENT, PERCENTILES
 
-__all__ = ["LIMITS", "Slo", "percentile_level", "serving_grid"]
+__all__ = ["LIMITS", "Slo", "percentile_label", "serving_grid"]
 
 #: the latency limits, in the order a binding limit is named: quantity -> label
 LIMITS = {"ttft": "TTFT", "tpot": "TPOT", "e2e": "E2E"}
@@ -48,7 +49,8 @@ def _limit(value: float, name: str) -> float:
 
 @dataclass(frozen=True)
 class Slo:
-    """Latency limits in seconds (``inf``: none) and the `percentile` they hold at (None: the predicted mean)."""
+    """Latency limits in seconds (``inf``: none) and the per-request `percentile` they hold at (0.5, 0.9 or 0.99;
+    None: the predicted mean)."""
 
     ttft_s: float = math.inf
     tpot_s: float = math.inf
@@ -59,7 +61,7 @@ class Slo:
         for q in LIMITS:
             _limit(getattr(self, f"{q}_s"), f"{q}_s")
         if self.percentile is not None:
-            percentile_level(self.percentile)
+            percentile_label(self.percentile)
 
     def limits(self) -> dict[str, float]:
         """The finite limits, quantity -> seconds, in `LIMITS` order."""
@@ -70,7 +72,9 @@ class Slo:
         parts = [f"{LIMITS[q]} <= {_show(q, v)}" for q, v in self.limits().items()]
         if not parts:
             return "no latency limit"
-        at = f" at P{self.percentile * 100:g}" if self.percentile is not None else " (predicted mean)"
+        at = (
+            f" at {percentile_label(self.percentile)}" if self.percentile is not None else " (predicted mean)"
+        )
         return ", ".join(parts) + at
 
 
@@ -78,36 +82,37 @@ def _show(quantity: str, seconds: float) -> str:
     return f"{seconds:.4g} s" if quantity == "e2e" else f"{seconds * 1e3:.4g} ms"
 
 
-def percentile_level(percentile: float) -> float:
-    """The interval level ``2 P - 1`` whose upper end is the `percentile` P; DataError outside (0.5, 1)."""
+def percentile_label(percentile: float) -> str:
+    """``p90`` for 0.9: the served columns' name of a percentile; DataError for one `PERCENTILES` does not hold."""
     p = float(percentile)
-    if not 0.5 < p < 1.0:
+    match = [n for n in PERCENTILES if abs(p * 100.0 - n) < 1e-9]
+    if not match:
         raise DataError(
-            f"percentile {p:g} must be in (0.5, 1), e.g. 0.9: it is read from the upper end of the model's "
-            "central prediction interval"
+            f"percentile {p:g}: the model predicts the {', '.join(f'{n / 100:g}' for n in PERCENTILES)} percentiles of "
+            "TTFT, TPOT and E2E over the served requests; give one of them"
         )
-    return 2.0 * p - 1.0
+    return f"p{match[0]}"
 
 
 def serving_grid(model, base: pd.DataFrame, batch_sizes, slo: Slo | None = None) -> dict[str, np.ndarray]:
-    """Throughput, E2E, TTFT and TPOT (each (W, N)) of `base`'s workload rows x `batch_sizes`: one `predict`.
+    """Throughput, E2E, TTFT and TPOT (each (W, N)) of `base`'s workload rows x `batch_sizes`: one `predict`, the
+    rows served to a closed loop at concurrency B where `base` has no ``client`` column.
 
-    With ``slo.percentile`` the limited quantities are the upper ends of the interval at ``2 P - 1`` (module
-    docstring). Returns keys ``throughput``, ``e2e``, ``ttft``, ``tpot`` (the values the limits are checked
-    against), ``e2e_mean`` (the predicted mean E2E, for per-user rates) and ``latency_source`` (a one-element
-    array: `MODEL_SOURCE` or `SPLIT_SOURCE`)."""
+    With ``slo.percentile`` the limited quantities are their per-request percentiles (module docstring). Returns
+    keys ``throughput``, ``e2e``, ``ttft``, ``tpot`` (the values the limits are checked against), ``e2e_mean`` (the
+    predicted mean E2E, for per-user rates) and ``latency_source`` (a one-element array: `MODEL_SOURCE` or
+    `SPLIT_SOURCE`)."""
     b = np.asarray(batch_sizes, dtype=float).ravel()
     limits = slo.limits() if slo is not None else {}
-    level = None
-    if slo is not None and slo.percentile is not None:
-        lacking = [LIMITS[q] for q in limits if q not in INTERVAL_COLUMNS]
-        if lacking:
-            raise DataError(
-                f"--percentile {slo.percentile:g}: the model's intervals give no {' or '.join(lacking)} percentile "
-                f"(they cover {', '.join(sorted(INTERVAL_COLUMNS))}); drop --percentile or that limit"
-            )
-        level = percentile_level(slo.percentile)
-    pred = model.predict(grid_table(base, b), interval=level)
+    rows = base if "client" in base.columns else base.assign(client=DEFAULT_CLIENT)
+    grid = grid_table(rows, b)
+    if (
+        "max_num_seqs" not in grid.columns
+    ):  # the server runs B at once: its --max-num-seqs (`launch_settings`)
+        grid["max_num_seqs"] = grid["batch_size"]
+    percentile = slo is not None and slo.percentile is not None and bool(limits)
+    served = "all" if percentile else "means"
+    pred = model.predict(grid, served=served)
     shape = (len(base), b.size)
 
     def col(name: str) -> np.ndarray:
@@ -128,14 +133,16 @@ def serving_grid(model, base: pd.DataFrame, batch_sizes, slo: Slo | None = None)
         "tpot": tpot,
         "e2e_mean": e2e,
     }
-    split = [LIMITS[q] for q in limits if q in ("ttft", "tpot")]
-    if level is not None and source == SPLIT_SOURCE and split:
-        raise DataError(
-            f"--percentile {slo.percentile:g}: this method predicts no {' or '.join(split)} of its own (the advisor "
-            "reads them from its prefill/decode split), so it has no interval for them; drop --percentile or that limit"
-        )
-    if level is not None:
+    if slo is not None and slo.percentile is not None and limits:
+        tag = percentile_label(slo.percentile)
         for q in limits:
-            out[q] = col(INTERVAL_COLUMNS[q][1])
+            name = f"pred_{q}_{tag}_s"
+            values = col(name) if name in pred.columns else np.full(shape, np.nan)
+            if not np.isfinite(values).any():
+                raise DataError(
+                    f"--percentile {slo.percentile:g}: this method predicts no per-request {LIMITS[q]} percentiles (the "
+                    "recommended model, slim, does); drop --percentile or fit slim"
+                )
+            out[q] = values
     out["latency_source"] = np.array([source])
     return out

@@ -36,8 +36,6 @@ from slimlib.cli.common import (
 )
 from slimlib.cli.table import OUTPUTS_NOTE, command_help
 from slimlib.errors import DataError
-from slimlib.experiments.bca.advisor_figures import bca_frontier
-from slimlib.experiments.outputs.plotting import save_figure
 from slimlib.io import write_csv
 from slimlib.model.serving import serving_config
 from slimlib.model.validity import (
@@ -182,8 +180,8 @@ def register_cli(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     s.add_argument("--e2e-s", type=positive_float, help="end-to-end latency limit, s")
     s.add_argument(
         "--percentile", type=float,
-        help="hold the limits at this percentile, in (0.5, 1), read from the model's prediction intervals "
-        "(refused for a quantity they do not cover)",
+        help="hold the limits at this percentile of the served requests: 0.5, 0.9 or 0.99 (the recommended model's "
+        "replay of vLLM's scheduler; default: the predicted mean)",
     )  # fmt: skip
     s.add_argument(
         "--gpus", type=positive_int,
@@ -398,6 +396,9 @@ def _search(args: argparse.Namespace) -> int:
         write_csv(front, front_path)
         label = f"best: TP{best['tensor_parallel']} {best['precision']} B={best['b_cap']}"
         pick = {label: (best["per_user_tok_s"], best["throughput_per_gpu_tok_s"])} if launch else {}
+        from slimlib.experiments.bca.advisor_figures import bca_frontier  # matplotlib: only a frontier draws
+        from slimlib.experiments.outputs.plotting import save_figure
+
         fig = bca_frontier(front, pick, f"{arch.name} on {gpus} x {hw.name}: {slo.describe()}")
         save_figure(fig, front_path.stem, front_path.parent)
     if args.format == "json":

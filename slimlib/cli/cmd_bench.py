@@ -51,7 +51,7 @@ from slimlib.kit.host_match import require_host_for
 from slimlib.kit.model_folder import Scaling, model_config, write_model_folder
 from slimlib.kit.vllm_runner import ArgvBuilders, EngineSpec, Protocol, run_plan
 from slimlib.registry.engine_models import ALL_ENGINE_MODELS
-from slimlib.registry.host_cpu import HOST_CPU_KV_SPACE_GIB
+from slimlib.registry.host_cpu import CPU_DEVICES, HOST_CPU_KV_SPACE_GIB
 
 EXAMPLES = """\
 examples:
@@ -152,6 +152,9 @@ def register_cli(sub: argparse._SubParsersAction) -> None:
                            help=f"only these models (default: {' '.join(CAMPAIGN_MODELS)})")  # fmt: skip
             r.add_argument("--max-batch", type=positive_int,
                            help="only batch sizes up to this (default: all of 1..64)")  # fmt: skip
+            r.add_argument("--device", default=CPU_DEVICES[0], choices=CPU_DEVICES,
+                           help="the registry's host CPU the runs are labelled with (this host must measure as "
+                           f"it; default {CPU_DEVICES[0]})")  # fmt: skip
             r.add_argument(
                 "--dry-run", action="store_true", help="print the plan size and a time estimate, run nothing"
             )
@@ -413,7 +416,9 @@ def _protocol(args: argparse.Namespace) -> Protocol:
 def _cmd_campaign(args: argparse.Namespace) -> int:
     if not args.engine_python and not args.dummy_weights:
         raise DataError("the campaign's models have no checkpoints: with --vllm pass --dummy-weights")
-    plan = campaign_plan(**({"models": args.models} if args.models else {}), repeats=args.repeats)
+    plan = campaign_plan(
+        **({"models": args.models} if args.models else {}), repeats=args.repeats, device=args.device
+    )
     if args.max_batch:
         plan = plan[plan["batch_size"] <= args.max_batch].reset_index(drop=True)
     if args.dry_run:

@@ -6,7 +6,7 @@ import argparse
 
 from slimlib.cli.common import nonnegative_int, output_file
 from slimlib.cli.table import OUTPUTS_NOTE, command_help
-from slimlib.experiments.accuracy.evaluation import METHODS, evaluate, wide_table
+from slimlib.experiments.accuracy.evaluation import METHODS, evaluate, scenario_wide_table
 from slimlib.experiments.accuracy.scenarios import scenario_names
 from slimlib.io import write_csv
 
@@ -54,7 +54,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         print(f"wrote {len(table)} rows to {out}")
     for metric in ("throughput", "latency"):
         print(f"\n{metric} MAPE (%)")
-        print(wide_table(table, metric).to_string(index=False, na_rep="n/a"))
+        print(scenario_wide_table(table, metric).to_string(index=False, na_rep="n/a"))
     for key, note in table.attrs.get("notes", {}).items():
         print(f"note: {key}: {note}")
     return 0

@@ -8,6 +8,7 @@ import sys
 import time
 import warnings
 
+import numpy as np
 import pandas as pd
 from tqdm import tqdm
 
@@ -31,7 +32,7 @@ from slimlib.model import (
     make_model,
     variant_names,
 )
-from slimlib.model.base import PARAMS_FORMAT_VERSION
+from slimlib.model.base import PARAMS_FORMAT_VERSION, SERVED_COLUMNS
 from slimlib.model.features import resolve_gpu
 from slimlib.model.intervals import INTERVAL_COLUMNS, check_level
 from slimlib.model.shipped_residuals import load_shipped
@@ -39,8 +40,11 @@ from slimlib.model.validity import CANONICAL, check_table, checking_rows, load_c
 from slimlib.schema import (
     PREDICT_SCHEMA_HELP,
     TARGET_COLUMN,
+    TPOT_COLUMNS,
+    TTFT_COLUMNS,
     aggregate_repeats,
     concat_tables,
+    measured_latency_s,
     read_csv_table,
     validate_table,
 )
@@ -66,7 +70,8 @@ examples:
 PREDICT_EXAMPLES = f"""\
 The CSV needs {", ".join(PREDICT_COLUMNS)} (gpu optional: when present it must match the parameters);
 batch_size is a whole number. Other columns are copied to the output.
-Output: the input columns plus {", ".join(PRED_COLUMNS)}; with --interval LEVEL also
+Output: the input columns plus {", ".join(PRED_COLUMNS)} and {", ".join(SERVED_COLUMNS)} (the served request's
+queue and TTFT/TPOT percentiles; NaN for a method without them); with --interval LEVEL also
 {", ".join(c for pair in INTERVAL_COLUMNS.values() for c in pair)}.
 
 examples:
@@ -190,6 +195,25 @@ def _note(args: argparse.Namespace, message: str) -> None:
         print(message, file=sys.stderr, flush=True)
 
 
+def _latency_mapes(model, df: pd.DataFrame) -> str:
+    """ ", TTFT MAPE x%, TPOT MAPE y%" on the rows of `df` that measured them, where `model` predicts them."""
+    measured = {
+        q: measured_latency_s(df, cols) for q, cols in (("TTFT", TTFT_COLUMNS), ("TPOT", TPOT_COLUMNS))
+    }
+    if not any(np.isfinite(v).any() for v in measured.values()):
+        return ""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the fit has said what it assumed
+        pred = model.predict(df)
+    out = ""
+    for q, y in measured.items():
+        p = pred[f"pred_{q.lower()}_s"].to_numpy(dtype=float)
+        keep = np.isfinite(y) & (y > 0) & np.isfinite(p)
+        if keep.any():
+            out += f", {q} MAPE {mape(y[keep], p[keep]):.2f}% ({int(keep.sum())} rows)"
+    return out
+
+
 def _cmd_fit(args: argparse.Namespace) -> int:
     output_file(args.out, "--out", inputs=args.data)
     fixed = _parse_fix(args.fix, args.variant)
@@ -246,7 +270,8 @@ def _cmd_fit(args: argparse.Namespace) -> int:
     if train_mape is None:  # methods that do not record it (the baselines)
         train_mape = mape(df[TARGET_COLUMN], model.predict(df)["pred_throughput_tok_s"])
     rows = f"{len(df)} rows" if not merged else f"{len(df)} distinct configurations of {n_rows} rows"
-    print(f"fitted {args.variant!r} on {rows} ({model.gpu_}); train throughput MAPE {train_mape:.2f}%")
+    print(f"fitted {args.variant!r} on {rows} ({model.gpu_}); train throughput MAPE {train_mape:.2f}%"
+          + _latency_mapes(model, df))  # fmt: skip
     notes = table.pop("note") if "note" in table.columns else pd.Series(dtype=str)
     print(table.to_string(float_format=lambda v: f"{v:.4g}"))
     for name, note in notes.items():
@@ -277,7 +302,7 @@ def _cmd_predict(args: argparse.Namespace) -> int:
     level = None if args.interval is None else check_level(args.interval)
     clash = [
         c
-        for c in (*PRED_COLUMNS, *(c for pair in INTERVAL_COLUMNS.values() for c in pair))
+        for c in (*PRED_COLUMNS, *SERVED_COLUMNS, *(c for pair in INTERVAL_COLUMNS.values() for c in pair))
         if c in df.columns
     ]
     if clash:

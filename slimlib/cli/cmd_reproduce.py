@@ -38,7 +38,7 @@ examples:
 MAX_DEFAULT_JOBS = 2
 
 
-def default_jobs() -> int:
+def notebook_jobs() -> int:
     """`slim reproduce`'s default --jobs: the smaller of `MAX_DEFAULT_JOBS` and the machine's cores."""
     return max(1, min(MAX_DEFAULT_JOBS, os.cpu_count() or 1))
 
@@ -93,7 +93,7 @@ def collect_parameters(args: argparse.Namespace) -> dict[str, Any]:
     return params
 
 
-def figures_folder(args: argparse.Namespace, parameters: dict[str, Any]) -> str:
+def reproduce_figures_folder(args: argparse.Namespace, parameters: dict[str, Any]) -> str:
     """--figures-dir if given; else a new temporary folder in quick mode (--quick or -p quick true: figures/
     holds the committed full-parameter outputs), else figures/."""
     if args.figures_dir is not None:
@@ -110,7 +110,7 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
     )  # notebooks are never overwritten
     if args.figures_dir is not None:
         output_folder(args.figures_dir, "--figures-dir", inputs=[args.notebook_dir])
-    figures = figures_folder(args, parameters)
+    figures = reproduce_figures_folder(args, parameters)
     scratch = bool(parameters.get("quick")) and args.figures_dir is None
     if scratch:
         print(f"quick mode: figures and tables go to {figures} (figures/ is left as it is)", file=sys.stderr)
@@ -188,9 +188,9 @@ def register_cli(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     p.add_argument(
         "--jobs",
         type=positive_int,
-        default=default_jobs(),
+        default=notebook_jobs(),
         metavar="N",
-        help=f"notebooks run at once, each in its own kernel (default {default_jobs()}: the smaller of "
+        help=f"notebooks run at once, each in its own kernel (default {notebook_jobs()}: the smaller of "
         f"{MAX_DEFAULT_JOBS} and this machine's cores; the evaluation notebook takes most of the time, so more gain "
         "little); 1 runs them one after another",
     )

@@ -124,14 +124,14 @@ def gpu_peaks_lookup(field: str):
     return lookup
 
 
-def attention_roofline(counters: pd.DataFrame, peak_flops=None, mem_bw=None) -> pd.DataFrame:
+def counter_attention_roofline(counters: pd.DataFrame, peak_flops=None, mem_bw=None) -> pd.DataFrame:
     """Table I / Fig. 6: the attention kernels of the profiled decode step, per point: launches, time per step
     (ms), FLOPs, DRAM bytes, arithmetic intensity (FLOP/byte), achieved TFLOP/s and DRAM TB/s, their % of the
     GPU's peaks (`slimlib.registry.gpus`, or the numbers/functions given) and the roofline regime."""
 
     cols = [*POINT, "n_launches", "time_ms", "flop", "dram_bytes", "ai_flop_per_byte", "achieved_tflop_s",
             "dram_tb_s", "flop_util_pct", "bw_util_pct", "regime", "active_context", "label"]  # fmt: skip
-    _need(counters, [*POINT, "target", "duration_s", "flop", "dram_bytes"], "attention_roofline")
+    _need(counters, [*POINT, "target", "duration_s", "flop", "dram_bytes"], "counter_attention_roofline")
     sub = counters[counters["target"] == "attention"]
     if sub.empty:
         return pd.DataFrame(columns=cols)

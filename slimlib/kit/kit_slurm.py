@@ -83,7 +83,7 @@ def _time_limit(task_budget_s: float) -> str:
     return f"{minutes // 60:02d}:{minutes % 60:02d}:00"
 
 
-def script_text(n_tasks: int, options: SlurmOptions) -> str:
+def kit_script_text(n_tasks: int, options: SlurmOptions) -> str:
     lines = [
         "#!/usr/bin/env bash",
         *sbatch_header(options, n_tasks, "slim-kit", 1),
@@ -147,7 +147,7 @@ def write_kit_array(
         write_text(out / PLAN_NAME, split.to_csv(index=False, lineterminator="\n")),
         write_text(out / TASKS_NAME, tasks.to_csv(sep="\t", index=False, lineterminator="\n")),
         write_text(out / CONFIG_NAME, json.dumps(config, indent=2, sort_keys=True) + "\n"),
-        write_text(out / SCRIPT_NAME, script_text(n, opts), executable=True),
+        write_text(out / SCRIPT_NAME, kit_script_text(n, opts), executable=True),
         write_text(
             out / ENV_NAME,
             Path(env_file).read_text(encoding="utf-8")

@@ -1,4 +1,4 @@
-"""Kernel-composed curves: the extrapolation cross-validation's dataset on NVIDIA GPUs (``aic-composed``, issue 28).
+"""Kernel-composed curves: the extrapolation cross-validation's dataset on NVIDIA GPUs (``aic-composed``).
 
 Each row is a static batch of B equal requests on one GPU, or on 2, 4 or 8 GPUs of one node with tensor
 parallelism, whose E2E is composed, not measured end to end:
@@ -37,7 +37,7 @@ import pandas as pd
 
 from slimlib.data.aiconfigurator import TP_DEGREES
 from slimlib.experiments.accuracy.scenarios import COLUMNS
-from slimlib.experiments.kernel_timing.composition import OutOfGridError, compose
+from slimlib.experiments.kernel_timing.composition import OutOfGridError, compose_kernels
 from slimlib.experiments.workers import fork_map
 from slimlib.model.memory import DEFAULT_BLOCK_SIZE
 from slimlib.model.serving import serving_config
@@ -128,13 +128,13 @@ def _compose_curve(curve: pd.DataFrame, quantization: str) -> list[float | None]
     measured grid, row by row, None for those rows."""
     dtype = {"gemm_dtype": GEMM_DTYPE[quantization]}
     try:
-        return [float(x) for x in compose(curve, **dtype)["e2e_s"].to_numpy()]
+        return [float(x) for x in compose_kernels(curve, **dtype)["e2e_s"].to_numpy()]
     except OutOfGridError:
         pass
     out: list[float | None] = []
     for i in range(len(curve)):
         try:
-            out.append(float(compose(curve.iloc[[i]], **dtype)["e2e_s"].iloc[0]))
+            out.append(float(compose_kernels(curve.iloc[[i]], **dtype)["e2e_s"].iloc[0]))
         except OutOfGridError:
             out.append(None)
     return out
@@ -171,4 +171,4 @@ def _composed_table() -> tuple[pd.DataFrame, dict[str, int]]:
     out = out.sort_values(
         ["model", "tensor_parallel", "input_len", "output_len", "batch_size"], kind="mergesort"
     )
-    return out[[*COLUMNS, "tensor_parallel", "quantization"]].reset_index(drop=True), left
+    return out.reindex(columns=[*COLUMNS, "tensor_parallel", "quantization"]).reset_index(drop=True), left

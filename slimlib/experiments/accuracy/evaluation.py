@@ -3,7 +3,7 @@
 `evaluate()` returns the MAPE table (columns `TABLE_COLUMNS`); it is
 always computed from the data, never stored. `run_evaluation()` also returns the per-row predictions and the
 fitted models, for plots and parameter tables. Methods are keyed by registry name (`slimlib.model.methods.METHODS`)
-everywhere; display labels (`slimlib.model.method_label`) appear only in `wide_table` and in figures' legends.
+everywhere; display labels (`slimlib.model.method_label`) appear only in `scenario_wide_table` and in figures' legends.
 """
 
 from __future__ import annotations
@@ -208,7 +208,7 @@ def evaluate(
     return run_evaluation(scenarios, methods, n_starts=n_starts, only=only).table()
 
 
-def wide_table(table: pd.DataFrame, metric: str = "throughput") -> pd.DataFrame:
+def scenario_wide_table(table: pd.DataFrame, metric: str = "throughput") -> pd.DataFrame:
     """One row per scenario, one column per method label (MAPE %, rounded to 0.1), for the paper-style table."""
     t = table[table["metric"] == metric]
     order_s = list(dict.fromkeys(t["scenario"]))

@@ -2,8 +2,9 @@
 of the data and predicting another, along every axis a user extrapolates on (`extrapolation_folds`).
 
 `run_extrapolation_cv` fits every candidate on every fold (the same folds and test rows for every candidate) and
-records, per test row, the measured and predicted throughput, E2E, TTFT and TPOT (measured TTFT/TPOT where the test
-table has them: ``mean_ttft_ms``, ``mean_tpot_ms`` or ``mean_itl_ms``; not on `NO_MEASURED_TTFT`), the parameter
+records, per test row, the measured and predicted throughput, E2E, mean TTFT and TPOT and their 50th, 90th and 99th
+percentiles (`SERVED_SCORES`; measured where the test table has them: ``mean_ttft_ms``, ``mean_tpot_ms`` or
+``mean_itl_ms``, ``pNN_ttft_ms``, ``pNN_tpot_ms``; predicted where a method predicts them), the parameter
 part of each prediction's uncertainty (`Estimator.parameter_log_sds`), the row's extrapolation distance from the
 fold's training domain (`slimlib.model.intervals.extrapolation_distance`) and the fold fit's own training error
 (`Estimator.training_error`): what the residual model of the intervals is learned from. A fold whose fit or prediction fails (a `SlimError`, or a non-finite
@@ -48,17 +49,21 @@ Candidate = str | tuple[str, Sequence[Term]] | tuple[str, Sequence[Term], Mappin
 TERM_MODEL_OPTIONS = ("test_priors_at_bound", "device_priors", "fixed", "max_nfev", "seed")
 #: Sobol starts per fit in the protocol (the package default is 8; 2 keeps the protocol within minutes)
 CV_STARTS = 2
+#: the served latencies scored (`latency_table`): (name, the test table's columns, ms); the measured value is
+#: ``<name>_s``, the prediction ``pred_<name>_s``
+SERVED_SCORES = (
+    ("ttft", TTFT_COLUMNS), ("tpot", TPOT_COLUMNS),
+    *((f"{m}_p{q}", (f"p{q}_{m}_ms",)) for m in ("ttft", "tpot") for q in (50, 90, 99)),
+)  # fmt: skip
+_SERVED = tuple(name for name, _ in SERVED_SCORES)
 #: columns of `CVResult.predictions`
 PRED_COLUMNS = (
     "axis", "dataset", "fold", "method", "model", "gpu", "batch_size", "input_len", "output_len",
-    "throughput_tok_s", "e2e_s", "ttft_s", "tpot_s", "pred_throughput_tok_s", "pred_e2e_s", "pred_ttft_s",
-    "pred_tpot_s", "log_sd", "log_sd_ttft", "log_sd_tpot", "distance", "train_error",
+    "throughput_tok_s", "e2e_s", *(f"{n}_s" for n in _SERVED), "pred_throughput_tok_s", "pred_e2e_s",
+    *(f"pred_{n}_s" for n in _SERVED), "log_sd", "log_sd_ttft", "log_sd_tpot", "distance", "train_error",
 )  # fmt: skip
 #: level of the paired bootstrap interval within which two worst-axis errors are a tie (`tied_best`)
 TIE_LEVEL = 0.95
-#: datasets whose ``mean_ttft_ms`` is not a measured TTFT (memgap online: one engine step stands in for the
-#: queue-inflated client TTFT, `slimlib.experiments.accuracy.scenarios.online_table`): no TTFT is scored there
-NO_MEASURED_TTFT = ("memgap-online",)
 #: columns of `extrapolation_table`
 TABLE_COLUMNS = (
     "axis", "dataset", "method", "n_folds", "n_failed_folds", "n_test", "mape_pct", "mape_lo_pct", "mape_hi_pct",
@@ -181,14 +186,12 @@ def _fold_result(
             failure, model = "non-finite or non-positive throughput prediction", None
         else:
             t = fold.test
-            measured = ax.dataset not in NO_MEASURED_TTFT
             nan = np.full(len(t), np.nan)
             cols = {**key, **{c: t[c].to_numpy() for c in PRED_COLUMNS[4:11]},
-                    "ttft_s": measured_latency_s(t, TTFT_COLUMNS) if measured else nan,
-                    "tpot_s": measured_latency_s(t, TPOT_COLUMNS),
+                    **{f"{n}_s": measured_latency_s(t, c) for n, c in SERVED_SCORES},
                     "pred_throughput_tok_s": p_thr, "pred_e2e_s": pred["pred_e2e_s"].to_numpy(dtype=float),
-                    "pred_ttft_s": pred["pred_ttft_s"].to_numpy(dtype=float),
-                    "pred_tpot_s": pred["pred_tpot_s"].to_numpy(dtype=float), **extra}  # fmt: skip
+                    **{f"pred_{n}_s": pred[f"pred_{n}_s"].to_numpy(dtype=float) if f"pred_{n}_s" in pred else nan
+                       for n in _SERVED}, **extra}  # fmt: skip
             frame = pd.DataFrame(cols)[list(PRED_COLUMNS)]
             part = {c: frame[c].tolist() for c in PRED_COLUMNS}
     return {"part": part, "failure": failure, "warnings": caught}, model
@@ -327,6 +330,39 @@ def extrapolation_table(
     order = {a: i for i, a in enumerate(AXES)}
     out = pd.DataFrame(rows, columns=list(TABLE_COLUMNS))
     return out.sort_values("axis", key=lambda s: s.map(order), kind="mergesort").reset_index(drop=True)
+
+
+#: columns of `latency_table`
+LATENCY_COLUMNS = (
+    "axis", "dataset", "quantity", "method", "n_test", "mape_pct", "mape_lo_pct", "mape_hi_pct", "bias_pct",
+)  # fmt: skip
+
+
+def latency_table(result: CVResult, *, n_boot: int = N_BOOT, seed: int = SEED) -> pd.DataFrame:
+    """Per (axis, dataset, served latency of `SERVED_SCORES`, candidate): the MAPE [bootstrap 95%] and bias of the
+    held-out rows where that latency was measured, for every candidate that predicts it on all of them (the same
+    rows for each; a candidate that does not predict it, or failed a fold of the cell, has no row)."""
+    p = result.predictions
+    rows = []
+    for ax in result.axes:
+        cell = p[(p["axis"] == ax.axis) & (p["dataset"] == ax.dataset)]
+        for name in _SERVED:
+            for method in result.methods:
+                g = cell[cell["method"] == method]
+                if len(g) != ax.n_test:  # a failed fold: not on the same rows
+                    continue
+                y = g[f"{name}_s"].to_numpy(float)
+                keep = np.isfinite(y) & (y > 0)
+                q = g[f"pred_{name}_s"].to_numpy(float)[keep]
+                if not keep.any() or not np.isfinite(q).all():
+                    continue
+                signed = signed_pct_error(y[keep], q)
+                label = f"latency {ax.axis} / {ax.dataset} / {name} / {method}"
+                m, lo, hi = bootstrap_mean_ci(np.abs(signed), n_boot=n_boot, seed=seed, label=label)
+                rows.append({"axis": ax.axis, "dataset": ax.dataset, "quantity": name, "method": method,
+                             "n_test": int(keep.sum()), "mape_pct": m, "mape_lo_pct": lo, "mape_hi_pct": hi,
+                             "bias_pct": float(signed.mean())})  # fmt: skip
+    return pd.DataFrame(rows, columns=list(LATENCY_COLUMNS))
 
 
 #: columns of `model_table`

@@ -21,7 +21,9 @@ Axes (`AXES`) and the datasets that support them (every split is defined by conf
 * ``tp``: per device, fit the one-device TP degree, validate the larger degrees (LLM-Inference-Bench).
 
 The CPU engine's offline campaign (``engine-cpu-offline``: the served campaign's configurations on the engine
-alone, no API server or benchmark client sharing the 2-core host) takes the CPU engine's folds of every axis.
+alone, no API server or benchmark client sharing the 2-core host) and the AMX host's served campaign
+(``engine-cpu-amx``: another CPU, a closed loop of B clients, prefix caching off; its TTFT and TPOT are scored) take
+the CPU engine's folds of every axis.
 
 The kernel-composed curves (``aic-composed``: measured vLLM kernel latencies summed per engine step plus the
 measured host work, A100/H100/H200/B200 at TP 1-8, `slimlib.experiments.accuracy.composed_curves`; not end-to-end
@@ -58,6 +60,7 @@ from slimlib.experiments.accuracy.composed_curves import (
     composed_table,
 )
 from slimlib.experiments.accuracy.scenarios import (
+    AMX_TABLE,
     DEVICE_LABEL,
     DEVICES,
     ENGINE_TABLE,
@@ -81,6 +84,8 @@ DATASETS = {
     "memgap-online": "vLLM 0.5.2, H100, online advisor sweep (data/memgap-online.csv)",
     "memgap-offline": "vLLM 0.5.2, H100, offline batches (data/memgap-offline.csv)",
     "engine-cpu": "vLLM CPU engine campaign, medians over passing repeats (data/engine-cpu-medians.csv)",
+    "engine-cpu-amx": "vLLM CPU engine on an Intel Xeon with AMX, a closed loop of B clients, prefix caching off, "
+    "medians over passing repeats with served TTFT and TPOT (data/engine-cpu-amx-medians.csv)",
     "engine-cpu-offline": "the same configurations on the engine alone, offline LLM.generate, no server or client "
     "(data/engine-cpu-offline)",
     "llmib": "LLM-Inference-Bench, vLLM 0.6.1, MI300X/MI250 (data/llmib-runs.csv)",
@@ -92,6 +97,8 @@ DATASETS = {
     "GEMMs), H100/H200/B200",
     COMPOSED_FP4: "the same with NVFP4 weights (vLLM --quantization modelopt_fp4: FlashInfer's NVFP4 GEMMs), B200",
 }
+#: the CPU-engine datasets, which take the batch, batch-knee, input, output and model folds
+ENGINES = ("engine-cpu", "engine-cpu-offline", "engine-cpu-amx")
 #: batch axis: largest fitted and smallest validated batch size
 BATCH_FIT_MAX = 4
 BATCH_TEST_MIN = 8
@@ -185,6 +192,7 @@ def build_axis_folds(
     llmib: pd.DataFrame | None = None,
     engine_offline: pd.DataFrame | None = None,
     composed: pd.DataFrame | None = None,
+    engine_amx: pd.DataFrame | None = None,
 ) -> list[AxisFolds]:
     """Every (axis, dataset) of the protocol with its folds, in `AXES` order; tables default to the committed data
     (the CPU engine only where ``engine-cpu-medians`` exists, its offline campaign where ``data/engine-cpu-offline``
@@ -194,6 +202,11 @@ def build_axis_folds(
     on = online_table() if online is None else online
     off = offline_table() if offline is None else offline
     eng = (engine_eval_rows() if available(ENGINE_TABLE) else None) if engine is None else engine
+    amx = (
+        (engine_eval_rows(table=AMX_TABLE) if available(AMX_TABLE) else None)
+        if engine_amx is None
+        else engine_amx
+    )
     lib = llmib_table() if llmib is None else llmib
     eoff = engine_offline_rows() if engine_offline is None else engine_offline
     comp_all = composed_table()[0] if composed is None else composed
@@ -206,6 +219,7 @@ def build_axis_folds(
         "memgap-offline": off,
         "engine-cpu": eng,
         "engine-cpu-offline": eoff,
+        "engine-cpu-amx": amx,
         "llmib": lib,
         COMPOSED: comp,
         COMPOSED_MOE: comp_moe,
@@ -225,7 +239,7 @@ def build_axis_folds(
         ("batch", batch_split, batch_design),
         ("batch-knee", knee_split, knee_design),
     ):
-        for name in ("memgap-online", "memgap-offline", "engine-cpu", "engine-cpu-offline"):
+        for name in ("memgap-online", "memgap-offline", *ENGINES):
             if name in POOLED:
                 add(axis, name, design.replace("per model", "all models in one fit"),
                     _one("all models", *split(tables[name])) if name in tables else [])  # fmt: skip
@@ -234,7 +248,7 @@ def build_axis_folds(
     if "llmib" in tables:
         folds = [f for label, d in _device_groups(lib) for f in _per_model(d, knee_split, f"{label} ")]
         add("batch-knee", "llmib", knee_design + " (one device's TP degree)", folds)
-    for name in ("engine-cpu", "engine-cpu-offline"):
+    for name in ENGINES:
         if name in tables:
             t = tables[name]
             add("input", name, "per model: fit the shorter ILs, validate the longest IL (every OL)",
@@ -251,7 +265,7 @@ def build_axis_folds(
             "IL = OL, per device: fit L <= 256, validate L >= 512",
             context_scenario(lib).folds,
         )
-    for name in ("memgap-online", "memgap-offline", "engine-cpu", "engine-cpu-offline"):
+    for name in ("memgap-online", "memgap-offline", *ENGINES):
         if name in tables:
             tr, te = largest_split(tables[name])
             add(

@@ -1,7 +1,8 @@
 """The extrapolation cross-validation's outputs, written as CSV, Markdown and LaTeX by the one table writer
 (`slimlib.experiments.outputs.plotting.save_table`): `write_selection_outputs` (notebook 13) writes ``extrap_cv``
 (per-axis MAPE and bias per candidate), ``extrap_paired`` (each candidate minus the recommended model on the same
-rows) and ``extrap_cv_models`` (the recommended model's cells split by held-out model, where a cell holds several);
+rows), ``extrap_latency`` (the served TTFT and TPOT, means and percentiles, where measured) and ``extrap_cv_models``
+(the recommended model's cells split by held-out model, where a cell holds several);
 `write_coverage_outputs` (notebook 14) writes ``extrap_coverage`` (nested coverage of the 90% intervals)."""
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from slimlib.experiments.accuracy.extrapolation import (
     CVResult,
     cell_text,
     extrapolation_table,
+    latency_table,
     model_table,
     paired_differences,
     recommend,
@@ -108,7 +110,7 @@ def coverage_display(coverage: pd.DataFrame, quantity: str = "throughput") -> pd
 def write_selection_outputs(
     result: CVResult, figures_dir: str | Path, *, n_boot: int = N_BOOT, seed: int = SEED
 ) -> tuple[pd.DataFrame, tuple[str, str]]:
-    """Write ``extrap_cv``, ``extrap_paired`` and ``extrap_cv_models`` (.csv long, .md/.tex display) into
+    """Write ``extrap_cv``, ``extrap_paired``, ``extrap_latency`` and ``extrap_cv_models`` (.csv long, .md/.tex display) into
     `figures_dir`; returns the long ``extrap_cv`` table and `recommend`'s (name, reason)."""
     table = extrapolation_table(result, n_boot=n_boot, seed=seed)
     tied = tied_best(table, result, n_boot=n_boot, seed=seed)
@@ -132,6 +134,18 @@ def write_selection_outputs(
                f"bootstrap 95% interval ({n_boot} resamples, seed {seed}); row 'all': the mean over the cells, the "
                "selection's tie-break. Shown: the candidates tied with it on the worst axis; every candidate: "
                "extrap_paired.csv."],
+    )  # fmt: skip
+    latency = latency_table(result, n_boot=n_boot, seed=seed)
+    save_table(
+        latency, "extrap_latency", figures_dir, display=latency_display(latency),
+        notes=["Served latencies' MAPE (%) [bootstrap 95% interval over the held-out rows that measured them] "
+               f"(bias) per axis, dataset and quantity ({n_boot} resamples, seed {seed}): ttft, tpot the means, "
+               "_pNN the requests' percentiles, as the client saw them (queue included); a candidate that does not "
+               "predict a quantity has no cell. memgap-online: a burst of 2000 requests, at most B running; "
+               "engine-cpu-amx: a closed loop of B clients; memgap-offline: TPOT only (its logged prefill is the "
+               "engine's, not a client's TTFT); the other datasets measured no served latency. LLMVisor-Agg "
+               "predicts a batch's TTFT (its prefill), not a served request's, so its TTFT cells on the "
+               "burst measure that difference."],
     )  # fmt: skip
     models = model_table(result, choice[0], n_boot=n_boot, seed=seed)
     save_table(
@@ -161,6 +175,19 @@ def write_coverage_outputs(result: CVResult, figures_dir: str | Path) -> pd.Data
                "dataset (the kernel-composed curves' included) and for E2E, TTFT and TPOT: extrap_coverage.csv."],
     )  # fmt: skip
     return coverage
+
+
+def latency_display(latency: pd.DataFrame) -> pd.DataFrame:
+    """`latency_table` as one row per (axis, dataset, quantity) and a column per candidate: "MAPE [lo, hi] (bias)"."""
+    rows: dict[tuple[str, str, str], dict[str, str]] = {}
+    for r in latency.itertuples(index=False):
+        key = (str(r.axis), str(r.dataset), str(r.quantity))
+        row = rows.setdefault(
+            key, {"axis": key[0], "dataset": key[1], "quantity": key[2], "rows": str(r.n_test)}
+        )
+        row[candidate_label(r.method)] = (f"{r.mape_pct:.1f} [{r.mape_lo_pct:.1f}, {r.mape_hi_pct:.1f}] "
+                                          f"({r.bias_pct:+.1f})")  # fmt: skip
+    return pd.DataFrame(list(rows.values())).fillna("n/a").astype(str)
 
 
 def model_display(models: pd.DataFrame) -> pd.DataFrame:

@@ -15,10 +15,17 @@ Ground truth
     residence time from Little's law, ``e2e_s = mean_running_batch / request_throughput_req_s``: the time a request
     spends in the running batch, excluding the queue. It is the counterpart of a batch E2E for the batch that
     actually ran (which is smaller than the cap B where the KV cache or the token budget binds).
-* LLMVisor-Agg inputs (``mean_ttft_ms``, ``mean_itl_ms``): offline, derived from the logs as TTFT = prefill_s and
-  ITL = decode_s / n_decode_steps (no queueing). Online, ITL is the measured mean ITL; the measured mean TTFT is not
-  usable (queueing), so a substitute is used: one engine step (= the mean ITL), because under chunked prefill a
-  242/250-token prompt is prefilled within one mixed step of the 512-token budget.
+* LLMVisor-Agg inputs (``prefill_ms``, the TTFT where a table has no other, and ``mean_itl_ms``): offline,
+  derived from the logs as prefill = prefill_s and ITL = decode_s / n_decode_steps (no queueing; the logged
+  prefill is the engine's, so offline rows carry no client TTFT). Online, ITL is the
+  measured mean ITL; the measured mean TTFT is queueing, so LLMVisor-Agg's prefill is a substitute (``prefill_ms``):
+  one engine step (= the mean ITL), because under chunked prefill a 242/250-token prompt is prefilled within one
+  mixed step of the 512-token budget.
+* Served TTFT and TPOT (``mean_ttft_ms``, ``mean_tpot_ms`` and the ``SERVED_TRUTH`` percentiles, fitted and scored
+  as a request of the row's ``client`` sees them): memgap online (a burst of ``num_prompts`` = 2000 requests) and
+  the AMX host's campaign (a closed loop of B clients). The engine study's CPU campaign has none: its servers cached
+  prefixes and its prompts repeat across runs, so its TTFTs time part of their prefill (its TTFT is LLMVisor-Agg's
+  ``prefill_ms`` only, as before).
 """
 
 from __future__ import annotations
@@ -39,12 +46,22 @@ from slimlib.model.serving import serving_config
 from slimlib.registry.architectures import get_architecture
 from slimlib.registry.gpus import GIB
 from slimlib.registry.host_cpu import HOST_CPU_KV_SPACE_GIB
+from slimlib.registry.vllm_flags import CPU_OFFLINE_BATCHED_TOKENS, CPU_SERVER_BATCHED_TOKENS
 
-#: columns of every scenario table
+#: the served latencies a scenario table carries where its source measured them (ms): mean TPOT and the
+#: requests' percentiles (`slimlib.model.served`)
+SERVED_TRUTH = (
+    "mean_tpot_ms", *(f"p{q}_{m}_ms" for m in ("ttft", "tpot") for q in (50, 90, 99)),
+)  # fmt: skip
+#: columns of every scenario table (``prefill_ms``: the prefill time LLMVisor-Agg is fitted to, where it is not
+#: the measured TTFT; ``client``, ``num_prompts``: how the requests reached the engine, `slimlib.model.served`)
 COLUMNS = (
     "model", "gpu", "batch_size", "input_len", "output_len", "throughput_tok_s", "e2e_s", "mean_ttft_ms",
-    "mean_itl_ms", "gpu_blocks", "block_size", "chunked_prefill", "static_batch", "source", "curve",
+    "mean_itl_ms", "prefill_ms", *SERVED_TRUTH, "gpu_blocks", "block_size", "max_num_batched_tokens",
+    "max_num_seqs", "chunked_prefill", "static_batch", "client", "num_prompts", "source", "curve",
 )  # fmt: skip
+#: the columns every source of a scenario table gives (the others are empty where it has none)
+REQUIRED = ("model", "gpu", "batch_size", "input_len", "output_len", "throughput_tok_s", "e2e_s", "source")
 OL_TRAIN = (130, 260, 390)
 OL_TEST = 520
 MODEL_TRANSFER_OL = 390  # closest to the paper's OL = 384
@@ -138,12 +155,21 @@ def online_table(online: pd.DataFrame | None = None) -> pd.DataFrame:
             "output_len": df["output_len"].astype(float),
             "throughput_tok_s": df["throughput_tok_s"].astype(float),
             "e2e_s": in_engine_latency_s(df),
-            "mean_ttft_ms": df["mean_itl_ms"].astype(float),  # substitute: one engine step (see module doc)
+            "mean_ttft_ms": df["mean_ttft_ms"].astype(float),
             "mean_itl_ms": df["mean_itl_ms"].astype(float),
+            "prefill_ms": df["mean_itl_ms"].astype(float),  # substitute: one engine step (see module doc)
+            "mean_tpot_ms": df["mean_tpot_ms"].astype(float),
+            "p50_ttft_ms": df["median_ttft_ms"].astype(float),
+            "p99_ttft_ms": df["p99_ttft_ms"].astype(float),
+            "p50_tpot_ms": df["median_tpot_ms"].astype(float),
+            "p99_tpot_ms": df["p99_tpot_ms"].astype(float),
             "gpu_blocks": df["gpu_blocks"].astype(float),
             "block_size": df["block_size"].astype(float),
             "chunked_prefill": df["chunked_prefill"].astype(bool),
             "static_batch": False,  # continuous batching from a queue of 2000 requests
+            "client": "burst",  # --request-rate inf, no --max-concurrency: every request at once
+            "num_prompts": df["num_prompts"].astype(float),
+            "max_num_seqs": df["max_num_seqs"].astype(float),  # = batch_size: the server's cap
             "source": "online",
         }
     )
@@ -160,9 +186,10 @@ def offline_table(offline: pd.DataFrame | None = None) -> pd.DataFrame:
     df["itl"] = 1000.0 * df["decode_s"].astype(float) / df["n_decode_steps"].astype(float)
     keys = ["model", "gpu", "batch_size", "input_len", "output_len"]
     g = df.groupby(keys, sort=True, as_index=False).agg(
-        e2e_s=("e2e_s", "mean"), mean_ttft_ms=("ttft", "mean"), mean_itl_ms=("itl", "mean"),
+        e2e_s=("e2e_s", "mean"), prefill_ms=("ttft", "mean"), mean_itl_ms=("itl", "mean"),
         gpu_blocks=("gpu_blocks", "median"),
     )  # fmt: skip
+    g["mean_ttft_ms"] = np.nan  # the logged batch prefill, in the engine: LLMVisor-Agg's, not a client's TTFT
     for c in ("batch_size", "input_len", "output_len", "gpu_blocks"):
         g[c] = g[c].astype(float)
     g["throughput_tok_s"] = eq.throughput(g["batch_size"], g["input_len"], g["output_len"], g["e2e_s"])
@@ -174,7 +201,15 @@ def offline_table(offline: pd.DataFrame | None = None) -> pd.DataFrame:
 
 
 def _finish(df: pd.DataFrame) -> pd.DataFrame:
-    df = df.copy()
+    """The table in `COLUMNS` order, sorted, with its curves; a column its source has not is empty, but
+    ``prefill_ms`` is the TTFT where the source has no other value."""
+    missing = [c for c in REQUIRED if c not in df.columns]
+    if missing:
+        raise DataError(
+            f"scenario table of {df['source'].iloc[0] if 'source' in df else '?'} lacks {missing}"
+        )
+    df = df.reindex(columns=[c for c in COLUMNS if c != "curve"])
+    df["prefill_ms"] = df["prefill_ms"].fillna(df["mean_ttft_ms"])
     df["curve"] = (
         df["model"] + " IL=" + df["input_len"].round().astype(int).astype(str)
         + " OL=" + df["output_len"].round().astype(int).astype(str)
@@ -326,7 +361,8 @@ def input_length_scenario(kit: pd.DataFrame | None = None) -> Scenario:
         if c not in k.columns:
             k[c] = default
     if "prefill_s" in k.columns and "decode_s" in k.columns:
-        k["mean_ttft_ms"] = 1000.0 * k["prefill_s"]
+        k["prefill_ms"] = 1000.0 * k["prefill_s"]  # in the engine: LLMVisor-Agg's, not a client's TTFT
+        k["mean_ttft_ms"] = np.nan
         k["mean_itl_ms"] = 1000.0 * k["decode_s"] / np.maximum(k["output_len"] - 1, 1)
     k["source"] = "kit"
     k = _finish(k)
@@ -396,6 +432,8 @@ def context_scenario(table: pd.DataFrame | None = None, name: str = "context-tra
 # The project's CPU-engine campaign (vLLM's CPU build, random weights): the paper's input-length design
 # ---------------------------------------------------------------------------------------------------------------
 ENGINE_TABLE = "engine-cpu-medians"
+#: the AMX host's campaign (prefix caching off, a closed loop of B clients): served TTFT and TPOT
+AMX_TABLE = "engine-cpu-amx-medians"
 ENGINE_IL_ROW = "input-length-transfer (vLLM CPU engine)"
 ENGINE_TRUTH_T = (
     "measured total-token throughput, median over the repeats that pass the physical checks (vllm bench serve "
@@ -406,27 +444,37 @@ ENGINE_TRUTH_L = (
 )
 
 
-def engine_eval_rows(medians: pd.DataFrame | None = None) -> pd.DataFrame:
-    """``engine-cpu-medians`` (one row per configuration, medians over passing repeats) in the scenario layout:
-    E2E is the client's mean request E2E, the KV blocks follow from the campaign's KV space
-    (`slimlib.registry.host_cpu`), chunked prefill is on (vLLM V1)."""
-    df = load(ENGINE_TABLE) if medians is None else medians
+def engine_eval_rows(medians: pd.DataFrame | None = None, table: str = ENGINE_TABLE) -> pd.DataFrame:
+    """A CPU campaign's medians (one row per configuration, medians over passing repeats; default
+    ``engine-cpu-medians``) in the scenario layout: E2E is the client's mean request E2E, the KV blocks follow from
+    the campaign's KV space (`slimlib.registry.host_cpu`), chunked prefill is on (vLLM V1) with the CPU server's
+    token budget. ``engine-cpu``'s TTFT is LLMVisor-Agg's ``prefill_ms`` only (module docstring); a campaign
+    without prefix caching (``engine-cpu-amx``) carries its served latencies and client."""
+    df = load(table) if medians is None else medians
     if "repeat" in df.columns:
         raise DataError(
-            f"got a runs table (it has 'repeat'); the engine's fits and scores read the medians ({ENGINE_TABLE})"
+            f"got a runs table (it has 'repeat'); the engine's fits and scores read the medians ({table})"
         )
     out = pd.DataFrame({
         "model": df["model"].astype(str), "gpu": df["gpu"].astype(str),
         **{c: df[c].astype(float) for c in ("batch_size", "input_len", "output_len", "throughput_tok_s", "e2e_s",
                                             "mean_ttft_ms", "mean_itl_ms")},
     })  # fmt: skip
+    out["prefill_ms"] = out["mean_ttft_ms"]
+    if table == ENGINE_TABLE:
+        out["mean_ttft_ms"] = np.nan  # prefix-cached prefills (module docstring)
+        out["static_batch"] = True  # one wave of B equal requests at --max-concurrency B
+    else:
+        for c in SERVED_TRUTH:
+            out[c] = df[c].astype(float) if c in df.columns else np.nan
+        out["client"] = df["client"].astype(str)
+        out["num_prompts"] = df["num_prompts"].astype(float).round()
+        out["static_batch"] = False
     out["gpu_blocks"] = cpu_kv_blocks(out["model"])
     out["block_size"] = float(DEFAULT_BLOCK_SIZE)
+    out["max_num_batched_tokens"] = float(CPU_SERVER_BATCHED_TOKENS)
     out["chunked_prefill"] = True
-    out["static_batch"] = (
-        True  # B equal requests sent together at --max-concurrency B: they grow to IL + OL together
-    )
-    out["source"] = "engine-cpu"
+    out["source"] = table.removesuffix("-medians")
     return _finish(out)
 
 
@@ -444,6 +492,7 @@ def engine_offline_rows(medians: pd.DataFrame | None = None) -> pd.DataFrame | N
     })  # fmt: skip
     out["gpu_blocks"] = cpu_kv_blocks(out["model"])
     out["block_size"] = float(DEFAULT_BLOCK_SIZE)
+    out["max_num_batched_tokens"] = float(CPU_OFFLINE_BATCHED_TOKENS)
     out["chunked_prefill"] = True
     out["static_batch"] = True  # one LLM.generate call of B prompts
     out["mean_ttft_ms"] = np.nan  # LLM.generate's batch has no streamed client timings

@@ -1,4 +1,4 @@
-"""How well tensor parallelism divides the per-sequence work on measured static batches (the TP axis, issue 28).
+"""How well tensor parallelism divides the per-sequence work on measured static batches (the TP axis).
 
 In a static batch of ``B`` prompts of ``IL`` tokens that each generate ``OL``, every sequence adds the same work:
 its prompt and its ``OL`` decode steps, ``2 P (IL + OL)`` FLOPs with ``P`` the parameters one token uses. Past the

@@ -213,8 +213,7 @@ def evaluate_recommendations(
                 row.update(b_true=0, true_throughput_tok_s=np.nan)
             if adv["b_cap"] > 0:
                 at = curve[curve["batch_size"] == adv["b_cap"]].iloc[0]
-                blocks = float(config.request_blocks(il + ol)) * adv["b_cap"]
-                needed = blocks * config.block_size * config.kv_bytes_per_token
+                needed = float(config.request_kv_bytes(il + ol)) * adv["b_cap"]
                 row.update(
                     measured_throughput_tok_s=float(at["throughput_tok_s"]),
                     measured_e2e_s=float(at["measured_e2e_s"]),

@@ -1,4 +1,4 @@
-"""SLIM-BCA under TTFT/TPOT/E2E SLOs, evaluated on measurements (issue 30): does the advisor's pick meet the measured
+"""SLIM-BCA under TTFT/TPOT/E2E SLOs, evaluated on measurements: does the advisor's pick meet the measured
 constraints, and does it reach 90% of the measured best throughput per GPU, fitted on a few profiled runs?
 
 Sources (`SOURCES`), each a table of measured curves, one row per run: ``source, model, gpu, tensor_parallel,
@@ -48,7 +48,7 @@ __all__ = [
     "SOURCES",
     "calibration_points",
     "engine_curves",
-    "evaluate",
+    "evaluate_slos",
     "evaluate_sources",
     "llmib_curves",
     "memgap_curves",
@@ -198,7 +198,7 @@ def _measured_efficiency(curve: pd.DataFrame) -> np.ndarray:
     return curve["throughput_tok_s"].to_numpy(float) / (curve["batch_size"].to_numpy(float) * t1)
 
 
-def evaluate(curves: pd.DataFrame, fits: dict, slos: pd.DataFrame, epsilon: float = 0.3) -> pd.DataFrame:
+def evaluate_slos(curves: pd.DataFrame, fits: dict, slos: pd.DataFrame, epsilon: float = 0.3) -> pd.DataFrame:
     """Per (curve, SLO level): the advisor's pick (``pick_tp``, ``pick_b``, ``binding``), the measured best
     (``best_tp``, ``best_b``, ``best_per_gpu_tok_s``), the pick's measured throughput per GPU, ``meets``,
     ``reaches_90`` and ``quality_pct`` (pick / best x 100 when it meets, else 0), module docstring."""
@@ -322,13 +322,13 @@ def evaluate_sources(
     n_boot: int = U.N_BOOT,
     seed: int = U.SEED,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """`evaluate` and `summarize` for each source of `sources` (k calibration runs per curve), stacked:
+    """`evaluate_slos` and `summarize` for each source of `sources` (k calibration runs per curve), stacked:
     ``(results, summary)``."""
     results, summaries = [], []
     for name in sources:
         curves = SOURCES[name]()
         cal = calibration_points(curves, k)
-        res = evaluate(curves, fit_groups(cal, n_starts=n_starts), slo_levels(curves), epsilon)
+        res = evaluate_slos(curves, fit_groups(cal, n_starts=n_starts), slo_levels(curves), epsilon)
         results.append(res)
         summaries.append(summarize(res, curves, cal, n_boot=n_boot, seed=seed))
     return pd.concat(results, ignore_index=True), pd.concat(summaries, ignore_index=True)

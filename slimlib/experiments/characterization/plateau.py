@@ -12,8 +12,9 @@ import pandas as pd
 
 from slimlib.errors import DataError
 from slimlib.experiments.characterization.knees import DEFAULT_KNEE_THRESHOLD, knee_batch, marginal_gain
-from slimlib.model.equations import active_context
+from slimlib.model.equations import active_context, decode_attention_bytes, decode_attention_flops
 from slimlib.model.roofline import achieved_rates, arithmetic_intensity, ridge_point
+from slimlib.model.serving import kv_heads_per_rank
 
 __all__ = [
     "DEFAULT_KNEE_THRESHOLD",
@@ -27,8 +28,6 @@ __all__ = [
     "VIDUR_GEMM_OPS",
     "VIDUR_OTHER_OPS",
     "vidur_decode_breakdown",
-    "attention_decode_flops",
-    "attention_decode_bytes",
     "attention_roofline_table",
     "OFFLINE_SWEEP_FAMILIES",
     "offline_batch_sweeps",
@@ -186,23 +185,6 @@ def vidur_decode_breakdown(attention: pd.DataFrame, mlp: pd.DataFrame, batch_siz
     return pd.DataFrame(rows)
 
 
-def attention_decode_flops(batch_size, context, n_q_heads, head_dim):
-    """FLOPs of one decode attention step: ``4 B C H_q d_h`` (QK^T and PV, 2 FLOPs per multiply-add)."""
-    return (
-        4.0 * np.asarray(batch_size, float) * np.asarray(context, float) * float(n_q_heads) * float(head_dim)
-    )
-
-
-def attention_decode_bytes(batch_size, context, n_q_heads, n_kv_heads, head_dim, kv_bytes=2):
-    """DRAM bytes of one decode attention step: the K and V cache, ``2 B C H_kv d_h b``, plus the query and
-    output vectors, ``2 B H_q d_h b``, each read or written once."""
-    b = np.asarray(batch_size, float)
-    c = np.asarray(context, float)
-    kv = 2.0 * b * c * float(n_kv_heads) * float(head_dim) * float(kv_bytes)
-    qo = 2.0 * b * float(n_q_heads) * float(head_dim) * float(kv_bytes)
-    return kv + qo
-
-
 def attention_roofline_table(
     attention: pd.DataFrame, gpu, batch_sizes, contexts, kv_bytes: int = 2
 ) -> pd.DataFrame:
@@ -232,7 +214,7 @@ def attention_roofline_table(
             f"attention_roofline_table: expected one attention shape, got {len(shape)}; filter first"
         )
     hq, hkv, hd, tp = (int(v) for v in shape.iloc[0])
-    hq_gpu, hkv_gpu = hq // tp, max(hkv // tp, 1)
+    hq_gpu, hkv_gpu = hq // tp, kv_heads_per_rank(hkv, tp)
     times = dec.groupby(["batch_size", "kv_cache_size"], sort=True)["time_ms_median"].median()
     rows = []
     for b in sorted(int(x) for x in batch_sizes):
@@ -240,8 +222,8 @@ def attention_roofline_table(
             if (b, c) not in times.index:
                 raise DataError(f"attention_roofline_table: no attn_decode timing at batch_size={b}, kv={c}")
             t_s = float(times.loc[(b, c)]) / 1e3
-            flops = float(attention_decode_flops(b, c, hq_gpu, hd))
-            nbytes = float(attention_decode_bytes(b, c, hq_gpu, hkv_gpu, hd, kv_bytes))
+            flops = float(decode_attention_flops(b, c, hq_gpu, hd))
+            nbytes = float(decode_attention_bytes(b, c, hq_gpu, hkv_gpu, hd, kv_bytes))
             fl_s, bw = achieved_rates(flops, nbytes, t_s)
             rows.append(
                 dict(

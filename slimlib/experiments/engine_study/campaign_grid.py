@@ -61,9 +61,10 @@ RUN_OVERHEAD_S = 1.0
 
 
 def campaign_plan(models=CAMPAIGN_MODELS, curves=CURVES, batches=BATCHES, repeats: int = 3,
-                  long_curve: bool = True) -> pd.DataFrame:  # fmt: skip
+                  long_curve: bool = True, device: str = DEVICE) -> pd.DataFrame:  # fmt: skip
     """The campaign as one plan table (columns of `make_plan` plus ``repeat``), repeat-major: every configuration
-    of repeat 0 (model by model), then of repeat 1, ...; files carry ``_r{r}``."""
+    of repeat 0 (model by model), then of repeat 1, ...; files carry ``_r{r}``. `device`: the registry's host
+    CPU the runs are labelled with."""
     if repeats < 1:
         raise ValueError(f"repeats must be >= 1, got {repeats}")
     parts = []
@@ -75,7 +76,7 @@ def campaign_plan(models=CAMPAIGN_MODELS, curves=CURVES, batches=BATCHES, repeat
         for (il, ol), bs in todo:
             if not bs:
                 continue
-            p = make_plan(model, DEVICE, [il], [ol], batch_sizes=bs, rounds=1, min_prompts=1, min_runs=1)
+            p = make_plan(model, device, [il], [ol], batch_sizes=bs, rounds=1, min_prompts=1, min_runs=1)
             parts.append(p)
     one = pd.concat(parts, ignore_index=True)
     reps = []

@@ -40,7 +40,7 @@ from slimlib.model.memory import DEFAULT_BLOCK_SIZE
 from slimlib.registry.architectures import get_architecture
 from slimlib.registry.host_cpu import HOST_CPU_KV_SPACE_GIB
 
-__all__ = ["ENGINE_IL_ROW", "bca_curves", "difference_notes", "engine_families", "engine_scenarios"]
+__all__ = ["ENGINE_IL_ROW", "engine_bca_curves", "difference_notes", "engine_families", "engine_scenarios"]
 
 
 def engine_families(models) -> dict[str, list[str]]:
@@ -145,7 +145,7 @@ def difference_notes(long: pd.DataFrame, labels: dict[str, str], reference: str 
     return notes
 
 
-def bca_curves(medians: pd.DataFrame | None = None, il: int | None = None) -> pd.DataFrame:
+def engine_bca_curves(medians: pd.DataFrame | None = None, il: int | None = None) -> pd.DataFrame:
     """The curves (model x OL) at input length `il` (default: the shortest in the table) in the layout of
     `slimlib.experiments.bca.advisor_eval.measured_curves`, from the medians (never single repeats):
     ``measured_e2e_s`` = mean request E2E, ``efficiency`` = T(B) / (B T(1)), KV pool = the campaign's KV space,

@@ -1,4 +1,4 @@
-"""Does a rerun of the engine campaign reproduce the committed medians? (issue 27's check of the protocol)
+"""Does a rerun of the engine campaign reproduce the committed medians?
 
 Both campaigns are reduced to their fit tables (`slimlib.data.engine_medians.median_table`: the median over each
 configuration's passing repeats). On the configurations both hold (identical rows only), per metric

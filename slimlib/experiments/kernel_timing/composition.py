@@ -67,11 +67,9 @@ __all__ = [
     "KernelSet",
     "kernel_set",
     "system_names",
-    "decode_attention_flops",
-    "decode_attention_bytes",
     "gemm_flops",
     "gemm_bytes",
-    "compose",
+    "compose_kernels",
     "LABEL",
 ]
 
@@ -103,21 +101,6 @@ def _system(name: str) -> str:
 
 
 # ------------------------------------------------------------------------------------------ analytic counts
-def decode_attention_flops(batch_size, context, n_heads, head_dim):
-    """FLOPs of one layer's decode attention: ``4 B (C + 1) H_q d_h`` (QK^T and PV over the C cached tokens and
-    the new one; 2 FLOPs per multiply-add; softmax not counted)."""
-    b, c = np.asarray(batch_size, float), np.asarray(context, float)
-    return 4.0 * b * (c + 1.0) * n_heads * head_dim
-
-
-def decode_attention_bytes(batch_size, context, n_heads, n_kv_heads, head_dim, kv_bytes=2, act_bytes=2):
-    """DRAM bytes of one layer's decode attention, each read or written once: K and V of the C cached tokens,
-    ``2 B C H_kv d_h kv_bytes``, the new token's K and V written and Q read and output written,
-    ``2 B H_kv d_h kv_bytes + 2 B H_q d_h act_bytes``."""
-    b, c = np.asarray(batch_size, float), np.asarray(context, float)
-    return 2.0 * b * (c + 1.0) * n_kv_heads * head_dim * kv_bytes + 2.0 * b * n_heads * head_dim * act_bytes
-
-
 def gemm_flops(m, n, k):
     """``2 m n k``."""
     return 2.0 * np.asarray(m, float) * n * k
@@ -591,7 +574,7 @@ def kernel_set(model: str, gpu: str, kv_dtype: str = "bfloat16", gemm_dtype: str
     )
 
 
-def compose(configs: pd.DataFrame, **kw) -> pd.DataFrame:
+def compose_kernels(configs: pd.DataFrame, **kw) -> pd.DataFrame:
     """Composed E2E of every row of `configs` (columns model, gpu, batch_size, input_len, output_len, and
     optional tensor_parallel, 1 where absent), grouped by (model, gpu, TP) and vectorized; returns `KernelSet.e2e`
     columns in the input order."""

@@ -16,12 +16,11 @@ from slimlib.experiments.kernel_timing.composition import (
     GEMM_KINDS,
     KernelSet,
     OutOfGridError,
-    decode_attention_bytes,
-    decode_attention_flops,
     gemm_bytes,
     gemm_flops,
 )
 from slimlib.experiments.outputs.plotting import COMPONENT_COLORS, batch_color, new_figure
+from slimlib.model.equations import decode_attention_bytes, decode_attention_flops
 from slimlib.registry.gpus import gpu_label
 
 #: kernel-table system -> the GPU registry's label of its GPU
@@ -116,9 +115,10 @@ def plot_breakdown(ax, df: pd.DataFrame, x: str, cross=None):
 
 
 # ------------------------------------------------------------------------------------------- Fig. 6, Table I
-def attention_roofline(ks: KernelSet, batch_sizes, contexts, kv_bytes: int = 2) -> pd.DataFrame:
+def kernel_attention_roofline(ks: KernelSet, batch_sizes, contexts, kv_bytes: int = 2) -> pd.DataFrame:
     """Table I: decode attention of one layer at measured (B, context) points: analytic FLOPs and bytes
-    (`decode_attention_flops`, `decode_attention_bytes`) over the measured time."""
+    (`decode_attention_flops`, `decode_attention_bytes` over the C cached tokens and the new one) over the measured
+    time."""
     hq, hkv, hd = ks.heads
     rows = []
     for b in batch_sizes:
@@ -126,8 +126,8 @@ def attention_roofline(ks: KernelSet, batch_sizes, contexts, kv_bytes: int = 2) 
             if c not in measured_contexts(ks, b):
                 continue
             t = float(ks.decode_attention_ms(b, c)) / 1e3
-            fl = float(decode_attention_flops(b, c, hq, hd))
-            by = float(decode_attention_bytes(b, c, hq, hkv, hd, kv_bytes))
+            fl = float(decode_attention_flops(b, c + 1, hq, hd))
+            by = float(decode_attention_bytes(b, c + 1, hq, hkv, hd, kv_bytes))
             rows.append({"gpu": ks.system, "heads": f"{hq}q/{hkv}kv x {hd}", "batch_size": int(b), "context": int(c),
                          "active_context": int(b * (c + 1)), "time_us": t * 1e6, "ai_flop_per_byte": fl / by,
                          "achieved_tflop_s": fl / t / 1e12, "effective_bw_tb_s": by / t / 1e12,
@@ -174,9 +174,9 @@ def step_utilization(ks: KernelSet, batch_sizes, context: int) -> pd.DataFrame:
             continue
         s = ks.decode_step(b, context).iloc[0]
         fl = ks.n_layers * (sum(gemm_flops(b, *ks.shapes[k]) for k in GEMM_KINDS)
-                            + decode_attention_flops(b, context, hq, hd))  # fmt: skip
+                            + decode_attention_flops(b, context + 1, hq, hd))  # fmt: skip
         by = ks.n_layers * (sum(gemm_bytes(b, *ks.shapes[k], w_bytes=wb) for k in GEMM_KINDS)
-                            + decode_attention_bytes(b, context, hq, hkv, hd))  # fmt: skip
+                            + decode_attention_bytes(b, context + 1, hq, hkv, hd))  # fmt: skip
         fl += gemm_flops(b, *ks.shapes["lm_head"])
         by += gemm_bytes(b, *ks.shapes["lm_head"], w_bytes=wb)
         t = s["total_ms"] / 1e3

@@ -6,7 +6,7 @@ Measured on NVIDIA AIConfigurator's vLLM kernel tables: the per-layer decode tim
 query / 8 KV heads, D = 4096, the shapes of `slimlib.model.priors`) at B = 1 and a `FLOOR_CONTEXT`-token context
 (the four projection and FFN GEMMs and the decode attention, `composition.KernelSet.decode_step`), at each TP
 degree of `FLOOR_TP`, against the bytes the kernels move on one GPU (its share of the layer's weights and of the
-KV, and the activations: the composition's `gemm_bytes` and `decode_attention_bytes`): the intercept of the
+KV, and the activations: the composition's `gemm_bytes` and the equations' `decode_attention_bytes`): the intercept of the
 least-squares line ``t = t_floor + bytes / (eff mem_bw)``. Each kernel has a latency that does not shrink with
 the bytes it reads (the GEMMs' about 3 us on an H100, the decode attention's more); TP divides the
 bytes, not the latencies. The all-reduces are the model's `ALLREDUCE` term, and the norms, activations and RoPE
@@ -19,10 +19,10 @@ import numpy as np
 
 from slimlib.experiments.kernel_timing.composition import (
     GEMM_KINDS,
-    decode_attention_bytes,
     gemm_bytes,
     kernel_set,
 )
+from slimlib.model.equations import decode_attention_bytes
 from slimlib.registry.gpus import get_gpu
 
 #: the model whose layer shapes are timed, the cached context of the one request, the TP degrees of the line
@@ -41,7 +41,7 @@ def layer_floor(gpu: str) -> tuple[float, float, np.ndarray, np.ndarray]:
         step = ks.decode_step([1.0], [float(FLOOR_CONTEXT)])
         secs.append(float(step[[*GEMM_KINDS, "attention"]].sum(axis=1).iloc[0]) / 1e3 / ks.n_layers)
         gemms = sum(float(gemm_bytes(1.0, *ks.shapes[kind])) for kind in GEMM_KINDS)
-        nbytes.append(gemms + float(decode_attention_bytes(1.0, FLOOR_CONTEXT, *ks.heads)))
+        nbytes.append(gemms + float(decode_attention_bytes(1.0, FLOOR_CONTEXT + 1, *ks.heads)))
     x, y = np.asarray(nbytes), np.asarray(secs)
     slope, intercept = np.polyfit(x / get_gpu(gpu).mem_bw, y, 1)
     return float(intercept), float(1.0 / slope), x, y

@@ -23,11 +23,11 @@ from slimlib.experiments.kernel_timing.moe_mla_terms import (
     mla_projection_params,
     moe_flops,
     moe_weight_bytes_touched,
-    roofline_time,
     weight_bytes,
 )
 from slimlib.experiments.outputs.plotting import category_color
 from slimlib.experiments.outputs.uncertainty import N_BOOT, ape, bootstrap_mean_ci
+from slimlib.model.terms.rooflines import roofline
 from slimlib.registry.gpus import get_gpu, gpu_label
 from slimlib.registry.precision import kv_bytes_per_element
 
@@ -131,7 +131,7 @@ def moe_points(
         peak = kernel_peak(gpu, str(dtype))
         mem_s, cmp_s = nbytes / gpu.mem_bw, flops / peak
         parts.append(g.assign(
-            roofline_ms=1e3 * roofline_time(nbytes, flops, gpu.mem_bw, peak),
+            roofline_ms=1e3 * roofline(flops, nbytes, peak, gpu.mem_bw, 1.0, 1.0),
             bound=np.where(cmp_s > mem_s, "compute", "memory"),
             knee_tokens=expert_touch_knee(g["n_experts"], g["top_k"]),
             shape=[shape_label(*v) for v in zip(g["hidden_size"], g["inter_size"], g["n_experts"], g["top_k"],
@@ -191,7 +191,7 @@ def mla_generation_points(
             lambda d: "auto" if d == "bfloat16" else d)])  # fmt: skip
         nbytes = mla_latent_bytes(g["batch_size"], g["context"], kvb)
         flops = mla_decode_flops(g["batch_size"], g["context"], g["n_heads"])
-        parts.append(g.assign(latent_ms=1e3 * roofline_time(nbytes, flops, gpu.mem_bw, gpu.peak_flops),
+        parts.append(g.assign(latent_ms=1e3 * roofline(flops, nbytes, gpu.peak_flops, gpu.mem_bw, 1.0, 1.0),
                               bound=np.where(flops / gpu.peak_flops > nbytes / gpu.mem_bw, "compute", "memory")))  # fmt: skip
     pts = pd.concat(parts)
     grp = ["gpu", "kernel_source", "kv_cache_dtype", "gemm_type", "n_heads", "batch_size"]
@@ -221,8 +221,8 @@ def mla_context_points(mla: pd.DataFrame | None = None, *, fit_max_tokens: int =
         gpu = get_gpu(str(gpu_name))
         params = mla_projection_params(g["n_heads"])
         proj_flops = 2.0 * g["batch_size"].astype(float) * g["input_len"].astype(float) * params
-        proj = roofline_time(
-            params * weight_bytes(str(gemm)), proj_flops, gpu.mem_bw, kernel_peak(gpu, str(gemm))
+        proj = roofline(
+            proj_flops, params * weight_bytes(str(gemm)), kernel_peak(gpu, str(gemm)), gpu.mem_bw, 1.0, 1.0
         )
         attn = mla_prefill_attention_flops(g["batch_size"], g["input_len"], g["n_heads"]) / kernel_peak(
             gpu, str(adt)

@@ -108,15 +108,6 @@ def expert_touch_knee(n_experts: ArrayLike, top_k: ArrayLike) -> FloatArray:
     return np.asarray(np.asarray(n_experts, dtype=float) / np.asarray(top_k, dtype=float))
 
 
-def roofline_time(
-    bytes_moved: ArrayLike, flops: ArrayLike, mem_bw: ArrayLike, peak_flops: ArrayLike
-) -> FloatArray:
-    """``max(bytes / bandwidth, FLOPs / peak)`` in seconds (efficiency 1)."""
-    b = np.asarray(bytes_moved, dtype=float) / np.asarray(mem_bw, dtype=float)
-    f = np.asarray(flops, dtype=float) / np.asarray(peak_flops, dtype=float)
-    return np.asarray(np.maximum(b, f))
-
-
 @dataclass(frozen=True)
 class MLAShape:
     """Multi-head latent attention dimensions of one architecture (`mla_shape`)."""

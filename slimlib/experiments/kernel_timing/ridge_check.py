@@ -38,7 +38,6 @@ from slimlib.data.aiconfigurator import (
     rank_heads,
 )
 from slimlib.errors import SlimError
-from slimlib.experiments.kernel_timing.composition import decode_attention_flops
 from slimlib.experiments.kernel_timing.moe_mla_terms import (
     EXPERT_MATRICES,
     expert_touch_knee,
@@ -47,7 +46,7 @@ from slimlib.experiments.kernel_timing.moe_mla_terms import (
     moe_flops,
     weight_bytes,
 )
-from slimlib.model.equations import FloatArray
+from slimlib.model.equations import FloatArray, decode_attention_flops
 from slimlib.model.features import attention_intensity
 from slimlib.model.params import ParamSpec
 from slimlib.model.serving import serving_config
@@ -255,7 +254,7 @@ def attention_regimes(attn: pd.DataFrame | None = None) -> pd.DataFrame:
     keys = ["gpu", "kv_cache_dtype", "n_heads", "n_kv_heads", "head_dim"]
     for (gpu, kvd, hq, hkv, d), grp in a.groupby(keys, sort=True):
         hw = get_gpu(str(gpu))
-        flops = decode_attention_flops(grp["batch_size"], grp["context"], int(hq), int(d))
+        flops = decode_attention_flops(grp["batch_size"], grp["context"] + 1, int(hq), int(d))
         achieved = flops / (grp["latency_ms"].to_numpy(dtype=float) / 1e3)
         b_kv = kv_bytes_per_element("auto" if kvd == "bfloat16" else str(kvd), 2.0)
         intensity = 2.0 * float(hq) / (float(hkv) * b_kv)

@@ -107,6 +107,13 @@ ENGINE_CPU = (
     "of trained models"
 )
 
+ENGINE_CPU_AMX = (
+    "the project's served-latency campaign on an Intel Xeon host with AMX (`data/engine-cpu-amx-medians.csv`: per "
+    "configuration the median over the passing repeats, from `data/engine-cpu-amx/`; device `cpu-amx`): `vllm bench "
+    "serve` at --max-concurrency B (a closed loop) on vLLM's CPU build, prefix caching off, scaled engine models "
+    "with random weights; measurements of the engine, not of trained models"
+)
+
 
 @dataclass(frozen=True)
 class Caption:
@@ -314,7 +321,7 @@ CAPTIONS: dict[str, Caption] = {
     ),
     "bca_slo_eval": Caption(
         "",
-        "extension (not in the paper): SLIM-BCA under TTFT/TPOT/E2E SLOs (issue 30)",
+        "extension (not in the paper): SLIM-BCA under TTFT/TPOT/E2E SLOs",
         "Per curve and SLO level (each limit the 25% or 75% quantile of the curve's measured values): the "
         "advisor's pick (TP, batch, binding constraint) against the measured best throughput per GPU, whether it "
         "meets the measured constraints and reaches 90% of the best.",
@@ -322,7 +329,7 @@ CAPTIONS: dict[str, Caption] = {
     ),
     "bca_slo_summary": Caption(
         "",
-        "extension (not in the paper): SLIM-BCA under TTFT/TPOT/E2E SLOs (issue 30)",
+        "extension (not in the paper): SLIM-BCA under TTFT/TPOT/E2E SLOs",
         "Per source and SLO level: share of picks meeting the measured constraints and reaching 90% of the "
         "measured best, with bootstrap 95% intervals over curves, and the profiling runs saved against the full "
         "sweep.",
@@ -330,7 +337,7 @@ CAPTIONS: dict[str, Caption] = {
     ),
     "bca_frontier": Caption(
         "",
-        "extension (not in the paper): predicted Pareto set of the deployment search (issue 30)",
+        "extension (not in the paper): predicted Pareto set of the deployment search",
         "Throughput per GPU against per-user output tokens/s over TP degrees, precisions and batch sizes on a "
         "node, predicted by the project model fitted on a few single-GPU runs, with Eq. 13's pick and the "
         "search's best marked.",
@@ -505,7 +512,7 @@ CAPTIONS: dict[str, Caption] = {
         "(batch B <= 4 -> B >= 8 and pre-knee -> post-knee, input and output length, IL = OL context, model size "
         "leave-largest-out, GPU transfer, tensor parallelism) and dataset, with folds and test rows; the last row is "
         "each candidate's worst axis, by which the recommended model is chosen.",
-        f"{EVAL}; {LLMIB}; {ENGINE_CPU}",
+        f"{EVAL}; {LLMIB}; {ENGINE_CPU}; {ENGINE_CPU_AMX}",
     ),
     "extrap_coverage": Caption(
         "",
@@ -513,7 +520,7 @@ CAPTIONS: dict[str, Caption] = {
         "Coverage of the 90% prediction intervals (a residual quantile learned in the extrapolation "
         "cross-validation, scaled by extrapolation distance, training error and parameter uncertainty) on held-out rows, nested (a fold's residual quantiles come from the other "
         "folds of its axis), per candidate, axis and dataset, with the median interval width high/low.",
-        f"{EVAL}; {LLMIB}; {ENGINE_CPU}",
+        f"{EVAL}; {LLMIB}; {ENGINE_CPU}; {ENGINE_CPU_AMX}",
     ),
     "extrap_paired": Caption(
         "",
@@ -521,14 +528,22 @@ CAPTIONS: dict[str, Caption] = {
         "Selection by extrapolation, paired: each candidate's throughput MAPE minus the recommended model's on the "
         "same held-out rows, per axis and dataset, with the paired bootstrap 95% interval, and the difference of "
         "the mean over the cells (the selection's tie-break).",
-        f"{EVAL}; {LLMIB}; {ENGINE_CPU}",
+        f"{EVAL}; {LLMIB}; {ENGINE_CPU}; {ENGINE_CPU_AMX}",
+    ),
+    "extrap_latency": Caption(
+        "",
+        "extension (not in the paper)",
+        "Served latencies by extrapolation: MAPE (%) [bootstrap 95% interval] and bias of the mean TTFT and TPOT "
+        "and their 50th, 90th and 99th percentiles over the requests, as the client measured them, on the held-out "
+        "rows of extrap_cv's folds that measured them, per candidate that predicts them.",
+        f"{MEMGAP_ONLINE}; {ENGINE_CPU_AMX}",
     ),
     "extrap_cv_models": Caption(
         "",
         "extension (not in the paper)",
         "Selection by extrapolation, per held-out model: the recommended model's throughput MAPE [bootstrap 95% "
         "interval] and bias in each cell of extrap_cv whose held-out rows hold several models, split by model.",
-        f"{EVAL}; {LLMIB}; {ENGINE_CPU}",
+        f"{EVAL}; {LLMIB}; {ENGINE_CPU}; {ENGINE_CPU_AMX}",
     ),
     "transfer_tp_mape": Caption(
         "",
@@ -778,7 +793,7 @@ NOTEBOOK_OUTPUTS: dict[str, tuple[str, ...]] = {
         "engine_bca_recommendations",
     ),
     "12_paper_differences": ("paper_differences",),
-    "13_model_selection": ("extrap_cv", "extrap_paired", "extrap_cv_models"),
+    "13_model_selection": ("extrap_cv", "extrap_paired", "extrap_latency", "extrap_cv_models"),
     "14_intervals": ("extrap_coverage",),
 }
 

@@ -306,11 +306,39 @@ def readme_block(figures_dir: str | Path = "figures") -> str:
 
 
 def sync_readme(readme: str | Path = "README.md", figures_dir: str | Path = "figures") -> bool:
-    """Regenerate the README's generated blocks from `figures_dir`: the paper-item table
-    (`captions.README_MARKERS`, from the captions registry) and the differences table (`README_MARKERS`); True when
-    the file changed. Run after `slim reproduce`; tests check that both agree with the outputs."""
-    items = replace_marked_block(readme, *captions.README_MARKERS, captions.readme_table(figures_dir))
-    return replace_marked_block(readme, *README_MARKERS, readme_block(figures_dir)) or items
+    """Regenerate the paper-item table of `readme` (between `captions.README_MARKERS`, from the captions registry);
+    True when the file changed."""
+    return replace_marked_block(readme, *captions.README_MARKERS, captions.readme_table(figures_dir))
+
+
+def sync_paper_doc(doc: str | Path = "docs/paper.md", figures_dir: str | Path = "figures") -> bool:
+    """Regenerate the differences table of `doc` (between `README_MARKERS`, `figures/paper_differences.md`); True
+    when the file changed."""
+    return replace_marked_block(doc, *README_MARKERS, readme_block(figures_dir))
+
+
+#: the generated tables of the documentation: (file under the repository, markers, output whose Markdown it shows)
+DOC_BLOCKS = (("docs/model.md", ("<!-- extrap_cv:start -->", "<!-- extrap_cv:end -->"), "extrap_cv"),)
+
+
+def sync_docs(repo: str | Path = ".", figures_dir: str | Path | None = None) -> list[str]:
+    """Regenerate every generated table of the README and the documentation from the outputs: the paper-item
+    table (`sync_readme`), the differences (`sync_paper_doc`) and `DOC_BLOCKS`; returns the files it changed. Run
+    after `slim reproduce`; tests check that they agree with the outputs."""
+    root = Path(repo)
+    figures = root / "figures" if figures_dir is None else Path(figures_dir)
+    changed = []
+    if sync_readme(root / "README.md", figures):
+        changed.append("README.md")
+    if sync_paper_doc(root / "docs" / "paper.md", figures):
+        changed.append("docs/paper.md")
+    for rel, (start, end), stem in DOC_BLOCKS:
+        path = figures / f"{stem}.md"
+        if not path.is_file():
+            raise DataError(f"{path}: missing; run `slim reproduce` first")
+        if replace_marked_block(root / rel, start, end, path.read_text(encoding="utf-8")):
+            changed.append(rel)
+    return changed
 
 
 def verdict_counts(table: pd.DataFrame) -> dict[str, int]:
@@ -331,3 +359,7 @@ __all__ = [
     "verdict_counts",
     "write_paper_differences",
 ]
+
+
+if __name__ == "__main__":
+    print("\n".join(f"updated {p}" for p in sync_docs()) or "every generated table is up to date")

@@ -77,7 +77,7 @@ def calibration_split(rows: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     return rows[mask].reset_index(drop=True), rows[~mask].reset_index(drop=True)
 
 
-def roofline(rows: pd.DataFrame) -> pd.DataFrame:
+def peer_roofline(rows: pd.DataFrame) -> pd.DataFrame:
     """Plain roofline prediction (uncalibrated; see the module docstring): pred_throughput_tok_s, pred_e2e_s."""
 
     out = []
@@ -141,7 +141,7 @@ def peer_table(
         base = ev[keys + ["throughput_tok_s"]]
         methods: dict[str, tuple[pd.Series, int, str]] = {
             SLIM_METHOD: (ev["pred_throughput_tok_s"], len(cal), ""),
-            "roofline": (roofline(ev)["pred_throughput_tok_s"], 0, ""),
+            "roofline": (peer_roofline(ev)["pred_throughput_tok_s"], 0, ""),
         }
         for tool, g in peers[peers["dataset"] == name].groupby("tool", sort=True):
             g = g.astype({k: float for k in keys[2:]})
