@@ -52,7 +52,9 @@ assert (side["repeat"] == 0).all() and (side["waves"] == 1).all() and (side["wal
 cpu = side[["cpu_user", "cpu_system", "cpu_steal", "cpu_idle"]]
 assert ((cpu >= 0) & (cpu <= 1)).all().all() and ((cpu.sum(axis=1) - 1).abs() < 0.01).all(), cpu
 assert (side["outside_cpu"] >= 0).all() and side["outside_load"].isin([True, False]).all(), side
-assert side["server_pid"].nunique() == 1 and side["server_started_utc"].nunique() == 1 and (side["load1"] >= 0).all()
+# one server, and one more where a flagged run was re-run (the re-runs start their own)
+servers = side.groupby("server_pid")["server_started_utc"].nunique()
+assert (servers == 1).all() and len(servers) <= 2 and (side["load1"] >= 0).all(), side
 manifest = json.load(open(f"{work}/camp/manifest.json"))
 assert manifest["protocol"]["min_waves"] == 1 and manifest["sessions"][-1]["server_starts"][0]["ready_s"] > 0
 assert len(manifest["results"]) == 3 and all(len(r["sha256"]) == 64 for r in manifest["results"])
