@@ -237,7 +237,7 @@ def _row_failures(row: dict, cache: dict, unchecked: dict[str, int]) -> list[tup
         skip("outside_load")
     elif load:
         steal = _num(row, "cpu_steal")
-        stolen = f", {100 * steal:.0f}% of CPU time stolen by the hypervisor" if steal > 0 else ""
+        stolen = f", {100 * steal:.2g}% of CPU time stolen by the hypervisor" if steal > 0 else ""
         out.append(("outside_load", f"outside load on the host during the run ({_num(row, 'outside_cpu'):.2f} "
                                     f"cores used by other processes{stolen})"))  # fmt: skip
     start = _time(row.get("started_utc"), where, "started_utc")
