@@ -322,3 +322,17 @@ def test_the_mixture_of_experts_dataset_is_defined_by_the_model_not_a_label(axes
     # the dense models' model fold (where Mixtral, larger than Qwen3-32B, would be validated as the largest dense)
     t = composed
     assert fold_rows(build_axis_folds(composed=t.drop(columns=["source"]))).equals(fold_rows(axes))
+
+
+def test_the_folds_of_named_datasets_are_the_whole_protocols(axes):
+    named = ("engine-cpu", "llmib", "aic-composed-moe")
+    some = build_axis_folds(datasets=named)
+    whole = [a for a in axes if a.dataset in named]
+    assert [(a.axis, a.dataset) for a in some] == [(a.axis, a.dataset) for a in whole]
+    for a, b in zip(some, whole, strict=True):
+        assert [f.label for f in a.folds] == [f.label for f in b.folds]
+        for f, g in zip(a.folds, b.folds, strict=True):
+            pd.testing.assert_frame_equal(f.train, g.train)
+            pd.testing.assert_frame_equal(f.test, g.test)
+    with pytest.raises(DataError, match=r"\['aic'\]: unknown"):
+        build_axis_folds(datasets=["engine-cpu", "aic"])

@@ -18,7 +18,7 @@ from slimlib.experiments.workers import fork_map
 @pytest.fixture(scope="module")
 def small_axes():
     """Two cells of the measured engine campaign: few folds, quick fits."""
-    return [a for a in build_axis_folds() if a.dataset == "engine-cpu" and a.axis in ("input", "output")]
+    return [a for a in build_axis_folds(datasets=["engine-cpu"]) if a.axis in ("input", "output")]
 
 
 def test_fork_map_gives_the_serial_loops_values_in_order():

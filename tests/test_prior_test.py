@@ -72,7 +72,7 @@ def test_a_bound_a_refit_reaches_is_tested_too():
     """The CPU engine's opt-1.3b-s8 curve at B <= 4 (the batch fold's training rows, measured): the free fit puts
     eta_attn on its bound; held at its prior, the refit puts eta_c on its bound 1, and that is tested in turn, both
     holds together against the free fit, so no parameter with a prior is left on a bound the rows do not resolve."""
-    axis = next(a for a in build_axis_folds() if a.axis == "batch" and a.dataset == "engine-cpu")
+    axis = next(a for a in build_axis_folds(datasets=["engine-cpu"]) if a.axis == "batch")
     df = next(f for f in axis.folds if f.label == "opt-1.3b-s8").train.drop(
         columns=LATENCIES
     )  # throughput only
@@ -118,7 +118,7 @@ def test_on_a_device_that_measures_the_efficiency_its_measurement_is_the_prior()
     assert device_prior("eta_c", cpu).median == pytest.approx(measured)
     assert device_prior("eta_c", get_gpu("h100-sxm-80gb")) is None
     assert device_prior("eta_attn", cpu) is None
-    axis = next(a for a in build_axis_folds() if a.axis == "batch" and a.dataset == "engine-cpu")
+    axis = next(a for a in build_axis_folds(datasets=["engine-cpu"]) if a.axis == "batch")
     df = next(f for f in axis.folds if f.label == "opt-1.3b-s8").train
     m = _fit(SlimModel(n_starts=2), df)
     assert m.params_["eta_c"] == pytest.approx(measured) and "decode_gemm_flops" in m.held_reasons_["eta_c"]
@@ -127,7 +127,7 @@ def test_on_a_device_that_measures_the_efficiency_its_measurement_is_the_prior()
 
 
 def test_a_few_point_fit_holds_the_devices_own_prior():
-    axis = next(a for a in build_axis_folds() if a.axis == "batch" and a.dataset == "engine-cpu")
+    axis = next(a for a in build_axis_folds(datasets=["engine-cpu"]) if a.axis == "batch")
     df = next(f for f in axis.folds if f.label == "opt-1.3b-s8").train.head(4).drop(columns=LATENCIES)
     m = _fit(SlimModel(n_starts=0), df)
     cpu = get_gpu("cpu")

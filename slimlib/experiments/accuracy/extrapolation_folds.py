@@ -43,12 +43,13 @@ GPU (no device fold).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 
 import pandas as pd
 
 from slimlib.data import available
+from slimlib.errors import DataError
 from slimlib.experiments.accuracy.composed_curves import (
     COMPOSED,
     COMPOSED_FP4,
@@ -193,23 +194,45 @@ def build_axis_folds(
     engine_offline: pd.DataFrame | None = None,
     composed: pd.DataFrame | None = None,
     engine_amx: pd.DataFrame | None = None,
+    datasets: Collection[str] | None = None,
 ) -> list[AxisFolds]:
     """Every (axis, dataset) of the protocol with its folds, in `AXES` order; tables default to the committed data
     (the CPU engine only where ``engine-cpu-medians`` exists, its offline campaign where ``data/engine-cpu-offline``
     does; `engine_offline` in `engine_offline_rows`' layout; `composed` in `composed_table`'s, its mixtures of
     experts' rows the dataset ``aic-composed-moe``, its FP8 and FP4 dense rows ``aic-composed-fp8`` and
-    ``aic-composed-fp4``). A table given as an empty frame is skipped."""
-    on = online_table() if online is None else online
-    off = offline_table() if offline is None else offline
-    eng = (engine_eval_rows() if available(ENGINE_TABLE) else None) if engine is None else engine
+    ``aic-composed-fp4``). A table given as an empty frame is skipped; `datasets` (default all) names the datasets
+    whose folds are built, and only their tables are read."""
+    unknown = sorted(set(datasets or ()) - set(DATASETS))
+    if unknown:
+        raise DataError(f"datasets {unknown}: unknown; the folds' datasets are {list(DATASETS)}")
+
+    def wanted(*names: str) -> bool:
+        return datasets is None or any(n in datasets for n in names)
+
+    empty = pd.DataFrame()
+    on = (online_table() if wanted("memgap-online") else empty) if online is None else online
+    off = (offline_table() if wanted("memgap-offline") else empty) if offline is None else offline
+    eng = (
+        (engine_eval_rows() if available(ENGINE_TABLE) and wanted("engine-cpu") else None)
+        if engine is None
+        else engine
+    )
     amx = (
-        (engine_eval_rows(table=AMX_TABLE) if available(AMX_TABLE) else None)
+        (engine_eval_rows(table=AMX_TABLE) if available(AMX_TABLE) and wanted("engine-cpu-amx") else None)
         if engine_amx is None
         else engine_amx
     )
-    lib = llmib_table() if llmib is None else llmib
-    eoff = engine_offline_rows() if engine_offline is None else engine_offline
-    comp_all = composed_table()[0] if composed is None else composed
+    lib = (llmib_table() if wanted("llmib") else empty) if llmib is None else llmib
+    eoff = (
+        (engine_offline_rows() if wanted("engine-cpu-offline") else empty)
+        if engine_offline is None
+        else engine_offline
+    )
+    if composed is None:
+        composed = (
+            composed_table()[0] if wanted(COMPOSED, COMPOSED_MOE, COMPOSED_FP8, COMPOSED_FP4) else empty
+        )
+    comp_all = composed
     dataset = composed_dataset(comp_all)
     comp, comp_moe, comp_fp8, comp_fp4 = (
         comp_all[dataset == name] for name in (COMPOSED, COMPOSED_MOE, COMPOSED_FP8, COMPOSED_FP4)
@@ -226,7 +249,7 @@ def build_axis_folds(
         COMPOSED_FP8: comp_fp8,
         COMPOSED_FP4: comp_fp4,
     }
-    tables = {k: v for k, v in tables.items() if v is not None and len(v)}
+    tables = {k: v for k, v in tables.items() if v is not None and len(v) and wanted(k)}
     out: list[AxisFolds] = []
 
     def add(axis: str, dataset: str, design: str, folds: list[Fold], transfer: bool = False) -> None:
@@ -291,8 +314,7 @@ def build_axis_folds(
         if name in tables:
             _add_composed(tables[name], add, batch_design, knee_design, name)
     if COMPOSED_MOE in tables:
-        dense = tables.get(COMPOSED, comp.iloc[:0])
-        _add_composed(tables[COMPOSED_MOE], add, batch_design, knee_design, COMPOSED_MOE, dense)
+        _add_composed(tables[COMPOSED_MOE], add, batch_design, knee_design, COMPOSED_MOE, comp)
     order = {a: i for i, a in enumerate(AXES)}
     return sorted(out, key=lambda a: order[a.axis])
 
