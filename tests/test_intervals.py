@@ -177,6 +177,21 @@ def test_residual_model_quantiles_of_a_known_distribution():
         ResidualModel.from_dict({**rm.to_dict(), "format": 2})  # the larger-of-two rule's form: refit
 
 
+def test_a_model_of_named_axes_has_their_parts_and_the_pooled_ones_as_the_whole_model_does():
+    rng = np.random.default_rng(2)
+    n = 3000
+    errors = pd.DataFrame({"axis": rng.choice(["batch", "input", "model"], n),
+                           "quantity": rng.choice(["throughput", "ttft"], n),
+                           "fold": rng.choice(list("abcd"), n), "distance": rng.uniform(0, 2, n),
+                           "log_error": 0.1 * rng.standard_normal(n)})  # fmt: skip
+    whole = ResidualModel.from_errors(errors, min_folds=3, moe_errors=errors.head(500))
+    part = ResidualModel.from_errors(errors, min_folds=3, moe_errors=errors.head(500), only_axes=("input",))
+    assert sorted(part.axes) == ["input", "pooled"] and part.axes["input"] == whole.axes["input"]
+    assert part.axes["pooled"] == whole.axes["pooled"]
+    assert part.moe is not None and whole.moe is not None and sorted(part.moe.axes) == ["input", "pooled"]
+    assert part.moe.axes["input"] == whole.moe.axes["input"]
+
+
 def test_the_scale_grows_with_the_extrapolation_distance_when_the_errors_do():
     """Errors whose spread grows as 1 + d: the learned scale picks a positive lambda, and the interval of a far row
     is wider than a near one's; the nested coverage of such errors is near nominal at both distances."""

@@ -51,6 +51,7 @@ part.
 from __future__ import annotations
 
 import math
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -227,12 +228,13 @@ class ResidualModel:
         source: str = "",
         min_folds: int = 1,
         moe_errors: pd.DataFrame | None = None,
+        only_axes: Collection[str] | None = None,
     ) -> ResidualModel:
         """From a table of held-out log errors: columns ``axis``, ``quantity``, ``log_error`` and, optional,
         ``distance`` (0), ``train_error`` (none), ``log_sd`` (0) and ``fold`` (one fold). An axis with fewer than
         `min_folds` folds gets no model of its own (its rows use `POOLED`, learned from every row). `moe_errors`,
         a table of the same form from mixtures of experts' held-out rows, gives the `moe` part (none if None or
-        empty)."""
+        empty). `only_axes` (default all) names the axes whose parts are learned; `POOLED` always is."""
         missing = [c for c in ("axis", "quantity", "log_error") if c not in errors.columns]
         if missing:
             raise DataError(f"residual model: the error table lacks column(s) {missing}")
@@ -243,13 +245,13 @@ class ResidualModel:
         ok = ok[np.isfinite(ok["log_error"].to_numpy(dtype=float))]
         out: dict[str, dict[str, AxisResiduals]] = {}
         for (axis, quantity), g in ok.groupby(["axis", "quantity"], sort=True):
-            if g["fold"].nunique() >= min_folds:
+            if (only_axes is None or axis in only_axes) and g["fold"].nunique() >= min_folds:
                 out.setdefault(str(axis), {})[str(quantity)] = _learn(g)
         for quantity, g in ok.groupby("quantity", sort=True):
             out.setdefault(POOLED, {})[str(quantity)] = _learn(g)
         moe = None
         if moe_errors is not None and len(moe_errors):
-            moe = cls.from_errors(moe_errors, min_folds=min_folds)
+            moe = cls.from_errors(moe_errors, min_folds=min_folds, only_axes=only_axes)
         return cls(out, source, method, moe)
 
     def has(self, axis: str, quantity: str) -> bool:

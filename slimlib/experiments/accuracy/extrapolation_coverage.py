@@ -96,15 +96,17 @@ def _nested_bounds(e: pd.DataFrame, m: pd.DataFrame, moe: np.ndarray, level: flo
     learn = m[~m["dataset"].isin(NOT_FOR_INTERVALS)]
     learn_moe = m[m["dataset"] == COMPOSED_MOE]
     main_folds, moe_folds = set(learn["fold"]), set(learn_moe["fold"])
-    learned: dict[tuple[str | None, str | None], ResidualModel] = {}
+    learned: dict[tuple[str, str | None, str | None], ResidualModel] = {}
     for fold, here in m.groupby("fold", sort=False):
-        # a fold outside a part's learning rows leaves that part as learned on all of them: learned once
-        key = (fold if fold in main_folds else None, fold if fold in moe_folds else None)
+        axis = str(here["axis"].iloc[0])
+        # a fold outside a part's learning rows leaves that part as learned on all of them: learned once; a fold's
+        # rows read their own axis's part and the pooled one only, so only those are learned
+        key = (axis, fold if fold in main_folds else None, fold if fold in moe_folds else None)
         if key not in learned:
             learned[key] = ResidualModel.from_errors(learn[learn["fold"] != fold], min_folds=MIN_AXIS_FOLDS,
-                                                     moe_errors=learn_moe[learn_moe["fold"] != fold])  # fmt: skip
+                                                     moe_errors=learn_moe[learn_moe["fold"] != fold],
+                                                     only_axes=(axis,))  # fmt: skip
         rm = learned[key]
-        axis = str(here["axis"].iloc[0])
         for quantity, h in here.groupby("quantity", sort=False):
             pos = e.index.get_indexer(h.index)
             half = residual_half_widths(rm, [[axis]] * len(h), str(quantity), level,
