@@ -70,6 +70,24 @@ def _zero_config(tmp: Path, key: str) -> Path:
     return path
 
 
+#: the smallest configs of a mixture of experts (Mixtral's keys) and of latent attention with experts (DeepSeek-V3's)
+MOE_CONFIG = {"model_type": "mixtral", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+              "num_key_value_heads": 2, "intermediate_size": 128, "vocab_size": 1000, "num_local_experts": 8,
+              "num_experts_per_tok": 2, "max_position_embeddings": 4096, "torch_dtype": "bfloat16"}  # fmt: skip
+MLA_CONFIG = {"model_type": "deepseek_v3", "hidden_size": 64, "num_hidden_layers": 3, "num_attention_heads": 4,
+              "vocab_size": 1000, "intermediate_size": 128, "moe_intermediate_size": 32, "n_routed_experts": 8,
+              "num_experts_per_tok": 2, "n_shared_experts": 1, "first_k_dense_replace": 1, "kv_lora_rank": 32,
+              "q_lora_rank": 48, "qk_nope_head_dim": 16, "qk_rope_head_dim": 8, "v_head_dim": 16,
+              "max_position_embeddings": 4096, "topk_method": "noaux_tc", "torch_dtype": "bfloat16"}  # fmt: skip
+
+
+def _impossible(tmp: Path, base: dict[str, object], **override: object) -> Path:
+    """A config.json of `base` with `override`: a model that cannot exist."""
+    path = tmp / "config.json"
+    path.write_text(json.dumps({**base, **override}))
+    return path
+
+
 @dataclass
 class Case:
     name: str
@@ -630,6 +648,74 @@ CASES = [
         "a missing required option is one line too",
         lambda t: _s("advise", _params(t), "--input-len", 100, "--output-len", 100),
         r"the following arguments are required: --model; see `slim advise --help`",
+    ),
+    # -- models that cannot exist: refused by the config reader, naming the key ---------------------------------
+    Case(
+        "models: more experts per token than experts",
+        lambda t: _s("models", _impossible(t, MOE_CONFIG, num_experts_per_tok=9)),
+        r"key 'num_experts_per_tok' is 9: a token is routed to 1 to 8 experts",
+    ),
+    Case(
+        "models: no experts per token",
+        lambda t: _s("models", _impossible(t, MOE_CONFIG, num_experts_per_tok=0)),
+        r"key 'num_experts_per_tok' is 0",
+    ),
+    Case(
+        "models: zero experts in an MoE config, not read as dense",
+        lambda t: _s("models", _impossible(t, MOE_CONFIG, num_local_experts=0)),
+        r"key 'num_local_experts' is 0: a mixture of experts routes among 2 to",
+    ),
+    Case(
+        "models: one expert",
+        lambda t: _s("models", _impossible(t, MOE_CONFIG, num_local_experts=1)),
+        r"key 'num_local_experts' is 1",
+    ),
+    Case(
+        "models: a billion experts",
+        lambda t: _s("models", _impossible(t, MOE_CONFIG, num_local_experts=1000000000)),
+        r"key 'num_local_experts' is 1000000000: a mixture of experts routes among 2 to 16384",
+    ),
+    Case(
+        "models: an expert FFN width of 0",
+        lambda t: _s("models", _impossible(t, MOE_CONFIG, intermediate_size=0)),
+        r"key 'intermediate_size' \(the experts' FFN width\) must be a positive integer",
+    ),
+    Case(
+        "models: zero routed experts with latent attention",
+        lambda t: _s("models", _impossible(t, MLA_CONFIG, n_routed_experts=0)),
+        r"key 'n_routed_experts' is 0",
+    ),
+    Case(
+        "models: no layer is a mixture of experts",
+        lambda t: _s("models", _impossible(t, MLA_CONFIG, first_k_dense_replace=3)),
+        r"no layer of the 3 is a mixture of experts",
+    ),
+    Case(
+        "models: an MoE layer step of 0",
+        lambda t: _s("models", _impossible(t, MLA_CONFIG, moe_layer_freq=0)),
+        r"key 'moe_layer_freq' must be a positive integer, got 0",
+    ),
+    Case(
+        "models: kv_lora_rank 0",
+        lambda t: _s("models", _impossible(t, MLA_CONFIG, kv_lora_rank=0)),
+        r"key 'kv_lora_rank' must be a positive integer, got 0",
+    ),
+    Case(
+        "models: qk_rope_head_dim 0",
+        lambda t: _s("models", _impossible(t, MLA_CONFIG, qk_rope_head_dim=0)),
+        r"key 'qk_rope_head_dim' must be a positive integer",
+    ),
+    Case(
+        "models: max_position_embeddings 0",
+        lambda t: _s("models", _impossible(t, MOE_CONFIG, max_position_embeddings=0)),
+        r"key 'max_position_embeddings' is 0: the longest sequence the model takes must be positive",
+    ),
+    Case(
+        "bench model --kv-heads 5 for 4 query heads",
+        lambda t: _s(
+            "bench", "model", "llama-2-7b", "--divide", 8, "--heads", 4, "--kv-heads", 5, "--out", t / "m"
+        ),
+        r"llama-2-7b as scaled: 4 query heads are not a multiple of 5 KV heads",
     ),
     # -- messages that say what is wrong --------------------------------------------------------------------
     Case(

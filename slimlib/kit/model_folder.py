@@ -24,6 +24,7 @@ import numpy as np
 from slimlib.errors import DataError
 from slimlib.io import write_text
 from slimlib.registry.architectures import Architecture, architecture_from_config, get_architecture
+from slimlib.registry.config_reader import shapes_from_config
 
 __all__ = ["Scaling", "model_config", "write_model_folder", "NOTE_FILE"]
 
@@ -152,6 +153,9 @@ def model_config(source: str | os.PathLike[str] | Architecture, scaling: Scaling
         raise DataError(f"{label}: hidden size {hidden} is not a multiple of the {heads} heads")
     config["_name_or_path"] = name or (label if k == 1 else f"{label}-s{k}")
     config.update({"bos_token_id": 0, "eos_token_id": 1, "pad_token_id": 2})
+    shapes_from_config(
+        config, f"{label} as scaled"
+    )  # the registry's parser refuses a model that cannot exist
     return config
 
 

@@ -189,6 +189,13 @@ class _Keys:
             raise DataError(f"{self.where}: key {keys[0]!r} must be a non-negative integer, got {value!r}")
         return int(value)
 
+    def positive(self, *keys: str, default: int | None = None) -> int:
+        """`integer`, and above 0: a count or width of 0 is refused, naming the key."""
+        value = self.integer(*keys, default=default)
+        if value == 0:
+            raise DataError(f"{self.where}: key {keys[0]!r} must be a positive integer, got 0")
+        return value
+
     def int_list(self, key: str, length: int) -> list[int]:
         """A per-layer list of integers (0/1 flags, indices) of `length` entries, or a DataError naming the key."""
         value = self.get(key, default=[])
@@ -326,12 +333,20 @@ _CONVENTIONS: dict[str, dict[str, Any]] = {
 }
 
 
+#: keys that give the longest sequence a model takes
+POSITION_KEYS = ("max_position_embeddings", "n_positions", "seq_length")
+#: the most routed experts a config may declare: 18x the most of the 117 published configs in the data mirror
+#: (896, Kimi-K3); more is refused as a mistake
+MAX_EXPERTS = 16384
+
+
 def _moe_layers(c: _Keys, layout: str, layers: int) -> tuple[list[bool], dict[str, Any]]:
     """Which layers are MoE, and the expert shapes: (flags, {n_experts, top_k, width, dense_width, n_shared,
     shared_width}): routed experts of `width`, dense layers of `dense_width`, `n_shared` shared experts of
     `shared_width`."""
     if layout == "all":  # Mixtral, MiniMax-M2, gpt-oss: every layer, experts of width intermediate_size
-        n_exp, width = c.integer("num_local_experts"), c.integer("intermediate_size")
+        keys = ("num_local_experts", "intermediate_size")
+        n_exp, width = c.integer(keys[0]), c.integer(keys[1])
         flags, dense_width, n_shared, shared = [True] * layers, width, 0, width
         if c.integer("shared_intermediate_size", default=0):
             raise DataError(f"{c.where}: key 'shared_intermediate_size' > 0 (shared experts) is not read for a "
@@ -339,32 +354,53 @@ def _moe_layers(c: _Keys, layout: str, layers: int) -> tuple[list[bool], dict[st
     elif (
         layout == "qwen"
     ):  # Qwen3-MoE: layer i is MoE unless in mlp_only_layers, every decoder_sparse_step-th
-        n_exp, width = c.integer("num_experts"), c.integer("moe_intermediate_size")
-        step, only = c.integer("decoder_sparse_step", default=1), set(c.int_list("mlp_only_layers", 0))
+        keys = ("num_experts", "moe_intermediate_size")
+        n_exp, width = c.integer(keys[0]), c.integer(keys[1])
+        step, only = c.positive("decoder_sparse_step", default=1), set(c.int_list("mlp_only_layers", 0))
         flags = [i not in only and n_exp > 0 and step > 0 and (i + 1) % step == 0 for i in range(layers)]
         dense_width, n_shared, shared = c.integer("intermediate_size"), 0, width
         if c.integer("shared_expert_intermediate_size", default=0):
             raise DataError(f"{c.where}: key 'shared_expert_intermediate_size' > 0 (a gated shared expert) is not "
                             "read for a qwen3_moe config; this model is refused")  # fmt: skip
     elif layout == "llama4":  # Llama 4: every interleave_moe_layer_step-th layer, one shared expert beside
-        n_exp, width = c.integer("num_local_experts"), c.integer("intermediate_size")
-        step = c.integer("interleave_moe_layer_step", default=1)
+        keys = ("num_local_experts", "intermediate_size")
+        n_exp, width = c.integer(keys[0]), c.integer(keys[1])
+        step = c.positive("interleave_moe_layer_step", default=1)
         flags = [step > 0 and (i + 1) % step == 0 for i in range(layers)]
         dense_width, n_shared, shared = c.integer("intermediate_size_mlp"), 1, width
     elif layout == "deepseek":  # DeepSeek-V2/V3, Kimi-K2: dense first_k_dense_replace layers, then MoE
-        n_exp, width = c.integer("n_routed_experts"), c.integer("moe_intermediate_size")
-        first, freq = c.integer("first_k_dense_replace", default=0), c.integer("moe_layer_freq", default=1)
+        keys = ("n_routed_experts", "moe_intermediate_size")
+        n_exp, width = c.integer(keys[0]), c.integer(keys[1])
+        first, freq = c.integer("first_k_dense_replace", default=0), c.positive("moe_layer_freq", default=1)
         flags = [i >= first and freq > 0 and i % freq == 0 for i in range(layers)]
         dense_width, shared = c.integer("intermediate_size"), width
         n_shared = c.integer("n_shared_experts", default=0)
     else:  # step: Step-3.x-Flash: dense first_k_dense_replace layers, shared experts of share_expert_dim
-        n_exp, width = c.integer("num_experts"), c.integer("moe_intermediate_size")
+        keys = ("num_experts", "moe_intermediate_size")
+        n_exp, width = c.integer(keys[0]), c.integer(keys[1])
         first = c.integer("first_k_dense_replace", default=0)
         flags = [i >= first for i in range(layers)]
         n_shared = c.integer("n_shared_experts", default=0)
         dense_width, shared = c.integer("intermediate_size"), c.integer("share_expert_dim", default=width)
-    shapes = dict(n_experts=n_exp, top_k=c.integer("num_experts_per_tok"), width=width, dense_width=dense_width,
-                  n_shared=n_shared, shared_width=shared)  # fmt: skip
+    top_k = c.integer("num_experts_per_tok")
+    if not 2 <= n_exp <= MAX_EXPERTS:
+        raise DataError(f"{c.where}: key {keys[0]!r} is {n_exp}: a mixture of experts routes among 2 to "
+                        f"{MAX_EXPERTS} experts; a dense model's config has no expert keys")  # fmt: skip
+    if not 1 <= top_k <= n_exp:
+        raise DataError(f"{c.where}: key 'num_experts_per_tok' is {top_k}: a token is routed to 1 to {n_exp} "
+                        f"experts ({keys[0]!r})")  # fmt: skip
+    if width == 0:
+        raise DataError(
+            f"{c.where}: key {keys[1]!r} (the experts' FFN width) must be a positive integer, got 0"
+        )
+    if not any(flags):
+        raise DataError(f"{c.where}: no layer of the {layers} is a mixture of experts (see "
+                        "'first_k_dense_replace', 'mlp_only_layers' and the MoE layer step); refused")  # fmt: skip
+    if dense_width == 0 and not all(flags):
+        raise DataError(f"{c.where}: key 'intermediate_size' (the dense layers' FFN width) must be a positive "
+                        "integer, got 0")  # fmt: skip
+    shapes = dict(n_experts=n_exp, top_k=top_k, width=width, dense_width=dense_width, n_shared=n_shared,
+                  shared_width=shared)  # fmt: skip
     return flags, shapes
 
 
@@ -405,21 +441,21 @@ def _sliding_layers(c: _Keys, window_rule: str, layers: int) -> tuple[int, int]:
 def _read_decoder(c: _Keys, family: str) -> dict[str, Any]:
     """Fields of a Llama-lineage decoder (dense, MoE, MLA) and its exact parameter counts (`count_decoder`)."""
     conv = _CONVENTIONS.get(family, {})
-    d, layers = c.integer("hidden_size"), c.integer("num_hidden_layers")
-    heads, vocab = c.integer("num_attention_heads"), c.integer("vocab_size")
+    d, layers = c.positive("hidden_size"), c.positive("num_hidden_layers")
+    heads, vocab = c.positive("num_attention_heads"), c.positive("vocab_size")
     kv = c.integer("num_key_value_heads", default=heads)
     kw: dict[str, Any] = dict(n_layers=layers, hidden_size=d, n_heads=heads, n_kv_heads=kv, ffn_kind="gated",
                               vocab_size=vocab, max_position=c.integer("max_position_embeddings", default=0))  # fmt: skip
     if conv.get("mla"):  # multi-head latent attention: the KV heads are the query heads, over the latent
-        mla = dict(q_lora_rank=c.integer("q_lora_rank", default=0), kv_lora_rank=c.integer("kv_lora_rank"),
-                   qk_nope_head_dim=c.integer("qk_nope_head_dim"), qk_rope_head_dim=c.integer("qk_rope_head_dim"),
-                   v_head_dim=c.integer("v_head_dim"))  # fmt: skip
+        mla = dict(q_lora_rank=c.integer("q_lora_rank", default=0), kv_lora_rank=c.positive("kv_lora_rank"),
+                   qk_nope_head_dim=c.positive("qk_nope_head_dim"), qk_rope_head_dim=c.positive("qk_rope_head_dim"),
+                   v_head_dim=c.positive("v_head_dim"))  # fmt: skip
         attention = mla_params(d, heads, **mla)
         kw.update(mla, n_kv_heads=heads, head_dim=mla["qk_nope_head_dim"] + mla["qk_rope_head_dim"])
         if bool(c.get("attention_bias", default=False)):
             raise DataError(f"{c.where}: key 'attention_bias' true is not read for latent attention; refused")
     else:
-        hd = _head_dim(c, d, heads, c.integer("head_dim") if c.get("head_dim") is not None else None)
+        hd = _head_dim(c, d, heads, c.positive("head_dim") if c.get("head_dim") is not None else None)
         attn_bias = bool(c.get("attention_bias", default=False))
         qk = conv.get("qk_norm")
         if qk == "minimax":
@@ -458,7 +494,7 @@ def _read_decoder(c: _Keys, family: str) -> dict[str, Any]:
                   n_experts=m["n_experts"], experts_per_token=m["top_k"], n_dense_layers=n_dense,
                   n_shared_experts=m["n_shared"], shared_ffn_size=m["shared_width"] if m["n_shared"] else 0)  # fmt: skip
     else:
-        ffn = c.integer("intermediate_size")
+        ffn = c.positive("intermediate_size")
         counts = count_decoder(**common, dense_ffn=ffn_params(d, ffn, "gated", mlp_bias))
         kw.update(ffn_size=ffn)
     kw.update(n_params=counts.total, n_active_params=counts.active, expert_params=counts.experts,
@@ -471,11 +507,11 @@ def _read_classic(c: _Keys, style: str) -> dict[str, Any]:
     kw: dict[str, Any]
     count: dict[str, Any]
     if style == "opt":
-        d = c.integer("hidden_size")
-        layers = c.integer("num_hidden_layers")
-        heads = c.integer("num_attention_heads")
-        ffn = c.integer("ffn_dim")
-        vocab = c.integer("vocab_size")
+        d = c.positive("hidden_size")
+        layers = c.positive("num_hidden_layers")
+        heads = c.positive("num_attention_heads")
+        ffn = c.positive("ffn_dim")
+        vocab = c.positive("vocab_size")
         max_pos = c.integer("max_position_embeddings", default=2048)
         embed = c.integer("word_embed_proj_dim", default=d)
         bias = bool(c.get("enable_bias", default=True))
@@ -496,12 +532,12 @@ def _read_classic(c: _Keys, style: str) -> dict[str, Any]:
             final_norm=final,
         )
     elif style == "phi":  # Phi-1/1.5/2: parallel attention and MLP off one LayerNorm, biases everywhere
-        d = c.integer("hidden_size")
-        layers = c.integer("num_hidden_layers")
-        heads = c.integer("num_attention_heads")
+        d = c.positive("hidden_size")
+        layers = c.positive("num_hidden_layers")
+        heads = c.positive("num_attention_heads")
         kv = c.integer("num_key_value_heads", default=heads)
-        ffn = c.integer("intermediate_size")
-        vocab = c.integer("vocab_size")
+        ffn = c.positive("intermediate_size")
+        vocab = c.positive("vocab_size")
         hd = _head_dim(c, d, heads)
         kw = dict(n_layers=layers, hidden_size=d, n_heads=heads, n_kv_heads=kv, head_dim=hd, ffn_size=ffn)
         kw.update(
@@ -518,11 +554,11 @@ def _read_classic(c: _Keys, style: str) -> dict[str, Any]:
             lm_head_bias=True,
         )
     elif style == "gptj":
-        d = c.integer("n_embd")
-        layers = c.integer("n_layer")
-        heads = c.integer("n_head")
+        d = c.positive("n_embd")
+        layers = c.positive("n_layer")
+        heads = c.positive("n_head")
         ffn = c.integer("n_inner", default=4 * d)
-        vocab = c.integer("vocab_size")
+        vocab = c.positive("vocab_size")
         hd = _head_dim(c, d, heads)
         kw = dict(n_layers=layers, hidden_size=d, n_heads=heads, n_kv_heads=heads, head_dim=hd, ffn_size=ffn)
         kw.update(ffn_kind="mlp", vocab_size=vocab, max_position=c.integer("n_positions", default=2048))
@@ -535,10 +571,10 @@ def _read_classic(c: _Keys, style: str) -> dict[str, Any]:
             lm_head_bias=True,
         )
     elif style == "bloom":
-        d = c.integer("hidden_size", "n_embed")
-        layers = c.integer("n_layer", "num_hidden_layers")
-        heads = c.integer("n_head", "num_attention_heads")
-        vocab = c.integer("vocab_size")
+        d = c.positive("hidden_size", "n_embed")
+        layers = c.positive("n_layer", "num_hidden_layers")
+        heads = c.positive("n_head", "num_attention_heads")
+        vocab = c.positive("vocab_size")
         hd = _head_dim(c, d, heads)
         kw = dict(
             n_layers=layers, hidden_size=d, n_heads=heads, n_kv_heads=heads, head_dim=hd, ffn_size=4 * d
@@ -556,9 +592,9 @@ def _read_classic(c: _Keys, style: str) -> dict[str, Any]:
             embed_norm=True,
         )
     else:  # falcon
-        d = c.integer("hidden_size")
-        layers = c.integer("num_hidden_layers", "n_layer")
-        heads = c.integer("num_attention_heads", "n_head")
+        d = c.positive("hidden_size")
+        layers = c.positive("num_hidden_layers", "n_layer")
+        heads = c.positive("num_attention_heads", "n_head")
         new_arch = bool(c.get("new_decoder_architecture", default=False))
         if new_arch:
             kv = c.integer("num_kv_heads", "n_head_kv", default=heads)
@@ -567,7 +603,7 @@ def _read_classic(c: _Keys, style: str) -> dict[str, Any]:
         else:
             kv = heads
         ffn = c.integer("ffn_hidden_size", default=4 * d)
-        vocab = c.integer("vocab_size")
+        vocab = c.positive("vocab_size")
         hd = _head_dim(c, d, heads)
         bias = bool(c.get("bias", default=False))
         if new_arch and c.get("num_ln_in_parallel_attn", default=2) == 2:
@@ -685,6 +721,10 @@ def shapes_from_config(data: dict[str, Any], where: str, quantization: str = "")
         )
     nbytes = _dtype_bytes(c)
     kw.update(kv_bytes=nbytes, weight_bytes=nbytes, family=family, quantization=own or quantization)
+    for key in POSITION_KEYS:
+        if key in text and text[key] is not None and not isinstance(text[key], bool) and text[key] == 0:
+            raise DataError(f"{where}: key {key!r} is 0: the longest sequence the model takes must be positive "
+                            "(leave the key out where it has no limit)")  # fmt: skip
     if kw["n_kv_heads"] == 0 or kw["n_heads"] % kw["n_kv_heads"]:
         raise DataError(
             f"{where}: {kw['n_heads']} query heads are not a multiple of {kw['n_kv_heads']} KV heads"
