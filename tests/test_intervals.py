@@ -31,6 +31,7 @@ from slimlib.model.intervals import (
     INTERVAL_QUANTITIES,
     MOE_NARROW_AXES,
     POOLED,
+    Domain,
     IntervalWarning,
     ResidualModel,
     conformal_prob,
@@ -547,3 +548,61 @@ def test_a_mixture_of_experts_is_warned_only_of_the_quantities_without_a_moe_par
     assert (np.log(pred[hi] / pred[lo]) > 2 * np.log(alone[hi] / alone[lo])).all()
     lo, hi = INTERVAL_COLUMNS["tpot"]
     np.testing.assert_allclose(pred[hi] / pred[lo], alone[hi] / alone[lo])
+
+
+def _corrupt(doc: dict, path: str, value: object) -> dict:
+    """`doc` (a parameter file's content, copied) with the field at the dotted `path` set to `value`."""
+    out = json.loads(json.dumps(doc))
+    *parents, last = path.split(".")
+    here = out
+    for key in parents:
+        here = here[int(key)] if key.isdigit() else here[key]
+    if last.isdigit():
+        here[int(last)] = value
+    else:
+        here[last] = value
+    return out
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "message"),
+    [
+        (
+            "intervals.residuals.axes.batch.throughput.quantiles.3",
+            None,
+            r"'intervals.residuals' is malformed",
+        ),
+        (
+            "intervals.residuals.axes.batch.throughput.quantiles.0",
+            -1.0,
+            r"its quantiles are not finite, non-neg",
+        ),
+        ("intervals.residuals.axes.batch.throughput.quantiles.200", 1e9, r"ordered up to at most 10000"),
+        ("intervals.residuals.axes.pooled.e2e.quantiles.100", 0.0, r"pooled/e2e: its quantiles .* ordered"),
+        (
+            "intervals.residuals.axes.batch.throughput.lambda",
+            -1.0,
+            r"batch/throughput: lambda is -1.0, not a finite number >= 0",
+        ),
+        ("intervals.residuals.axes.batch.throughput.kappa", 1e400, r"kappa is inf"),
+        ("intervals.residuals.axes.batch.throughput.beta", -0.5, r"beta is -0.5"),
+        ("intervals.residuals.axes.batch.throughput.n", -3, r"it counts -3 rows"),
+        ("intervals.residuals.axes", {}, r"has no pooled part"),
+        ("intervals.domain.max.batch_size", float("nan"), r"gives batch_size a maximum of nan"),
+        ("intervals.domain.max.input_len", -128, r"gives input_len a maximum of -128.0"),
+        ("corr.matrix.0.1", 5.0, r"'corr' is not a correlation matrix"),
+        ("stderr.t_fixed", -1.0, r"'stderr' of 't_fixed' is -1.0"),
+    ],
+)
+def test_a_corrupted_parameter_file_is_refused_naming_the_field(slim_fitted, path, value, message):
+    rng = np.random.default_rng(3)
+    errors = pd.concat([pd.DataFrame({"axis": "batch", "quantity": q, "fold": rng.integers(0, 4, 200),
+                                      "log_error": 0.1 * rng.standard_normal(200)})
+                        for q in ("throughput", "e2e")])  # fmt: skip
+    doc = json.loads(slim_fitted.to_json())
+    doc["intervals"] = {"residuals": ResidualModel.from_errors(errors).to_dict(),
+                        "domain": Domain({"batch_size": 64.0, "input_len": 512.0}, ("llama-2-7b",), GPU).to_dict()}  # fmt: skip
+    load_params(json.dumps(doc))  # the intact file loads
+    bad = _corrupt(doc, path, value)
+    with pytest.raises(DataError, match=message):
+        load_params(json.dumps(bad))

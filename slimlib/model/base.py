@@ -433,6 +433,10 @@ class Estimator(ABC):
         order += [k for k in params if k not in order]  # JSON objects are written with sorted keys
         self.params_ = {k: float(params[k]) for k in order}
         self.stderr_ = {k: _float(v) for k, v in dict(d.get("stderr") or {}).items()}
+        bad = [k for k, v in self.stderr_.items() if math.isinf(v) or v < 0]
+        if bad:
+            raise DataError(f"{where}: field 'stderr' of {bad[0]!r} is {self.stderr_[bad[0]]}: a standard error is "
+                            "a finite number >= 0 (null where unknown); refit with `slim fit`")  # fmt: skip
         self.fit_info_ = dict(d.get("fit") or {})
         self._set_state(dict(d.get("state") or {}), where)
         intervals = d.get("intervals")

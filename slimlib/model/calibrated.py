@@ -780,6 +780,10 @@ def _read_corr(d: Any, free: list[str], where: str) -> pd.DataFrame:
         raise DataError(
             f"{where}: field 'corr' does not match the free parameters {free}; refit with `slim fit`"
         )
+    known = m[np.isfinite(m)]
+    if np.isinf(m).any() or (np.abs(known) > 1.0 + 1e-9).any() or not np.allclose(m, m.T, equal_nan=True):
+        raise DataError(f"{where}: field 'corr' is not a correlation matrix (symmetric, entries in [-1, 1]); "
+                        "refit with `slim fit`")  # fmt: skip
     return pd.DataFrame(m, index=names, columns=names)
 
 

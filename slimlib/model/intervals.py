@@ -89,6 +89,9 @@ KAPPAS = (0.0, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0)
 E_FLOOR = 0.02
 #: |log error| below which a score counts at this value when (lambda, beta, kappa) are chosen (log of 0)
 SCORE_FLOOR = 1e-4
+#: the largest scaled score a stored residual model may hold: a log error of 200 at the smallest scale (`E_FLOOR`);
+#: the package's own models stay below 20
+MAX_SCORE = 1e4
 #: version of the residual model's stored form (1: signed quantiles per axis, without scale; 2: scale without the
 #: parameter part, used with the larger-of-two rule; both refused); its ``moe`` field is optional (a file without
 #: one has no MoE part, and its mixtures of experts' rows are warned of)
@@ -204,6 +207,23 @@ def _learn(g: pd.DataFrame) -> AxisResiduals:
     scores = r / scale(d, e, lam, beta, s, kappa)
     return AxisResiduals(lam, beta, kappa, tuple(float(x) for x in np.quantile(scores, GRID, method="inverted_cdf")), int(r.size),
                          int(g["fold"].nunique()), med)  # fmt: skip
+
+
+def _impossible_part(v: AxisResiduals) -> str | None:
+    """What makes a stored `AxisResiduals` impossible (None where nothing does): scale terms that are not finite
+    numbers >= 0, quantiles that are not finite, non-negative, ordered and at most `MAX_SCORE`, counts below 1."""
+    terms = {"lambda": v.lam, "beta": v.beta, "kappa": v.kappa}
+    for name, x in terms.items():
+        if not (math.isfinite(x) and x >= 0):
+            return f"{name} is {x}, not a finite number >= 0"
+    q = np.asarray(v.quantiles, dtype=float)
+    if not np.isfinite(q).all() or (q < 0).any() or (np.diff(q) < 0).any() or q[-1] > MAX_SCORE:
+        return f"its quantiles are not finite, non-negative and ordered up to at most {MAX_SCORE:g}"
+    if v.n < 1 or v.n_folds < 1:
+        return f"it counts {v.n} rows in {v.n_folds} folds"
+    if v.train_error is not None and not (math.isfinite(v.train_error) and v.train_error >= 0):
+        return f"its train_error is {v.train_error}"
+    return None
 
 
 @dataclass(frozen=True)
@@ -345,6 +365,15 @@ class ResidualModel:
         bad = [f"{a}/{k}" for a, per in axes.items() for k, v in per.items() if len(v.quantiles) != len(GRID)]
         if bad:
             raise DataError(f"{where}: residual quantiles {bad[:3]} do not have {len(GRID)} values; refit")
+        for a, per in axes.items():
+            for k, v in per.items():
+                problem = _impossible_part(v)
+                if problem:
+                    raise DataError(f"{where}: field 'intervals.residuals' {a}/{k}: {problem}; refit with "
+                                    "`slim fit ... --intervals`")  # fmt: skip
+        if not axes.get(POOLED):
+            raise DataError(f"{where}: field 'intervals.residuals' has no pooled part (no held-out errors); refit "
+                            "with `slim fit ... --intervals`")  # fmt: skip
         moe = None if d.get("moe") is None else cls.from_dict(d["moe"], where)
         return cls(axes, str(d.get("source", "")), str(d.get("method", "")), moe)
 
@@ -363,10 +392,15 @@ class Domain:
     @classmethod
     def from_dict(cls, d: Any, where: str = "parameter file") -> Domain:
         try:
-            return cls({str(k): float(v) for k, v in dict(d["max"]).items()}, tuple(map(str, d["models"])),
-                       str(d["gpu"]))  # fmt: skip
+            dom = cls({str(k): float(v) for k, v in dict(d["max"]).items()}, tuple(map(str, d["models"])),
+                      str(d["gpu"]))  # fmt: skip
         except (KeyError, TypeError, ValueError):
             raise DataError(f"{where}: field 'intervals.domain' is malformed; refit") from None
+        bad = [k for k, v in dom.max_values.items() if not (math.isfinite(v) and v > 0)]
+        if bad:
+            raise DataError(f"{where}: field 'intervals.domain' gives {bad[0]} a maximum of "
+                            f"{dom.max_values[bad[0]]}, not a positive number; refit")  # fmt: skip
+        return dom
 
 
 def fit_domain(train: pd.DataFrame, gpu: str) -> Domain:
