@@ -717,6 +717,11 @@ CASES = [
         ),
         r"llama-2-7b as scaled: 4 query heads are not a multiple of 5 KV heads",
     ),
+    Case(
+        "models ./nope/ says no config.json is there, not an unknown model",
+        lambda t: _s("models", "./nope/"),
+        r"model ./nope/: no config.json there \(no such file or folder\)",
+    ),
     # -- messages that say what is wrong --------------------------------------------------------------------
     Case(
         "--model ./nope/ says no config.json is there",

@@ -9,6 +9,7 @@ import textwrap
 
 import pandas as pd
 
+from slimlib.cli.common import model_argument
 from slimlib.cli.table import command_help
 from slimlib.model.serving import serving_config
 from slimlib.registry.architectures import get_architecture, list_architectures
@@ -99,6 +100,8 @@ def _write_records(df: pd.DataFrame, fmt: str) -> None:
 
 
 def _cmd_models(args: argparse.Namespace) -> int:
+    for name in args.names or ():
+        model_argument(name, "model")  # a path names a config.json or a folder holding one
     df = list_architectures(args.names or None)
     names = args.names or list(df["name"])
     kv = [round(serving_config(get_architecture(n)).kv_bytes_per_token) for n in names]
