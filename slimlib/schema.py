@@ -60,19 +60,29 @@ PREDICT_SCHEMA_HELP = (
 )
 
 
+#: the most characters of a text value a message quotes
+MESSAGE_CHARS = 80
+
+
+def _clip(text: str) -> str:
+    """`text`, or its first `MESSAGE_CHARS` characters and its length where it is longer."""
+    return text if len(text) <= MESSAGE_CHARS else f"{text[:MESSAGE_CHARS]}... ({len(text)} characters)"
+
+
 def plain(value: object) -> str:
-    """`value` for a message: numpy scalars as plain Python values (6.5, not np.float64(6.5)); strings quoted."""
+    """`value` for a message: numpy scalars as plain Python values (6.5, not np.float64(6.5)); strings quoted
+    (clipped to `MESSAGE_CHARS`)."""
     item = getattr(value, "item", None)
     if callable(item) and not isinstance(value, str | bytes):
         value = item()
-    return repr(value) if isinstance(value, str) else f"{value}"
+    return repr(_clip(value)) if isinstance(value, str) else _clip(f"{value}")
 
 
 def _short(value: object) -> str:
-    """A table value for a message: numbers as ``%g`` (1, not 1.0), strings as they are."""
+    """A table value for a message: numbers as ``%g`` (1, not 1.0), strings as they are (clipped)."""
     if isinstance(value, int | float | np.integer | np.floating) and not isinstance(value, bool):
         return f"{float(value):g}"
-    return str(value)
+    return _clip(str(value))
 
 
 def physical_line(position: int, blank_lines: list[int]) -> int:
@@ -199,6 +209,7 @@ def read_csv_table(path: str | Path, *, require_target: bool = True) -> pd.DataF
             table = pq.read_table(p)
         except (pa.ArrowInvalid, OSError) as exc:
             raise DataError(f"{p}: not a readable Parquet table ({exc}); {help_text}") from None
+        _refuse_repeated_columns(table.column_names, p)
         df = _to_pandas(table)
         df.attrs["source"] = str(p)
         return df
@@ -209,10 +220,20 @@ def read_csv_table(path: str | Path, *, require_target: bool = True) -> pd.DataF
         raise DataError(f"{p}: not a readable CSV table ({str(exc).splitlines()[0]}); {help_text}") from None
     except OSError as exc:
         raise DataError(f"{p}: cannot read the file ({exc.strerror or exc})") from None
+    _refuse_repeated_columns(table.column_names, p)
     df = _to_pandas(table)
     df.attrs["source"] = str(p)
     df.attrs["blank_lines"] = blanks
     return df
+
+
+def _refuse_repeated_columns(names: list[str], where: object) -> None:
+    """DataError naming the first column name that appears more than once in a header."""
+    seen: set[str] = set()
+    for name in map(str, names):
+        if name in seen:
+            raise DataError(f"{where}: column {_clip(name)!r} appears twice in the header; keep one")
+        seen.add(name)
 
 
 def _to_pandas(table: pa.Table) -> pd.DataFrame:
@@ -239,6 +260,7 @@ def validate_table(
         raise DataError(f"expected a pandas DataFrame, got {type(df).__name__}")
     where = df.attrs.get("source", "the table")
     help_text = SCHEMA_HELP if require_target else PREDICT_SCHEMA_HELP
+    _refuse_repeated_columns(list(df.columns), where)
     if len(df) == 0:
         raise DataError(f"{where} has no rows; {help_text}")
     keys = [c for c in KEY_COLUMNS if require_gpu or c != "gpu"]

@@ -46,6 +46,14 @@ def _measured(tmp: Path, name: str = "runs.csv", **columns: object) -> Path:
     return path
 
 
+def _repeated_column(tmp: Path) -> Path:
+    """A measured table whose header names batch_size twice."""
+    path = _measured(tmp)
+    lines = path.read_text().splitlines()
+    path.write_text("\n".join([lines[0] + ",batch_size"] + [ln + ",5" for ln in lines[1:]]) + "\n")
+    return path
+
+
 def _rows(tmp: Path, text: str, name: str = "rows.csv") -> Path:
     path = tmp / name
     path.write_text(text)
@@ -721,6 +729,37 @@ CASES = [
         "models ./nope/ says no config.json is there, not an unknown model",
         lambda t: _s("models", "./nope/"),
         r"model ./nope/: no config.json there \(no such file or folder\)",
+    ),
+    Case(
+        "fit a table with a column named twice",
+        lambda t: _s("fit", _repeated_column(t), "--out", t / "p.json"),
+        r"runs.csv: column 'batch_size' appears twice in the header; keep one",
+    ),
+    Case(
+        "predict a table with a column named twice",
+        lambda t: _s("predict", _params(t), _repeated_column(t)),
+        r"runs.csv: column 'batch_size' appears twice in the header",
+    ),
+    Case(
+        "fit a 1 MB model name: the message quotes 80 characters of it",
+        lambda t: _s("fit", _measured(t, model="x" * 1_000_000), "--out", t / "p.json"),
+        r"x{80}\.\.\. \(1000000 characters\)",
+    ),
+    Case(
+        "advise --max-batch 2**62",
+        lambda t: _s(
+            "advise",
+            _params(t),
+            "--model",
+            "llama-2-7b",
+            "--input-len",
+            100,
+            "--output-len",
+            100,
+            "--max-batch",
+            2**62,
+        ),
+        r"argument --max-batch: 4611686018427387904 must be a whole number in 1..1048576",
     ),
     # -- messages that say what is wrong --------------------------------------------------------------------
     Case(

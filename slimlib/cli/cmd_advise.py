@@ -22,6 +22,7 @@ from slimlib.advisor.plan import make_plan, next_steps, write_plan
 from slimlib.advisor.slo import Slo
 from slimlib.batchjobs import add_scheduler_arguments, options_from_args
 from slimlib.cli.common import (
+    batch_size,
     model_argument,
     model_inputs,
     nonnegative_float,
@@ -143,11 +144,11 @@ def register_cli(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     _add_precision_arguments(p)
     batches = p.add_mutually_exclusive_group()
     batches.add_argument(
-        "--max-batch", type=positive_int, default=DEFAULT_MAX_BATCH,
+        "--max-batch", type=batch_size, default=DEFAULT_MAX_BATCH,
         help=f"candidates are 1..MAX_BATCH (default {DEFAULT_MAX_BATCH})",
     )  # fmt: skip
     batches.add_argument(
-        "--batch-sizes", type=positive_int, nargs="+", metavar="B", help="explicit candidate batch sizes"
+        "--batch-sizes", type=batch_size, nargs="+", metavar="B", help="explicit candidate batch sizes"
     )
     p.add_argument(
         "--block-size", type=positive_int, default=DEFAULT_BLOCK_SIZE, help="vLLM KV block size (tokens)"
@@ -217,7 +218,7 @@ def register_cli(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     )
     q.add_argument("--n-batch", type=positive_int, default=3, help="batch sizes to profile (default 3)")
     q.add_argument(
-        "--batch-sizes", type=positive_int, nargs="+", help="explicit batch sizes instead of --n-batch"
+        "--batch-sizes", type=batch_size, nargs="+", help="explicit batch sizes instead of --n-batch"
     )
     q.add_argument(
         "--rounds", type=positive_int, default=20, help="prompts per run = max(min, rounds x B) (default 20)"

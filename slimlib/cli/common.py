@@ -38,6 +38,18 @@ def positive_int(text: str) -> int:
     return int(value)
 
 
+#: the largest batch size the advisor's candidates may reach (each candidate is one row of its grid)
+MAX_CANDIDATE_BATCH = 2**20
+
+
+def batch_size(text: str) -> int:
+    """argparse type: a batch size, a whole number in 1..`MAX_CANDIDATE_BATCH`."""
+    value = positive_int(text)
+    if value > MAX_CANDIDATE_BATCH:
+        raise argparse.ArgumentTypeError(f"{text} must be a whole number in 1..{MAX_CANDIDATE_BATCH}")
+    return value
+
+
 def nonnegative_int(text: str) -> int:
     """argparse type: a whole number >= 0."""
     value = _number(text, int)
