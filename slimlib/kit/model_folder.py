@@ -153,9 +153,8 @@ def model_config(source: str | os.PathLike[str] | Architecture, scaling: Scaling
         raise DataError(f"{label}: hidden size {hidden} is not a multiple of the {heads} heads")
     config["_name_or_path"] = name or (label if k == 1 else f"{label}-s{k}")
     config.update({"bos_token_id": 0, "eos_token_id": 1, "pad_token_id": 2})
-    shapes_from_config(
-        config, f"{label} as scaled"
-    )  # the registry's parser refuses a model that cannot exist
+    # the registry's parser refuses a model that cannot exist
+    shapes_from_config(config, f"{label} as scaled")
     return config
 
 

@@ -345,8 +345,12 @@ def _moe_layers(c: _Keys, layout: str, layers: int) -> tuple[list[bool], dict[st
     shared_width}): routed experts of `width`, dense layers of `dense_width`, `n_shared` shared experts of
     `shared_width`."""
     if layout == "all":  # Mixtral, MiniMax-M2, gpt-oss: every layer, experts of width intermediate_size
-        keys = ("num_local_experts", "intermediate_size")
-        n_exp, width = c.integer(keys[0]), c.integer(keys[1])
+        keys = (
+            "num_local_experts",
+            "intermediate_size",
+            "intermediate_size",
+        )  # experts, their width, dense width
+        n_exp, width = c.integer(keys[0]), c.positive(keys[1])
         flags, dense_width, n_shared, shared = [True] * layers, width, 0, width
         if c.integer("shared_intermediate_size", default=0):
             raise DataError(f"{c.where}: key 'shared_intermediate_size' > 0 (shared experts) is not read for a "
@@ -354,30 +358,30 @@ def _moe_layers(c: _Keys, layout: str, layers: int) -> tuple[list[bool], dict[st
     elif (
         layout == "qwen"
     ):  # Qwen3-MoE: layer i is MoE unless in mlp_only_layers, every decoder_sparse_step-th
-        keys = ("num_experts", "moe_intermediate_size")
-        n_exp, width = c.integer(keys[0]), c.integer(keys[1])
+        keys = ("num_experts", "moe_intermediate_size", "intermediate_size")
+        n_exp, width = c.integer(keys[0]), c.positive(keys[1])
         step, only = c.positive("decoder_sparse_step", default=1), set(c.int_list("mlp_only_layers", 0))
-        flags = [i not in only and n_exp > 0 and step > 0 and (i + 1) % step == 0 for i in range(layers)]
+        flags = [i not in only and (i + 1) % step == 0 for i in range(layers)]
         dense_width, n_shared, shared = c.integer("intermediate_size"), 0, width
         if c.integer("shared_expert_intermediate_size", default=0):
             raise DataError(f"{c.where}: key 'shared_expert_intermediate_size' > 0 (a gated shared expert) is not "
                             "read for a qwen3_moe config; this model is refused")  # fmt: skip
     elif layout == "llama4":  # Llama 4: every interleave_moe_layer_step-th layer, one shared expert beside
-        keys = ("num_local_experts", "intermediate_size")
-        n_exp, width = c.integer(keys[0]), c.integer(keys[1])
+        keys = ("num_local_experts", "intermediate_size", "intermediate_size_mlp")
+        n_exp, width = c.integer(keys[0]), c.positive(keys[1])
         step = c.positive("interleave_moe_layer_step", default=1)
-        flags = [step > 0 and (i + 1) % step == 0 for i in range(layers)]
+        flags = [(i + 1) % step == 0 for i in range(layers)]
         dense_width, n_shared, shared = c.integer("intermediate_size_mlp"), 1, width
     elif layout == "deepseek":  # DeepSeek-V2/V3, Kimi-K2: dense first_k_dense_replace layers, then MoE
-        keys = ("n_routed_experts", "moe_intermediate_size")
-        n_exp, width = c.integer(keys[0]), c.integer(keys[1])
+        keys = ("n_routed_experts", "moe_intermediate_size", "intermediate_size")
+        n_exp, width = c.integer(keys[0]), c.positive(keys[1])
         first, freq = c.integer("first_k_dense_replace", default=0), c.positive("moe_layer_freq", default=1)
-        flags = [i >= first and freq > 0 and i % freq == 0 for i in range(layers)]
+        flags = [i >= first and i % freq == 0 for i in range(layers)]
         dense_width, shared = c.integer("intermediate_size"), width
         n_shared = c.integer("n_shared_experts", default=0)
     else:  # step: Step-3.x-Flash: dense first_k_dense_replace layers, shared experts of share_expert_dim
-        keys = ("num_experts", "moe_intermediate_size")
-        n_exp, width = c.integer(keys[0]), c.integer(keys[1])
+        keys = ("num_experts", "moe_intermediate_size", "intermediate_size")
+        n_exp, width = c.integer(keys[0]), c.positive(keys[1])
         first = c.integer("first_k_dense_replace", default=0)
         flags = [i >= first for i in range(layers)]
         n_shared = c.integer("n_shared_experts", default=0)
@@ -389,16 +393,12 @@ def _moe_layers(c: _Keys, layout: str, layers: int) -> tuple[list[bool], dict[st
     if not 1 <= top_k <= n_exp:
         raise DataError(f"{c.where}: key 'num_experts_per_tok' is {top_k}: a token is routed to 1 to {n_exp} "
                         f"experts ({keys[0]!r})")  # fmt: skip
-    if width == 0:
-        raise DataError(
-            f"{c.where}: key {keys[1]!r} (the experts' FFN width) must be a positive integer, got 0"
-        )
     if not any(flags):
         raise DataError(f"{c.where}: no layer of the {layers} is a mixture of experts (see "
                         "'first_k_dense_replace', 'mlp_only_layers' and the MoE layer step); refused")  # fmt: skip
     if dense_width == 0 and not all(flags):
-        raise DataError(f"{c.where}: key 'intermediate_size' (the dense layers' FFN width) must be a positive "
-                        "integer, got 0")  # fmt: skip
+        raise DataError(f"{c.where}: key {keys[-1]!r} (the dense layers' FFN width) must be a positive integer, "
+                        "got 0")  # fmt: skip
     shapes = dict(n_experts=n_exp, top_k=top_k, width=width, dense_width=dense_width, n_shared=n_shared,
                   shared_width=shared)  # fmt: skip
     return flags, shapes
