@@ -62,7 +62,6 @@ from slimlib.model.terms import (
     STEP_OVERHEAD,
     Contribution,
     Term,
-    Times,
     adjust_features,
     compose,
     contributions,
@@ -94,6 +93,9 @@ BOUND_TOL = 1e-4
 #: significance level of the prior test (`CalibratedModel._prior_test`): a hold at the prior that raises the cost
 #: with p below it is rejected
 PRIOR_TEST_LEVEL = 0.05
+#: the forward-difference step of the fit's Jacobian, relative to max(1, |z|) in the solver's scaled parameters
+#: (the square root of the double-precision epsilon, as scipy's '2-point')
+FD_STEP = float(np.sqrt(np.finfo(float).eps))
 
 
 def _on_bound(s: ParamSpec, value: float) -> bool:
@@ -109,6 +111,19 @@ def _unpack(
     p = dict(held)
     p.update({s.name: float(v) for s, v in zip(free, z * scale, strict=True)})
     return p
+
+
+def _stacked(arrays: dict[str, Any], copies: int) -> dict[str, Any]:
+    """`arrays` with each per-row array (1-d, as long as ``batch_size`` or the first array) repeated `copies`
+    times end to end; other values as they are."""
+    n = len(np.atleast_1d(arrays["batch_size"] if "batch_size" in arrays else next(iter(arrays.values()))))
+    out = {}
+    for key, v in arrays.items():
+        a = np.asarray(v) if isinstance(v, np.ndarray) else None
+        if a is not None and a.ndim > 1:
+            raise SlimError(f"feature {key!r} has shape {a.shape}; a fit's features are one value per row")
+        out[key] = np.tile(a, copies) if a is not None and a.shape == (n,) else v
+    return out
 
 
 @dataclass(frozen=True)
@@ -209,12 +224,27 @@ class CalibratedModel(Estimator):
     #: whether a parameter's prior is the device's own measurement where the registry has one
     #: (`slimlib.model.priors.device_prior`), else its spec's; the recommended model's is
     device_priors = False
-    #: during `fit`: its features and the parameter-free terms' times on them (`slimlib.model.terms.fixed_times`)
-    _fit_known: tuple[Features, dict[str, Times]] | None = None
+    #: during `fit`: what its evaluations compute once per feature set (`_fit_cached`), else None
+    _fit_cache: list[tuple[Features, str, Any]] | None = None
+
+    def _fit_cached(self, f: Features, what: str, make: Callable[[], Any]) -> Any:
+        """`make()`, computed once per features `f` (by identity) and `what` while a fit runs, else each time."""
+        if self._fit_cache is None:
+            return make()
+        for g, w, value in self._fit_cache:
+            if g is f and w == what:
+                return value
+        value = make()
+        self._fit_cache.append((f, what, value))
+        return value
 
     def _components(self, p: dict[str, float], f: Features, hw: GPU) -> Components:
-        """(prefill_s, decode_s, e2e_s) arrays: the sum of the terms (`slimlib.model.terms.compose`)."""
-        known = self._fit_known[1] if self._fit_known is not None and self._fit_known[0] is f else None
+        """(prefill_s, decode_s, e2e_s) arrays: the sum of the terms (`slimlib.model.terms.compose`); during a fit
+        the parameter-free terms' times (`slimlib.model.terms.fixed_times`) are computed once per feature set."""
+        known = None
+        if self._fit_cache is not None:
+            with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+                known = self._fit_cached(f, "fixed times", lambda: fixed_times(self.terms(), f, hw))
         return compose(self.terms(), p, f, hw, known)
 
     def _features(self, df: pd.DataFrame, hw: GPU) -> Features:
@@ -388,8 +418,7 @@ class CalibratedModel(Estimator):
                 + "; profile more configurations or fix some parameters"
             )
         targets = self._fit_targets(data)
-        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # as in `_search`'s residuals
-            self._fit_known = (feats, fixed_times(self.terms(), feats, hw))
+        self._fit_cache = []
         try:
             search = self._search(feats, hw, targets, held_why, progress)
             if self.test_priors_at_bound:
@@ -397,7 +426,7 @@ class CalibratedModel(Estimator):
                     search, held_why, lambda h: self._search(feats, hw, targets, h, None), priors
                 )
         finally:
-            self._fit_known = None
+            self._fit_cache = None
         best, free, scale = search.best, search.free, search.scale
         held = {k: v for k, (v, _) in held_why.items()}
 
@@ -444,11 +473,7 @@ class CalibratedModel(Estimator):
         lo = np.array([s.lower for s in free]) / scale
         hi = np.array([s.upper for s in free]) / scale
 
-        def residuals(z: FloatArray) -> FloatArray:
-            with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-                r = self._fit_residuals(_unpack(held, free, scale, z), feats, hw, targets)
-            return np.where(np.isfinite(r), r, 1e6)
-
+        residuals, jacobian = self._objective(feats, hw, targets, held, free)
         from scipy.optimize import least_squares  # imported where used (start-up time of `slim`)
 
         best: OptimizeResult | None = None
@@ -458,7 +483,7 @@ class CalibratedModel(Estimator):
         for i, z0 in enumerate(starts):
             try:
                 res = least_squares(
-                    residuals, z0, bounds=(lo, hi), method="trf", x_scale=1.0,
+                    residuals, z0, jac=jacobian, bounds=(lo, hi), method="trf", x_scale=1.0,
                     ftol=1e-12, xtol=1e-12, gtol=1e-12, max_nfev=self.max_nfev,
                 )  # fmt: skip
             except (
@@ -482,6 +507,47 @@ class CalibratedModel(Estimator):
                 "check the data for outliers or raise max_nfev"
             )
         return _Search(best, free, scale, solutions, len(starts))
+
+    def _objective(
+        self,
+        feats: Features,
+        hw: GPU,
+        targets: dict[str, FloatArray],
+        held: dict[str, float],
+        free: list[ParamSpec],
+    ) -> tuple[Callable[[FloatArray], FloatArray], Callable[[FloatArray], FloatArray]]:
+        """The fit's residuals and their Jacobian as functions of the free parameters in the solver's scale
+        (each divided by its spec's ``scale``); non-finite residuals read as 1e6."""
+        n_rows = len(feats["batch_size"])
+        scale = np.array([s.scale for s in free])
+        hi = np.array([s.upper for s in free]) / scale
+        last: list[FloatArray] = []  # the last point `residuals` evaluated and its residuals
+
+        def residuals(z: FloatArray) -> FloatArray:
+            with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+                r = self._fit_residuals(_unpack(held, free, scale, z), feats, hw, targets)[0]
+            last[:] = [np.array(z, dtype=float), np.where(np.isfinite(r), r, 1e6)]
+            return last[1]
+
+        def jacobian(z: FloatArray) -> FloatArray:
+            """Forward differences in every free parameter, all in one evaluation on a copy of the rows per
+            parameter (`_stacked`); a step that would leave the box is taken backwards."""
+            r0 = last[1] if last and np.array_equal(last[0], z) else residuals(z)
+            h = FD_STEP * np.maximum(1.0, np.abs(z))
+            h = np.where(z + h <= hi, h, -h)
+            h = (z + h) - z  # the step as represented
+            k = len(z)
+            many = self._fit_cached(feats, f"{k} copies", lambda: _stacked(feats, k))
+            many_targets = self._fit_cached(targets, f"{k} copies", lambda: _stacked(targets, k))
+            stepped = z[None, :] + np.diag(h)  # copy j: parameter j stepped
+            p: dict[str, Any] = dict(held)
+            p.update({s.name: np.repeat(stepped[:, j] * scale[j], n_rows) for j, s in enumerate(free)})
+            with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+                r = self._fit_residuals(p, many, hw, many_targets, copies=k)
+            r = np.where(np.isfinite(r), r, 1e6)
+            return np.asarray(((r - r0) / h[:, None]).T)
+
+        return residuals, jacobian
 
     def _prior_test(
         self,
@@ -539,12 +605,14 @@ class CalibratedModel(Estimator):
         return {"throughput": data["throughput_tok_s"].to_numpy(dtype=float)}
 
     def _fit_residuals(
-        self, p: dict[str, float], feats: Features, hw: GPU, targets: dict[str, FloatArray]
+        self, p: dict[str, Any], feats: Features, hw: GPU, targets: dict[str, FloatArray], copies: int = 1
     ) -> FloatArray:
-        """Residuals the fit minimizes: relative throughput errors (module docstring)."""
+        """Residuals the fit minimizes: relative throughput errors (module docstring); with `copies` the features
+        and targets hold that many copies of the rows (`_stacked`, the parameters a value per row) and the result
+        is one row of residuals per copy."""
         _, _, e2e = self._components(p, feats, hw)
         pred = eq.throughput(feats["batch_size"], feats["input_len"], feats["output_len"], e2e)
-        return relative_error(targets["throughput"], pred)
+        return relative_error(targets["throughput"], pred).reshape(copies, -1)
 
     def _warn_if_not_identifiable(self) -> None:
         problems = self.identifiability_problems()

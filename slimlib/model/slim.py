@@ -27,6 +27,7 @@ is here: CHANGELOG.md.
 from __future__ import annotations
 
 import warnings
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -59,10 +60,7 @@ from slimlib.model.terms import (
     SERVED_PREFILL,
     STEP_OVERHEAD,
     Term,
-    Times,
-    compose,
     effective_batch_term,
-    fixed_times,
 )
 from slimlib.model.terms.batch import KV_CONTEXT_FRAC
 from slimlib.model.terms.rooflines import DECODE_GEMMS
@@ -114,6 +112,11 @@ def _say_the_client(data: pd.DataFrame) -> None:
         )  # fmt: skip
 
 
+def _at_second_batch(f: Features) -> Features:
+    """Features `f` at `second_batch`, without preemption (where the served replay takes the decode step's slope)."""
+    return {**f, "batch_size": second_batch(f["batch_size"]), "recompute_seqs": 0.0 * f["batch_size"]}
+
+
 class SlimModel(CalibratedModel):
     """The recommended SLIM (registry name ``slim``; see the module docstring).
 
@@ -160,31 +163,14 @@ class SlimModel(CalibratedModel):
             return thr, e2e, pre, dec
         if WINDOW_KEYS[0] not in feats:
             feats.update(window_features(feats))
-        half, known = self._second_batch_features(feats, hw)
+        half = self._fit_cached(feats, "second batch", lambda: _at_second_batch(feats))
         with np.errstate(divide="ignore", invalid="ignore"):
-            dec_2 = compose(self.terms(), params, half, hw, known)[1]
+            dec_2 = self._components(params, half, hw)[1]
         s = served_latencies(feats, pre, dec, e2e, dec_2, served == "all")
         if served != "all":
             return thr, e2e, pre, dec, s["ttft"], s["tpot"]
         rest = (s["queue"], *(s[f"{q}_p{n}"] for q in SPREAD for n in PERCENTILES))
         return thr, e2e, pre, dec, s["ttft"], s["tpot"], *rest
-
-    _half: tuple[Features, Features, dict[str, Times]] | None = None
-
-    def _second_batch_features(self, feats: Features, hw: GPU) -> tuple[Features, dict[str, Times] | None]:
-        """`feats` at `second_batch` and, while a fit runs on `feats`, its terms' `fixed_times` (computed once)."""
-        if self._half is not None and self._half[0] is feats:
-            return self._half[1], self._half[2]
-        half = {
-            **feats,
-            "batch_size": second_batch(feats["batch_size"]),
-            "recompute_seqs": 0.0 * feats["batch_size"],
-        }
-        if self._fit_known is None or self._fit_known[0] is not feats:
-            self._half = None
-            return half, None
-        self._half = (feats, half, fixed_times(self.terms(), half, hw))
-        return half, self._half[2]
 
     # -- fit on what was measured ---------------------------------------------------------------------------------
     def _fit_targets(self, data: pd.DataFrame) -> dict[str, FloatArray]:
@@ -201,13 +187,14 @@ class SlimModel(CalibratedModel):
         return len(data) + latencies, "measured values (throughputs, TTFTs, TPOTs)" if latencies else "rows"
 
     def _fit_residuals(
-        self, p: dict[str, float], feats: Features, hw: GPU, targets: dict[str, FloatArray]
+        self, p: dict[str, Any], feats: Features, hw: GPU, targets: dict[str, FloatArray], copies: int = 1
     ) -> FloatArray:
         """Relative throughput errors, and where a row measures them the mean TTFT's and TPOT's log errors through
-        `robust_residuals`, each weighted `LATENCY_WEIGHT` (module docstring)."""
+        `robust_residuals`, each weighted `LATENCY_WEIGHT` (module docstring); `copies` as in
+        `CalibratedModel._fit_residuals`."""
         latencies = any((np.isfinite(targets[k]) & (targets[k] > 0)).any() for k in ("ttft", "tpot"))
         arrays = self._arrays(feats, hw, p, "means" if latencies else "none")
-        parts = [relative_error(targets["throughput"], arrays[0])]
+        parts = [relative_error(targets["throughput"], arrays[0]).reshape(copies, -1)]
         for name, pred in zip(("ttft", "tpot"), arrays[4:6], strict=False):
             y = targets[name]
             keep = np.isfinite(y) & (y > 0)
@@ -216,9 +203,11 @@ class SlimModel(CalibratedModel):
                     r = np.log(pred[keep] / y[keep])
                 parts.append(
                     np.sqrt(LATENCY_WEIGHT)
-                    * robust_residuals(np.nan_to_num(r, nan=10.0, posinf=10.0, neginf=-10.0))
+                    * robust_residuals(np.nan_to_num(r, nan=10.0, posinf=10.0, neginf=-10.0)).reshape(
+                        copies, -1
+                    )
                 )
-        return np.concatenate(parts)
+        return np.concatenate(parts, axis=1)
 
     def _predict_rows(self, data: pd.DataFrame, hw: GPU, served: str = "all") -> Arrays:
         if served != "none":

@@ -27,6 +27,7 @@ differ from Eqs. 5-12.
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from slimlib.model import equations as eq
 from slimlib.model.features import Features, FloatArray, prefill_peak_flops
@@ -54,10 +55,10 @@ def _prefill_served_measured(p: Params, f: Features, hw: GPU) -> Times:
     return Times(prefill=eq.prefill_time(linear, peak, p["eta_c"]) + attention / hw.prefill_attention_flops)
 
 
-def measured_attention_eff(p: Params, hw: GPU) -> float:
+def measured_attention_eff(p: Params, hw: GPU) -> ArrayLike:
     """The decode attention's bandwidth efficiency `ATTENTION_FACTOR` uses on `hw`: the registry's
     ``decode_attention_eff`` where measured, else the parameter ``eta_attn``."""
-    return float(hw.decode_attention_eff) if hw.decode_attention_eff is not None else float(p["eta_attn"])
+    return float(hw.decode_attention_eff) if hw.decode_attention_eff is not None else p["eta_attn"]
 
 
 def _attention_factor_measured(p: Params, f: Features, hw: GPU) -> Times:
