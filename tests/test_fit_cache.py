@@ -88,3 +88,78 @@ def test_slim_jobs_must_be_a_number(monkeypatch):
     monkeypatch.setenv("SLIM_JOBS", "many")
     with pytest.raises(DataError, match="SLIM_JOBS = 'many'"):
         default_jobs()
+
+
+# -- the cached tables the folds are built from ------------------------------------------------------------------
+
+
+def _small_table() -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "model": pd.array(["a", "b", "c"], dtype="str"),
+            "batch_size": [1.0, 2.5, float("nan")],
+            "static_batch": [True, False, True],
+            "tensor_parallel": [1, 2, 4],
+        }
+    )
+
+
+def test_a_table_entry_reads_back_exactly_and_only_when_it_can_be_trusted(tmp_path):
+    table, key = _small_table(), C.table_key("test table")
+    C.write_table_entry(tmp_path, key, table, {"left out": 3})
+    got = C.read_table_entry(tmp_path, key)
+    assert got is not None
+    pd.testing.assert_frame_equal(got[0], table, check_exact=True)
+    assert got[1] == {"left out": 3}
+    assert C.read_table_entry(tmp_path, "0" * 64) is None  # no such entry
+    parquet, meta = tmp_path / f"{key}.parquet", tmp_path / f"{key}.json"
+    good = parquet.read_bytes()
+    parquet.write_bytes(good[: len(good) // 2])  # truncated
+    assert C.read_table_entry(tmp_path, key) is None
+    other = pd.concat([table, table], ignore_index=True)
+    C.write_table_entry(tmp_path, "1" * 64, other, {})
+    # a valid table, not the one vouched for
+    parquet.write_bytes((tmp_path / f"{'1' * 64}.parquet").read_bytes())
+    assert C.read_table_entry(tmp_path, key) is None
+    parquet.write_bytes(good)
+    doc = json.loads(meta.read_text())
+    meta.write_text(json.dumps({**doc, "key": "2" * 64}))
+    assert C.read_table_entry(tmp_path, key) is None
+    meta.write_text(json.dumps({**doc, "format": C.CACHE_FORMAT + 1}))
+    assert C.read_table_entry(tmp_path, key) is None
+    meta.unlink()
+    assert C.read_table_entry(tmp_path, key) is None
+
+
+def test_the_table_key_changes_with_the_data_and_the_name(tmp_path, monkeypatch):
+    (tmp_path / "t.csv").write_text("a\n1\n")
+    monkeypatch.setenv("SLIM_DATA_DIR", str(tmp_path))
+    key = C.table_key("composed curves")
+    assert C.table_key("composed curves") == key
+    assert C.table_key("other") != key
+    (tmp_path / "t.csv").write_text("a\n2\n")
+    assert C.table_key("composed curves") != key
+
+
+def test_the_composed_table_is_composed_once_then_read_from_the_cache(tmp_path, monkeypatch):
+    from slimlib.experiments.accuracy import composed_curves as CC
+
+    made = []
+
+    def compose():
+        made.append(1)
+        return _small_table(), {"outside a measured kernel grid": 7}
+
+    monkeypatch.setattr(CC, "_composed_table", compose)
+    monkeypatch.setattr(CC, "_MEMO", [])
+    first = CC.composed_table(tmp_path)
+    monkeypatch.setattr(CC, "_MEMO", [])  # another process
+    second = CC.composed_table(tmp_path)
+    assert len(made) == 1
+    pd.testing.assert_frame_equal(first[0], second[0], check_exact=True)
+    assert first[1] == second[1] == {"outside a measured kernel grid": 7}
+    for f in tmp_path.glob("*.parquet"):
+        f.write_bytes(b"PAR1")
+    monkeypatch.setattr(CC, "_MEMO", [])
+    CC.composed_table(tmp_path)
+    assert len(made) == 2  # an entry that cannot be trusted is composed again

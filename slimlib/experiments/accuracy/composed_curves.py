@@ -30,12 +30,13 @@ says how many it left out and why.
 
 from __future__ import annotations
 
-from functools import lru_cache
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from slimlib.data.aiconfigurator import TP_DEGREES
+from slimlib.experiments.accuracy.fit_cache import read_table_entry, table_key, write_table_entry
 from slimlib.experiments.accuracy.scenarios import COLUMNS
 from slimlib.experiments.kernel_timing.composition import OutOfGridError, compose_kernels
 from slimlib.experiments.workers import fork_map
@@ -114,12 +115,28 @@ def composed_dataset(t: pd.DataFrame) -> np.ndarray:
     return np.select([moe, quant == FP8, quant == FP4], [COMPOSED_MOE, COMPOSED_FP8, COMPOSED_FP4], COMPOSED)
 
 
-def composed_table() -> tuple[pd.DataFrame, dict[str, int]]:
+#: the composed table of this process, once made or read
+_MEMO: list[tuple[pd.DataFrame, dict[str, int]]] = []
+
+
+def composed_table(cache_dir: str | Path | None = None) -> tuple[pd.DataFrame, dict[str, int]]:
     """The kernel-composed curves in the scenario layout (static batch, no chunked prefill, no TTFT) with their
     ``tensor_parallel`` degree and weight ``quantization`` (empty: the checkpoint's bf16; `FP8`, `FP4`), and the
     configurations left out per reason (`composed_configs`, and those outside a measured kernel grid). Composed once
-    per process; each call returns its own copy."""
-    table, left = _composed_table()
+    per process, or read from `cache_dir` where an entry for this code and data is (and stored there when composed;
+    `slimlib.experiments.accuracy.fit_cache`); each call returns its own copy."""
+    if not _MEMO:
+        got = None
+        if cache_dir is not None:
+            key = table_key("composed curves")
+            entry = read_table_entry(Path(cache_dir), key)
+            got = (entry[0], {str(k): int(v) for k, v in entry[1].items()}) if entry is not None else None
+        if got is None:
+            got = _composed_table()
+            if cache_dir is not None:
+                write_table_entry(Path(cache_dir), key, got[0], got[1])
+        _MEMO.append(got)
+    table, left = _MEMO[0]
     return table.copy(), dict(left)
 
 
@@ -140,7 +157,6 @@ def _compose_curve(curve: pd.DataFrame, quantization: str) -> list[float | None]
     return out
 
 
-@lru_cache(maxsize=1)
 def _composed_table() -> tuple[pd.DataFrame, dict[str, int]]:
     cfg, left = composed_configs()
     keys = ["gpu", "model", "tensor_parallel", "quantization", "input_len", "output_len"]

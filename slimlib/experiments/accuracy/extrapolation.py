@@ -209,14 +209,15 @@ def run_extrapolation_cv(
     """Fit each candidate (default `calibrated_methods`) on every fold of `axes` (default `build_axis_folds`) and
     predict the fold's test rows, in `jobs` worker processes (`slimlib.experiments.workers.fork_map`). With
     `cache_dir`, a fold whose inputs and code are unchanged is read from there instead of refitted
-    (`slimlib.experiments.accuracy.fit_cache`); `keep_models` fits every fold here and keeps the models."""
+    (`slimlib.experiments.accuracy.fit_cache`), and so is the composed table the default folds are built from;
+    `keep_models` fits every fold here and keeps the models."""
     cands = list(calibrated_methods() if candidates is None else candidates)
     names = [candidate_name(c) for c in cands]
     if len(set(names)) != len(names):
         raise DataError(f"candidate names must be unique, got {names}")
     for c in cands:
         new_model(c, n_starts)  # an invalid candidate fails here, before any fit
-    folds = build_axis_folds() if axes is None else axes
+    folds = build_axis_folds(cache_dir=cache_dir) if axes is None else axes
     t0 = time.perf_counter()
     work = [(c, ax, fold) for c in cands for ax in folds for fold in ax.folds]
     cache = Path(cache_dir) if cache_dir is not None and not keep_models else None

@@ -45,6 +45,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pandas as pd
 
@@ -195,13 +196,15 @@ def build_axis_folds(
     composed: pd.DataFrame | None = None,
     engine_amx: pd.DataFrame | None = None,
     datasets: Collection[str] | None = None,
+    cache_dir: str | Path | None = None,
 ) -> list[AxisFolds]:
     """Every (axis, dataset) of the protocol with its folds, in `AXES` order; tables default to the committed data
     (the CPU engine only where ``engine-cpu-medians`` exists, its offline campaign where ``data/engine-cpu-offline``
     does; `engine_offline` in `engine_offline_rows`' layout; `composed` in `composed_table`'s, its mixtures of
     experts' rows the dataset ``aic-composed-moe``, its FP8 and FP4 dense rows ``aic-composed-fp8`` and
     ``aic-composed-fp4``). A table given as an empty frame is skipped; `datasets` (default all) names the datasets
-    whose folds are built, and only their tables are read."""
+    whose folds are built, and only their tables are read; the composed table is cached in `cache_dir` where given
+    (`composed_table`)."""
     unknown = sorted(set(datasets or ()) - set(DATASETS))
     if unknown:
         raise DataError(f"datasets {unknown}: unknown; the folds' datasets are {list(DATASETS)}")
@@ -230,7 +233,9 @@ def build_axis_folds(
     )
     if composed is None:
         composed = (
-            composed_table()[0] if wanted(COMPOSED, COMPOSED_MOE, COMPOSED_FP8, COMPOSED_FP4) else empty
+            composed_table(cache_dir)[0]
+            if wanted(COMPOSED, COMPOSED_MOE, COMPOSED_FP8, COMPOSED_FP4)
+            else empty
         )
     comp_all = composed
     dataset = composed_dataset(comp_all)

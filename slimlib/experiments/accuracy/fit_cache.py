@@ -5,6 +5,12 @@ An entry is one JSON file ``<key>.json`` (`write_entry`, atomic) holding the key
 kernels run at, the numpy and scipy versions and `code_fingerprint` (every Python file of ``slimlib``), so any change
 to either recomputes the fold. An entry that does not parse, was written by another format, holds another key or
 lacks a field is recomputed, never trusted (`read_entry` returns None).
+
+A table the folds are built from (the kernel-composed curves) is cached beside them: ``<key>.parquet`` with
+``<key>.json`` holding the key, the parquet file's sha256 and the table's side counts (`write_table_entry`, the JSON
+last). Its key (`table_key`) hashes the table's name, every file of the data folder, the numerics, the library
+versions and `code_fingerprint`; an entry whose JSON or parquet file is missing, truncated or of another key is
+recomputed (`read_table_entry` returns None).
 """
 
 from __future__ import annotations
@@ -20,7 +26,8 @@ import numpy as np
 import pandas as pd
 import scipy
 
-from slimlib.io import write_text
+from slimlib.data.catalog import data_dir
+from slimlib.io import write_bytes, write_text
 
 #: version of an entry's stored form
 CACHE_FORMAT = 1
@@ -94,3 +101,69 @@ def cache_folder(folder: str | Path = "") -> Path:
     if (checkout / "pyproject.toml").is_file() and (checkout / "notebooks").is_dir():
         return checkout / "build" / "cache"
     return Path.home() / ".cache" / "slimlib"
+
+
+def data_fingerprint() -> str:
+    """sha256 over the relative path and bytes of every file of the data folder (`slimlib.data.catalog.data_dir`)."""
+    root = data_dir()
+    h = hashlib.sha256()
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        h.update(str(path.relative_to(root)).encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()
+
+
+def table_key(name: str) -> str:
+    """The hash naming a cached table (module docstring)."""
+    import pyarrow
+
+    doc = {
+        "format": CACHE_FORMAT,
+        "table": name,
+        "data": data_fingerprint(),
+        "numerics": {k: os.environ.get(k, "") for k in NUMERICS_VARIABLES},
+        "versions": {
+            "numpy": np.__version__, "scipy": scipy.__version__, "pandas": pd.__version__,
+            "pyarrow": pyarrow.__version__,
+        },
+        "code": code_fingerprint(),
+    }  # fmt: skip
+    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
+
+
+def read_table_entry(folder: Path, key: str) -> tuple[pd.DataFrame, dict[str, Any]] | None:
+    """The table and side values stored under `key` in `folder`, or None where there are none or they cannot be
+    trusted."""
+    try:
+        doc = json.loads((folder / f"{key}.json").read_text(encoding="utf-8"))
+        data = (folder / f"{key}.parquet").read_bytes()
+    except (OSError, ValueError):
+        return None
+    if (
+        not isinstance(doc, dict) or doc.get("format") != CACHE_FORMAT or doc.get("key") != key
+        or doc.get("sha256") != hashlib.sha256(data).hexdigest() or not isinstance(doc.get("side"), dict)
+    ):  # fmt: skip
+        return None
+    import io
+
+    import pyarrow
+
+    try:
+        table = pd.read_parquet(io.BytesIO(data))
+    except (OSError, ValueError, pyarrow.ArrowException):
+        return None
+    return table, doc["side"]
+
+
+def write_table_entry(folder: Path, key: str, table: pd.DataFrame, side: dict[str, Any]) -> None:
+    """Store `table` (parquet) and the JSON-ready `side` under `key` in `folder` (created where missing), each file
+    atomically, the JSON that vouches for the table last."""
+    import io
+
+    folder.mkdir(parents=True, exist_ok=True)
+    buf = io.BytesIO()
+    table.to_parquet(buf, index=False)
+    data = buf.getvalue()
+    write_bytes(folder / f"{key}.parquet", data)
+    doc = {"format": CACHE_FORMAT, "key": key, "sha256": hashlib.sha256(data).hexdigest(), "side": side}
+    write_text(folder / f"{key}.json", json.dumps(doc))
