@@ -33,7 +33,9 @@ __all__ = [
     "check_output_path",
     "is_stdout",
     "write_bytes",
+    "csv_bytes",
     "write_csv",
+    "write_files",
     "write_text",
 ]
 
@@ -241,6 +243,53 @@ def write_bytes(path: str | Path, data: bytes) -> Path:
     with atomic_open(path, "wb") as fh:
         fh.write(data)
     return Path(path)
+
+
+def write_files(files: dict[Path, bytes]) -> list[Path]:
+    """Write each of `files` (path -> bytes) as one set: every file to a temporary file beside it, then all renamed
+    into place with SIGINT/SIGTERM held, so an error or interrupt leaves every old file as it was, never a mix of
+    old and new. Returns the paths."""
+    old_mask = _hold()
+    tmps: dict[Path, str] = {}
+    try:
+        check_interrupted()
+        umask = os.umask(0)
+        os.umask(umask)
+        for target, data in files.items():
+            try:
+                fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+            except OSError as exc:
+                raise _cannot_write(target, exc) from None
+            tmps[target] = tmp
+            _restore(old_mask)
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.chmod(tmp, 0o666 & ~umask)
+            _hold()
+            check_interrupted()
+        for target, tmp in tmps.items():
+            os.replace(tmp, target)
+        tmps = {}
+        _restore(old_mask)
+    except BaseException:
+        _hold()
+        try:
+            for tmp in tmps.values():
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(tmp)
+        finally:
+            _restore(old_mask)
+        raise
+    return list(files)
+
+
+def csv_bytes(df: Any, **kwargs: Any) -> bytes:
+    """What `write_csv` writes for `df`, as bytes."""
+    kwargs.setdefault("index", False)
+    kwargs.setdefault("lineterminator", "\n")
+    return str(df.to_csv(**kwargs)).encode("utf-8")
 
 
 def write_csv(df: Any, path: str | Path, **kwargs: Any) -> Path:

@@ -63,3 +63,32 @@ def test_check_output_path(tmp_path: Path):
     ]:
         with pytest.raises(DataError, match=needle):
             check_output_path(path, inputs=(data,))
+
+
+def test_a_set_of_files_is_written_whole_or_not_at_all(tmp_path: Path, monkeypatch):
+    """`write_files`: every file new, or (interrupted before the renames) every file as it was, no temporary left."""
+    import slimlib.io as io_module
+    from slimlib.io import csv_bytes, write_files
+
+    a, b = tmp_path / "front.csv", tmp_path / "front.png"
+    a.write_text("old csv\n")
+    b.write_bytes(b"old png")
+    real = io_module.check_interrupted
+    calls = []
+
+    def interrupted_after_the_first_file() -> None:
+        calls.append(1)
+        if len(calls) == 2:  # the first file's temporary is written: a signal arrives
+            raise KeyboardInterrupt
+        real()
+
+    monkeypatch.setattr(io_module, "check_interrupted", interrupted_after_the_first_file)
+    with pytest.raises(KeyboardInterrupt):
+        write_files({a: b"new csv\n", b: b"new png"})
+    assert a.read_text() == "old csv\n" and b.read_bytes() == b"old png"
+    assert sorted(os.listdir(tmp_path)) == ["front.csv", "front.png"]
+    monkeypatch.setattr(io_module, "check_interrupted", real)
+    frame = pd.DataFrame({"a": [1, 2], "b": ["x", "y"]})
+    write_files({a: csv_bytes(frame), b: b"new png"})
+    assert a.read_bytes() == b"a,b\n1,x\n2,y\n" and b.read_bytes() == b"new png"
+    assert sorted(os.listdir(tmp_path)) == ["front.csv", "front.png"]

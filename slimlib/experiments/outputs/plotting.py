@@ -324,6 +324,16 @@ def save_figure(
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
     paths = []
+    for fmt, data in figure_bytes(fig, formats, dpi=dpi).items():
+        path = outdir / f"{name}.{fmt}"
+        write_bytes(path, data)  # atomic: a temporary file beside the target, renamed into place
+        paths.append(path)
+    return paths
+
+
+def figure_bytes(fig, formats: Sequence[str] = ("pdf", "png"), *, dpi: int = DPI) -> dict[str, bytes]:
+    """`fig` rendered in each of `formats` (``pdf``, ``png``) as `save_figure` writes it: format -> bytes."""
+    out = {}
     for fmt in formats:
         fmt = fmt.lower()
         if fmt == "pdf":
@@ -332,12 +342,10 @@ def save_figure(
             meta = dict(_PNG_METADATA)
         else:
             raise DataError(f"save_figure: unsupported format {fmt!r}; use 'pdf' and/or 'png'")
-        path = outdir / f"{name}.{fmt}"
         buf = io.BytesIO()
         fig.savefig(buf, format=fmt, dpi=dpi, metadata=meta)
-        write_bytes(path, buf.getvalue())  # atomic: a temporary file beside the target, renamed into place
-        paths.append(path)
-    return paths
+        out[fmt] = buf.getvalue()
+    return out
 
 
 # --------------------------------------------------------------------------------------------------- tables
