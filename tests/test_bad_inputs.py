@@ -252,8 +252,53 @@ def _mamba_folder(tmp: Path) -> Path:
     return folder
 
 
+def _params_named(t: Path, name: str) -> Path:
+    path = t / name
+    shutil.copy(_params(t), path)
+    return path
+
+
 CASES = [
     # -- outputs: nothing but a regular file is replaced, and never an input ------------------------------------
+    Case(
+        "advise --frontier whose figure would replace the parameter file",
+        lambda t: _s(
+            "advise",
+            _params_named(t, "front.png"),
+            "--model",
+            "opt-125m",
+            "--input-len",
+            100,
+            "--output-len",
+            100,
+            "--gpus",
+            1,
+            "--frontier",
+            t / "front.csv",
+        ),  # fmt: skip
+        r"--frontier .*front.csv: its figure .*front.png: is also an input",
+    ),
+    Case(
+        "advise --frontier named as its own figure",
+        lambda t: _advise(t, "--gpus", 1, "--frontier", t / "fx.pdf"),
+        r"--frontier .*fx.pdf: the figure is written beside the CSV as fx.pdf and fx.png",
+    ),
+    Case(
+        "advise --frontier whose figure name is a folder",
+        lambda t: _advise(t, "--gpus", 1, "--frontier", (t / "front.png").mkdir() or t / "front.csv"),
+        r"its figure .*front.png: is a directory",
+    ),
+    # -- options that exceed a node or conflict -------------------------------------------------------------------
+    Case(
+        "advise --gpus 1000",
+        lambda t: _advise(t, "--gpus", 1000),
+        r"--gpus 1000: a node holds at most 8 GPUs",
+    ),
+    Case(
+        "advise --gpus 8 --tensor-parallel 3",
+        lambda t: _advise(t, "--gpus", 8, "--tensor-parallel", 3),
+        r"--tensor-parallel 3 does not divide --gpus 8",
+    ),
     Case(
         "predict --out FIFO",
         lambda t: _s("predict", _params(t), _config(t), "--out", _fifo(t)),
@@ -892,3 +937,29 @@ def test_a_new_plan_replaces_the_old_one_whole(tmp_path, capsys):
     ]
     assert pd.read_csv(plan / "plan.csv")["model"].iloc[0] == "llama-2-7b"
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_gpus_with_a_tensor_parallel_degree_search_that_degree_only(tmp_path, capsys):
+    """--gpus 8 --tensor-parallel 2: four TP2 replicas per node, no other degree."""
+    argv = _s("advise", _params(tmp_path), "--model", "llama-2-7b", "--input-len", 250, "--output-len", 260,
+              "--gpus", 8, "--tensor-parallel", 2, "--format", "json")  # fmt: skip
+    assert main(argv) == 0, capsys.readouterr().err
+    ranked = json.loads(capsys.readouterr().out)["ranked"]
+    assert ranked and {r["tensor_parallel"] for r in ranked} == {2} and {r["replicas"] for r in ranked} == {4}
+
+
+@pytest.mark.parametrize("value", ["fp4", "nvfp4"])
+def test_fp4_is_printed_as_the_flag_vllm_takes(value, tmp_path, capsys):
+    """SLIM's fp4 and nvfp4 are NVFP4, which vLLM serves as --quantization modelopt_fp4 (it has no fp4 or nvfp4)."""
+    argv = _s("advise", _params(tmp_path), "--model", "llama-2-7b", "--input-len", 250, "--output-len", 260,
+              "--quantization", value)  # fmt: skip
+    main(argv)
+    line = next(ln for ln in capsys.readouterr().out.splitlines() if "vllm serve" in ln)
+    assert "--quantization modelopt_fp4" in line and f"--quantization {value} " not in line + " "
+    plan = _s(
+        "plan", "--model", "llama-2-7b", "--gpu", "b200", "--quantization", value, "--out", tmp_path / "plan"
+    )
+    assert main(plan) == 0, capsys.readouterr().err
+    serve = [ln for ln in (tmp_path / "plan" / "run_plan.sh").read_text().splitlines() if "vllm serve" in ln]
+    assert serve and all("--quantization modelopt_fp4 " in ln for ln in serve)
+    assert set(pd.read_csv(tmp_path / "plan" / "plan.csv")["quantization"]) == {value}

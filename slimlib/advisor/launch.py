@@ -6,7 +6,8 @@ needs ``B_cap x request_blocks(IL + OL)`` blocks of ``block_size x kv_bytes_per_
 * GPU (vLLM's CUDA engine): ``--max-num-seqs B_cap``; ``--gpu-memory-utilization`` = (weights + reserve + those
   blocks) / the GPU's memory, rounded up to 0.01 (`memory_utilization`); ``--max-num-batched-tokens`` the token
   budget the prediction assumed (at least B_cap: vLLM refuses a budget below ``max_num_seqs``);
-  ``--max-model-len IL + OL``; ``-tp``, ``--quantization`` and ``--kv-cache-dtype`` where not the defaults.
+  ``--max-model-len IL + OL``; ``-tp``, ``--quantization`` (vLLM's name, `VLLM_QUANTIZATION`) and
+  ``--kv-cache-dtype`` where not the defaults.
 * CPU (vLLM's CPU engine, registry device ``cpu``): the KV pool is ``VLLM_CPU_KVCACHE_SPACE``, whole GiB
   (vLLM reads an integer), rounded up from the same blocks; threads ``VLLM_CPU_OMP_THREADS_BIND`` (``0-(n-1)``
   for `cpu_threads` n, else ``auto``); ``--gpu-memory-utilization`` is never given (the CPU engine has no such
@@ -23,6 +24,7 @@ from slimlib.errors import DataError
 from slimlib.model.memory import GIB
 from slimlib.model.serving import ServingConfig
 from slimlib.registry.host_cpu import CPU_DEVICES
+from slimlib.registry.precision import VLLM_QUANTIZATION
 
 __all__ = ["LaunchSettings", "is_cpu", "kv_need", "launch_settings", "memory_utilization"]
 
@@ -94,7 +96,7 @@ def launch_settings(
     if dtype and dtype != "auto":
         flags += ["--dtype", dtype]
     if config.quantization and config.quantization != "none":
-        flags += ["--quantization", config.quantization]
+        flags += ["--quantization", VLLM_QUANTIZATION.get(config.quantization, config.quantization)]
     if config.kv_cache_dtype != "auto":
         flags += ["--kv-cache-dtype", config.kv_cache_dtype]
     return LaunchSettings(env, flags, kv_bytes / GIB, fits)

@@ -33,6 +33,7 @@ from slimlib.batchjobs import (
     task_log,
 )
 from slimlib.errors import DataError
+from slimlib.registry.precision import VLLM_QUANTIZATION
 
 SCRIPT_NAME = "slurm_array.sh"
 _VAR = re.compile("\x00([A-Z_]+)\x00")
@@ -63,11 +64,13 @@ SERVE_OPTION_COLUMNS = {
 
 
 def serve_flags(plan: pd.DataFrame) -> list[str]:
-    """The `vllm serve` flags of the plan's serving options (one value per plan; empty when none was given)."""
+    """The `vllm serve` flags of the plan's serving options (one value per plan; empty when none was given; the
+    quantization by vLLM's name, `VLLM_QUANTIZATION`)."""
     flags = []
     for column, flag in SERVE_OPTION_COLUMNS.items():
         if column in plan.columns:
-            flags += [flag, str(plan[column].iloc[0])]
+            value = str(plan[column].iloc[0])
+            flags += [flag, VLLM_QUANTIZATION.get(value, value) if column == "quantization" else value]
     return flags
 
 

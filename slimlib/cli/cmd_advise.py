@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -37,7 +38,8 @@ from slimlib.cli.common import (
 )
 from slimlib.cli.table import OUTPUTS_NOTE, command_help
 from slimlib.errors import DataError
-from slimlib.io import write_csv
+from slimlib.io import csv_bytes, write_csv, write_files
+from slimlib.model.memory import GPUS_PER_NODE
 from slimlib.model.serving import serving_config
 from slimlib.model.validity import (
     check_allreduce,
@@ -138,8 +140,9 @@ def register_cli(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     )
     p.add_argument("--gpu", help="GPU to advise for; must be the one the parameters were calibrated on")
     p.add_argument(
-        "--tensor-parallel", type=positive_int, default=1,
-        help="GPUs the model is split over (default 1); memory figures are per GPU",
+        "--tensor-parallel", type=positive_int,
+        help="GPUs the model is split over (default 1); memory figures are per GPU; with --gpus, the one degree "
+        "the search tries",
     )  # fmt: skip
     _add_precision_arguments(p)
     batches = p.add_mutually_exclusive_group()
@@ -186,8 +189,8 @@ def register_cli(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     )  # fmt: skip
     s.add_argument(
         "--gpus", type=positive_int,
-        help="GPUs of the node: search every TP degree dividing it that vLLM accepts, replicas = GPUS / TP "
-        "(default: --tensor-parallel, that degree only)",
+        help=f"GPUs of the node (at most {GPUS_PER_NODE}): search every TP degree dividing it that vLLM accepts, "
+        "or --tensor-parallel's only; replicas = GPUS / TP (default: --tensor-parallel GPUs)",
     )  # fmt: skip
     s.add_argument(
         "--precision", nargs="+", choices=list(PRECISIONS), metavar="P",
@@ -250,6 +253,7 @@ SEARCH_OPTIONS = ("ttft_ms", "tpot_ms", "e2e_s", "percentile", "gpus", "precisio
 def _cmd_advise(args: argparse.Namespace) -> int:
     if any(getattr(args, k) is not None for k in SEARCH_OPTIONS):
         return _search(args)
+    args.tensor_parallel = args.tensor_parallel or 1
     model_argument(args.model)
     inputs = [args.params, *model_inputs([args.model])]  # a config.json given as --model is an input too
     curve_path = output_file(args.curve, "--curve", inputs=inputs) if args.curve else None
@@ -340,6 +344,22 @@ def _cmd_advise(args: argparse.Namespace) -> int:
     return 0
 
 
+def frontier_outputs(path: str, inputs: list[str | Path]) -> tuple[Path, Path, Path]:
+    """The files `--frontier` writes: the CSV `path` and its figure beside it (same name, .pdf and .png), each
+    checked as an output that is not one of `inputs`; DataError when the CSV's name is one of its figure's."""
+    csv_path = Path(path)
+    figure = (csv_path.with_suffix(".pdf"), csv_path.with_suffix(".png"))
+    if csv_path.suffix.lower() in (".pdf", ".png"):
+        raise DataError(
+            f"--frontier {path}: the figure is written beside the CSV as {figure[0].name} and {figure[1].name}; "
+            "give the CSV its own name, e.g. front.csv"
+        )
+    for p in (csv_path, *figure):
+        what = "--frontier" if p == csv_path else f"--frontier {path}: its figure"
+        output_file(p, what, inputs=inputs)
+    return csv_path, *figure
+
+
 #: interval level of the throughput interval the search reports
 SEARCH_INTERVAL = 0.9
 
@@ -348,7 +368,7 @@ def _search(args: argparse.Namespace) -> int:
     """`slim advise` with TTFT/TPOT/E2E limits, --gpus or --frontier: the deployment search."""
     model_argument(args.model)
     inputs = [args.params, *model_inputs([args.model])]
-    front_path = output_file(args.frontier, "--frontier", inputs=inputs) if args.frontier else None
+    front_paths = frontier_outputs(args.frontier, inputs) if args.frontier else None
     given = [
         o for o in ("dtype", "quantization", "kv_cache_dtype", "gpu_blocks", "curve") if getattr(args, o)
     ]
@@ -376,8 +396,18 @@ def _search(args: argparse.Namespace) -> int:
         e2e_s=args.e2e_s or float("inf"),
         percentile=args.percentile,
     )
-    gpus = args.gpus or args.tensor_parallel
-    tps = None if args.gpus else [args.tensor_parallel]
+    if args.gpus is not None and args.gpus > GPUS_PER_NODE:
+        raise DataError(
+            f"--gpus {args.gpus}: a node holds at most {GPUS_PER_NODE} GPUs (tensor parallelism runs within one); "
+            f"advise one node: its throughput per GPU is that of every node"
+        )
+    if args.gpus and args.tensor_parallel and args.gpus % args.tensor_parallel:
+        raise DataError(
+            f"--tensor-parallel {args.tensor_parallel} does not divide --gpus {args.gpus}: the node runs "
+            "--gpus / --tensor-parallel replicas; give a degree that divides it, or leave it out to search every one"
+        )
+    gpus = args.gpus or args.tensor_parallel or 1
+    tps = [args.tensor_parallel or 1] if args.tensor_parallel or not args.gpus else None
     candidates = (
         np.array(sorted(set(args.batch_sizes))) if args.batch_sizes else np.arange(1, args.max_batch + 1)
     )
@@ -393,15 +423,16 @@ def _search(args: argparse.Namespace) -> int:
     if best["b_cap"] > 0:
         launch = launch_settings(dep.config, int(best["b_cap"]), args.input_len, args.output_len,
                                  cpu_threads=args.cpu_threads)  # fmt: skip
-    if front_path is not None:
-        write_csv(front, front_path)
+    if front_paths is not None:
         label = f"best: TP{best['tensor_parallel']} {best['precision']} B={best['b_cap']}"
         pick = {label: (best["per_user_tok_s"], best["throughput_per_gpu_tok_s"])} if launch else {}
         from slimlib.experiments.bca.advisor_figures import bca_frontier  # matplotlib: only a frontier draws
-        from slimlib.experiments.outputs.plotting import save_figure
+        from slimlib.experiments.outputs.plotting import figure_bytes
 
         fig = bca_frontier(front, pick, f"{arch.name} on {gpus} x {hw.name}: {slo.describe()}")
-        save_figure(fig, front_path.stem, front_path.parent)
+        drawn = figure_bytes(fig, ("pdf", "png"))
+        csv_path, pdf_path, png_path = front_paths
+        write_files({csv_path: csv_bytes(front), pdf_path: drawn["pdf"], png_path: drawn["png"]})
     if args.format == "json":
         rec = {
             "slo": slo.describe(),
@@ -421,10 +452,8 @@ def _search(args: argparse.Namespace) -> int:
     print(f"best: TP{best['tensor_parallel']} {best['precision']} x {best['replicas']} replica(s), "
           f"B_cap {best['b_cap']} (bound by: {best['binding']})")  # fmt: skip
     print(f"vLLM (each replica): {launch.command(arch.hf_id or arch.name)}")
-    if front_path is not None:
-        print(
-            f"wrote the frontier ({len(front)} points) to {front_path} and {front_path.with_suffix('.pdf')}"
-        )
+    if front_paths is not None:
+        print(f"wrote the frontier ({len(front)} points) to {', '.join(map(str, front_paths))}")
     return 0
 
 

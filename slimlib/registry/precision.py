@@ -21,6 +21,7 @@ from slimlib.registry.gpus import GPU
 __all__ = [
     "DTYPES",
     "QUANTIZATIONS",
+    "VLLM_QUANTIZATION",
     "KV_CACHE_DTYPES",
     "dtype_bytes",
     "weight_precision",
@@ -40,6 +41,10 @@ QUANTIZATIONS = {
     "modelopt_fp4": "fp4",
     "mxfp4": "fp4",
 }
+#: --quantization values -> the flag vLLM takes for them: SLIM's ``fp4`` and ``nvfp4`` are NVIDIA's NVFP4, which vLLM
+#: serves from a ModelOpt checkpoint as ``modelopt_fp4`` (vLLM has no ``fp4`` or ``nvfp4`` value)
+VLLM_QUANTIZATION = {"fp8": "fp8", "fp4": "modelopt_fp4", "nvfp4": "modelopt_fp4", "modelopt_fp4": "modelopt_fp4",
+                     "mxfp4": "mxfp4"}  # fmt: skip
 #: --kv-cache-dtype values -> bytes per element (None: the serving dtype)
 KV_CACHE_DTYPES: dict[str, float | None] = {"auto": None, "fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1}
 _QUANT_BYTES = {"fp8": 1.0, "fp4": 0.5}
