@@ -46,6 +46,15 @@ def _measured(tmp: Path, name: str = "runs.csv", **columns: object) -> Path:
     return path
 
 
+def _one_row_throughput(tmp: Path, value: float) -> Path:
+    """A measured table whose first row claims `value` tokens per second."""
+    path = _measured(tmp)
+    df = pd.read_csv(path)
+    df.loc[0, "throughput_tok_s"] = value
+    df.to_csv(path, index=False)
+    return path
+
+
 def _repeated_column(tmp: Path) -> Path:
     """A measured table whose header names batch_size twice."""
     path = _measured(tmp)
@@ -287,6 +296,23 @@ CASES = [
         "advise --frontier whose figure name is a folder",
         lambda t: _advise(t, "--gpus", 1, "--frontier", (t / "front.png").mkdir() or t / "front.csv"),
         r"its figure .*front.png: is a directory",
+    ),
+    # -- measurements beyond the device's compute roofline --------------------------------------------------------
+    Case(
+        "fit a row of 1e300 tok/s",
+        lambda t: _s("fit", _one_row_throughput(t, 1e300), "--out", t / "p.json"),
+        r"runs.csv line 2: throughput_tok_s = 1e\+300 needs .* FLOP/s per GPU .* above h100-sxm-80gb's "
+        r"highest peak",
+    ),
+    Case(
+        "fit a row of 1e8 tok/s for opt-125m",
+        lambda t: _s("fit", _one_row_throughput(t, 1e8), "--out", t / "p.json"),
+        r"line 2: throughput_tok_s = 1e\+08 needs .* FLOP/s per GPU for opt-\S+'s linear layers alone",
+    ),
+    Case(
+        "advise --block-size 1e9",
+        lambda t: _advise(t, "--block-size", 1_000_000_000),
+        r"one KV block of 1e\+09 tokens needs .* GiB, more than the KV pool of .* GiB",
     ),
     # -- options that exceed a node or conflict -------------------------------------------------------------------
     Case(

@@ -36,7 +36,13 @@ from slimlib.model.base import PARAMS_FORMAT_VERSION, SERVED_COLUMNS
 from slimlib.model.features import resolve_gpu
 from slimlib.model.intervals import INTERVAL_COLUMNS, check_level
 from slimlib.model.shipped_residuals import load_shipped
-from slimlib.model.validity import CANONICAL, check_table, checking_rows, load_checked_params
+from slimlib.model.validity import (
+    CANONICAL,
+    check_measured_throughput,
+    check_table,
+    checking_rows,
+    load_checked_params,
+)
 from slimlib.schema import (
     PREDICT_SCHEMA_HELP,
     TARGET_COLUMN,
@@ -224,6 +230,7 @@ def _cmd_fit(args: argparse.Namespace) -> int:
     # the config files the table's `model` column names are inputs too
     out = output_file(args.out, "--out", inputs=[*args.data, *model_inputs(df["model"])])
     check_table(df, args.gpu)  # physical validity (slimlib.model.validity)
+    check_measured_throughput(df, args.gpu)
     resolve_gpu(df, args.gpu, fitting=True)  # rows of another GPU than --gpu: refused before the fit starts
     n_rows = len(df)
     df, merged = aggregate_repeats(df)  # identical repeats of a configuration are one measurement

@@ -13,7 +13,8 @@ accept before any model runs.
 * the all-reduce latency: rows with TP > 1 on a GPU whose registry latency is another GPU's figures
   (`slimlib.registry.gpus.GPU.allreduce_proxy`, the AMD GPUs among them) get a `ProxyLatencyWarning` that names it
   (their all-reduce time, and so their TP scaling, rests on that proxy; `check_allreduce`);
-* parameters: finite numbers within their `ParamSpec` bounds, on load and on transfer.
+* parameters: finite numbers within their `ParamSpec` bounds, on load and on transfer;
+* a measured throughput within the device's compute roofline (`check_measured_throughput`, before a fit).
 """
 
 from __future__ import annotations
@@ -268,6 +269,37 @@ def _check_rows(
             proxied.setdefault((device.name, t), proxy)
         s.check_fits(where)
         check_memory(s, b[rows], il[rows], ol[rows], labels=label, preempted=preempted)
+
+
+def check_measured_throughput(df: pd.DataFrame, gpu: str | GPU | None = None) -> None:
+    """DataError naming the row where a measured ``throughput_tok_s`` asks each GPU for more FLOP/s than its
+    highest tensor peak at any precision for the linear layers alone (``throughput x`` the serving configuration's
+    `linear_flops_per_token`): no engine serves faster, so the measurement cannot be right. `gpu` as in
+    `check_table`."""
+    if "throughput_tok_s" not in df.columns or df.empty:
+        return
+    data = df.reset_index(drop=True)
+    hw = get_gpu(gpu) if gpu is not None else None
+    codes, configs = serving_configs(data, hw, gpu_column=hw is None)
+    throughput = pd.to_numeric(data["throughput_tok_s"], errors="coerce").to_numpy(dtype=float)
+    for j, s in enumerate(configs):
+        if not s.gpu:
+            continue
+        device = get_gpu(s.gpu)
+        precision, peak = max(device.peaks.items(), key=lambda kv: kv[1])
+        rows = np.flatnonzero(codes == j)
+        need = throughput[rows] * s.linear_flops_per_token
+        over = rows[need > peak]
+        if over.size:
+            i = int(over[0])
+            flops = throughput[i] * s.linear_flops_per_token
+            raise DataError(
+                f"{row_label(df, i)}: throughput_tok_s = {throughput[i]:.4g} needs "
+                f"{f'{flops:.3g}' if math.isfinite(flops) else 'infinitely many'} FLOP/s per GPU for {s.model}'s "
+                "linear layers alone, "
+                f"above {device.name}'s highest peak ({peak:.3g} FLOP/s at {precision}); no engine serves that "
+                "fast: check the row's throughput (tokens per second of the whole server) and units"
+            )
 
 
 def check_param_values(doc: dict[str, Any], where: str) -> None:
