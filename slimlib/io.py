@@ -27,11 +27,14 @@ from slimlib.errors import DataError, check_interrupted, set_deferring
 from slimlib.schema import row_chunks
 
 __all__ = [
+    "OWNER_MARKER",
     "STDOUT",
     "atomic_folder",
     "atomic_open",
     "check_output_path",
+    "check_owned",
     "is_stdout",
+    "owner_marker",
     "write_bytes",
     "csv_bytes",
     "write_csv",
@@ -71,6 +74,38 @@ def _cannot_write(target: Path, exc: OSError) -> DataError:
 def is_stdout(path: str | Path | None) -> bool:
     """True when `path` is ``-`` (standard output)."""
     return path is not None and str(path) == STDOUT
+
+
+#: the file a `slim` command writes into an output folder it owns: its text names the command
+OWNER_MARKER = ".slim-owner"
+
+
+def owner_marker(command: str) -> str:
+    """The text of `OWNER_MARKER` for `command` (e.g. ``slim plan``)."""
+    return f"written by {command}\n"
+
+
+def check_owned(
+    path: str | Path, option: str, command: str, legacy: Callable[[Path], bool] | None = None
+) -> None:
+    """DataError unless the folder `path` is new, empty, or `command`'s own: its `OWNER_MARKER` names `command`, or
+    (a folder from before the marker) `legacy` accepts it. A folder holding other files is never taken over."""
+    p = Path(path)
+    if not p.is_dir() or not any(p.iterdir()):
+        return
+    marker = p / OWNER_MARKER
+    try:
+        if marker.is_file() and marker.read_text(encoding="utf-8") == owner_marker(command):
+            return
+    except (OSError, UnicodeDecodeError):
+        pass
+    if legacy is not None and legacy(p):
+        return
+    names = sorted(q.name for q in p.iterdir())
+    shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+    raise DataError(
+        f"{option} {p}: holds files that `{command}` did not write ({shown}); give a new or empty folder"
+    )
 
 
 def check_output_path(path: str | Path, *, inputs: tuple[str | Path, ...] = ()) -> Path:

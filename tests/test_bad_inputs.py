@@ -10,6 +10,7 @@ import os
 import re
 import shutil
 import socket
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -261,6 +262,20 @@ def _mamba_folder(tmp: Path) -> Path:
     return folder
 
 
+def _user_folder(t: Path) -> Path:
+    folder = t / "notes"
+    folder.mkdir()
+    (folder / "README.txt").write_text("my notes\n")
+    return folder
+
+
+def _garbled_campaign(t: Path) -> Path:
+    folder = t / "camp"
+    folder.mkdir()
+    (folder / "manifest.json").write_text("{bad")
+    return folder
+
+
 def _params_named(t: Path, name: str) -> Path:
     path = t / name
     shutil.copy(_params(t), path)
@@ -296,6 +311,74 @@ CASES = [
         "advise --frontier whose figure name is a folder",
         lambda t: _advise(t, "--gpus", 1, "--frontier", (t / "front.png").mkdir() or t / "front.csv"),
         r"its figure .*front.png: is a directory",
+    ),
+    # -- folders a command did not create are never taken over -----------------------------------------------------
+    Case(
+        "plan --out a folder of the user's files",
+        lambda t: _s(
+            "plan",
+            "--model",
+            "llama-2-7b",
+            "--gpu",
+            GPU,
+            "--input-len",
+            250,
+            "--output-len",
+            130,
+            520,
+            "--out",
+            _user_folder(t),
+        ),  # fmt: skip
+        r"--out .*notes: holds files that `slim plan` did not write \(README.txt\); give a new or empty folder",
+    ),
+    Case(
+        "bench campaign --out a plan folder",
+        lambda t: _s("bench", "campaign", "--out", _existing_plan(t), "--engine-python", sys.executable),
+        r"--out .*plan: holds files that `slim bench` did not write \(.slim-owner, README.txt, plan.csv",
+    ),
+    Case(
+        "bench campaign --out a regular file",
+        lambda t: _s(
+            "bench", "campaign", "--out", _rows(t, "x\n", "afile"), "--engine-python", sys.executable
+        ),
+        r"--out .*afile: is a file; give a folder for the outputs",
+    ),
+    Case(
+        "bench campaign with a garbled manifest",
+        lambda t: _s("bench", "campaign", "--out", _garbled_campaign(t), "--engine-python", sys.executable),
+        r"camp/manifest.json: not a readable campaign manifest",
+    ),
+    Case(
+        "bench run --out a regular file",
+        lambda t: _s(
+            "bench",
+            "run",
+            _existing_plan(t) / "plan.csv",
+            "--out",
+            _rows(t, "x\n", "afile"),
+            "--engine-python",
+            sys.executable,
+        ),  # fmt: skip
+        r"--out .*afile: is a file; give a folder for the outputs",
+    ),
+    Case(
+        "bench run --vllm a program that is not on the PATH",
+        lambda t: _s(
+            "bench", "run", _existing_plan(t) / "plan.csv", "--out", t / "camp", "--vllm", "no-such-vllm"
+        ),
+        r"--vllm no-such-vllm: no such program on the PATH; give its path",
+    ),
+    Case(
+        "bench gemm --engine-python a missing file",
+        lambda t: _s("bench", "gemm", "--engine-python", t / "nope" / "python", "--out", t / "gemm"),
+        r"--engine-python .*nope/python: no such file; give the path of the program",
+    ),
+    Case(
+        "bench attention --engine-python a file that is not a program",
+        lambda t: _s(
+            "bench", "attention", "--engine-python", _rows(t, "x\n", "notes.txt"), "--out", t / "att"
+        ),
+        r"--engine-python .*notes.txt: is not an executable program",
     ),
     # -- measurements beyond the device's compute roofline --------------------------------------------------------
     Case(
@@ -634,7 +717,7 @@ CASES = [
     ),
     Case(
         "plan --out a read-only folder",
-        lambda t: _s("plan", "--model", "llama-2-7b", "--gpu", GPU, "--out", _read_only_folder(t)),
+        lambda t: _s("plan", "--model", "llama-2-7b", "--gpu", GPU, "--out", _read_only_folder(t) / "plan"),
         r"(cannot write into|is not writable).*choose another output folder",
     ),
     Case(
@@ -953,6 +1036,7 @@ def test_a_new_plan_replaces_the_old_one_whole(tmp_path, capsys):
     assert main(_slurm_plan(tmp_path, "--time", "01:00:00")) == 0, capsys.readouterr().err
     names = sorted(p.name for p in plan.iterdir())
     assert names == [
+        ".slim-owner",
         "README.txt",
         "logs",
         "plan.csv",

@@ -163,3 +163,23 @@ def test_model_column_may_be_a_config_json_path(tmp_path):
         )
         == 0
     )
+
+
+def test_an_unexpected_error_is_one_line_and_debug_shows_its_traceback(monkeypatch, capsys):
+    """A bug (any exception that is not a SlimError) is one line pointing at `slim --debug`; with it, the exception
+    itself."""
+    import slimlib.cli.cmd_registry as cmd_registry
+    from slimlib.cli.main import main
+
+    def boom(args):
+        raise RuntimeError("boom\nsecond line")
+
+    monkeypatch.setattr(cmd_registry, "_cmd_gpus", boom)
+    assert main(["gpus"]) == 1
+    err = capsys.readouterr().err
+    assert err.splitlines() == [
+        "slim gpus: unexpected error (RuntimeError: boom second line); this is a bug in slim: rerun as "
+        "`slim --debug ...` for the traceback and report it"
+    ]
+    with pytest.raises(RuntimeError, match="boom"):
+        main(["--debug", "gpus"])

@@ -88,7 +88,14 @@ def test_array_script_header_and_task_table(tmp_path):
     paths = write_plan(_plan(), tmp_path, scheduler="slurm",
                        slurm=SlurmOptions(partition="gpu", account="proj1", time="00:30:00", max_parallel=4))  # fmt: skip
     script = (tmp_path / SCRIPT_NAME).read_text()
-    assert [p.name for p in paths] == ["plan.csv", SCRIPT_NAME, TASKS_NAME, "slurm.env", "README.txt"]
+    assert [p.name for p in paths] == [
+        "plan.csv",
+        SCRIPT_NAME,
+        TASKS_NAME,
+        "slurm.env",
+        "README.txt",
+        ".slim-owner",
+    ]
     for line in ("#SBATCH --array=0-5%4", "#SBATCH --gres=gpu:1", "#SBATCH --time=00:30:00",
                  "#SBATCH --partition=gpu", "#SBATCH --account=proj1", "#SBATCH --output=logs/task-%a.log"):  # fmt: skip
         assert line + "\n" in script
@@ -99,7 +106,9 @@ def test_array_script_header_and_task_table(tmp_path):
     assert (
         tasks[["batch_size", "output_len"]].to_numpy() == _plan()[["batch_size", "output_len"]].to_numpy()
     ).all()
-    assert not list(tmp_path.glob(".*"))  # no temporary files left behind
+    assert [p.name for p in tmp_path.glob(".*")] == [
+        ".slim-owner"
+    ]  # the ownership marker; no temporary file left
 
 
 def test_tensor_parallel_asks_for_more_gpus(tmp_path):

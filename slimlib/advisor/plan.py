@@ -27,7 +27,7 @@ from slimlib.advisor.commands import client_args, client_command, server_args, s
 from slimlib.advisor.slurm_plan import SERVE_OPTION_COLUMNS, serve_flags, slurm_plan_files
 from slimlib.batchjobs import ENV_NAME, LOG_DIR, TASKS_NAME
 from slimlib.errors import DataError
-from slimlib.io import atomic_folder, write_text
+from slimlib.io import OWNER_MARKER, atomic_folder, owner_marker, write_text
 from slimlib.model.memory import DEFAULT_BLOCK_SIZE, DEFAULT_GPU_MEMORY_UTILIZATION, DEFAULT_RESERVE_GIB
 from slimlib.model.serving import serving_config
 from slimlib.registry.architectures import get_architecture
@@ -158,7 +158,19 @@ def _safe(name: str) -> str:
 
 
 #: Every file a plan folder may hold from `write_plan` (a new plan removes those of an earlier one it lacks).
-PLAN_FILES = ("plan.csv", "README.txt", "run_plan.sh", "slurm_array.sh", TASKS_NAME, ENV_NAME)
+PLAN_FILES = ("plan.csv", "README.txt", "run_plan.sh", "slurm_array.sh", TASKS_NAME, ENV_NAME, OWNER_MARKER)
+#: what `slim plan` calls itself in its folder's ownership marker (`slimlib.io.OWNER_MARKER`)
+PLAN_COMMAND = "slim plan"
+
+
+def is_plan_folder(path: Path) -> bool:
+    """Whether `path` holds a plan `write_plan` wrote before folders carried an ownership marker: its plan.csv and
+    a README.txt that begins as `write_plan`'s do."""
+    try:
+        readme = (path / "README.txt").read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return False
+    return (path / "plan.csv").is_file() and readme.startswith("Calibration plan for ")
 
 
 def write_plan(
@@ -178,7 +190,8 @@ def write_plan(
     configuration per task (`slimlib.advisor.slurm_plan.slurm_plan_files`; `slurm` is its `SlurmOptions`, `env_file`
     the site's environment file; `port` is not used, each task picks a free one). Everything is checked before
     anything is written; the files then appear together (`slimlib.io.atomic_folder`): over an earlier plan, the
-    old files are replaced only once the new set is complete.
+    old files are replaced only once the new set is complete. The folder's ownership marker is one of them
+    (`slimlib.io.OWNER_MARKER`): a later plan replaces only a folder that is new, empty or a plan's.
     """
     if scheduler not in SCHEDULERS:
         raise DataError(f"unknown scheduler {scheduler!r}; choose one of {', '.join(SCHEDULERS)}")
@@ -189,6 +202,7 @@ def write_plan(
         )
     else:
         files.update(_local_files(plan, result_dir, legacy, port))
+    files[OWNER_MARKER] = (owner_marker(PLAN_COMMAND), False)
     with atomic_folder(out_dir, replaces=PLAN_FILES) as tmp:
         for name, (text, executable) in files.items():
             write_text(tmp / name, text, executable=executable)
@@ -254,7 +268,11 @@ def _local_files(plan: pd.DataFrame, result_dir: str, legacy: bool, port: int) -
 def next_steps(paths: list[Path], scheduler: str, out_dir: str | Path, result_dir: str) -> str:
     """The line `slim plan` prints after writing: how to run the plan, ingest and fit."""
     fit = "slim fit runs.csv --out params.json; slim advise params.json ..."
+    script = next(p for p in paths if p.name in ("slurm_array.sh", "run_plan.sh"))
+    d = shlex.quote(str(out_dir))
     if scheduler == "slurm":
-        d = shlex.quote(str(out_dir))
-        return f"next: (cd {d} && sbatch {paths[1].name}); when it ends: slim data ingest {d} --out runs.csv; {fit}"
-    return f"next: bash {paths[1]}; slim data ingest {result_dir} --out runs.csv; {fit}"
+        return (
+            f"next: (cd {d} && sbatch {shlex.quote(script.name)}); when it ends: slim data ingest {d} --out runs.csv; "
+            f"{fit}"
+        )
+    return f"next: bash {shlex.quote(str(script))}; slim data ingest {shlex.quote(result_dir)} --out runs.csv; {fit}"

@@ -19,7 +19,7 @@ from slimlib.advisor.capacity import (
 )
 from slimlib.advisor.deploy import PRECISIONS, SearchResult, closest, pareto_front, search
 from slimlib.advisor.launch import is_cpu, launch_settings
-from slimlib.advisor.plan import make_plan, next_steps, write_plan
+from slimlib.advisor.plan import PLAN_COMMAND, is_plan_folder, make_plan, next_steps, write_plan
 from slimlib.advisor.slo import Slo
 from slimlib.batchjobs import add_scheduler_arguments, options_from_args
 from slimlib.cli.common import (
@@ -38,7 +38,7 @@ from slimlib.cli.common import (
 )
 from slimlib.cli.table import OUTPUTS_NOTE, command_help
 from slimlib.errors import DataError
-from slimlib.io import csv_bytes, write_csv, write_files
+from slimlib.io import check_owned, csv_bytes, write_csv, write_files
 from slimlib.model.memory import GPUS_PER_NODE
 from slimlib.model.serving import serving_config
 from slimlib.model.validity import (
@@ -488,6 +488,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     model_argument(args.model)
     env = [args.env_file] if args.env_file else []
     output_folder(args.out, "--out", inputs=env, configs=model_inputs([args.model]))
+    check_owned(args.out, "--out", PLAN_COMMAND, legacy=is_plan_folder)
     arch = get_architecture(args.model)
     check_architecture(arch, f"--model {args.model}")
     check_tensor_parallel(arch, args.tensor_parallel, "--tensor-parallel")

