@@ -262,6 +262,11 @@ def _mamba_folder(tmp: Path) -> Path:
     return folder
 
 
+def _slurm_plan_folder(t: Path) -> Path:
+    assert main(_slurm_plan(t)) == 0
+    return t / "plan"
+
+
 def _user_folder(t: Path) -> Path:
     folder = t / "notes"
     folder.mkdir()
@@ -311,6 +316,39 @@ CASES = [
         "advise --frontier whose figure name is a folder",
         lambda t: _advise(t, "--gpus", 1, "--frontier", (t / "front.png").mkdir() or t / "front.csv"),
         r"its figure .*front.png: is a directory",
+    ),
+    Case(
+        "ingest --out the config.json --model names",
+        lambda t: _s(
+            "data",
+            "ingest",
+            _runs_folder(t),
+            "--model",
+            _model_folder(t) / "config.json",
+            "--gpu",
+            GPU,
+            "--out",
+            t / "m" / "config.json",
+        ),  # fmt: skip
+        r"--out .*m/config.json: is also an input",
+    ),
+    Case(
+        "nbstrip a parameter file",
+        lambda t: _s("nbstrip", _params(t)),
+        r"params.json: not a Jupyter notebook \(nbformat 4 with a list of cells\); left as it is",
+    ),
+    Case(
+        "ingest --allow-incomplete a Slurm plan never run",
+        lambda t: _s(
+            "data",
+            "ingest",
+            _slurm_plan_folder(t),
+            "--allow-incomplete",
+            "--out",
+            _rows(t, "prev\n", "prev.csv"),
+        ),
+        r"no run to write: 6 task\(s\) missing, 0 failed, 0 result\(s\) excluded by the physical checks .*prev.csv left as "
+        r"it was",
     ),
     # -- folders a command did not create are never taken over -----------------------------------------------------
     Case(

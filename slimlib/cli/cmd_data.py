@@ -6,13 +6,14 @@ import argparse
 import sys
 from pathlib import Path
 
-from slimlib.cli.common import output_file, output_folder, positive_float, positive_int
+from slimlib.cli.common import model_inputs, output_file, output_folder, positive_float, positive_int
 from slimlib.cli.table import OUTPUTS_NOTE, command_help
 from slimlib.data.build import build_all
 from slimlib.data.campaign_collect import collect
 from slimlib.data.catalog import load_csv_rows
 from slimlib.data.fetch import CACHE_ENV, fetch
 from slimlib.data.ingest import write_ingested
+from slimlib.errors import DataError
 from slimlib.io import atomic_open
 
 _DEFAULT_OUT = Path(__file__).resolve().parents[2] / "data"
@@ -177,7 +178,11 @@ def _cmd_fetch(args: argparse.Namespace) -> int:
 
 
 def _cmd_ingest(args: argparse.Namespace) -> int:
-    inputs = [*args.folder] + ([args.sidecar] if args.sidecar else [])
+    inputs = (
+        [*args.folder]
+        + ([args.sidecar] if args.sidecar else [])
+        + model_inputs([args.model] if args.model else [])
+    )
     out = None if args.out == "-" else output_file(args.out, "--out", inputs=inputs)
     got = collect(
         args.folder,
@@ -188,6 +193,12 @@ def _cmd_ingest(args: argparse.Namespace) -> int:
         output_len=args.output_len,
         sidecar=args.sidecar,
     )
+    if got.table.empty:
+        raise DataError(
+            f"no run to write: {len(got.missing)} task(s) missing, {len(got.failed)} failed, {len(got.excluded)} "
+            "result(s) excluded by the physical checks (without --allow-incomplete the report names them); "
+            + ("nothing written" if out is None else f"{out} left as it was")
+        )
     print(got.report_text(), end="", file=sys.stderr)
     if not got.complete and not args.allow_incomplete:
         print(

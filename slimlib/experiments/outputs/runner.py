@@ -417,7 +417,10 @@ def strip_notebook(path: str | Path) -> bool:
     """Strip `path` in place (see `strip_notebook_dict`); return True if the file changed."""
     path = Path(path)
     text = path.read_text(encoding="utf-8")
-    new = _dumps(strip_notebook_dict(_load(path)))
+    nb = _load(path)
+    if not isinstance(nb, dict) or nb.get("nbformat") != 4 or not isinstance(nb.get("cells"), list):
+        raise DataError(f"{path}: not a Jupyter notebook (nbformat 4 with a list of cells); left as it is")
+    new = _dumps(strip_notebook_dict(nb))
     if new == text:
         return False
     write_text(path, new)
