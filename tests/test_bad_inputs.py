@@ -1111,3 +1111,30 @@ def test_fp4_is_printed_as_the_flag_vllm_takes(value, tmp_path, capsys):
     serve = [ln for ln in (tmp_path / "plan" / "run_plan.sh").read_text().splitlines() if "vllm serve" in ln]
     assert serve and all("--quantization modelopt_fp4 " in ln for ln in serve)
     assert set(pd.read_csv(tmp_path / "plan" / "plan.csv")["quantization"]) == {value}
+
+
+@pytest.mark.parametrize(
+    ("library", "argv", "message"),
+    [
+        ("tokenizers", ["bench", "model", "opt-1.3b", "--divide", "8", "--out", "{t}/m8"],
+         r"tokenizer is trained with `tokenizers` \(pip install 'slimlib\[engine\]'"),
+        ("torch", ["bench", "campaign", "--out", "{t}/camp", "--engine-python", sys.executable],
+         r"the host micro-benchmark needs PyTorch \(pip install 'slimlib\[profiling\]'"),
+    ],
+)  # fmt: skip
+def test_a_missing_optional_library_is_one_line_naming_its_extra(
+    library, argv, message, tmp_path, monkeypatch, capsys
+):
+    import builtins
+
+    real = builtins.__import__
+
+    def without(name, *args, **kwargs):
+        if name == library:
+            raise ImportError(f"No module named {library!r}")
+        return real(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", without)
+    rc = main([a.replace("{t}", str(tmp_path)) for a in argv])
+    lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip() and "warning:" not in ln]
+    assert rc == 2 and len(lines) == 1 and re.search(message, lines[0]), lines

@@ -20,6 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
+from slimlib.errors import DataError
+
 __all__ = ["host_facts", "measure_peaks"]
 
 
@@ -29,8 +31,15 @@ def _best_and_median(times: list[float]) -> tuple[float, float]:
 
 
 def measure_peaks(gemm_n: int = 2048, triad_mib: int = 256, repeats: int = 5) -> dict:
-    """GEMM FLOP/s and triad bytes/s of this host (best and median over `repeats`), with what was run."""
-    import torch
+    """GEMM FLOP/s and triad bytes/s of this host (best and median over `repeats`), with what was run; DataError
+    without PyTorch."""
+    try:
+        import torch
+    except ImportError:
+        raise DataError(
+            "the host micro-benchmark needs PyTorch (pip install 'slimlib[profiling]', or torch's CPU build); or pass "
+            "--no-microbenchmark"
+        ) from None
 
     torch.manual_seed(0)
     a = torch.randn(gemm_n, gemm_n, dtype=torch.bfloat16)

@@ -175,7 +175,13 @@ def _corpus(seed: int, n_words: int = 60000) -> list[str]:
 
 def train_tokenizer_json(vocab_size: int, seed: int = 0) -> str:
     """A byte-level BPE tokenizer (``tokenizer.json`` text) of at most `vocab_size` tokens, trained on `_corpus`."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    try:
+        from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    except ImportError:
+        raise DataError(
+            "a model folder's tokenizer is trained with `tokenizers` (pip install 'slimlib[engine]', or run in the "
+            "engine's environment, scripts/engine_env.sh)"
+        ) from None
 
     tok = Tokenizer(models.BPE(unk_token=None))
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
