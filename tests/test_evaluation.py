@@ -131,3 +131,17 @@ def test_warnings_are_collected_per_scenario_and_method_not_silenced():
     assert len(ident) and (ident["scenario"] == "syn").all() and (ident["method"] == "paper").all()
     table = result.table()
     assert table.loc[table["scenario"] == "syn", "n_warnings"].eq(len(result.warnings)).all()
+
+
+def test_numbering_the_notes_keeps_the_bold_cells():
+    """A cell marked bold (significantly lowest) stays bold through the note numbering, in Markdown and LaTeX."""
+    from slimlib.experiments.accuracy.evaluation import number_notes
+    from slimlib.experiments.outputs import table_format as T
+
+    display = pd.DataFrame(
+        {"Scenario": ["a", "b"], "SLIM": [T.Bold("3.1 [2.0, 4.2]"), "n/a (note 1)"]}, dtype=object
+    )
+    notes, shown = number_notes(["first", "n/a (note 1): no data"], display)
+    assert notes == ["(1) first", "(2) n/a (note 2): no data"]
+    assert isinstance(shown["SLIM"].iloc[0], T.Bold) and shown["SLIM"].iloc[1] == "n/a (note 2)"
+    assert "**3.1 [2.0, 4.2]**" in T.markdown(*T.format_table(shown))

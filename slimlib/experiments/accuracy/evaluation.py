@@ -336,6 +336,8 @@ def number_notes(
     if display is None:
         return numbered, None
     shown = display.copy()
-    for c in shown.columns:
-        shown[c] = [fix(v) if type(v) is str else v for v in shown[c]]  # a Bold cell is never n/a
+    for c in shown.columns:  # object cells: a text column of pandas' own string type would drop `Bold`
+        shown[c] = pd.Series(
+            [fix(v) if type(v) is str else v for v in shown[c]], index=shown.index, dtype=object
+        )  # a Bold cell is never n/a
     return numbered, shown
