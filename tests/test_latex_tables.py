@@ -213,6 +213,12 @@ def structure_problems(tex: str) -> list[str]:
             problems.append(f"{floats} floats but {len(scales)} scale comments")
         if scales and min(scales) < L.MIN_SCALE:
             problems.append(f"planned scale {min(scales)} below {L.MIN_SCALE}")
+        captions = tex.count(r"\caption{\slimcaption}")
+        if captions != 1 or tex.count(r"\label{") > 1:
+            problems.append(
+                f"{captions} numbered captions and {tex.count(chr(92) + 'label{')} labels: a table is numbered and "
+                "labelled once, its other floats say (continued)"
+            )
     return problems
 
 
@@ -296,6 +302,10 @@ def test_the_layout_follows_the_size():
     wide = _wide_table()  # 13 columns: column parts, each repeating the advisor column
     assert len(envs(wide)) >= 2 and set(envs(wide)) == {"table*"}
     assert wide.count("\\toprule\nAdvisor & ") == len(envs(wide))
+    assert wide.count(r"\label{\slimlabel}") == 1  # column parts: numbered and labelled once
+    assert (
+        wide.count(r"\addtocounter{table}{-1}\caption[]{\slimcaption{} (continued)}") == len(envs(wide)) - 1
+    )
     tall = _tall_table()  # 120 rows: row chunks, each with the header row, "(continued)" after the first
     assert len(envs(tall)) >= 2 and tall.count("\\toprule\nModel & ") == len(envs(tall))
     assert (

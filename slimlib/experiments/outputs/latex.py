@@ -286,7 +286,8 @@ def plan(
         parts = [key + [rest[g] for g in group] for group in groups]
     floats: list[Float] = []
     for chunk, scales in _chunks(t, parts, rows, linewidth):
-        floats += [Float(env, tuple(cols), tuple(chunk), (), s, not floats) for cols, s in zip(parts, scales, strict=True)]  # fmt: skip
+        for cols, s in zip(parts, scales, strict=True):
+            floats.append(Float(env, tuple(cols), tuple(chunk), (), s, not floats))  # the first float only
     # the notes follow the last float while the page holds them; the rest go into floats of their own
     last = floats[-1]
     held: list[int] = []
