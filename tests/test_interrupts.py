@@ -18,6 +18,7 @@ import pandas as pd
 import pytest
 from synthetic import TRUE_PARAMS
 
+from slimlib.io import OWNER_MARKER
 from slimlib.model import PaperModel
 
 #: run as the `slim` program (the import-time handler is installed for that name only)
@@ -262,7 +263,7 @@ def _previous(path: Path, kind: str, reference: Path) -> None:
         return
     shutil.copytree(reference, path)
     for p in path.rglob("*"):
-        if p.is_file():
+        if p.is_file() and p.name != OWNER_MARKER:  # the folder stays the command's own
             p.write_text(f"previous {p.name}\n")
 
 

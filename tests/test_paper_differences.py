@@ -8,7 +8,7 @@ import shutil
 
 import pandas as pd
 import pytest
-from shared_paths import REPO
+from shared_paths import REPO, SHARED, needs
 
 from slimlib.errors import DataError
 from slimlib.experiments.outputs import captions
@@ -41,8 +41,9 @@ def test_every_claim_gets_a_verdict_and_names_its_outputs(figures):
     assert _row(table, "Table II", "MAPE")["verdict"] == "not testable"  # the paper's text prints no MAPE
 
 
+@needs(SHARED / "paper", "the paper's text")
 def test_no_number_is_quoted_as_the_papers_unless_the_paper_prints_it(figures):
-    paper = (REPO.parent / "shared" / "paper" / "SLIM-paper.txt").read_text(encoding="utf-8")
+    paper = (SHARED / "paper" / "SLIM-paper.txt").read_text(encoding="utf-8")
     for claim in D.CLAIMS:
         for number in re.findall(r"\d+\.\d+|\d{2,}", claim.claim):
             assert number in paper, (claim.item, number)
