@@ -28,4 +28,8 @@ if [ "$(cat "$STAMP" 2>/dev/null)" != "$WANT" ] || ! "$VPY" -c "import slimlib" 
   "$VPY" -m pip install -q -c "$CONSTRAINTS" -e ".[dev,notebooks,engine]" > "$SLIM_TMP/pip.log" 2>&1 || { cat "$SLIM_TMP/pip.log" >&2; exit 1; }
   echo "$WANT" > "$STAMP"
 fi
+# Jupyter and plain papermill run the notebooks at the numerics level `slim reproduce` sets: the environment's
+# python3 kernel spec carries it (slimlib.experiments.outputs.numerics.install_kernel)
+grep -qs OPENBLAS_CORETYPE "$VENV/share/jupyter/kernels/python3/kernel.json" \
+  || "$VPY" -m slimlib.experiments.outputs.numerics > /dev/null
 export PATH="$VENV/bin:$PATH"

@@ -90,3 +90,32 @@ def test_a_script_runs_itself_again_at_the_portable_level_once(tmp_path):
     assert json.loads(lines[-1]) == {
         k: want.get(k) for k in ("OPENBLAS_CORETYPE", "NPY_DISABLE_CPU_FEATURES")
     }
+
+
+def test_plain_papermill_runs_a_notebook_at_the_level_of_slim_reproduce(tmp_path):
+    """The environment's python3 kernel spec (`install_kernel`) carries the portable level: a notebook run by plain
+    papermill, without `slim reproduce`, computes with the same variables set (here the spec is installed into a
+    folder that JUPYTER_PATH names first, as the set-up scripts install it into the environment)."""
+    import nbformat
+
+    from slimlib.experiments.outputs.numerics import install_kernel, kernel_spec_path
+
+    spec_path = install_kernel(tmp_path)
+    assert spec_path == kernel_spec_path(tmp_path)
+    spec = json.loads(spec_path.read_text())
+    want = portable_numerics_env(environ={})
+    assert spec["argv"][0] == sys.executable and spec.get("env", {}) == want
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(
+        "import os, json\nprint(json.dumps({k: os.environ.get(k) for k in ('OPENBLAS_CORETYPE', 'NPY_DISABLE_CPU_FEATURES')}))"
+    )]  # fmt: skip
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    src, out = tmp_path / "probe.ipynb", tmp_path / "probe-out.ipynb"
+    nbformat.write(nb, src)
+    env = {k: v for k, v in os.environ.items() if k not in want}
+    env["JUPYTER_PATH"] = str(tmp_path / "share" / "jupyter")
+    run = subprocess.run([sys.executable, "-m", "papermill", "-k", "python3", str(src), str(out)],
+                         env=env, capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert run.returncode == 0, run.stderr[-2000:]
+    printed = json.loads(nbformat.read(out, as_version=4).cells[0].outputs[0]["text"])
+    assert {k: v for k, v in printed.items() if v is not None} == want

@@ -8,7 +8,9 @@ model-transfer fold: 19.6% throughput MAPE with AVX2 kernels, 21.7% with AVX-512
 runs its kernels at the AVX2 level wherever the CPU has it: OpenBLAS's Haswell kernels (`OPENBLAS_CORETYPE`) and
 NumPy's dispatch without its AVX-512 targets (`NPY_DISABLE_CPU_FEATURES`). Both variables are read when the
 libraries load, so they go into the kernels' environment, not into this process (a script that prints the same
-tables runs itself again with them: `rerun_at_portable_level`). A value the user set is kept.
+tables runs itself again with them: `rerun_at_portable_level`). A value the user set is kept. Jupyter and a
+plain ``papermill`` run get the same through this environment's ``python3`` kernel spec (`install_kernel`, which
+the set-up scripts run; ``python -m slimlib.experiments.outputs.numerics`` elsewhere).
 Other CPUs (ARM, x86 without AVX2) run as they are and may differ in the last digits.
 """
 
@@ -18,6 +20,7 @@ import os
 import platform
 import sys
 from collections.abc import Mapping
+from pathlib import Path
 
 #: the OpenBLAS core whose kernels every AVX2+FMA x86-64 CPU runs (AMD Zen's own core uses the same kernels)
 OPENBLAS_CORE = "Haswell"
@@ -83,3 +86,35 @@ def describe(env: Mapping[str, str], environ: Mapping[str, str] | None = None) -
     return (
         f"numerics: kernels run {level} (" + ", ".join(f"{k}={got[k]}" for k in VARIABLES if k in got) + ")"
     )
+
+
+def kernel_spec_path(prefix: str | Path | None = None) -> Path:
+    """The ``python3`` kernel spec of the environment at `prefix` (default: this interpreter's, ``sys.prefix``),
+    the one Jupyter and papermill start for a notebook of kernel ``python3`` in it."""
+    return Path(prefix or sys.prefix) / "share" / "jupyter" / "kernels" / "python3" / "kernel.json"
+
+
+def install_kernel(prefix: str | Path | None = None) -> Path:
+    """Write the environment's ``python3`` kernel spec (`kernel_spec_path`): ipykernel's own, this interpreter
+    in its ``argv`` and `portable_numerics_env` in its ``env`` (none where the host needs none), so a notebook run
+    in JupyterLab or by plain papermill computes at the level `slim reproduce` does. Returns its path."""
+    import json
+
+    from ipykernel.kernelspec import get_kernel_dict
+
+    from slimlib.io import write_text
+
+    spec = get_kernel_dict()
+    spec["argv"][0] = sys.executable
+    env = portable_numerics_env(environ={})
+    if env:
+        spec["env"] = env
+    path = kernel_spec_path(prefix)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_text(path, json.dumps(spec, indent=1, sort_keys=True) + "\n")
+    return path
+
+
+if __name__ == "__main__":  # pragma: no cover
+    where = install_kernel()
+    print(f"kernel spec {where}: {describe(portable_numerics_env(environ={}), environ={})}")
