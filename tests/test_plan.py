@@ -28,8 +28,16 @@ def test_plan_respects_memory_and_rejects_bad_input():
     assert sorted(plan["batch_size"].unique()) == [2, 4, 8]
     with pytest.raises(DataError, match="exceed"):
         make_plan("llama-2-13b", "h100-sxm-64gb", [2048], [2000], batch_sizes=[8, 1024])
-    with pytest.raises(DataError, match="6 parameters"):
+    with pytest.raises(DataError, match="the plan has 2 runs, fewer than the 6 a calibration needs"):
         make_plan("opt-1.3b", "h100-sxm-80gb", [128], [128], n_batch=2)
+    one_pair = make_plan(
+        "opt-1.3b", "h100-sxm-80gb", [128], [128]
+    )  # one length pair: six batch sizes by default
+    assert len(one_pair) == 6 and one_pair["batch_size"].is_unique
+    with pytest.raises(
+        DataError, match="holds 10 requests of 4096 tokens, so only 4 batch sizes of the calibration"
+    ):
+        make_plan("llama-2-13b", "h100-sxm-64gb", [2048], [2048], batch_sizes=None)
     with pytest.raises(DataError, match="context"):
         make_plan("opt-1.3b", "h100-sxm-80gb", [2000], [500])
 

@@ -38,6 +38,8 @@ __all__ = ["make_plan", "write_plan", "client_command", "server_command", "clien
 
 #: Order in which batch sizes are profiled for calibration: spread over the curve first, the plateau last.
 CALIBRATION_ORDER = (32, 8, 128, 2, 64, 16, 4, 256, 1, 512)
+#: batch sizes a plan takes by default (more where its lengths give fewer runs than `make_plan`'s `min_runs`)
+DEFAULT_N_BATCH = 3
 SIDECAR_COLUMNS = ("file", "batch_size", "input_len", "output_len", "model", "gpu")
 SCHEDULERS = ("local", "slurm")
 
@@ -48,7 +50,7 @@ def make_plan(
     input_lens=(512,),
     output_lens=(128, 512),
     *,
-    n_batch: int = 3,
+    n_batch: int | None = None,
     batch_sizes=None,
     rounds: int = 20,
     min_prompts: int = 200,
@@ -64,8 +66,9 @@ def make_plan(
     """Configurations to profile: one row per (batch size, IL, OL) with ``num_prompts`` and the result file name.
 
     Batch sizes: `batch_sizes` if given, else the first `n_batch` of the calibration order that the default KV
-    cache holds for the longest request. Fewer than `min_runs` runs (default 6: SLIM's six parameters) is a
-    DataError; a campaign assembled from several plans (one per curve) lowers it per part.
+    cache holds for the longest request (default: `DEFAULT_N_BATCH`, more where the lengths give too few runs for
+    `min_runs`). Fewer than `min_runs` runs (default 6: one measured throughput per parameter of the paper's
+    model) is a DataError; a campaign assembled from several plans (one per curve) lowers it per part.
     With `tensor_parallel` T > 1 the server spans T GPUs: each holds ``1/T`` of the weights and its share of the KV
     heads (`slimlib.model.serving.ServingConfig`, KV heads replicated when T exceeds them). `dtype`, `quantization`,
     `kv_cache_dtype` (vLLM's names) and a `gpu_memory_utilization` other than vLLM's default size the KV cache
@@ -106,7 +109,9 @@ def make_plan(
             "more GPUs (--tensor-parallel) or shorter lengths"
         )
     if batch_sizes is None:
-        bs = [b for b in CALIBRATION_ORDER if b <= cap][:n_batch]
+        n_lengths = len(ils) * len(ols)
+        wanted = n_batch if n_batch is not None else max(DEFAULT_N_BATCH, -(-min_runs // n_lengths))
+        bs = [b for b in CALIBRATION_ORDER if b <= cap][:wanted]
     else:
         bs = sorted({int(b) for b in batch_sizes})
         if min(bs) < 1:
@@ -147,8 +152,16 @@ def make_plan(
         if given.get(column) is not None:
             plan[column] = given[column]
     if len(plan) < min_runs:
+        held = (
+            f"; the KV cache of {arch.name} on {hw.name} holds {cap} requests of {longest} tokens, so only "
+            f"{len(bs)} batch sizes of the calibration order fit"
+            if batch_sizes is None and n_batch is None
+            else ""
+        )
         raise DataError(
-            f"the plan has {len(plan)} runs; SLIM has 6 parameters: add batch sizes (--n-batch) or lengths"
+            f"the plan has {len(plan)} runs, fewer than the {min_runs} a calibration needs (--min-runs: one "
+            f"measured throughput per parameter of the paper's model){held}: add batch sizes (--n-batch, "
+            "--batch-sizes) or lengths"
         )
     return plan
 

@@ -38,7 +38,7 @@ from slimlib.cli.common import (
 )
 from slimlib.cli.table import OUTPUTS_NOTE, command_help
 from slimlib.errors import DataError
-from slimlib.io import check_owned, csv_bytes, write_csv, write_files
+from slimlib.io import OWNER_MARKER, check_owned, csv_bytes, write_csv, write_files
 from slimlib.model.memory import GPUS_PER_NODE
 from slimlib.model.serving import serving_config
 from slimlib.model.validity import (
@@ -219,7 +219,10 @@ def register_cli(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     q.add_argument(
         "--output-len", type=positive_int, nargs="+", default=[128, 512], help="output lengths of interest"
     )
-    q.add_argument("--n-batch", type=positive_int, default=3, help="batch sizes to profile (default 3)")
+    q.add_argument(
+        "--n-batch", type=positive_int,
+        help="batch sizes to profile (default 3, or as many as --min-runs needs with one length pair)",
+    )  # fmt: skip
     q.add_argument(
         "--batch-sizes", type=batch_size, nargs="+", help="explicit batch sizes instead of --n-batch"
     )
@@ -233,7 +236,8 @@ def register_cli(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
         "--min-runs",
         type=positive_int,
         default=6,
-        help="fewest runs the plan may have (default 6, SLIM's parameters; lower for a smoke test)",
+        help="fewest runs the plan may have (default 6: one measured throughput per parameter of the paper's "
+        "model; lower for a smoke test)",
     )
     q.add_argument("--result-dir", default="results", help="client --result-dir (default results)")
     q.add_argument("--legacy-client", action="store_true", help="use benchmarks/benchmark_serving.py")
@@ -505,6 +509,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     print(f"{len(plan)} runs for {plan['model'].iloc[0]} on {plan['gpu'].iloc[0]}: batch sizes {bs}; "
           f"{int(plan['num_prompts'].sum())} prompts in all")  # fmt: skip
     for p in paths:
-        print(f"wrote {p}")
+        if p.name != OWNER_MARKER:
+            print(f"wrote {p}")
     print(next_steps(paths, args.scheduler, args.out, args.result_dir))
     return 0
