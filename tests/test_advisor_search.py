@@ -171,6 +171,31 @@ def test_cli_search_text_json_frontier_and_refusals(params, tmp_path, capsys):
         D.deployments("llama-2-13b", "h100-sxm-80gb", 8, tensor_parallels=[3])
 
 
+def test_each_latency_column_says_which_statistic_it_is(tmp_path, capsys):
+    """At --percentile 0.9 the limited TTFT and TPOT are their p90 in the table, the JSON and the frontier CSV;
+    the E2E, not limited, stays the mean (and so says the header)."""
+    from slimlib.model import SlimModel  # the recommended model: it predicts the percentiles
+
+    p = tmp_path / "slim.json"
+    SlimModel.with_params(
+        {"eta_c": 0.6, "t_fixed": 0.02, "eta_attn": 0.8, "eta_w": 0.9, "alpha": 1e-6, "t_step": 5e-4,
+         "t_layer": 0.0, "t_act": 0.0}, gpu="h100-sxm-80gb",
+    ).to_json(p)  # fmt: skip
+    front = tmp_path / "front.csv"
+    args = ["advise", str(p), "--model", "llama-2-13b", "--input-len", "512", "--output-len", "256",
+            "--ttft-ms", "5000", "--tpot-ms", "200", "--percentile", "0.9", "--gpus", "2",
+            "--batch-sizes", "8", "32", "128"]  # fmt: skip
+    assert main([*args, "--frontier", str(front)]) == 0, capsys.readouterr().err
+    header = next(ln for ln in capsys.readouterr().out.splitlines() if ln.lstrip().startswith("rank"))
+    assert (
+        "TTFT p90 ms" in header and "TPOT p90 ms" in header and "E2E s" in header and "E2E p90" not in header
+    )
+    assert list(pd.read_csv(front).columns[-3:]) == ["pred_ttft_p90_s", "pred_tpot_p90_s", "pred_e2e_s"]
+    assert main([*args, "--format", "json"]) == 0
+    rec = json.loads(capsys.readouterr().out)
+    assert rec["latency_statistic"] == {"ttft": "p90", "tpot": "p90", "e2e": "mean"}
+
+
 def test_cli_cpu_engine_gets_kv_space_not_gpu_utilization(tmp_path, capsys):
     p = tmp_path / "cpu.json"
     _model("cpu").to_json(p)

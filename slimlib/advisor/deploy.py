@@ -360,11 +360,17 @@ def _context(result: SearchResult, workload: int) -> int:
     return int(row["input_len"] + row["output_len"])
 
 
+def _stat_column(quantity: str, statistic: str) -> str:
+    """The prediction column of `quantity` at `statistic` (``mean`` or ``p90``): ``pred_ttft_s``, ``pred_ttft_p90_s``."""
+    return f"pred_{quantity}_s" if statistic == "mean" else f"pred_{quantity}_{statistic}_s"
+
+
 def pareto_front(result: SearchResult, workload: int = 0) -> pd.DataFrame:
     """The Pareto set of one workload over every (deployment, batch) that fits the KV pool, meets the efficiency
     floor and the `Slo`: points no other beats on both throughput per GPU and per-user tokens/s. Columns
-    ``tensor_parallel, precision, replicas, batch_size, throughput_per_gpu_tok_s, per_user_tok_s``, ordered by
-    per-user rate (fastest first)."""
+    ``tensor_parallel, precision, replicas, batch_size, throughput_per_gpu_tok_s, per_user_tok_s``, and
+    ``pred_ttft_s, pred_tpot_s, pred_e2e_s`` (``pred_ttft_p90_s`` and so on where the SLO limits them at a
+    percentile, `Slo.statistic`), ordered by per-user rate (fastest first)."""
     rk = result.ranked.sort_index()
     rows = rk.index[rk["workload"] == workload]
     b = result.batch_sizes
@@ -386,6 +392,7 @@ def pareto_front(result: SearchResult, workload: int = 0) -> pd.DataFrame:
                     "batch_size": b[ok].astype(int),
                     "throughput_per_gpu_tok_s": thr[ok] * row["replicas"] / row["gpus"],
                     "per_user_tok_s": row["output_len"] / result.grid["e2e_mean"][i][ok],
+                    **{_stat_column(q, result.slo.statistic(q)): result.grid[q][i][ok] for q in LIMITS},
                 }
             )
         )

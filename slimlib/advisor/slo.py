@@ -67,6 +67,13 @@ class Slo:
         """The finite limits, quantity -> seconds, in `LIMITS` order."""
         return {q: float(getattr(self, f"{q}_s")) for q in LIMITS if math.isfinite(getattr(self, f"{q}_s"))}
 
+    def statistic(self, quantity: str) -> str:
+        """Which statistic of `quantity` (``ttft``, ``tpot``, ``e2e``) the search reports and checks: the SLO's
+        percentile (``p90``) where it limits that quantity, else ``mean`` (`serving_grid`)."""
+        if self.percentile is not None and quantity in self.limits():
+            return percentile_label(self.percentile)
+        return "mean"
+
     def describe(self) -> str:
         """E.g. 'TTFT <= 200 ms, TPOT <= 25 ms at P90' ('no latency limit' without one)."""
         parts = [f"{LIMITS[q]} <= {_show(q, v)}" for q, v in self.limits().items()]

@@ -440,6 +440,7 @@ def _search(args: argparse.Namespace) -> int:
     if args.format == "json":
         rec = {
             "slo": slo.describe(),
+            "latency_statistic": {q: slo.statistic(q) for q in ("ttft", "tpot", "e2e")},
             "epsilon": args.epsilon,
             "ranked": json.loads(res.ranked.to_json(orient="records")),
             "skipped": json.loads(res.skipped.to_json(orient="records")),
@@ -469,21 +470,27 @@ def _print_search(res: SearchResult, model: str, gpu: str, gpus: int, epsilon: f
         print(
             f"(TTFT and TPOT from the model's {r0['latency_source']}: TPOT = decode / OL, TTFT = E2E - (OL - 1) TPOT)"
         )
+    stat = {q: res.slo.statistic(q) for q in ("ttft", "tpot", "e2e")}
+    heads = {q: f"{name}{'' if stat[q] == 'mean' else ' ' + stat[q]} {unit}"
+             for q, name, unit in (("ttft", "TTFT", "ms"), ("tpot", "TPOT", "ms"), ("e2e", "E2E", "s"))}  # fmt: skip
     print(f"{'rank':>4} {'deployment':<16} {'B_cap':>5} {'tok/s/GPU':>10} {'90% interval':>17} {'tok/s/user':>10} "
-          f"{'TTFT ms':>8} {'TPOT ms':>8} {'E2E s':>7} {'weights':>8} {'KV pool':>8} {'KV tokens':>9}  binding")  # fmt: skip
+          f"{heads['ttft']:>12} {heads['tpot']:>12} {heads['e2e']:>9} {'weights':>8} {'KV pool':>8} {'KV tokens':>9}  "
+          "binding")  # fmt: skip
     for _, r in res.ranked.iterrows():
         dep = f"TP{r['tensor_parallel']} {r['precision']} x{r['replicas']}"
         if r["b_cap"] > 0:
             scale = r["replicas"] / r["gpus"]
             lo, hi = r.get("pred_throughput_low_tok_s", np.nan), r.get("pred_throughput_high_tok_s", np.nan)
             vals = (f"{r['throughput_per_gpu_tok_s']:>10.1f} {f'[{lo * scale:.0f}, {hi * scale:.0f}]':>17} "
-                    f"{r['per_user_tok_s']:>10.1f} {r['pred_ttft_s'] * 1e3:>8.1f} {r['pred_tpot_s'] * 1e3:>8.2f} "
-                    f"{r['pred_e2e_s']:>7.3g}")  # fmt: skip
+                    f"{r['per_user_tok_s']:>10.1f} {r['pred_ttft_s'] * 1e3:>12.1f} {r['pred_tpot_s'] * 1e3:>12.2f} "
+                    f"{r['pred_e2e_s']:>9.3g}")  # fmt: skip
         else:
-            vals = f"{'-':>10} {'-':>17} {'-':>10} {'-':>8} {'-':>8} {'-':>7}"
+            vals = f"{'-':>10} {'-':>17} {'-':>10} {'-':>12} {'-':>12} {'-':>9}"
         print(f"{int(r['rank']):>4} {dep:<16} {int(r['b_cap']):>5} {vals} {r['weights_gb']:>7.1f}G "
               f"{r['kv_pool_gb']:>7.1f}G {int(r['kv_tokens']):>9}  {r['binding']}")  # fmt: skip
-    print("(memory per GPU, GiB; tok/s/GPU = replicas x server throughput / GPUs; tok/s/user = OL / E2E)")
+    print(
+        "(memory per GPU, GiB; tok/s/GPU = replicas x server throughput / GPUs; tok/s/user = OL / mean E2E)"
+    )
     for skip in res.skipped.itertuples():
         print(f"skipped TP{skip.tensor_parallel} {skip.precision}: {skip.reason}")
 
