@@ -251,3 +251,15 @@ def test_every_deployment_skipped_or_no_request_fits_is_one_line():
     res = D.search(_model(), long, 1, Slo(e2e_s=10.0), precisions=["bf16"], gpu_memory_utilization=0.35)
     assert res.ranked.iloc[0]["max_batch_memory"] == 0 and res.ranked.iloc[0]["b_cap"] == 0
     assert D.closest(res).startswith("no deployment fits one request of 4096 tokens in its KV pool")
+
+
+def test_a_long_frontier_title_is_wrapped_within_the_axes():
+    from slimlib.experiments.bca.advisor_figures import TITLE_CHARS, bca_frontier
+
+    front = pd.DataFrame({"tensor_parallel": [1, 2], "precision": ["fp8", "fp8"], "replicas": [8, 4],
+                          "batch_size": [64, 32], "throughput_per_gpu_tok_s": [9000.0, 6000.0],
+                          "per_user_tok_s": [40.0, 80.0]})  # fmt: skip
+    title = "llama-2-7b on 8 x h100-sxm-64gb\nTTFT <= 2000 ms, TPOT <= 60 ms, E2E <= 30 s at p90"
+    lines = bca_frontier(front, {}, title).axes[0].get_title().splitlines()
+    assert lines[0] == "llama-2-7b on 8 x h100-sxm-64gb" and len(lines) == 3
+    assert max(len(ln) for ln in lines) <= TITLE_CHARS

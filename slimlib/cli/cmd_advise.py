@@ -433,7 +433,7 @@ def _search(args: argparse.Namespace) -> int:
         from slimlib.experiments.bca.advisor_figures import bca_frontier  # matplotlib: only a frontier draws
         from slimlib.experiments.outputs.plotting import figure_bytes
 
-        fig = bca_frontier(front, pick, f"{arch.name} on {gpus} x {hw.name}: {slo.describe()}")
+        fig = bca_frontier(front, pick, f"{arch.name} on {gpus} x {hw.name}\n{slo.describe()}")
         drawn = figure_bytes(fig, ("pdf", "png"))
         csv_path, pdf_path, png_path = front_paths
         write_files({csv_path: csv_bytes(front), pdf_path: drawn["pdf"], png_path: drawn["png"]})

@@ -151,6 +151,10 @@ def bca_memory_saved(mem: pd.DataFrame, models: list[str], ol_show: list):
     return fig
 
 
+#: characters per line of `bca_frontier`'s title (a longer line is wrapped)
+TITLE_CHARS = 46
+
+
 def bca_frontier(front: pd.DataFrame, picks: dict | None = None, title: str = ""):
     """The Pareto set of a deployment search (`slimlib.advisor.deploy.pareto_front`): throughput per GPU against
     per-user output tokens/s, one marker colour per (TP, precision); `picks` maps a label to an (x, y) point drawn
@@ -167,6 +171,7 @@ def bca_frontier(front: pd.DataFrame, picks: dict | None = None, title: str = ""
     ax.set_ylabel("throughput per GPU (tok/s)")
     if ax.get_legend_handles_labels()[0]:  # an empty frontier (nothing meets the limits) has nothing to label
         ax.legend(fontsize=5.5, frameon=False)
-    if title:
-        ax.set_title(title, fontsize=7)
+    if title:  # wrapped: a deployment and its SLO are wider than the axes
+        lines = [textwrap.fill(t, TITLE_CHARS, break_on_hyphens=False) for t in title.splitlines()]
+        ax.set_title("\n".join(lines), fontsize=7)
     return fig
