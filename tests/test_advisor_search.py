@@ -215,6 +215,10 @@ def test_cli_cpu_engine_gets_kv_space_not_gpu_utilization(tmp_path, capsys):
     )
     out = capsys.readouterr().out
     assert rc == 0 and "VLLM_CPU_KVCACHE_SPACE=" in out and "--gpu-memory-utilization" not in out
+    rc = main(["advise", str(p), "--model", "opt-125m", "--input-len", "512", "--output-len", "256", "--e2e-s", "60",
+               "--batch-sizes", "1", "4", "16"])  # fmt: skip
+    header = next(ln for ln in capsys.readouterr().out.splitlines() if ln.lstrip().startswith("rank"))
+    assert rc == 0 and "tok/s/CPU" in header and "GPU" not in header  # the search on the host's CPU
 
 
 def test_search_on_one_16_bit_gpu_with_an_e2e_limit_is_eq13():

@@ -51,6 +51,7 @@ from slimlib.model.validity import (
 )
 from slimlib.registry.architectures import get_architecture
 from slimlib.registry.gpus import get_gpu
+from slimlib.registry.host_cpu import CPU_DEVICES
 from slimlib.registry.precision import DTYPES, KV_CACHE_DTYPES, QUANTIZATIONS
 
 ADVISE_EXAMPLES = f"""\
@@ -473,7 +474,8 @@ def _print_search(res: SearchResult, model: str, gpu: str, gpus: int, epsilon: f
     stat = {q: res.slo.statistic(q) for q in ("ttft", "tpot", "e2e")}
     heads = {q: f"{name}{'' if stat[q] == 'mean' else ' ' + stat[q]} {unit}"
              for q, name, unit in (("ttft", "TTFT", "ms"), ("tpot", "TPOT", "ms"), ("e2e", "E2E", "s"))}  # fmt: skip
-    print(f"{'rank':>4} {'deployment':<16} {'B_cap':>5} {'tok/s/GPU':>10} {'90% interval':>17} {'tok/s/user':>10} "
+    dev = "CPU" if gpu in CPU_DEVICES else "GPU"  # vLLM's CPU engine: the device is the host
+    print(f"{'rank':>4} {'deployment':<16} {'B_cap':>5} {'tok/s/' + dev:>10} {'90% interval':>17} {'tok/s/user':>10} "
           f"{heads['ttft']:>12} {heads['tpot']:>12} {heads['e2e']:>9} {'weights':>8} {'KV pool':>8} {'KV tokens':>9}  "
           "binding")  # fmt: skip
     for _, r in res.ranked.iterrows():
@@ -489,7 +491,7 @@ def _print_search(res: SearchResult, model: str, gpu: str, gpus: int, epsilon: f
         print(f"{int(r['rank']):>4} {dep:<16} {int(r['b_cap']):>5} {vals} {r['weights_gb']:>7.1f}G "
               f"{r['kv_pool_gb']:>7.1f}G {int(r['kv_tokens']):>9}  {r['binding']}")  # fmt: skip
     print(
-        "(memory per GPU, GiB; tok/s/GPU = replicas x server throughput / GPUs; tok/s/user = OL / mean E2E)"
+        f"(memory per {dev}, GiB; tok/s/{dev} = replicas x server throughput / {dev}s; tok/s/user = OL / mean E2E)"
     )
     for skip in res.skipped.itertuples():
         print(f"skipped TP{skip.tensor_parallel} {skip.precision}: {skip.reason}")

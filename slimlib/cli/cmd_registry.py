@@ -30,8 +30,8 @@ examples:
 """
 
 GPUS_EXAMPLES = """\
-columns: peak_tflops is dense fp16/bf16 tensor peak (no sparsity), peak_fp8_tflops the dense fp8 one (empty:
-no fp8 tensor cores), mem_bw_tb_s peak memory bandwidth, mem_gb nominal capacity (vendor GB, i.e. GiB),
+columns: peak_tflops is dense fp16/bf16 tensor peak (no sparsity), peak_fp8_tflops and peak_fp4_tflops the dense
+fp8 and fp4 ones (empty: no such tensor cores), mem_bw_tb_s peak memory bandwidth, mem_gb nominal capacity (vendor GB, i.e. GiB),
 link_gb_s one-direction interconnect bandwidth per GPU (link_kind switch) or per GPU pair (pair). Each number's
 data sheet is listed under the table.
 
@@ -136,6 +136,7 @@ def _cmd_gpus(args: argparse.Namespace) -> int:
         "name",
         "peak_tflops",
         "peak_fp8_tflops",
+        "peak_fp4_tflops",
         "mem_bw_tb_s",
         "mem_gb",
         "link_gb_s",
