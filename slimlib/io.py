@@ -91,8 +91,13 @@ def check_owned(
     """DataError unless the folder `path` is new, empty, or `command`'s own: its `OWNER_MARKER` names `command`, or
     (a folder from before the marker) `legacy` accepts it. A folder holding other files is never taken over."""
     p = Path(path)
-    if not p.is_dir() or not any(p.iterdir()):
-        return
+    try:
+        if not p.is_dir() or not any(p.iterdir()):
+            return
+    except OSError as exc:
+        raise DataError(
+            f"{option} {p}: cannot read the folder ({exc.strerror or exc}); choose another"
+        ) from None
     marker = p / OWNER_MARKER
     try:
         if marker.is_file() and marker.read_text(encoding="utf-8") == owner_marker(command):
@@ -282,8 +287,10 @@ def write_bytes(path: str | Path, data: bytes) -> Path:
 
 def write_files(files: dict[Path, bytes]) -> list[Path]:
     """Write each of `files` (path -> bytes) as one set: every file to a temporary file beside it, then all renamed
-    into place with SIGINT/SIGTERM held, so an error or interrupt leaves every old file as it was, never a mix of
-    old and new. Returns the paths."""
+    into place with SIGINT/SIGTERM held, so an interrupt or an error while writing leaves every old file as it was
+    (a rename the file system refuses midway would leave the ones before it new). Returns the paths."""
+    if any(is_stdout(p) for p in files):
+        raise DataError("a set of files cannot go to standard output (-); give file names")
     old_mask = _hold()
     tmps: dict[Path, str] = {}
     try:
@@ -320,19 +327,19 @@ def write_files(files: dict[Path, bytes]) -> list[Path]:
     return list(files)
 
 
+#: `DataFrame.to_csv`'s settings for the package's CSV outputs (`write_csv`, `csv_bytes`), unless given
+CSV_DEFAULTS = {"index": False, "lineterminator": "\n"}
+
+
 def csv_bytes(df: Any, **kwargs: Any) -> bytes:
     """What `write_csv` writes for `df`, as bytes."""
-    kwargs.setdefault("index", False)
-    kwargs.setdefault("lineterminator", "\n")
-    return str(df.to_csv(**kwargs)).encode("utf-8")
+    return str(df.to_csv(**{**CSV_DEFAULTS, **kwargs})).encode("utf-8")
 
 
 def write_csv(df: Any, path: str | Path, **kwargs: Any) -> Path:
-    """`DataFrame.to_csv` to `path` atomically (no index, ``\\n`` line terminator unless given)."""
-    kwargs.setdefault("index", False)
-    kwargs.setdefault("lineterminator", "\n")
+    """`DataFrame.to_csv` to `path` atomically (`CSV_DEFAULTS`: no index, ``\\n`` line terminator, unless given)."""
     with atomic_open(path, "w") as fh:
-        df.to_csv(fh, **kwargs)
+        df.to_csv(fh, **{**CSV_DEFAULTS, **kwargs})
     return Path(path)
 
 

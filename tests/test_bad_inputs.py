@@ -308,6 +308,11 @@ CASES = [
         r"--frontier .*front.csv: its figure .*front.png: is also an input",
     ),
     Case(
+        "advise --frontier to standard output",
+        lambda t: _advise(t, "--gpus", 1, "--frontier", "-"),
+        r"--frontier -: the frontier needs a file name",
+    ),
+    Case(
         "advise --frontier named as its own figure",
         lambda t: _advise(t, "--gpus", 1, "--frontier", t / "fx.pdf"),
         r"--frontier .*fx.pdf: the figure is written beside the CSV as fx.pdf and fx.png",
@@ -1118,7 +1123,7 @@ def test_fp4_is_printed_as_the_flag_vllm_takes(value, tmp_path, capsys):
     [
         ("tokenizers", ["bench", "model", "opt-1.3b", "--divide", "8", "--out", "{t}/m8"],
          r"tokenizer is trained with `tokenizers` \(pip install 'slimlib\[engine\]'"),
-        ("torch", ["bench", "campaign", "--out", "{t}/camp", "--engine-python", sys.executable],
+        ("torch", ["bench", "run", "{plan}", "--out", "{t}/camp", "--engine-python", sys.executable],
          r"the host micro-benchmark needs PyTorch \(pip install 'slimlib\[profiling\]'"),
     ],
 )  # fmt: skip
@@ -1135,6 +1140,7 @@ def test_a_missing_optional_library_is_one_line_naming_its_extra(
         return real(name, *args, **kwargs)
 
     monkeypatch.setattr(builtins, "__import__", without)
-    rc = main([a.replace("{t}", str(tmp_path)) for a in argv])
+    plan = str(_existing_plan(tmp_path) / "plan.csv") if "{plan}" in argv else ""
+    rc = main([a.replace("{t}", str(tmp_path)).replace("{plan}", plan) for a in argv])
     lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip() and "warning:" not in ln]
     assert rc == 2 and len(lines) == 1 and re.search(message, lines[0]), lines

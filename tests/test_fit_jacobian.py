@@ -61,3 +61,10 @@ def test_the_jacobian_reuses_the_residuals_at_its_point_only(rows):
     residuals, jacobian, z, _ = _objective(SlimModel(), rows)
     residuals(z * 1.01)
     np.testing.assert_allclose(jacobian(z), _objective(SlimModel(), rows)[1](z), rtol=1e-12)
+
+
+def test_a_fit_with_every_parameter_held_returns_them(rows):
+    """No free parameter: no Jacobian column to compute, and the held values are the fit."""
+    held = {s.name: s.init for s in PaperModel().param_specs()}
+    model = PaperModel(fixed=held).fit(rows)
+    assert model.params_ == pytest.approx(held) and model.free_params_ == []

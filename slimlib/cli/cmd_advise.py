@@ -19,7 +19,14 @@ from slimlib.advisor.capacity import (
 )
 from slimlib.advisor.deploy import PRECISIONS, SearchResult, closest, pareto_front, search
 from slimlib.advisor.launch import is_cpu, launch_settings
-from slimlib.advisor.plan import PLAN_COMMAND, is_plan_folder, make_plan, next_steps, write_plan
+from slimlib.advisor.plan import (
+    DEFAULT_N_BATCH,
+    PLAN_COMMAND,
+    is_plan_folder,
+    make_plan,
+    next_steps,
+    write_plan,
+)
 from slimlib.advisor.slo import Slo
 from slimlib.batchjobs import add_scheduler_arguments, options_from_args
 from slimlib.cli.common import (
@@ -38,7 +45,7 @@ from slimlib.cli.common import (
 )
 from slimlib.cli.table import OUTPUTS_NOTE, command_help
 from slimlib.errors import DataError
-from slimlib.io import OWNER_MARKER, check_owned, csv_bytes, write_csv, write_files
+from slimlib.io import OWNER_MARKER, check_owned, csv_bytes, is_stdout, write_csv, write_files
 from slimlib.model.memory import GPUS_PER_NODE
 from slimlib.model.serving import serving_config
 from slimlib.model.validity import (
@@ -222,7 +229,7 @@ def register_cli(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     )
     q.add_argument(
         "--n-batch", type=positive_int,
-        help="batch sizes to profile (default 3, or as many as --min-runs needs with one length pair)",
+        help=f"batch sizes to profile (default {DEFAULT_N_BATCH}, or as many as --min-runs needs with one length pair)",
     )  # fmt: skip
     q.add_argument(
         "--batch-sizes", type=batch_size, nargs="+", help="explicit batch sizes instead of --n-batch"
@@ -352,6 +359,10 @@ def _cmd_advise(args: argparse.Namespace) -> int:
 def frontier_outputs(path: str, inputs: list[str | Path]) -> tuple[Path, Path, Path]:
     """The files `--frontier` writes: the CSV `path` and its figure beside it (same name, .pdf and .png), each
     checked as an output that is not one of `inputs`; DataError when the CSV's name is one of its figure's."""
+    if is_stdout(path):
+        raise DataError(
+            "--frontier -: the frontier needs a file name (its figure is written beside it as .pdf and .png)"
+        )
     csv_path = Path(path)
     figure = (csv_path.with_suffix(".pdf"), csv_path.with_suffix(".png"))
     if csv_path.suffix.lower() in (".pdf", ".png"):

@@ -194,10 +194,10 @@ def _cmd_ingest(args: argparse.Namespace) -> int:
         sidecar=args.sidecar,
     )
     if got.table.empty:
+        left = "nothing written" if out is None else f"{out} left as it was"
         raise DataError(
             f"no run to write: {len(got.missing)} task(s) missing, {len(got.failed)} failed, {len(got.excluded)} "
-            "result(s) excluded by the physical checks (without --allow-incomplete the report names them); "
-            + ("nothing written" if out is None else f"{out} left as it was")
+            f"result(s) excluded by the physical checks (without --allow-incomplete the report names them); {left}"
         )
     print(got.report_text(), end="", file=sys.stderr)
     if not got.complete and not args.allow_incomplete:

@@ -230,8 +230,8 @@ def _cmd_fit(args: argparse.Namespace) -> int:
     # the config files the table's `model` column names are inputs too
     out = output_file(args.out, "--out", inputs=[*args.data, *model_inputs(df["model"])])
     check_table(df, args.gpu)  # physical validity (slimlib.model.validity)
-    check_measured_throughput(df, args.gpu)
     resolve_gpu(df, args.gpu, fitting=True)  # rows of another GPU than --gpu: refused before the fit starts
+    check_measured_throughput(df, args.gpu)
     n_rows = len(df)
     df, merged = aggregate_repeats(df)  # identical repeats of a configuration are one measurement
     if merged:

@@ -137,7 +137,7 @@ def output_file(path: str | Path, option: str, inputs: Iterable[str | Path] = ()
 def check_program(text: str, option: str) -> str:
     """`text` as a program to run (a path to an executable file, or a name on the PATH); DataError naming `option`
     when it is missing, a folder or not executable."""
-    if os.sep in text or Path(text).exists():
+    if os.sep in text or (os.altsep and os.altsep in text):
         p = Path(text)
         if not p.exists():
             raise DataError(f"{option} {text}: no such file; give the path of the program")

@@ -142,6 +142,9 @@ def run(argv: list[str] | None = None) -> int:
     warnings.formatwarning = _one_line_warning  # a warning is one line, as an error is
     try:
         words = sys.argv[1:] if argv is None else argv
+        debug = (
+            "--debug" in words[: next((i for i, w in enumerate(words) if not w.startswith("-")), len(words))]
+        )
         args = build_parser(words).parse_args(words)
         command, debug = f"slim {args.command}", bool(args.debug)
         rc = args.func(args)

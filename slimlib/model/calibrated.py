@@ -533,6 +533,8 @@ class CalibratedModel(Estimator):
             """Forward differences in every free parameter, all in one evaluation on a copy of the rows per
             parameter (`_stacked`); a step that would leave the box is taken backwards."""
             r0 = last[1] if last and np.array_equal(last[0], z) else residuals(z)
+            if not len(z):  # every parameter held: no column
+                return np.empty((r0.size, 0))
             h = FD_STEP * np.maximum(1.0, np.abs(z))
             h = np.where(z + h <= hi, h, -h)
             h = (z + h) - z  # the step as represented

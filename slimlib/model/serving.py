@@ -233,10 +233,12 @@ class ServingConfig:
         g = GIB
         at = f"{where}: " if where else ""
         block = self.block_size * self.kv_bytes_per_token
-        if self.kv_pool > 0:  # the weights fit; one block of block_size tokens does not
+        if (
+            self.kv_pool > 0 and self.block_size > DEFAULT_BLOCK_SIZE
+        ):  # the weights fit, one large block does not
             raise DataError(
                 f"{at}one KV block of {self.block_size:g} tokens needs {block / g:.3g} GiB, more than the KV pool "
-                f"of {self.kv_pool / g:.1f} GiB that {self.model} leaves on {self.gpu}; give vLLM's block size "
+                f"of {self.kv_pool / g:.3g} GiB that {self.model} leaves on {self.gpu}; give vLLM's block size "
                 f"({DEFAULT_BLOCK_SIZE} tokens)"
             )
         fewer = (

@@ -136,6 +136,8 @@ def composed_table(cache_dir: str | Path | None = None) -> tuple[pd.DataFrame, d
             if cache_dir is not None:
                 write_table_entry(Path(cache_dir), key, got[0], got[1])
         _MEMO.append(got)
+    elif cache_dir is not None and read_table_entry(Path(cache_dir), table_key("composed curves")) is None:
+        write_table_entry(Path(cache_dir), table_key("composed curves"), _MEMO[0][0], _MEMO[0][1])
     table, left = _MEMO[0]
     return table.copy(), dict(left)
 

@@ -97,12 +97,11 @@ def kernel_spec_path(prefix: str | Path | None = None) -> Path:
 def install_kernel(prefix: str | Path | None = None) -> Path:
     """Write the environment's ``python3`` kernel spec (`kernel_spec_path`): ipykernel's own, this interpreter
     in its ``argv`` and `portable_numerics_env` in its ``env`` (none where the host needs none), so a notebook run
-    in JupyterLab or by plain papermill computes at the level `slim reproduce` does. Returns its path."""
+    in JupyterLab or by plain papermill computes at the level `slim reproduce` does (the spec's values replace
+    those exported in the shell; edit the spec to choose others). Returns its path."""
     import json
 
     from ipykernel.kernelspec import get_kernel_dict
-
-    from slimlib.io import write_text
 
     spec = get_kernel_dict()
     spec["argv"][0] = sys.executable
@@ -111,7 +110,9 @@ def install_kernel(prefix: str | Path | None = None) -> Path:
         spec["env"] = env
     path = kernel_spec_path(prefix)
     path.parent.mkdir(parents=True, exist_ok=True)
-    write_text(path, json.dumps(spec, indent=1, sort_keys=True) + "\n")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")  # beside it, then renamed: never half a spec
+    tmp.write_text(json.dumps(spec, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
     return path
 
 
