@@ -5,6 +5,7 @@ created."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import re
@@ -1144,3 +1145,78 @@ def test_a_missing_optional_library_is_one_line_naming_its_extra(
     rc = main([a.replace("{t}", str(tmp_path)).replace("{plan}", plan) for a in argv])
     lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip() and "warning:" not in ln]
     assert rc == 2 and len(lines) == 1 and re.search(message, lines[0]), lines
+
+
+def _every_subcommand(t: Path) -> dict[str, list[str]]:
+    """One invocation of each `slim` subcommand with an input that is not there (or a name nobody knows)."""
+    miss = t / "missing.csv"
+    return {
+        "fit": _s("fit", miss, "--out", t / "p.json"),
+        "predict": _s("predict", t / "nope.json", miss),
+        "advise": _s("advise", t / "nope.json", "--model", "opt-125m", "--input-len", 10, "--output-len", 10),
+        "plan": _s("plan", "--model", t / "nope" / "config.json", "--gpu", "h100", "--out", t / "plan"),
+        "transfer": _s("transfer", t / "nope.json", "--gpu", "h200", "--out", t / "t.json"),
+        "models": _s("models", t / "nope"),
+        "gpus": _s("gpus", "no-such-gpu"),
+        "data build": _s("data", "build", "--raw", t / "noraw", "--out", t / "dataout"),
+        "data ingest": _s("data", "ingest", t / "noresults", "--out", t / "r.csv"),
+        "data fetch": _s("data", "fetch", "--dest", t / "nodir" / "sub"),
+        "evaluate": _s("evaluate", "--scenario", "no-such-scenario"),
+        "peers": _s("peers", "--tools", "no-such-tool"),
+        "reproduce": _s(
+            "reproduce", "--notebook-dir", t / "nonb", "--build-dir", t / "b", "--figures-dir", t / "f"
+        ),
+        "nbstrip": _s("nbstrip", t / "nope.ipynb"),
+        "profile run": _s(
+            "profile",
+            "run",
+            "--model",
+            "no-such-model",
+            "--batch-size",
+            1,
+            "--input-len",
+            8,
+            "--output-len",
+            8,
+            "--device",
+            "cpu",
+        ),  # fmt: skip
+        "profile tidy": _s("profile", "tidy", t / "nocamp", "--out", t / "kt"),
+        "profile campaign": _s("profile", "campaign", "--budget-s", 600, "--gpu", "no-such-gpu", "--dry-run"),
+        "bench campaign": _s("bench", "campaign", "--out", t / "c", "--vllm", t / "nope" / "vllm"),
+        "bench model": _s("bench", "model", "no-such-model", "--out", t / "m"),
+        "bench run": _s("bench", "run", miss, "--out", t / "c", "--engine-python", sys.executable),
+        "bench table": _s("bench", "table", t / "nocamp", "--out", t / "t.csv"),
+        "bench compare": _s("bench", "compare", t / "nocamp"),
+        "bench gemm": _s("bench", "gemm", "--engine-python", t / "nopy", "--out", t / "g"),
+        "bench attention": _s("bench", "attention", "--engine-python", t / "nopy", "--out", t / "a"),
+        "bench offline": _s(
+            "bench", "offline", "--engine-python", t / "nopy", "--models-dir", t / "nom", "--out", t / "o"
+        ),  # fmt: skip
+    }
+
+
+def test_every_subcommand_refuses_a_missing_input_in_one_line(tmp_path, capsys):
+    """Each subcommand of `slim` (every command and every `data`, `profile` and `bench` subcommand) given an input
+    that is not there: exit status 2, one line naming it, no traceback, nothing written."""
+    from slimlib.cli.main import build_parser
+
+    cases = _every_subcommand(tmp_path)
+
+    def names(parser, prefix=""):
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    yield from names(sub, f"{prefix}{name} ") if sub._subparsers else [f"{prefix}{name}"]
+
+    assert sorted(names(build_parser())) == sorted(cases)  # every subcommand, and only those
+    for name, argv in cases.items():
+        try:
+            rc = main(argv)
+        except SystemExit as exc:
+            rc = exc.code
+        err = capsys.readouterr().err
+        lines = [ln for ln in err.splitlines() if ln.strip() and "warning:" not in ln]
+        assert rc == 2 and len(lines) == 1 and "Traceback" not in err, (name, rc, err)
+        assert lines[0].startswith(f"slim {name.split()[0]}"), (name, lines[0])
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
