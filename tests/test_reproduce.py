@@ -221,22 +221,6 @@ def _timing_notebook(path: Path, sleep_s: float) -> None:
     nbformat.write(nb, path)
 
 
-def test_the_longest_chain_starts_first(tmp_path, monkeypatch):
-    """A notebook of `FIRST` (the cross-validation, which another waits on) starts before the numerically earlier
-    ones, one at a time as well; the rest keep their numeric order."""
-    from slimlib.experiments.outputs import runner
-
-    nb = tmp_path / "nb"
-    nb.mkdir()
-    for name in ("01_a", "02_b", "03_long"):
-        _timing_notebook(nb / f"{name}.ipynb", 0.0)
-    monkeypatch.setattr(runner, "FIRST", ("03_long.ipynb",))
-    figs = tmp_path / "figs"
-    run_notebooks(nb, tmp_path / "build", figs, progress=False, jobs=1)
-    starts = {p.stem: json.loads(p.read_text())[0] for p in figs.glob("*.json")}
-    assert sorted(starts, key=starts.get) == ["03_long", "01_a", "02_b"]
-
-
 def test_jobs_start_the_next_notebook_as_soon_as_one_ends(tmp_path):
     nb = tmp_path / "nb"
     nb.mkdir()

@@ -39,8 +39,6 @@ READS_OUTPUTS = ("12_paper_differences.ipynb",)
 #: notebooks that read what another one cached (the intervals reuse the model selection's fold fits): they start
 #: after the named ones have finished, where those run too
 AFTER = {"14_intervals.ipynb": ("13_model_selection.ipynb",)}
-#: notebooks started before the others (the longest, which another waits on: their chain runs beside the rest)
-FIRST = ("13_model_selection.ipynb",)
 #: Metadata kept by `strip_notebook`; everything else (papermill records, widget state, UI state) is dropped.
 KEPT_NOTEBOOK_METADATA = ("kernelspec", "language_info", "jupytext")
 KEPT_LANGUAGE_INFO = ("name",)
@@ -216,10 +214,10 @@ def run_notebooks(
     serve all notebooks) plus `figures_dir` as an absolute path; it runs with the notebook folder as working
     directory, and its executed copy is written to `build_dir/<name>.ipynb`. A parameter that no notebook in
     the folder declares is an error (likely a typo). Up to `jobs` notebooks run at once, each in its own kernel,
-    started in numeric order (every notebook reads only the data and writes only its own outputs), those of
-    `FIRST` before the others, except those of `READS_OUTPUTS`, which start after every other selected notebook
-    has finished, and those of `AFTER`, which start after the notebooks named there have finished; `jobs` = 1 runs
-    them one after another in that order. The first failing notebook stops the run (no further notebook starts; running ones
+    started in numeric order (every notebook reads only the data and writes only its own outputs), except those of
+    `READS_OUTPUTS`, which start after every other selected notebook has finished, and those of `AFTER`, which
+    start after the notebooks named there have finished; `jobs` = 1 runs them one after
+    another in numeric order. The first failing notebook stops the run (no further notebook starts; running ones
     finish) with a `NotebookError` naming the notebook and cell. Records, in numeric order: `notebook`, `status`
     ("ok", "failed", "not run"), `wall_s`, `output`.
     """
@@ -285,7 +283,6 @@ def run_notebooks(
         say(f"notebook {i + 1}/{len(notebooks)}: {nb.name} ok in {summary[i]['wall_s']:.1f} s")
 
     first = [i for i, nb in enumerate(notebooks) if nb.name not in READS_OUTPUTS]
-    first.sort(key=lambda i: notebooks[i].name not in FIRST)  # stable: numeric order otherwise
     last = [i for i, nb in enumerate(notebooks) if nb.name in READS_OUTPUTS]
     t_start = time.perf_counter()
     env = portable_numerics_env()
