@@ -267,3 +267,28 @@ def test_a_long_frontier_title_is_wrapped_within_the_axes():
     lines = bca_frontier(front, {}, title).axes[0].get_title().splitlines()
     assert lines[0] == "llama-2-7b on 8 x h100-sxm-64gb" and len(lines) == 3
     assert max(len(ln) for ln in lines) <= TITLE_CHARS
+
+
+def test_the_launch_line_serves_the_model_asked_about(tmp_path, capsys):
+    """An Instruct repository is served as named, not as its base model; a local config as its folder; a registry
+    name as the registry's repository."""
+    from slimlib.advisor.launch import served_model
+    from slimlib.advisor.plan import make_plan
+
+    folder = tmp_path / "my-model"
+    folder.mkdir()
+    (folder / "config.json").write_text("{}")
+    assert (
+        served_model("meta-llama/Llama-2-7b-chat-hf", "meta-llama/Llama-2-7b-hf")
+        == "meta-llama/Llama-2-7b-chat-hf"
+    )
+    assert served_model(str(folder / "config.json"), "") == str(folder)
+    assert served_model(str(folder), "") == str(folder)
+    assert served_model("llama-2-7b", "meta-llama/Llama-2-7b-hf") == "meta-llama/Llama-2-7b-hf"
+    p = tmp_path / "params.json"
+    _model().to_json(p)
+    assert main(["advise", str(p), "--model", "meta-llama/Llama-2-7b-chat-hf", "--input-len", "250",
+                 "--output-len", "260"]) == 0  # fmt: skip
+    assert "vllm serve meta-llama/Llama-2-7b-chat-hf " in capsys.readouterr().out
+    plan = make_plan("meta-llama/Llama-2-7b-chat-hf", "h100-sxm-80gb", [250], [130, 520])
+    assert set(plan["hf_id"]) == {"meta-llama/Llama-2-7b-chat-hf"} and set(plan["model"]) == {"llama-2-7b"}

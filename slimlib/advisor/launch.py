@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 import shlex
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from slimlib.errors import DataError
 from slimlib.model.memory import GIB
@@ -26,7 +27,17 @@ from slimlib.model.serving import ServingConfig
 from slimlib.registry.host_cpu import CPU_DEVICES
 from slimlib.registry.precision import VLLM_QUANTIZATION
 
-__all__ = ["LaunchSettings", "is_cpu", "kv_need", "launch_settings", "memory_utilization"]
+__all__ = ["LaunchSettings", "is_cpu", "kv_need", "launch_settings", "memory_utilization", "served_model"]
+
+
+def served_model(model: str, hf_id: str) -> str:
+    """What `vllm serve` is given for the model asked about as `model`: a local config.json's folder (or the folder
+    given), a Hugging Face repository as named (an Instruct or FP8 repository is not its base model), else `hf_id`,
+    the registry's repository for a registry name."""
+    p = Path(model)
+    if p.exists():
+        return str(p.parent if p.is_file() else p)
+    return model if "/" in model else hf_id
 
 
 def is_cpu(config: ServingConfig) -> bool:

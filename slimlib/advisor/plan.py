@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from slimlib.advisor.commands import client_args, client_command, server_args, server_command
+from slimlib.advisor.launch import served_model
 from slimlib.advisor.slurm_plan import SERVE_OPTION_COLUMNS, serve_flags, slurm_plan_files
 from slimlib.batchjobs import ENV_NAME, LOG_DIR, TASKS_NAME
 from slimlib.errors import DataError
@@ -123,6 +124,7 @@ def make_plan(
                 f"{arch.name} on {hw.name} holds; drop them"
             )
     bs = sorted(bs)
+    served = served_model(str(model), arch.hf_id)  # the repository or folder asked about, not only its base
     rows = []
     for b in bs:
         for il in ils:
@@ -130,7 +132,7 @@ def make_plan(
                 rows.append(
                     {
                         "model": arch.name,
-                        "hf_id": arch.hf_id,
+                        "hf_id": served,
                         "gpu": hw.name,
                         "batch_size": b,
                         "input_len": il,

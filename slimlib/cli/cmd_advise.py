@@ -18,7 +18,7 @@ from slimlib.advisor.capacity import (
     vllm_settings,
 )
 from slimlib.advisor.deploy import PRECISIONS, SearchResult, closest, pareto_front, search
-from slimlib.advisor.launch import is_cpu, launch_settings
+from slimlib.advisor.launch import is_cpu, launch_settings, served_model
 from slimlib.advisor.plan import (
     DEFAULT_N_BATCH,
     PLAN_COMMAND,
@@ -347,7 +347,7 @@ def _cmd_advise(args: argparse.Namespace) -> int:
     launch = launch_settings(
         config, adv.b_cap, args.input_len, args.output_len, cpu_threads=args.cpu_threads, dtype=args.dtype
     )
-    print(f"vLLM: {launch.command(arch.hf_id or arch.name)}")
+    print(f"vLLM: {launch.command(served_model(args.model, arch.hf_id or arch.name))}")
     if not is_cpu(config):
         print(f"  or: --max-num-seqs {settings['max_num_seqs']} --num-gpu-blocks-override "
               f"{settings['num_gpu_blocks_override']}")  # fmt: skip
@@ -468,7 +468,7 @@ def _search(args: argparse.Namespace) -> int:
         return 1
     print(f"best: TP{best['tensor_parallel']} {best['precision']} x {best['replicas']} replica(s), "
           f"B_cap {best['b_cap']} (bound by: {best['binding']})")  # fmt: skip
-    print(f"vLLM (each replica): {launch.command(arch.hf_id or arch.name)}")
+    print(f"vLLM (each replica): {launch.command(served_model(args.model, arch.hf_id or arch.name))}")
     if front_paths is not None:
         print(f"wrote the frontier ({len(front)} points) to {', '.join(map(str, front_paths))}")
     return 0
