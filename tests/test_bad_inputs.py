@@ -424,6 +424,11 @@ CASES = [
         ),
         r"--engine-python .*notes.txt: is not an executable program",
     ),
+    Case(
+        "transfer a parameter file with a standard error of 1e30",
+        lambda t: _s("transfer", _params(t, stderr={"alpha": 1e30}), "--gpu", "h200", "--out", t / "t.json"),
+        r"field 'stderr' of 'alpha' is 1e\+30, over 1e\+09 times its box \[0, 1\]",
+    ),
     # -- measurements beyond the device's compute roofline --------------------------------------------------------
     Case(
         "fit a row of 1e300 tok/s",

@@ -93,6 +93,9 @@ BOUND_TOL = 1e-4
 #: significance level of the prior test (`CalibratedModel._prior_test`): a hold at the prior that raises the cost
 #: with p below it is rejected
 PRIOR_TEST_LEVEL = 0.05
+#: a stored standard error above this many widths of its parameter's box is refused: a corrupted file (76
+#: cross-validation fits, unresolved parameters included, reach 300 widths at most)
+MAX_STDERR_BOXES = 1e9
 #: the forward-difference step of the fit's Jacobian, relative to max(1, |z|) in the solver's scaled parameters
 #: (the square root of the double-precision epsilon, as scipy's '2-point')
 FD_STEP = float(np.sqrt(np.finfo(float).eps))
@@ -813,6 +816,14 @@ class CalibratedModel(Estimator):
 
     def _restore(self, d: dict[str, Any], where: str, gpu: str) -> None:
         super()._restore(d, where, gpu)
+        for spec in self.param_specs():
+            se = self.stderr_.get(spec.name, float("nan"))
+            width = spec.upper - spec.lower if math.isfinite(spec.upper - spec.lower) else spec.scale
+            if se > MAX_STDERR_BOXES * width:
+                raise DataError(
+                    f"{where}: field 'stderr' of {spec.name!r} is {se:.3g}, over {MAX_STDERR_BOXES:.0e} times its "
+                    f"box [{spec.lower:g}, {spec.upper:g}]: no fit gives that; refit with `slim fit`"
+                )
         held = d.get("held", d.get("fixed", []))
         self.held_ = sorted(str(k) for k in held)
         why = dict(self.fit_info_.get("held_reasons") or {})
