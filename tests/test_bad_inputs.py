@@ -406,6 +406,19 @@ CASES = [
         r"--out .*afile: is a file; give a folder for the outputs",
     ),
     Case(
+        "bench run of a plan without its columns leaves no folder",
+        lambda t: _s(
+            "bench",
+            "run",
+            _rows(t, "model,batch_size\nopt-125m,1\n", "plan.csv"),
+            "--out",
+            t / "camp",
+            "--engine-python",
+            sys.executable,
+        ),  # fmt: skip
+        r"the plan lacks column\(s\) hf_id, gpu, input_len",
+    ),
+    Case(
         "bench run --vllm a program that is not on the PATH",
         lambda t: _s(
             "bench", "run", _existing_plan(t) / "plan.csv", "--out", t / "camp", "--vllm", "no-such-vllm"

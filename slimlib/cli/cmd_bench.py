@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import io
 import math
+import shutil
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -431,8 +432,21 @@ def _cmd_run(args: argparse.Namespace) -> int:
     except (OSError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
         raise DataError(f"{args.plan}: not a readable plan.csv ({exc})") from None
     _spec(args)  # the engine's program, checked before the folder is claimed
+    new = not Path(args.out).exists()
     _claim(args.out)
-    return _run(plan, args, args.models_dir)
+    try:
+        return _run(plan, args, args.models_dir)
+    except DataError:  # refused before a run (the plan's columns, the host): a folder it made holds nothing
+        if new:
+            _release(Path(args.out))
+        raise
+
+
+def _release(folder: Path) -> None:
+    """Remove `folder` where it holds nothing but its ownership marker and empty folders."""
+    files = [p for p in folder.rglob("*") if not p.is_dir()]
+    if [p.relative_to(folder) for p in files] == [Path(OWNER_MARKER)]:
+        shutil.rmtree(folder)
 
 
 def _protocol(args: argparse.Namespace) -> Protocol:
