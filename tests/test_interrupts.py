@@ -483,3 +483,34 @@ def test_the_interrupted_program_exits_without_finalizing(tmp_path):
         [*base, str(tmp_path / "b"), "done"], env=env, capture_output=True, text=True, timeout=120
     )
     assert done.returncode == 0 and done.stderr.splitlines()[-1] == "finalized", done.stderr
+
+
+def test_a_frontier_interrupted_while_written_leaves_the_old_set_whole(tmp_path, monkeypatch, capsys):
+    """An interrupt after the frontier's files are written to their temporary files: the old CSV, PDF and PNG are as
+    they were, no temporary file is left (the three are one output set)."""
+    import slimlib.io as io_module
+    from slimlib.cli.main import main
+
+    params = tmp_path / "params.json"
+    params.write_text(PaperModel.with_params(TRUE_PARAMS, gpu="h100-sxm-80gb").to_json())
+    front = tmp_path / "front.csv"
+    old = {front: b"old csv\n", front.with_suffix(".pdf"): b"old pdf", front.with_suffix(".png"): b"old png"}
+    for path, data in old.items():
+        path.write_bytes(data)
+    real = io_module.check_interrupted
+    calls = []
+
+    def interrupted_before_the_renames() -> None:
+        calls.append(1)
+        if (
+            len(calls) == 4
+        ):  # the set's three files are written (a CSV written on its own was already committed)
+            raise KeyboardInterrupt
+        real()
+
+    monkeypatch.setattr(io_module, "check_interrupted", interrupted_before_the_renames)
+    rc = main(["advise", str(params), "--model", "opt-1.3b", "--input-len", "128", "--output-len", "128",
+               "--gpus", "1", "--batch-sizes", "1", "8", "64", "--frontier", str(front)])  # fmt: skip
+    assert rc == 130 and "interrupted" in capsys.readouterr().err
+    assert len(calls) == 4 and {p: p.read_bytes() for p in old} == old
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
