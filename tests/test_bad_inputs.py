@@ -268,6 +268,14 @@ def _slurm_plan_folder(t: Path) -> Path:
     return t / "plan"
 
 
+def _link_loop(t: Path) -> Path:
+    """loop/a -> b -> a: a path that resolves to nothing."""
+    (t / "loop").mkdir()
+    (t / "loop" / "a").symlink_to("b")
+    (t / "loop" / "b").symlink_to("a")
+    return t / "loop" / "a"
+
+
 def _user_folder(t: Path) -> Path:
     folder = t / "notes"
     folder.mkdir()
@@ -355,6 +363,11 @@ CASES = [
         ),
         r"no run to write: 6 task\(s\) missing, 0 failed, 0 result\(s\) excluded by the physical checks .*prev.csv left as "
         r"it was",
+    ),
+    Case(
+        "models a link loop",
+        lambda t: _s("models", _link_loop(t)),
+        r"model .*loop/a: no config.json there \(a link that leads nowhere\)",
     ),
     # -- folders a command did not create are never taken over -----------------------------------------------------
     Case(

@@ -198,7 +198,8 @@ def preload(*modules: str) -> None:
 
 
 def _path_like(text: str) -> bool:
-    return text.endswith(("/", os.sep)) or text.startswith((".", "/", "~")) or Path(text).exists()
+    p = Path(text)
+    return text.endswith(("/", os.sep)) or text.startswith((".", "/", "~")) or p.exists() or p.is_symlink()
 
 
 def model_argument(text: str, option: str = "--model") -> str:
@@ -214,9 +215,10 @@ def model_argument(text: str, option: str = "--model") -> str:
             f"{option} {text}: no config.json in that folder; give a config.json, the folder holding one, or a "
             "registry name (`slim models`)"
         )
+    what = "a link that leads nowhere" if p.is_symlink() else "no such file or folder"
     raise DataError(
-        f"{option} {text}: no config.json there (no such file or folder); give a config.json, the folder holding "
-        "one, or a registry name (`slim models`)"
+        f"{option} {text}: no config.json there ({what}); give a config.json, the folder holding one, or a registry "
+        "name (`slim models`)"
     )
 
 
