@@ -47,7 +47,7 @@ from slimlib.experiments.engine_study.campaign_grid import (
     wave_sources,
 )
 from slimlib.experiments.engine_study.rerun_check import rerun_summary
-from slimlib.io import OWNER_MARKER, check_owned, owner_marker, write_text
+from slimlib.io import OWNER_MARKER, check_owned, owner_marker, write_files, write_text
 from slimlib.kit.cpu_microbench import host_facts, measure_peaks
 from slimlib.kit.host_match import require_host_for
 from slimlib.kit.model_folder import Scaling, model_config, write_model_folder
@@ -493,15 +493,17 @@ def _dry_run(plan: pd.DataFrame, args: argparse.Namespace) -> int:
 
 def _write_tables(campaigns: list[str], out: str | Path) -> None:
     """The runs table at `out`, its medians (``*-medians.csv``) and exclusions (``*-exclusions.csv``) beside it,
-    in `slim data build`'s format (schema dtypes, fixed float format), each written atomically."""
+    in `slim data build`'s format (schema dtypes, fixed float format), written as one set (`write_files`)."""
     tables = build_engine_tables(*campaigns)
     base = Path(out)
     paths = {RUNS_TABLE: base, MEDIANS_TABLE: base.with_name(base.stem + "-medians.csv"),
              EXCLUSIONS_TABLE: base.with_name(base.stem + "-exclusions.csv")}  # fmt: skip
+    texts = {}
     for name, path in paths.items():
         buf = io.StringIO()
         write_data_table(coerce(name, tables[name]), buf)  # type: ignore[arg-type]  # pandas writes to any text buffer
-        write_text(path, buf.getvalue())
+        texts[path] = buf.getvalue().encode("utf-8")
+    write_files(texts)  # the three tables together, or none
 
 
 def _cmd_table(args: argparse.Namespace) -> int:
