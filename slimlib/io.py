@@ -65,6 +65,14 @@ def _restore(held: _Held) -> None:
     set_deferring(held[1])
 
 
+def _new_mode(mode: int) -> int:
+    """`mode` less the process's umask: the permissions a file or folder created with `mode` gets (temporary files
+    are created private, then given these before they are renamed into place)."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return mode & ~umask
+
+
 def _cannot_write(target: Path, exc: OSError) -> DataError:
     return DataError(
         f"{target}: cannot write into folder {target.parent} ({exc.strerror or exc}); choose another output folder"
@@ -188,9 +196,7 @@ def atomic_open(
             yield fh
             fh.flush()
             os.fsync(fh.fileno())
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, (0o777 if executable else 0o666) & ~umask)
+        os.chmod(tmp, _new_mode(0o777 if executable else 0o666))
         _hold()
         check_interrupted()
         os.replace(tmp, target)
@@ -231,9 +237,7 @@ def atomic_folder(path: str | Path, *, replaces: tuple[str, ...] = ()) -> Iterat
         _hold()
         check_interrupted()
         if not target.exists():
-            umask = os.umask(0)
-            os.umask(umask)
-            os.chmod(tmp, 0o777 & ~umask)  # mkdtemp's folder is private
+            os.chmod(tmp, _new_mode(0o777))  # mkdtemp's folder is private
             os.rename(tmp, target)
         else:
             for name in replaces:
@@ -295,8 +299,6 @@ def write_files(files: dict[Path, bytes]) -> list[Path]:
     tmps: dict[Path, str] = {}
     try:
         check_interrupted()
-        umask = os.umask(0)
-        os.umask(umask)
         for target, data in files.items():
             try:
                 fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
@@ -308,7 +310,7 @@ def write_files(files: dict[Path, bytes]) -> list[Path]:
                 fh.write(data)
                 fh.flush()
                 os.fsync(fh.fileno())
-            os.chmod(tmp, 0o666 & ~umask)
+            os.chmod(tmp, _new_mode(0o666))
             _hold()
             check_interrupted()
         for target, tmp in tmps.items():

@@ -27,7 +27,7 @@ from slimlib.advisor.plan import (
     next_steps,
     write_plan,
 )
-from slimlib.advisor.slo import Slo
+from slimlib.advisor.slo import LIMITS, Slo
 from slimlib.batchjobs import add_scheduler_arguments, options_from_args
 from slimlib.cli.common import (
     batch_size,
@@ -452,7 +452,7 @@ def _search(args: argparse.Namespace) -> int:
     if args.format == "json":
         rec = {
             "slo": slo.describe(),
-            "latency_statistic": {q: slo.statistic(q) for q in ("ttft", "tpot", "e2e")},
+            "latency_statistic": {q: slo.statistic(q) for q in LIMITS},
             "epsilon": args.epsilon,
             "ranked": json.loads(res.ranked.to_json(orient="records")),
             "skipped": json.loads(res.skipped.to_json(orient="records")),
@@ -482,7 +482,7 @@ def _print_search(res: SearchResult, model: str, gpu: str, gpus: int, epsilon: f
         print(
             f"(TTFT and TPOT from the model's {r0['latency_source']}: TPOT = decode / OL, TTFT = E2E - (OL - 1) TPOT)"
         )
-    stat = {q: res.slo.statistic(q) for q in ("ttft", "tpot", "e2e")}
+    stat = {q: res.slo.statistic(q) for q in LIMITS}
     heads = {q: f"{name}{'' if stat[q] == 'mean' else ' ' + stat[q]} {unit}"
              for q, name, unit in (("ttft", "TTFT", "ms"), ("tpot", "TPOT", "ms"), ("e2e", "E2E", "s"))}  # fmt: skip
     dev = "CPU" if gpu in CPU_DEVICES else "GPU"  # vLLM's CPU engine: the device is the host

@@ -116,6 +116,11 @@ def _unpack(
     return p
 
 
+def _finite(r: FloatArray) -> FloatArray:
+    """Residuals with every non-finite one read as 1e6 (the solver needs numbers; far from any optimum)."""
+    return np.where(np.isfinite(r), r, 1e6)
+
+
 def _stacked(arrays: dict[str, Any], copies: int) -> dict[str, Any]:
     """`arrays` with each per-row array (1-d, as long as ``batch_size`` or the first array) repeated `copies`
     times end to end; other values as they are."""
@@ -520,7 +525,7 @@ class CalibratedModel(Estimator):
         free: list[ParamSpec],
     ) -> tuple[Callable[[FloatArray], FloatArray], Callable[[FloatArray], FloatArray]]:
         """The fit's residuals and their Jacobian as functions of the free parameters in the solver's scale
-        (each divided by its spec's ``scale``); non-finite residuals read as 1e6."""
+        (each divided by its spec's ``scale``); non-finite residuals read as 1e6 (`_finite`)."""
         n_rows = len(feats["batch_size"])
         scale = np.array([s.scale for s in free])
         hi = np.array([s.upper for s in free]) / scale
@@ -529,7 +534,7 @@ class CalibratedModel(Estimator):
         def residuals(z: FloatArray) -> FloatArray:
             with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
                 r = self._fit_residuals(_unpack(held, free, scale, z), feats, hw, targets)[0]
-            last[:] = [np.array(z, dtype=float), np.where(np.isfinite(r), r, 1e6)]
+            last[:] = [np.array(z, dtype=float), _finite(r)]
             return last[1]
 
         def jacobian(z: FloatArray) -> FloatArray:
@@ -549,8 +554,7 @@ class CalibratedModel(Estimator):
             p.update({s.name: np.repeat(stepped[:, j] * scale[j], n_rows) for j, s in enumerate(free)})
             with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
                 r = self._fit_residuals(p, many, hw, many_targets, copies=k)
-            r = np.where(np.isfinite(r), r, 1e6)
-            return np.asarray(((r - r0) / h[:, None]).T)
+            return np.asarray(((_finite(r) - r0) / h[:, None]).T)
 
         return residuals, jacobian
 

@@ -125,19 +125,16 @@ def composed_table(cache_dir: str | Path | None = None) -> tuple[pd.DataFrame, d
     configurations left out per reason (`composed_configs`, and those outside a measured kernel grid). Composed once
     per process, or read from `cache_dir` where an entry for this code and data is (and stored there when composed;
     `slimlib.experiments.accuracy.fit_cache`); each call returns its own copy."""
+    key = table_key("composed curves") if cache_dir is not None else ""
+    entry = read_table_entry(Path(cache_dir), key) if cache_dir is not None else None
     if not _MEMO:
-        got = None
-        if cache_dir is not None:
-            key = table_key("composed curves")
-            entry = read_table_entry(Path(cache_dir), key)
-            got = (entry[0], {str(k): int(v) for k, v in entry[1].items()}) if entry is not None else None
-        if got is None:
-            got = _composed_table()
-            if cache_dir is not None:
-                write_table_entry(Path(cache_dir), key, got[0], got[1])
-        _MEMO.append(got)
-    elif cache_dir is not None and read_table_entry(Path(cache_dir), table_key("composed curves")) is None:
-        write_table_entry(Path(cache_dir), table_key("composed curves"), _MEMO[0][0], _MEMO[0][1])
+        _MEMO.append(
+            (entry[0], {str(k): int(v) for k, v in entry[1].items()})
+            if entry is not None
+            else _composed_table()
+        )
+    if cache_dir is not None and entry is None:
+        write_table_entry(Path(cache_dir), key, _MEMO[0][0], _MEMO[0][1])
     table, left = _MEMO[0]
     return table.copy(), dict(left)
 

@@ -61,11 +61,21 @@ def entry_key(candidate: str, settings: dict[str, Any], train: pd.DataFrame, tes
         "settings": settings,
         "train": _table_digest(train),
         "test": _table_digest(test),
-        "numerics": {k: os.environ.get(k, "") for k in NUMERICS_VARIABLES},
-        "versions": {"numpy": np.__version__, "scipy": scipy.__version__, "pandas": pd.__version__},
-        "code": code_fingerprint(),
+        **_computed_by(),
     }
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
+
+
+def _computed_by() -> dict[str, Any]:
+    """What a cached result was computed with, in its key: the numerics, the library versions and the code."""
+    import pyarrow
+
+    return {
+        "numerics": {k: os.environ.get(k, "") for k in NUMERICS_VARIABLES},
+        "versions": {"numpy": np.__version__, "scipy": scipy.__version__, "pandas": pd.__version__,
+                     "pyarrow": pyarrow.__version__},
+        "code": code_fingerprint(),
+    }  # fmt: skip
 
 
 def read_entry(folder: Path, key: str) -> dict[str, Any] | None:
@@ -115,19 +125,7 @@ def data_fingerprint() -> str:
 
 def table_key(name: str) -> str:
     """The hash naming a cached table (module docstring)."""
-    import pyarrow
-
-    doc = {
-        "format": CACHE_FORMAT,
-        "table": name,
-        "data": data_fingerprint(),
-        "numerics": {k: os.environ.get(k, "") for k in NUMERICS_VARIABLES},
-        "versions": {
-            "numpy": np.__version__, "scipy": scipy.__version__, "pandas": pd.__version__,
-            "pyarrow": pyarrow.__version__,
-        },
-        "code": code_fingerprint(),
-    }  # fmt: skip
+    doc = {"format": CACHE_FORMAT, "table": name, "data": data_fingerprint(), **_computed_by()}
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
 
 
