@@ -103,6 +103,19 @@ class Architecture:
     sliding_window: int = 0
     n_sliding_layers: int = 0
     attention_sinks: bool = False
+    # hybrid linear attention (Gated DeltaNet: Qwen3.5, Qwen3.6): `n_linear_layers` of the layers keep a fixed-size
+    # recurrent state per sequence instead of a KV cache, `linear_value_heads` states of `linear_key_head_dim` x
+    # `linear_value_head_dim` elements of `state_bytes` bytes (the config's ``mamba_ssm_dtype``), beside a causal
+    # convolution of `linear_conv_kernel` taps over the query, key and value channels (`linear_conv_channels`);
+    # `attn_output_gate`: the full-attention layers' query projection also yields a per-channel output gate
+    n_linear_layers: int = 0
+    linear_key_heads: int = 0
+    linear_value_heads: int = 0
+    linear_key_head_dim: int = 0
+    linear_value_head_dim: int = 0
+    linear_conv_kernel: int = 0
+    state_bytes: int = 0
+    attn_output_gate: bool = False
     #: the checkpoint's own quantization (``quantization_config.quant_method`` normalized to a vLLM
     #: ``--quantization`` value, e.g. "fp8", "mxfp4", "modelopt_fp4"); '' for an unquantized checkpoint
     quantization: str = ""
@@ -153,6 +166,19 @@ class Architecture:
         """Values one token caches per attention layer: ``2 D_kv`` (keys and values), or ``kv_lora_rank +
         qk_rope_head_dim`` for MLA (precision-free; bytes are the serving configuration's)."""
         return self.kv_lora_rank + self.qk_rope_head_dim if self.is_mla else 2 * self.d_kv
+
+    @property
+    def n_attention_layers(self) -> int:
+        """Layers that cache keys and values (full or sliding-window attention): all but the linear-attention ones."""
+        return self.n_layers - self.n_linear_layers
+
+    @property
+    def linear_conv_channels(self) -> int:
+        """Channels of a Gated DeltaNet layer's causal convolution: ``2 H_k d_k + H_v d_v`` (queries, keys, values)."""
+        return (
+            2 * self.linear_key_heads * self.linear_key_head_dim
+            + self.linear_value_heads * self.linear_value_head_dim
+        )
 
     @property
     def n_moe_layers(self) -> int:
@@ -578,10 +604,11 @@ def list_architectures(names: Iterable[str | os.PathLike[str]] | None = None) ->
             "shared_ffn_size": a.shared_ffn_size,
             "kv_lora_rank": a.kv_lora_rank,
             "qk_rope_head_dim": a.qk_rope_head_dim,
-            "kv_values_per_token": a.n_layers * a.kv_values_per_token_layer,
+            "kv_values_per_token": a.n_attention_layers * a.kv_values_per_token_layer,
             "sliding_window": a.sliding_window,
             "n_sliding_layers": a.n_sliding_layers,
             "attention_sinks": a.attention_sinks,
+            "n_linear_layers": a.n_linear_layers,
             "quantization": a.quantization,
             "identity": a.identity,
             "aliases": ", ".join(a.aliases),

@@ -27,6 +27,7 @@ from slimlib.registry.param_count import (
     count_decoder,
     count_parameters,
     ffn_params,
+    gated_deltanet_params,
     mla_params,
     router_params,
 )
@@ -55,7 +56,7 @@ _DTYPE_BYTES = {
 _DECODER_FAMILIES = (
     "llama", "mistral", "qwen2", "granite", "mixtral", "qwen3", "gemma", "gemma2", "gemma3_text", "phi3", "mimo",
     "llama4_text", "qwen3_moe", "deepseek_v2", "deepseek_v3", "kimi_k2", "gpt_oss", "minimax_m2", "step3p7",
-    "qwen3_vl_text", "qwen3_vl_moe_text",
+    "qwen3_vl_text", "qwen3_vl_moe_text", "qwen3_5_text", "qwen3_5_moe_text", "qwen3_next",
 )  # fmt: skip
 _STYLE_BY_MODEL_TYPE = {
     **{t: "decoder" for t in _DECODER_FAMILIES},
@@ -69,7 +70,8 @@ _STYLE_BY_MODEL_TYPE = {
 }
 #: the language model's model_type where the wrapper's text_config does not name one
 _TEXT_MODEL_TYPE = {"llama4": "llama4_text", "qwen3_vl": "qwen3_vl_text", "qwen3_vl_moe": "qwen3_vl_moe_text",
-                    "kimi_k25": "kimi_k2", "minimax_m3_vl": "minimax_m3"}  # fmt: skip
+                    "kimi_k25": "kimi_k2", "minimax_m3_vl": "minimax_m3", "qwen3_5": "qwen3_5_text",
+                    "qwen3_5_moe": "qwen3_5_moe_text"}  # fmt: skip
 
 _STYLE_BY_ARCHITECTURE = {
     "OPTForCausalLM": "opt",
@@ -122,6 +124,14 @@ STRUCTURE_KEYS = {
     "layer_types": "per-layer attention types",
     "attention_chunk_size": "chunked local attention",
     "no_rope_layers": "chunked local attention layout",
+    "linear_num_value_heads": "hybrid linear attention (Gated DeltaNet)",
+    "linear_num_key_heads": "hybrid linear attention (Gated DeltaNet)",
+    "linear_key_head_dim": "hybrid linear attention (Gated DeltaNet)",
+    "linear_value_head_dim": "hybrid linear attention (Gated DeltaNet)",
+    "linear_conv_kernel_dim": "hybrid linear attention (Gated DeltaNet)",
+    "full_attention_interval": "hybrid linear/full attention layout",
+    "mamba_ssm_dtype": "recurrent-state precision",
+    "attn_output_gate": "gated attention output",
 }
 
 #: features no style represents, refused wherever they appear: (key, feature), checked in this order
@@ -140,7 +150,6 @@ UNSUPPORTED = (
     ("hybrid_layer_pattern", "hybrid sliding/full layers with their own head counts"),
     ("global_head_dim", "full-attention layers with their own head width and KV heads"),
     ("hidden_size_per_layer_input", "per-layer input embeddings"),
-    ("linear_num_value_heads", "hybrid linear attention (Gated DeltaNet)"),
     ("ssm_state_size", "state-space (Mamba) layers"),
     ("state_size", "state-space (Mamba) layers"),
     ("ssm_cfg", "state-space (Mamba) layers"),
@@ -224,7 +233,7 @@ class UnknownStyleWarning(UserWarning):
 
 def _refuse_unsupported(data: dict[str, Any], where: str) -> None:
     """DataError naming the first key of a feature no style represents (`UNSUPPORTED`, SSM model types, layer
-    types other than full and sliding attention)."""
+    types other than full and sliding attention, and Gated DeltaNet's linear attention with its head keys)."""
     model_type = str(data.get("model_type") or "").lower()
     if model_type in _SSM_TYPES or "mamba" in model_type:
         raise DataError(
@@ -238,7 +247,12 @@ def _refuse_unsupported(data: dict[str, Any], where: str) -> None:
             )
     layer_types = data.get("layer_types")
     if isinstance(layer_types, list):
-        other = sorted({str(t) for t in layer_types} - set(_LAYER_TYPES))
+        known = (
+            {*_LAYER_TYPES, "linear_attention"}
+            if _present(data.get("linear_num_value_heads"))
+            else _LAYER_TYPES
+        )
+        other = sorted({str(t) for t in layer_types} - set(known))
         if other:
             raise DataError(
                 f"{where}: key 'layer_types' has {', '.join(repr(t) for t in other)} layers (hybrid "
@@ -246,7 +260,7 @@ def _refuse_unsupported(data: dict[str, Any], where: str) -> None:
                 "represent: it models full and sliding-window attention layers only"
             )
     for key in data:
-        if key.startswith(("mamba_", "ssm_")) and _present(data[key]):
+        if key.startswith(("mamba_", "ssm_")) and key not in STRUCTURE_KEYS and _present(data[key]):
             raise DataError(
                 f"{where}: key {key!r}: state-space (Mamba) layers, which SLIM cannot represent; this model is "
                 "refused"
@@ -311,7 +325,8 @@ def _head_dim(c: _Keys, hidden: int, heads: int, explicit: int | None = None) ->
 #: layer, q/k/v biases always on, q/k norms ("head": width d_h each; "minimax": per_layer / per_head by the config),
 #: sliding-window layout ("qwen": ``use_sliding_window`` from ``max_window_layers`` on; "gemma2": every other layer;
 #: "gemma3": all but every ``sliding_window_pattern``-th; "chunked": Llama 4's chunked local attention), the MoE
-#: layout (see `_moe_layers`), latent attention, attention sinks
+#: layout (see `_moe_layers`), latent attention, attention sinks, Gated DeltaNet layers ("linear", `_linear_layers`)
+#: and the full-attention layers' output gate
 _CONVENTIONS: dict[str, dict[str, Any]] = {
     "qwen2": {"qkv_bias": True, "window": "qwen"},
     "mimo": {"qkv_bias": True, "window": "qwen"},
@@ -319,6 +334,9 @@ _CONVENTIONS: dict[str, dict[str, Any]] = {
     "qwen3_vl_text": {"qk_norm": "head"},
     "qwen3_moe": {"qk_norm": "head", "window": "qwen", "moe": "qwen"},
     "qwen3_vl_moe_text": {"qk_norm": "head", "moe": "qwen"},
+    "qwen3_5_text": {"qk_norm": "head", "linear": True, "output_gate": True},
+    "qwen3_5_moe_text": {"qk_norm": "head", "linear": True, "output_gate": True, "moe": "qwen_shared"},
+    "qwen3_next": {"qk_norm": "head", "linear": True, "output_gate": True, "moe": "qwen_shared"},
     "gemma": {"tied": True},
     "gemma2": {"tied": True, "norms": 4, "window": "gemma2"},  # input, post-attention, pre-/post-feedforward
     "gemma3_text": {"tied": True, "norms": 4, "qk_norm": "head", "window": "gemma3"},
@@ -342,8 +360,9 @@ MAX_EXPERTS = 16384
 
 def _moe_layers(c: _Keys, layout: str, layers: int) -> tuple[list[bool], dict[str, Any]]:
     """Which layers are MoE, and the expert shapes: (flags, {n_experts, top_k, width, dense_width, n_shared,
-    shared_width}): routed experts of `width`, dense layers of `dense_width`, `n_shared` shared experts of
-    `shared_width`."""
+    shared_width, shared_gate}): routed experts of `width`, dense layers of `dense_width`, `n_shared` shared experts
+    of `shared_width` (behind a one-output gate projection where `shared_gate`)."""
+    shared_gate = False
     if layout == "all":  # Mixtral, MiniMax-M2, gpt-oss: every layer, experts of width intermediate_size
         keys = (
             "num_local_experts",
@@ -355,15 +374,18 @@ def _moe_layers(c: _Keys, layout: str, layers: int) -> tuple[list[bool], dict[st
         if c.integer("shared_intermediate_size", default=0):
             raise DataError(f"{c.where}: key 'shared_intermediate_size' > 0 (shared experts) is not read for a "
                             f"{c.style} config; this model is refused")  # fmt: skip
-    elif (
-        layout == "qwen"
-    ):  # Qwen3-MoE: layer i is MoE unless in mlp_only_layers, every decoder_sparse_step-th
+    elif layout in ("qwen", "qwen_shared"):
+        # Qwen3-MoE: layer i is MoE unless in mlp_only_layers, every decoder_sparse_step-th; Qwen3.5 / Qwen3-Next
+        # ("qwen_shared") add one shared expert of shared_expert_intermediate_size behind a scalar sigmoid gate
         keys = ("num_experts", "moe_intermediate_size", "intermediate_size")
         n_exp, width = c.integer(keys[0]), c.positive(keys[1])
         step, only = c.positive("decoder_sparse_step", default=1), set(c.int_list("mlp_only_layers", 0))
         flags = [i not in only and (i + 1) % step == 0 for i in range(layers)]
-        dense_width, n_shared, shared = c.integer("intermediate_size"), 0, width
-        if c.integer("shared_expert_intermediate_size", default=0):
+        dense_width, n_shared, shared = c.integer("intermediate_size", default=0), 0, width
+        if layout == "qwen_shared":
+            shared = c.integer("shared_expert_intermediate_size", default=0)
+            n_shared, shared_gate = (1, True) if shared else (0, False)
+        elif c.integer("shared_expert_intermediate_size", default=0):
             raise DataError(f"{c.where}: key 'shared_expert_intermediate_size' > 0 (a gated shared expert) is not "
                             "read for a qwen3_moe config; this model is refused")  # fmt: skip
     elif layout == "llama4":  # Llama 4: every interleave_moe_layer_step-th layer, one shared expert beside
@@ -400,7 +422,7 @@ def _moe_layers(c: _Keys, layout: str, layers: int) -> tuple[list[bool], dict[st
         raise DataError(f"{c.where}: key {keys[-1]!r} (the dense layers' FFN width) must be a positive integer, "
                         "got 0")  # fmt: skip
     shapes = dict(n_experts=n_exp, top_k=top_k, width=width, dense_width=dense_width, n_shared=n_shared,
-                  shared_width=shared)  # fmt: skip
+                  shared_width=shared, shared_gate=shared_gate)  # fmt: skip
     return flags, shapes
 
 
@@ -438,6 +460,48 @@ def _sliding_layers(c: _Keys, window_rule: str, layers: int) -> tuple[int, int]:
     return (window, n) if n and window else (0, 0)
 
 
+def _linear_layers(c: _Keys, layers: int, model_bytes: int) -> dict[str, Any]:
+    """Gated DeltaNet layers of a hybrid (Qwen3.5 / Qwen3.6 / Qwen3-Next): which layers are linear attention
+    (``layer_types``, else all but every ``full_attention_interval``-th), their head shapes and the recurrent
+    state's bytes per element (``mamba_ssm_dtype``; absent: the model's dtype, as vLLM's "auto" cache dtype)."""
+    types, interval = c.get("layer_types"), c.get("full_attention_interval")
+    if interval is not None:
+        interval = c.positive("full_attention_interval")
+        pattern = ["linear_attention" if (i + 1) % interval else "full_attention" for i in range(layers)]
+    if types is not None:
+        if not isinstance(types, list) or len(types) != layers:
+            raise DataError(
+                f"{c.where}: key 'layer_types' must list one type for each of the {layers} layers"
+            )
+        if interval is not None and types != pattern:
+            raise DataError(f"{c.where}: key 'layer_types' does not match 'full_attention_interval' {interval} "
+                            "(every interval-th layer full attention, the others linear); fix either key")  # fmt: skip
+    else:
+        types = pattern if interval is not None else c.require("layer_types")
+    n_linear = sum(t == "linear_attention" for t in types)
+    if not 0 < n_linear < layers:
+        raise DataError(
+            f"{c.where}: {n_linear} of the {layers} layers are linear attention; a hybrid needs both linear and "
+            "full-attention layers (see 'layer_types' or 'full_attention_interval')"
+        )
+    hk, hv = c.positive("linear_num_key_heads"), c.positive("linear_num_value_heads")
+    if hv % hk:
+        raise DataError(
+            f"{c.where}: key 'linear_num_value_heads' ({hv}) is not a multiple of 'linear_num_key_heads' ({hk})"
+        )
+    dtype = c.get("mamba_ssm_dtype")
+    key = str(dtype).lower().removeprefix("torch.") if dtype is not None else ""
+    if key and key not in _DTYPE_BYTES:
+        raise DataError(
+            f"{c.where}: key 'mamba_ssm_dtype' is {dtype!r}, not one of {', '.join(sorted(_DTYPE_BYTES))}"
+        )
+    return dict(n_linear_layers=n_linear, linear_key_heads=hk, linear_value_heads=hv,
+                linear_key_head_dim=c.positive("linear_key_head_dim"),
+                linear_value_head_dim=c.positive("linear_value_head_dim"),
+                linear_conv_kernel=c.positive("linear_conv_kernel_dim"),
+                state_bytes=_DTYPE_BYTES[key] if key else model_bytes)  # fmt: skip
+
+
 def _read_decoder(c: _Keys, family: str) -> dict[str, Any]:
     """Fields of a Llama-lineage decoder (dense, MoE, MLA) and its exact parameter counts (`count_decoder`)."""
     conv = _CONVENTIONS.get(family, {})
@@ -467,14 +531,32 @@ def _read_decoder(c: _Keys, family: str) -> dict[str, Any]:
         attention = attention_params(d, heads, kv, hd, qkv_bias=attn_bias or bool(conv.get("qkv_bias")),
                                      out_bias=attn_bias and not conv.get("qkv_bias"), qk_norm=qk_norm,
                                      sinks=bool(conv.get("sinks")))  # fmt: skip
-        kw.update(head_dim=hd, attention_sinks=bool(conv.get("sinks")))
+        gate = bool(c.get("attn_output_gate", default=conv.get("output_gate", False)))
+        if gate and not conv.get("output_gate"):
+            raise DataError(f"{c.where}: key 'attn_output_gate' is not read for a {family} config; refused")
+        attention += d * heads * hd if gate else 0  # the gate's half of the doubled query projection
+        kw.update(head_dim=hd, attention_sinks=bool(conv.get("sinks")), attn_output_gate=gate)
     window, n_sliding = _sliding_layers(c, conv.get("window", ""), layers)
     kw.update(sliding_window=window, n_sliding_layers=n_sliding)
+    linear: dict[str, Any] = {"n_linear_layers": 0, "linear_attention": 0}
+    if conv.get("linear"):
+        if n_sliding:
+            raise DataError(
+                f"{c.where}: sliding-window and linear-attention layers together are not read; refused"
+            )
+        shapes = _linear_layers(c, layers, _dtype_bytes(c))
+        kw.update(shapes)
+        linear = {"n_linear_layers": shapes["n_linear_layers"], "linear_attention": gated_deltanet_params(
+            d, shapes["linear_key_heads"], shapes["linear_value_heads"], shapes["linear_key_head_dim"],
+            shapes["linear_value_head_dim"], shapes["linear_conv_kernel"])}  # fmt: skip
+    elif "linear_attention" in (c.get("layer_types") or []):
+        raise DataError(f"{c.where}: key 'layer_types' has 'linear_attention' layers, which a {family} config "
+                        "does not have; refused")  # fmt: skip
 
     mlp_bias = bool(c.get("mlp_bias", default=False))
     tied = bool(c.get("tie_word_embeddings", default=conv.get("tied", False)))
     common = dict(n_layers=layers, hidden_size=d, vocab_size=vocab, tied_embeddings=tied, attention=attention,
-                  norms_per_layer=conv.get("norms", 2))  # fmt: skip
+                  norms_per_layer=conv.get("norms", 2), **linear)  # fmt: skip
     if conv.get("moe"):
         flags, m = _moe_layers(c, conv["moe"], layers)
         rb = conv.get(
@@ -487,7 +569,8 @@ def _read_decoder(c: _Keys, family: str) -> dict[str, Any]:
         expert = ffn_params(d, m["width"], "gated", bool(conv.get("expert_bias")))
         counts = count_decoder(**common, dense_ffn=ffn_params(d, m["dense_width"], "gated", mlp_bias),
                                n_dense_layers=flags.count(False), expert=expert, n_experts=m["n_experts"],
-                               experts_per_token=m["top_k"], router=router_params(d, m["n_experts"], router_bias),
+                               experts_per_token=m["top_k"],
+                               router=router_params(d, m["n_experts"], router_bias) + (d if m["shared_gate"] else 0),
                                shared=m["n_shared"] * ffn_params(d, m["shared_width"]))  # fmt: skip
         n_dense = flags.count(False)
         kw.update(ffn_size=m["dense_width"] if n_dense else m["width"], moe_ffn_size=m["width"],

@@ -1,7 +1,7 @@
 """Exact parameter counts of decoder-only transformers, from per-block helpers.
 
 One block, one helper: `attention_params` (multi-head / grouped-query attention), `mla_params` (DeepSeek's
-multi-head latent attention), `ffn_params` (one dense FFN or one expert), `router_params`. `count_parameters`
+multi-head latent attention), `gated_deltanet_params` (linear attention), `ffn_params` (one dense FFN or one expert), `router_params`. `count_parameters`
 composes them for a dense (or Mixtral-style) decoder; `count_decoder` composes them for a decoder with dense and
 mixture-of-experts layers and returns the total, the parameters one token uses, the routed-expert parameters and
 the embedding parameters (`ParamCounts`).
@@ -18,6 +18,7 @@ __all__ = [
     "mla_params",
     "ffn_params",
     "router_params",
+    "gated_deltanet_params",
     "count_parameters",
     "count_decoder",
 ]
@@ -68,6 +69,19 @@ def mla_params(
         + kv_lora_rank * n_heads * (qk_nope_head_dim + v_head_dim)
     )
     return q + kv + n_heads * v_head_dim * d
+
+
+def gated_deltanet_params(
+    d: int, key_heads: int, value_heads: int, key_head_dim: int, value_head_dim: int, conv_kernel: int
+) -> int:
+    """Parameters of one Gated DeltaNet block (Qwen3.5 / Qwen3.6 linear attention), bias-free: the input
+    projections ``D (2 H_k d_k + 2 H_v d_v + 2 H_v)`` (queries, keys, values, the output gate z, the beta and decay
+    gates), the depthwise causal convolution ``(2 H_k d_k + H_v d_v) K``, the decay's ``A_log`` and ``dt_bias``
+    ``2 H_v``, the gated output norm ``d_v`` and the output projection ``H_v d_v D``."""
+    qk, v = 2 * key_heads * key_head_dim, value_heads * value_head_dim
+    return (
+        d * (qk + 2 * v + 2 * value_heads) + (qk + v) * conv_kernel + 2 * value_heads + value_head_dim + v * d
+    )
 
 
 def ffn_params(d: int, width: int, ffn_kind: str = "gated", bias: bool = False) -> int:
@@ -174,22 +188,26 @@ def count_decoder(
     experts_per_token: int = 0,
     router: int = 0,
     shared: int = 0,
+    n_linear_layers: int = 0,
+    linear_attention: int = 0,
 ) -> ParamCounts:
     """Parameters of an RMS-norm decoder with `n_dense_layers` dense layers and ``L - n_dense_layers`` MoE layers.
 
-    Per layer: `attention` (`attention_params` or `mla_params`) and `norms_per_layer` norms of ``D``; a dense layer
+    Per layer: `attention` (`attention_params` or `mla_params`; `linear_attention` in the `n_linear_layers`
+    linear-attention layers, `gated_deltanet_params`) and `norms_per_layer` norms of ``D``; a dense layer
     adds `dense_ffn` (`ffn_params`), an MoE layer `router`, ``X`` = `n_experts` routed experts of `expert`
     parameters each and `shared` parameters of shared experts; plus the embedding ``V D``, the final norm ``D`` and
     an untied LM head ``V D``::
 
-        N = V D (1 + [not tied]) + D + L (A + norms D) + L_dense F_dense + L_moe (R + X F_e + S)
+        N = V D (1 + [not tied]) + D + (L - L_lin) A + L_lin A_lin + L norms D + L_dense F_dense + L_moe (R + X F_e + S)
         N_active = N - L_moe (X - k) F_e                    (k = `experts_per_token`)
     """
     d = hidden_size
     n_moe = n_layers - n_dense_layers if n_experts else 0
     embedding = vocab_size * d * (1 if tied_embeddings else 2)
     experts = n_moe * n_experts * expert
-    total = embedding + d + n_layers * (attention + norms_per_layer * d)
+    attention_total = (n_layers - n_linear_layers) * attention + n_linear_layers * linear_attention
+    total = embedding + d + attention_total + n_layers * norms_per_layer * d
     total += (n_layers - n_moe) * dense_ffn + n_moe * (router + shared) + experts
     active = total - n_moe * (n_experts - experts_per_token) * expert
     return ParamCounts(total=int(total), active=int(active), experts=int(experts), embedding=int(embedding))

@@ -66,6 +66,19 @@ STATED: dict[str, tuple[float, float | None, bool, str]] = {
     "Kimi-K2-Instruct": (1e12, 32e9, False, "Kimi K2 model card: 1 trillion total, 32 billion activated"),
     "Kimi-K2.5": (1e12, 32e9, False, "Kimi K2.5 model card: 1T total, 32B activated"),
     "MiniMax-M2.5": (230e9, None, False, "MiniMax-M2 model card: 230B total (M2.5 has M2's shapes)"),
+    # the Qwen3.5 / Qwen3.6 cards count the vision encoder in the total, which SLIM does not read (0.4-0.6B)
+    "Qwen3.5-35B-A3B": (
+        35e9,
+        3e9,
+        True,
+        "Qwen3.5-35B-A3B model card: 35B in total, 3B activated (active: no input embedding)",
+    ),  # fmt: skip
+    "Qwen3.6-35B-A3B": (
+        35e9,
+        3e9,
+        True,
+        "Qwen3.6-35B-A3B model card: 35B in total, 3B activated (active: no input embedding)",
+    ),  # fmt: skip
 }
 
 #: models whose name's size is nominal and off by more than 3%, with no stated size we can cite: read, not checked
