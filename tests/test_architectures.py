@@ -491,7 +491,9 @@ def test_cli_models_csv_round_trips(capsys):
     assert main(["models", "--format", "csv"]) == 0
     df = pd.read_csv(io.StringIO(capsys.readouterr().out), keep_default_na=False)
     expected = list_architectures()
-    assert [c for c in df.columns if c != "kv_bytes_per_token"] == list(expected.columns)
+    added = ("kv_bytes_per_token", "state_bytes_per_sequence")
+    assert [c for c in df.columns if c not in added] == list(expected.columns)
+    assert (df["state_bytes_per_sequence"] == 0).all()  # the registry holds no linear-attention hybrid
     # KV bytes per token of vLLM's default serving configuration (16 bits, one GPU): 2 L D_kv 2 for MHA/GQA,
     # L (kv_lora_rank + qk_rope_head_dim) 2 for MLA
     per_layer = (expected["kv_lora_rank"] + expected["qk_rope_head_dim"]).where(
@@ -507,6 +509,21 @@ def test_cli_models_json_with_config_path(capsys):
     records = json.loads(capsys.readouterr().out)
     assert [r["name"] for r in records] == ["llama-2-7b", "falcon-7b"]
     assert records[1]["n_kv_heads"] == 1 and records[1]["d_kv"] == 64
+
+
+def test_cli_models_shows_a_hybrids_layer_kinds_and_state(capsys, tmp_path):
+    from test_hybrid_linear import _qwen35_27b
+
+    cfg = tmp_path / "qwen35" / "config.json"
+    cfg.parent.mkdir()
+    cfg.write_text(json.dumps(_qwen35_27b()))
+    assert main(["models", str(cfg)]) == 0
+    out = capsys.readouterr().out
+    assert "16 full + 48 linear" in out and "146.8" in out  # 48 layers x 3.06 MiB of state per sequence
+    assert main(["models", str(cfg), "--format", "json"]) == 0
+    rec = json.loads(capsys.readouterr().out)[0]
+    assert rec["n_linear_layers"] == 48 and rec["kv_bytes_per_token"] == 16 * 2 * 4 * 256 * 2
+    assert rec["state_bytes_per_sequence"] == 48 * (48 * 128 * 128 * 4 + 10240 * 3 * 2)
 
 
 def test_cli_models_errors(capsys, tmp_path):

@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 import textwrap
+from typing import Any
 
 import pandas as pd
 
@@ -47,6 +48,7 @@ _MODEL_TABLE_COLUMNS = [
     "active_b",
     "experts",
     "n_layers",
+    "layer_kinds",
     "hidden_size",
     "n_heads",
     "n_kv_heads",
@@ -56,6 +58,7 @@ _MODEL_TABLE_COLUMNS = [
     "ffn_kind",
     "vocab_size",
     "kv_kib_per_token",
+    "state_mib_per_seq",
     "window",
     "max_position",
     "quant",
@@ -104,8 +107,10 @@ def _cmd_models(args: argparse.Namespace) -> int:
         model_argument(name, "model")  # a path names a config.json or a folder holding one
     df = list_architectures(args.names or None)
     names = args.names or list(df["name"])
-    kv = [round(serving_config(get_architecture(n)).kv_bytes_per_token) for n in names]
-    df.insert(list(df.columns).index("weight_bytes") + 1, "kv_bytes_per_token", kv)
+    configs = [serving_config(get_architecture(n)) for n in names]
+    at = list(df.columns).index("weight_bytes") + 1
+    df.insert(at, "kv_bytes_per_token", [round(s.kv_bytes_per_token) for s in configs])
+    df.insert(at + 1, "state_bytes_per_sequence", [round(s.state_bytes) for s in configs])
     if args.format != "table":
         _write_records(df, args.format)
         return 0
@@ -119,12 +124,24 @@ def _cmd_models(args: argparse.Namespace) -> int:
             df["n_sliding_layers"] > 0, "-"
         ),
         quant=df["quantization"].replace("", "-"),
+        layer_kinds=[_layer_kinds(r) for r in df.itertuples(index=False)],
+        state_mib_per_seq=(df["state_bytes_per_sequence"] / 2**20)
+        .round(1)
+        .astype(str)
+        .where(df["state_bytes_per_sequence"] > 0, "-"),
     )[_MODEL_TABLE_COLUMNS]
     print(table.to_string(index=False))
     print(
         "\nsource: the Hugging Face config.json of each hf_id (or the file given); `--format csv` lists them."
     )
     return 0
+
+
+def _layer_kinds(row: Any) -> str:
+    """Layer-kind counts of one `list_architectures` row, e.g. "16 full + 48 linear"."""
+    kinds = {"sliding": row.n_sliding_layers, "linear": row.n_linear_layers}
+    full = row.n_layers - sum(kinds.values())
+    return " + ".join(f"{n} {kind}" for kind, n in {"full": full, **kinds}.items() if n)
 
 
 def _cmd_gpus(args: argparse.Namespace) -> int:

@@ -18,7 +18,7 @@ import pandas as pd
 
 from slimlib.errors import DataError, UnknownNameError
 from slimlib.model.parallel import split_features, tensor_parallel_column
-from slimlib.model.serving import ServingConfig, kv_heads_per_rank, serving_config
+from slimlib.model.serving import ServingConfig, hybrid_request_bytes, kv_heads_per_rank, serving_config
 from slimlib.registry.architectures import Architecture, get_architecture
 from slimlib.registry.gpus import GPU, get_gpu
 from slimlib.registry.precision import compute_peak
@@ -47,7 +47,9 @@ Features = dict[str, FloatArray]
 #: over the ranks), ``latent_attention`` (1 for MLA), ``bytes_per_weight`` (of the quantized linear
 #: layers, `ServingConfig.bytes_per_weight`), ``attn_flops_per_kv_byte`` (the decode attention's FLOPs per KV byte
 #: it reads on one GPU, `attention_intensity`), ``max_model_len`` (the model's context, vLLM's default
-#: ``--max-model-len``; 0 where the config gives none). `model_features` adds
+#: ``--max-model-len``; 0 where the config gives none), ``state_bytes`` (a hybrid's linear-attention state of one
+#: sequence on one GPU, read and written each decode step; 0 without linear layers), ``attention_layer_share`` (the
+#: share of the layers with quadratic prompt attention: 1 but for a hybrid). `model_features` adds
 #: ``tensor_parallel``, ``n_layers_total``, ``batch_size``, ``input_len``, ``output_len``.
 FEATURE_NAMES = (
     "n_layers",
@@ -81,6 +83,8 @@ FEATURE_NAMES = (
     "bytes_per_weight",
     "attn_flops_per_kv_byte",
     "max_model_len",
+    "state_bytes",
+    "attention_layer_share",
 )
 _PRECISION_CODE = {"none": 0.0, "fp8": 1.0, "fp4": 2.0}
 _CODE_PRECISION = {v: k for k, v in _PRECISION_CODE.items()}
@@ -89,6 +93,9 @@ _CONFIG_VALUES = (
     *(f for f in FEATURE_NAMES if f not in ("kv_bytes_per_token", "kv_token_capacity")),
     "kv_pool",
     "logged_tokens",
+    "hybrid_block_bytes",
+    "attention_groups",
+    "state_groups",
 )
 #: the columns that resolve a row's serving configuration, besides ``model`` and ``tensor_parallel``
 KEY_COLUMNS = (*PRECISION_COLUMNS, *ENGINE_COLUMNS, "gpu")
@@ -140,7 +147,12 @@ def _config_row(a: Architecture, s: ServingConfig) -> list[float]:
         "attn_flops_per_kv_byte": attention_intensity(a, s),
         "max_model_len": float(a.max_position or 0),
         "kv_pool": s.kv_pool,
-        "logged_tokens": s.kv_tokens if s.logged_gpu_blocks else 0,
+        "logged_tokens": s.kv_tokens if s.logged_gpu_blocks and not s.state_groups else 0,
+        "state_bytes": s.state_bytes,
+        "attention_layer_share": a.n_attention_layers / a.n_layers,
+        "hybrid_block_bytes": s.hybrid_block_bytes,
+        "attention_groups": s.attention_groups,
+        "state_groups": s.state_groups,
     }
     return [float(values[f]) for f in _CONFIG_VALUES]
 
@@ -292,6 +304,11 @@ def model_features(df: pd.DataFrame, gpu: GPU | str | None = None) -> Features:
     window = col["sliding_window"]
     share = np.where(window > 0, np.minimum(ctx, window) / ctx, 1.0)
     per_token = col["attn_bytes_per_context_token"] + col["attn_bytes_per_window_token"] * share
+    hybrid = col["state_groups"] > 0
+    if hybrid.any():  # a hybrid's blocks and state pages (`slimlib.model.serving.hybrid_request_bytes`)
+        held = hybrid_request_bytes(ctx, col["block_size"], col["hybrid_block_bytes"], col["attention_groups"],
+                                    col["state_groups"])  # fmt: skip
+        per_token = np.where(hybrid, held / ctx, per_token)
     feats["kv_bytes_per_token"] = per_token
     logged = col["logged_tokens"]
     with np.errstate(invalid="ignore"):

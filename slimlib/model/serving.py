@@ -19,7 +19,15 @@ group without data parallelism), ``--gpu-memory-utilization``, ``--block-size``,
 * the KV pool ``capacity x gpu_memory_utilization - weights - reserve`` (`slimlib.model.memory.kv_pool_bytes`),
   ``num_gpu_blocks`` (the logged one where given, else vLLM's ``floor(pool / (block_size x KV bytes per token of
   all layers))``) and the KV token capacity;
-* linear FLOPs per token: ``2 x`` the active linear parameters (LM head included, embedding lookup not) ``/ p``.
+* linear FLOPs per token: ``2 x`` the active linear parameters (LM head included, embedding lookup not) ``/ p``;
+* a hybrid's linear-attention (Gated DeltaNet) layers hold no KV cache but a fixed state per sequence
+  (``state_bytes``: ``H_v / p`` recurrent states of ``d_k x d_v`` elements and the convolution's last ``K - 1``
+  inputs per layer). vLLM's hybrid KV-cache manager (docs/design/hybrid_kv_cache_manager.md) gives every layer one
+  page size: it raises the attention block size to the smallest multiple of `KERNEL_BLOCK_ALIGNMENT` whose page
+  holds one layer's state (``Platform._align_hybrid_block_size``, without prefix caching), pads the state to that
+  page, and groups the layers ``m = min(attention layers, linear layers)`` per KV-cache group; a block is one page
+  of each of ``m`` layers, and a request holds ``ceil(c / block_size)`` blocks per attention group and one per
+  state group (`hybrid_request_bytes`).
 """
 
 from __future__ import annotations
@@ -44,7 +52,7 @@ from slimlib.model.memory import (
 )
 from slimlib.registry.architectures import Architecture
 from slimlib.registry.gpus import GIB, GPU, get_gpu
-from slimlib.registry.param_count import mla_params
+from slimlib.registry.param_count import gated_deltanet_params, mla_params
 from slimlib.registry.precision import (
     DTYPES,
     KV_CACHE_DTYPES,
@@ -72,6 +80,23 @@ DEFAULT_MAX_NUM_SEQS = 256
 _MIN_QUANT_CAPABILITY = 8.0
 #: vLLM quantization methods that quantize the routed experts only (gpt-oss's mxfp4 checkpoints)
 _EXPERTS_ONLY = ("mxfp4",)
+#: the smallest block size vLLM's attention backends take for a hybrid's pages (FlashAttention: multiples of 16,
+#: ``FlashAttentionBackend.get_supported_kernel_block_sizes``)
+KERNEL_BLOCK_ALIGNMENT = 16
+
+
+def hybrid_request_bytes(
+    context: ArrayLike,
+    block_size: ArrayLike,
+    block_bytes: ArrayLike,
+    attention_groups: ArrayLike,
+    state_groups: ArrayLike,
+) -> FloatArray:
+    """Cache bytes one request of `context` tokens holds in a hybrid's pool (module docstring): ``(attention_groups
+    ceil(c / block_size) + state_groups) block_bytes``."""
+    c = np.asarray(context, dtype=float)
+    blocks = np.asarray(attention_groups, dtype=float) * np.ceil(c / np.asarray(block_size, dtype=float))
+    return np.asarray((blocks + np.asarray(state_groups, dtype=float)) * block_bytes, dtype=float)
 
 
 @dataclass(frozen=True)
@@ -107,6 +132,12 @@ class ServingConfig:
     n_experts_per_gpu: int
     linear_flops_per_token: float
     lm_head_flops_per_token: float
+    #: a hybrid's linear-attention state one sequence holds on this GPU (bytes read and written each decode step),
+    #: and its pool layout: bytes of one block, KV-cache groups of attention and of state layers (0: not a hybrid)
+    state_bytes: float = 0.0
+    hybrid_block_bytes: float = 0.0
+    attention_groups: int = 0
+    state_groups: int = 0
 
     @property
     def weights(self) -> float:
@@ -118,9 +149,19 @@ class ServingConfig:
         """KV bytes per token of all layers on this GPU (a sliding-window layer counted as a full one)."""
         return self.kv_bytes_full + self.kv_bytes_window
 
+    @property
+    def block_bytes(self) -> float:
+        """Bytes of one block of the pool: ``block_size x kv_bytes_per_token``, a hybrid's page of ``m`` layers."""
+        return self.hybrid_block_bytes or self.block_size * self.kv_bytes_per_token
+
     def kv_bytes(self, context: ArrayLike) -> FloatArray:
-        """KV bytes one request of `context` tokens holds on this GPU: ``c kv_full + min(c, W) kv_window``."""
+        """KV bytes one request of `context` tokens holds on this GPU: ``c kv_full + min(c, W) kv_window``; a
+        hybrid's blocks with its state (`hybrid_request_bytes`)."""
         c = np.asarray(context, dtype=float)
+        if self.state_groups:
+            return hybrid_request_bytes(
+                c, self.block_size, self.block_bytes, self.attention_groups, self.state_groups
+            )
         window = np.minimum(c, self.sliding_window) if self.sliding_window else c
         return np.asarray(c * self.kv_bytes_full + window * self.kv_bytes_window, dtype=float)
 
@@ -133,6 +174,8 @@ class ServingConfig:
         """KV blocks one request of `context` tokens holds: ``ceil(c / block_size)``; with sliding-window layers,
         the blocks of its KV bytes (`kv_bytes`)."""
         c = np.asarray(context, dtype=float)
+        if self.state_groups:
+            return self.attention_groups * np.ceil(c / self.block_size) + self.state_groups
         if self.sliding_window:
             c = self.kv_bytes(c) / self.kv_bytes_per_token
         return np.asarray(np.ceil(c / self.block_size), dtype=float)
@@ -140,9 +183,7 @@ class ServingConfig:
     def request_kv_bytes(self, context: ArrayLike) -> FloatArray:
         """KV bytes one request of `context` tokens holds on one GPU: its blocks (`request_blocks`) of
         ``block_size x kv_bytes_per_token``."""
-        return np.asarray(
-            self.request_blocks(context) * (self.block_size * self.kv_bytes_per_token), dtype=float
-        )
+        return np.asarray(self.request_blocks(context) * self.block_bytes, dtype=float)
 
     @property
     def usable(self) -> float:
@@ -153,7 +194,7 @@ class ServingConfig:
         """KV bytes the engine allocates on this GPU: the logged blocks where given, else
         `slimlib.model.memory.kv_pool_bytes` (may be <= 0: the configuration does not fit); NaN without a device."""
         if self.logged_gpu_blocks:
-            return float(self.logged_gpu_blocks * self.block_size * self.kv_bytes_per_token)
+            return float(self.logged_gpu_blocks * self.block_bytes)
         if not self.capacity:
             return math.nan
         return float(
@@ -169,12 +210,12 @@ class ServingConfig:
         pool = self.kv_pool
         if not pool > 0:
             return 0
-        return int(pool // (self.block_size * self.kv_bytes_per_token))
+        return int(pool // self.block_bytes)
 
     def blocks_in(self, pool_bytes: float) -> int:
         """Blocks of `block_size` tokens a KV space of `pool_bytes` holds (e.g. vLLM CPU's
         ``VLLM_CPU_KVCACHE_SPACE``): ``floor(pool / (block_size x kv_bytes_per_token))``."""
-        return max(int(pool_bytes // (self.block_size * self.kv_bytes_per_token)), 0)
+        return max(int(pool_bytes // self.block_bytes), 0)
 
     @property
     def kv_tokens(self) -> int:
@@ -186,15 +227,15 @@ class ServingConfig:
         are logged, else ``pool / effective_kv_bytes_per_token(context)`` (0 when the pool is <= 0; NaN without
         a device)."""
         c = np.asarray(context, dtype=float)
-        if self.logged_gpu_blocks:
+        if self.logged_gpu_blocks and not self.state_groups:
             return np.full(np.shape(c), float(self.kv_tokens))
         pool = self.kv_pool
         return np.asarray(np.maximum(pool / self.effective_kv_bytes_per_token(c), 0.0), dtype=float)
 
     @property
     def fits(self) -> bool:
-        """True when the pool holds at least one block."""
-        return self.num_gpu_blocks >= 1
+        """True when the pool holds at least one block (a hybrid: one sequence's attention and state blocks)."""
+        return self.num_gpu_blocks >= (self.attention_groups + self.state_groups if self.state_groups else 1)
 
     def explain(self) -> str:
         """One line: the arithmetic, in GiB, and what to change when it does not fit."""
@@ -206,6 +247,8 @@ class ServingConfig:
         if self.expert_weights:
             weights += f" (dense {self.dense_weights / g:.2f} + experts {self.expert_weights / g:.2f})"
         per_token = f"{self.kv_bytes_per_token / 2**10:.1f} KiB KV per token"
+        if self.state_groups:
+            per_token += f" and {self.state_bytes / 2**20:.1f} MiB linear-attention state per sequence"
         if self.logged_gpu_blocks:
             return (
                 f"{where}: per GPU {weights}; logged num_gpu_blocks {self.logged_gpu_blocks} x block "
@@ -219,6 +262,11 @@ class ServingConfig:
             f"{self.kv_pool / g:.2f} GiB ({per_token}, {self.num_gpu_blocks} blocks of {self.block_size} = "
             f"{self.kv_tokens} tokens)"
         )
+        if self.state_groups:
+            head = head.removesuffix(" tokens)") + (
+                f" tokens, a sequence holding {self.attention_groups} block per {self.block_size} tokens and "
+                f"{self.state_groups} for its state)"
+            )
         if self.fits:
             return head
         return head + (
@@ -232,7 +280,15 @@ class ServingConfig:
             return
         g = GIB
         at = f"{where}: " if where else ""
-        block = self.block_size * self.kv_bytes_per_token
+        block = self.block_bytes
+        if self.kv_pool > 0 and self.state_groups:  # the weights fit, one sequence's blocks do not
+            need = self.attention_groups + self.state_groups
+            raise DataError(
+                f"{at}one sequence of {self.model} needs {need} blocks of {block / g:.3g} GiB (pages of "
+                f"{self.block_size} tokens, raised to hold a linear-attention layer's state), more than the KV pool "
+                f"of {self.kv_pool / g:.3g} GiB it leaves on {self.gpu}; use more GPUs (tensor_parallel) or a "
+                "larger GPU"
+            )
         if (
             self.kv_pool > 0 and self.block_size > DEFAULT_BLOCK_SIZE
         ):  # the weights fit, one large block does not
@@ -296,7 +352,8 @@ def _linear_flops_per_token(a: Architecture, tp: int) -> float:
     the layers and split over `tp` ranks, with ``D_kv`` widened by vLLM's KV-head replication (each rank computes
     its replicated heads) and ``F`` the width a token passes through in each layer (dense layers ``ffn_size``, MoE
     layers its top-k routed and shared experts, `Architecture.ffn_size_active`). MLA: the attention part is 2 x its
-    projection weights (`slimlib.registry.param_count.mla_params`), all split over the ranks."""
+    projection weights (`slimlib.registry.param_count.mla_params`), all split over the ranks; a full-attention
+    layer's output gate adds ``2 D D_q``; a linear-attention layer is 2 x its weights (`gated_deltanet_params`)."""
     d = float(a.hidden_size)
     m = float(a.n_ffn_matrices)
     widths = a.n_dense_layers * a.ffn_size + a.n_moe_layers * a.ffn_size_active if a.is_moe else None
@@ -308,8 +365,47 @@ def _linear_flops_per_token(a: Architecture, tp: int) -> float:
         )  # fmt: skip
     else:
         r = float(kv_replication(a.n_kv_heads, tp))
-        attention = 4.0 * d * (a.n_heads * a.head_dim) + 4.0 * d * (a.d_kv * r)
-    return a.n_layers / tp * (attention + 2.0 * m * d * ffn)
+        q = a.n_heads * a.head_dim * (3 if a.attn_output_gate else 2)  # query (and its output gate), output
+        attention = 2.0 * d * q + 4.0 * d * (a.d_kv * r)
+    linear = 0.0
+    if a.n_linear_layers:
+        linear = 2.0 * gated_deltanet_params(
+            a.hidden_size, a.linear_key_heads, a.linear_value_heads, a.linear_key_head_dim,
+            a.linear_value_head_dim, a.linear_conv_kernel,
+        )  # fmt: skip
+    mixing = a.n_attention_layers * attention + a.n_linear_layers * linear
+    return (mixing + a.n_layers * 2.0 * m * d * ffn) / tp
+
+
+def _hybrid_layout(
+    a: Architecture, tp: int, page_per_token: float, conv_bytes: float, block_size: int
+) -> dict[str, Any]:
+    """A hybrid's state and pool layout on one of `tp` GPUs (module docstring): the block size (raised where one
+    page must hold a layer's state), ``state_bytes``, ``hybrid_block_bytes``, ``attention_groups`` and
+    ``state_groups``; `page_per_token`: KV bytes of one token in one attention layer on this GPU; `conv_bytes`: the
+    serving dtype's bytes (the convolution state's). Only `block_size` for a model without linear layers."""
+    if not a.n_linear_layers:
+        return {"block_size": block_size}
+    for heads, key in (
+        (a.linear_key_heads, "linear_num_key_heads"),
+        (a.linear_value_heads, "linear_num_value_heads"),
+    ):
+        if heads % tp:
+            raise DataError(f"tensor_parallel = {tp} does not divide {a.name}'s {heads} linear-attention heads "
+                            f"({key}); vLLM splits them over the ranks: use a divisor of {heads}")  # fmt: skip
+    recurrent = a.linear_value_heads // tp * a.linear_key_head_dim * a.linear_value_head_dim * a.state_bytes
+    conv = a.linear_conv_channels // tp * (a.linear_conv_kernel - 1) * conv_bytes
+    layer_state = float(recurrent + conv)
+    align = max(KERNEL_BLOCK_ALIGNMENT, block_size)
+    block = max(block_size, align * math.ceil(layer_state / (align * page_per_token)))
+    m = min(a.n_attention_layers, a.n_linear_layers)
+    return {
+        "block_size": block,
+        "state_bytes": a.n_linear_layers * layer_state,
+        "hybrid_block_bytes": m * block * page_per_token,
+        "attention_groups": math.ceil(a.n_attention_layers / m),
+        "state_groups": math.ceil(a.n_linear_layers / m),
+    }
 
 
 def serving_config(
@@ -405,6 +501,8 @@ def serving_config(
         per_layer = 2.0 * kv_heads_per_rank(arch.n_kv_heads, tp) * arch.head_dim * b_kv
     window = int(arch.sliding_window) if arch.sliding_window and arch.n_sliding_layers else 0
     n_window = arch.n_sliding_layers if window else 0
+    block = _whole(block_size, "block_size", DEFAULT_BLOCK_SIZE)
+    hybrid = _hybrid_layout(arch, tp, per_layer, dtype_bytes(d, arch.weight_bytes), block)
     return ServingConfig(
         model=arch.name,
         identity=arch.identity or arch.name,
@@ -418,7 +516,7 @@ def serving_config(
         capacity=float(gpu_total_bytes(hw)) if hw is not None else 0.0,
         gpu_memory_utilization=util,
         reserve=float(reserve_gib) * GIB,
-        block_size=_whole(block_size, "block_size", DEFAULT_BLOCK_SIZE),
+        block_size=hybrid.pop("block_size"),
         max_num_batched_tokens=_whole(
             max_num_batched_tokens, "max_num_batched_tokens", DEFAULT_MAX_NUM_BATCHED_TOKENS
         ),
@@ -427,10 +525,11 @@ def serving_config(
         dense_weights=dense_total / tp,
         expert_weights=expert_weights,
         kv_bytes_per_element=b_kv,
-        kv_bytes_full=(arch.n_layers - n_window) * per_layer,
+        kv_bytes_full=(arch.n_attention_layers - n_window) * per_layer,
         kv_bytes_window=n_window * per_layer,
         sliding_window=window,
         n_experts_per_gpu=per_gpu_experts,
         linear_flops_per_token=_linear_flops_per_token(arch, tp),
         lm_head_flops_per_token=2.0 * arch.vocab_size * arch.hidden_size / tp,
+        **hybrid,
     )

@@ -4,12 +4,15 @@ differ from Eqs. 5-12.
 * `SERVED_PREFILL`: Eq. 7 on the served model's linear FLOPs per token at ``eta_c``, plus a causal
   prompt's attention, the lower half of Eq. 8's ``4 B IL^2 D`` (`slimlib.model.equations.ATTENTION_FLOPS_CAUSAL`),
   at the device's measured prefill-attention rate where the registry has one (``prefill_attention_flops``: the CPU
-  engine's kernel), else at ``eta_c``.
+  engine's kernel), else at ``eta_c``; a hybrid's prompt attention in its full-attention layers only (the
+  chunked Gated DeltaNet recurrence, linear in the prompt, is left out of the FLOPs).
 * `ATTENTION_FACTOR`: Eq. 9's factor without B0, ``B / eta``; ``eta`` is the device's measured
   decode-attention bandwidth efficiency (registry ``decode_attention_eff``) where measured, else ``eta_attn``.
 * `DECODE_ATTENTION`: Eq. 11's traffic per request, ``b_ctx C(IL, OL) + b_win C_W(IL, OL)`` over the
   bandwidth (``b_ctx``: attention bytes per context token of one GPU's full-attention layers, the latent for MLA;
-  ``b_win``: those of its sliding-window layers, which read at most the window). vLLM's paged-attention decode reads
+  ``b_win``: those of its sliding-window layers, which read at most the window), plus a hybrid's linear-attention
+  state ``2 S OL`` (``S`` = ``state_bytes``, read and written at each decode step: the Gated DeltaNet decode kernel
+  streams it, so it grows with the batch and not with the context). vLLM's paged-attention decode reads
   a KV head once per query head above `ATTENTION_SWITCH_PAIRS` (sequence, query head) pairs per rank
   (``vllm/attention/ops/paged_attn.py``), widening MHA/GQA bytes by ``D / D_kv`` there; the kernel measured on a
   device with ``decode_attention_eff`` reads each KV head once for all its query heads at every batch size, so no
@@ -44,7 +47,10 @@ HOST_SEQUENCE_S = 3.7478e-5
 
 def _prefill_served_measured(p: Params, f: Features, hw: GPU) -> Times:
     layers = f["n_layers"]
-    b, il, dim = f["batch_size"], f["input_len"], f["hidden_size"]
+    b, il = f["batch_size"], f["input_len"]
+    dim = (
+        f["hidden_size"] * f["attention_layer_share"]
+    )  # a hybrid's linear layers have no quadratic attention
     per_layer = f["linear_flops_per_token"] / layers
     peak = prefill_peak_flops(f, hw)
     if hw.prefill_attention_flops is None:
@@ -83,12 +89,14 @@ def attention_widening(f: Features, hw: GPU | None = None) -> FloatArray:
 
 
 def attention_bytes(f: Features, hw: GPU | None = None) -> FloatArray:
-    """Decode attention bytes one request reads over its decode, per GPU (module docstring); `hw`: the device,
-    whose measured kernel has no widening (`attention_widening`)."""
+    """Decode attention bytes one request reads over its decode, per GPU (module docstring), a hybrid's
+    linear-attention state read and written at each of its OL steps included; `hw`: the device, whose measured
+    kernel has no widening (`attention_widening`)."""
     il, ol = f["input_len"], f["output_len"]
     full = f["attn_bytes_per_context_token"] * eq.kv_scan_tokens(il, ol)
     window = f["attn_bytes_per_window_token"] * eq.window_scan_tokens(il, ol, f["sliding_window"])
-    return np.asarray(attention_widening(f, hw) * (full + window), dtype=float)
+    state = 2.0 * f["state_bytes"] * ol
+    return np.asarray(attention_widening(f, hw) * (full + window) + state, dtype=float)
 
 
 def _decode_attention(p: Params, f: Features, hw: GPU) -> Times:
@@ -121,7 +129,7 @@ SERVED_PREFILL = Term(
     "served_prefill",
     "prefill FLOPs (served linear FLOPs per token at eta_c, Eq. 7; causal attention at the device's measured "
     "prefill-attention rate, registry prefill_attention_flops, else at eta_c)",
-    (ps.ETA_C,), _prefill_served_measured, reads=("linear_flops_per_token",),
+    (ps.ETA_C,), _prefill_served_measured, reads=("linear_flops_per_token", "attention_layer_share"),
 )  # fmt: skip
 #: past the KV pool, a static batch's preempted requests recomputed at the prompt's cost (`preemption_recompute_term`)
 PREEMPTION_RECOMPUTE = preemption_recompute_term(SERVED_PREFILL)
@@ -143,6 +151,7 @@ DECODE_ATTENTION = Term(
         "attn_bytes_per_window_token",
         "sliding_window",
         "latent_attention",
+        "state_bytes",
     ),
 )
 PER_TOKEN_DECODE = Term(
