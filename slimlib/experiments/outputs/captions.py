@@ -97,6 +97,11 @@ AIC_MOE_MLA = (
     "MLA module and DeepEP expert all-to-all (vLLM 0.24.0 on H100 SXM, H200 SXM, B200 SXM); `data/aic-moe.csv`, "
     "`data/aic-mla.csv`, `data/aic-moe-a2a.csv`"
 )
+AIC_GDN = (
+    "NVIDIA AIConfigurator measured vLLM kernel timings (aiconfigurator-core 0.12.0 wheel, Apache-2.0): Gated "
+    "DeltaNet decode kernels (recurrent state update and convolution update) of the Qwen3.5 family's head shapes, "
+    "vLLM 0.24.0 on H100 SXM, H200 SXM and B200 SXM; `data/aic-gdn.csv`"
+)
 ENGINE_CPU = (
     "the project's CPU-engine campaign (`data/engine-cpu-medians.csv`: per configuration the median over the "
     "repeats that pass the physical checks in the sessions of the same command, from `data/engine-cpu-runs.csv`; "
@@ -473,6 +478,16 @@ CAPTIONS: dict[str, Caption] = {
         "the table adds the prefill module against FLOPs over peak, MAPEs with bootstrap 95% intervals.",
         AIC_MOE_MLA,
     ),
+    "kernels_gdn_check": Caption(
+        "",
+        "extension (not in the paper)",
+        "The linear-attention decode term (a Gated DeltaNet layer's fp32 recurrent state and bf16 convolution "
+        "state, read and written per sequence and step, over the device's decode-attention bandwidth efficiency; "
+        "nothing fitted) against the summed measured latency of vLLM's two decode kernels of one layer, per GPU "
+        "at batches of 128 to 1024 over every measured head shape: MAPE with bootstrap 95% intervals and the "
+        "predicted/measured ratio's median and 10th-90th percentiles.",
+        AIC_GDN,
+    ),
     "kernels_moe_a2a": Caption(
         "",
         "extension (not in the paper)",
@@ -767,6 +782,7 @@ NOTEBOOK_OUTPUTS: dict[str, tuple[str, ...]] = {
         "kernels_moe_layouts",
         "kernels_mla_check",
         "kernels_moe_a2a",
+        "kernels_gdn_check",
     ),
     "10_transfer": (
         "transfer_context_mape",

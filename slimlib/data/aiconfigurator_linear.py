@@ -1,0 +1,133 @@
+"""Parser of AIConfigurator's Gated DeltaNet (linear attention) tables (raw folder `aiconfigurator-kernels/`, the
+same wheel as `slimlib.data.aiconfigurator`).
+
+`build_linear_tables` writes ``aic-gdn``: vLLM 0.24.0's Gated DeltaNet decode kernels of one layer on one GPU (H100
+SXM, H200 SXM, B200; ``linear_attention/vllm/0.24.0/gdn_perf.parquet``), the generation phase only: the fused
+recurrent state update (``fused_recurrent_gated_delta_rule_packed_decode``) and the causal-convolution update
+(``causal_conv1d_update``), by batch size and the Qwen3.5 family's head shapes. The context-phase rows (the
+chunked prefill kernels) are not kept: no term of the model prices the prefill recurrence; the README says so.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from slimlib.data.aiconfigurator import (
+    AIC_NAME,
+    SYS_DIR,
+    SYSTEMS,
+    check_version,
+    read_parquet,
+    require_file_columns,
+)
+from slimlib.errors import DataError
+
+#: systems and vLLM version of the Gated DeltaNet tables
+GDN_SYSTEMS = ("b200_sxm", "h100_sxm", "h200_sxm")
+GDN_VERSION = "0.24.0"
+_RAW_COLUMNS = ["version", "kernel_source", "phase", "batch_size", "seq_len", "num_tokens", "d_model", "d_conv",
+                "num_k_heads", "head_k_dim", "num_v_heads", "head_v_dim", "model_name", "latency"]  # fmt: skip
+
+_S, _I, _F = "string", "Int64", "float64"
+TABLE_DOCS = {
+    "aic-gdn": (
+        "NVIDIA AIConfigurator: vLLM 0.24.0's Gated DeltaNet decode kernels (one layer, one GPU, bf16 activations): "
+        "the recurrent state update and the convolution update, by batch size and head shape "
+        "(slimlib.data.aiconfigurator_linear)."
+    ),
+}
+COLUMN_DOCS: dict[str, dict[str, tuple[str, str]]] = {
+    "aic-gdn": {
+        "system": (_S, "AIConfigurator system name (h100_sxm, h200_sxm, b200_sxm)"),
+        "gpu": (_S, "GPU registry name (slimlib.registry.gpus)"),
+        "vllm_version": (_S, "vLLM version whose kernels were timed"),
+        "kernel_source": (
+            _S,
+            "kernel timed: fused_recurrent_gated_delta_rule_packed_decode or causal_conv1d_update",
+        ),
+        "model": (_S, "model whose shapes these are (Hugging Face id)"),
+        "batch_size": (_I, "sequences in the decode step (one token each)"),
+        "hidden_size": (_I, "model hidden size"),
+        "conv_kernel": (_I, "causal convolution taps"),
+        "key_heads": (_I, "linear-attention query/key heads on the GPU"),
+        "key_head_dim": (_I, "query/key head width"),
+        "value_heads": (_I, "linear-attention value heads on the GPU (one recurrent state each)"),
+        "value_head_dim": (_I, "value head width"),
+        "latency_ms": (_F, "kernel latency, ms"),
+    },
+}
+
+
+def _gdn(path: Path, system: str) -> pd.DataFrame:
+    """The generation rows of one system's gdn_perf.parquet as aic-gdn rows."""
+    raw = read_parquet(path)
+    require_file_columns(raw, _RAW_COLUMNS, path)
+    bad = raw["version"].astype(str) != GDN_VERSION
+    if bad.any():
+        i = raw.index[bad][0]
+        raise DataError(
+            f"{path}: row {i}: version {raw.loc[i, 'version']!r}, expected {GDN_VERSION!r} in every row"
+        )
+    gen = raw[raw["phase"] == "generation"]
+    other = raw[~raw["phase"].isin(["generation", "context"])]
+    if len(other):
+        raise DataError(
+            f"{path}: row {other.index[0]}: phase {other['phase'].iloc[0]!r}, expected context or generation"
+        )
+    if not (gen["seq_len"] == 1).all() or not (gen["num_tokens"] == gen["batch_size"]).all():
+        i = gen.index[(gen["seq_len"] != 1) | (gen["num_tokens"] != gen["batch_size"])][0]
+        raise DataError(f"{path}: row {i}: a generation row must have seq_len 1 and num_tokens = batch_size")
+    lat = gen["latency"]
+    if not (lat > 0).all():
+        raise DataError(f"{path}: row {gen.index[~(lat > 0)][0]}: latency must be a positive number of ms")
+    t = pd.DataFrame({
+        "system": system, "gpu": SYSTEMS[system]["gpu"], "vllm_version": gen["version"].astype(str),
+        "kernel_source": gen["kernel_source"].astype(str), "model": gen["model_name"].astype(str),
+        "batch_size": gen["batch_size"], "hidden_size": gen["d_model"], "conv_kernel": gen["d_conv"],
+        "key_heads": gen["num_k_heads"], "key_head_dim": gen["head_k_dim"], "value_heads": gen["num_v_heads"],
+        "value_head_dim": gen["head_v_dim"], "latency_ms": lat,
+    })  # fmt: skip
+    keys = ["kernel_source", "model", "hidden_size", "key_heads", "value_heads", "batch_size"]
+    dup = t.duplicated(keys)
+    if dup.any():
+        raise DataError(
+            f"{path}: row {t.index[dup][0]}: repeats the shape {t.loc[t.index[dup][0], keys].to_dict()}"
+        )
+    return t
+
+
+def build_linear_tables(root: str | Path) -> tuple[dict[str, pd.DataFrame], list[Path]]:
+    """The aic-gdn table from the raw folder `root` (aiconfigurator-kernels/) and the raw files read."""
+    sysdir = Path(root) / SYS_DIR
+    if not sysdir.is_dir():
+        raise DataError(f"{root}: no {SYS_DIR}/ here; expected the {AIC_NAME} mirror (see its PROVENANCE.md)")
+    files: list[Path] = []
+    parts = []
+    for system in GDN_SYSTEMS:
+        d = sysdir / "data" / system / "linear_attention" / "vllm" / GDN_VERSION
+        files.append(check_version(d, GDN_VERSION))
+        path = d / "gdn_perf.parquet"
+        files.append(path)
+        parts.append(_gdn(path, system))
+    gdn = pd.concat(parts, ignore_index=True)
+    gdn = gdn.sort_values(["system", "kernel_source", "model", "hidden_size", "key_heads", "value_heads",
+                           "batch_size"], kind="mergesort").reset_index(drop=True)  # fmt: skip
+    return {"aic-gdn": gdn[list(COLUMN_DOCS["aic-gdn"])]}, files
+
+
+def linear_readme_section(tables: dict[str, pd.DataFrame]) -> list[str]:
+    """Lines of data/README.md on the Gated DeltaNet table: what is kept, what is left out."""
+    g = tables["aic-gdn"]
+    return [
+        "## AIConfigurator Gated DeltaNet decode kernels (aic-gdn)",
+        "",
+        f"Same wheel and licence as the aic-* kernel tables above; vLLM {GDN_VERSION} on "
+        f"{', '.join(GDN_SYSTEMS)}. Kept: the generation phase ({len(g)} rows: the recurrent state update and the",
+        "convolution update, one layer, one token per sequence). Left out: every context-phase (chunked prefill)",
+        "row, which no term of the model prices. The collection notes name the shapes that failed",
+        "(a CUDA-grid guard on the largest decode shapes, CUDA out-of-memory on the largest H100 context shapes):",
+        "they have no row.",
+        "",
+    ]

@@ -1,0 +1,94 @@
+"""The linear-attention decode term against vLLM's measured Gated DeltaNet kernels (`data/aic-gdn.csv`, notebook 09,
+beyond the paper).
+
+The model prices a hybrid's linear-attention decode as traffic (`slimlib.model.terms.recommended`,
+`DECODE_ATTENTION`): each sequence's recurrent state, ``H_v`` states of ``d_k x d_v`` elements of `STATE_BYTES`, is
+read and written at every step, and the convolution's last ``K - 1`` inputs over ``2 H_k d_k + H_v d_v`` channels
+(bf16) too, at the device's decode-attention bandwidth efficiency (registry ``decode_attention_eff``, else the
+measured prior `slimlib.model.priors.ATTENTION_BANDWIDTH`). Nothing is fitted here: the term's time for both kernels
+of a step is set against their summed measured latency per (GPU, head shape, batch), scored at batches >=
+`MIN_BATCH` (below, a launch floor the model's per-step overheads carry dominates). The state's 4-byte elements
+are the Qwen3.5 configs' ``mamba_ssm_dtype`` (float32); the table does not name the collector's dtype, but 2-byte
+states would put the measured traffic far above the peak bandwidth at every scored batch.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from slimlib.data import load
+from slimlib.errors import DataError
+from slimlib.experiments.outputs.uncertainty import N_BOOT, ape, bootstrap_mean_ci
+from slimlib.model.priors import ATTENTION_BANDWIDTH
+from slimlib.registry.gpus import get_gpu
+
+#: bytes of one recurrent-state element (``mamba_ssm_dtype`` float32) and of one convolution-state element (bf16)
+STATE_BYTES = 4.0
+CONV_BYTES = 2.0
+RECURRENT = "fused_recurrent_gated_delta_rule_packed_decode"
+CONV = "causal_conv1d_update"
+#: smallest batch scored (smaller ones sit on the kernels' launch floor)
+MIN_BATCH = 128
+
+
+def decode_state_bytes(t: pd.DataFrame) -> pd.Series:
+    """Bytes each decode kernel of `t` (aic-gdn rows) moves: the recurrent state ``2 B H_v d_k d_v`` x
+    `STATE_BYTES` (read and written), the convolution state ``2 B (2 H_k d_k + H_v d_v) (K - 1)`` x `CONV_BYTES`."""
+    b = t["batch_size"].astype(float)
+    state = 2.0 * b * t["value_heads"] * t["key_head_dim"] * t["value_head_dim"] * STATE_BYTES
+    channels = 2 * t["key_heads"] * t["key_head_dim"] + t["value_heads"] * t["value_head_dim"]
+    conv = 2.0 * b * channels * (t["conv_kernel"] - 1) * CONV_BYTES
+    out = pd.Series(np.where(t["kernel_source"] == RECURRENT, state, conv), index=t.index, dtype=float)
+    unknown = ~t["kernel_source"].isin([RECURRENT, CONV])
+    if unknown.any():
+        raise DataError(f"aic-gdn: row {t.index[unknown][0]}: kernel {t.loc[unknown, 'kernel_source'].iloc[0]!r} "
+                        f"is neither {RECURRENT} nor {CONV}")  # fmt: skip
+    return out
+
+
+def device_efficiency(gpu: str) -> float:
+    """The decode-attention bandwidth efficiency the model uses on `gpu`: the registry's, else the prior."""
+    eff = get_gpu(gpu).decode_attention_eff
+    return float(eff) if eff is not None else ATTENTION_BANDWIDTH.median
+
+
+def gdn_points(gdn: pd.DataFrame | None = None, *, min_batch: int = MIN_BATCH) -> pd.DataFrame:
+    """One row per (GPU, model shape, batch): both decode kernels' bytes (`decode_state_bytes`) and summed
+    measured latency, the term's time (bytes over the device's efficiency x peak bandwidth), their ratio and the
+    error; role 'score' at batches >= `min_batch`, else 'floor'."""
+    df = load("aic-gdn") if gdn is None else gdn
+    if len(df) == 0:
+        raise DataError("aic-gdn: no rows")
+    df = df.assign(state_bytes=decode_state_bytes(df))
+    keys = ["gpu", "model", "hidden_size", "key_heads", "value_heads", "key_head_dim", "value_head_dim",
+            "batch_size"]  # fmt: skip
+    g = df.groupby(keys, sort=True)
+    pts = g[["state_bytes", "latency_ms"]].sum().reset_index()
+    pts["kernels"] = g.size().to_numpy()
+    pts = pts[pts["kernels"] == 2].drop(columns="kernels")  # a shape whose kernel failed has no pair
+    eff = pts["gpu"].map(device_efficiency).astype(float)
+    bw = pts["gpu"].map(lambda name: get_gpu(str(name)).mem_bw).astype(float)
+    pts["efficiency"] = eff
+    pts["modelled_ms"] = 1e3 * pts["state_bytes"] / (eff * bw)
+    pts["ratio"] = pts["modelled_ms"] / pts["latency_ms"]
+    pts["ape_pct"] = ape(pts["latency_ms"], pts["modelled_ms"])
+    pts["role"] = np.where(pts["batch_size"] >= min_batch, "score", "floor")
+    pts["shape"] = ("v" + pts["value_heads"].astype(str) + "/k" + pts["key_heads"].astype(str) + " D"
+                    + pts["hidden_size"].astype(str))  # fmt: skip
+    return pts.reset_index(drop=True)
+
+
+def gdn_check(points: pd.DataFrame, *, n_boot: int = N_BOOT) -> pd.DataFrame:
+    """Per GPU and overall, over the scored rows: the term's efficiency, rows, MAPE with its bootstrap 95% interval,
+    and the predicted/measured ratio's median and 10th-90th percentiles."""
+    rows = []
+    scored = points[points["role"] == "score"]
+    for gpu, g in [*scored.groupby("gpu", sort=True), ("all", scored)]:
+        mean, lo, hi = bootstrap_mean_ci(g["ape_pct"].to_numpy(), n_boot=n_boot, label=f"gdn decode {gpu}")
+        r = g["ratio"]
+        rows.append({"gpu": gpu, "efficiency": float(g["efficiency"].iloc[0]) if gpu != "all" else np.nan,
+                     "n_scored": len(g), "shapes": g["shape"].nunique(), "mape_pct": mean, "mape_lo_pct": lo,
+                     "mape_hi_pct": hi, "ratio_median": r.median(), "ratio_p10": r.quantile(0.1),
+                     "ratio_p90": r.quantile(0.9)})  # fmt: skip
+    return pd.DataFrame(rows)
