@@ -106,7 +106,8 @@ def test_hybrid_pool_layout_follows_vllm_page_rule(tmp_path):
     f = model_features(df)
     ctx = np.array([1024.0, 8192.0])
     assert np.allclose(f["kv_bytes_per_token"], s.kv_bytes(ctx) / ctx)
-    assert np.allclose(f["kv_token_capacity"], s.kv_pool / (s.kv_bytes(ctx) / ctx))
+    # the pool's whole blocks in attention-block tokens, and the state pages a request adds in the same tokens
+    assert (f["kv_token_capacity"] == s.num_gpu_blocks * 784).all() and (f["state_tokens"] == 3 * 784).all()
     assert f["attention_layer_share"][0] == 0.25
 
 
@@ -175,3 +176,26 @@ def test_a_pool_below_one_sequences_blocks_is_refused_with_the_arithmetic(tmp_pa
         small.check_fits("row 3")
     msg = str(err.value)
     assert msg.startswith("row 3: one sequence of") and "needs 4 blocks" in msg and "784 tokens" in msg
+
+
+def test_kv_slots_count_a_hybrids_whole_blocks_and_state(tmp_path):
+    from slimlib.advisor.launch import launch_settings
+    from slimlib.model.terms.batch import kv_slots
+
+    a = architecture_from_config(_write(tmp_path, _qwen35_27b()))
+    s = serving_config(a, "h100")
+    df = pd.DataFrame({"model": [str(tmp_path / "config.json")] * 2, "batch_size": [64, 64],
+                       "input_len": [1024, 128], "output_len": [1024, 128], "gpu": ["h100"] * 2})  # fmt: skip
+    f = model_features(df)
+    f["static_batch"] = np.array([1.0, 0.0])
+    slots = kv_slots(f, 0.5)
+    # static: the whole request (2048 tokens: 3 attention blocks) and its 3 state blocks; continuous: the context
+    # at half the output (192 tokens: 1 block), the state still whole
+    assert slots[0] == s.num_gpu_blocks / (3 + 3) and slots[1] == s.num_gpu_blocks / (1 + 3)
+    flags = launch_settings(s, 32, 1024, 1024).flags
+    assert "--no-enable-prefix-caching" in flags  # prefix caching would hold more state pages per request
+    dense = serving_config(architecture_from_config(_write(tmp_path, {**_qwen35_27b()["text_config"],
+        "model_type": "qwen3", "attn_output_gate": False, "mamba_ssm_dtype": None, "layer_types": None,
+        "full_attention_interval": None, **{k: None for k in ("linear_conv_kernel_dim", "linear_key_head_dim",
+        "linear_num_key_heads", "linear_num_value_heads", "linear_value_head_dim")}}, "d.json")), "h100")  # fmt: skip
+    assert "--no-enable-prefix-caching" not in launch_settings(dense, 8, 1024, 1024).flags

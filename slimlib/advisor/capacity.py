@@ -473,7 +473,7 @@ def vllm_settings(
         "max_num_seqs": int(b_cap),
         "num_gpu_blocks_override": blocks,
         "gpu_memory_utilization": min(util, 1.0),
-        "block_size": int(block_size),
+        "block_size": int(mem.block_size),
         "max_model_len": int(math.ceil(input_len + output_len)),
         "tensor_parallel_size": int(tensor_parallel),
         "dtype": dtype or "auto",

@@ -26,6 +26,7 @@ from slimlib.model.memory import GIB
 from slimlib.model.serving import ServingConfig
 from slimlib.registry.host_cpu import CPU_DEVICES
 from slimlib.registry.precision import VLLM_QUANTIZATION
+from slimlib.registry.vllm_flags import NO_PREFIX_CACHING
 
 __all__ = ["LaunchSettings", "is_cpu", "kv_need", "launch_settings", "memory_utilization", "served_model"]
 
@@ -104,6 +105,10 @@ def launch_settings(
     ]
     if config.tensor_parallel > 1:
         flags += ["-tp", str(config.tensor_parallel)]
+    if (
+        config.state_groups
+    ):  # a hybrid: prefix caching would hold more state pages per request than counted here
+        flags.append(NO_PREFIX_CACHING)
     if dtype and dtype != "auto":
         flags += ["--dtype", dtype]
     if config.quantization and config.quantization != "none":

@@ -343,7 +343,7 @@ def _cmd_advise(args: argparse.Namespace) -> int:
         saving = f"{-s['kv_saved_gb']:.2f} GiB MORE than the default allocation: vLLM would preempt requests"
     per_gpu = f" per GPU (of {args.tensor_parallel})" if args.tensor_parallel > 1 else ""
     print(f"KV cache{per_gpu}: B_cap needs {s['kv_needed_gb']:.2f} GiB ({int(s['blocks_needed'])} blocks of "
-          f"{args.block_size} tokens); default allocation {s['kv_default_gb']:.2f} GiB; {saving}")  # fmt: skip
+          f"{config.block_size} tokens); default allocation {s['kv_default_gb']:.2f} GiB; {saving}")  # fmt: skip
     launch = launch_settings(
         config, adv.b_cap, args.input_len, args.output_len, cpu_threads=args.cpu_threads, dtype=args.dtype
     )

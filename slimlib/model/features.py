@@ -49,7 +49,10 @@ Features = dict[str, FloatArray]
 #: it reads on one GPU, `attention_intensity`), ``max_model_len`` (the model's context, vLLM's default
 #: ``--max-model-len``; 0 where the config gives none), ``state_bytes`` (a hybrid's linear-attention state of one
 #: sequence on one GPU, read and written each decode step; 0 without linear layers), ``attention_layer_share`` (the
-#: share of the layers with quadratic prompt attention: 1 but for a hybrid). `model_features` adds
+#: share of the layers with quadratic prompt attention: 1 but for a hybrid), ``state_tokens`` (a hybrid's state
+#: pages per sequence counted in attention-block tokens, ``state_groups block_size / attention_groups``; a hybrid's
+#: ``kv_token_capacity`` counts the pool's blocks in the same tokens, so a request of context ``c`` takes
+#: ``c + state_tokens`` of them). `model_features` adds
 #: ``tensor_parallel``, ``n_layers_total``, ``batch_size``, ``input_len``, ``output_len``.
 FEATURE_NAMES = (
     "n_layers",
@@ -85,12 +88,13 @@ FEATURE_NAMES = (
     "max_model_len",
     "state_bytes",
     "attention_layer_share",
+    "state_tokens",
 )
 _PRECISION_CODE = {"none": 0.0, "fp8": 1.0, "fp4": 2.0}
 _CODE_PRECISION = {v: k for k, v in _PRECISION_CODE.items()}
 #: per-config values (`_config_row`); the per-row ones (context-dependent) are computed from them
 _CONFIG_VALUES = (
-    *(f for f in FEATURE_NAMES if f not in ("kv_bytes_per_token", "kv_token_capacity")),
+    *(f for f in FEATURE_NAMES if f not in ("kv_bytes_per_token", "kv_token_capacity", "state_tokens")),
     "kv_pool",
     "logged_tokens",
     "hybrid_block_bytes",
@@ -305,14 +309,24 @@ def model_features(df: pd.DataFrame, gpu: GPU | str | None = None) -> Features:
     share = np.where(window > 0, np.minimum(ctx, window) / ctx, 1.0)
     per_token = col["attn_bytes_per_context_token"] + col["attn_bytes_per_window_token"] * share
     hybrid = col["state_groups"] > 0
+    state_tokens = np.zeros(np.shape(ctx))
     if hybrid.any():  # a hybrid's blocks and state pages (`slimlib.model.serving.hybrid_request_bytes`)
         held = hybrid_request_bytes(ctx, col["block_size"], col["hybrid_block_bytes"], col["attention_groups"],
                                     col["state_groups"])  # fmt: skip
         per_token = np.where(hybrid, held / ctx, per_token)
+        groups = np.where(hybrid, col["attention_groups"], 1.0)
+        state_tokens = np.where(hybrid, col["state_groups"] * col["block_size"] / groups, 0.0)
+    feats["state_tokens"] = state_tokens
     feats["kv_bytes_per_token"] = per_token
     logged = col["logged_tokens"]
     with np.errstate(invalid="ignore"):
         feats["kv_token_capacity"] = np.where(logged > 0, logged, np.maximum(col["kv_pool"] / per_token, 0.0))
+        if hybrid.any():  # the pool's whole blocks, in attention-block tokens
+            blocks = np.floor(
+                np.maximum(col["kv_pool"], 0.0) / np.where(hybrid, col["hybrid_block_bytes"], 1.0)
+            )
+            feats["kv_token_capacity"] = np.where(hybrid, blocks * col["block_size"] / groups,
+                                                  feats["kv_token_capacity"])  # fmt: skip
     return split_features(feats, tp)
 
 

@@ -148,8 +148,8 @@ def check_memory(
         pool = config.kv_pool
     else:
         pool = float(pool_bytes)
-    block_bytes = config.block_size * config.kv_bytes_per_token
-    pool_blocks = math.floor(pool / block_bytes)
+    pool_blocks = math.floor(pool / config.block_bytes)
+    block_bytes = config.block_bytes
     b = np.atleast_1d(np.asarray(batch_size, dtype=float))
     tokens = np.atleast_1d(np.asarray(input_len, dtype=float) + np.asarray(output_len, dtype=float))
     b, tokens = np.broadcast_arrays(b, tokens)

@@ -38,11 +38,16 @@ def chunked_prefill_column(df: pd.DataFrame) -> FloatArray:
 
 
 def kv_slots(f: Features, kv_context_frac: float = KV_CONTEXT_FRAC) -> FloatArray:
-    """``B_kv = N_kv / (IL + kappa OL)`` per row of features `f`: the requests the KV pool holds (module docstring;
-    NaN without a pool)."""
+    """``B_kv = N_kv / (IL + kappa OL + S)`` per row of features `f`: the requests the KV pool holds (module
+    docstring; a hybrid's context in whole blocks, plus ``S`` its state in pool tokens, feature ``state_tokens``,
+    which does not shrink with kappa; NaN without a pool)."""
     static = f["static_batch"]
     kappa = static + (1.0 - static) * float(kv_context_frac)
-    return np.asarray(f["kv_token_capacity"] / (f["input_len"] + kappa * f["output_len"]), dtype=float)
+    held = f["input_len"] + kappa * f["output_len"]
+    state = f.get("state_tokens")
+    if state is not None and np.any(state > 0):  # a hybrid's context fills whole (large) blocks
+        held = np.where(state > 0, np.ceil(held / f["block_size"]) * f["block_size"] + state, held)
+    return np.asarray(f["kv_token_capacity"] / held, dtype=float)
 
 
 def effective_batch(f: Features, kv_context_frac: float = KV_CONTEXT_FRAC) -> FloatArray:
@@ -87,10 +92,13 @@ def preemption_recompute_term(prefill: Term) -> Term:
 
     def adjust(f: Features) -> Features:
         out = dict(f)
-        out["recompute_seqs"], out["recompute_len"] = recompute_features(
-            f.get("batch_cap", f["batch_size"]), f["batch_size"], f["input_len"], f["output_len"],
+        state = np.broadcast_to(np.asarray(f.get("state_tokens", 0.0), dtype=float), np.shape(f["input_len"]))
+        # a hybrid's state pages ride with each request as a prompt of `state` pool tokens that is never recomputed
+        seqs, length = recompute_features(
+            f.get("batch_cap", f["batch_size"]), f["batch_size"], f["input_len"] + state, f["output_len"],
             f["kv_token_capacity"], f["block_size"], f["max_num_seqs"], f["static_batch"],
         )  # fmt: skip
+        out["recompute_seqs"], out["recompute_len"] = seqs, np.where(seqs > 0, length - state, length)
         return out
 
     def times(p: Params, f: Features, hw: GPU) -> Times:
