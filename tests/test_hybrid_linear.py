@@ -92,7 +92,6 @@ def test_hybrid_pool_layout_follows_vllm_page_rule(tmp_path):
     assert s.state_bytes == 48 * layer_state
     assert (s.attention_groups, s.state_groups) == (1, 3)  # groups of min(16, 48) = 16 layers
     assert s.block_bytes == 16 * 784 * page_token
-    assert s.num_gpu_blocks == int(s.kv_pool // s.block_bytes)
     # a request of c tokens: ceil(c / 784) attention blocks and one block per state group
     for c, blocks in ((1, 4), (784, 4), (785, 5), (8192, 14)):
         assert s.request_blocks(c) == blocks
@@ -199,3 +198,32 @@ def test_kv_slots_count_a_hybrids_whole_blocks_and_state(tmp_path):
         "full_attention_interval": None, **{k: None for k in ("linear_conv_kernel_dim", "linear_key_head_dim",
         "linear_num_key_heads", "linear_num_value_heads", "linear_value_head_dim")}}, "d.json")), "h100")  # fmt: skip
     assert "--no-enable-prefix-caching" not in launch_settings(dense, 8, 1024, 1024).flags
+
+
+@pytest.mark.parametrize("method", ["paper", "imai-ood-lr"])
+def test_methods_that_price_kv_over_every_layer_refuse_a_hybrid(tmp_path, method):
+    from slimlib.model.methods import make_model
+
+    rows = pd.DataFrame({"model": [str(_write(tmp_path, _qwen35_27b()))] * 4, "batch_size": [1, 2, 4, 8],
+                         "input_len": 512, "output_len": 128, "gpu": "h200", "throughput_tok_s": [50.0, 95, 180, 330],
+                         "e2e_s": [2.6, 2.7, 2.8, 3.1]})  # fmt: skip
+    with pytest.raises(DataError) as err:
+        make_model(method, gpu="h200").fit(rows)
+    msg = str(err.value)
+    assert msg.startswith("row 0: the model has linear-attention") and method in msg and "\n" not in msg
+
+
+def test_pool_layout_of_close_layer_counts_and_fp8_kv(tmp_path):
+    # 13 linear + 12 full layers: vLLM groups them by the larger count (13), padding the attention group
+    cfg = _qwen35_27b()
+    layers = ["linear_attention"] * 13 + ["full_attention"] * 12
+    cfg["text_config"].update(num_hidden_layers=25, layer_types=layers, full_attention_interval=None)
+    s = serving_config(architecture_from_config(_write(tmp_path, cfg, "c.json")), "h200")
+    assert (s.attention_groups, s.state_groups) == (1, 1) and s.block_bytes == 13 * 784 * 4096
+    # Qwen3.5-35B-A3B's shapes with an fp8 KV cache: 2096-token blocks (1 KiB per attention token and layer)
+    cfg = _qwen35_27b()
+    cfg["text_config"].update(num_key_value_heads=2, linear_num_value_heads=32)
+    s = serving_config(
+        architecture_from_config(_write(tmp_path, cfg, "f.json")), "h200", kv_cache_dtype="fp8"
+    )
+    assert s.block_size == 2096

@@ -119,6 +119,13 @@ _COMMON_DOCS = {
     "vllm_version": (_S, "vLLM version whose kernels were timed"),
     "kernel_source": (_S, "kernel implementation timed (e.g. vllm_flash_attn_fa3)"),
 }
+#: the columns that say where a kernel-table row comes from (the MoE, MLA and linear-attention tables)
+SOURCE_DOCS = {
+    "system": (_S, "AIConfigurator system name (h100_sxm, h200_sxm, a100_sxm, b200_sxm)"),
+    "gpu": (_S, "GPU registry name (slimlib.registry.gpus)"),
+    "vllm_version": (_S, "vLLM version whose kernels were timed"),
+    "kernel_source": (_S, "kernel implementation timed, as AIConfigurator names it"),
+}
 _ATT_DOCS = {
     "n_heads": (_I, "query heads on the GPU"),
     "n_kv_heads": (_I, "key/value heads on the GPU"),

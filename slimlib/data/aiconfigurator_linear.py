@@ -16,6 +16,7 @@ import pandas as pd
 
 from slimlib.data.aiconfigurator import (
     AIC_NAME,
+    SOURCE_DOCS,
     SYS_DIR,
     SYSTEMS,
     check_version,
@@ -40,13 +41,7 @@ TABLE_DOCS = {
 }
 COLUMN_DOCS: dict[str, dict[str, tuple[str, str]]] = {
     "aic-gdn": {
-        "system": (_S, "AIConfigurator system name (h100_sxm, h200_sxm, b200_sxm)"),
-        "gpu": (_S, "GPU registry name (slimlib.registry.gpus)"),
-        "vllm_version": (_S, "vLLM version whose kernels were timed"),
-        "kernel_source": (
-            _S,
-            "kernel timed: fused_recurrent_gated_delta_rule_packed_decode or causal_conv1d_update",
-        ),
+        **SOURCE_DOCS,
         "model": (_S, "model whose shapes these are (Hugging Face id)"),
         "batch_size": (_I, "sequences in the decode step (one token each)"),
         "hidden_size": (_I, "model hidden size"),

@@ -28,6 +28,7 @@ import pandas as pd
 
 from slimlib.data.aiconfigurator import (
     AIC_NAME,
+    SOURCE_DOCS,
     SYS_DIR,
     SYSTEMS,
     check_version,
@@ -100,15 +101,9 @@ APPENDED = (
 )  # fmt: skip
 
 _S, _I, _F = "string", "Int64", "float64"
-_SRC = {
-    "system": (_S, "AIConfigurator system name (h100_sxm, h200_sxm, a100_sxm, b200_sxm)"),
-    "gpu": (_S, "GPU registry name (slimlib.registry.gpus)"),
-    "vllm_version": (_S, "vLLM version whose kernels were timed"),
-    "kernel_source": (_S, "kernel implementation timed, as AIConfigurator names it"),
-}
 COLUMN_DOCS: dict[str, dict[str, tuple[str, str]]] = {
     "aic-moe": {
-        **_SRC,
+        **SOURCE_DOCS,
         "moe_dtype": (
             _S,
             "weight/activation format: bfloat16, fp8 (per-tensor), fp8_block (128x128 block "
@@ -131,7 +126,7 @@ COLUMN_DOCS: dict[str, dict[str, tuple[str, str]]] = {
         ),  # fmt: skip
     },
     "aic-mla": {
-        **_SRC,
+        **SOURCE_DOCS,
         "phase": (_S, "context (prefill of input_len tokens per request) or generation (one decode step)"),
         "mla_dtype": (_S, "activation dtype of the attention"),
         "kv_cache_dtype": (_S, "latent KV-cache dtype (bfloat16 or fp8)"),
@@ -154,7 +149,7 @@ COLUMN_DOCS: dict[str, dict[str, tuple[str, str]]] = {
         "latency_ms": (_F, "measured latency of one layer's MLA module (projections, norms, attention), ms"),
     },
     "aic-mla-bmm": {
-        **_SRC,
+        **SOURCE_DOCS,
         "op_name": (
             _S,
             "mla_gen_pre (query absorption into the latent) or mla_gen_post (latent to value heads)",
@@ -165,7 +160,7 @@ COLUMN_DOCS: dict[str, dict[str, tuple[str, str]]] = {
         "latency_ms": (_F, "measured latency of the batched matmul, ms"),
     },
     "aic-moe-a2a": {
-        **_SRC,
+        **SOURCE_DOCS,
         "comm_backend": (
             _S,
             "DeepEP mode: deepep_ht (high throughput), deepep_ll (low latency), deepep_v2_*",
@@ -187,7 +182,7 @@ COLUMN_DOCS: dict[str, dict[str, tuple[str, str]]] = {
             "raw table: moe_perf, mla_context_module_perf, mla_generation_module_perf, mla_bmm_perf, "
             "moe_a2a_perf",
         ),  # fmt: skip
-        "system": _SRC["system"],
+        "system": SOURCE_DOCS["system"],
         "vllm_version": (_S, "vLLM version of the raw table (its folder)"),
         "moe_dtype": (_S, "moe_dtype of the rows (MoE tables; empty otherwise)"),
         "moe_tp": (_I, "moe_tp of the rows (MoE tables)"),

@@ -330,6 +330,17 @@ def model_features(df: pd.DataFrame, gpu: GPU | str | None = None) -> Features:
     return split_features(feats, tp)
 
 
+def refuse_linear_attention(f: Features, method: str, reads: tuple[str, ...] = ()) -> None:
+    """DataError naming the first row of a hybrid (feature ``state_bytes`` > 0) for a method whose terms do not read
+    the linear-attention state (`reads`): its KV traffic over every layer would misprice such a model."""
+    hybrid = np.flatnonzero(np.asarray(f["state_bytes"]) > 0)
+    if hybrid.size and "state_bytes" not in reads:
+        raise DataError(
+            f"row {int(hybrid[0])}: the model has linear-attention (Gated DeltaNet) layers, which {method} does not "
+            "represent (it prices KV over every layer and no state); use the method slim"
+        )
+
+
 def prefill_peak_flops(f: Features, hw: GPU) -> FloatArray:
     """Eq. 7's ``F_max`` per row: `hw`'s tensor peak at the row's weight precision (feature ``weight_precision``;
     `slimlib.registry.precision.compute_peak`), the fp16/bf16 peak without it."""

@@ -25,7 +25,8 @@ group without data parallelism), ``--gpu-memory-utilization``, ``--block-size``,
   inputs per layer). vLLM's hybrid KV-cache manager (docs/design/hybrid_kv_cache_manager.md) gives every layer one
   page size: it raises the attention block size to the smallest multiple of `KERNEL_BLOCK_ALIGNMENT` whose page
   holds one layer's state (``Platform._align_hybrid_block_size``, without prefix caching), pads the state to that
-  page, and groups the layers ``m = min(attention layers, linear layers)`` per KV-cache group; a block is one page
+  page, and groups the layers ``m = min(attention layers, linear layers)`` per KV-cache group (the larger count
+  where it is under 1.5 times the smaller, ``_get_kv_cache_groups_uniform_page_size``); a block is one page
   of each of ``m`` layers, and a request holds ``ceil(c / block_size)`` blocks per attention group and one per
   state group (`hybrid_request_bytes`).
 """
@@ -399,6 +400,10 @@ def _hybrid_layout(
     align = max(KERNEL_BLOCK_ALIGNMENT, block_size)
     block = max(block_size, align * math.ceil(layer_state / (align * page_per_token)))
     m = min(a.n_attention_layers, a.n_linear_layers)
+    if (
+        max(a.n_attention_layers, a.n_linear_layers) < 1.5 * m
+    ):  # counts this close: groups of the larger count
+        m = max(a.n_attention_layers, a.n_linear_layers)
     return {
         "block_size": block,
         "state_bytes": a.n_linear_layers * layer_state,
