@@ -61,6 +61,8 @@ REQUIRED = [
     "qwen3-235b-a22b",
     "qwen3-30b-a3b",
     "deepseek-v3",
+    "deepseek-v3.2",
+    "glm-5",
     "gpt-oss-120b",
 ]
 
@@ -96,10 +98,21 @@ PUBLISHED = {
     "qwen3-235b-a22b": 235e9,
     "qwen3-30b-a3b": 30.5e9,
     "deepseek-v3": 671e9,
+    # DeepSeek-V3.2 card: 685B with the 14B MTP module (V3's split); GLM-5 report (arXiv:2602.15763) Table 1: 744B
+    "deepseek-v3.2": 671e9,
+    "glm-5": 744e9,
     "gpt-oss-120b": 116.83e9,
 }
 #: entries whose head width is the config's head_dim, not hidden / heads
-CURRENT = ("qwen3-32b", "qwen3-235b-a22b", "qwen3-30b-a3b", "deepseek-v3", "gpt-oss-120b")
+CURRENT = (
+    "qwen3-32b",
+    "qwen3-235b-a22b",
+    "qwen3-30b-a3b",
+    "deepseek-v3",
+    "deepseek-v3.2",
+    "glm-5",
+    "gpt-oss-120b",
+)
 #: active parameters one token uses (same sources); gpt-oss's card leaves the input embedding out
 PUBLISHED_ACTIVE = {
     "qwen3-235b-a22b": 22e9,
@@ -498,8 +511,9 @@ def test_cli_models_csv_round_trips(capsys):
     # L (kv_lora_rank + qk_rope_head_dim) 2 for MLA
     per_layer = (expected["kv_lora_rank"] + expected["qk_rope_head_dim"]).where(
         expected["kv_lora_rank"] > 0, 2 * expected["d_kv"]
-    )  # MLA caches its latent and RoPE key
-    assert (df["kv_bytes_per_token"] == expected["n_layers"] * per_layer * 2).all()
+    )  # MLA caches its latent and RoPE key; a sparse model also each indexer's 132-byte key
+    indexers = expected["n_indexer_layers"] * 132
+    assert (df["kv_bytes_per_token"] == expected["n_layers"] * per_layer * 2 + indexers).all()
     assert df["n_params"].tolist() == expected["n_params"].tolist()
     assert df["source"].tolist() == expected["source"].tolist()
 

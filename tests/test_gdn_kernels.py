@@ -10,7 +10,7 @@ import pytest
 from shared_paths import RAW, needs
 
 from slimlib.data import load
-from slimlib.data.aiconfigurator_linear import build_linear_tables
+from slimlib.data.aiconfigurator_layers import build_layer_tables
 from slimlib.errors import DataError
 from slimlib.experiments.kernel_timing import linear_check as lc
 from slimlib.registry.gpus import get_gpu
@@ -98,11 +98,22 @@ def test_parser_refuses_a_wrong_version_and_phase_naming_file_and_row(tmp_path):
         if system == "h100_sxm":
             raw.loc[raw.index[3], "phase"] = "mixed"
         raw.to_parquet(d / "gdn_perf.parquet")
+        sparse = (
+            root
+            / "aiconfigurator_core"
+            / "systems"
+            / "data"
+            / system
+            / "sparse_attention"
+            / "vllm"
+            / "0.24.0"
+        )
+        shutil.copytree(src / system / "sparse_attention" / "vllm" / "0.24.0", sparse)
     with pytest.raises(DataError) as err:
-        build_linear_tables(root)
+        build_layer_tables(root)
     msg = str(err.value)
     assert "h100_sxm" in msg and "gdn_perf.parquet" in msg and "'mixed'" in msg and "\n" not in msg
-    tables, files = build_linear_tables(AIC)
+    tables, files = build_layer_tables(AIC)
     committed = load("aic-gdn")
-    assert len(tables["aic-gdn"]) == len(committed) and len(files) == 6
+    assert len(tables["aic-gdn"]) == len(committed) and len(files) == 12
     assert np.allclose(tables["aic-gdn"]["latency_ms"].to_numpy(), committed["latency_ms"].to_numpy())

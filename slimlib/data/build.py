@@ -14,7 +14,7 @@ import pandas as pd
 
 from slimlib.data.aiconfigurator import AIC_NAME, build_aic_tables, readme_section
 from slimlib.data.aiconfigurator import SOURCE as AIC_SOURCE
-from slimlib.data.aiconfigurator_linear import build_linear_tables, linear_readme_section
+from slimlib.data.aiconfigurator_layers import build_layer_tables, layers_readme_section
 from slimlib.data.aiconfigurator_moe import build_moe_mla_tables, moe_readme_section
 from slimlib.data.catalog import SCHEMA, _file_name, coerce, data_dir
 from slimlib.data.engine_runs import CAMPAIGNS, build_engine_tables, campaign_tables
@@ -147,7 +147,7 @@ def build_all(raw: str | Path, out: str | Path, kit: list[str | Path] | None = N
         tables.update(at)
         mt, mfiles = build_moe_mla_tables(aic_root)
         tables.update(mt)
-        lt, lfiles = build_linear_tables(aic_root)
+        lt, lfiles = build_layer_tables(aic_root)
         tables.update(lt)
         files = files + list(afiles) + list(mfiles) + list(lfiles)
     llmib_root = data_root / LLMIB_NAME
@@ -242,7 +242,7 @@ def render_readme(tables: dict[str, pd.DataFrame], written: dict[str, Path]) -> 
     if "aic-moe" in tables:
         lines += moe_readme_section(tables)
     if "aic-gdn" in tables:
-        lines += linear_readme_section(tables)
+        lines += layers_readme_section(tables)
     for campaign in CAMPAIGNS:
         if campaign_tables(campaign)[0] in tables:
             lines += [*engine_readme(tables, _engine_sessions(campaign), campaign), ""]

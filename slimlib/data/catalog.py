@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from slimlib.data import aiconfigurator as aic
-from slimlib.data import aiconfigurator_linear as aic_linear
+from slimlib.data import aiconfigurator_layers as aic_layers
 from slimlib.data import aiconfigurator_moe as aic_moe
 from slimlib.data import vidur
 from slimlib.data.engine_medians import MEDIAN_SCHEMA
@@ -370,7 +370,7 @@ _kit_schema()
 
 def _aic_schema() -> None:
     """Add the NVIDIA AIConfigurator kernel tables (aic-*), whose columns the parsers define."""
-    for mod in (aic, aic_moe, aic_linear):
+    for mod in (aic, aic_moe, aic_layers):
         for name, cols in mod.COLUMN_DOCS.items():
             SCHEMA[name] = (mod.TABLE_DOCS[name], dict(cols))
 

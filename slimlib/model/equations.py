@@ -35,6 +35,7 @@ __all__ = [
     "decode_batch_factor",
     "decode_time",
     "window_scan_tokens",
+    "sparse_pair_share",
     "e2e_latency",
     "throughput",
     "experts_touched",
@@ -186,6 +187,18 @@ def window_scan_tokens(input_len: ArrayLike, output_len: ArrayLike, window: Arra
     w = np.asarray(window, dtype=float)
     n = np.clip(w - il, 0.0, ol)
     return cast(FloatArray, n * (il + 1.0) + n * (n - 1.0) / 2.0 + (ol - n) * w)
+
+
+def sparse_pair_share(input_len: ArrayLike, topk: ArrayLike) -> FloatArray:
+    """Share of a causal prompt's (query, key) pairs a sparse attention computes when each query reads at most
+    `topk` keys: 1 where ``IL <= k`` (or ``k`` = 0, dense), else ``(k (k + 1) / 2 + (IL - k) k) / (IL (IL + 1) / 2)``
+    (beyond the paper)."""
+    il = np.asarray(input_len, dtype=float)
+    k = np.asarray(topk, dtype=float)
+    sparse = (k > 0) & (il > k)
+    pairs = k * (k + 1.0) / 2.0 + (il - k) * k
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return cast(FloatArray, np.where(sparse, pairs / (il * (il + 1.0) / 2.0), 1.0))
 
 
 def e2e_latency(prefill_s: ArrayLike, decode_s: ArrayLike, t_fixed: ArrayLike) -> FloatArray:

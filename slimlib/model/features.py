@@ -52,7 +52,10 @@ Features = dict[str, FloatArray]
 #: share of the layers with quadratic prompt attention: 1 but for a hybrid), ``state_tokens`` (a hybrid's state
 #: pages per sequence counted in attention-block tokens, ``state_groups block_size / attention_groups``; a hybrid's
 #: ``kv_token_capacity`` counts the pool's blocks in the same tokens, so a request of context ``c`` takes
-#: ``c + state_tokens`` of them). `model_features` adds
+#: ``c + state_tokens`` of them); DeepSeek sparse attention: ``attention_topk`` (the keys a query reads, 0: dense),
+#: ``attn_bytes_per_selected_token`` (the latent bytes per read key; ``attn_bytes_per_context_token`` then holds the
+#: indexer's keys, read for every token), ``indexer_width`` (the indexer's prompt FLOPs per (query, key) pair and
+#: layer, averaged over the layers, in Eq. 8's ``a D`` units: ``H_i d_i / 2``). `model_features` adds
 #: ``tensor_parallel``, ``n_layers_total``, ``batch_size``, ``input_len``, ``output_len``.
 FEATURE_NAMES = (
     "n_layers",
@@ -89,6 +92,9 @@ FEATURE_NAMES = (
     "state_bytes",
     "attention_layer_share",
     "state_tokens",
+    "attention_topk",
+    "attn_bytes_per_selected_token",
+    "indexer_width",
 )
 _PRECISION_CODE = {"none": 0.0, "fp8": 1.0, "fp4": 2.0}
 _CODE_PRECISION = {v: k for k, v in _PRECISION_CODE.items()}
@@ -138,7 +144,7 @@ def _config_row(a: Architecture, s: ServingConfig) -> list[float]:
         "max_num_batched_tokens": s.max_num_batched_tokens,
         "max_num_seqs": s.max_num_seqs,
         "block_size": s.block_size,
-        "attn_bytes_per_context_token": s.kv_bytes_full,
+        "attn_bytes_per_context_token": s.kv_bytes_full - s.kv_bytes_selected,
         "attn_bytes_per_window_token": s.kv_bytes_window,
         "sliding_window": s.sliding_window,
         "expert_parallel": s.expert_parallel,
@@ -157,6 +163,9 @@ def _config_row(a: Architecture, s: ServingConfig) -> list[float]:
         "hybrid_block_bytes": s.hybrid_block_bytes,
         "attention_groups": s.attention_groups,
         "state_groups": s.state_groups,
+        "attention_topk": s.sparse_topk,
+        "attn_bytes_per_selected_token": s.kv_bytes_selected,
+        "indexer_width": a.n_indexer_layers / a.n_layers * a.index_heads * a.index_head_dim / 2.0,
     }
     return [float(values[f]) for f in _CONFIG_VALUES]
 

@@ -12,7 +12,9 @@ group without data parallelism), ``--gpu-memory-utilization``, ``--block-size``,
   (tensor-split) or, with expert parallelism ``e``, ``ceil(X / e)`` whole experts per GPU (vLLM's expert map);
 * KV bytes per token: for MHA/GQA ``2 max(H_kv // p, 1) d_h b_kv`` per layer (vLLM replicates KV heads when
   ``p`` exceeds them, ``ModelConfig.get_num_kv_heads``), for MLA ``(kv_lora_rank + qk_rope_head_dim) b_kv`` per
-  layer, kept whole on every rank; a request of context ``c`` holds
+  layer, kept whole on every rank (a sparse model's fp8 latent in vLLM's ``fp8_ds_mla`` layout,
+  `fp8_sparse_latent_bytes`), plus for DeepSeek sparse attention each indexer's key (`indexer_key_bytes`); a
+  request of context ``c`` holds
   ``c x kv_bytes_full + min(c, W) x kv_bytes_window`` (`kv_bytes`), sliding-window layers holding at most their
   window ``W``, so a row of context ``IL + OL`` has the effective per-token value
   ``kv_bytes_full + kv_bytes_window x min(c, W) / c`` (`effective_kv_bytes_per_token`);
@@ -81,6 +83,21 @@ DEFAULT_MAX_NUM_SEQS = 256
 _MIN_QUANT_CAPABILITY = 8.0
 #: vLLM quantization methods that quantize the routed experts only (gpt-oss's mxfp4 checkpoints)
 _EXPERTS_ONLY = ("mxfp4",)
+
+
+def indexer_key_bytes(index_head_dim: int) -> int:
+    """Bytes of one token's key in a sparse-attention indexer's cache: fp8 values and one fp32 scale per 128
+    (vLLM's ``DeepseekV32IndexerCache``: ``head_dim + head_dim // 128 * 4`` uint8, whatever the KV-cache dtype)."""
+    return index_head_dim + index_head_dim // 128 * 4
+
+
+def fp8_sparse_latent_bytes(kv_lora_rank: int, rope_dim: int) -> int:
+    """Bytes of one token's fp8 latent in vLLM's sparse FlashMLA cache (``fp8_ds_mla``, which vLLM picks for an fp8
+    KV cache of a sparse-attention model): the latent in fp8 with one fp32 scale per 128 values, the RoPE key in
+    bf16 (656 for DeepSeek-V3.2)."""
+    return kv_lora_rank + kv_lora_rank // 128 * 4 + 2 * rope_dim
+
+
 #: the smallest block size vLLM's attention backends take for a hybrid's pages (FlashAttention: multiples of 16,
 #: ``FlashAttentionBackend.get_supported_kernel_block_sizes``)
 KERNEL_BLOCK_ALIGNMENT = 16
@@ -139,6 +156,10 @@ class ServingConfig:
     hybrid_block_bytes: float = 0.0
     attention_groups: int = 0
     state_groups: int = 0
+    #: DeepSeek sparse attention: tokens each query reads (0: dense), and the latent bytes per token of that read
+    #: (within `kv_bytes_full`, which also holds the indexer's keys of every token)
+    sparse_topk: int = 0
+    kv_bytes_selected: float = 0.0
 
     @property
     def weights(self) -> float:
@@ -500,12 +521,19 @@ def serving_config(
         expert_weights = expert_total / tp
 
     b_kv = kv_bytes_per_element(kvd, dtype_bytes(d, arch.kv_bytes))
-    if arch.is_mla:
+    if arch.is_sparse and b_kv == 1:  # vLLM's sparse FlashMLA stores an fp8 latent as its fp8_ds_mla layout
+        per_layer = float(fp8_sparse_latent_bytes(arch.kv_lora_rank, arch.qk_rope_head_dim))
+    elif arch.is_mla:
         per_layer = float(arch.kv_values_per_token_layer) * b_kv  # the latent is not split over TP ranks
     else:
         per_layer = 2.0 * kv_heads_per_rank(arch.n_kv_heads, tp) * arch.head_dim * b_kv
     window = int(arch.sliding_window) if arch.sliding_window and arch.n_sliding_layers else 0
     n_window = arch.n_sliding_layers if window else 0
+    sparse: dict[str, Any] = {}
+    indexer = 0.0
+    if arch.is_sparse:  # the latent is read for the selected tokens, the indexer's keys for all
+        sparse = {"sparse_topk": arch.index_topk, "kv_bytes_selected": arch.n_layers * per_layer}
+        indexer = arch.n_indexer_layers * float(indexer_key_bytes(arch.index_head_dim))
     block = _whole(block_size, "block_size", DEFAULT_BLOCK_SIZE)
     hybrid = _hybrid_layout(arch, tp, per_layer, dtype_bytes(d, arch.weight_bytes), block)
     return ServingConfig(
@@ -530,11 +558,12 @@ def serving_config(
         dense_weights=dense_total / tp,
         expert_weights=expert_weights,
         kv_bytes_per_element=b_kv,
-        kv_bytes_full=(arch.n_attention_layers - n_window) * per_layer,
+        kv_bytes_full=(arch.n_attention_layers - n_window) * per_layer + indexer,
         kv_bytes_window=n_window * per_layer,
         sliding_window=window,
         n_experts_per_gpu=per_gpu_experts,
         linear_flops_per_token=_linear_flops_per_token(arch, tp),
         lm_head_flops_per_token=2.0 * arch.vocab_size * arch.hidden_size / tp,
         **hybrid,
+        **sparse,
     )

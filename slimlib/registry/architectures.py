@@ -116,6 +116,14 @@ class Architecture:
     linear_conv_kernel: int = 0
     state_bytes: int = 0
     attn_output_gate: bool = False
+    # DeepSeek sparse attention (DeepSeek-V3.2, GLM-5): a lightning indexer (`index_heads` heads of `index_head_dim`)
+    # scores every cached token and the latent attention reads the `index_topk` best; `n_indexer_layers` of the
+    # layers run (and cache keys for) their own indexer, the others reuse the previous one's selection (GLM-5.2's
+    # ``indexer_types``); 0: dense attention
+    n_indexer_layers: int = 0
+    index_heads: int = 0
+    index_head_dim: int = 0
+    index_topk: int = 0
     #: the checkpoint's own quantization (``quantization_config.quant_method`` normalized to a vLLM
     #: ``--quantization`` value, e.g. "fp8", "mxfp4", "modelopt_fp4"); '' for an unquantized checkpoint
     quantization: str = ""
@@ -166,6 +174,11 @@ class Architecture:
         """Values one token caches per attention layer: ``2 D_kv`` (keys and values), or ``kv_lora_rank +
         qk_rope_head_dim`` for MLA (precision-free; bytes are the serving configuration's)."""
         return self.kv_lora_rank + self.qk_rope_head_dim if self.is_mla else 2 * self.d_kv
+
+    @property
+    def is_sparse(self) -> bool:
+        """True for DeepSeek sparse attention (a lightning indexer selects the tokens each query attends to)."""
+        return self.index_topk > 0
 
     @property
     def n_attention_layers(self) -> int:
@@ -463,6 +476,53 @@ _REGISTRY_SPECS: tuple[tuple[str, str, tuple[str, ...], dict[str, Any]], ...] = 
         },
     ),
     (
+        "deepseek-v3.2",
+        "deepseek-ai/DeepSeek-V3.2",
+        (),
+        {
+            **_llama_like("deepseek_v32", 7168, 61, 128, 128, 18432, 129280, 163840, "bfloat16"),
+            "first_k_dense_replace": 3,
+            "moe_layer_freq": 1,
+            "n_routed_experts": 256,
+            "n_shared_experts": 1,
+            "num_experts_per_tok": 8,
+            "moe_intermediate_size": 2048,
+            "topk_method": "noaux_tc",
+            "q_lora_rank": 1536,
+            "kv_lora_rank": 512,
+            "qk_nope_head_dim": 128,
+            "qk_rope_head_dim": 64,
+            "v_head_dim": 128,
+            "index_n_heads": 64,
+            "index_head_dim": 128,
+            "index_topk": 2048,
+            "quantization_config": {"quant_method": "fp8"},
+        },  # fmt: skip
+    ),
+    (
+        "glm-5",
+        "zai-org/GLM-5",
+        (),
+        {
+            **_llama_like("glm_moe_dsa", 6144, 78, 64, 64, 12288, 154880, 202752, "bfloat16"),
+            "first_k_dense_replace": 3,
+            "moe_layer_freq": 1,
+            "n_routed_experts": 256,
+            "n_shared_experts": 1,
+            "num_experts_per_tok": 8,
+            "moe_intermediate_size": 2048,
+            "topk_method": "noaux_tc",
+            "q_lora_rank": 2048,
+            "kv_lora_rank": 512,
+            "qk_nope_head_dim": 192,
+            "qk_rope_head_dim": 64,
+            "v_head_dim": 256,
+            "index_n_heads": 32,
+            "index_head_dim": 128,
+            "index_topk": 2048,
+        },  # fmt: skip
+    ),
+    (
         "gpt-oss-120b",
         "openai/gpt-oss-120b",
         (),
@@ -609,6 +669,8 @@ def list_architectures(names: Iterable[str | os.PathLike[str]] | None = None) ->
             "n_sliding_layers": a.n_sliding_layers,
             "attention_sinks": a.attention_sinks,
             "n_linear_layers": a.n_linear_layers,
+            "n_indexer_layers": a.n_indexer_layers,
+            "index_topk": a.index_topk,
             "quantization": a.quantization,
             "identity": a.identity,
             "aliases": ", ".join(a.aliases),

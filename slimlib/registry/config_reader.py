@@ -28,6 +28,7 @@ from slimlib.registry.param_count import (
     count_parameters,
     ffn_params,
     gated_deltanet_params,
+    indexer_params,
     mla_params,
     router_params,
 )
@@ -56,7 +57,8 @@ _DTYPE_BYTES = {
 _DECODER_FAMILIES = (
     "llama", "mistral", "qwen2", "granite", "mixtral", "qwen3", "gemma", "gemma2", "gemma3_text", "phi3", "mimo",
     "llama4_text", "qwen3_moe", "deepseek_v2", "deepseek_v3", "kimi_k2", "gpt_oss", "minimax_m2", "step3p7",
-    "qwen3_vl_text", "qwen3_vl_moe_text", "qwen3_5_text", "qwen3_5_moe_text", "qwen3_next",
+    "qwen3_vl_text", "qwen3_vl_moe_text", "qwen3_5_text", "qwen3_5_moe_text", "qwen3_next", "deepseek_v32",
+    "glm_moe_dsa",
 )  # fmt: skip
 _STYLE_BY_MODEL_TYPE = {
     **{t: "decoder" for t in _DECODER_FAMILIES},
@@ -132,16 +134,18 @@ STRUCTURE_KEYS = {
     "full_attention_interval": "hybrid linear/full attention layout",
     "mamba_ssm_dtype": "recurrent-state precision",
     "attn_output_gate": "gated attention output",
+    "index_topk": "DeepSeek sparse attention (lightning indexer)",
+    "index_n_heads": "DeepSeek sparse attention (lightning indexer)",
+    "index_head_dim": "DeepSeek sparse attention (lightning indexer)",
+    "indexer_types": "DeepSeek sparse attention layout (layers with their own indexer)",
+    "mlp_layer_types": "MoE layer layout",
+    "index_topk_freq": "DeepSeek sparse attention layout (layers with their own indexer)",
 }
 
 #: features no style represents, refused wherever they appear: (key, feature), checked in this order
 UNSUPPORTED = (
     ("compress_ratios", "DeepSeek-V4 compressed sparse attention"),
     ("hc_mult", "hyper-connections (DeepSeek-V4)"),
-    (
-        "index_topk",
-        "DeepSeek sparse attention with a lightning indexer (its KV cache and decode traffic differ)",
-    ),
     ("hybrid_override_pattern", "hybrid Mamba (state-space) layers"),
     ("layers_block_type", "hybrid Mamba (state-space) layers"),
     ("block_configs", "per-layer heterogeneous blocks (DeciLM / Nemotron-NAS)"),
@@ -233,7 +237,8 @@ class UnknownStyleWarning(UserWarning):
 
 def _refuse_unsupported(data: dict[str, Any], where: str) -> None:
     """DataError naming the first key of a feature no style represents (`UNSUPPORTED`, SSM model types, layer
-    types other than full and sliding attention, and Gated DeltaNet's linear attention with its head keys)."""
+    types other than full and sliding attention, Gated DeltaNet's linear attention with its head keys and DeepSeek
+    sparse attention with its indexer keys)."""
     model_type = str(data.get("model_type") or "").lower()
     if model_type in _SSM_TYPES or "mamba" in model_type:
         raise DataError(
@@ -247,11 +252,11 @@ def _refuse_unsupported(data: dict[str, Any], where: str) -> None:
             )
     layer_types = data.get("layer_types")
     if isinstance(layer_types, list):
-        known = (
-            {*_LAYER_TYPES, "linear_attention"}
-            if _present(data.get("linear_num_value_heads"))
-            else _LAYER_TYPES
-        )
+        known = set(_LAYER_TYPES)
+        if _present(data.get("linear_num_value_heads")):
+            known.add("linear_attention")
+        if _present(data.get("index_topk")):
+            known.add("deepseek_sparse_attention")
         other = sorted({str(t) for t in layer_types} - set(known))
         if other:
             raise DataError(
@@ -346,6 +351,8 @@ _CONVENTIONS: dict[str, dict[str, Any]] = {
     "llama4_text": {"moe": "llama4", "window": "chunked"},
     "deepseek_v2": {"moe": "deepseek", "mla": True, "router_bias": "noaux_tc"},
     "deepseek_v3": {"moe": "deepseek", "mla": True, "router_bias": "noaux_tc"},
+    "deepseek_v32": {"moe": "deepseek", "mla": True, "router_bias": "noaux_tc", "sparse": True},
+    "glm_moe_dsa": {"moe": "deepseek", "mla": True, "router_bias": "noaux_tc", "sparse": True},
     "kimi_k2": {"moe": "deepseek", "mla": True, "router_bias": "noaux_tc"},
     "step3p7": {"moe": "step", "router_bias": "use_moe_router_bias"},
 }
@@ -397,8 +404,17 @@ def _moe_layers(c: _Keys, layout: str, layers: int) -> tuple[list[bool], dict[st
     elif layout == "deepseek":  # DeepSeek-V2/V3, Kimi-K2: dense first_k_dense_replace layers, then MoE
         keys = ("n_routed_experts", "moe_intermediate_size", "intermediate_size")
         n_exp, width = c.integer(keys[0]), c.positive(keys[1])
+        alias = c.get("num_experts")  # a copy some checkpoints carry (NVIDIA's GLM-5.2): it must agree
+        if alias is not None and alias != n_exp:
+            raise DataError(
+                f"{c.where}: key 'num_experts' ({alias}) differs from 'n_routed_experts' ({n_exp})"
+            )
         first, freq = c.integer("first_k_dense_replace", default=0), c.positive("moe_layer_freq", default=1)
         flags = [i >= first and i % freq == 0 for i in range(layers)]
+        given = c.get("mlp_layer_types")  # GLM-5.2's spelled-out layout: it must agree
+        if given is not None and given != ["sparse" if f else "dense" for f in flags]:
+            raise DataError(f"{c.where}: key 'mlp_layer_types' does not match 'first_k_dense_replace' {first} and "
+                            f"'moe_layer_freq' {freq}; fix either")  # fmt: skip
         dense_width, shared = c.integer("intermediate_size"), width
         n_shared = c.integer("n_shared_experts", default=0)
     else:  # step: Step-3.x-Flash: dense first_k_dense_replace layers, shared experts of share_expert_dim
@@ -502,12 +518,40 @@ def _linear_layers(c: _Keys, layers: int, model_bytes: int) -> dict[str, Any]:
                 state_bytes=_DTYPE_BYTES[key] if key else model_bytes)  # fmt: skip
 
 
+def _indexers(c: _Keys, layers: int) -> dict[str, Any]:
+    """DeepSeek sparse attention's shapes: the indexer's heads and width, the tokens each query reads, and the layers
+    with an indexer of their own (``indexer_types`` "full"; "shared" layers reuse the previous selection)."""
+    kinds = c.get("layer_types")
+    if kinds is not None and set(kinds) != {"deepseek_sparse_attention"}:
+        raise DataError(f"{c.where}: key 'layer_types' mixes {sorted(set(kinds))}: a sparse-attention model is read "
+                        "with every layer 'deepseek_sparse_attention'; refused")  # fmt: skip
+    types = c.get("indexer_types")
+    if types is None:
+        if c.integer("index_topk_freq", default=1) > 1:
+            raise DataError(f"{c.where}: key 'index_topk_freq' > 1 without 'indexer_types': which layers run their "
+                            "own indexer is not given; refused")  # fmt: skip
+        n = layers
+    else:
+        if not isinstance(types, list) or len(types) != layers or not set(types) <= {"full", "shared"}:
+            raise DataError(f"{c.where}: key 'indexer_types' must list 'full' or 'shared' for each of the {layers} "
+                            "layers")  # fmt: skip
+        if types[0] != "full":
+            raise DataError(
+                f"{c.where}: key 'indexer_types': the first layer has no earlier selection to share"
+            )
+        c.get("index_topk_freq")  # the pattern indexer_types spells out
+        n = types.count("full")
+    return dict(n_indexer_layers=n, index_heads=c.positive("index_n_heads"),
+                index_head_dim=c.positive("index_head_dim"), index_topk=c.positive("index_topk"))  # fmt: skip
+
+
 def _read_decoder(c: _Keys, family: str) -> dict[str, Any]:
     """Fields of a Llama-lineage decoder (dense, MoE, MLA) and its exact parameter counts (`count_decoder`)."""
     conv = _CONVENTIONS.get(family, {})
     d, layers = c.positive("hidden_size"), c.positive("num_hidden_layers")
     heads, vocab = c.positive("num_attention_heads"), c.positive("vocab_size")
     kv = c.integer("num_key_value_heads", default=heads)
+    indexers = 0
     kw: dict[str, Any] = dict(n_layers=layers, hidden_size=d, n_heads=heads, n_kv_heads=kv, ffn_kind="gated",
                               vocab_size=vocab, max_position=c.integer("max_position_embeddings", default=0))  # fmt: skip
     if conv.get("mla"):  # multi-head latent attention: the KV heads are the query heads, over the latent
@@ -516,6 +560,15 @@ def _read_decoder(c: _Keys, family: str) -> dict[str, Any]:
                    v_head_dim=c.positive("v_head_dim"))  # fmt: skip
         attention = mla_params(d, heads, **mla)
         kw.update(mla, n_kv_heads=heads, head_dim=mla["qk_nope_head_dim"] + mla["qk_rope_head_dim"])
+        if conv.get("sparse"):  # the lightning indexer beside the latent attention
+            sparse = _indexers(c, layers)
+            if not mla["q_lora_rank"]:
+                raise DataError(
+                    f"{c.where}: key 'q_lora_rank' is 0: the lightning indexer reads the query latent"
+                )
+            indexers = sparse["n_indexer_layers"] * indexer_params(
+                d, mla["q_lora_rank"], sparse["index_heads"], sparse["index_head_dim"])  # fmt: skip
+            kw.update(sparse)
         if bool(c.get("attention_bias", default=False)):
             raise DataError(f"{c.where}: key 'attention_bias' true is not read for latent attention; refused")
     else:
@@ -538,7 +591,7 @@ def _read_decoder(c: _Keys, family: str) -> dict[str, Any]:
         kw.update(head_dim=hd, attention_sinks=bool(conv.get("sinks")), attn_output_gate=gate)
     window, n_sliding = _sliding_layers(c, conv.get("window", ""), layers)
     kw.update(sliding_window=window, n_sliding_layers=n_sliding)
-    linear: dict[str, Any] = {"n_linear_layers": 0, "linear_attention": 0}
+    linear: dict[str, Any] = {"n_linear_layers": 0, "linear_attention": 0, "indexers": indexers}
     if conv.get("linear"):
         if n_sliding:
             raise DataError(
@@ -546,7 +599,7 @@ def _read_decoder(c: _Keys, family: str) -> dict[str, Any]:
             )
         shapes = _linear_layers(c, layers, _dtype_bytes(c))
         kw.update(shapes)
-        linear = {"n_linear_layers": shapes["n_linear_layers"], "linear_attention": gated_deltanet_params(
+        linear |= {"n_linear_layers": shapes["n_linear_layers"], "linear_attention": gated_deltanet_params(
             d, shapes["linear_key_heads"], shapes["linear_value_heads"], shapes["linear_key_head_dim"],
             shapes["linear_value_head_dim"], shapes["linear_conv_kernel"])}  # fmt: skip
     elif "linear_attention" in (c.get("layer_types") or []):

@@ -19,6 +19,7 @@ __all__ = [
     "ffn_params",
     "router_params",
     "gated_deltanet_params",
+    "indexer_params",
     "count_parameters",
     "count_decoder",
 ]
@@ -82,6 +83,13 @@ def gated_deltanet_params(
     return (
         d * (qk + 2 * v + 2 * value_heads) + (qk + v) * conv_kernel + 2 * value_heads + value_head_dim + v * d
     )
+
+
+def indexer_params(d: int, q_lora_rank: int, heads: int, head_dim: int) -> int:
+    """Parameters of one DeepSeek sparse attention lightning indexer (DeepSeek-V3.2, GLM-5): its queries from the
+    query latent ``r_q H_i d_i``, one key head ``D d_i`` with a LayerNorm ``2 d_i``, and the per-head weights
+    ``D H_i``."""
+    return q_lora_rank * heads * head_dim + d * head_dim + 2 * head_dim + d * heads
 
 
 def ffn_params(d: int, width: int, ffn_kind: str = "gated", bias: bool = False) -> int:
@@ -190,11 +198,12 @@ def count_decoder(
     shared: int = 0,
     n_linear_layers: int = 0,
     linear_attention: int = 0,
+    indexers: int = 0,
 ) -> ParamCounts:
     """Parameters of an RMS-norm decoder with `n_dense_layers` dense layers and ``L - n_dense_layers`` MoE layers.
 
     Per layer: `attention` (`attention_params` or `mla_params`; `linear_attention` in the `n_linear_layers`
-    linear-attention layers, `gated_deltanet_params`) and `norms_per_layer` norms of ``D``; a dense layer
+    linear-attention layers, `gated_deltanet_params`; `indexers`: all sparse-attention indexers' parameters) and `norms_per_layer` norms of ``D``; a dense layer
     adds `dense_ffn` (`ffn_params`), an MoE layer `router`, ``X`` = `n_experts` routed experts of `expert`
     parameters each and `shared` parameters of shared experts; plus the embedding ``V D``, the final norm ``D`` and
     an untied LM head ``V D``::
@@ -207,7 +216,7 @@ def count_decoder(
     embedding = vocab_size * d * (1 if tied_embeddings else 2)
     experts = n_moe * n_experts * expert
     attention_total = (n_layers - n_linear_layers) * attention + n_linear_layers * linear_attention
-    total = embedding + d + attention_total + n_layers * norms_per_layer * d
+    total = embedding + d + attention_total + n_layers * norms_per_layer * d + indexers
     total += (n_layers - n_moe) * dense_ffn + n_moe * (router + shared) + experts
     active = total - n_moe * (n_experts - experts_per_token) * expert
     return ParamCounts(total=int(total), active=int(active), experts=int(experts), embedding=int(embedding))

@@ -66,6 +66,30 @@ STATED: dict[str, tuple[float, float | None, bool, str]] = {
     "Kimi-K2-Instruct": (1e12, 32e9, False, "Kimi K2 model card: 1 trillion total, 32 billion activated"),
     "Kimi-K2.5": (1e12, 32e9, False, "Kimi K2.5 model card: 1T total, 32B activated"),
     "MiniMax-M2.5": (230e9, None, False, "MiniMax-M2 model card: 230B total (M2.5 has M2's shapes)"),
+    "DeepSeek-V3.2": (
+        671e9,
+        None,
+        False,
+        "DeepSeek-V3.2 model card: 685B with the 14B multi-token-prediction module "
+        "(DeepSeek-V3's split: 671B + 14B)",
+    ),  # fmt: skip
+    "GLM-5": (
+        744e9,
+        40e9,
+        True,
+        "GLM-5 technical report (arXiv:2602.15763), Table 1: 744B total, 40B activated "
+        "(active: no input embedding)",
+    ),  # fmt: skip
+    **{
+        m: (
+            744e9,
+            40e9,
+            True,
+            "GLM-5's shapes (5.2 and 5.3: 57 of its 78 indexers shared); GLM-5 technical report, "
+            "Table 1: 744B total, 40B activated (active: no input embedding)",
+        )
+        for m in ("GLM-5.1", "GLM-5.2", "GLM-5.3")
+    },  # fmt: skip
     # the Qwen3.5 / Qwen3.6 cards count the vision encoder in the total, which SLIM does not read (0.4-0.6B)
     "Qwen3.5-35B-A3B": (
         35e9,

@@ -102,6 +102,11 @@ AIC_GDN = (
     "DeltaNet decode kernels (recurrent state update and convolution update) of the Qwen3.5 family's head shapes, "
     "vLLM 0.24.0 on H100 SXM, H200 SXM and B200 SXM; `data/aic-gdn.csv`"
 )
+AIC_DSA = (
+    "NVIDIA AIConfigurator measured vLLM kernel timings (aiconfigurator-core 0.12.0 wheel, Apache-2.0): the DeepSeek "
+    "sparse attention decode module (FlashMLA sparse, lightning indexer, projections) of DeepSeek-V3.2 and GLM-5 at "
+    "tensor parallel 1, vLLM 0.24.0 on H100 SXM, H200 SXM and B200 SXM; `data/aic-dsa.csv`"
+)
 ENGINE_CPU = (
     "the project's CPU-engine campaign (`data/engine-cpu-medians.csv`: per configuration the median over the "
     "repeats that pass the physical checks in the sessions of the same command, from `data/engine-cpu-runs.csv`; "
@@ -488,6 +493,16 @@ CAPTIONS: dict[str, Caption] = {
         "predicted/measured ratio's median and 10th-90th percentiles.",
         AIC_GDN,
     ),
+    "kernels_dsa_check": Caption(
+        "",
+        "extension (not in the paper)",
+        "The sparse-attention decode term (the latent of at most index_topk selected tokens and the indexer's key "
+        "of every cached token, per sequence and layer, over the device's decode-attention bandwidth efficiency; "
+        "nothing fitted) added to the measured module time at the smallest context, against the measured module "
+        "at cached contexts of 4,096 tokens and more, per GPU and KV dtype: MAPE with bootstrap 95% intervals and "
+        "the modelled/measured growth beyond the smallest context (median, 10th-90th percentiles).",
+        AIC_DSA,
+    ),
     "kernels_moe_a2a": Caption(
         "",
         "extension (not in the paper)",
@@ -783,6 +798,7 @@ NOTEBOOK_OUTPUTS: dict[str, tuple[str, ...]] = {
         "kernels_mla_check",
         "kernels_moe_a2a",
         "kernels_gdn_check",
+        "kernels_dsa_check",
     ),
     "10_transfer": (
         "transfer_context_mape",

@@ -5,14 +5,18 @@ differ from Eqs. 5-12.
   prompt's attention, the lower half of Eq. 8's ``4 B IL^2 D`` (`slimlib.model.equations.ATTENTION_FLOPS_CAUSAL`),
   at the device's measured prefill-attention rate where the registry has one (``prefill_attention_flops``: the CPU
   engine's kernel), else at ``eta_c``; a hybrid's prompt attention in its full-attention layers only (the
-  chunked Gated DeltaNet recurrence, linear in the prompt, is left out of the FLOPs).
+  chunked Gated DeltaNet recurrence, linear in the prompt, is left out of the FLOPs); a sparse attention's prompt
+  computes the pairs of its selection (`slimlib.model.equations.sparse_pair_share`) and its indexer scores every
+  causal pair (``indexer_width``).
 * `ATTENTION_FACTOR`: Eq. 9's factor without B0, ``B / eta``; ``eta`` is the device's measured
   decode-attention bandwidth efficiency (registry ``decode_attention_eff``) where measured, else ``eta_attn``.
 * `DECODE_ATTENTION`: Eq. 11's traffic per request, ``b_ctx C(IL, OL) + b_win C_W(IL, OL)`` over the
   bandwidth (``b_ctx``: attention bytes per context token of one GPU's full-attention layers, the latent for MLA;
   ``b_win``: those of its sliding-window layers, which read at most the window), plus a hybrid's linear-attention
   state ``2 S OL`` (``S`` = ``state_bytes``, read and written at each decode step: the Gated DeltaNet decode kernel
-  streams it, so it grows with the batch and not with the context). vLLM's paged-attention decode reads
+  streams it, so it grows with the batch and not with the context). DeepSeek sparse attention reads the latent of
+  at most ``k`` selected tokens per step (``b_sel C_k(IL, OL)``, Eq. 12 capped at ``k`` as a window is) and its
+  indexer's keys of every token (in ``b_ctx``). vLLM's paged-attention decode reads
   a KV head once per query head above `ATTENTION_SWITCH_PAIRS` (sequence, query head) pairs per rank
   (``vllm/attention/ops/paged_attn.py``), widening MHA/GQA bytes by ``D / D_kv`` there; the kernel measured on a
   device with ``decode_attention_eff`` reads each KV head once for all its query heads at every batch size, so no
@@ -48,9 +52,10 @@ HOST_SEQUENCE_S = 3.7478e-5
 def _prefill_served_measured(p: Params, f: Features, hw: GPU) -> Times:
     layers = f["n_layers"]
     b, il = f["batch_size"], f["input_len"]
-    dim = (
-        f["hidden_size"] * f["attention_layer_share"]
-    )  # a hybrid's linear layers have no quadratic attention
+    # a hybrid's linear layers have no quadratic attention; a sparse attention computes the pairs of its selection,
+    # and its indexer scores every pair
+    dim = f["hidden_size"] * f["attention_layer_share"] * eq.sparse_pair_share(il, f["attention_topk"])
+    dim = dim + f["indexer_width"]
     per_layer = f["linear_flops_per_token"] / layers
     peak = prefill_peak_flops(f, hw)
     if hw.prefill_attention_flops is None:
@@ -95,8 +100,9 @@ def attention_bytes(f: Features, hw: GPU | None = None) -> FloatArray:
     il, ol = f["input_len"], f["output_len"]
     full = f["attn_bytes_per_context_token"] * eq.kv_scan_tokens(il, ol)
     window = f["attn_bytes_per_window_token"] * eq.window_scan_tokens(il, ol, f["sliding_window"])
+    selected = f["attn_bytes_per_selected_token"] * eq.window_scan_tokens(il, ol, f["attention_topk"])
     state = 2.0 * f["state_bytes"] * ol
-    return np.asarray(attention_widening(f, hw) * (full + window) + state, dtype=float)
+    return np.asarray(attention_widening(f, hw) * (full + window) + selected + state, dtype=float)
 
 
 def _decode_attention(p: Params, f: Features, hw: GPU) -> Times:
@@ -129,7 +135,8 @@ SERVED_PREFILL = Term(
     "served_prefill",
     "prefill FLOPs (served linear FLOPs per token at eta_c, Eq. 7; causal attention at the device's measured "
     "prefill-attention rate, registry prefill_attention_flops, else at eta_c)",
-    (ps.ETA_C,), _prefill_served_measured, reads=("linear_flops_per_token", "attention_layer_share"),
+    (ps.ETA_C,), _prefill_served_measured,
+    reads=("linear_flops_per_token", "attention_layer_share", "attention_topk", "indexer_width"),
 )  # fmt: skip
 #: past the KV pool, a static batch's preempted requests recomputed at the prompt's cost (`preemption_recompute_term`)
 PREEMPTION_RECOMPUTE = preemption_recompute_term(SERVED_PREFILL)
@@ -152,6 +159,8 @@ DECODE_ATTENTION = Term(
         "sliding_window",
         "latent_attention",
         "state_bytes",
+        "attn_bytes_per_selected_token",
+        "attention_topk",
     ),
 )
 PER_TOKEN_DECODE = Term(

@@ -1,0 +1,208 @@
+"""Parser of AIConfigurator's tables of the 2026 layer kinds the model reads (raw folder `aiconfigurator-kernels/`,
+the same wheel as `slimlib.data.aiconfigurator`). `build_layer_tables` writes, from vLLM 0.24.0 on H100 SXM, H200
+SXM and B200 (one layer on one GPU):
+
+- ``aic-gdn``: Gated DeltaNet decode kernels (``linear_attention/.../gdn_perf.parquet``), the generation phase only:
+  the fused recurrent state update (``fused_recurrent_gated_delta_rule_packed_decode``) and the causal-convolution
+  update (``causal_conv1d_update``), by batch size and the Qwen3.5 family's head shapes. The context-phase rows (the
+  chunked prefill kernels) are not kept: no term of the model prices the prefill recurrence;
+- ``aic-dsa``: the DeepSeek sparse attention decode module (``sparse_attention/.../dsa_generation_module_perf``:
+  projections, lightning indexer, top-k selection and sparse latent attention), DeepSeek-V3.2 and GLM-5 at one GPU's
+  heads (tensor parallel 1), bf16 GEMMs, by batch, cached context and KV dtype. The other head counts (tensor-parallel
+  splits), the fp8/fp4 GEMM rows (the same attention beside other projection kernels) and the context phase are not
+  kept (`DSA_HEADS`, `DSA_GEMM`); the README says so.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from slimlib.data.aiconfigurator import (
+    AIC_NAME,
+    SOURCE_DOCS,
+    SYS_DIR,
+    SYSTEMS,
+    check_version,
+    read_parquet,
+    require_file_columns,
+)
+from slimlib.errors import DataError
+
+#: systems and vLLM version of the Gated DeltaNet tables
+GDN_SYSTEMS = ("b200_sxm", "h100_sxm", "h200_sxm")
+GDN_VERSION = "0.24.0"
+_RAW_COLUMNS = ["version", "kernel_source", "phase", "batch_size", "seq_len", "num_tokens", "d_model", "d_conv",
+                "num_k_heads", "head_k_dim", "num_v_heads", "head_v_dim", "model_name", "latency"]  # fmt: skip
+
+#: query heads (tensor parallel 1) and GEMM type of the aic-dsa rows kept, per model
+DSA_HEADS = {"deepseek-ai/DeepSeek-V3.2": 128, "zai-org/GLM-5": 64}
+DSA_GEMM = "bfloat16"
+_DSA_COLUMNS = ["version", "kernel_source", "model", "mla_dtype", "kv_cache_dtype", "gemm_type", "num_heads",
+                "batch_size", "isl", "tp_size", "step", "latency"]  # fmt: skip
+
+_S, _I, _F = "string", "Int64", "float64"
+TABLE_DOCS = {
+    "aic-gdn": (
+        "NVIDIA AIConfigurator: vLLM 0.24.0's Gated DeltaNet decode kernels (one layer, one GPU, bf16 activations): "
+        "the recurrent state update and the convolution update, by batch size and head shape "
+        "(slimlib.data.aiconfigurator_layers)."
+    ),
+    "aic-dsa": (
+        "NVIDIA AIConfigurator: vLLM 0.24.0's DeepSeek sparse attention decode module (one layer, one GPU, tensor "
+        "parallel 1, bf16 GEMMs) of DeepSeek-V3.2 and GLM-5, by batch, cached context and KV dtype "
+        "(slimlib.data.aiconfigurator_layers)."
+    ),
+}
+COLUMN_DOCS: dict[str, dict[str, tuple[str, str]]] = {
+    "aic-gdn": {
+        **SOURCE_DOCS,
+        "model": (_S, "model whose shapes these are (Hugging Face id)"),
+        "batch_size": (_I, "sequences in the decode step (one token each)"),
+        "hidden_size": (_I, "model hidden size"),
+        "conv_kernel": (_I, "causal convolution taps"),
+        "key_heads": (_I, "linear-attention query/key heads on the GPU"),
+        "key_head_dim": (_I, "query/key head width"),
+        "value_heads": (_I, "linear-attention value heads on the GPU (one recurrent state each)"),
+        "value_head_dim": (_I, "value head width"),
+        "latency_ms": (_F, "kernel latency, ms"),
+    },
+    "aic-dsa": {
+        **SOURCE_DOCS,
+        "model": (_S, "model whose module was timed (Hugging Face id)"),
+        "kv_cache_dtype": (_S, "latent KV-cache dtype (bfloat16 or fp8); the indexer's keys are fp8"),
+        "n_heads": (_I, "query heads on the GPU"),
+        "batch_size": (_I, "sequences in the decode step (one token each)"),
+        "context": (_I, "tokens already cached per sequence (AIConfigurator 'step')"),
+        "latency_ms": (
+            _F,
+            "measured latency of one layer's module (projections, indexer, selection, attention), ms",
+        ),
+    },
+}
+
+
+def _gdn(path: Path, system: str) -> pd.DataFrame:
+    """The generation rows of one system's gdn_perf.parquet as aic-gdn rows."""
+    raw = read_parquet(path)
+    require_file_columns(raw, _RAW_COLUMNS, path)
+    bad = raw["version"].astype(str) != GDN_VERSION
+    if bad.any():
+        i = raw.index[bad][0]
+        raise DataError(
+            f"{path}: row {i}: version {raw.loc[i, 'version']!r}, expected {GDN_VERSION!r} in every row"
+        )
+    gen = raw[raw["phase"] == "generation"]
+    other = raw[~raw["phase"].isin(["generation", "context"])]
+    if len(other):
+        raise DataError(
+            f"{path}: row {other.index[0]}: phase {other['phase'].iloc[0]!r}, expected context or generation"
+        )
+    if not (gen["seq_len"] == 1).all() or not (gen["num_tokens"] == gen["batch_size"]).all():
+        i = gen.index[(gen["seq_len"] != 1) | (gen["num_tokens"] != gen["batch_size"])][0]
+        raise DataError(f"{path}: row {i}: a generation row must have seq_len 1 and num_tokens = batch_size")
+    lat = gen["latency"]
+    if not (lat > 0).all():
+        raise DataError(f"{path}: row {gen.index[~(lat > 0)][0]}: latency must be a positive number of ms")
+    t = pd.DataFrame({
+        "system": system, "gpu": SYSTEMS[system]["gpu"], "vllm_version": gen["version"].astype(str),
+        "kernel_source": gen["kernel_source"].astype(str), "model": gen["model_name"].astype(str),
+        "batch_size": gen["batch_size"], "hidden_size": gen["d_model"], "conv_kernel": gen["d_conv"],
+        "key_heads": gen["num_k_heads"], "key_head_dim": gen["head_k_dim"], "value_heads": gen["num_v_heads"],
+        "value_head_dim": gen["head_v_dim"], "latency_ms": lat,
+    })  # fmt: skip
+    keys = ["kernel_source", "model", "hidden_size", "key_heads", "value_heads", "batch_size"]
+    dup = t.duplicated(keys)
+    if dup.any():
+        raise DataError(
+            f"{path}: row {t.index[dup][0]}: repeats the shape {t.loc[t.index[dup][0], keys].to_dict()}"
+        )
+    return t
+
+
+def _dsa(path: Path, system: str) -> pd.DataFrame:
+    """The kept rows (`DSA_HEADS`, `DSA_GEMM`) of one system's dsa_generation_module_perf.parquet as aic-dsa rows."""
+    raw = read_parquet(path)
+    require_file_columns(raw, _DSA_COLUMNS, path)
+    for col, want in (("version", GDN_VERSION), ("tp_size", 1), ("isl", 1)):
+        bad = raw[col] != want
+        if bad.any():
+            i = raw.index[bad][0]
+            raise DataError(f"{path}: row {i}: {col} {raw.loc[i, col]!r}, expected {want!r} in every row")
+    unknown = ~raw["model"].isin(list(DSA_HEADS))
+    if unknown.any():
+        i = raw.index[unknown][0]
+        raise DataError(
+            f"{path}: row {i}: model {raw.loc[i, 'model']!r} is not one of {', '.join(DSA_HEADS)}"
+        )
+    keep = raw[(raw["num_heads"] == raw["model"].map(DSA_HEADS)) & (raw["gemm_type"] == DSA_GEMM)]
+    if not (keep["latency"] > 0).all():
+        raise DataError(
+            f"{path}: row {keep.index[~(keep['latency'] > 0)][0]}: latency must be a positive number of ms"
+        )
+    t = pd.DataFrame({
+        "system": system, "gpu": SYSTEMS[system]["gpu"], "vllm_version": keep["version"].astype(str),
+        "kernel_source": keep["kernel_source"].astype(str), "model": keep["model"].astype(str),
+        "kv_cache_dtype": keep["kv_cache_dtype"].astype(str), "n_heads": keep["num_heads"],
+        "batch_size": keep["batch_size"], "context": keep["step"], "latency_ms": keep["latency"],
+    })  # fmt: skip
+    keys = ["kernel_source", "model", "kv_cache_dtype", "batch_size", "context"]
+    dup = t.duplicated(keys)
+    if dup.any():
+        raise DataError(f"{path}: row {t.index[dup][0]}: repeats {t.loc[t.index[dup][0], keys].to_dict()}")
+    return t
+
+
+def build_layer_tables(root: str | Path) -> tuple[dict[str, pd.DataFrame], list[Path]]:
+    """The aic-gdn and aic-dsa tables from the raw folder `root` (aiconfigurator-kernels/) and the raw files read."""
+    sysdir = Path(root) / SYS_DIR
+    if not sysdir.is_dir():
+        raise DataError(f"{root}: no {SYS_DIR}/ here; expected the {AIC_NAME} mirror (see its PROVENANCE.md)")
+    files: list[Path] = []
+    parts, dsa = [], []
+    for system in GDN_SYSTEMS:
+        d = sysdir / "data" / system / "linear_attention" / "vllm" / GDN_VERSION
+        files.append(check_version(d, GDN_VERSION))
+        path = d / "gdn_perf.parquet"
+        files.append(path)
+        parts.append(_gdn(path, system))
+        d = sysdir / "data" / system / "sparse_attention" / "vllm" / GDN_VERSION
+        files.append(check_version(d, GDN_VERSION))
+        path = d / "dsa_generation_module_perf.parquet"
+        files.append(path)
+        dsa.append(_dsa(path, system))
+    gdn = pd.concat(parts, ignore_index=True)
+    gdn = gdn.sort_values(["system", "kernel_source", "model", "hidden_size", "key_heads", "value_heads",
+                           "batch_size"], kind="mergesort").reset_index(drop=True)  # fmt: skip
+    sparse = pd.concat(dsa, ignore_index=True)
+    sparse = sparse.sort_values(["system", "model", "kv_cache_dtype", "batch_size", "context"],
+                                kind="mergesort").reset_index(drop=True)  # fmt: skip
+    return {
+        "aic-gdn": gdn[list(COLUMN_DOCS["aic-gdn"])],
+        "aic-dsa": sparse[list(COLUMN_DOCS["aic-dsa"])],
+    }, files
+
+
+def layers_readme_section(tables: dict[str, pd.DataFrame]) -> list[str]:
+    """Lines of data/README.md on the Gated DeltaNet and sparse-attention tables: what is kept, what is left out."""
+    g = tables["aic-gdn"]
+    return [
+        "## AIConfigurator Gated DeltaNet decode kernels (aic-gdn)",
+        "",
+        f"Same wheel and licence as the aic-* kernel tables above; vLLM {GDN_VERSION} on "
+        f"{', '.join(GDN_SYSTEMS)}. Kept: the generation phase ({len(g)} rows: the recurrent state update and the",
+        "convolution update, one layer, one token per sequence). Left out: every context-phase (chunked prefill)",
+        "row, which no term of the model prices. The collection notes name the shapes that failed",
+        "(a CUDA-grid guard on the largest decode shapes, CUDA out-of-memory on the largest H100 context shapes):",
+        "they have no row.",
+        "",
+        "## AIConfigurator DeepSeek sparse attention decode module (aic-dsa)",
+        "",
+        f"Same wheel; vLLM {GDN_VERSION}, the FlashMLA sparse kernel in its module. Kept: "
+        f"{len(tables['aic-dsa'])} rows, DeepSeek-V3.2 at 128 and GLM-5 at 64 query heads (one GPU, tensor",
+        f"parallel 1), GEMMs {DSA_GEMM}, both KV dtypes, every batch and cached context. Left out: the other head counts",
+        "(tensor-parallel splits of the same module), the fp8-block and NVFP4 GEMM rows (the same attention beside other",
+        "projection kernels) and every context-phase row.",
+        "",
+    ]
