@@ -44,7 +44,7 @@ def test_deepseek_v32_is_v3_plus_one_indexer_per_layer():
     assert (v32.index_topk, v32.n_indexer_layers, v32.index_heads) == (2048, 61, 64)
 
 
-def test_glm52_shares_57_indexers():
+def test_glm52_shares_57_indexers(tmp_path):
     glm5 = architecture_from_config(CONFIGS / "zai-org--GLM-5_config.json")
     glm52 = architecture_from_config(CONFIGS / "zai-org--GLM-5.2_config.json")
     types = _config("zai-org--GLM-5.2")["indexer_types"]
@@ -54,6 +54,9 @@ def test_glm52_shares_57_indexers():
     # NVIDIA's copy spells every layer's kind and the expert count twice: the same model
     nv = architecture_from_config(CONFIGS / "nvidia--GLM-5.2-NVFP4_config.json")
     assert nv.n_params == glm52.n_params and nv.n_indexer_layers == 21
+    # vLLM's schedule from the frequency and offset alone gives the same 21
+    cfg = {k: v for k, v in _config("zai-org--GLM-5.2").items() if k != "indexer_types"}
+    assert architecture_from_config(_write(tmp_path, cfg)).n_indexer_layers == 21
 
 
 def test_kv_cache_holds_the_latent_and_the_indexer_keys():
@@ -92,8 +95,9 @@ def test_sparse_prompt_pairs():
     "change, words",
     [
         ({"indexer_types": ["full"] * 77 + ["half"]}, "'indexer_types' must list 'full' or 'shared'"),
-        ({"indexer_types": ["shared"] + ["full"] * 77}, "the first layer has no earlier selection"),
-        ({"indexer_types": None, "index_topk_freq": 4}, "'index_topk_freq' > 1 without 'indexer_types'"),
+        ({"indexer_types": ["shared"] + ["full"] * 77, "index_topk_freq": None}, "no earlier selection"),
+        ({"indexer_types": ["full"] * 78}, "'indexer_types' does not match 'index_topk_freq' 4"),
+        ({"index_topk_pattern": "FSSS"}, "'index_topk_pattern'"),
         ({"mlp_layer_types": ["sparse"] * 78}, "'mlp_layer_types' does not match"),
         ({"num_experts": 128}, "'num_experts' (128) differs from 'n_routed_experts' (256)"),
         ({"q_lora_rank": 0}, "'q_lora_rank' is 0"),
@@ -109,16 +113,35 @@ def test_inconsistent_sparse_configs_are_refused_naming_the_key(tmp_path, change
     assert "g.json" in msg and words in msg and "\n" not in msg
 
 
-def test_dense_model_features_are_untouched_by_the_sparse_terms():
-    df = pd.DataFrame({"model": ["llama-3-8b"], "batch_size": [8], "input_len": [4096], "output_len": [64],
-                       "gpu": ["h100"]})  # fmt: skip
-    f = model_features(df)
+def test_indexers_are_whole_on_every_rank_and_blackwell_keeps_a_plain_fp8_latent():
+    v3 = serving_config(architecture_from_config(CONFIGS / "deepseek-ai--DeepSeek-V3_config.json"), "h200",
+                        tensor_parallel=8, expert_parallel=8)  # fmt: skip
+    a = architecture_from_config(CONFIGS / "deepseek-ai--DeepSeek-V3.2_config.json")
+    v32 = serving_config(a, "h200", tensor_parallel=8, expert_parallel=8)
+    indexer = 61 * (1536 * 64 * 128 + 7168 * 128 + 2 * 128 + 7168 * 64)
+    assert a.indexer_params == indexer
+    assert v32.linear_flops_per_token - v3.linear_flops_per_token == pytest.approx(2 * indexer)  # not / 8
+    assert v32.dense_weights - v3.dense_weights == pytest.approx(
+        indexer * v32.bytes_per_weight
+    )  # fp8, not / 8
+    b200 = serving_config(a, "b200", tensor_parallel=8, expert_parallel=8, kv_cache_dtype="fp8")
+    assert b200.kv_bytes_per_token == 61 * 576 + 61 * 132
+
+
+def test_prompt_attention_width_of_each_attention_form():
+    from slimlib.model.features import attention_width
+
     assert (
-        f["attention_topk"][0] == 0
-        and f["attn_bytes_per_selected_token"][0] == 0
-        and f["indexer_width"][0] == 0
-    )
-    assert np.all(eq.sparse_pair_share(f["input_len"], f["attention_topk"]) == 1.0)
+        attention_width(architecture_from_config(CONFIGS / "deepseek-ai--DeepSeek-V3_config.json"))
+        == 128 * (128 + 64 + 128) / 2
+    )  # expanded MLA: q.k over nope + rope, p.v over the value heads
+    assert (
+        attention_width(architecture_from_config(CONFIGS / "deepseek-ai--DeepSeek-V3.2_config.json"))
+        == 128 * (512 + 64 + 512) / 2
+    )  # absorbed: over the latent and rope, values in the latent
+    assert (
+        attention_width(architecture_from_config(CONFIGS / "Qwen--Qwen3-8B_config.json")) == 4096.0
+    )  # Eq. 8's D
 
 
 def test_the_dsa_check_is_exact_where_the_module_grows_at_the_terms_speed():

@@ -49,7 +49,7 @@ from slimlib.model.base import (
     Progress,
     one_batch_size_message,
 )
-from slimlib.model.features import Features, FloatArray, model_features, refuse_linear_attention, resolve_gpu
+from slimlib.model.features import Features, FloatArray, model_features, refuse_unread_layers, resolve_gpu
 from slimlib.model.intervals import INTERVAL_QUANTITIES, IntervalWarning
 from slimlib.model.params import ParamSpec
 from slimlib.model.priors import Prior, device_prior
@@ -260,7 +260,7 @@ class CalibratedModel(Estimator):
         and ``chunked_prefill`` columns: `slimlib.model.served.client_codes`), after the terms' adjustments (the
         effective batch)."""
         f = model_features(df, hw)
-        refuse_linear_attention(f, self.variant, tuple(r for t in self.terms() for r in t.reads))
+        refuse_unread_layers(f, self.variant, tuple(r for t in self.terms() for r in t.reads))
         f["client"] = client_codes(df)[0]
         f["static_batch"] = np.asarray(f["client"] == CLIENT_CODE["static"], dtype=float)
         f["num_prompts"] = (

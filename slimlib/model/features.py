@@ -55,7 +55,9 @@ Features = dict[str, FloatArray]
 #: ``c + state_tokens`` of them); DeepSeek sparse attention: ``attention_topk`` (the keys a query reads, 0: dense),
 #: ``attn_bytes_per_selected_token`` (the latent bytes per read key; ``attn_bytes_per_context_token`` then holds the
 #: indexer's keys, read for every token), ``indexer_width`` (the indexer's prompt FLOPs per (query, key) pair and
-#: layer, averaged over the layers, in Eq. 8's ``a D`` units: ``H_i d_i / 2``). `model_features` adds
+#: layer, averaged over the layers, in Eq. 8's ``a D`` units: ``H_i d_i / 2``; replicated on every rank),
+#: ``attention_width`` (a prompt's attention FLOPs per (query, key) pair and layer in the same units,
+#: `attention_width`). `model_features` adds
 #: ``tensor_parallel``, ``n_layers_total``, ``batch_size``, ``input_len``, ``output_len``.
 FEATURE_NAMES = (
     "n_layers",
@@ -95,6 +97,7 @@ FEATURE_NAMES = (
     "attention_topk",
     "attn_bytes_per_selected_token",
     "indexer_width",
+    "attention_width",
 )
 _PRECISION_CODE = {"none": 0.0, "fp8": 1.0, "fp4": 2.0}
 _CODE_PRECISION = {v: k for k, v in _PRECISION_CODE.items()}
@@ -123,6 +126,18 @@ def attention_intensity(a: Architecture, s: ServingConfig) -> float:
         return 2.0 * heads * (latent + a.kv_lora_rank) / (latent * s.kv_bytes_per_element)
     kv_heads = kv_heads_per_rank(a.n_kv_heads, s.tensor_parallel)
     return 4.0 * heads * a.head_dim / (2.0 * kv_heads * a.head_dim * s.kv_bytes_per_element)
+
+
+def attention_width(a: Architecture) -> float:
+    """A prompt's attention FLOPs per (query, key) pair and layer over 4 (Eq. 8's ``D`` for MHA/GQA, as the paper
+    counts it); latent attention ``H (d_qk + d_v) / 2``: dense MLA's prefill in its expanded form (``d_qk`` = nope +
+    rope head width, ``d_v`` the value head width), sparse MLA in its absorbed form over the latent (``d_qk`` =
+    ``kv_lora_rank`` + rope, ``d_v`` = ``kv_lora_rank``), as vLLM runs them."""
+    if a.is_sparse:
+        return a.n_heads * (2 * a.kv_lora_rank + a.qk_rope_head_dim) / 2.0
+    if a.is_mla:
+        return a.n_heads * (a.qk_nope_head_dim + a.qk_rope_head_dim + a.v_head_dim) / 2.0
+    return float(a.hidden_size)
 
 
 def _config_row(a: Architecture, s: ServingConfig) -> list[float]:
@@ -166,6 +181,7 @@ def _config_row(a: Architecture, s: ServingConfig) -> list[float]:
         "attention_topk": s.sparse_topk,
         "attn_bytes_per_selected_token": s.kv_bytes_selected,
         "indexer_width": a.n_indexer_layers / a.n_layers * a.index_heads * a.index_head_dim / 2.0,
+        "attention_width": attention_width(a),
     }
     return [float(values[f]) for f in _CONFIG_VALUES]
 
@@ -339,15 +355,28 @@ def model_features(df: pd.DataFrame, gpu: GPU | str | None = None) -> Features:
     return split_features(feats, tp)
 
 
-def refuse_linear_attention(f: Features, method: str, reads: tuple[str, ...] = ()) -> None:
-    """DataError naming the first row of a hybrid (feature ``state_bytes`` > 0) for a method whose terms do not read
-    the linear-attention state (`reads`): its KV traffic over every layer would misprice such a model."""
-    hybrid = np.flatnonzero(np.asarray(f["state_bytes"]) > 0)
-    if hybrid.size and "state_bytes" not in reads:
-        raise DataError(
-            f"row {int(hybrid[0])}: the model has linear-attention (Gated DeltaNet) layers, which {method} does not "
-            "represent (it prices KV over every layer and no state); use the method slim"
-        )
+#: features a method's terms must read to represent a layer kind: (feature, the layers, what a method without it
+#: does instead)
+_LAYER_KIND_FEATURES = (
+    ("state_bytes", "linear-attention (Gated DeltaNet) layers", "prices KV over every layer and no state"),
+    (
+        "attention_topk",
+        "DeepSeek sparse attention",
+        "prices every cached token's KV and dense prompt attention",
+    ),
+)
+
+
+def refuse_unread_layers(f: Features, method: str, reads: tuple[str, ...] = ()) -> None:
+    """DataError naming the first row of a model whose layer kind (`_LAYER_KIND_FEATURES`: a hybrid's state, a
+    sparse attention) the method's terms do not read (`reads`): they would misprice it."""
+    for feature, layers, instead in _LAYER_KIND_FEATURES:
+        rows = np.flatnonzero(np.asarray(f[feature]) > 0)
+        if rows.size and feature not in reads:
+            raise DataError(
+                f"row {int(rows[0])}: the model has {layers}, which {method} does not represent (it {instead}); "
+                "use the method slim"
+            )
 
 
 def prefill_peak_flops(f: Features, hw: GPU) -> FloatArray:

@@ -12,7 +12,7 @@ group without data parallelism), ``--gpu-memory-utilization``, ``--block-size``,
   (tensor-split) or, with expert parallelism ``e``, ``ceil(X / e)`` whole experts per GPU (vLLM's expert map);
 * KV bytes per token: for MHA/GQA ``2 max(H_kv // p, 1) d_h b_kv`` per layer (vLLM replicates KV heads when
   ``p`` exceeds them, ``ModelConfig.get_num_kv_heads``), for MLA ``(kv_lora_rank + qk_rope_head_dim) b_kv`` per
-  layer, kept whole on every rank (a sparse model's fp8 latent in vLLM's ``fp8_ds_mla`` layout,
+  layer, kept whole on every rank (a sparse model's fp8 latent on Hopper in vLLM's ``fp8_ds_mla`` layout,
   `fp8_sparse_latent_bytes`), plus for DeepSeek sparse attention each indexer's key (`indexer_key_bytes`); a
   request of context ``c`` holds
   ``c x kv_bytes_full + min(c, W) x kv_bytes_window`` (`kv_bytes`), sliding-window layers holding at most their
@@ -93,11 +93,13 @@ def indexer_key_bytes(index_head_dim: int) -> int:
 
 def fp8_sparse_latent_bytes(kv_lora_rank: int, rope_dim: int) -> int:
     """Bytes of one token's fp8 latent in vLLM's sparse FlashMLA cache (``fp8_ds_mla``, which vLLM picks for an fp8
-    KV cache of a sparse-attention model): the latent in fp8 with one fp32 scale per 128 values, the RoPE key in
-    bf16 (656 for DeepSeek-V3.2)."""
+    KV cache of a sparse-attention model below Blackwell): the latent in fp8 with one fp32 scale per 128 values, the
+    RoPE key in bf16 (656 for DeepSeek-V3.2)."""
     return kv_lora_rank + kv_lora_rank // 128 * 4 + 2 * rope_dim
 
 
+#: compute capability from which vLLM runs sparse MLA with FlashInfer (Blackwell), whose fp8 latent is plain
+_FLASHINFER_SPARSE_CAPABILITY = 10.0
 #: the smallest block size vLLM's attention backends take for a hybrid's pages (FlashAttention: multiples of 16,
 #: ``FlashAttentionBackend.get_supported_kernel_block_sizes``)
 KERNEL_BLOCK_ALIGNMENT = 16
@@ -375,7 +377,8 @@ def _linear_flops_per_token(a: Architecture, tp: int) -> float:
     its replicated heads) and ``F`` the width a token passes through in each layer (dense layers ``ffn_size``, MoE
     layers its top-k routed and shared experts, `Architecture.ffn_size_active`). MLA: the attention part is 2 x its
     projection weights (`slimlib.registry.param_count.mla_params`), all split over the ranks; a full-attention
-    layer's output gate adds ``2 D D_q``; a linear-attention layer is 2 x its weights (`gated_deltanet_params`)."""
+    layer's output gate adds ``2 D D_q``; a linear-attention layer is 2 x its weights (`gated_deltanet_params`); a
+    sparse attention's indexers are 2 x their weights on every rank."""
     d = float(a.hidden_size)
     m = float(a.n_ffn_matrices)
     widths = a.n_dense_layers * a.ffn_size + a.n_moe_layers * a.ffn_size_active if a.is_moe else None
@@ -396,7 +399,8 @@ def _linear_flops_per_token(a: Architecture, tp: int) -> float:
             a.linear_value_head_dim, a.linear_conv_kernel,
         )  # fmt: skip
     mixing = a.n_attention_layers * attention + a.n_linear_layers * linear
-    return (mixing + a.n_layers * 2.0 * m * d * ffn) / tp
+    # the lightning indexers' projections run whole on every rank (vLLM replicates them)
+    return (mixing + a.n_layers * 2.0 * m * d * ffn) / tp + 2.0 * a.indexer_params
 
 
 def _hybrid_layout(
@@ -521,7 +525,9 @@ def serving_config(
         expert_weights = expert_total / tp
 
     b_kv = kv_bytes_per_element(kvd, dtype_bytes(d, arch.kv_bytes))
-    if arch.is_sparse and b_kv == 1:  # vLLM's sparse FlashMLA stores an fp8 latent as its fp8_ds_mla layout
+    if arch.is_sparse and b_kv == 1 and (hw is None or hw.compute_capability < _FLASHINFER_SPARSE_CAPABILITY):
+        # vLLM's sparse FlashMLA (Hopper) stores an fp8 latent in its fp8_ds_mla layout; Blackwell's FlashInfer
+        # sparse MLA keeps the plain 576-byte fp8 latent
         per_layer = float(fp8_sparse_latent_bytes(arch.kv_lora_rank, arch.qk_rope_head_dim))
     elif arch.is_mla:
         per_layer = float(arch.kv_values_per_token_layer) * b_kv  # the latent is not split over TP ranks
@@ -555,7 +561,8 @@ def serving_config(
         ),
         max_num_seqs=_whole(max_num_seqs, "max_num_seqs", DEFAULT_MAX_NUM_SEQS),
         logged_gpu_blocks=_whole(gpu_blocks, "gpu_blocks", 0, low=0),
-        dense_weights=dense_total / tp,
+        # the indexers (counted in the dense part) are replicated on every rank, not split
+        dense_weights=dense_total / tp + float(arch.indexer_params) * dense_quant * (1.0 - 1.0 / tp),
         expert_weights=expert_weights,
         kv_bytes_per_element=b_kv,
         kv_bytes_full=(arch.n_attention_layers - n_window) * per_layer + indexer,

@@ -28,7 +28,7 @@ from slimlib.registry.config_reader import (
     shapes_from_config,
 )
 from slimlib.registry.engine_models import ENGINE_MODEL_SOURCES, ENGINE_MODEL_SPECS
-from slimlib.registry.param_count import count_parameters
+from slimlib.registry.param_count import count_parameters, indexer_params
 
 __all__ = [
     "Architecture",
@@ -179,6 +179,14 @@ class Architecture:
     def is_sparse(self) -> bool:
         """True for DeepSeek sparse attention (a lightning indexer selects the tokens each query attends to)."""
         return self.index_topk > 0
+
+    @property
+    def indexer_params(self) -> int:
+        """Parameters of all lightning indexers (0 without sparse attention); vLLM replicates them on every rank."""
+        if not self.is_sparse:
+            return 0
+        return self.n_indexer_layers * indexer_params(self.hidden_size, self.q_lora_rank, self.index_heads,
+                                                      self.index_head_dim)  # fmt: skip
 
     @property
     def n_attention_layers(self) -> int:

@@ -140,6 +140,8 @@ STRUCTURE_KEYS = {
     "indexer_types": "DeepSeek sparse attention layout (layers with their own indexer)",
     "mlp_layer_types": "MoE layer layout",
     "index_topk_freq": "DeepSeek sparse attention layout (layers with their own indexer)",
+    "index_skip_topk_offset": "DeepSeek sparse attention layout (layers with their own indexer)",
+    "index_topk_pattern": "DeepSeek sparse attention layout (layers with their own indexer)",
 }
 
 #: features no style represents, refused wherever they appear: (key, feature), checked in this order
@@ -525,22 +527,25 @@ def _indexers(c: _Keys, layers: int) -> dict[str, Any]:
     if kinds is not None and set(kinds) != {"deepseek_sparse_attention"}:
         raise DataError(f"{c.where}: key 'layer_types' mixes {sorted(set(kinds))}: a sparse-attention model is read "
                         "with every layer 'deepseek_sparse_attention'; refused")  # fmt: skip
+    # vLLM's schedule: layer i runs its own indexer where max(i - offset + 1, 0) % freq == 0, else shares the last
+    if c.get("index_topk_pattern") is not None:
+        raise DataError(
+            f"{c.where}: key 'index_topk_pattern' (an indexer schedule of its own) is not read; refused"
+        )
+    freq, offset = c.positive("index_topk_freq", default=1), c.integer("index_skip_topk_offset", default=0)
+    schedule = ["full" if max(i - offset + 1, 0) % freq == 0 else "shared" for i in range(layers)]
     types = c.get("indexer_types")
     if types is None:
-        if c.integer("index_topk_freq", default=1) > 1:
-            raise DataError(f"{c.where}: key 'index_topk_freq' > 1 without 'indexer_types': which layers run their "
-                            "own indexer is not given; refused")  # fmt: skip
-        n = layers
-    else:
-        if not isinstance(types, list) or len(types) != layers or not set(types) <= {"full", "shared"}:
-            raise DataError(f"{c.where}: key 'indexer_types' must list 'full' or 'shared' for each of the {layers} "
-                            "layers")  # fmt: skip
-        if types[0] != "full":
-            raise DataError(
-                f"{c.where}: key 'indexer_types': the first layer has no earlier selection to share"
-            )
-        c.get("index_topk_freq")  # the pattern indexer_types spells out
-        n = types.count("full")
+        types = schedule
+    elif not isinstance(types, list) or len(types) != layers or not set(types) <= {"full", "shared"}:
+        raise DataError(f"{c.where}: key 'indexer_types' must list 'full' or 'shared' for each of the {layers} "
+                        "layers")  # fmt: skip
+    elif c.data.get("index_topk_freq") is not None and types != schedule:
+        raise DataError(f"{c.where}: key 'indexer_types' does not match 'index_topk_freq' {freq} and "
+                        f"'index_skip_topk_offset' {offset}; fix either")  # fmt: skip
+    if types[0] != "full":
+        raise DataError(f"{c.where}: key 'indexer_types': the first layer has no earlier selection to share")
+    n = types.count("full")
     return dict(n_indexer_layers=n, index_heads=c.positive("index_n_heads"),
                 index_head_dim=c.positive("index_head_dim"), index_topk=c.positive("index_topk"))  # fmt: skip
 

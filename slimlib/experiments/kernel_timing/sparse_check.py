@@ -28,13 +28,13 @@ from slimlib.registry.gpus import get_gpu
 MIN_CONTEXT = 4096
 
 
-def _layer_bytes(model: str, kv_cache_dtype: str) -> tuple[float, float, int]:
-    """(latent bytes per selected token, indexer key bytes per cached token, k) of one layer on one GPU, from the
-    model's serving configuration at the row's KV dtype."""
+def _layer_bytes(model: str, kv_cache_dtype: str, gpu: str) -> tuple[float, float, int]:
+    """(latent bytes per selected token, indexer key bytes per cached token, k) of one layer on one `gpu`, from the
+    model's serving configuration at the row's KV dtype (the fp8 latent's layout depends on the GPU)."""
     a = get_architecture(model)
     if not a.is_sparse:
         raise DataError(f"aic-dsa: model {model!r} has no sparse attention in the registry")
-    s = serving_config(a, kv_cache_dtype="auto" if kv_cache_dtype == "bfloat16" else kv_cache_dtype)
+    s = serving_config(a, gpu, kv_cache_dtype="auto" if kv_cache_dtype == "bfloat16" else kv_cache_dtype)
     latent = s.kv_bytes_selected / a.n_layers
     return latent, (s.kv_bytes_full - s.kv_bytes_selected) / a.n_indexer_layers, a.index_topk
 
@@ -50,7 +50,7 @@ def dsa_points(dsa: pd.DataFrame | None = None, *, min_context: int = MIN_CONTEX
     parts = []
     keys = ["gpu", "model", "kv_cache_dtype", "batch_size"]
     for (gpu, model, kv, _), g in df.groupby(keys, sort=True):
-        latent, key, k = _layer_bytes(str(model), str(kv))
+        latent, key, k = _layer_bytes(str(model), str(kv), str(gpu))
         g = g.sort_values("context", kind="mergesort")
         c = g["context"].to_numpy(dtype=float)
         b = g["batch_size"].to_numpy(dtype=float)

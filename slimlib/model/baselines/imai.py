@@ -15,7 +15,7 @@ from slimlib.errors import DataError
 from slimlib.model import equations as eq
 from slimlib.model.base import Arrays, Estimator, Progress
 from slimlib.model.baselines.ols import fit_ols
-from slimlib.model.features import Features, FloatArray, model_features, refuse_linear_attention, resolve_gpu
+from slimlib.model.features import Features, FloatArray, model_features, refuse_unread_layers, resolve_gpu
 from slimlib.registry.gpus import GPU
 from slimlib.schema import validate_table
 
@@ -67,7 +67,7 @@ class ImaiOodLR(Estimator):
     @staticmethod
     def _design(data: pd.DataFrame, hw: GPU) -> FloatArray:
         f = model_features(data)
-        refuse_linear_attention(f, ImaiOodLR.variant)
+        refuse_unread_layers(f, ImaiOodLR.variant)
         b, il, ol = f["batch_size"], f["input_len"], f["output_len"]
         L, D = f["n_layers"], f["hidden_size"]
         cols = [b, il, ol, D, L, f["n_heads"], b * il, b * ol, il * ol, b * il * ol, L * D**2, L * D**2 * b * ol,

@@ -54,8 +54,8 @@ def _prefill_served_measured(p: Params, f: Features, hw: GPU) -> Times:
     b, il = f["batch_size"], f["input_len"]
     # a hybrid's linear layers have no quadratic attention; a sparse attention computes the pairs of its selection,
     # and its indexer scores every pair
-    dim = f["hidden_size"] * f["attention_layer_share"] * eq.sparse_pair_share(il, f["attention_topk"])
-    dim = dim + f["indexer_width"]
+    dim = f["attention_width"] * f["attention_layer_share"] * eq.sparse_pair_share(il, f["attention_topk"])
+    dim = dim + f["indexer_width"] * f["tensor_parallel"]  # the indexer runs whole on every rank
     per_layer = f["linear_flops_per_token"] / layers
     peak = prefill_peak_flops(f, hw)
     if hw.prefill_attention_flops is None:
@@ -136,7 +136,7 @@ SERVED_PREFILL = Term(
     "prefill FLOPs (served linear FLOPs per token at eta_c, Eq. 7; causal attention at the device's measured "
     "prefill-attention rate, registry prefill_attention_flops, else at eta_c)",
     (ps.ETA_C,), _prefill_served_measured,
-    reads=("linear_flops_per_token", "attention_layer_share", "attention_topk", "indexer_width"),
+    reads=("linear_flops_per_token", "attention_layer_share", "attention_topk", "indexer_width", "attention_width"),
 )  # fmt: skip
 #: past the KV pool, a static batch's preempted requests recomputed at the prompt's cost (`preemption_recompute_term`)
 PREEMPTION_RECOMPUTE = preemption_recompute_term(SERVED_PREFILL)
