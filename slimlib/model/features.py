@@ -145,7 +145,7 @@ def _config_row(a: Architecture, s: ServingConfig) -> list[float]:
         "n_layers": a.n_layers,
         "hidden_size": a.hidden_size,
         "d_kv": a.d_kv,
-        "ffn_size": a.ffn_size_active,
+        "ffn_size": a.ffn_size_active * (a.n_layers - a.n_ffnless_layers) / a.n_layers,
         "n_ffn_matrices": a.n_ffn_matrices,
         "kv_bytes": s.kv_bytes_per_element,
         "weight_bytes_total": s.weights,

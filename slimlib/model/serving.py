@@ -55,7 +55,7 @@ from slimlib.model.memory import (
 )
 from slimlib.registry.architectures import Architecture
 from slimlib.registry.gpus import GIB, GPU, get_gpu
-from slimlib.registry.param_count import gated_deltanet_params, mla_params
+from slimlib.registry.param_count import mla_params
 from slimlib.registry.precision import (
     DTYPES,
     KV_CACHE_DTYPES,
@@ -377,12 +377,11 @@ def _linear_flops_per_token(a: Architecture, tp: int) -> float:
     its replicated heads) and ``F`` the width a token passes through in each layer (dense layers ``ffn_size``, MoE
     layers its top-k routed and shared experts, `Architecture.ffn_size_active`). MLA: the attention part is 2 x its
     projection weights (`slimlib.registry.param_count.mla_params`), all split over the ranks; a full-attention
-    layer's output gate adds ``2 D D_q``; a linear-attention layer is 2 x its weights (`gated_deltanet_params`); a
+    layer's output gate adds ``2 D D_q``; a linear-attention layer is 2 x its weights (`linear_layer_params`); a
     sparse attention's indexers are 2 x their weights on every rank."""
     d = float(a.hidden_size)
     m = float(a.n_ffn_matrices)
-    widths = a.n_dense_layers * a.ffn_size + a.n_moe_layers * a.ffn_size_active if a.is_moe else None
-    ffn = float(a.ffn_size) if widths is None else widths / a.n_layers
+    ffn = a.mean_ffn_width
     if a.is_mla:
         attention = 2.0 * mla_params(
             a.hidden_size, a.n_heads, q_lora_rank=a.q_lora_rank, kv_lora_rank=a.kv_lora_rank,
@@ -392,13 +391,7 @@ def _linear_flops_per_token(a: Architecture, tp: int) -> float:
         r = float(kv_replication(a.n_kv_heads, tp))
         q = a.n_heads * a.head_dim * (3 if a.attn_output_gate else 2)  # query (and its output gate), output
         attention = 2.0 * d * q + 4.0 * d * (a.d_kv * r)
-    linear = 0.0
-    if a.n_linear_layers:
-        linear = 2.0 * gated_deltanet_params(
-            a.hidden_size, a.linear_key_heads, a.linear_value_heads, a.linear_key_head_dim,
-            a.linear_value_head_dim, a.linear_conv_kernel,
-        )  # fmt: skip
-    mixing = a.n_attention_layers * attention + a.n_linear_layers * linear
+    mixing = a.n_attention_layers * attention + a.n_linear_layers * 2.0 * a.linear_layer_params
     # the lightning indexers' projections run whole on every rank (vLLM replicates them)
     return (mixing + a.n_layers * 2.0 * m * d * ffn) / tp + 2.0 * a.indexer_params
 
@@ -412,10 +405,12 @@ def _hybrid_layout(
     serving dtype's bytes (the convolution state's). Only `block_size` for a model without linear layers."""
     if not a.n_linear_layers:
         return {"block_size": block_size}
-    for heads, key in (
-        (a.linear_key_heads, "linear_num_key_heads"),
-        (a.linear_value_heads, "linear_num_value_heads"),
-    ):
+    keys = (
+        ("n_groups", "mamba_num_heads")
+        if a.linear_kind == "mamba2"
+        else ("linear_num_key_heads", "linear_num_value_heads")
+    )
+    for heads, key in zip((a.linear_key_heads, a.linear_value_heads), keys, strict=True):
         if heads % tp:
             raise DataError(f"tensor_parallel = {tp} does not divide {a.name}'s {heads} linear-attention heads "
                             f"({key}); vLLM splits them over the ranks: use a divisor of {heads}")  # fmt: skip

@@ -28,7 +28,12 @@ from slimlib.registry.config_reader import (
     shapes_from_config,
 )
 from slimlib.registry.engine_models import ENGINE_MODEL_SOURCES, ENGINE_MODEL_SPECS
-from slimlib.registry.param_count import count_parameters, indexer_params
+from slimlib.registry.param_count import (
+    count_parameters,
+    gated_deltanet_params,
+    indexer_params,
+    mamba2_params,
+)
 
 __all__ = [
     "Architecture",
@@ -108,7 +113,10 @@ class Architecture:
     # `linear_value_head_dim` elements of `state_bytes` bytes (the config's ``mamba_ssm_dtype``), beside a causal
     # convolution of `linear_conv_kernel` taps over the query, key and value channels (`linear_conv_channels`);
     # `attn_output_gate`: the full-attention layers' query projection also yields a per-channel output gate
+    # Mamba-2 layers (Nemotron-H, Nemotron 3) fill the same fields (`linear_kind` "mamba2"): heads and head width
+    # as the value heads, ``n_groups`` as the key heads, ``ssm_state_size`` as the key head width
     n_linear_layers: int = 0
+    linear_kind: str = ""
     linear_key_heads: int = 0
     linear_value_heads: int = 0
     linear_key_head_dim: int = 0
@@ -116,6 +124,11 @@ class Architecture:
     linear_conv_kernel: int = 0
     state_bytes: int = 0
     attn_output_gate: bool = False
+    # single-operation blocks (Nemotron-H): `n_ffnless_layers` of the layers have no FFN (an attention block not
+    # followed by an MLP or MoE block); latent MoE (Nemotron 3 Super / Ultra): the routed experts work at width
+    # `moe_latent_size`, between a down- and an up-projection of the hidden state shared by the layer's experts
+    n_ffnless_layers: int = 0
+    moe_latent_size: int = 0
     # DeepSeek sparse attention (DeepSeek-V3.2, GLM-5): a lightning indexer (`index_heads` heads of `index_head_dim`)
     # scores every cached token and the latent attention reads the `index_topk` best; `n_indexer_layers` of the
     # layers run (and cache keys for) their own indexer, the others reuse the previous one's selection (GLM-5.2's
@@ -158,10 +171,13 @@ class Architecture:
     @property
     def ffn_size_active(self) -> int:
         """FFN width one token passes through in an MoE layer: ``experts_per_token`` routed experts of
-        ``moe_ffn_size`` (0: ``ffn_size``) and the shared experts (``ffn_size`` for a dense model)."""
+        ``moe_ffn_size`` (0: ``ffn_size``) and the shared experts (``ffn_size`` for a dense model); latent experts
+        count as the full-width FFN of the same FLOPs."""
         if not self.is_moe:
             return self.ffn_size
         routed = self.experts_per_token * (self.moe_ffn_size or self.ffn_size)
+        if self.moe_latent_size:  # the FLOPs of full-width experts: k F l / D, and the two latent projections
+            routed = round(routed * self.moe_latent_size / self.hidden_size) + self.moe_latent_size
         return routed + self.n_shared_experts * (self.shared_ffn_size or self.moe_ffn_size or self.ffn_size)
 
     @property
@@ -190,12 +206,14 @@ class Architecture:
 
     @property
     def n_attention_layers(self) -> int:
-        """Layers that cache keys and values (full or sliding-window attention): all but the linear-attention ones."""
+        """Layers that cache keys and values (full or sliding-window attention): all but the linear-attention ones
+        (Gated DeltaNet or Mamba-2)."""
         return self.n_layers - self.n_linear_layers
 
     @property
     def linear_conv_channels(self) -> int:
-        """Channels of a Gated DeltaNet layer's causal convolution: ``2 H_k d_k + H_v d_v`` (queries, keys, values)."""
+        """Channels of a linear-attention layer's causal convolution: ``2 H_k d_k + H_v d_v`` (Gated DeltaNet's
+        queries, keys and values; Mamba-2's B, C (``n_groups`` x state) and x)."""
         return (
             2 * self.linear_key_heads * self.linear_key_head_dim
             + self.linear_value_heads * self.linear_value_head_dim
@@ -204,7 +222,26 @@ class Architecture:
     @property
     def n_moe_layers(self) -> int:
         """Layers whose FFN is a mixture of experts (0 for a dense model)."""
-        return self.n_layers - self.n_dense_layers if self.is_moe else 0
+        return self.n_layers - self.n_dense_layers - self.n_ffnless_layers if self.is_moe else 0
+
+    @property
+    def mean_ffn_width(self) -> float:
+        """FFN width a token passes through, averaged over the layers: dense layers ``ffn_size``, MoE layers
+        `ffn_size_active`, layers without an FFN 0."""
+        if not self.is_moe:
+            return float(self.ffn_size) * (self.n_layers - self.n_ffnless_layers) / self.n_layers
+        return (
+            self.n_dense_layers * self.ffn_size + self.n_moe_layers * self.ffn_size_active
+        ) / self.n_layers
+
+    @property
+    def linear_layer_params(self) -> int:
+        """Parameters of one linear-attention layer (`gated_deltanet_params` or `mamba2_params`); 0 without."""
+        if not self.n_linear_layers:
+            return 0
+        shape = (self.hidden_size, self.linear_key_heads, self.linear_value_heads, self.linear_key_head_dim,
+                 self.linear_value_head_dim, self.linear_conv_kernel)  # fmt: skip
+        return mamba2_params(*shape) if self.linear_kind == "mamba2" else gated_deltanet_params(*shape)
 
     @property
     def active_params(self) -> int:
@@ -677,6 +714,9 @@ def list_architectures(names: Iterable[str | os.PathLike[str]] | None = None) ->
             "n_sliding_layers": a.n_sliding_layers,
             "attention_sinks": a.attention_sinks,
             "n_linear_layers": a.n_linear_layers,
+            "linear_kind": a.linear_kind,
+            "n_ffnless_layers": a.n_ffnless_layers,
+            "moe_latent_size": a.moe_latent_size,
             "n_indexer_layers": a.n_indexer_layers,
             "index_topk": a.index_topk,
             "quantization": a.quantization,

@@ -29,6 +29,7 @@ from slimlib.registry.param_count import (
     ffn_params,
     gated_deltanet_params,
     indexer_params,
+    mamba2_params,
     mla_params,
     router_params,
 )
@@ -62,6 +63,7 @@ _DECODER_FAMILIES = (
 )  # fmt: skip
 _STYLE_BY_MODEL_TYPE = {
     **{t: "decoder" for t in _DECODER_FAMILIES},
+    "nemotron_h": "mamba_hybrid",
     "opt": "opt",
     "phi": "phi",
     "gptj": "gptj",
@@ -142,6 +144,7 @@ STRUCTURE_KEYS = {
     "index_topk_freq": "DeepSeek sparse attention layout (layers with their own indexer)",
     "index_skip_topk_offset": "DeepSeek sparse attention layout (layers with their own indexer)",
     "index_topk_pattern": "DeepSeek sparse attention layout (layers with their own indexer)",
+    "moe_latent_size": "latent mixture of experts (experts at a reduced width)",
 }
 
 #: features no style represents, refused wherever they appear: (key, feature), checked in this order
@@ -162,6 +165,11 @@ UNSUPPORTED = (
     ("mamba_num_heads", "state-space (Mamba) layers"),
     ("mamba_d_ssm", "state-space (Mamba) layers"),
 )
+#: model_type values of Mamba hybrids read by `_read_mamba_hybrid`, and the keys of `UNSUPPORTED` they may hold
+_MAMBA_HYBRID_TYPES = ("nemotron_h",)
+_MAMBA_HYBRID_KEYS = ("hybrid_override_pattern", "layers_block_type", "ssm_state_size", "mamba_num_heads")
+#: Nemotron-H block letters of ``hybrid_override_pattern`` -> the ``layers_block_type`` names
+_BLOCK_LETTERS = {"M": "mamba", "*": "attention", "-": "mlp", "E": "moe"}
 #: model_type values of state-space models (refused even without their keys)
 _SSM_TYPES = ("mamba", "mamba2", "falcon_mamba", "rwkv", "rwkv5", "rwkv6", "xlstm")
 _LAYER_TYPES = ("full_attention", "sliding_attention")
@@ -247,8 +255,9 @@ def _refuse_unsupported(data: dict[str, Any], where: str) -> None:
             f"{where}: model_type {data.get('model_type')!r} is a state-space (Mamba) model; SLIM models "
             "attention decoders only"
         )
+    own = _MAMBA_HYBRID_KEYS if model_type in _MAMBA_HYBRID_TYPES else ()
     for key, feature in UNSUPPORTED:
-        if _present(data.get(key)):
+        if key not in own and _present(data.get(key)):
             raise DataError(
                 f"{where}: key {key!r}: {feature}, which SLIM cannot represent; this model is refused"
             )
@@ -267,7 +276,12 @@ def _refuse_unsupported(data: dict[str, Any], where: str) -> None:
                 "represent: it models full and sliding-window attention layers only"
             )
     for key in data:
-        if key.startswith(("mamba_", "ssm_")) and key not in STRUCTURE_KEYS and _present(data[key]):
+        if (
+            key.startswith(("mamba_", "ssm_"))
+            and key not in STRUCTURE_KEYS
+            and not own
+            and _present(data[key])
+        ):
             raise DataError(
                 f"{where}: key {key!r}: state-space (Mamba) layers, which SLIM cannot represent; this model is "
                 "refused"
@@ -279,7 +293,7 @@ def _detect_style(data: dict[str, Any], where: str) -> tuple[str, str]:
     model_type = str(data.get("model_type") or "").lower()
     if model_type in _STYLE_BY_MODEL_TYPE:
         style = _STYLE_BY_MODEL_TYPE[model_type]
-        return style, model_type if style == "decoder" else style
+        return style, model_type if style in ("decoder", "mamba_hybrid") else style
     for arch in data.get("architectures") or []:
         if arch in _STYLE_BY_ARCHITECTURE:
             family = _STYLE_BY_ARCHITECTURE[arch]
@@ -513,7 +527,7 @@ def _linear_layers(c: _Keys, layers: int, model_bytes: int) -> dict[str, Any]:
         raise DataError(
             f"{c.where}: key 'mamba_ssm_dtype' is {dtype!r}, not one of {', '.join(sorted(_DTYPE_BYTES))}"
         )
-    return dict(n_linear_layers=n_linear, linear_key_heads=hk, linear_value_heads=hv,
+    return dict(n_linear_layers=n_linear, linear_kind="gated_deltanet", linear_key_heads=hk, linear_value_heads=hv,
                 linear_key_head_dim=c.positive("linear_key_head_dim"),
                 linear_value_head_dim=c.positive("linear_value_head_dim"),
                 linear_conv_kernel=c.positive("linear_conv_kernel_dim"),
@@ -613,7 +627,7 @@ def _read_decoder(c: _Keys, family: str) -> dict[str, Any]:
 
     mlp_bias = bool(c.get("mlp_bias", default=False))
     tied = bool(c.get("tie_word_embeddings", default=conv.get("tied", False)))
-    common = dict(n_layers=layers, hidden_size=d, vocab_size=vocab, tied_embeddings=tied, attention=attention,
+    common: dict[str, Any] = dict(n_layers=layers, hidden_size=d, vocab_size=vocab, tied_embeddings=tied, attention=attention,
                   norms_per_layer=conv.get("norms", 2), **linear)  # fmt: skip
     if conv.get("moe"):
         flags, m = _moe_layers(c, conv["moe"], layers)
@@ -638,6 +652,121 @@ def _read_decoder(c: _Keys, family: str) -> dict[str, Any]:
         ffn = c.positive("intermediate_size")
         counts = count_decoder(**common, dense_ffn=ffn_params(d, ffn, "gated", mlp_bias))
         kw.update(ffn_size=ffn)
+    kw.update(n_params=counts.total, n_active_params=counts.active, expert_params=counts.experts,
+              embedding_params=counts.embedding)  # fmt: skip
+    return kw
+
+
+def _blocks(c: _Keys) -> list[str]:
+    """Nemotron-H's blocks in order ("mamba", "attention", "mlp", "moe"): ``layers_block_type``, else the letters
+    of ``hybrid_override_pattern`` (M, *, -, E); checked against ``num_hidden_layers`` where the config has it."""
+    pattern, types = c.get("hybrid_override_pattern"), c.get("layers_block_type")
+    if isinstance(pattern, str) and pattern and set(pattern) <= set(_BLOCK_LETTERS):
+        from_pattern = [_BLOCK_LETTERS[x] for x in pattern]
+    elif pattern is not None:
+        raise DataError(f"{c.where}: key 'hybrid_override_pattern' must be a string of the block letters "
+                        f"{''.join(_BLOCK_LETTERS)} (Mamba-2, attention, MLP, MoE), got {str(pattern)[:80]!r}")  # fmt: skip
+    if types is not None:
+        if not isinstance(types, list) or not types or not set(types) <= set(_BLOCK_LETTERS.values()):
+            raise DataError(f"{c.where}: key 'layers_block_type' must list blocks of the types "
+                            f"{', '.join(_BLOCK_LETTERS.values())}, got {str(types)[:80]}")  # fmt: skip
+        if pattern is not None and types != from_pattern:
+            raise DataError(
+                f"{c.where}: keys 'layers_block_type' and 'hybrid_override_pattern' disagree; fix either"
+            )
+        blocks = list(types)
+    elif pattern is not None:
+        blocks = from_pattern
+    else:
+        raise DataError(f"{c.where}: missing key 'hybrid_override_pattern' (or 'layers_block_type'), the block "
+                        "layout of a Nemotron-H config")  # fmt: skip
+    n = c.get("num_hidden_layers")
+    if n is not None and c.positive("num_hidden_layers") != len(blocks):
+        raise DataError(
+            f"{c.where}: key 'num_hidden_layers' is {n} but the block layout lists {len(blocks)} blocks"
+        )
+    return blocks
+
+
+def _read_mamba_hybrid(c: _Keys) -> dict[str, Any]:
+    """Fields of a Nemotron-H config (Nemotron-H, Nemotron 3): single-operation blocks (Mamba-2 mixer, attention,
+    MLP or MoE, each behind one RMS norm), read as layers of one mixer each (Mamba-2 or attention), the MLP and
+    MoE blocks their FFNs (attention blocks with no FFN block after them counted in `n_ffnless_layers`). MLPs and
+    experts are two-matrix squared-ReLU FFNs; the routed experts of a latent MoE work at ``moe_latent_size``."""
+    blocks = _blocks(c)
+    n_mamba, n_attn = blocks.count("mamba"), blocks.count("attention")
+    n_mlp, n_moe = blocks.count("mlp"), blocks.count("moe")
+    layers = n_mamba + n_attn
+    if not n_mamba or not n_attn:
+        raise DataError(f"{c.where}: {n_mamba} Mamba-2 and {n_attn} attention blocks; a hybrid needs both")
+    if n_mlp + n_moe > layers:
+        raise DataError(f"{c.where}: {n_mlp + n_moe} FFN blocks for {layers} mixer blocks; SLIM reads at most one "
+                        "FFN block per Mamba-2 or attention block")  # fmt: skip
+    for key in ("attention_bias", "mlp_bias", "use_bias", "mamba_proj_bias"):
+        if bool(c.get(key, default=False)):
+            raise DataError(f"{c.where}: key {key!r} true is not read for a Nemotron-H config; refused")
+    if not bool(c.get("use_conv_bias", default=True)):
+        raise DataError(
+            f"{c.where}: key 'use_conv_bias' false is not read (the published models have it); refused"
+        )
+    act = c.get("mlp_hidden_act", default="relu2")
+    if act != "relu2":
+        raise DataError(f"{c.where}: key 'mlp_hidden_act' {act!r}: only squared-ReLU (relu2) FFNs are read")
+    c.get("expand", "chunk_size", "n_group", "topk_group", "norm_topk_prob", "routed_scaling_factor")
+    d, vocab = c.positive("hidden_size"), c.positive("vocab_size")
+    heads = c.positive("num_attention_heads")
+    kv = c.integer("num_key_value_heads", default=heads)
+    hd = (
+        c.positive("head_dim", "attention_head_dim")
+        if c.get("head_dim", "attention_head_dim")
+        else d // heads
+    )
+    groups, mheads = c.positive("n_groups"), c.positive("mamba_num_heads")
+    state, mdim, kernel = (
+        c.positive("ssm_state_size"),
+        c.positive("mamba_head_dim"),
+        c.positive("conv_kernel"),
+    )
+    if mheads % groups:
+        raise DataError(
+            f"{c.where}: key 'mamba_num_heads' ({mheads}) is not a multiple of 'n_groups' ({groups})"
+        )
+    dtype = c.get("mamba_ssm_cache_dtype")
+    key = str(dtype).lower().removeprefix("torch.") if dtype is not None else ""
+    if key and key not in _DTYPE_BYTES:
+        raise DataError(
+            f"{c.where}: key 'mamba_ssm_cache_dtype' is {dtype!r}, not one of {', '.join(sorted(_DTYPE_BYTES))}"
+        )
+    kw: dict[str, Any] = dict(
+        n_layers=layers, hidden_size=d, n_heads=heads, n_kv_heads=kv, head_dim=hd, ffn_kind="mlp", vocab_size=vocab,
+        max_position=c.integer("max_position_embeddings", default=0), n_linear_layers=n_mamba, linear_kind="mamba2",
+        linear_key_heads=groups, linear_value_heads=mheads, linear_key_head_dim=state, linear_value_head_dim=mdim,
+        linear_conv_kernel=kernel, state_bytes=_DTYPE_BYTES[key] if key else _dtype_bytes(c),
+        n_ffnless_layers=layers - n_mlp - n_moe,
+    )  # fmt: skip
+    common: dict[str, Any] = dict(n_layers=layers, hidden_size=d, vocab_size=vocab,
+                  tied_embeddings=bool(c.get("tie_word_embeddings", default=False)),
+                  attention=attention_params(d, heads, kv, hd), n_linear_layers=n_mamba,
+                  linear_attention=mamba2_params(d, groups, mheads, state, mdim, kernel),
+                  n_ffnless_layers=layers - n_mlp - n_moe)  # fmt: skip
+    dense = ffn_params(d, c.positive("intermediate_size"), "mlp") if n_mlp else 0
+    if not n_moe:
+        counts = count_decoder(**common, dense_ffn=dense)
+        kw.update(ffn_size=c.positive("intermediate_size"))
+    else:
+        n_experts, top_k = c.positive("n_routed_experts"), c.positive("num_experts_per_tok")
+        width, latent = c.positive("moe_intermediate_size"), c.integer("moe_latent_size", default=0)
+        n_shared = c.integer("n_shared_experts", default=0)
+        shared_width = c.positive("moe_shared_expert_intermediate_size") if n_shared else 0
+        if top_k > n_experts or n_experts > MAX_EXPERTS:
+            raise DataError(f"{c.where}: {top_k} experts per token of {n_experts} routed experts; refused")
+        counts = count_decoder(**common, dense_ffn=dense, n_dense_layers=n_mlp,
+                               expert=ffn_params(latent or d, width, "mlp"), n_experts=n_experts,
+                               experts_per_token=top_k, router=router_params(d, n_experts, True),
+                               shared=n_shared * ffn_params(d, shared_width, "mlp") + 2 * d * latent)  # fmt: skip
+        kw.update(ffn_size=c.positive("intermediate_size") if n_mlp else width, moe_ffn_size=width,
+                  n_experts=n_experts, experts_per_token=top_k, n_dense_layers=n_mlp, n_shared_experts=n_shared,
+                  shared_ffn_size=shared_width, moe_latent_size=latent)  # fmt: skip
     kw.update(n_params=counts.total, n_active_params=counts.active, expert_params=counts.experts,
               embedding_params=counts.embedding)  # fmt: skip
     return kw
@@ -853,7 +982,10 @@ def shapes_from_config(data: dict[str, Any], where: str, quantization: str = "")
         _refuse_unsupported(text, where)
     style, family = _detect_style(text, where)
     c = _Keys(text, where, family)
-    kw = _read_decoder(c, family) if style == "decoder" else _read_classic(c, style)
+    if style == "decoder":
+        kw = _read_decoder(c, family)
+    else:
+        kw = _read_mamba_hybrid(c) if style == "mamba_hybrid" else _read_classic(c, style)
     c.unread_structure()
     own = _quantization(text.get("quantization_config"), where, "quantization_config")
     if own and quantization and own != quantization:

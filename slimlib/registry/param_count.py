@@ -19,6 +19,7 @@ __all__ = [
     "ffn_params",
     "router_params",
     "gated_deltanet_params",
+    "mamba2_params",
     "indexer_params",
     "count_parameters",
     "count_decoder",
@@ -82,6 +83,20 @@ def gated_deltanet_params(
     qk, v = 2 * key_heads * key_head_dim, value_heads * value_head_dim
     return (
         d * (qk + 2 * v + 2 * value_heads) + (qk + v) * conv_kernel + 2 * value_heads + value_head_dim + v * d
+    )
+
+
+def mamba2_params(
+    d: int, groups: int, heads: int, state: int, head_dim: int, conv_kernel: int, conv_bias: bool = True
+) -> int:
+    """Parameters of one Mamba-2 mixer (Nemotron-H, Nemotron 3), projections bias-free: the input projection
+    ``D (2 H P + 2 G N + H)`` (x, its gate z, B and C of `groups` x `state`, the step dt), the depthwise causal
+    convolution over ``H P + 2 G N`` channels of `conv_kernel` taps (and a bias each), ``A_log``, ``D`` and
+    ``dt_bias`` (``3 H``), the gated RMS norm ``H P`` and the output projection ``H P D``."""
+    inner, bc = heads * head_dim, 2 * groups * state
+    conv = inner + bc
+    return (
+        d * (2 * inner + bc + heads) + conv * (conv_kernel + int(conv_bias)) + 3 * heads + inner + inner * d
     )
 
 
@@ -199,24 +214,27 @@ def count_decoder(
     n_linear_layers: int = 0,
     linear_attention: int = 0,
     indexers: int = 0,
+    n_ffnless_layers: int = 0,
 ) -> ParamCounts:
     """Parameters of an RMS-norm decoder with `n_dense_layers` dense layers and ``L - n_dense_layers`` MoE layers.
 
     Per layer: `attention` (`attention_params` or `mla_params`; `linear_attention` in the `n_linear_layers`
-    linear-attention layers, `gated_deltanet_params`; `indexers`: all sparse-attention indexers' parameters) and `norms_per_layer` norms of ``D``; a dense layer
-    adds `dense_ffn` (`ffn_params`), an MoE layer `router`, ``X`` = `n_experts` routed experts of `expert`
-    parameters each and `shared` parameters of shared experts; plus the embedding ``V D``, the final norm ``D`` and
-    an untied LM head ``V D``::
+    linear-attention layers, `gated_deltanet_params` or `mamba2_params`; `indexers`: all sparse-attention
+    indexers' parameters) and `norms_per_layer` norms of ``D``; a dense layer adds `dense_ffn` (`ffn_params`), an
+    MoE layer `router`, ``X`` = `n_experts` routed experts of `expert` parameters each and `shared` parameters of
+    shared experts (and of a latent MoE's projections); `n_ffnless_layers` layers have no FFN and one norm fewer;
+    plus the embedding ``V D``, the final norm ``D`` and an untied LM head ``V D``::
 
-        N = V D (1 + [not tied]) + D + (L - L_lin) A + L_lin A_lin + L norms D + L_dense F_dense + L_moe (R + X F_e + S)
+        N = V D (1 + [not tied]) + D + (L - L_lin) A + L_lin A_lin + (L norms - L_0) D + L_dense F_dense
+            + L_moe (R + X F_e + S)                         (L_moe = L - L_dense - L_0 with experts, else 0)
         N_active = N - L_moe (X - k) F_e                    (k = `experts_per_token`)
     """
     d = hidden_size
-    n_moe = n_layers - n_dense_layers if n_experts else 0
+    n_moe = n_layers - n_dense_layers - n_ffnless_layers if n_experts else 0
     embedding = vocab_size * d * (1 if tied_embeddings else 2)
     experts = n_moe * n_experts * expert
     attention_total = (n_layers - n_linear_layers) * attention + n_linear_layers * linear_attention
-    total = embedding + d + attention_total + n_layers * norms_per_layer * d + indexers
-    total += (n_layers - n_moe) * dense_ffn + n_moe * (router + shared) + experts
+    total = embedding + d + attention_total + (n_layers * norms_per_layer - n_ffnless_layers) * d + indexers
+    total += (n_layers - n_moe - n_ffnless_layers) * dense_ffn + n_moe * (router + shared) + experts
     active = total - n_moe * (n_experts - experts_per_token) * expert
     return ParamCounts(total=int(total), active=int(active), experts=int(experts), embedding=int(embedding))

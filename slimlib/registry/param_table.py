@@ -103,6 +103,29 @@ STATED: dict[str, tuple[float, float | None, bool, str]] = {
         True,
         "Qwen3.6-35B-A3B model card: 35B in total, 3B activated (active: no input embedding)",
     ),  # fmt: skip
+    # NVIDIA counts Nemotron 3's active parameters without the input embedding (Nano: 3.2B, 3.6B with it)
+    **{
+        m: (
+            31.6e9,
+            3.2e9,
+            True,
+            "Nemotron 3 Nano model card: 31.6B total, 3.2B active (3.6B with embeddings)"
+            + ("; Lightning has Nano's shapes" if "Lightning" in m else ""),
+        )
+        for m in ("NVIDIA-Nemotron-3-Nano-30B-A3B", "NVIDIA-Nemotron-3.5-Lightning-30B-A3B")
+    },  # fmt: skip
+    "NVIDIA-Nemotron-3-Super-120B-A12B": (
+        120e9,
+        12e9,
+        True,
+        "the name: 120B total, 12B active (active: no input embedding, as the Nano card counts it)",
+    ),  # fmt: skip
+    "NVIDIA-Nemotron-3-Ultra-550B-A55B": (
+        550e9,
+        55e9,
+        True,
+        "the name: 550B total, 55B active (active: no input embedding, as the Nano card counts it)",
+    ),  # fmt: skip
 }
 
 #: models whose name's size is nominal and off by more than 3%, with no stated size we can cite: read, not checked
