@@ -28,6 +28,9 @@ OUTPUTS = [
     "kernels_mla_check.csv",
     "kernels_moe_a2a.csv",
     "kernels_moe_layouts.csv",
+    "plateau_hybrids.png",
+    "plateau_hybrids.csv",
+    "plateau_hybrids_knees.csv",
 ]
 
 

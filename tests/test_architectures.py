@@ -63,6 +63,9 @@ REQUIRED = [
     "deepseek-v3",
     "deepseek-v3.2",
     "glm-5",
+    "qwen3.5-27b",
+    "qwen3.5-35b-a3b",
+    "nemotron-3-nano-30b-a3b",
     "gpt-oss-120b",
 ]
 
@@ -101,6 +104,10 @@ PUBLISHED = {
     # DeepSeek-V3.2 card: 685B with the 14B MTP module (V3's split); GLM-5 report (arXiv:2602.15763) Table 1: 744B
     "deepseek-v3.2": 671e9,
     "glm-5": 744e9,
+    # Qwen3.5 cards: 27B, and 35B total with the vision encoder SLIM does not read; Nemotron 3 Nano card: 31.6B
+    "qwen3.5-27b": 27e9,
+    "qwen3.5-35b-a3b": 35e9,
+    "nemotron-3-nano-30b-a3b": 31.6e9,
     "gpt-oss-120b": 116.83e9,
 }
 #: entries whose head width is the config's head_dim, not hidden / heads
@@ -111,6 +118,9 @@ CURRENT = (
     "deepseek-v3",
     "deepseek-v3.2",
     "glm-5",
+    "qwen3.5-27b",
+    "qwen3.5-35b-a3b",
+    "nemotron-3-nano-30b-a3b",
     "gpt-oss-120b",
 )
 #: active parameters one token uses (same sources); gpt-oss's card leaves the input embedding out
@@ -202,7 +212,7 @@ def test_registry_spot_checks():
             assert a.n_heads * a.head_dim == a.hidden_size
         assert a.source == f"https://huggingface.co/{a.hf_id}/blob/main/config.json"
         assert a.weight_bytes == 2
-        assert a.ffn_kind == ("mlp" if name.startswith("opt") else "gated")
+        assert a.ffn_kind == ("mlp" if name.startswith(("opt", "nemotron")) else "gated")
 
 
 def test_opt_350m_projection_and_post_norm():
@@ -506,14 +516,19 @@ def test_cli_models_csv_round_trips(capsys):
     expected = list_architectures()
     added = ("kv_bytes_per_token", "state_bytes_per_sequence")
     assert [c for c in df.columns if c not in added] == list(expected.columns)
-    assert (df["state_bytes_per_sequence"] == 0).all()  # the registry holds no linear-attention hybrid
+    # a state per sequence for the hybrids (Gated DeltaNet, Mamba-2) only
+    hybrid = df["n_linear_layers"] > 0
+    assert set(df.loc[hybrid, "name"]) == {"qwen3.5-27b", "qwen3.5-35b-a3b", "nemotron-3-nano-30b-a3b"}
+    assert (df.loc[hybrid, "state_bytes_per_sequence"] > 0).all()
+    assert (df.loc[~hybrid, "state_bytes_per_sequence"] == 0).all()
     # KV bytes per token of vLLM's default serving configuration (16 bits, one GPU): 2 L D_kv 2 for MHA/GQA,
     # L (kv_lora_rank + qk_rope_head_dim) 2 for MLA
     per_layer = (expected["kv_lora_rank"] + expected["qk_rope_head_dim"]).where(
         expected["kv_lora_rank"] > 0, 2 * expected["d_kv"]
     )  # MLA caches its latent and RoPE key; a sparse model also each indexer's 132-byte key
     indexers = expected["n_indexer_layers"] * 132
-    assert (df["kv_bytes_per_token"] == expected["n_layers"] * per_layer * 2 + indexers).all()
+    attention_layers = expected["n_layers"] - expected["n_linear_layers"]  # a hybrid caches KV in these only
+    assert (df["kv_bytes_per_token"] == attention_layers * per_layer * 2 + indexers).all()
     assert df["n_params"].tolist() == expected["n_params"].tolist()
     assert df["source"].tolist() == expected["source"].tolist()
 

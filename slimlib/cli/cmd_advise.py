@@ -427,7 +427,9 @@ def _search(args: argparse.Namespace) -> int:
     candidates = (
         np.array(sorted(set(args.batch_sizes))) if args.batch_sizes else np.arange(1, args.max_batch + 1)
     )
-    wl = pd.DataFrame({"model": [str(args.model)], "input_len": [args.input_len], "output_len": [args.output_len]})
+    wl = pd.DataFrame(
+        {"model": [str(args.model)], "input_len": [args.input_len], "output_len": [args.output_len]}
+    )
     res = search(
         model, wl, gpus, slo, args.epsilon, batch_sizes=candidates, precisions=args.precision or tuple(PRECISIONS),
         tensor_parallels=tps, interval=SEARCH_INTERVAL, block_size=args.block_size,

@@ -568,6 +568,79 @@ _REGISTRY_SPECS: tuple[tuple[str, str, tuple[str, ...], dict[str, Any]], ...] = 
         },  # fmt: skip
     ),
     (
+        "qwen3.5-27b",
+        "Qwen/Qwen3.5-27B",
+        (),
+        {
+            **_llama_like("qwen3_5_text", 5120, 64, 24, 4, 17408, 248320, 262144, "bfloat16"),
+            "head_dim": 256,
+            "attn_output_gate": True,
+            "full_attention_interval": 4,
+            "linear_conv_kernel_dim": 4,
+            "linear_key_head_dim": 128,
+            "linear_num_key_heads": 16,
+            "linear_num_value_heads": 48,
+            "linear_value_head_dim": 128,
+            "mamba_ssm_dtype": "float32",
+        },  # the language model of the published multimodal config (its text_config)
+    ),
+    (
+        "qwen3.5-35b-a3b",
+        "Qwen/Qwen3.5-35B-A3B",
+        (),
+        {
+            **{
+                k: v
+                for k, v in _llama_like(
+                    "qwen3_5_moe_text", 2048, 40, 16, 2, 0, 248320, 262144, "bfloat16"
+                ).items()
+                if k != "intermediate_size"
+            },
+            "head_dim": 256,
+            "attn_output_gate": True,
+            "full_attention_interval": 4,
+            "linear_conv_kernel_dim": 4,
+            "linear_key_head_dim": 128,
+            "linear_num_key_heads": 16,
+            "linear_num_value_heads": 32,
+            "linear_value_head_dim": 128,
+            "mamba_ssm_dtype": "float32",
+            "num_experts": 256,
+            "num_experts_per_tok": 8,
+            "moe_intermediate_size": 512,
+            "shared_expert_intermediate_size": 512,
+        },  # fmt: skip
+    ),
+    (
+        "nemotron-3-nano-30b-a3b",
+        "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16",
+        (),
+        {
+            "model_type": "nemotron_h",
+            "hidden_size": 2688,
+            "num_hidden_layers": 52,
+            "vocab_size": 131072,
+            "hybrid_override_pattern": "MEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEMEM*EMEMEMEME",
+            "num_attention_heads": 32,
+            "num_key_value_heads": 2,
+            "head_dim": 128,
+            "intermediate_size": 1856,
+            "mamba_num_heads": 64,
+            "mamba_head_dim": 64,
+            "ssm_state_size": 128,
+            "n_groups": 8,
+            "conv_kernel": 4,
+            "mamba_ssm_cache_dtype": "float32",
+            "n_routed_experts": 128,
+            "num_experts_per_tok": 6,
+            "moe_intermediate_size": 1856,
+            "n_shared_experts": 1,
+            "moe_shared_expert_intermediate_size": 3712,
+            "max_position_embeddings": 262144,
+            "torch_dtype": "bfloat16",
+        },  # fmt: skip
+    ),
+    (
         "gpt-oss-120b",
         "openai/gpt-oss-120b",
         (),

@@ -36,6 +36,7 @@ import numpy as np
 import pandas as pd
 
 from slimlib.data.aiconfigurator import TP_DEGREES
+from slimlib.errors import DataError
 from slimlib.experiments.accuracy.fit_cache import read_table_entry, table_key, write_table_entry
 from slimlib.experiments.accuracy.scenarios import COLUMNS
 from slimlib.experiments.kernel_timing.composition import OutOfGridError, compose_kernels
@@ -156,8 +157,24 @@ def _compose_curve(curve: pd.DataFrame, quantization: str) -> list[float | None]
     return out
 
 
-def _composed_table() -> tuple[pd.DataFrame, dict[str, int]]:
-    cfg, left = composed_configs()
+def composed_curves_of(gpu: str, tensor_parallel: int = 1, quantization: str = "") -> pd.DataFrame:
+    """The composed table's rows of one GPU, TP degree and weight precision, composed on their own (the same
+    values as `composed_table`'s rows, without composing the other GPUs)."""
+    cfg, _ = composed_configs()
+    keep = (
+        (cfg["gpu"] == gpu)
+        & (cfg["tensor_parallel"] == tensor_parallel)
+        & (cfg["quantization"] == quantization)
+    )
+    if not keep.any():
+        raise DataError(
+            f"no kernel-composed configuration of {gpu} at TP {tensor_parallel} {quantization or 'bf16'}"
+        )
+    return _composed_table(cfg[keep].reset_index(drop=True))[0]
+
+
+def _composed_table(cfg: pd.DataFrame | None = None) -> tuple[pd.DataFrame, dict[str, int]]:
+    cfg, left = composed_configs() if cfg is None else (cfg, {})
     keys = ["gpu", "model", "tensor_parallel", "quantization", "input_len", "output_len"]
     curves = [(str(key[3]), curve) for key, curve in cfg.groupby(keys, sort=False)]
     e2e = fork_map(lambda i: _compose_curve(curves[i][1], curves[i][0]), len(curves))

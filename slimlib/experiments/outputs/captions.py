@@ -102,6 +102,11 @@ AIC_GDN = (
     "DeltaNet decode kernels (recurrent state update and convolution update) of the Qwen3.5 family's head shapes, "
     "vLLM 0.24.0 on H100 SXM, H200 SXM and B200 SXM; `data/aic-gdn.csv`"
 )
+PLATEAU_HYBRIDS = (
+    "the recommended model calibrated on the H200's bf16, one-GPU kernel-composed curves of dense and MoE models "
+    "(NVIDIA AIConfigurator measured vLLM 0.24.0 kernel timings, aiconfigurator-core 0.12.0 wheel, Apache-2.0; "
+    "`data/aic-*.csv`); the models' shapes from their published config.json files; predictions, not measurements"
+)
 AIC_DSA = (
     "NVIDIA AIConfigurator measured vLLM kernel timings (aiconfigurator-core 0.12.0 wheel, Apache-2.0): the DeepSeek "
     "sparse attention decode module (FlashMLA sparse, lightning indexer, projections) of DeepSeek-V3.2 and GLM-5 at "
@@ -493,6 +498,26 @@ CAPTIONS: dict[str, Caption] = {
         "predicted/measured ratio's median and 10th-90th percentiles.",
         AIC_GDN,
     ),
+    "plateau_hybrids": Caption(
+        "",
+        "extension (not in the paper): the model's extrapolation, not measured",
+        "Decode throughput (B over the decode step) and decode step against the batch of a static batch at 1k, 8k "
+        "and 32k-token contexts with 128 output tokens on one H200, for Qwen3.5-27B beside Qwen3-32B, "
+        "Qwen3.5-35B-A3B (Gated DeltaNet hybrids) and Nemotron 3 Nano 30B-A3B (Mamba-2 hybrid) beside "
+        "Qwen3-30B-A3B, predicted from each model's layer list by the recommended model calibrated on kernel-composed "
+        "curves up to 2.5k-token contexts (beyond them: extrapolation); each curve ends at the sequences the KV "
+        "pool holds; the star marks the knee (a doubling adds under 10%, or the memory cap first); the CSV adds "
+        "the share of the decode step the context causes.",
+        PLATEAU_HYBRIDS,
+    ),
+    "plateau_hybrids_knees": Caption(
+        "",
+        "extension (not in the paper): the model's extrapolation, not measured",
+        "Per model and context of the hybrid plateau figure: the sequences one H200's KV pool holds, the knee batch "
+        "and why, the decode throughput and step there, the share of the step the context causes "
+        "(1 - step at a 1-token prompt / step at the context) and the peak decode throughput.",
+        PLATEAU_HYBRIDS,
+    ),
     "kernels_dsa_check": Caption(
         "",
         "extension (not in the paper)",
@@ -799,6 +824,8 @@ NOTEBOOK_OUTPUTS: dict[str, tuple[str, ...]] = {
         "kernels_moe_a2a",
         "kernels_gdn_check",
         "kernels_dsa_check",
+        "plateau_hybrids",
+        "plateau_hybrids_knees",
     ),
     "10_transfer": (
         "transfer_context_mape",
