@@ -114,13 +114,13 @@ def plot_pairs(axes, curves: pd.DataFrame, knee: pd.DataFrame, pairs=PAIRS, colo
                 k = knee[(knee["model"] == name) & (knee["context"] == ctx)].iloc[0]
                 ax.plot([k["knee_batch"]], [k["decode_tok_s"]], marker="*", ms=8, color=color, ls="none")
             ax.set_xscale("log", base=2)
-            ax.set_title(f"{pair[0]} / {pair[1]}, {_k(ctx)} context", fontsize=7)
+            if r == 0:
+                ax.set_title(f"{_k(ctx)}-token context", fontsize=7)
             if r == len(pairs) - 1:
                 ax.set_xlabel("batch size B")
             if c == 0:
                 ax.set_ylabel("decode tok/s (B / step)")
-            if c == 0:
-                ax.legend(fontsize=6, loc="lower right")
+                ax.legend(fontsize=6, loc="upper left", frameon=False)
 
 
 def _k(ctx: float) -> str:
