@@ -52,3 +52,10 @@ def test_hybrid_decode_step_is_less_bound_to_the_context():
         full, hybrid = at.loc[("qwen3-32b", b)], at.loc[("qwen3.5-27b", b)]
         assert 0 < hybrid["context_share"] < full["context_share"] < 1
         assert hybrid["decode_tok_s"] == pytest.approx(b / (hybrid["decode_step_ms"] / 1e3))
+
+
+def test_the_kernel_composition_refuses_a_hybrid():
+    from slimlib.experiments.kernel_timing.composition import OutOfGridError, kernel_set
+
+    with pytest.raises(OutOfGridError, match="qwen3.5-27b on h200_sxm: linear-attention"):
+        kernel_set("qwen3.5-27b", "h200")

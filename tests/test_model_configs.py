@@ -23,7 +23,6 @@ QUANT_FILES = sorted(p.name for p in CONFIGS.glob("*_hf_quant_config.json"))
 
 #: model_type (the wrapper's) -> the key the refusal must name: the feature SLIM cannot represent
 REFUSED = {
-    "nemotron-nas": "'block_configs'",
     "deepseek_v4": "'compress_ratios'",
     "deepseek_ref": "'compress_ratios'",
     "minimax_m3": "'sparse_attention_config'",
@@ -35,7 +34,7 @@ REFUSED = {
 #: families the reader must read (never refuse)
 READ = {"llama", "llama4", "qwen3", "qwen3_moe", "qwen3_vl", "qwen3_vl_moe", "deepseek_v3", "kimi_k2", "kimi_k25",
         "gpt_oss", "minimax_m2", "mixtral", "mimo", "step3p7", "qwen3_5", "qwen3_5_moe",
-        "deepseek_v32", "glm_moe_dsa", "nemotron_h"}  # fmt: skip
+        "deepseek_v32", "glm_moe_dsa", "nemotron_h", "nemotron-nas"}  # fmt: skip
 
 pytestmark = needs(CONFIGS, "AIConfigurator model_configs mirror")
 

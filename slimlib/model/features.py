@@ -49,7 +49,8 @@ Features = dict[str, FloatArray]
 #: it reads on one GPU, `attention_intensity`), ``max_model_len`` (the model's context, vLLM's default
 #: ``--max-model-len``; 0 where the config gives none), ``state_bytes`` (a hybrid's linear-attention state of one
 #: sequence on one GPU, read and written each decode step; 0 without linear layers), ``attention_layer_share`` (the
-#: share of the layers with quadratic prompt attention: 1 but for a hybrid), ``state_tokens`` (a hybrid's state
+#: share of the layers with quadratic prompt attention: 1 but for a hybrid or a model with attention-free layers),
+#: ``kv_free_layer_share`` (1 - ``attention_layer_share``), ``state_tokens`` (a hybrid's state
 #: pages per sequence counted in attention-block tokens, ``state_groups block_size / attention_groups``; a hybrid's
 #: ``kv_token_capacity`` counts the pool's blocks in the same tokens, so a request of context ``c`` takes
 #: ``c + state_tokens`` of them); DeepSeek sparse attention: ``attention_topk`` (the keys a query reads, 0: dense),
@@ -93,6 +94,7 @@ FEATURE_NAMES = (
     "max_model_len",
     "state_bytes",
     "attention_layer_share",
+    "kv_free_layer_share",
     "state_tokens",
     "attention_topk",
     "attn_bytes_per_selected_token",
@@ -145,7 +147,9 @@ def _config_row(a: Architecture, s: ServingConfig) -> list[float]:
         "n_layers": a.n_layers,
         "hidden_size": a.hidden_size,
         "d_kv": a.d_kv,
-        "ffn_size": a.ffn_size_active * (a.n_layers - a.n_ffnless_layers) / a.n_layers,
+        "ffn_size": a.ffn_size_active * (a.n_layers - a.n_ffnless_layers) / a.n_layers
+        if a.is_moe
+        else a.mean_ffn_width,
         "n_ffn_matrices": a.n_ffn_matrices,
         "kv_bytes": s.kv_bytes_per_element,
         "weight_bytes_total": s.weights,
@@ -175,6 +179,7 @@ def _config_row(a: Architecture, s: ServingConfig) -> list[float]:
         "logged_tokens": s.kv_tokens if s.logged_gpu_blocks and not s.state_groups else 0,
         "state_bytes": s.state_bytes,
         "attention_layer_share": a.n_attention_layers / a.n_layers,
+        "kv_free_layer_share": 1.0 - a.n_attention_layers / a.n_layers,
         "hybrid_block_bytes": s.hybrid_block_bytes,
         "attention_groups": s.attention_groups,
         "state_groups": s.state_groups,
@@ -364,15 +369,18 @@ _LAYER_KIND_FEATURES = (
         "DeepSeek sparse attention",
         "prices every cached token's KV and dense prompt attention",
     ),
+    ("kv_free_layer_share", "layers without attention", "prices KV and prompt attention in every layer"),
 )
 
 
 def refuse_unread_layers(f: Features, method: str, reads: tuple[str, ...] = ()) -> None:
     """DataError naming the first row of a model whose layer kind (`_LAYER_KIND_FEATURES`: a hybrid's state, a
-    sparse attention) the method's terms do not read (`reads`): they would misprice it."""
+    sparse attention, layers without attention) the method's terms do not read (`reads`; the share of layers
+    without attention is read with ``attention_layer_share``): they would misprice it."""
     for feature, layers, instead in _LAYER_KIND_FEATURES:
         rows = np.flatnonzero(np.asarray(f[feature]) > 0)
-        if rows.size and feature not in reads:
+        read = feature in reads or (feature == "kv_free_layer_share" and "attention_layer_share" in reads)
+        if rows.size and not read:
             raise DataError(
                 f"row {int(rows[0])}: the model has {layers}, which {method} does not represent (it {instead}); "
                 "use the method slim"

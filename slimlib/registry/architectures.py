@@ -129,6 +129,11 @@ class Architecture:
     # `moe_latent_size`, between a down- and an up-projection of the hidden state shared by the layer's experts
     n_ffnless_layers: int = 0
     moe_latent_size: int = 0
+    # heterogeneous blocks (Nemotron-NAS / DeciLM): `n_mixerless_layers` of the layers have neither attention nor a
+    # linear mixer (an FFN only), and the FFN widths differ per layer, summing to `ffn_width_sum` (0: every FFN
+    # layer has `ffn_size`, which then holds the rounded mean width)
+    n_mixerless_layers: int = 0
+    ffn_width_sum: int = 0
     # DeepSeek sparse attention (DeepSeek-V3.2, GLM-5): a lightning indexer (`index_heads` heads of `index_head_dim`)
     # scores every cached token and the latent attention reads the `index_topk` best; `n_indexer_layers` of the
     # layers run (and cache keys for) their own indexer, the others reuse the previous one's selection (GLM-5.2's
@@ -207,8 +212,8 @@ class Architecture:
     @property
     def n_attention_layers(self) -> int:
         """Layers that cache keys and values (full or sliding-window attention): all but the linear-attention ones
-        (Gated DeltaNet or Mamba-2)."""
-        return self.n_layers - self.n_linear_layers
+        (Gated DeltaNet or Mamba-2) and those without a mixer."""
+        return self.n_layers - self.n_linear_layers - self.n_mixerless_layers
 
     @property
     def linear_conv_channels(self) -> int:
@@ -229,6 +234,8 @@ class Architecture:
         """FFN width a token passes through, averaged over the layers: dense layers ``ffn_size``, MoE layers
         `ffn_size_active`, layers without an FFN 0."""
         if not self.is_moe:
+            if self.ffn_width_sum:
+                return self.ffn_width_sum / self.n_layers
             return float(self.ffn_size) * (self.n_layers - self.n_ffnless_layers) / self.n_layers
         return (
             self.n_dense_layers * self.ffn_size + self.n_moe_layers * self.ffn_size_active
@@ -790,6 +797,7 @@ def list_architectures(names: Iterable[str | os.PathLike[str]] | None = None) ->
             "linear_kind": a.linear_kind,
             "n_ffnless_layers": a.n_ffnless_layers,
             "moe_latent_size": a.moe_latent_size,
+            "n_mixerless_layers": a.n_mixerless_layers,
             "n_indexer_layers": a.n_indexer_layers,
             "index_topk": a.index_topk,
             "quantization": a.quantization,

@@ -64,6 +64,7 @@ _DECODER_FAMILIES = (
 _STYLE_BY_MODEL_TYPE = {
     **{t: "decoder" for t in _DECODER_FAMILIES},
     "nemotron_h": "mamba_hybrid",
+    "nemotron-nas": "heterogeneous",
     "opt": "opt",
     "phi": "phi",
     "gptj": "gptj",
@@ -168,6 +169,12 @@ UNSUPPORTED = (
 #: model_type values of Mamba hybrids read by `_read_mamba_hybrid`, and the keys of `UNSUPPORTED` they may hold
 _MAMBA_HYBRID_TYPES = ("nemotron_h",)
 _MAMBA_HYBRID_KEYS = ("hybrid_override_pattern", "layers_block_type", "ssm_state_size", "mamba_num_heads")
+#: model_type -> the keys of `UNSUPPORTED` its own reader reads
+_OWN_KEYS = {**{t: _MAMBA_HYBRID_KEYS for t in _MAMBA_HYBRID_TYPES}, "nemotron-nas": ("block_configs",)}
+#: the sub-keys of a Nemotron-NAS block whose feature SLIM does not model (refused when set)
+_NAS_ATTENTION_FEATURES = ("replace_with_linear", "sparsify", "window_length", "num_sink_tokens", "unshifted_sink",
+                           "use_prefill_window_in_sink_attention")  # fmt: skip
+_NAS_FFN_FEATURES = ("replace_with_linear", "sparsify")
 #: Nemotron-H block letters of ``hybrid_override_pattern`` -> the ``layers_block_type`` names
 _BLOCK_LETTERS = {"M": "mamba", "*": "attention", "-": "mlp", "E": "moe"}
 #: model_type values of state-space models (refused even without their keys)
@@ -255,7 +262,7 @@ def _refuse_unsupported(data: dict[str, Any], where: str) -> None:
             f"{where}: model_type {data.get('model_type')!r} is a state-space (Mamba) model; SLIM models "
             "attention decoders only"
         )
-    own = _MAMBA_HYBRID_KEYS if model_type in _MAMBA_HYBRID_TYPES else ()
+    own = _OWN_KEYS.get(model_type, ())
     for key, feature in UNSUPPORTED:
         if key not in own and _present(data.get(key)):
             raise DataError(
@@ -279,7 +286,7 @@ def _refuse_unsupported(data: dict[str, Any], where: str) -> None:
         if (
             key.startswith(("mamba_", "ssm_"))
             and key not in STRUCTURE_KEYS
-            and not own
+            and model_type not in _MAMBA_HYBRID_TYPES
             and _present(data[key])
         ):
             raise DataError(
@@ -293,7 +300,7 @@ def _detect_style(data: dict[str, Any], where: str) -> tuple[str, str]:
     model_type = str(data.get("model_type") or "").lower()
     if model_type in _STYLE_BY_MODEL_TYPE:
         style = _STYLE_BY_MODEL_TYPE[model_type]
-        return style, model_type if style in ("decoder", "mamba_hybrid") else style
+        return style, model_type if style in ("decoder", "mamba_hybrid", "heterogeneous") else style
     for arch in data.get("architectures") or []:
         if arch in _STYLE_BY_ARCHITECTURE:
             family = _STYLE_BY_ARCHITECTURE[arch]
@@ -772,6 +779,76 @@ def _read_mamba_hybrid(c: _Keys) -> dict[str, Any]:
     return kw
 
 
+def _nas_ffn_width(mult: float, d: int) -> int:
+    """DeciLM's FFN width of an ``ffn_mult``: ``int(2 mult D / 3)`` rounded up to a multiple of 256."""
+    width = int(2 * mult * d / 3)
+    return -(-width // 256) * 256
+
+
+def _read_heterogeneous(c: _Keys) -> dict[str, Any]:
+    """Fields of a Nemotron-NAS (DeciLM) config: ``block_configs`` gives each layer's attention (GQA with
+    ``n_heads_in_group`` query heads per KV head, or none: ``no_op``) and gated FFN (width from ``ffn_mult``, or
+    none); a layer has an RMS norm before each part it has. Layers without attention are `n_mixerless_layers`, the
+    FFN widths' sum `ffn_width_sum`."""
+    d, layers = c.positive("hidden_size"), c.positive("num_hidden_layers")
+    heads, vocab = c.positive("num_attention_heads"), c.positive("vocab_size")
+    blocks = c.get("block_configs")
+    if not isinstance(blocks, list) or len(blocks) != layers:
+        raise DataError(f"{c.where}: key 'block_configs' must list one block for each of the {layers} layers")
+    for key in ("attention_bias", "mlp_bias"):
+        if bool(c.get(key, default=False)):
+            raise DataError(f"{c.where}: key {key!r} true is not read for a Nemotron-NAS config; refused")
+    groups, widths, mixerless, ffnless = set(), [], 0, 0
+    for i, b in enumerate(blocks):
+        att, ffn = (b.get(part) if isinstance(b, dict) else None for part in ("attention", "ffn"))
+        if not isinstance(att, dict) or not isinstance(ffn, dict):
+            raise DataError(f"{c.where}: key 'block_configs[{i}]' needs an 'attention' and an 'ffn' object")
+        for part, values, features in (
+            ("attention", att, _NAS_ATTENTION_FEATURES),
+            ("ffn", ffn, _NAS_FFN_FEATURES),
+        ):
+            for key in features:
+                if _present(values.get(key)):
+                    raise DataError(f"{c.where}: key 'block_configs[{i}].{part}.{key}' is set ({values[key]!r}); "
+                                    "SLIM does not model that variant of a block; refused")  # fmt: skip
+        if att.get("no_op"):
+            mixerless += 1
+        else:
+            g = att.get("n_heads_in_group")
+            if isinstance(g, bool) or not isinstance(g, int) or g <= 0 or heads % g:
+                raise DataError(f"{c.where}: key 'block_configs[{i}].attention.n_heads_in_group' must be a positive "
+                                f"divisor of the {heads} heads, got {g!r}")  # fmt: skip
+            groups.add(g)
+        if ffn.get("no_op"):
+            ffnless += 1
+        else:
+            mult = ffn.get("ffn_mult")
+            if isinstance(mult, bool) or not isinstance(mult, int | float) or not mult > 0:
+                raise DataError(f"{c.where}: key 'block_configs[{i}].ffn.ffn_mult' must be a positive number, "
+                                f"got {mult!r}")  # fmt: skip
+            widths.append(_nas_ffn_width(float(mult), d))
+    if len(groups) != 1:
+        raise DataError(f"{c.where}: key 'block_configs': the attention layers have "
+                        f"{'no' if not groups else 'different'} KV head counts (n_heads_in_group "
+                        f"{sorted(groups)}); SLIM reads one KV width for every attention layer")  # fmt: skip
+    kv = heads // groups.pop()
+    hd = _head_dim(c, d, heads, c.positive("head_dim") if c.get("head_dim") is not None else None)
+    counts = count_decoder(n_layers=layers, hidden_size=d, vocab_size=vocab,
+                           tied_embeddings=bool(c.get("tie_word_embeddings", default=False)),
+                           attention=attention_params(d, heads, kv, hd), n_ffnless_layers=ffnless,
+                           n_mixerless_layers=mixerless)  # fmt: skip
+    ffn_total = sum(ffn_params(d, w, "gated") for w in widths)
+    uniform = len(set(widths)) <= 1
+    return dict(
+        n_layers=layers, hidden_size=d, n_heads=heads, n_kv_heads=kv, head_dim=hd, ffn_kind="gated", vocab_size=vocab,
+        max_position=c.integer("max_position_embeddings", default=0),
+        ffn_size=widths[0] if uniform and widths else round(sum(widths) / max(len(widths), 1)),
+        ffn_width_sum=0 if uniform else sum(widths), n_ffnless_layers=ffnless, n_mixerless_layers=mixerless,
+        n_params=counts.total + ffn_total, n_active_params=counts.active + ffn_total, expert_params=0,
+        embedding_params=counts.embedding,
+    )  # fmt: skip
+
+
 def _read_classic(c: _Keys, style: str) -> dict[str, Any]:
     """Fields of an OPT, Phi-1/2, GPT-J, BLOOM or Falcon config and its parameter count (`count_parameters`)."""
     kw: dict[str, Any]
@@ -985,7 +1062,8 @@ def shapes_from_config(data: dict[str, Any], where: str, quantization: str = "")
     if style == "decoder":
         kw = _read_decoder(c, family)
     else:
-        kw = _read_mamba_hybrid(c) if style == "mamba_hybrid" else _read_classic(c, style)
+        readers = {"mamba_hybrid": _read_mamba_hybrid, "heterogeneous": _read_heterogeneous}
+        kw = readers[style](c) if style in readers else _read_classic(c, style)
     c.unread_structure()
     own = _quantization(text.get("quantization_config"), where, "quantization_config")
     if own and quantization and own != quantization:

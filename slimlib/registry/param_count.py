@@ -215,6 +215,7 @@ def count_decoder(
     linear_attention: int = 0,
     indexers: int = 0,
     n_ffnless_layers: int = 0,
+    n_mixerless_layers: int = 0,
 ) -> ParamCounts:
     """Parameters of an RMS-norm decoder with `n_dense_layers` dense layers and ``L - n_dense_layers`` MoE layers.
 
@@ -222,10 +223,11 @@ def count_decoder(
     linear-attention layers, `gated_deltanet_params` or `mamba2_params`; `indexers`: all sparse-attention
     indexers' parameters) and `norms_per_layer` norms of ``D``; a dense layer adds `dense_ffn` (`ffn_params`), an
     MoE layer `router`, ``X`` = `n_experts` routed experts of `expert` parameters each and `shared` parameters of
-    shared experts (and of a latent MoE's projections); `n_ffnless_layers` layers have no FFN and one norm fewer;
+    shared experts (and of a latent MoE's projections); `n_ffnless_layers` layers have no FFN and
+    `n_mixerless_layers` no attention, each one norm fewer;
     plus the embedding ``V D``, the final norm ``D`` and an untied LM head ``V D``::
 
-        N = V D (1 + [not tied]) + D + (L - L_lin) A + L_lin A_lin + (L norms - L_0) D + L_dense F_dense
+        N = V D (1 + [not tied]) + D + (L - L_lin - L_x) A + L_lin A_lin + (L norms - L_0 - L_x) D + L_dense F_dense
             + L_moe (R + X F_e + S)                         (L_moe = L - L_dense - L_0 with experts, else 0)
         N_active = N - L_moe (X - k) F_e                    (k = `experts_per_token`)
     """
@@ -233,8 +235,11 @@ def count_decoder(
     n_moe = n_layers - n_dense_layers - n_ffnless_layers if n_experts else 0
     embedding = vocab_size * d * (1 if tied_embeddings else 2)
     experts = n_moe * n_experts * expert
-    attention_total = (n_layers - n_linear_layers) * attention + n_linear_layers * linear_attention
-    total = embedding + d + attention_total + (n_layers * norms_per_layer - n_ffnless_layers) * d + indexers
+    attention_total = (
+        n_layers - n_linear_layers - n_mixerless_layers
+    ) * attention + n_linear_layers * linear_attention
+    norms = n_layers * norms_per_layer - n_ffnless_layers - n_mixerless_layers
+    total = embedding + d + attention_total + norms * d + indexers
     total += (n_layers - n_moe - n_ffnless_layers) * dense_ffn + n_moe * (router + shared) + experts
     active = total - n_moe * (n_experts - experts_per_token) * expert
     return ParamCounts(total=int(total), active=int(active), experts=int(experts), embedding=int(embedding))
