@@ -132,13 +132,15 @@ def attention_intensity(a: Architecture, s: ServingConfig) -> float:
 
 def attention_width(a: Architecture) -> float:
     """A prompt's attention FLOPs per (query, key) pair and layer over 4 (Eq. 8's ``D`` for MHA/GQA, as the paper
-    counts it); latent attention ``H (d_qk + d_v) / 2``: dense MLA's prefill in its expanded form (``d_qk`` = nope +
+    counts it; ``H (d_h + d_v) / 2`` where the value heads have their own width); latent attention ``H (d_qk + d_v) / 2``: dense MLA's prefill in its expanded form (``d_qk`` = nope +
     rope head width, ``d_v`` the value head width), sparse MLA in its absorbed form over the latent (``d_qk`` =
     ``kv_lora_rank`` + rope, ``d_v`` = ``kv_lora_rank``), as vLLM runs them."""
     if a.is_sparse:
         return a.n_heads * (2 * a.kv_lora_rank + a.qk_rope_head_dim) / 2.0
     if a.is_mla:
         return a.n_heads * (a.qk_nope_head_dim + a.qk_rope_head_dim + a.v_head_dim) / 2.0
+    if a.v_head_dim:  # value heads of their own width: the heads' own FLOPs per pair
+        return a.n_heads * (a.head_dim + a.value_head_dim) / 2.0
     return float(a.hidden_size)
 
 

@@ -387,6 +387,16 @@ def _linear_flops_per_token(a: Architecture, tp: int) -> float:
             a.hidden_size, a.n_heads, q_lora_rank=a.q_lora_rank, kv_lora_rank=a.kv_lora_rank,
             qk_nope_head_dim=a.qk_nope_head_dim, qk_rope_head_dim=a.qk_rope_head_dim, v_head_dim=a.v_head_dim,
         )  # fmt: skip
+    elif a.v_head_dim or a.sliding_kv_heads:  # values of their own width; the sliding layers' own KV heads
+        q = a.n_heads * (
+            a.head_dim * (2 if a.attn_output_gate else 1) + a.value_head_dim
+        )  # query (gate), output
+        width = a.head_dim + a.value_head_dim  # one KV head's key and value
+        full = 2.0 * d * q + 2.0 * d * a.n_kv_heads * float(kv_replication(a.n_kv_heads, tp)) * width
+        sliding_kv = a.sliding_kv_heads or a.n_kv_heads
+        sliding = 2.0 * d * q + 2.0 * d * sliding_kv * float(kv_replication(sliding_kv, tp)) * width
+        n_sliding = a.n_sliding_layers
+        attention = ((a.n_attention_layers - n_sliding) * full + n_sliding * sliding) / a.n_attention_layers
     else:
         r = float(kv_replication(a.n_kv_heads, tp))
         q = a.n_heads * a.head_dim * (3 if a.attn_output_gate else 2)  # query (and its output gate), output
@@ -526,10 +536,17 @@ def serving_config(
         per_layer = float(fp8_sparse_latent_bytes(arch.kv_lora_rank, arch.qk_rope_head_dim))
     elif arch.is_mla:
         per_layer = float(arch.kv_values_per_token_layer) * b_kv  # the latent is not split over TP ranks
+    elif arch.v_head_dim:  # value heads of their own width
+        per_layer = kv_heads_per_rank(arch.n_kv_heads, tp) * (arch.head_dim + arch.value_head_dim) * b_kv
     else:
         per_layer = 2.0 * kv_heads_per_rank(arch.n_kv_heads, tp) * arch.head_dim * b_kv
     window = int(arch.sliding_window) if arch.sliding_window and arch.n_sliding_layers else 0
     n_window = arch.n_sliding_layers if window else 0
+    per_window_layer = per_layer
+    if arch.sliding_kv_heads:  # the sliding layers' own KV heads
+        per_window_layer = (
+            kv_heads_per_rank(arch.sliding_kv_heads, tp) * (arch.head_dim + arch.value_head_dim) * b_kv
+        )
     sparse: dict[str, Any] = {}
     indexer = 0.0
     if arch.is_sparse:  # the latent is read for the selected tokens, the indexer's keys for all
@@ -561,7 +578,7 @@ def serving_config(
         expert_weights=expert_weights,
         kv_bytes_per_element=b_kv,
         kv_bytes_full=(arch.n_attention_layers - n_window) * per_layer + indexer,
-        kv_bytes_window=n_window * per_layer,
+        kv_bytes_window=n_window * per_window_layer,
         sliding_window=window,
         n_experts_per_gpu=per_gpu_experts,
         linear_flops_per_token=_linear_flops_per_token(arch, tp),

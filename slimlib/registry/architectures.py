@@ -108,6 +108,9 @@ class Architecture:
     sliding_window: int = 0
     n_sliding_layers: int = 0
     attention_sinks: bool = False
+    # per-kind attention (MiMo-V2): the sliding layers' own KV heads (0: `n_kv_heads`); `v_head_dim` (above) is
+    # then the value heads' width of every attention layer (0: `head_dim`)
+    sliding_kv_heads: int = 0
     # hybrid linear attention (Gated DeltaNet: Qwen3.5, Qwen3.6): `n_linear_layers` of the layers keep a fixed-size
     # recurrent state per sequence instead of a KV cache, `linear_value_heads` states of `linear_key_head_dim` x
     # `linear_value_head_dim` elements of `state_bytes` bytes (the config's ``mamba_ssm_dtype``), beside a causal
@@ -191,10 +194,28 @@ class Architecture:
         return self.kv_lora_rank > 0
 
     @property
+    def value_head_dim(self) -> int:
+        """Width of a value head of MHA/GQA: `v_head_dim` where the config gives its own, else `head_dim`."""
+        return self.head_dim if self.is_mla or not self.v_head_dim else self.v_head_dim
+
+    @property
     def kv_values_per_token_layer(self) -> int:
-        """Values one token caches per attention layer: ``2 D_kv`` (keys and values), or ``kv_lora_rank +
-        qk_rope_head_dim`` for MLA (precision-free; bytes are the serving configuration's)."""
-        return self.kv_lora_rank + self.qk_rope_head_dim if self.is_mla else 2 * self.d_kv
+        """Values one token caches per (full-)attention layer: ``2 D_kv`` (keys and values; ``H_kv (d_h + d_v)``
+        with value heads of their own width), or ``kv_lora_rank + qk_rope_head_dim`` for MLA (precision-free; bytes
+        are the serving configuration's)."""
+        if self.is_mla:
+            return self.kv_lora_rank + self.qk_rope_head_dim
+        return self.n_kv_heads * (self.head_dim + self.value_head_dim)
+
+    @property
+    def kv_values_per_token(self) -> int:
+        """Values one token caches over all attention layers, the sliding layers with their own KV heads."""
+        if not self.sliding_kv_heads:
+            return self.n_attention_layers * self.kv_values_per_token_layer
+        sliding = self.sliding_kv_heads * (self.head_dim + self.value_head_dim)
+        return (self.n_attention_layers - self.n_sliding_layers) * self.kv_values_per_token_layer + (
+            self.n_sliding_layers * sliding
+        )
 
     @property
     def is_sparse(self) -> bool:
@@ -789,10 +810,11 @@ def list_architectures(names: Iterable[str | os.PathLike[str]] | None = None) ->
             "shared_ffn_size": a.shared_ffn_size,
             "kv_lora_rank": a.kv_lora_rank,
             "qk_rope_head_dim": a.qk_rope_head_dim,
-            "kv_values_per_token": a.n_attention_layers * a.kv_values_per_token_layer,
+            "kv_values_per_token": a.kv_values_per_token,
             "sliding_window": a.sliding_window,
             "n_sliding_layers": a.n_sliding_layers,
             "attention_sinks": a.attention_sinks,
+            "sliding_kv_heads": a.sliding_kv_heads,
             "n_linear_layers": a.n_linear_layers,
             "linear_kind": a.linear_kind,
             "n_ffnless_layers": a.n_ffnless_layers,

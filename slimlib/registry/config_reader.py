@@ -65,6 +65,7 @@ _STYLE_BY_MODEL_TYPE = {
     **{t: "decoder" for t in _DECODER_FAMILIES},
     "nemotron_h": "mamba_hybrid",
     "nemotron-nas": "heterogeneous",
+    "mimo_v2_flash": "per_kind_attention",
     "opt": "opt",
     "phi": "phi",
     "gptj": "gptj",
@@ -170,7 +171,11 @@ UNSUPPORTED = (
 _MAMBA_HYBRID_TYPES = ("nemotron_h",)
 _MAMBA_HYBRID_KEYS = ("hybrid_override_pattern", "layers_block_type", "ssm_state_size", "mamba_num_heads")
 #: model_type -> the keys of `UNSUPPORTED` its own reader reads
-_OWN_KEYS = {**{t: _MAMBA_HYBRID_KEYS for t in _MAMBA_HYBRID_TYPES}, "nemotron-nas": ("block_configs",)}
+_OWN_KEYS = {
+    **{t: _MAMBA_HYBRID_KEYS for t in _MAMBA_HYBRID_TYPES},
+    "nemotron-nas": ("block_configs",),
+    "mimo_v2_flash": ("hybrid_layer_pattern",),
+}
 #: the sub-keys of a Nemotron-NAS block whose feature SLIM does not model (refused when set)
 _NAS_ATTENTION_FEATURES = ("replace_with_linear", "sparsify", "window_length", "num_sink_tokens", "unshifted_sink",
                            "use_prefill_window_in_sink_attention")  # fmt: skip
@@ -300,7 +305,7 @@ def _detect_style(data: dict[str, Any], where: str) -> tuple[str, str]:
     model_type = str(data.get("model_type") or "").lower()
     if model_type in _STYLE_BY_MODEL_TYPE:
         style = _STYLE_BY_MODEL_TYPE[model_type]
-        return style, model_type if style in ("decoder", "mamba_hybrid", "heterogeneous") else style
+        return style, model_type if style in ("decoder", *_OWN_READERS) else style
     for arch in data.get("architectures") or []:
         if arch in _STYLE_BY_ARCHITECTURE:
             family = _STYLE_BY_ARCHITECTURE[arch]
@@ -849,6 +854,77 @@ def _read_heterogeneous(c: _Keys) -> dict[str, Any]:
     )  # fmt: skip
 
 
+def _read_per_kind_attention(c: _Keys) -> dict[str, Any]:
+    """Fields of a MiMo-V2-Flash config: full and sliding-window layers (``hybrid_layer_pattern`` 1: sliding) with
+    their own KV heads (``swa_num_key_value_heads``) and value heads of their own width (``v_head_dim``), learned sink
+    logits where ``add_*_attention_sink_bias`` says, and MoE layers where the ``moe_layer_freq`` list has 1 (routed
+    experts with a score-correction bias, no shared expert)."""
+    d, layers = c.positive("hidden_size"), c.positive("num_hidden_layers")
+    heads, vocab = c.positive("num_attention_heads"), c.positive("vocab_size")
+    kv, hd, vd = c.positive("num_key_value_heads"), c.positive("head_dim"), c.positive("v_head_dim")
+    pattern = c.int_list("hybrid_layer_pattern", layers)
+    if not pattern or set(pattern) - {0, 1} or all(pattern) or not any(pattern):
+        raise DataError(f"{c.where}: key 'hybrid_layer_pattern' must flag each of the {layers} layers 0 (full) or "
+                        "1 (sliding window), with both kinds present")  # fmt: skip
+    for key, full in (("swa_num_attention_heads", heads), ("swa_head_dim", hd), ("swa_v_head_dim", vd)):
+        if c.get(key) is not None and c.positive(key) != full:
+            raise DataError(f"{c.where}: key {key!r} ({c.get(key)}) differs from the full layers' {full}: SLIM reads "
+                            "per-kind KV heads only; refused")  # fmt: skip
+    skv = c.positive("swa_num_key_value_heads", default=kv)
+    window = c.positive("sliding_window", "sliding_window_size")
+    for key in ("sliding_window_size", "attention_chunk_size"):
+        if c.get(key) is not None and c.positive(key) != window:
+            raise DataError(
+                f"{c.where}: key {key!r} ({c.get(key)}) differs from 'sliding_window' ({window}); refused"
+            )
+    for key in ("attention_bias", "mlp_bias"):
+        if bool(c.get(key, default=False)):
+            raise DataError(f"{c.where}: key {key!r} true is not read for a MiMo-V2 config; refused")
+    c.get("attention_value_scale", "partial_rotary_factor", "swa_rope_theta", "n_group", "topk_group", "scoring_func",
+          "norm_topk_prob", "routed_scaling_factor")  # fmt: skip
+    n_swa = sum(pattern)
+    sinks = {k: bool(c.get(f"add_{k}_attention_sink_bias", default=False)) for k in ("full", "swa")}
+
+    def attention(kv_heads: int, sink: bool) -> int:  # q, k, v, o, and one sink logit per head
+        return d * heads * hd + d * kv_heads * (hd + vd) + heads * vd * d + (heads if sink else 0)
+
+    flags = c.int_list("moe_layer_freq", layers)
+    if not flags or set(flags) - {0, 1} or not any(flags):
+        raise DataError(
+            f"{c.where}: key 'moe_layer_freq' must flag each of the {layers} layers 0 (dense) or 1 (MoE)"
+        )
+    n_moe = sum(flags)
+    n_exp, top_k = c.positive("n_routed_experts"), c.positive("num_experts_per_tok")
+    if top_k > n_exp or n_exp > MAX_EXPERTS:
+        raise DataError(f"{c.where}: {top_k} experts per token of {n_exp} routed experts; refused")
+    if c.integer("n_shared_experts", default=0):
+        raise DataError(f"{c.where}: key 'n_shared_experts' > 0 is not read for a MiMo-V2 config; refused")
+    width, dense = c.positive("moe_intermediate_size"), c.positive("intermediate_size")
+    expert = ffn_params(d, width, "gated")
+    tied = bool(c.get("tie_word_embeddings", default=False))
+    embedding = vocab * d * (1 if tied else 2)
+    bias = c.get("topk_method") == "noaux_tc"
+    total = (embedding + d + (layers - n_swa) * attention(kv, sinks["full"]) + n_swa * attention(skv, sinks["swa"])
+             + 2 * layers * d + (layers - n_moe) * ffn_params(d, dense, "gated")
+             + n_moe * (router_params(d, n_exp, bias) + n_exp * expert))  # fmt: skip
+    return dict(
+        n_layers=layers, hidden_size=d, n_heads=heads, n_kv_heads=kv, head_dim=hd, v_head_dim=vd, ffn_kind="gated",
+        vocab_size=vocab, max_position=c.integer("max_position_embeddings", default=0), sliding_window=window,
+        n_sliding_layers=n_swa, sliding_kv_heads=skv if skv != kv else 0, attention_sinks=any(sinks.values()),
+        ffn_size=dense, moe_ffn_size=width, n_experts=n_exp, experts_per_token=top_k, n_dense_layers=layers - n_moe,
+        n_params=total, n_active_params=total - n_moe * (n_exp - top_k) * expert, expert_params=n_moe * n_exp * expert,
+        embedding_params=embedding,
+    )  # fmt: skip
+
+
+#: style -> its own reader (the styles whose layers are not one attention and one FFN of one shape)
+_OWN_READERS = {
+    "mamba_hybrid": _read_mamba_hybrid,
+    "heterogeneous": _read_heterogeneous,
+    "per_kind_attention": _read_per_kind_attention,
+}
+
+
 def _read_classic(c: _Keys, style: str) -> dict[str, Any]:
     """Fields of an OPT, Phi-1/2, GPT-J, BLOOM or Falcon config and its parameter count (`count_parameters`)."""
     kw: dict[str, Any]
@@ -1062,8 +1138,7 @@ def shapes_from_config(data: dict[str, Any], where: str, quantization: str = "")
     if style == "decoder":
         kw = _read_decoder(c, family)
     else:
-        readers = {"mamba_hybrid": _read_mamba_hybrid, "heterogeneous": _read_heterogeneous}
-        kw = readers[style](c) if style in readers else _read_classic(c, style)
+        kw = _OWN_READERS[style](c) if style in _OWN_READERS else _read_classic(c, style)
     c.unread_structure()
     own = _quantization(text.get("quantization_config"), where, "quantization_config")
     if own and quantization and own != quantization:

@@ -114,6 +114,13 @@ STATED: dict[str, tuple[float, float | None, bool, str]] = {
         )
         for m in ("NVIDIA-Nemotron-3-Nano-30B-A3B", "NVIDIA-Nemotron-3.5-Lightning-30B-A3B")
     },  # fmt: skip
+    "MiMo-V2-Flash": (
+        309e9,
+        None,
+        False,
+        "Xiaomi MiMo-V2-Flash model card: 309B total (its 15B active does not say whether the embedding counts: "
+        "15.4B with it, 14.8B without)",
+    ),  # fmt: skip
     "NVIDIA-Nemotron-3-Super-120B-A12B": (
         120e9,
         12e9,
