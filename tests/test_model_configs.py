@@ -27,13 +27,13 @@ REFUSED = {
     "deepseek_ref": "'compress_ratios'",
     "minimax_m3": "'sparse_attention_config'",
     "minimax_m3_vl": "'sparse_attention_config'",
-    "gemma4": "'global_head_dim'",
     "kimi_k3": "'linear_attn_config'",
 }
 #: families the reader must read (never refuse)
 READ = {"llama", "llama4", "qwen3", "qwen3_moe", "qwen3_vl", "qwen3_vl_moe", "deepseek_v3", "kimi_k2", "kimi_k25",
         "gpt_oss", "minimax_m2", "mixtral", "mimo", "step3p7", "qwen3_5", "qwen3_5_moe",
-        "deepseek_v32", "glm_moe_dsa", "nemotron_h", "nemotron-nas", "mimo_v2_flash"}  # fmt: skip
+        "deepseek_v32", "glm_moe_dsa", "nemotron_h", "nemotron-nas", "mimo_v2_flash",
+        "gemma4"}  # fmt: skip
 
 pytestmark = needs(CONFIGS, "AIConfigurator model_configs mirror")
 

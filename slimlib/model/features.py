@@ -139,6 +139,10 @@ def attention_width(a: Architecture) -> float:
         return a.n_heads * (2 * a.kv_lora_rank + a.qk_rope_head_dim) / 2.0
     if a.is_mla:
         return a.n_heads * (a.qk_nope_head_dim + a.qk_rope_head_dim + a.v_head_dim) / 2.0
+    if a.sliding_head_dim:  # per-kind head widths: the layers' mean of their heads' own FLOPs per pair
+        full = a.n_attention_layers - a.n_sliding_layers
+        per_layer = full * (a.head_dim + a.value_head_dim) + a.n_sliding_layers * a.sliding_kv_width
+        return a.n_heads * per_layer / (2.0 * a.n_attention_layers)
     if a.v_head_dim:  # value heads of their own width: the heads' own FLOPs per pair
         return a.n_heads * (a.head_dim + a.value_head_dim) / 2.0
     return float(a.hidden_size)

@@ -387,14 +387,17 @@ def _linear_flops_per_token(a: Architecture, tp: int) -> float:
             a.hidden_size, a.n_heads, q_lora_rank=a.q_lora_rank, kv_lora_rank=a.kv_lora_rank,
             qk_nope_head_dim=a.qk_nope_head_dim, qk_rope_head_dim=a.qk_rope_head_dim, v_head_dim=a.v_head_dim,
         )  # fmt: skip
-    elif a.v_head_dim or a.sliding_kv_heads:  # values of their own width; the sliding layers' own KV heads
+    elif a.v_head_dim or a.sliding_kv_heads or a.sliding_head_dim:  # per-kind heads or value widths
         q = a.n_heads * (
             a.head_dim * (2 if a.attn_output_gate else 1) + a.value_head_dim
         )  # query (gate), output
-        width = a.head_dim + a.value_head_dim  # one KV head's key and value
+        # one KV head's key and value projections (a shared one: the key's only)
+        width = a.head_dim + (0 if a.shared_kv_projection else a.value_head_dim)
         full = 2.0 * d * q + 2.0 * d * a.n_kv_heads * float(kv_replication(a.n_kv_heads, tp)) * width
         sliding_kv = a.sliding_kv_heads or a.n_kv_heads
-        sliding = 2.0 * d * q + 2.0 * d * sliding_kv * float(kv_replication(sliding_kv, tp)) * width
+        sliding_q = a.n_heads * a.sliding_kv_width if a.sliding_head_dim else q
+        sliding_kv_flops = 2.0 * d * sliding_kv * float(kv_replication(sliding_kv, tp)) * a.sliding_kv_width
+        sliding = 2.0 * d * sliding_q + sliding_kv_flops
         n_sliding = a.n_sliding_layers
         attention = ((a.n_attention_layers - n_sliding) * full + n_sliding * sliding) / a.n_attention_layers
     else:
@@ -543,10 +546,9 @@ def serving_config(
     window = int(arch.sliding_window) if arch.sliding_window and arch.n_sliding_layers else 0
     n_window = arch.n_sliding_layers if window else 0
     per_window_layer = per_layer
-    if arch.sliding_kv_heads:  # the sliding layers' own KV heads
-        per_window_layer = (
-            kv_heads_per_rank(arch.sliding_kv_heads, tp) * (arch.head_dim + arch.value_head_dim) * b_kv
-        )
+    if arch.sliding_kv_heads or arch.sliding_head_dim:  # the sliding layers' own KV heads or head width
+        sliding_kv = arch.sliding_kv_heads or arch.n_kv_heads
+        per_window_layer = kv_heads_per_rank(sliding_kv, tp) * arch.sliding_kv_width * b_kv
     sparse: dict[str, Any] = {}
     indexer = 0.0
     if arch.is_sparse:  # the latent is read for the selected tokens, the indexer's keys for all

@@ -111,6 +111,10 @@ class Architecture:
     # per-kind attention (MiMo-V2): the sliding layers' own KV heads (0: `n_kv_heads`); `v_head_dim` (above) is
     # then the value heads' width of every attention layer (0: `head_dim`)
     sliding_kv_heads: int = 0
+    # Gemma-4: the sliding layers' own head width (0: `head_dim`), and full layers whose value projection is their
+    # key projection (``attention_k_eq_v``: no value weights; the cache still holds both)
+    sliding_head_dim: int = 0
+    shared_kv_projection: bool = False
     # hybrid linear attention (Gated DeltaNet: Qwen3.5, Qwen3.6): `n_linear_layers` of the layers keep a fixed-size
     # recurrent state per sequence instead of a KV cache, `linear_value_heads` states of `linear_key_head_dim` x
     # `linear_value_head_dim` elements of `state_bytes` bytes (the config's ``mamba_ssm_dtype``), beside a causal
@@ -199,6 +203,12 @@ class Architecture:
         return self.head_dim if self.is_mla or not self.v_head_dim else self.v_head_dim
 
     @property
+    def sliding_kv_width(self) -> int:
+        """Key and value width of one KV head of the sliding-window layers: ``2 sliding_head_dim`` where they have
+        their own, else the full layers' ``d_h + d_v``."""
+        return 2 * self.sliding_head_dim if self.sliding_head_dim else self.head_dim + self.value_head_dim
+
+    @property
     def kv_values_per_token_layer(self) -> int:
         """Values one token caches per (full-)attention layer: ``2 D_kv`` (keys and values; ``H_kv (d_h + d_v)``
         with value heads of their own width), or ``kv_lora_rank + qk_rope_head_dim`` for MLA (precision-free; bytes
@@ -210,9 +220,9 @@ class Architecture:
     @property
     def kv_values_per_token(self) -> int:
         """Values one token caches over all attention layers, the sliding layers with their own KV heads."""
-        if not self.sliding_kv_heads:
+        if not self.sliding_kv_heads and not self.sliding_head_dim:
             return self.n_attention_layers * self.kv_values_per_token_layer
-        sliding = self.sliding_kv_heads * (self.head_dim + self.value_head_dim)
+        sliding = (self.sliding_kv_heads or self.n_kv_heads) * self.sliding_kv_width
         return (self.n_attention_layers - self.n_sliding_layers) * self.kv_values_per_token_layer + (
             self.n_sliding_layers * sliding
         )
@@ -815,6 +825,7 @@ def list_architectures(names: Iterable[str | os.PathLike[str]] | None = None) ->
             "n_sliding_layers": a.n_sliding_layers,
             "attention_sinks": a.attention_sinks,
             "sliding_kv_heads": a.sliding_kv_heads,
+            "sliding_head_dim": a.sliding_head_dim,
             "n_linear_layers": a.n_linear_layers,
             "linear_kind": a.linear_kind,
             "n_ffnless_layers": a.n_ffnless_layers,

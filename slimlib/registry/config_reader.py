@@ -66,6 +66,7 @@ _STYLE_BY_MODEL_TYPE = {
     "nemotron_h": "mamba_hybrid",
     "nemotron-nas": "heterogeneous",
     "mimo_v2_flash": "per_kind_attention",
+    "gemma4_text": "gemma4",
     "opt": "opt",
     "phi": "phi",
     "gptj": "gptj",
@@ -77,7 +78,7 @@ _STYLE_BY_MODEL_TYPE = {
 #: the language model's model_type where the wrapper's text_config does not name one
 _TEXT_MODEL_TYPE = {"llama4": "llama4_text", "qwen3_vl": "qwen3_vl_text", "qwen3_vl_moe": "qwen3_vl_moe_text",
                     "kimi_k25": "kimi_k2", "minimax_m3_vl": "minimax_m3", "qwen3_5": "qwen3_5_text",
-                    "qwen3_5_moe": "qwen3_5_moe_text"}  # fmt: skip
+                    "qwen3_5_moe": "qwen3_5_moe_text", "gemma4": "gemma4_text"}  # fmt: skip
 
 _STYLE_BY_ARCHITECTURE = {
     "OPTForCausalLM": "opt",
@@ -175,6 +176,7 @@ _OWN_KEYS = {
     **{t: _MAMBA_HYBRID_KEYS for t in _MAMBA_HYBRID_TYPES},
     "nemotron-nas": ("block_configs",),
     "mimo_v2_flash": ("hybrid_layer_pattern",),
+    "gemma4_text": ("global_head_dim",),
 }
 #: the sub-keys of a Nemotron-NAS block whose feature SLIM does not model (refused when set)
 _NAS_ATTENTION_FEATURES = ("replace_with_linear", "sparsify", "window_length", "num_sink_tokens", "unshifted_sink",
@@ -917,11 +919,78 @@ def _read_per_kind_attention(c: _Keys) -> dict[str, Any]:
     )  # fmt: skip
 
 
+def _read_gemma4(c: _Keys) -> dict[str, Any]:
+    """Fields of a Gemma-4 language model: sliding-window layers (``head_dim``, ``num_key_value_heads``) and full
+    layers with their own head width and KV heads (``global_head_dim``, ``num_global_key_value_heads``) whose value
+    projection is the key's (``attention_k_eq_v``); per-head query and key norms; four norms per layer; a gated
+    GeLU MLP in every layer and, with ``enable_moe_block``, routed experts beside it (three more norms, a router with
+    an input scale and per-expert scales). Per-layer input embeddings, KV-shared layers and double-wide MLPs are
+    refused."""
+    d, layers = c.positive("hidden_size"), c.positive("num_hidden_layers")
+    heads, vocab = c.positive("num_attention_heads"), c.positive("vocab_size")
+    for key in ("num_kv_shared_layers", "hidden_size_per_layer_input"):
+        if c.integer(key, default=0):
+            raise DataError(f"{c.where}: key {key!r} > 0 (KV-shared layers / per-layer input embeddings) is not "
+                            "read; refused")  # fmt: skip
+    for key in ("use_double_wide_mlp", "attention_bias"):
+        if bool(c.get(key, default=False)):
+            raise DataError(f"{c.where}: key {key!r} true is not read for a Gemma-4 config; refused")
+    c.get(
+        "vocab_size_per_layer_input",
+        "final_logit_softcapping",
+        "hidden_activation",
+        "use_bidirectional_attention",
+    )
+    skv, shd = c.positive("num_key_value_heads"), c.positive("head_dim")
+    hd = c.positive("global_head_dim", default=shd)
+    shared = bool(c.get("attention_k_eq_v", default=False))
+    kv = c.positive("num_global_key_value_heads", default=skv) if shared else skv
+    window, n_sliding = _sliding_layers(c, "types", layers)
+    if not 0 < n_sliding < layers:
+        raise DataError(f"{c.where}: key 'layer_types' has {n_sliding} sliding layers of {layers}; a Gemma-4 config "
+                        "has both kinds")  # fmt: skip
+    sliding = d * heads * shd * 2 + d * skv * shd * 2 + 2 * shd  # q, o, k, v; the q and k norms
+    full = d * heads * hd * 2 + d * kv * hd * (1 if shared else 2) + 2 * hd
+    ffn = c.positive("intermediate_size")
+    per_layer = 4 * d + 1 + ffn_params(d, ffn, "gated")  # four norms, the layer scalar, the MLP
+    moe = bool(c.get("enable_moe_block", default=False))
+    tied = bool(c.get("tie_word_embeddings", default=True))
+    embedding = vocab * d * (1 if tied else 2)
+    base = embedding + d + n_sliding * sliding + (layers - n_sliding) * full + layers * per_layer
+    kw: dict[str, Any] = dict(
+        n_layers=layers, hidden_size=d, n_heads=heads, n_kv_heads=kv, head_dim=hd, ffn_kind="gated", vocab_size=vocab,
+        max_position=c.integer("max_position_embeddings", default=0), sliding_window=window, n_sliding_layers=n_sliding,
+        sliding_kv_heads=skv if skv != kv else 0, sliding_head_dim=shd if shd != hd else 0,
+        shared_kv_projection=shared, ffn_size=ffn, embedding_params=embedding,
+    )  # fmt: skip
+    if not moe:
+        for key in ("num_experts", "top_k_experts", "moe_intermediate_size"):
+            if _present(c.get(key)):
+                raise DataError(f"{c.where}: key {key!r} is set but 'enable_moe_block' is false; fix either")
+        return kw | dict(n_params=base, n_active_params=base)
+    n_exp, top_k, width = (
+        c.positive("num_experts"),
+        c.positive("top_k_experts"),
+        c.positive("moe_intermediate_size"),
+    )
+    if top_k > n_exp or n_exp > MAX_EXPERTS:
+        raise DataError(f"{c.where}: {top_k} experts per token of {n_exp} experts; refused")
+    expert = ffn_params(d, width, "gated")
+    router = d * n_exp + d + n_exp  # projection, input scale, per-expert scales
+    total = base + layers * (3 * d + router + n_exp * expert)
+    return kw | dict(
+        ffn_size=width, moe_ffn_size=width, n_experts=n_exp, experts_per_token=top_k, n_shared_experts=1,
+        shared_ffn_size=ffn, n_params=total, n_active_params=total - layers * (n_exp - top_k) * expert,
+        expert_params=layers * n_exp * expert,
+    )  # fmt: skip
+
+
 #: style -> its own reader (the styles whose layers are not one attention and one FFN of one shape)
 _OWN_READERS = {
     "mamba_hybrid": _read_mamba_hybrid,
     "heterogeneous": _read_heterogeneous,
     "per_kind_attention": _read_per_kind_attention,
+    "gemma4": _read_gemma4,
 }
 
 

@@ -114,6 +114,11 @@ STATED: dict[str, tuple[float, float | None, bool, str]] = {
         )
         for m in ("NVIDIA-Nemotron-3-Nano-30B-A3B", "NVIDIA-Nemotron-3.5-Lightning-30B-A3B")
     },  # fmt: skip
+    # the Gemma 4 card counts the language model (its vision encoder is about 0.55B beside it)
+    **{
+        m: (25.2e9, 3.8e9, False, "Gemma 4 model card: 26B A4B has 25.2B parameters in total, 3.8B active")
+        for m in ("gemma-4-26B-A4B", "Gemma-4-26B-A4B")
+    },  # fmt: skip
     "MiMo-V2-Flash": (
         309e9,
         None,
