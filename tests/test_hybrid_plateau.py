@@ -24,7 +24,9 @@ def test_knee_is_the_first_doubling_under_ten_percent_else_the_memory_cap():
     rising = _curve("b", [1, 2, 4, 8, 12], [100.0, 190, 300, 450, 600], 12)  # never flat: the cap
     # 8 -> 12 adds 10% over half a doubling: 21% per doubling, not a knee
     partial = _curve("c", [1, 2, 4, 8, 12], [100.0, 190, 300, 450, 495], 12)
-    k = hp.knees(pd.concat([flat, rising, partial])).set_index("model")
+    beyond = _curve("d", [1, 2, 4], [100.0, 190, 300], 6)  # the cap lies beyond the batches computed
+    k = hp.knees(pd.concat([flat, rising, partial, beyond])).set_index("model")
+    assert (k.loc["d", "knee_batch"], k.loc["d", "knee_reason"]) == (4, "largest batch computed")
     assert (k.loc["a", "knee_batch"], k.loc["a", "knee_reason"]) == (4, "doubling gains < 10%")
     assert (k.loc["b", "knee_batch"], k.loc["b", "knee_reason"]) == (12, "memory")
     assert (k.loc["c", "knee_batch"], k.loc["c", "knee_reason"]) == (12, "memory")

@@ -10,7 +10,7 @@ calibration's, so the curves are the model's extrapolation, labelled so.
 
 Per (model, context): the most sequences the KV pool holds (vLLM's block accounting, hybrid pages included), the
 knee (the first batch whose doubling adds less than `KNEE_GAIN` to the decode throughput, or the memory cap where
-that comes first) and the share of the decode step that the context causes (``1 - step(IL = 1) / step(IL = context)``).
+that comes first, or the largest batch computed where neither comes within `BATCHES`) and the share of the decode step that the context causes (``1 - step(IL = 1) / step(IL = context)``).
 """
 
 from __future__ import annotations
@@ -84,7 +84,8 @@ def plateau_curves(
 
 
 def knees(curves: pd.DataFrame) -> pd.DataFrame:
-    """Per model and context: the memory cap, the knee batch and why (``doubling gains < 10%`` or ``memory``),
+    """Per model and context: the memory cap, the knee batch and why (``doubling gains < 10%``, ``memory``, or
+    ``largest batch computed`` where the memory cap lies beyond `BATCHES`),
     and the decode throughput, decode step and context share there."""
     rows = []
     for (name, ctx), g in curves.groupby(["model", "context"], sort=False):
@@ -92,7 +93,11 @@ def knees(curves: pd.DataFrame) -> pd.DataFrame:
         t, b = g["decode_tok_s"].to_numpy(), g["batch_size"].to_numpy(float)
         gains = (t[1:] / t[:-1]) ** (1.0 / np.log2(b[1:] / b[:-1])) - 1.0  # per doubling
         flat = np.flatnonzero(gains < KNEE_GAIN)
-        i, why = (int(flat[0]), f"doubling gains < {KNEE_GAIN:.0%}") if len(flat) else (len(g) - 1, "memory")
+        if len(flat):
+            i, why = int(flat[0]), f"doubling gains < {KNEE_GAIN:.0%}"
+        else:  # still rising where the curve ends: at the memory cap, or at the largest batch computed
+            i = len(g) - 1
+            why = "memory" if g["batch_size"].iloc[i] >= g["memory_cap"].iloc[i] else "largest batch computed"
         r = g.iloc[i]
         rows.append({"model": name, "kind": r["kind"], "context": ctx, "memory_cap": int(r["memory_cap"]),
                      "knee_batch": int(r["batch_size"]), "knee_reason": why,
