@@ -67,6 +67,14 @@ def test_blocks_without_attention_and_with_their_own_widths(tmp_path):
         (lambda b: b[2]["attention"].update(n_heads_in_group=4), "different KV head counts"),
         (lambda b: b[0]["ffn"].update(ffn_mult=-1), "'block_configs[0].ffn.ffn_mult'"),
         (lambda b: b.pop(), "must list one block for each of the 3 layers"),
+        (
+            lambda b: b[0]["ffn"].update(moe={"num_experts": 8}),
+            "'block_configs[0].ffn.moe'",
+        ),
+        (
+            lambda b: b[2]["attention"].update(num_key_value_heads=4),
+            "'block_configs[2].attention.num_key_value_heads'",
+        ),
     ],
 )
 def test_variants_not_modelled_are_refused_naming_the_block(tmp_path, change, words):
@@ -89,3 +97,11 @@ def test_methods_that_price_kv_in_every_layer_refuse_attention_free_layers(tmp_p
                          "gpu": "h200", "throughput_tok_s": [50.0, 95, 180, 330], "e2e_s": [2.6, 2.7, 2.8, 3.1]})  # fmt: skip
     with pytest.raises(DataError, match="row 0: the model has layers without attention"):
         make_model(method, gpu="h200").fit(rows)
+
+
+def test_models_lists_the_attention_free_layers(tmp_path, capsys):
+    from slimlib.cli.main import main
+
+    path = _write(tmp_path, _nas([_block(8, 5.25), _block(None, 1.0), _block(8, 2.625)]))
+    assert main(["models", str(path)]) == 0
+    assert "2 full + 1 ffn-only" in capsys.readouterr().out

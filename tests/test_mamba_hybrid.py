@@ -126,7 +126,8 @@ def test_mamba_state_in_the_hybrid_pool(tmp_path):
         ({"mamba_num_heads": 60}, "not a multiple of 'n_groups'"),
         ({"use_conv_bias": False}, "'use_conv_bias'"),
         ({"mamba_ssm_cache_dtype": "int3"}, "'mamba_ssm_cache_dtype'"),
-        ({"num_experts_per_tok": 200}, "200 experts per token of 128"),
+        ({"num_experts_per_tok": 200}, "key 'num_experts_per_tok' (200) exceeds 'n_routed_experts' (128)"),
+        ({"mamba_d_state": 64}, "key 'mamba_d_state': state-space"),
         ({"ssm_state_size": 0}, "'ssm_state_size'"),
     ],
 )

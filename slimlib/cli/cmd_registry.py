@@ -140,7 +140,7 @@ def _cmd_models(args: argparse.Namespace) -> int:
 def _layer_kinds(row: Any) -> str:
     """Layer-kind counts of one `list_architectures` row, e.g. "16 full + 48 linear" ("mamba2" for Mamba-2)."""
     linear = "mamba2" if row.linear_kind == "mamba2" else "linear"
-    kinds = {"sliding": row.n_sliding_layers, linear: row.n_linear_layers}
+    kinds = {"sliding": row.n_sliding_layers, linear: row.n_linear_layers, "ffn-only": row.n_mixerless_layers}
     full = row.n_layers - sum(kinds.values())
     return " + ".join(f"{n} {kind}" for kind, n in {"full": full, **kinds}.items() if n)
 

@@ -131,8 +131,8 @@ class Architecture:
     linear_conv_kernel: int = 0
     state_bytes: int = 0
     attn_output_gate: bool = False
-    # single-operation blocks (Nemotron-H): `n_ffnless_layers` of the layers have no FFN (an attention block not
-    # followed by an MLP or MoE block); latent MoE (Nemotron 3 Super / Ultra): the routed experts work at width
+    # single-operation blocks (Nemotron-H): `n_ffnless_layers` of the layers have no FFN (a Mamba-2 or attention
+    # block not followed by an MLP or MoE block); latent MoE (Nemotron 3 Super / Ultra): the routed experts work at width
     # `moe_latent_size`, between a down- and an up-projection of the hidden state shared by the layer's experts
     n_ffnless_layers: int = 0
     moe_latent_size: int = 0

@@ -171,6 +171,9 @@ UNSUPPORTED = (
 #: model_type values of Mamba hybrids read by `_read_mamba_hybrid`, and the keys of `UNSUPPORTED` they may hold
 _MAMBA_HYBRID_TYPES = ("nemotron_h",)
 _MAMBA_HYBRID_KEYS = ("hybrid_override_pattern", "layers_block_type", "ssm_state_size", "mamba_num_heads")
+#: the mamba_* / ssm_* keys a Nemotron-H reading reads (any other one is refused as an unread state-space key)
+_MAMBA_READ_KEYS = ("mamba_num_heads", "mamba_head_dim", "mamba_ssm_cache_dtype", "mamba_proj_bias", "mamba_hidden_act",
+                    "ssm_state_size")  # fmt: skip
 #: model_type -> the keys of `UNSUPPORTED` its own reader reads
 _OWN_KEYS = {
     **{t: _MAMBA_HYBRID_KEYS for t in _MAMBA_HYBRID_TYPES},
@@ -293,7 +296,7 @@ def _refuse_unsupported(data: dict[str, Any], where: str) -> None:
         if (
             key.startswith(("mamba_", "ssm_"))
             and key not in STRUCTURE_KEYS
-            and model_type not in _MAMBA_HYBRID_TYPES
+            and not (model_type in _MAMBA_HYBRID_TYPES and key in _MAMBA_READ_KEYS)
             and _present(data[key])
         ):
             raise DataError(
@@ -705,17 +708,19 @@ def _blocks(c: _Keys) -> list[str]:
 def _read_mamba_hybrid(c: _Keys) -> dict[str, Any]:
     """Fields of a Nemotron-H config (Nemotron-H, Nemotron 3): single-operation blocks (Mamba-2 mixer, attention,
     MLP or MoE, each behind one RMS norm), read as layers of one mixer each (Mamba-2 or attention), the MLP and
-    MoE blocks their FFNs (attention blocks with no FFN block after them counted in `n_ffnless_layers`). MLPs and
+    MoE blocks their FFNs (mixer blocks with no FFN block after them counted in `n_ffnless_layers`). MLPs and
     experts are two-matrix squared-ReLU FFNs; the routed experts of a latent MoE work at ``moe_latent_size``."""
     blocks = _blocks(c)
     n_mamba, n_attn = blocks.count("mamba"), blocks.count("attention")
     n_mlp, n_moe = blocks.count("mlp"), blocks.count("moe")
     layers = n_mamba + n_attn
     if not n_mamba or not n_attn:
-        raise DataError(f"{c.where}: {n_mamba} Mamba-2 and {n_attn} attention blocks; a hybrid needs both")
+        raise DataError(f"{c.where}: key 'hybrid_override_pattern' / 'layers_block_type' lists {n_mamba} Mamba-2 and "
+                        f"{n_attn} attention blocks; a hybrid needs both")  # fmt: skip
     if n_mlp + n_moe > layers:
-        raise DataError(f"{c.where}: {n_mlp + n_moe} FFN blocks for {layers} mixer blocks; SLIM reads at most one "
-                        "FFN block per Mamba-2 or attention block")  # fmt: skip
+        raise DataError(f"{c.where}: key 'hybrid_override_pattern' / 'layers_block_type' lists {n_mlp + n_moe} FFN "
+                        f"blocks for {layers} mixer blocks; SLIM reads at most one FFN block per Mamba-2 or attention "
+                        "block")  # fmt: skip
     for key in ("attention_bias", "mlp_bias", "use_bias", "mamba_proj_bias"):
         if bool(c.get(key, default=False)):
             raise DataError(f"{c.where}: key {key!r} true is not read for a Nemotron-H config; refused")
@@ -773,7 +778,8 @@ def _read_mamba_hybrid(c: _Keys) -> dict[str, Any]:
         n_shared = c.integer("n_shared_experts", default=0)
         shared_width = c.positive("moe_shared_expert_intermediate_size") if n_shared else 0
         if top_k > n_experts or n_experts > MAX_EXPERTS:
-            raise DataError(f"{c.where}: {top_k} experts per token of {n_experts} routed experts; refused")
+            raise DataError(f"{c.where}: key 'num_experts_per_tok' ({top_k}) exceeds 'n_routed_experts' ({n_experts}), "
+                            f"or that is above {MAX_EXPERTS}; refused")  # fmt: skip
         counts = count_decoder(**common, dense_ffn=dense, n_dense_layers=n_mlp,
                                expert=ffn_params(latent or d, width, "mlp"), n_experts=n_experts,
                                experts_per_token=top_k, router=router_params(d, n_experts, True),
@@ -810,14 +816,14 @@ def _read_heterogeneous(c: _Keys) -> dict[str, Any]:
         att, ffn = (b.get(part) if isinstance(b, dict) else None for part in ("attention", "ffn"))
         if not isinstance(att, dict) or not isinstance(ffn, dict):
             raise DataError(f"{c.where}: key 'block_configs[{i}]' needs an 'attention' and an 'ffn' object")
-        for part, values, features in (
-            ("attention", att, _NAS_ATTENTION_FEATURES),
-            ("ffn", ffn, _NAS_FFN_FEATURES),
+        for part, values, features, read in (
+            ("attention", att, _NAS_ATTENTION_FEATURES, ("no_op", "n_heads_in_group")),
+            ("ffn", ffn, _NAS_FFN_FEATURES, ("no_op", "ffn_mult")),
         ):
-            for key in features:
-                if _present(values.get(key)):
-                    raise DataError(f"{c.where}: key 'block_configs[{i}].{part}.{key}' is set ({values[key]!r}); "
-                                    "SLIM does not model that variant of a block; refused")  # fmt: skip
+            for key in values:
+                if key not in read and (key not in features or _present(values[key])):
+                    raise DataError(f"{c.where}: key 'block_configs[{i}].{part}.{key}' ({str(values[key])[:40]!r}) is "
+                                    "not read: SLIM does not model that variant of a block; refused")  # fmt: skip
         if att.get("no_op"):
             mixerless += 1
         else:
@@ -898,7 +904,8 @@ def _read_per_kind_attention(c: _Keys) -> dict[str, Any]:
     n_moe = sum(flags)
     n_exp, top_k = c.positive("n_routed_experts"), c.positive("num_experts_per_tok")
     if top_k > n_exp or n_exp > MAX_EXPERTS:
-        raise DataError(f"{c.where}: {top_k} experts per token of {n_exp} routed experts; refused")
+        raise DataError(f"{c.where}: key 'num_experts_per_tok' ({top_k}) exceeds 'n_routed_experts' ({n_exp}), or that "
+                        f"is above {MAX_EXPERTS}; refused")  # fmt: skip
     if c.integer("n_shared_experts", default=0):
         raise DataError(f"{c.where}: key 'n_shared_experts' > 0 is not read for a MiMo-V2 config; refused")
     width, dense = c.positive("moe_intermediate_size"), c.positive("intermediate_size")
@@ -974,7 +981,8 @@ def _read_gemma4(c: _Keys) -> dict[str, Any]:
         c.positive("moe_intermediate_size"),
     )
     if top_k > n_exp or n_exp > MAX_EXPERTS:
-        raise DataError(f"{c.where}: {top_k} experts per token of {n_exp} experts; refused")
+        raise DataError(f"{c.where}: key 'top_k_experts' ({top_k}) exceeds 'num_experts' ({n_exp}), or that is above "
+                        f"{MAX_EXPERTS}; refused")  # fmt: skip
     expert = ffn_params(d, width, "gated")
     router = d * n_exp + d + n_exp  # projection, input scale, per-expert scales
     total = base + layers * (3 * d + router + n_exp * expert)

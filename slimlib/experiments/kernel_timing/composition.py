@@ -477,8 +477,15 @@ def _cached(
 ) -> KernelSet:
     arch = get_architecture(model)
     where = f"{arch.name} on {system}" + (f" at TP {tp}" if tp > 1 else "")
-    if arch.n_linear_layers or arch.n_mixerless_layers or arch.n_ffnless_layers or arch.ffn_width_sum:
-        raise OutOfGridError(f"{where}: linear-attention, attention-free, FFN-free or per-layer-width layers; the "
+    per_kind = arch.sliding_kv_heads or arch.sliding_head_dim or (arch.v_head_dim and not arch.is_mla)
+    if (
+        arch.n_linear_layers
+        or arch.n_mixerless_layers
+        or arch.n_ffnless_layers
+        or arch.ffn_width_sum
+        or per_kind
+    ):
+        raise OutOfGridError(f"{where}: linear-attention, attention-free, FFN-free, per-layer-width or per-kind layers; the "
                              "composition times layers of one attention and one FFN of the same shape only")  # fmt: skip
     if not splittable(arch, tp):
         raise OutOfGridError(f"{where}: vLLM cannot split {arch.n_heads} query / {arch.n_kv_heads} KV heads and "

@@ -506,7 +506,8 @@ CAPTIONS: dict[str, Caption] = {
         "Qwen3.5-35B-A3B (Gated DeltaNet hybrids) and Nemotron 3 Nano 30B-A3B (Mamba-2 hybrid) beside "
         "Qwen3-30B-A3B, predicted from each model's layer list by the recommended model calibrated on kernel-composed "
         "curves up to 2.5k-token contexts (beyond them: extrapolation); each curve ends at the sequences the KV "
-        "pool holds; the star marks the knee (a doubling adds under 10%, or the memory cap first); the CSV adds "
+        "pool holds; the star marks the knee (a doubling adds under 10%, else the memory cap, else the largest "
+        "batch computed, 1024); the CSV adds "
         "the share of the decode step the context causes.",
         PLATEAU_HYBRIDS,
     ),
