@@ -14,7 +14,8 @@ from slimlib.registry.architectures import get_architecture
 
 def _curve(model, batches, tok_s, cap):
     b = np.asarray(batches, float)
-    return pd.DataFrame({"model": model, "kind": "full attention", "context": 1024, "batch_size": b,
+    return pd.DataFrame({"model": model, "kind": "full attention", "tensor_parallel": 1, "quantization": "",
+                         "context": 1024, "batch_size": b,
                          "memory_cap": cap, "decode_tok_s": tok_s, "decode_step_ms": 1e3 * b / np.asarray(tok_s),
                          "context_share": 0.5})  # fmt: skip
 
@@ -44,8 +45,8 @@ def test_memory_cap_is_whole_requests_of_the_pool():
 
 def test_hybrid_decode_step_is_less_bound_to_the_context():
     model, n = hp.calibrate()
-    assert n > 100
-    pairs = (("qwen3-32b", "qwen3.5-27b"),)
+    assert n > 1000  # every H200 curve: bf16 and fp8, TP 1 to 8
+    pairs = (("qwen3-32b", "qwen3.5-27b", 1, ""),)
     curves = hp.plateau_curves(model, pairs=pairs, contexts=(8192,), batches=(1, 4, 16))
     assert (curves["batch_size"] <= curves["memory_cap"]).all()
     assert set(curves.groupby("model")["batch_size"].max()) == {16}
@@ -61,3 +62,18 @@ def test_the_kernel_composition_refuses_a_hybrid():
 
     with pytest.raises(OutOfGridError, match="qwen3.5-27b on h200_sxm: linear-attention"):
         kernel_set("qwen3.5-27b", "h200")
+
+
+def test_the_sparse_model_reads_less_of_its_context_on_eight_gpus():
+    model, _ = hp.calibrate()
+    pairs = (("deepseek-v3", "deepseek-v3.2", 8, "fp8"),)
+    curves = hp.plateau_curves(model, pairs=pairs, contexts=(32768,), batches=(1, 8))
+    at = curves.set_index(["model", "batch_size"])
+    assert set(curves["tensor_parallel"]) == {8} and set(curves["quantization"]) == {"fp8"}
+    for b in (1, 8):
+        assert at.loc[("deepseek-v3.2", b), "context_share"] < at.loc[("deepseek-v3", b), "context_share"]
+        assert at.loc[("deepseek-v3.2", b), "decode_step_ms"] < at.loc[("deepseek-v3", b), "decode_step_ms"]
+    # its indexer keys add to the cache: fewer sequences than DeepSeek-V3 at the same context
+    assert hp.memory_cap("deepseek-v3.2", hp.GPU, 32896, 8, "fp8") < hp.memory_cap(
+        "deepseek-v3", hp.GPU, 32896, 8, "fp8"
+    )

@@ -157,19 +157,20 @@ def _compose_curve(curve: pd.DataFrame, quantization: str) -> list[float | None]
     return out
 
 
-def composed_curves_of(gpu: str, tensor_parallel: int = 1, quantization: str = "") -> pd.DataFrame:
-    """The composed table's rows of one GPU, TP degree and weight precision, composed on their own (the same
-    values as `composed_table`'s rows, without composing the other GPUs)."""
+def composed_curves_of(
+    gpu: str, tensor_parallel: int | None = None, quantization: str | None = None
+) -> pd.DataFrame:
+    """The composed table's rows of one GPU (of one TP degree and weight precision where given: None, every one),
+    composed on their own (the same values as `composed_table`'s rows, without composing the other GPUs)."""
     cfg, _ = composed_configs()
-    keep = (
-        (cfg["gpu"] == gpu)
-        & (cfg["tensor_parallel"] == tensor_parallel)
-        & (cfg["quantization"] == quantization)
-    )
+    keep = cfg["gpu"] == gpu
+    if tensor_parallel is not None:
+        keep &= cfg["tensor_parallel"] == tensor_parallel
+    if quantization is not None:
+        keep &= cfg["quantization"] == quantization
     if not keep.any():
-        raise DataError(
-            f"no kernel-composed configuration of {gpu} at TP {tensor_parallel} {quantization or 'bf16'}"
-        )
+        raise DataError(f"no kernel-composed configuration of {gpu} at TP {tensor_parallel or 'any'} "
+                        f"{'any precision' if quantization is None else quantization or 'bf16'}")  # fmt: skip
     return _composed_table(cfg[keep].reset_index(drop=True))[0]
 
 

@@ -103,7 +103,8 @@ AIC_GDN = (
     "vLLM 0.24.0 on H100 SXM, H200 SXM and B200 SXM; `data/aic-gdn.csv`"
 )
 PLATEAU_HYBRIDS = (
-    "the recommended model calibrated on the H200's bf16, one-GPU kernel-composed curves of dense and MoE models "
+    "the recommended model calibrated on the H200's kernel-composed curves of dense and MoE models (bf16 and fp8, one "
+    "to eight GPUs) "
     "(NVIDIA AIConfigurator measured vLLM 0.24.0 kernel timings, aiconfigurator-core 0.12.0 wheel, Apache-2.0; "
     "`data/aic-*.csv`); the models' shapes from their published config.json files; predictions, not measurements"
 )
@@ -504,8 +505,9 @@ CAPTIONS: dict[str, Caption] = {
         "Decode throughput (B over the decode step) and decode step against the batch of a static batch at 1k, 8k "
         "and 32k-token contexts with 128 output tokens on one H200, for Qwen3.5-27B beside Qwen3-32B, "
         "Qwen3.5-35B-A3B (Gated DeltaNet hybrids) and Nemotron 3 Nano 30B-A3B (Mamba-2 hybrid) beside "
-        "Qwen3-30B-A3B, predicted from each model's layer list by the recommended model calibrated on kernel-composed "
-        "curves up to 2.5k-token contexts (beyond them: extrapolation); each curve ends at the sequences the KV "
+        "Qwen3-30B-A3B, and on eight H200s at fp8 DeepSeek-V3.2 (sparse attention) beside DeepSeek-V3, predicted "
+        "from each model's layer list by the recommended model calibrated on kernel-composed curves up to "
+        "2.5k-token contexts (beyond them: extrapolation); each curve ends at the sequences the KV "
         "pool holds; the star marks the knee (a doubling adds under 10%, else the memory cap, else the largest "
         "batch computed, 1024); the CSV adds "
         "the share of the decode step the context causes.",
@@ -514,7 +516,7 @@ CAPTIONS: dict[str, Caption] = {
     "plateau_hybrids_knees": Caption(
         "",
         "extension (not in the paper): the model's extrapolation, not measured",
-        "Per model and context of the hybrid plateau figure: the sequences one H200's KV pool holds, the knee batch "
+        "Per model and context of the hybrid plateau figure: the sequences the server's KV pool holds, the knee batch "
         "and why, the decode throughput and step there, the share of the step the context causes "
         "(1 - step at a 1-token prompt / step at the context) and the peak decode throughput.",
         PLATEAU_HYBRIDS,
