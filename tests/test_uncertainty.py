@@ -140,3 +140,23 @@ def test_no_latency_at_or_below_zero_enters_a_mape_uncounted():
     errs = U.ape(pred.loc[bad, "e2e_s"], pred.loc[bad, "pred_e2e_s"])
     assert (errs >= 100).all() and cell.mape_pct > 3 * 100 / 8
     assert U.n_nonphysical([1.0, 0.0, -2.0, np.nan]) == 2
+
+
+def test_wilcoxon_is_exact_for_a_few_tied_differences():
+    from scipy import stats
+
+    from slimlib.experiments.outputs.uncertainty import WILCOXON_EXACT_MAX, wilcoxon_p
+
+    # four equal gains among twelve ties at zero: 2 of the 16 sign patterns are as extreme (the normal
+    # approximation said 0.046)
+    assert wilcoxon_p([25.0] * 4 + [0.0] * 12) == 0.125
+    assert stats.wilcoxon([25.0] * 4 + [0.0] * 12).pvalue < 0.05
+    # without ties it is scipy's exact test; every sign pattern of tied ranks as scipy's permutation test counts them
+    assert wilcoxon_p([1.0, 2, 3, 4, 5, 6]) == pytest.approx(stats.wilcoxon([1.0, 2, 3, 4, 5, 6]).pvalue)
+    tied = [2.5, -2.5, 5.0, 5.0, 7.5, -5.0, 2.5]
+    exact = stats.wilcoxon(tied, method=stats.PermutationMethod(n_resamples=np.inf)).pvalue
+    assert wilcoxon_p(tied) == pytest.approx(exact)
+    assert wilcoxon_p([0.0, 0.0]) == 1.0
+    # beyond the exact range: scipy's default
+    many = np.linspace(-1, 3, WILCOXON_EXACT_MAX + 5)
+    assert wilcoxon_p(many) == pytest.approx(stats.wilcoxon(many).pvalue)

@@ -236,7 +236,8 @@ CAPTIONS: dict[str, Caption] = {
         "reproduced (other models, vLLM version and scenarios' lengths than the paper)",
         "Throughput and latency MAPE of every method in every scenario (long form) with bootstrap 95% "
         "intervals over test configurations and the paired comparison with SLIM (paper) on the same rows "
-        "(mean difference, paired-bootstrap and Wilcoxon signed-rank p-values), and per cell the number of "
+        "(mean difference, paired-bootstrap and Wilcoxon signed-rank p-values; the signed-rank test exact over every "
+        "sign of up to 12 non-zero differences), and per cell the number of "
         "non-physical predictions (<= 0), counted as failures. The input-length row is the paper's experiment "
         '(its row measured on the project vLLM CPU engine, labelled so); the row "context transfer IL = OL (LLM-Inference-Bench, '
         'MI300X/MI250)" is a different experiment on AMD GPUs, on which the decode-attention rule of '
@@ -306,8 +307,9 @@ CAPTIONS: dict[str, Caption] = {
         "Sec. VII-B1",
         "reproduced (faithful SLIM-BCA) and extension (project variant), labelled per row",
         "Per advisor variant and SLO: mean recommendation quality and the MAPE of the predicted throughput at "
-        "B_cap, each with a bootstrap 95% interval over curves, and the Wilcoxon p-value of the paired "
-        "comparison with faithful SLIM-BCA.",
+        "B_cap, each with a bootstrap 95% interval over curves, and the Wilcoxon signed-rank p-value of the paired "
+        "comparison with faithful SLIM-BCA (exact over every sign of the non-zero differences where at most 12 differ "
+        "from zero, else scipy's).",
         MEMGAP_ONLINE,
     ),
     "bca_effort": Caption(
