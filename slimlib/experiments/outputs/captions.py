@@ -118,15 +118,20 @@ ENGINE_CPU = (
     "repeats that pass the physical checks in the sessions of the same command, from `data/engine-cpu-runs.csv`; "
     "`data/engine-cpu/`, `data/engine-cpu-rerun/`, `data/engine-cpu-rerun2/` and, for opt-13b-s8 and qwen3s-h512, "
     "`data/engine-cpu-rerun3/`, each with its manifest): "
-    "`vllm bench serve` on vLLM's CPU build serving scaled engine models (slimlib.registry.engine_models) with "
-    "random weights (--load-format dummy) on the 2-core host CPU (device `cpu`); measurements of the engine, not "
-    "of trained models"
+    "`vllm bench serve` on vLLM 0.32.0's CPU build, with its default prefix caching on (a configuration's repeated "
+    "prompts partly skip their prefill: `engine_offline_prefix_cache` measures how much), serving scaled engine "
+    "models (slimlib.registry.engine_models) with random weights (--load-format dummy) on the 2-core host CPU "
+    "(device `cpu`); measurements of the engine, not of trained models"
+)
+ENGINE_CPU_OFFLINE = (
+    "the offline campaign `data/engine-cpu-offline/` (runs and manifest): `LLM.generate` on vLLM 0.32.0's CPU build, "
+    "prefix caching off, on the 2-core host CPU (device `cpu`)"
 )
 
 ENGINE_CPU_AMX = (
     "the project's served-latency campaign on an Intel Xeon host with AMX (`data/engine-cpu-amx-medians.csv`: per "
     "configuration the median over the passing repeats, from `data/engine-cpu-amx/`; device `cpu-amx`): `vllm bench "
-    "serve` at --max-concurrency B (a closed loop) on vLLM's CPU build, prefix caching off, scaled engine models "
+    "serve` at --max-concurrency B (a closed loop) on vLLM 0.32.0's CPU build, prefix caching off, scaled engine models "
     "with random weights; measurements of the engine, not of trained models"
 )
 
@@ -671,7 +676,7 @@ CAPTIONS: dict[str, Caption] = {
         "over those configurations and the range: what the serving front end costs the engine on this host, "
         "measured, plus the prefill the served campaign's prefix caching skipped (its servers cached prefixes, the "
         "offline re-run does not).",
-        f"{ENGINE_CPU}; the offline campaign `data/engine-cpu-offline/` (runs and manifest)",
+        f"{ENGINE_CPU}; {ENGINE_CPU_OFFLINE}",
     ),
     "engine_offline_order": Caption(
         "",
@@ -680,7 +685,7 @@ CAPTIONS: dict[str, Caption] = {
         "and batch size, the offline campaign's median E2E in its reversed-order repeat over the median of its "
         "forward-order repeats (each repeat one process per model running the configurations by (IL, OL, B), in "
         "reverse on odd repeats); 1 within the repeat noise if the configuration alone sets the time.",
-        "the offline campaign `data/engine-cpu-offline/` (runs and manifest)",
+        ENGINE_CPU_OFFLINE,
     ),
     "engine_offline_prefix_cache": Caption(
         "",
@@ -689,8 +694,8 @@ CAPTIONS: dict[str, Caption] = {
         "size, the median E2E of the first offline campaign (caching on, prompt i the same in every run of a "
         "process, so a run skipped the prefill of prompts an earlier run had prefilled) over the median of its "
         "re-run (caching off, prompts distinct per run); below 1 by the share of the time caching skipped.",
-        "the offline campaigns `data/engine-cpu-offline-prefix-cached/` and `data/engine-cpu-offline/` (runs and "
-        "manifests)",
+        "the offline campaigns `data/engine-cpu-offline-prefix-cached/` (prefix caching on, vLLM's default) and "
+        f"{ENGINE_CPU_OFFLINE.removeprefix('the offline campaign ')}",
     ),
     "engine_rerun_check": Caption(
         "",
