@@ -70,6 +70,7 @@ def test_kv_bytes_and_flops_per_kind(tmp_path):
         ({"use_double_wide_mlp": True}, "'use_double_wide_mlp' true"),
         ({"layer_types": ["full_attention"] * 12}, "has 0 sliding layers of 12"),
         ({"enable_moe_block": False}, "'num_experts' is set but 'enable_moe_block' is false"),
+        ({"num_key_value_heads": 5}, "'num_key_value_heads' (5) does not divide the 16 query heads"),
         ({"top_k_experts": 200}, "key 'top_k_experts' (200) exceeds 'num_experts' (128)"),
     ],
 )

@@ -66,6 +66,10 @@ def test_blocks_without_attention_and_with_their_own_widths(tmp_path):
         ),
         (lambda b: b[2]["attention"].update(n_heads_in_group=4), "different KV head counts"),
         (lambda b: b[0]["ffn"].update(ffn_mult=-1), "'block_configs[0].ffn.ffn_mult'"),
+        (
+            lambda b: b[0]["ffn"].update(ffn_mult=float("inf")),
+            "'block_configs[0].ffn.ffn_mult' must be a positive",
+        ),
         (lambda b: b.pop(), "must list one block for each of the 3 layers"),
         (
             lambda b: b[0]["ffn"].update(moe={"num_experts": 8}),

@@ -122,6 +122,10 @@ def test_mamba_state_in_the_hybrid_pool(tmp_path):
         ({"hybrid_override_pattern": "MEMEME", "num_hidden_layers": 6}, "a hybrid needs both"),
         ({"hybrid_override_pattern": "M*EEE", "num_hidden_layers": 5}, "3 FFN blocks for 2 mixer blocks"),
         ({"layers_block_type": ["mamba"] * 52}, "disagree"),
+        (
+            {"hybrid_override_pattern": None, "layers_block_type": [{"a": 1}] * 52},
+            "'layers_block_type' must list",
+        ),
         ({"mlp_hidden_act": "silu"}, "'mlp_hidden_act'"),
         ({"mamba_num_heads": 60}, "not a multiple of 'n_groups'"),
         ({"use_conv_bias": False}, "'use_conv_bias'"),

@@ -66,6 +66,7 @@ def test_kv_bytes_per_kind(tmp_path):
         ({"moe_layer_freq": [0] * 12}, "'moe_layer_freq' must flag"),
         ({"n_shared_experts": 1}, "'n_shared_experts' > 0"),
         ({"v_head_dim": 0}, "'v_head_dim'"),
+        ({"swa_num_key_value_heads": 7}, "'swa_num_key_value_heads' (7) does not divide the 64 query heads"),
     ],
 )
 def test_inconsistent_configs_are_refused_naming_the_key(tmp_path, change, words):

@@ -684,7 +684,11 @@ def _blocks(c: _Keys) -> list[str]:
         raise DataError(f"{c.where}: key 'hybrid_override_pattern' must be a string of the block letters "
                         f"{''.join(_BLOCK_LETTERS)} (Mamba-2, attention, MLP, MoE), got {str(pattern)[:80]!r}")  # fmt: skip
     if types is not None:
-        if not isinstance(types, list) or not types or not set(types) <= set(_BLOCK_LETTERS.values()):
+        if (
+            not isinstance(types, list)
+            or not types
+            or not all(isinstance(t, str) and t in _BLOCK_LETTERS.values() for t in types)
+        ):
             raise DataError(f"{c.where}: key 'layers_block_type' must list blocks of the types "
                             f"{', '.join(_BLOCK_LETTERS.values())}, got {str(types)[:80]}")  # fmt: skip
         if pattern is not None and types != from_pattern:
@@ -836,8 +840,8 @@ def _read_heterogeneous(c: _Keys) -> dict[str, Any]:
             ffnless += 1
         else:
             mult = ffn.get("ffn_mult")
-            if isinstance(mult, bool) or not isinstance(mult, int | float) or not mult > 0:
-                raise DataError(f"{c.where}: key 'block_configs[{i}].ffn.ffn_mult' must be a positive number, "
+            if isinstance(mult, bool) or not isinstance(mult, int | float) or not 0 < mult < 1e6:
+                raise DataError(f"{c.where}: key 'block_configs[{i}].ffn.ffn_mult' must be a positive number below 1e6, "
                                 f"got {mult!r}")  # fmt: skip
             widths.append(_nas_ffn_width(float(mult), d))
     if len(groups) != 1:
@@ -879,6 +883,10 @@ def _read_per_kind_attention(c: _Keys) -> dict[str, Any]:
             raise DataError(f"{c.where}: key {key!r} ({c.get(key)}) differs from the full layers' {full}: SLIM reads "
                             "per-kind KV heads only; refused")  # fmt: skip
     skv = c.positive("swa_num_key_value_heads", default=kv)
+    if heads % skv:
+        raise DataError(
+            f"{c.where}: key 'swa_num_key_value_heads' ({skv}) does not divide the {heads} query heads"
+        )
     window = c.positive("sliding_window", "sliding_window_size")
     for key in ("sliding_window_size", "attention_chunk_size"):
         if c.get(key) is not None and c.positive(key) != window:
@@ -949,6 +957,10 @@ def _read_gemma4(c: _Keys) -> dict[str, Any]:
         "use_bidirectional_attention",
     )
     skv, shd = c.positive("num_key_value_heads"), c.positive("head_dim")
+    if heads % skv:
+        raise DataError(
+            f"{c.where}: key 'num_key_value_heads' ({skv}) does not divide the {heads} query heads"
+        )
     hd = c.positive("global_head_dim", default=shd)
     shared = bool(c.get("attention_k_eq_v", default=False))
     kv = c.positive("num_global_key_value_heads", default=skv) if shared else skv
