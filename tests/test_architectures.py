@@ -110,19 +110,8 @@ PUBLISHED = {
     "nemotron-3-nano-30b-a3b": 31.6e9,
     "gpt-oss-120b": 116.83e9,
 }
-#: entries whose head width is the config's head_dim, not hidden / heads
-CURRENT = (
-    "qwen3-32b",
-    "qwen3-235b-a22b",
-    "qwen3-30b-a3b",
-    "deepseek-v3",
-    "deepseek-v3.2",
-    "glm-5",
-    "qwen3.5-27b",
-    "qwen3.5-35b-a3b",
-    "nemotron-3-nano-30b-a3b",
-    "gpt-oss-120b",
-)
+#: entries whose head width is the config's head_dim, not hidden / heads: those from Qwen3 on
+CURRENT = tuple(REQUIRED[REQUIRED.index("qwen3-32b") :])
 #: active parameters one token uses (same sources); gpt-oss's card leaves the input embedding out
 PUBLISHED_ACTIVE = {
     "qwen3-235b-a22b": 22e9,

@@ -3,9 +3,8 @@ a dense MLP beside the routed experts; parameters, KV bytes per kind and refusal
 
 from __future__ import annotations
 
-import json
-
 import pytest
+from config_files import write_config as _write
 
 from slimlib.errors import DataError
 from slimlib.model.features import attention_width
@@ -26,12 +25,6 @@ def _gemma4(moe: bool = True) -> dict:
             "tie_word_embeddings": True, "max_position_embeddings": 262144, "dtype": "bfloat16"}  # fmt: skip
     return {"model_type": "gemma4", "architectures": ["Gemma4ForConditionalGeneration"], "text_config": text,
             "tie_word_embeddings": True}  # fmt: skip
-
-
-def _write(tmp_path, data, name="config.json"):
-    p = tmp_path / name
-    p.write_text(json.dumps(data))
-    return p
 
 
 def test_layer_kinds_and_parameters(tmp_path):

@@ -3,9 +3,8 @@ KV in the attention layers only, and refusals naming the block and key."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
+from config_files import write_config as _write
 
 from slimlib.errors import DataError
 from slimlib.model.serving import serving_config
@@ -24,12 +23,6 @@ def _nas(blocks) -> dict:
             "num_hidden_layers": len(blocks), "num_attention_heads": 64, "num_key_value_heads": None,
             "intermediate_size": None, "vocab_size": 128256, "max_position_embeddings": 131072,
             "torch_dtype": "bfloat16", "tie_word_embeddings": False, "block_configs": blocks}  # fmt: skip
-
-
-def _write(tmp_path, data, name="config.json"):
-    p = tmp_path / name
-    p.write_text(json.dumps(data))
-    return p
 
 
 def test_blocks_without_attention_and_with_their_own_widths(tmp_path):

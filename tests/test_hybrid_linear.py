@@ -4,12 +4,12 @@ context, and the refusals of configs the reader cannot represent."""
 
 from __future__ import annotations
 
-import json
 import math
 
 import numpy as np
 import pandas as pd
 import pytest
+from config_files import write_config as _write
 
 from slimlib.errors import DataError
 from slimlib.model.features import model_features
@@ -33,12 +33,6 @@ def _qwen35_27b() -> dict:
     }  # fmt: skip
     return {"model_type": "qwen3_5", "architectures": ["Qwen3_5ForConditionalGeneration"], "text_config": text,
             "tie_word_embeddings": False, "vision_config": {"depth": 27, "hidden_size": 1152}}  # fmt: skip
-
-
-def _write(tmp_path, data: dict, name: str = "config.json"):
-    p = tmp_path / name
-    p.write_text(json.dumps(data))
-    return p
 
 
 def test_qwen35_27b_layer_kinds_and_exact_parameters(tmp_path):

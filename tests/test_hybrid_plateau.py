@@ -38,7 +38,9 @@ def test_memory_cap_is_whole_requests_of_the_pool():
     for name in ("qwen3-32b", "qwen3.5-27b"):
         s = serving_config(get_architecture(name), hp.GPU)
         cap = hp.memory_cap(name, hp.GPU, 32768 + 128)
-        assert cap == s.num_gpu_blocks // int(s.request_blocks(32768 + 128))
+        assert (
+            cap == s.num_gpu_blocks // int(s.request_blocks(32768 + 128)) == int(s.max_sequences(32768 + 128))
+        )
     # the hybrid caches keys and values in a quarter of its layers: more than 3x the sequences at 32k
     assert hp.memory_cap("qwen3.5-27b", hp.GPU, 32896) > 3 * hp.memory_cap("qwen3-32b", hp.GPU, 32896)
 

@@ -3,12 +3,12 @@ state in vLLM's hybrid pool, FLOPs per token that equal twice the weights a toke
 
 from __future__ import annotations
 
-import json
 import math
 
 import numpy as np
 import pandas as pd
 import pytest
+from config_files import write_config as _write
 
 from slimlib.errors import DataError
 from slimlib.model.features import model_features
@@ -32,12 +32,6 @@ def _nano() -> dict:
         "norm_topk_prob": True, "routed_scaling_factor": 2.5, "tie_word_embeddings": False,
         "max_position_embeddings": 262144, "torch_dtype": "bfloat16", "sliding_window": None,
     }  # fmt: skip
-
-
-def _write(tmp_path, data: dict, name: str = "config.json"):
-    p = tmp_path / name
-    p.write_text(json.dumps(data))
-    return p
 
 
 def test_nano_blocks_and_exact_parameters(tmp_path):

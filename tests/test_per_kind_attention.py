@@ -3,9 +3,8 @@ on the sliding layers: exact parameters, KV bytes per kind, and refusals naming 
 
 from __future__ import annotations
 
-import json
-
 import pytest
+from config_files import write_config as _write
 
 from slimlib.errors import DataError
 from slimlib.model.features import attention_width
@@ -26,12 +25,6 @@ def _mimo() -> dict:
             "n_routed_experts": 256, "n_shared_experts": None, "num_experts_per_tok": 8, "topk_method": "noaux_tc",
             "add_swa_attention_sink_bias": True, "add_full_attention_sink_bias": False, "attention_bias": False,
             "tie_word_embeddings": False, "torch_dtype": "bfloat16"}  # fmt: skip
-
-
-def _write(tmp_path, data, name="config.json"):
-    p = tmp_path / name
-    p.write_text(json.dumps(data))
-    return p
 
 
 def test_layer_kinds_and_exact_parameters(tmp_path):

@@ -262,9 +262,7 @@ def search(
     t1 = g["throughput"][:, np.flatnonzero(pred_b == 1.0)[0]]
     grid = {k: (v if keep.all() else v[:, keep]) for k, v in g.items() if k != "latency_source"}
     ctx = base["input_len"].to_numpy() + base["output_len"].to_numpy()
-    pool_blocks = np.array([d.config.num_gpu_blocks for d in deps], dtype=float)
-    per_req = np.array([float(d.config.request_blocks(c)) for d, c in zip(deps, ctx, strict=True)])
-    max_b_mem = np.floor(pool_blocks / per_req)
+    max_b_mem = np.array([float(d.config.max_sequences(c)) for d, c in zip(deps, ctx, strict=True)])
     fits = b[None, :] <= max_b_mem[:, None]
     j, binding, eff = capped(b, grid, slo, epsilon, fits, t1)
     r = np.arange(len(base))

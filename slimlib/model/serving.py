@@ -204,6 +204,10 @@ class ServingConfig:
             c = self.kv_bytes(c) / self.kv_bytes_per_token
         return np.asarray(np.ceil(c / self.block_size), dtype=float)
 
+    def max_sequences(self, context: ArrayLike) -> FloatArray:
+        """Requests of `context` tokens the pool holds at once: ``floor(num_gpu_blocks / request_blocks(c))``."""
+        return np.asarray(np.floor(self.num_gpu_blocks / self.request_blocks(context)), dtype=float)
+
     def request_kv_bytes(self, context: ArrayLike) -> FloatArray:
         """KV bytes one request of `context` tokens holds on one GPU: its blocks (`request_blocks`) of
         ``block_size x kv_bytes_per_token``."""

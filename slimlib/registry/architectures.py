@@ -393,6 +393,18 @@ def _llama_like(
     }
 
 
+#: the MoE and latent-attention keys DeepSeek-V3 and V3.2 share
+_DEEPSEEK_V3_SHAPES = {
+    "first_k_dense_replace": 3, "moe_layer_freq": 1, "n_routed_experts": 256, "n_shared_experts": 1,
+    "num_experts_per_tok": 8, "moe_intermediate_size": 2048, "topk_method": "noaux_tc", "q_lora_rank": 1536,
+    "kv_lora_rank": 512, "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128,
+}  # fmt: skip
+#: the Gated DeltaNet layout keys Qwen3.5-27B and Qwen3.5-35B-A3B share
+_QWEN35_LINEAR = {
+    "attn_output_gate": True, "full_attention_interval": 4, "linear_conv_kernel_dim": 4, "linear_key_head_dim": 128,
+    "linear_num_key_heads": 16,
+}  # fmt: skip
+
 # (name, Hugging Face id, extra aliases, config subset)
 _REGISTRY_SPECS: tuple[tuple[str, str, tuple[str, ...], dict[str, Any]], ...] = (
     ("opt-125m", "facebook/opt-125m", (), _opt(768, 12, 12)),
@@ -543,18 +555,7 @@ _REGISTRY_SPECS: tuple[tuple[str, str, tuple[str, ...], dict[str, Any]], ...] = 
         ("deepseek-v3-0324", "deepseek-ai/DeepSeek-V3-0324"),
         {
             **_llama_like("deepseek_v3", 7168, 61, 128, 128, 18432, 129280, 163840, "bfloat16"),
-            "first_k_dense_replace": 3,
-            "moe_layer_freq": 1,
-            "n_routed_experts": 256,
-            "n_shared_experts": 1,
-            "num_experts_per_tok": 8,
-            "moe_intermediate_size": 2048,
-            "topk_method": "noaux_tc",
-            "q_lora_rank": 1536,
-            "kv_lora_rank": 512,
-            "qk_nope_head_dim": 128,
-            "qk_rope_head_dim": 64,
-            "v_head_dim": 128,
+            **_DEEPSEEK_V3_SHAPES,
             "quantization_config": {"quant_method": "fp8"},  # published in fp8 (128x128 blocks)
         },
     ),
@@ -564,18 +565,7 @@ _REGISTRY_SPECS: tuple[tuple[str, str, tuple[str, ...], dict[str, Any]], ...] = 
         (),
         {
             **_llama_like("deepseek_v32", 7168, 61, 128, 128, 18432, 129280, 163840, "bfloat16"),
-            "first_k_dense_replace": 3,
-            "moe_layer_freq": 1,
-            "n_routed_experts": 256,
-            "n_shared_experts": 1,
-            "num_experts_per_tok": 8,
-            "moe_intermediate_size": 2048,
-            "topk_method": "noaux_tc",
-            "q_lora_rank": 1536,
-            "kv_lora_rank": 512,
-            "qk_nope_head_dim": 128,
-            "qk_rope_head_dim": 64,
-            "v_head_dim": 128,
+            **_DEEPSEEK_V3_SHAPES,
             "index_n_heads": 64,
             "index_head_dim": 128,
             "index_topk": 2048,
@@ -612,11 +602,7 @@ _REGISTRY_SPECS: tuple[tuple[str, str, tuple[str, ...], dict[str, Any]], ...] = 
         {
             **_llama_like("qwen3_5_text", 5120, 64, 24, 4, 17408, 248320, 262144, "bfloat16"),
             "head_dim": 256,
-            "attn_output_gate": True,
-            "full_attention_interval": 4,
-            "linear_conv_kernel_dim": 4,
-            "linear_key_head_dim": 128,
-            "linear_num_key_heads": 16,
+            **_QWEN35_LINEAR,
             "linear_num_value_heads": 48,
             "linear_value_head_dim": 128,
             "mamba_ssm_dtype": "float32",
@@ -635,11 +621,7 @@ _REGISTRY_SPECS: tuple[tuple[str, str, tuple[str, ...], dict[str, Any]], ...] = 
                 if k != "intermediate_size"
             },
             "head_dim": 256,
-            "attn_output_gate": True,
-            "full_attention_interval": 4,
-            "linear_conv_kernel_dim": 4,
-            "linear_key_head_dim": 128,
-            "linear_num_key_heads": 16,
+            **_QWEN35_LINEAR,
             "linear_num_value_heads": 32,
             "linear_value_head_dim": 128,
             "mamba_ssm_dtype": "float32",

@@ -509,6 +509,15 @@ def _sliding_layers(c: _Keys, window_rule: str, layers: int) -> tuple[int, int]:
     return (window, n) if n and window else (0, 0)
 
 
+def _state_bytes(c: _Keys, key: str, model_bytes: int) -> int:
+    """Bytes of one recurrent-state element: the config's `key` dtype, else the model's (vLLM's "auto")."""
+    dtype = c.get(key)
+    name = str(dtype).lower().removeprefix("torch.") if dtype is not None else ""
+    if name and name not in _DTYPE_BYTES:
+        raise DataError(f"{c.where}: key {key!r} is {dtype!r}, not one of {', '.join(sorted(_DTYPE_BYTES))}")
+    return _DTYPE_BYTES[name] if name else model_bytes
+
+
 def _linear_layers(c: _Keys, layers: int, model_bytes: int) -> dict[str, Any]:
     """Gated DeltaNet layers of a hybrid (Qwen3.5 / Qwen3.6 / Qwen3-Next): which layers are linear attention
     (``layer_types``, else all but every ``full_attention_interval``-th), their head shapes and the recurrent
@@ -538,17 +547,11 @@ def _linear_layers(c: _Keys, layers: int, model_bytes: int) -> dict[str, Any]:
         raise DataError(
             f"{c.where}: key 'linear_num_value_heads' ({hv}) is not a multiple of 'linear_num_key_heads' ({hk})"
         )
-    dtype = c.get("mamba_ssm_dtype")
-    key = str(dtype).lower().removeprefix("torch.") if dtype is not None else ""
-    if key and key not in _DTYPE_BYTES:
-        raise DataError(
-            f"{c.where}: key 'mamba_ssm_dtype' is {dtype!r}, not one of {', '.join(sorted(_DTYPE_BYTES))}"
-        )
     return dict(n_linear_layers=n_linear, linear_kind="gated_deltanet", linear_key_heads=hk, linear_value_heads=hv,
                 linear_key_head_dim=c.positive("linear_key_head_dim"),
                 linear_value_head_dim=c.positive("linear_value_head_dim"),
                 linear_conv_kernel=c.positive("linear_conv_kernel_dim"),
-                state_bytes=_DTYPE_BYTES[key] if key else model_bytes)  # fmt: skip
+                state_bytes=_state_bytes(c, "mamba_ssm_dtype", model_bytes))  # fmt: skip
 
 
 def _indexers(c: _Keys, layers: int) -> dict[str, Any]:
@@ -754,17 +757,11 @@ def _read_mamba_hybrid(c: _Keys) -> dict[str, Any]:
         raise DataError(
             f"{c.where}: key 'mamba_num_heads' ({mheads}) is not a multiple of 'n_groups' ({groups})"
         )
-    dtype = c.get("mamba_ssm_cache_dtype")
-    key = str(dtype).lower().removeprefix("torch.") if dtype is not None else ""
-    if key and key not in _DTYPE_BYTES:
-        raise DataError(
-            f"{c.where}: key 'mamba_ssm_cache_dtype' is {dtype!r}, not one of {', '.join(sorted(_DTYPE_BYTES))}"
-        )
     kw: dict[str, Any] = dict(
         n_layers=layers, hidden_size=d, n_heads=heads, n_kv_heads=kv, head_dim=hd, ffn_kind="mlp", vocab_size=vocab,
         max_position=c.integer("max_position_embeddings", default=0), n_linear_layers=n_mamba, linear_kind="mamba2",
         linear_key_heads=groups, linear_value_heads=mheads, linear_key_head_dim=state, linear_value_head_dim=mdim,
-        linear_conv_kernel=kernel, state_bytes=_DTYPE_BYTES[key] if key else _dtype_bytes(c),
+        linear_conv_kernel=kernel, state_bytes=_state_bytes(c, "mamba_ssm_cache_dtype", _dtype_bytes(c)),
         n_ffnless_layers=layers - n_mlp - n_moe,
     )  # fmt: skip
     common: dict[str, Any] = dict(n_layers=layers, hidden_size=d, vocab_size=vocab,

@@ -62,7 +62,7 @@ def memory_cap(
     serving configuration at that weight precision)."""
     s = serving_config(get_architecture(model_name), gpu, tensor_parallel=tensor_parallel,
                        quantization=quantization or None)  # fmt: skip
-    return int(s.num_gpu_blocks // float(np.asarray(s.request_blocks(context))))
+    return int(s.max_sequences(context))
 
 
 def plateau_curves(
