@@ -13,7 +13,7 @@ from slimlib.errors import DataError
 from slimlib.experiments.outputs.captions import CAPTIONS, caption_text, fill_facts
 
 FIGURES = Path(__file__).resolve().parents[1] / "figures"
-GPU_WORD = re.compile(r"\b(H100|H200|B200|A100|MI300X|MI250|CPU)\b")  # CPU: the host CPU engine
+GPU_WORD = re.compile(r"\b(H100|H200|B200|A100|MI300X|MI355X|MI250|CPU)\b")  # CPU: the host CPU engine
 
 
 def _gpus_of_table(stem: str) -> set[str] | None:

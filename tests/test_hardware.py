@@ -27,6 +27,7 @@ REQUIRED = [
     "mi250",
     "mi250-gcd",
     "mi300x",
+    "mi355x",
     "b200-sxm-180gb",
 ]
 
@@ -45,6 +46,7 @@ def test_registry_holds_the_required_gpus():
         ("h200-sxm-141gb", 989.4, 4.8, 141),
         ("l40s", 362.05, 0.864, 48),
         ("mi300x", 1307.4, 5.3, 192),
+        ("mi355x", 2516.6, 8.0, 288),
         ("b200-sxm-180gb", 2250.0, 8.0, 180),
     ],
 )
@@ -64,9 +66,8 @@ def test_peaks_are_dense_and_ridge_points_plausible():
     # Sparse figures (twice the dense ones) would put H100 at 1979 TFLOP/s; dense Hopper tensor peak is 989.4.
     for name in REQUIRED:
         g = get_gpu(name)
-        assert 100e12 < g.peak_flops < (2500e12 if name.startswith("b200") else 1500e12), (
-            name
-        )  # Blackwell: 2.25 P
+        top = 2600e12 if name.startswith(("b200", "mi355x")) else 1500e12  # Blackwell 2.25 P, MI355X 2.52 P
+        assert 100e12 < g.peak_flops < top, name
         assert 0.5e12 < g.mem_bw < 8.5e12, name
         assert 100 < g.ridge_point < 700, name  # FLOP/byte: decode attention (~1 FLOP/byte) is far below
     assert get_gpu("h100-sxm-80gb").peak_flops == get_gpu("h100-sxm-64gb").peak_flops
@@ -290,6 +291,7 @@ def test_measured_decode_attention_efficiencies_are_the_kernel_tables():
         "mi250",
         "mi250-gcd",
         "mi300x",
+        "mi355x",
     }
 
 

@@ -476,6 +476,35 @@ _GPUS: tuple[GPU, ...] = (
         ),
     ),
     GPU(
+        name="mi355x",
+        label="MI355X",
+        peak_flops=2516.6e12,
+        peak_flops_fp8=5033.2e12,
+        peak_flops_fp4=10066.3e12,
+        mem_bw=8.0e12,
+        mem_bytes=288 * _GIB,
+        link_kind="pair",
+        allreduce_latency_s=((2, 4.292e-6), (4, 4.589e-6), (8, 4.713e-6)),
+        allreduce_source=_AMD_ALLREDUCE_PROXY,
+        aliases=("instinct-mi355x", "mi355x-288gb"),
+        source=(
+            "AMD Instinct MI355X data sheet (256 CUs at 2.4 GHz; peak dense matrix FP16/BF16 2,516.6 TFLOPS, FP8 "
+            "5,033.2, MXFP4 10,066.3; 288 GB HBM3E; 8 TB/s), "
+            "https://www.amd.com/en/products/accelerators/instinct/mi350/mi355x.html"
+        ),
+        notes=(
+            "ROCm aiter's kernel tables (data/aiter-*.csv) hold gfx950 rows of 256 CUs: an MI355X or an MI350X (the "
+            "same CUs at 2.2 GHz, 8% lower peaks), which the tables do not tell apart; they are checked against "
+            "this entry."
+        ),
+        link_bw=76.8e9,
+        link_source=(
+            "AMD Instinct MI355X data sheet: 7 AMD Infinity Fabric links of 153.6 GB/s peak (bidirectional) each; in "
+            "the 8-GPU OAM platform every pair of GPUs shares one link, i.e. 76.8 GB/s per direction between two "
+            "GPUs, https://www.amd.com/en/products/accelerators/instinct/mi350/mi355x.html"
+        ),
+    ),
+    GPU(
         name="mi250-gcd",
         label="MI250 die",
         link_kind="pair",

@@ -29,22 +29,10 @@ from slimlib.model.equations import FloatArray
 from slimlib.model.parallel import touched_expert_bytes
 from slimlib.registry.architectures import Architecture, get_architecture
 from slimlib.registry.gpus import GPU
-from slimlib.registry.precision import dtype_bytes, weight_bytes_per_element
+from slimlib.registry.precision import KERNEL_DTYPES, dtype_bytes, weight_bytes_per_element
 
 #: gated FFN: gate, up and down projections per expert
 EXPERT_MATRICES = 3
-
-#: AIConfigurator MoE / GEMM dtype -> (vLLM --quantization of the weights, precision of the tensor peak the
-#: GEMMs run at, `GPU.peak_for`). Block scales (e.g. 1 byte per 16 or 32 fp4 weights) are not counted.
-KERNEL_DTYPES: dict[str, tuple[str, str]] = {
-    "bfloat16": ("none", "fp16"),
-    "fp8": ("fp8", "fp8"),  # W8A8, per-tensor scales
-    "fp8_block": ("fp8", "fp8"),  # W8A8, 128x128 block scales
-    "int4_wo": ("fp4", "fp16"),  # 4-bit integer weights (0.5 byte, as fp4), 16-bit compute (Marlin)
-    "w4a16_mxfp4": ("fp4", "fp16"),  # MXFP4 weights, 16-bit compute
-    "w4a8_mxfp4_mxfp8": ("fp4", "fp8"),  # MXFP4 weights, MXFP8 activations
-    "nvfp4": ("fp4", "fp4"),  # W4A4
-}
 
 
 def _kernel_dtype(dtype: str) -> tuple[str, str]:
