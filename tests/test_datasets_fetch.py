@@ -176,6 +176,10 @@ def test_pinned_urls_point_at_the_upstream_commits():
     assert file_url("vidur-profiling/legacy-e2d00e9/a100/attention.csv").endswith(
         "/e2d00e9afba96cec9f0e7ea560bbfc4a539fae6a/data/profiling/a100/attention.csv"
     )
+    assert file_url("aiter/configs/tuned_fmoe.csv") == (
+        "https://raw.githubusercontent.com/ROCm/aiter/e4048607a535ace3a2b51ded31b1c8c2d45c0879/aiter/configs/"
+        "tuned_fmoe.csv"
+    )
     assert file_url("x/y.csv", "http://127.0.0.1:1/m/") == "http://127.0.0.1:1/m/x/y.csv"
     with pytest.raises(DataError, match="no pinned upstream"):
         file_url("other/y.csv")
@@ -336,6 +340,7 @@ def test_registry_covers_every_raw_file_the_data_build_read():
     sources = {r["path"].split("/", 1)[0] for r in rows}
     assert sources == {
         "aiconfigurator-kernels",
+        "aiter",
         "llm-inference-bench",
         "vidur-profiling",
         "vllm-batching-memory-gap",

@@ -16,6 +16,8 @@ from slimlib.data.aiconfigurator import AIC_NAME, build_aic_tables, readme_secti
 from slimlib.data.aiconfigurator import SOURCE as AIC_SOURCE
 from slimlib.data.aiconfigurator_layers import build_layer_tables, layers_readme_section
 from slimlib.data.aiconfigurator_moe import build_moe_mla_tables, moe_readme_section
+from slimlib.data.aiter import AITER_NAME, aiter_readme_section, build_aiter_tables
+from slimlib.data.aiter import SOURCE as AITER_SOURCE
 from slimlib.data.catalog import SCHEMA, _file_name, coerce, data_dir
 from slimlib.data.engine_runs import CAMPAIGNS, build_engine_tables, campaign_tables
 from slimlib.data.engine_runs import readme_lines as engine_readme
@@ -44,6 +46,7 @@ SOURCES = {
         "Vidur operator profiles (A100/H100 80 GB)",
     ),
     AIC_NAME: AIC_SOURCE,
+    AITER_NAME: AITER_SOURCE,
     LLMIB_NAME: (
         "argonne-lcf/LLM-Inference-Bench",
         "4211f5d4e9bc0145ed541b6d372d5d8223b44235",
@@ -150,6 +153,14 @@ def build_all(raw: str | Path, out: str | Path, kit: list[str | Path] | None = N
         lt, lfiles = build_layer_tables(aic_root)
         tables.update(lt)
         files = files + list(afiles) + list(mfiles) + list(lfiles)
+    aiter_root = data_root / AITER_NAME
+    if aiter_root.is_dir():
+        it, ifiles = build_aiter_tables(aiter_root)
+        tables.update(it)
+        files = files + list(ifiles)
+        prov = aiter_root / "PROVENANCE.md"
+        if prov.is_file():
+            files.append(prov)
     llmib_root = data_root / LLMIB_NAME
     if llmib_root.is_dir():
         lt, lfiles = build_llmib_tables(llmib_root)
@@ -243,6 +254,8 @@ def render_readme(tables: dict[str, pd.DataFrame], written: dict[str, Path]) -> 
         lines += moe_readme_section(tables)
     if "aic-gdn" in tables:
         lines += layers_readme_section(tables)
+    if "aiter-gemm" in tables:
+        lines += aiter_readme_section(tables)
     for campaign in CAMPAIGNS:
         if campaign_tables(campaign)[0] in tables:
             lines += [*engine_readme(tables, _engine_sessions(campaign), campaign), ""]

@@ -14,7 +14,7 @@ import pandas as pd
 from slimlib.data import aiconfigurator as aic
 from slimlib.data import aiconfigurator_layers as aic_layers
 from slimlib.data import aiconfigurator_moe as aic_moe
-from slimlib.data import vidur
+from slimlib.data import aiter, vidur
 from slimlib.data.engine_medians import MEDIAN_SCHEMA
 from slimlib.data.engine_runs import CAMPAIGN_HOSTS, EXCLUSION_SCHEMA, RUN_SCHEMA, campaign_tables
 from slimlib.errors import DataError, DataUnavailableError, UnknownNameError, close_matches_message
@@ -369,8 +369,9 @@ _kit_schema()
 
 
 def _aic_schema() -> None:
-    """Add the NVIDIA AIConfigurator kernel tables (aic-*), whose columns the parsers define."""
-    for mod in (aic, aic_moe, aic_layers):
+    """Add the kernel tables (NVIDIA AIConfigurator's aic-*, AMD aiter's aiter-*), whose columns the parsers
+    define."""
+    for mod in (aic, aic_moe, aic_layers, aiter):
         for name, cols in mod.COLUMN_DOCS.items():
             SCHEMA[name] = (mod.TABLE_DOCS[name], dict(cols))
 

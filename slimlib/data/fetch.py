@@ -54,6 +54,7 @@ PINNED_URLS = {
     "e2d00e9afba96cec9f0e7ea560bbfc4a539fae6a/data/profiling/a100/",
     "llm-inference-bench/": "https://raw.githubusercontent.com/argonne-lcf/LLM-Inference-Bench/"
     "4211f5d4e9bc0145ed541b6d372d5d8223b44235/",
+    "aiter/": "https://raw.githubusercontent.com/ROCm/aiter/e4048607a535ace3a2b51ded31b1c8c2d45c0879/aiter/",
 }
 
 
