@@ -108,6 +108,12 @@ PLATEAU_HYBRIDS = (
     "(NVIDIA AIConfigurator measured vLLM 0.24.0 kernel timings, aiconfigurator-core 0.12.0 wheel, Apache-2.0; "
     "`data/aic-*.csv`); the models' shapes from their published config.json files; predictions, not measurements"
 )
+AITER = (
+    "AMD ROCm aiter's tuned-kernel tables (github.com/ROCm/aiter at e4048607, MIT licence): the fastest GEMM and "
+    "fused-MoE kernel its tuner timed per shape on one MI300X-class (gfx942, 304 CUs: MI300X or MI325X) or "
+    "MI355X-class (gfx950, 256 CUs: MI355X or MI350X) GPU, no ROCm version or date recorded, clean rows only; "
+    "`data/aiter-gemm.csv`, `data/aiter-moe.csv`"
+)
 AIC_DSA = (
     "NVIDIA AIConfigurator measured vLLM kernel timings (aiconfigurator-core 0.12.0 wheel, Apache-2.0): the DeepSeek "
     "sparse attention decode module (FlashMLA sparse, lightning indexer, projections) of DeepSeek-V3.2 and GLM-5 at "
@@ -506,6 +512,34 @@ CAPTIONS: dict[str, Caption] = {
         "predicted/measured ratio's median and 10th-90th percentiles.",
         AIC_GDN,
     ),
+    "kernels_gemm_vendors": Caption(
+        "",
+        "extension (not in the paper)",
+        "The dense-GEMM term (max of 2 m n k FLOPs over the dtype's peak and the n k weight bytes over the "
+        "bandwidth) at the medians of its NVIDIA-measured efficiency priors, nothing fitted, over the measured "
+        "kernel time, against the tokens per GEMM m (binned by powers of two): median and 10th-90th percentile "
+        "band over the measured shapes, AMD (ROCm aiter) beside NVIDIA (vLLM's GEMMs, AIConfigurator); the table "
+        "gives the same per band of m.",
+        f"{AITER}; {AIC}",
+    ),
+    "kernels_gemm_corner": Caption(
+        "",
+        "extension (not in the paper)",
+        "The dense-GEMM term's corner: per GPU and dtype, the weight-read efficiency and a floor fitted on GEMMs "
+        "of at most 16 tokens and the compute efficiency on GEMMs of at least 4096, then the GEMMs between scored "
+        "(the shapes measured at both ends), for the term's form (the larger of the two times) and for their sum: "
+        "MAPE with bootstrap 95% intervals and mean signed error (negative: the term is faster than the kernel).",
+        f"{AITER}; {AIC}",
+    ),
+    "kernels_moe_check_amd": Caption(
+        "",
+        "extension (not in the paper)",
+        "The MoE term (as in kernels_moe_check: one efficiency per GPU and dtype fitted on steps of at most 16 "
+        "tokens, larger steps scored) against AMD's fused-MoE layers (both stages, near-uniform random routing; "
+        "a fused shared expert counted as one more routed expert; some rows include token sorting and activation "
+        "quantization, others not): MAPE per GPU, dtype and shape with bootstrap 95% intervals.",
+        AITER,
+    ),
     "plateau_hybrids": Caption(
         "",
         "extension (not in the paper): the model's extrapolation, not measured",
@@ -834,6 +868,9 @@ NOTEBOOK_OUTPUTS: dict[str, tuple[str, ...]] = {
         "kernels_moe_a2a",
         "kernels_gdn_check",
         "kernels_dsa_check",
+        "kernels_gemm_vendors",
+        "kernels_gemm_corner",
+        "kernels_moe_check_amd",
         "plateau_hybrids",
         "plateau_hybrids_knees",
     ),
