@@ -23,6 +23,10 @@ MOE_HEADER = (
     "doweight_stage1,block_m,ksplit,us1,kernelName1,err1,us2,kernelName2,err2,us,run_1stage,tflops,bw,_tag\n"
 )
 FP8 = "torch.float8_e4m3fn"
+GDN_HEADER = (
+    "arch,dtype,state_dtype,b,sq,num_k_heads,num_v_heads,head_k_dim,head_v_dim,NUM_BLOCKS_PER_V_DIM,NUM_WARPS,"
+    "WARP_THREADS_K,duration\n"
+)
 
 
 def _mirror(tmp_path: Path) -> Path:
@@ -53,6 +57,13 @@ def _mirror(tmp_path: Path) -> Path:
     ]
     (root / "configs" / "tuned_fmoe.csv").write_text(MOE_HEADER + "\n".join(moe) + "\n")
     (root / "configs" / "bf16_tuned_batched_gemm.csv").write_text("B,M,N,K,us\n16,1,128,128,3.0\n")
+    gdn = [
+        "gfx950,torch.bfloat16,torch.float32,128,1,4,8,128,128,8,4,16,40.0",  # kept
+        "gfx950,torch.bfloat16,torch.float32,128,1,4,8,128,128,4,4,8,45.0",  # superseded
+        "gfx942,torch.bfloat16,torch.float32,128,1,4,8,128,128,8,4,16,60.0",  # no CU count
+    ]
+    (root / "ops" / "flydsl").mkdir(parents=True)
+    (root / "ops" / "flydsl" / "gdr_decode_tuned.csv").write_text(GDN_HEADER + "\n".join(gdn) + "\n")
     return root
 
 
@@ -75,8 +86,14 @@ def test_rows_are_kept_or_excluded_with_their_reason(tmp_path: Path) -> None:
     assert [reasons.get((moe, i), "") for i in range(3)] == ["", "not_gated", "precision"]
     assert list(m["latency_ms"]) == [0.05] and list(m["moe_dtype"]) == ["fp8_block"]
     assert reasons[("configs/bf16_tuned_batched_gemm.csv", 0)] == "precision"
-    assert len(g) + len(m) + len(ex) == 7 + 2 + 3 + 1  # every data row accounted for
-    assert len(files) == 4
+    d = tables["aiter-gdn"]
+    assert list(zip(d["gpu"], d["state_dtype"], d["latency_ms"], strict=True)) == [
+        ("mi355x", "float32", 0.04)
+    ]
+    gdn = "ops/flydsl/gdr_decode_tuned.csv"
+    assert [reasons.get((gdn, i), "") for i in range(3)] == ["", "superseded", "no_cu_count"]
+    assert len(g) + len(m) + len(d) + len(ex) == 7 + 2 + 3 + 1 + 3  # every data row accounted for
+    assert len(files) == 5
 
 
 def test_unknown_table_family_and_missing_columns_are_refused(tmp_path: Path) -> None:
@@ -95,9 +112,13 @@ def test_unknown_table_family_and_missing_columns_are_refused(tmp_path: Path) ->
 @pytest.mark.skipif(not RAW.is_dir(), reason=f"aiter mirror not found at {RAW}")
 def test_every_data_row_of_the_mirror_is_kept_or_excluded() -> None:
     tables, _ = build_aiter_tables(RAW)
-    # the linear-attention tables (configs/*gdn*, ops/) are not read here
-    total = sum(len(pd.read_csv(p)) for p in (RAW / "configs").rglob("*.csv") if "gdn" not in p.name)
-    assert sum(len(tables[n]) for n in ("aiter-gemm", "aiter-moe", "aiter-exclusions")) == total
+    # the chunked-prefill Gated DeltaNet tables (configs/*gdn*, ops/flydsl/chunk_gdn_*) are not read here
+    read = [
+        *(p for p in (RAW / "configs").rglob("*.csv") if "gdn" not in p.name),
+        RAW / "ops/flydsl/gdr_decode_tuned.csv",
+    ]
+    total = sum(len(pd.read_csv(p)) for p in read)
+    assert sum(len(tables[n]) for n in ("aiter-gemm", "aiter-moe", "aiter-gdn", "aiter-exclusions")) == total
     ex = tables["aiter-exclusions"]
     assert (ex[ex["reason"] == "device"]["gfx"].isin(["gfx942", "gfx1250"])).all()
     g = tables["aiter-gemm"]
@@ -141,5 +162,20 @@ def test_committed_tables_load_with_their_schema() -> None:
     assert list(g.columns) == list(ds.SCHEMA["aiter-gemm"][1])
     assert set(g["gpu"]) == {"mi300x", "mi355x"}
     assert set(ds.load("aiter-exclusions")["reason"]) <= {
-        "placeholder", "repeated", "over_peak", "device", "precision", "not_gated", "superseded",
+        "placeholder", "repeated", "over_peak", "device", "precision", "not_gated", "superseded", "no_cu_count",
     }  # fmt: skip
+
+
+def test_amd_gated_deltanet_state_traffic() -> None:
+    """The recurrent state is read and written once per step: 2 B H_v d_k d_v elements of the state's dtype."""
+    from slimlib.experiments.kernel_timing import linear_check as lc
+
+    t = pd.DataFrame({"gpu": ["mi355x"] * 2, "state_dtype": ["bfloat16", "float32"], "batch_size": [256, 256],
+                      "key_heads": [4, 4], "value_heads": [8, 8], "key_head_dim": [128, 128],
+                      "value_head_dim": [128, 128], "latency_ms": [0.1, 0.1]})  # fmt: skip
+    pts = lc.aiter_gdn_points(t)
+    assert list(pts["state_bytes"]) == [2 * 256 * 8 * 128 * 128 * 2.0, 2 * 256 * 8 * 128 * 128 * 4.0]
+    bw = get_gpu("mi355x").mem_bw * lc.device_efficiency("mi355x")
+    assert pts["modelled_ms"].iloc[1] == pytest.approx(1e3 * pts["state_bytes"].iloc[1] / bw)
+    with pytest.raises(DataError, match="state dtype 'float16'"):
+        lc.aiter_gdn_points(t.assign(state_dtype="float16"))

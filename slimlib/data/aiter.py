@@ -4,6 +4,9 @@ see its PROVENANCE.md). `build_aiter_tables` writes:
 - ``aiter-gemm``: the best kernel time aiter's tuner found per GEMM shape ``C[M, N] = A[M, K] B[N, K]^T`` on one GPU
   (bf16; fp8 with per-token scales; fp8 with 128-wide block scales; MXFP4), in the columns of ``aic-gemm``;
 - ``aiter-moe``: the same for one fused-MoE layer on one GPU (both stages, uniform routing);
+- ``aiter-gdn``: the Gated DeltaNet recurrent decode kernel (``ops/flydsl/gdr_decode_tuned.csv``: one token per
+  sequence, bf16 activations, a bf16 or fp32 state) by batch and head shape, on gfx950 only (its gfx942 rows carry
+  no CU count: an MI300X-class part or an MI308X);
 - ``aiter-exclusions``: every data row of those files that is not in the two tables, with the reason.
 
 A row is kept when it is a timing (not a placeholder: ``us`` finite and positive, not 1.0 with ``tflops`` 0), its
@@ -68,6 +71,7 @@ REASONS = {
     "precision": "an operation the model does not price (int8, int4 weights, batched or unlabelled GEMMs, a GEMM "
     "with a bias or an fp32 output)",
     "not_gated": "a non-gated expert FFN (the MoE term prices gate, up and down)",
+    "no_cu_count": "a gfx942 row without a CU count: an MI300X-class GPU or an MI308X, which cannot be told apart",
     "superseded": "a faster row of the same shape on the same GPU is kept",
 }
 
@@ -91,9 +95,13 @@ TABLE_DOCS = {
         "AMD ROCm aiter: the fastest tuned fused-MoE time per layer shape on one AMD Instinct GPU (both stages, "
         "uniform routing), clean rows only (slimlib.data.aiter)."
     ),
+    "aiter-gdn": (
+        "AMD ROCm aiter: the tuned Gated DeltaNet recurrent decode kernel (FlyDSL) per batch and head shape on one "
+        "MI355X-class GPU, bf16 or fp32 state (slimlib.data.aiter)."
+    ),
     "aiter-exclusions": (
-        "AMD ROCm aiter: every GEMM and fused-MoE data row not in aiter-gemm or aiter-moe, with the reason "
-        "(slimlib.data.aiter)."
+        "AMD ROCm aiter: every GEMM, fused-MoE and Gated DeltaNet decode data row not in aiter-gemm, aiter-moe or "
+        "aiter-gdn, with the reason (slimlib.data.aiter)."
     ),
 }
 COLUMN_DOCS: dict[str, dict[str, tuple[str, str]]] = {
@@ -120,6 +128,16 @@ COLUMN_DOCS: dict[str, dict[str, tuple[str, str]]] = {
         "top_k": (_I, "experts per token (a fused shared expert included)"),
         "run_1stage": (_I, "1: one kernel runs both stages"),
         "latency_ms": (_F, "GPU time per call of both stages, ms"),
+    },
+    "aiter-gdn": {
+        **_SOURCE_DOCS,
+        "state_dtype": (_S, "recurrent state's dtype (bfloat16 or float32)"),
+        "batch_size": (_I, "sequences in the decode step (one token each)"),
+        "key_heads": (_I, "linear-attention key heads on the GPU"),
+        "value_heads": (_I, "value heads on the GPU (one recurrent state each)"),
+        "key_head_dim": (_I, "key head width"),
+        "value_head_dim": (_I, "value head width"),
+        "latency_ms": (_F, "kernel time, ms (the file's duration, in microseconds, / 1000)"),
     },
     "aiter-exclusions": {
         "file": (_S, "aiter file (path under aiter/)"),
@@ -265,13 +283,39 @@ def _moe(root: Path) -> pd.DataFrame:
     return pd.concat([m, *grouped], ignore_index=True)
 
 
+GDN_FILE = "ops/flydsl/gdr_decode_tuned.csv"
+_GDN_COLUMNS = ["arch", "dtype", "state_dtype", "b", "sq", "num_k_heads", "num_v_heads", "head_k_dim", "head_v_dim",
+                "duration"]  # fmt: skip
+
+
+def _gdn(root: Path) -> pd.DataFrame:
+    path = root / GDN_FILE
+    df = pd.read_csv(path)
+    missing = [c for c in _GDN_COLUMNS if c not in df.columns]
+    if missing:
+        raise DataError(f"{path}: no column {missing}; expected aiter's gdr_decode layout (PROVENANCE.md)")
+    df = df.assign(file=GDN_FILE, row=np.arange(len(df)), gfx=df["arch"], cu_num=pd.NA, reason="")
+    bad = ~((df["sq"] == 1) & (df["dtype"].astype(str) == "torch.bfloat16"))
+    if bad.any():
+        raise DataError(f"{path}: row {int(np.flatnonzero(bad)[0])}: not a one-token bf16 decode (sq, dtype)")
+    df.loc[df["gfx"] == "gfx942", "reason"] = "no_cu_count"
+    df.loc[(df["reason"] == "") & (df["gfx"] != "gfx950"), "reason"] = "device"
+    df.loc[df["gfx"] == "gfx950", "cu_num"] = 256
+    df["gpu"] = np.where(df["gfx"] == "gfx950", "mi355x", None)
+    df["us"] = pd.to_numeric(df["duration"], errors="coerce")
+    df.loc[(df["reason"] == "") & ~(np.isfinite(df["us"]) & (df["us"] > 0)), "reason"] = "placeholder"
+    keys = ["gpu", "state_dtype", "b", "num_k_heads", "num_v_heads", "head_k_dim", "head_v_dim"]
+    _keep_fastest(df, keys)
+    return df
+
+
 def build_aiter_tables(root: str | Path) -> tuple[dict[str, pd.DataFrame], list[Path]]:
     """The aiter-gemm, aiter-moe and aiter-exclusions tables from the raw folder `root` (aiter/) and the raw files
     read."""
     base = Path(root)
     if not (base / "configs").is_dir():
         raise DataError(f"{root}: no configs/ here; expected the {AITER_NAME} mirror (see its PROVENANCE.md)")
-    g, m = _gemm(base), _moe(base)
+    g, m, d = _gemm(base), _moe(base), _gdn(base)
     gk = g[g["reason"] == ""].rename(columns={"M": "m", "N": "n", "K": "k"})
     gk = gk.assign(latency_ms=gk["us"] / 1e3, libtype=gk["libtype"].astype(str))
     gk = gk.sort_values(["gpu", "gemm_dtype", "n", "k", "m"], kind="mergesort").reset_index(drop=True)
@@ -287,12 +331,20 @@ def build_aiter_tables(root: str | Path) -> tuple[dict[str, pd.DataFrame], list[
     mk = mk.assign(latency_ms=mk["us"] / 1e3)
     mk = mk.sort_values(["gpu", "moe_dtype", "hidden_size", "inter_size", "n_experts", "top_k", "num_tokens"],
                         kind="mergesort").reset_index(drop=True)  # fmt: skip
-    ex = pd.concat([g[g["reason"] != ""], m[m["reason"] != ""]], ignore_index=True)
+    dk = d[d["reason"] == ""].rename(columns={"b": "batch_size", "num_k_heads": "key_heads",
+                                              "num_v_heads": "value_heads", "head_k_dim": "key_head_dim",
+                                              "head_v_dim": "value_head_dim"})  # fmt: skip
+    dk = dk.assign(
+        latency_ms=dk["us"] / 1e3, state_dtype=dk["state_dtype"].astype(str).str.removeprefix("torch.")
+    )
+    dk = dk.sort_values(["gpu", "state_dtype", "key_heads", "value_heads", "batch_size"], kind="mergesort")
+    ex = pd.concat([g[g["reason"] != ""], m[m["reason"] != ""], d[d["reason"] != ""]], ignore_index=True)
     ex = ex.sort_values(["file", "row"], kind="mergesort").reset_index(drop=True)
-    files = sorted({base / f for f in pd.concat([g["file"], m["file"]]).unique()})
+    files = sorted({base / f for f in pd.concat([g["file"], m["file"], d["file"]]).unique()})
     return {
         "aiter-gemm": gk[list(COLUMN_DOCS["aiter-gemm"])],
         "aiter-moe": mk[list(COLUMN_DOCS["aiter-moe"])],
+        "aiter-gdn": dk[list(COLUMN_DOCS["aiter-gdn"])].reset_index(drop=True),
         "aiter-exclusions": ex[list(COLUMN_DOCS["aiter-exclusions"])],
     }, files
 
@@ -302,7 +354,8 @@ def aiter_readme_section(tables: dict[str, pd.DataFrame]) -> list[str]:
     return [
         "## AMD ROCm aiter kernel tables (aiter-gemm, aiter-moe, aiter-exclusions)",
         "",
-        f"Kept: {len(tables['aiter-gemm'])} GEMM and {len(tables['aiter-moe'])} fused-MoE shapes, the fastest clean",
+        f"Kept: {len(tables['aiter-gemm'])} GEMM, {len(tables['aiter-moe'])} fused-MoE and {len(tables['aiter-gdn'])} "
+        "Gated DeltaNet decode shapes, the fastest clean",
         "row of each shape per GPU. gfx942 rows of 304 CUs are an MI300X or an MI325X (same die and clock; the MI325X",
         "has 6.0 TB/s against 5.3) and are checked as mi300x; gfx950 rows of 256 CUs are an MI355X or an MI350X (8%",
         "lower clock) and are checked as mi355x. No row records its ROCm or aiter version or its date; each shape was",

@@ -1,5 +1,6 @@
-"""The linear-attention decode term against vLLM's measured Gated DeltaNet kernels (`data/aic-gdn.csv`, notebook 09,
-beyond the paper).
+"""The linear-attention decode term against measured Gated DeltaNet kernels: vLLM's on NVIDIA GPUs (`data/aic-gdn.csv`)
+and ROCm aiter's on an MI355X-class GPU (`data/aiter-gdn.csv`; the recurrent kernel only, with a bf16 or an fp32
+state), notebook 09, beyond the paper.
 
 The model prices a hybrid's linear-attention decode as traffic (`slimlib.model.terms.recommended`,
 `DECODE_ATTENTION`): each sequence's recurrent state, ``H_v`` states of ``d_k x d_v`` elements of `STATE_BYTES`, is
@@ -67,6 +68,12 @@ def gdn_points(gdn: pd.DataFrame | None = None, *, min_batch: int = MIN_BATCH) -
     pts = g[["state_bytes", "latency_ms"]].sum().reset_index()
     pts["kernels"] = g.size().to_numpy()
     pts = pts[pts["kernels"] == 2].drop(columns="kernels")  # a shape whose kernel failed has no pair
+    pts = _score(pts, min_batch)
+    pts["shape"] = pts["shape"] + " D" + pts["hidden_size"].astype(str)
+    return pts
+
+
+def _score(pts: pd.DataFrame, min_batch: int) -> pd.DataFrame:
     eff = pts["gpu"].map(device_efficiency).astype(float)
     bw = pts["gpu"].map(lambda name: get_gpu(str(name)).mem_bw).astype(float)
     pts["efficiency"] = eff
@@ -74,20 +81,44 @@ def gdn_points(gdn: pd.DataFrame | None = None, *, min_batch: int = MIN_BATCH) -
     pts["ratio"] = pts["modelled_ms"] / pts["latency_ms"]
     pts["ape_pct"] = ape(pts["latency_ms"], pts["modelled_ms"])
     pts["role"] = np.where(pts["batch_size"] >= min_batch, "score", "floor")
-    pts["shape"] = ("v" + pts["value_heads"].astype(str) + "/k" + pts["key_heads"].astype(str) + " D"
-                    + pts["hidden_size"].astype(str))  # fmt: skip
+    pts["shape"] = "v" + pts["value_heads"].astype(str) + "/k" + pts["key_heads"].astype(str)
     return pts.reset_index(drop=True)
 
 
-def gdn_check(points: pd.DataFrame, *, n_boot: int = N_BOOT) -> pd.DataFrame:
-    """Per GPU and overall, over the scored rows: the term's efficiency, rows, MAPE with its bootstrap 95% interval,
-    and the predicted/measured ratio's median and 10th-90th percentiles."""
+#: bytes of a recurrent-state element by the aiter table's ``state_dtype``
+AITER_STATE_BYTES = {"bfloat16": 2.0, "float32": 4.0}
+
+
+def aiter_gdn_points(gdn: pd.DataFrame | None = None, *, min_batch: int = MIN_BATCH) -> pd.DataFrame:
+    """`gdn_points` for ROCm aiter's recurrent decode kernel (`data/aiter-gdn.csv`): its state ``2 B H_v d_k d_v``
+    elements of the row's ``state_dtype``, read and written (the convolution update is not in the table)."""
+    df = load("aiter-gdn") if gdn is None else gdn
+    if len(df) == 0:
+        raise DataError("aiter-gdn: no rows")
+    unknown = ~df["state_dtype"].isin(list(AITER_STATE_BYTES))
+    if unknown.any():
+        raise DataError(f"aiter-gdn: row {df.index[unknown][0]}: state dtype {df.loc[unknown, 'state_dtype'].iloc[0]!r}"
+                        f" is not one of {list(AITER_STATE_BYTES)}")  # fmt: skip
+    b = df["batch_size"].astype(float)
+    elements = 2.0 * b * df["value_heads"] * df["key_head_dim"] * df["value_head_dim"]
+    pts = df.assign(state_bytes=elements * df["state_dtype"].map(AITER_STATE_BYTES).astype(float))
+    return _score(pts, min_batch)
+
+
+def gdn_check(points: pd.DataFrame, *, by: tuple[str, ...] = ("gpu",), n_boot: int = N_BOOT) -> pd.DataFrame:
+    """Per group of `by` and overall, over the scored rows: the term's efficiency, rows, MAPE with its bootstrap 95%
+    interval, and the predicted/measured ratio's median and 10th-90th percentiles."""
     rows = []
     scored = points[points["role"] == "score"]
-    for gpu, g in [*scored.groupby("gpu", sort=True), ("all", scored)]:
-        mean, lo, hi = bootstrap_mean_ci(g["ape_pct"].to_numpy(), n_boot=n_boot, label=f"gdn decode {gpu}")
+    keys = list(by)
+    everything = (("all",) * len(keys), scored)
+    for key, g in [*scored.groupby(keys, sort=True), everything]:
+        key = key if isinstance(key, tuple) else (key,)
+        label = dict(zip(keys, key, strict=True))
+        mean, lo, hi = bootstrap_mean_ci(g["ape_pct"].to_numpy(), n_boot=n_boot,
+                                         label="gdn decode " + " ".join(map(str, key)))  # fmt: skip
         r = g["ratio"]
-        rows.append({"gpu": gpu, "efficiency": float(g["efficiency"].iloc[0]) if gpu != "all" else np.nan,
+        rows.append({**label, "efficiency": float(g["efficiency"].iloc[0]) if key[0] != "all" else np.nan,
                      "n_scored": len(g), "shapes": g["shape"].nunique(), "mape_pct": mean, "mape_lo_pct": lo,
                      "mape_hi_pct": hi, "ratio_median": r.median(), "ratio_p10": r.quantile(0.1),
                      "ratio_p90": r.quantile(0.9)})  # fmt: skip

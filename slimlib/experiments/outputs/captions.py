@@ -114,6 +114,11 @@ AITER = (
     "MI355X-class (gfx950, 256 CUs: MI355X or MI350X) GPU, no ROCm version or date recorded, clean rows only; "
     "`data/aiter-gemm.csv`, `data/aiter-moe.csv`"
 )
+AITER_GDN = (
+    "AMD ROCm aiter's tuned Gated DeltaNet recurrent decode kernel (FlyDSL; github.com/ROCm/aiter at e4048607, MIT "
+    "licence) on an MI355X-class GPU (gfx950: MI355X or MI350X), no ROCm version or date recorded; "
+    "`data/aiter-gdn.csv`"
+)
 AIC_DSA = (
     "NVIDIA AIConfigurator measured vLLM kernel timings (aiconfigurator-core 0.12.0 wheel, Apache-2.0): the DeepSeek "
     "sparse attention decode module (FlashMLA sparse, lightning indexer, projections) of DeepSeek-V3.2 and GLM-5 at "
@@ -512,6 +517,16 @@ CAPTIONS: dict[str, Caption] = {
         "predicted/measured ratio's median and 10th-90th percentiles.",
         AIC_GDN,
     ),
+    "kernels_gdn_check_amd": Caption(
+        "",
+        "extension (not in the paper)",
+        "The linear-attention decode term (the recurrent state, 2 B H_v d_k d_v elements of its dtype read and "
+        "written per step, over the bandwidth at the NVIDIA-measured decode-attention efficiency prior; nothing "
+        "fitted) against AMD's tuned Gated DeltaNet recurrent decode kernel of one layer on an MI355X-class GPU, "
+        "per state dtype at batches of 128 to 256 over seven head shapes: MAPE with bootstrap 95% intervals and "
+        "the predicted/measured ratio's median and 10th-90th percentiles.",
+        AITER_GDN,
+    ),
     "kernels_gemm_vendors": Caption(
         "",
         "extension (not in the paper)",
@@ -868,6 +883,7 @@ NOTEBOOK_OUTPUTS: dict[str, tuple[str, ...]] = {
         "kernels_moe_a2a",
         "kernels_gdn_check",
         "kernels_dsa_check",
+        "kernels_gdn_check_amd",
         "kernels_gemm_vendors",
         "kernels_gemm_corner",
         "kernels_moe_check_amd",
