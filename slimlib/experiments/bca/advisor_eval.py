@@ -97,22 +97,22 @@ def fit_per_model(calibration: pd.DataFrame, variant: str | None = None, n_start
 
 
 def measured_feasible(curve: pd.DataFrame, slo_s: float, epsilon: float) -> pd.Series:
-    """The measured constraints every advisor variant is scored against (one ground truth for all): measured E2E
-    <= SLO, measured efficiency > epsilon, and no preemption (a preempting configuration is not deployable)."""
-    return (curve["measured_e2e_s"] <= slo_s) & (curve["efficiency"] > epsilon) & ~curve["preempted"]
+    """Eq. 13's two constraints, measured, which every advisor variant is scored against (one ground truth for
+    all): measured E2E <= SLO and measured efficiency > epsilon. Preemption is not one of them (Eq. 13 does not
+    model it): it is reported beside the score (``preempted``), never scored."""
+    return (curve["measured_e2e_s"] <= slo_s) & (curve["efficiency"] > epsilon)
 
 
-#: Why a pick scores quality 0: each measured constraint at B_cap that it breaks (`measured_feasible`).
+#: Why a pick scores quality 0: each of Eq. 13's measured constraints at B_cap that it breaks (`measured_feasible`).
 ZERO_REASONS = {
     "slo_violation": "SLO violated",
     "efficiency_below_epsilon": "efficiency below epsilon",
-    "preempted": "preemption",
 }
 
 
 def zero_quality_reason(row) -> str:
-    """The measured constraints a recommendation breaks at B_cap, joined by "; " (`ZERO_REASONS`: SLO violated,
-    efficiency below epsilon, preemption), i.e. why it scores quality 0; "none" when it meets them all, "no B_cap"
+    """Eq. 13's measured constraints a recommendation breaks at B_cap, joined by "; " (`ZERO_REASONS`: SLO
+    violated, efficiency below epsilon), i.e. why it scores quality 0; "none" when it meets them all, "no B_cap"
     when the advisor recommends nothing."""
     if not row.get("b_cap", 0) > 0:
         return "no B_cap"
@@ -126,7 +126,7 @@ def _flag(value) -> bool:
 
 
 #: Columns of the `bca_recommendations` table (notebook 07), in order: the pick, its score and why a pick scores 0,
-#: then each measured constraint at B_cap (SLO, efficiency floor epsilon, preemption). Names as in
+#: then each measured constraint at B_cap (SLO, efficiency floor epsilon) and whether the run preempted. Names as in
 #: `evaluate_recommendations`.
 RECOMMENDATION_COLUMNS = [
     "variant", "model", "output_len", "slo", "slo_s", "epsilon", "b_cap", "binding", "b_true",
@@ -143,9 +143,9 @@ RECOMMENDATION_COLS = {
 }
 #: Note of the `bca_recommendations` table explaining the reason column.
 ZERO_REASON_NOTE = (
-    "Why quality is 0: the measured constraints B_cap breaks (SLO violated: in-engine latency above the SLO; "
-    "efficiency below epsilon: measured T(B) / (B T(1)) <= epsilon; preemption: the run at B_cap preempted "
-    "requests); none: the pick meets all three."
+    "Why quality is 0: Eq. 13's measured constraints B_cap breaks (SLO violated: in-engine latency above the SLO; "
+    "efficiency below epsilon: measured T(B) / (B T(1)) <= epsilon); none: the pick meets both. Preempted: the "
+    "run at B_cap preempted requests, which Eq. 13 does not model (reported, not scored)."
 )
 
 
@@ -168,11 +168,11 @@ def evaluate_recommendations(
 
     `fits` maps model name to a fitted model; `slos` comes from `slo_table`; `respect_memory` is the advisor's
     own KV-memory constraint. Ground truth per curve and SLO, the same for every variant (`measured_feasible`):
-    the measured configuration of highest throughput with measured E2E <= SLO, measured efficiency > epsilon and
-    no preemption. Quality: ``quality_pct`` = measured throughput at B_cap / ground-truth throughput x 100 when
-    B_cap meets those same measured constraints (``feasible``), else 0: a recommendation that violates the SLO,
-    misses the efficiency floor or preempts is a miss, never a score above 100% (``throughput_ratio_pct`` keeps
-    the plain ratio). At B_cap the measured outcome of each constraint is kept (``slo_violation``,
+    the measured configuration of highest throughput within Eq. 13's constraints, measured E2E <= SLO and measured
+    efficiency > epsilon. Quality: ``quality_pct`` = measured throughput at B_cap / ground-truth throughput x 100
+    when B_cap meets those same measured constraints (``feasible``), else 0: a recommendation that violates the SLO
+    or misses the efficiency floor is a miss, never a score above 100% (``throughput_ratio_pct`` keeps the plain
+    ratio); a run that preempted is reported (``preempted``), not scored, as Eq. 13 does not model preemption. At B_cap the measured outcome of each constraint is kept (``slo_violation``,
     ``efficiency_below_epsilon``, ``preempted``) and ``quality_zero_reason`` names the ones a miss breaks
     (`zero_quality_reason`: "none" for a pick that meets them all, "no B_cap" without a pick). ``kv_saved_gb`` =
     logged default KV allocation minus the blocks B_cap needs; ``binding`` names what stops B_cap (`slimlib.advisor.capacity.BINDING_LABELS`: latency SLO, efficiency floor, KV capacity,
@@ -345,8 +345,8 @@ def summary_with_uncertainty(
     """Per variant and SLO: mean recommendation quality and the MAPE of the advisor's predicted throughput at
     B_cap against the measured one, each with a bootstrap 95% interval over curves, and Wilcoxon p-values of the
     paired comparison with the `reference` variant on the same curves; plus counts of SLO violations and
-    efficiency misses; ``misses`` counts picks that break a measured constraint (scored 0), of which
-    ``preempting_picks`` only by preempting. Curves without a recommendation or ground truth are left out of the
+    efficiency misses; ``misses`` counts picks that break one of Eq. 13's measured constraints (scored 0), and
+    ``preempting_picks`` the picks whose run preempted (reported, not scored). Curves without a recommendation or ground truth are left out of the
     means (``n``)."""
 
     keys = ["model", "output_len", "slo"]
@@ -367,9 +367,7 @@ def summary_with_uncertainty(
                "pred_mape_pct": mm, "pred_mape_ci_lo_pct": mlo, "pred_mape_ci_hi_pct": mhi,
                "slo_violations": int(part["slo_violation"].fillna(False).astype(bool).sum()),
                "efficiency_misses": int((part["measured_efficiency"] <= part["epsilon"]).sum()),
-               "preempting_picks": int((part["b_cap"] > 0).sum() - (part["feasible"].fillna(True).astype(bool)
-                                       | part["slo_violation"].fillna(False).astype(bool)
-                                       | (part["measured_efficiency"] <= part["epsilon"])).sum()),
+               "preempting_picks": int(((part["b_cap"] > 0) & part["preempted"].fillna(False).astype(bool)).sum()),
                "misses": int((part["b_cap"] > 0).sum() - part["feasible"].fillna(False).astype(bool).sum()),
                "p_quality_vs_ref": np.nan, "p_mape_vs_ref": np.nan}  # fmt: skip
         if variant != reference:

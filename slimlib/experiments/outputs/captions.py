@@ -315,14 +315,17 @@ CAPTIONS: dict[str, Caption] = {
     "bca_recommendations": Caption(
         "Sec. VII-B1",
         "reproduced (faithful SLIM-BCA) and extension (project variant), labelled per row",
-        "B_cap per model, output length, SLO and advisor variant against the measured best configuration: "
-        "quality (throughput at B_cap / best, %), SLO violation, measured efficiency.",
+        "B_cap per model, output length, SLO and advisor variant against the measured best configuration within "
+        "Eq. 13's constraints (E2E within the SLO, efficiency above epsilon): quality (throughput at B_cap / best, "
+        "%; 0 where B_cap breaks a constraint), SLO violation, measured efficiency, and whether the run at B_cap "
+        "preempted requests (reported, not scored: Eq. 13 does not model preemption).",
         MEMGAP_ONLINE,
     ),
     "bca_summary": Caption(
         "Sec. VII-B1",
         "reproduced (faithful SLIM-BCA) and extension (project variant), labelled per row",
-        "Per advisor variant and SLO: mean recommendation quality and the MAPE of the predicted throughput at "
+        "Per advisor variant and SLO: mean recommendation quality (scored by Eq. 13's constraints; picks whose run "
+        "preempted are counted, not scored) and the MAPE of the predicted throughput at "
         "B_cap, each with a bootstrap 95% interval over curves, and the Wilcoxon signed-rank p-value of the paired "
         "comparison with faithful SLIM-BCA (exact over every sign of the non-zero differences where at most 12 differ "
         "from zero, else scipy's).",
@@ -807,10 +810,11 @@ CAPTIONS: dict[str, Caption] = {
     "paper_differences": Caption(
         "",
         "extension (what this package reproduces of the paper's claims, and what it does not)",
-        "Differences from the paper: each claim of the paper's text (Figs. 1-3, 5, 6, Tables I-II, Eqs. 7-11) "
+        "Differences from the paper: each claim of the paper's text (Figs. 1-8, Tables I-II, Eqs. 7-11 and 13) "
         "with its section, this package's figure on it read from the other outputs of the same run, and the "
-        "verdict (agree, disagree, not testable: the paper's text prints no Table II or ablation MAPE, so none is "
-        "quoted as the paper's).",
+        "verdict by the rule written beside it (agree, disagree, not comparable: another quantity than the "
+        "paper's, values given; not testable: the paper's text prints no Table II or ablation MAPE, so none is "
+        "quoted as the paper's, or the output needs a GPU counter campaign).",
         "the outputs named in each row (their own data sources are in their captions)",
     ),
 }
