@@ -16,6 +16,7 @@ import yaml
 from slimlib.cli.common import output_folder, positive_int
 from slimlib.cli.table import command_help
 from slimlib.errors import DataError
+from slimlib.experiments.outputs.paper_differences import sync_docs
 from slimlib.experiments.outputs.runner import run_notebooks, strip_or_check
 
 REPRODUCE_EXAMPLES = """\
@@ -138,6 +139,14 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
     print(f"{'total':<{width}}  {'':<7}  {total:7.1f} s")
     print(f"{'elapsed':<{width}}  {f'{args.jobs} at once':<7}  {time.perf_counter() - t0:7.1f} s")
     print(f"figures and tables in {figures}")
+    if figures == "figures" and Path("README.md").is_file() and Path("docs", "paper.md").is_file():
+        try:  # the README's and docs' generated tables follow the repository's outputs
+            changed = sync_docs(".", figures)
+        except DataError as exc:
+            print(f"README and docs tables not regenerated: {exc}", file=sys.stderr)
+        else:
+            if changed:
+                print(f"regenerated from the outputs: {', '.join(changed)}")
     return 0
 
 

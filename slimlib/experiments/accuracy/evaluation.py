@@ -223,13 +223,14 @@ def scenario_wide_table(table: pd.DataFrame, metric: str = "throughput") -> pd.D
 
 #: columns of `fitted_parameters` (the flags: see `slimlib.model.calibrated.CalibratedModel.summary`)
 PARAMETER_COLUMNS = (
-    "scenario", "fold", "parameter", "estimate", "stderr", "ci95_low", "ci95_high", "unit", "at_bound", "held",
+    "scenario", "fold", "gpu", "parameter", "estimate", "stderr", "ci95_low", "ci95_high", "unit", "at_bound", "held",
     "ci_clipped", "start_dispersion", "unstable", "fit_unstable", "note",
 )  # fmt: skip
 
 
 def fitted_parameters(result: EvaluationResult, method: str = "paper") -> pd.DataFrame:
-    """Estimate, standard error, 95% interval and unit of every parameter of `method`, per scenario and fold;
+    """Estimate, standard error, 95% interval and unit of every parameter of `method`, per scenario and fold (with
+    the GPU the fold was fitted on);
     ``at_bound`` for the calibrated methods (their identifiability warnings are in ``result.warnings``)."""
     rows = []
     for (scen, meth, fold), model in result.models.items():
@@ -242,7 +243,7 @@ def fitted_parameters(result: EvaluationResult, method: str = "paper") -> pd.Dat
             ((getattr(model, "fit_info_", {}) or {}).get("stability") or {}).get("unstable", False)
         )
         for name, r in summ.iterrows():
-            rows.append({"scenario": scen, "fold": fold, "parameter": name, "estimate": r["estimate"],
+            rows.append({"scenario": scen, "fold": fold, "gpu": str(getattr(model, "gpu_", "")), "parameter": name, "estimate": r["estimate"],
                          "stderr": r["stderr"], "ci95_low": r["ci95_low"], "ci95_high": r["ci95_high"],
                          "unit": r["unit"], "at_bound": bool(r.get("at_bound", False)),
                          "held": bool(r.get("fixed", False)), "ci_clipped": bool(r.get("ci_clipped", False)),

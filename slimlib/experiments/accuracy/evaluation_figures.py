@@ -228,8 +228,11 @@ def slim_params_notes(params: pd.DataFrame, gpu: str = "h100-sxm-64gb") -> list[
     """Notes of the `eval_slim_params` table: why a bandwidth efficiency (eta_attn, eta_w) can exceed 1. They are
     relative to the registry's bandwidth of `gpu`, which for the h100-sxm-64gb is derived (memory clock x an assumed
     4096-bit bus), not read from a data sheet, and uncertain by up to +25% (`slimlib.model.slim`,
-    `slimlib.registry.gpus`). Empty when `params` has no such estimate above 1."""
+    `slimlib.registry.gpus`). Empty when `params` has no such estimate above 1 on `gpu` (column ``gpu``, where
+    given: an estimate fitted on another device is not explained by this one's bandwidth)."""
     eta = params[params["parameter"].isin(BANDWIDTH_EFFICIENCIES)]
+    if "gpu" in eta.columns:
+        eta = eta[eta["gpu"] == get_gpu(gpu).name]
     above = eta[eta["estimate"].astype(float) > 1.0]
     if above.empty:
         return []
