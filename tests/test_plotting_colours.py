@@ -42,6 +42,7 @@ def _non_method_maps() -> dict[str, list[str]]:
         "CATEGORY_COLORS": list(P.CATEGORY_COLORS),
         "SCENARIO_COLORS": list(P.SCENARIO_COLORS),
         "SLO_COLORS": list(P.SLO_COLORS.values()),
+        "GPU_COLORS": [c for _, c in P.GPU_COLORS],
     }
 
 
@@ -98,3 +99,16 @@ def test_engine_lengths_are_sequential_and_distinct_per_panel():
     assert lum == sorted(lum)  # short dark, long light
     engine = [engine_model_style(m) for m in P.ENGINE_MODEL_STYLES]
     assert len({c for c, _ in engine}) == len(engine) and len({m for _, m in engine}) == len(engine)
+
+
+def test_one_colour_per_gpu_in_every_figure():
+    """Every registry GPU has its class's colour; the classes' colours differ; an unknown GPU is refused."""
+    from slimlib.errors import UnknownNameError
+    from slimlib.registry.gpus import gpu_names
+
+    colours = {name: P.gpu_color(name) for name in gpu_names()}
+    assert P.gpu_color("h100") == colours["h100-sxm-80gb"] == colours["h100-sxm-64gb"]
+    classes = {"h100-sxm-80gb", "h200-sxm-141gb", "b200-sxm-180gb", "a100-sxm-80gb", "mi300x", "mi355x", "mi250"}
+    assert len({colours[c] for c in classes}) == len(classes)
+    with pytest.raises(UnknownNameError):
+        P.gpu_color("tpu-v5")

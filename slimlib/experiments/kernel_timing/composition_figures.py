@@ -19,12 +19,14 @@ from slimlib.experiments.kernel_timing.composition import (
     gemm_bytes,
     gemm_flops,
 )
-from slimlib.experiments.outputs.plotting import COMPONENT_COLORS, batch_color, new_figure
+from slimlib.experiments.outputs.plotting import COMPONENT_COLORS, batch_color, gpu_color, new_figure
 from slimlib.model.equations import decode_attention_bytes, decode_attention_flops
 from slimlib.registry.gpus import gpu_label
 
 #: kernel-table system -> the GPU registry's label of its GPU
 GPU_LABEL = {system: gpu_label(spec["gpu"]) for system, spec in SYSTEMS.items()}
+#: AIConfigurator system -> its GPU's colour (`slimlib.experiments.outputs.plotting.gpu_color`)
+GPU_COLOR = {system: gpu_color(spec["gpu"]) for system, spec in SYSTEMS.items()}
 #: kernel groups of the decode step: (column, legend, colour of `plotting.COMPONENT_COLORS`, not a method's)
 _PARTS = (
     ("attention", "decode attention", COMPONENT_COLORS["attention"]),

@@ -22,6 +22,7 @@ import pandas as pd
 from slimlib.errors import DataError
 from slimlib.experiments.kernel_timing.moe_mla_check import fit_inverse_efficiency
 from slimlib.experiments.kernel_timing.moe_mla_terms import kernel_peak, weight_bytes
+from slimlib.experiments.outputs.plotting import gpu_color
 from slimlib.experiments.outputs.uncertainty import N_BOOT, ape, bootstrap_mean_ci
 from slimlib.model.terms import specs as ps
 from slimlib.registry.gpus import get_gpu
@@ -118,15 +119,18 @@ def fitted_corner(points: pd.DataFrame, *, n_boot: int = N_BOOT) -> pd.DataFrame
     return pd.DataFrame(rows, columns=FIT_COLUMNS)
 
 
-def plot_prior_ratio(ax, points: pd.DataFrame, gpu: str, dtype: str, color: str, label: str) -> None:
+def plot_prior_ratio(
+    ax, points: pd.DataFrame, gpu: str, dtype: str, label: str, linestyle: str = "-"
+) -> None:
     """Median and 10th-90th percentile band of predicted / measured at the priors against m (binned by powers of
-    two) for one GPU and dtype of `points`."""
+    two) for one GPU (in its colour, `gpu_color`) and dtype of `points`."""
+    color = gpu_color(gpu)
     g = points[(points["gpu"] == gpu) & (points["dtype"] == dtype)]
     if g.empty:
         raise DataError(f"no GEMM points for {gpu} {dtype}")
     b = np.exp2(np.round(np.log2(g["m"].to_numpy())))
     q = g.assign(bin=b).groupby("bin")["ratio"].quantile([0.1, 0.5, 0.9]).unstack()
     ax.fill_between(q.index, q[0.1], q[0.9], color=color, alpha=0.15, linewidth=0)
-    ax.plot(q.index, q[0.5], color=color, marker="o", markersize=2, linewidth=1, label=label)
+    ax.plot(q.index, q[0.5], color=color, ls=linestyle, marker="o", markersize=2, linewidth=1, label=label)
     ax.set_xscale("log", base=2)
     ax.axhline(1.0, color="0.5", linewidth=0.5, linestyle=":")

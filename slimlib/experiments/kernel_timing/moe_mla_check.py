@@ -25,7 +25,7 @@ from slimlib.experiments.kernel_timing.moe_mla_terms import (
     moe_weight_bytes_touched,
     weight_bytes,
 )
-from slimlib.experiments.outputs.plotting import category_color
+from slimlib.experiments.outputs.plotting import category_color, gpu_color
 from slimlib.experiments.outputs.uncertainty import N_BOOT, ape, bootstrap_mean_ci
 from slimlib.model.terms.rooflines import roofline
 from slimlib.registry.gpus import get_gpu, gpu_label
@@ -316,11 +316,10 @@ def plot_a2a(ax, a2a: pd.DataFrame, hidden: int, top_k: int, n_experts: int, pha
     if len(sel) == 0:
         raise DataError(f"no all-to-all rows for hidden {hidden}, top-{top_k}, {n_experts} experts, {phase}")
     styles = {"deepep_ht": "-", "deepep_ll": "--", "deepep_v2_context": "-.", "deepep_v2_generation": ":"}
-    gpus = sorted(sel["gpu"].unique())
     for (gpu, backend, sms), s in sel.groupby(["gpu", "comm_backend", "sms"], sort=True):
         s = s.sort_values("num_tokens")
         ax.plot(s["num_tokens"], s["latency_us"], styles.get(str(backend), "-"), marker="o", ms=2, lw=1,
-                color=category_color(gpus.index(gpu)),
+                color=gpu_color(str(gpu)),
                 label=f"{gpu_label(str(gpu))} {backend}" + (f" {sms} SMs" if sms else ""))  # fmt: skip
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")

@@ -23,6 +23,7 @@ from cycler import cycler
 from slimlib.errors import DataError
 from slimlib.experiments.outputs import table_format as T
 from slimlib.io import write_bytes, write_text
+from slimlib.registry.gpus import get_gpu
 
 #: Okabe & Ito (2008) colour-blind-safe palette (black moved last so the first colours are the distinct hues).
 OKABE_ITO = ["#E69F00", "#56B4E9", "#009E73", "#F0E442", "#0072B2", "#D55E00", "#CC79A7", "#000000"]
@@ -117,6 +118,24 @@ def scenario_styles(names) -> dict[str, tuple[str, str]]:
 def category_color(i: int) -> str:
     """The `i`-th category colour (cycled)."""
     return CATEGORY_COLORS[int(i) % len(CATEGORY_COLORS)]
+
+
+#: GPU class (registry-name prefix, first match) -> its colour in every figure (category colours, one per class)
+GPU_COLORS = (
+    ("h100", "#E41A1C"), ("gh200", "#E41A1C"), ("h200", "#17BECF"), ("b200", "#2CA02C"), ("a100", "#9467BD"),
+    ("mi300x", "#BCBD22"), ("mi355x", "#E7298A"), ("mi250", "#222255"), ("l40s", "#666633"), ("cpu", "#7F7F7F"),
+)  # fmt: skip
+
+
+def gpu_color(name: str) -> str:
+    """The colour of GPU `name` (registry name or alias) in every figure (`GPU_COLORS`)."""
+    gpu = get_gpu(name).name
+    for prefix, colour in GPU_COLORS:
+        if gpu.startswith(prefix):
+            return colour
+    raise DataError(
+        f"GPU {gpu!r} has no colour; add its class to slimlib.experiments.outputs.plotting.GPU_COLORS"
+    )
 
 
 #: Colours of estimators neither map lists (Tol muted): none is a colour of METHOD_STYLES.
