@@ -50,6 +50,9 @@ METHODS: dict[str, Method] = {
         Method("imai-ood-lr", ImaiOodLR, "IMAI OOD-LR", calibrated=False),
     )
 }
+#: the methods of the paper's Table II in its column order (the paper's model, then its two baselines); the
+#: paper-shaped tables put the other methods, this package's extensions, to their right
+PAPER_TABLE2_METHODS = ("paper", "llmvisor-agg", "imai-ood-lr")
 #: the method `slim fit`, `slim advise` and `slim transfer` use by default (README "Which model to fit")
 DEFAULT_VARIANT = "slim"
 #: names of earlier releases' methods -> what replaced them (their parameter files are refused with this advice)

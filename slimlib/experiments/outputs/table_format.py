@@ -21,6 +21,7 @@ from slimlib.errors import DataError, UnknownNameError
 from slimlib.experiments.outputs import latex as L
 from slimlib.experiments.outputs.uncertainty import format_p
 from slimlib.model import METHODS, method_label
+from slimlib.model.methods import PAPER_TABLE2_METHODS
 from slimlib.registry.gpus import get_gpu
 
 #: Human headers of common machine column names (units in parentheses).
@@ -493,7 +494,8 @@ def paper_table2(
     alpha: float = 0.05,
 ) -> pd.DataFrame:
     """Table II in the paper's shape for one metric: scenarios as rows (named by `scenario_labels`, default
-    `SCENARIO_LABELS`), methods as columns, each cell "MAPE [95% CI]" plus the Wilcoxon p-value against
+    `SCENARIO_LABELS`), methods as columns (the paper's, `PAPER_TABLE2_METHODS`, first in its order, the
+    package's extensions to their right), each cell "MAPE [95% CI]" plus the Wilcoxon p-value against
     `reference`. The lowest MAPE of a row is bold only where it is significantly lowest (`significantly_best`).
     A cell whose predictions include non-physical values (``n_nonphysical`` > 0: a predicted value <= 0) is marked
     "(k <= 0)", a cell in `not_held_out` ("scenario / method" -> why its test rows are not held out) is marked
@@ -508,7 +510,10 @@ def paper_table2(
     slabels = dict(SCENARIO_LABELS if scenario_labels is None else scenario_labels)
     t = long[long["metric"] == metric]
     scenarios = list(dict.fromkeys(t["scenario"]))
-    methods = list(dict.fromkeys(t["method"]))
+    present = list(dict.fromkeys(t["method"]))
+    methods = [m for m in PAPER_TABLE2_METHODS if m in present] + [
+        m for m in present if m not in PAPER_TABLE2_METHODS
+    ]
     notes: list[str] = []
     bad_cells: list[str] = []
     rows = []
