@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from slimlib.experiments.characterization.knees import knee_batch
 from slimlib.experiments.outputs.plotting import (
     ENGINE_MODEL_STYLES,
     batch_axis,
@@ -58,22 +59,42 @@ def _first(runs: pd.DataFrame) -> pd.DataFrame:
     return runs.sort_values("batch_size")
 
 
+def _spread(g: pd.DataFrame, col: str) -> np.ndarray | None:
+    """Lower and upper distances to the repeats' minimum and maximum of `col` (medians tables carry ``<col>_min``
+    and ``<col>_max``); None where the table has no spread."""
+    if f"{col}_min" not in g.columns or f"{col}_max" not in g.columns:
+        return None
+    return np.vstack([g[col] - g[f"{col}_min"], g[f"{col}_max"] - g[col]]).clip(min=0.0)
+
+
 def fig01_engine_plateau(runs: pd.DataFrame, models: list[str], il: int = 128, ol: int = 256):
-    """Fig. 1 analog: throughput and mean request E2E against the batch cap, one line per model."""
+    """Fig. 1 analog: throughput and mean request E2E against the batch cap, one line per model, with the repeats'
+    range (a medians table's min and max) as bars; a circle marks each curve's knee (`knee_batch`), and a curve
+    without one within the sweep says so in the legend."""
     fig, axes = new_figure(1, 2, double=True, height=2.5)
     r = _first(runs)
     for m in models:
         color, marker = engine_model_style(m)
-        g = r[(r["model"] == m) & (r["input_len"] == il) & (r["output_len"] == ol)]
-        axes[0].plot(g["batch_size"], g["throughput_tok_s"], marker=marker, color=color, label=m)
-        axes[1].plot(g["batch_size"], g["e2e_s"], marker=marker, color=color, label=m)
+        g = r[(r["model"] == m) & (r["input_len"] == il) & (r["output_len"] == ol)].sort_values("batch_size")
+        knee = knee_batch(g["batch_size"], g["throughput_tok_s"]) if len(g) > 1 else float("nan")
+        label = (
+            f"{m} (knee B = {knee:.0f})"
+            if np.isfinite(knee)
+            else f"{m} (no knee up to B = {g['batch_size'].max():.0f})"
+        )
+        for ax, col in ((axes[0], "throughput_tok_s"), (axes[1], "e2e_s")):
+            ax.errorbar(g["batch_size"], g[col], yerr=_spread(g, col), marker=marker, color=color, capsize=1.5,
+                        elinewidth=0.6, label=label if col == "throughput_tok_s" else m)  # fmt: skip
+        if np.isfinite(knee):
+            at = g[g["batch_size"] == knee]
+            axes[0].plot(at["batch_size"], at["throughput_tok_s"], "o", ms=7, mfc="none", mec=color, mew=1.0)
     for ax in axes:
         batch_axis(ax)
         ax.set_xlabel(f"batch cap B (IL={il}, OL={ol})")
     plain_log_axis(axes[1], "y")
     axes[0].set_ylabel("throughput (tok/s)")
     axes[1].set_ylabel("mean request E2E (s)")
-    axes[0].set_title("(a) throughput plateau")
+    axes[0].set_title("(a) throughput against the batch cap")
     axes[1].set_title("(b) latency keeps growing")
     axes[0].legend(loc="upper left", fontsize="small")
     return fig

@@ -765,7 +765,9 @@ CAPTIONS: dict[str, Caption] = {
         "analogue on the CPU engine (the paper's measurement on vLLM's CPU build, another device, random weights)",
         "Throughput and mean request E2E (medians over passing repeats) against the batch cap for every engine "
         "model at the shortest input length (<<engine_shortest_il>>) and one output length (notebook 11's parameter "
-        "`plateau_ol`; IL and OL on the axis label): throughput plateaus while latency keeps growing.",
+        "`plateau_ol`; IL and OL on the axis label), bars spanning the repeats' minimum to maximum; a circle marks "
+        "each curve's knee (the first doubling that adds under the package's knee threshold), and a curve without "
+        "one within the sweep says so in the legend: latency keeps growing while throughput flattens past the knee.",
         ENGINE_CPU,
     ),
     "fig02_engine_saturation": Caption(
