@@ -160,3 +160,12 @@ def test_wilcoxon_is_exact_for_a_few_tied_differences():
     # beyond the exact range: scipy's default
     many = np.linspace(-1, 3, WILCOXON_EXACT_MAX + 5)
     assert wilcoxon_p(many) == pytest.approx(stats.wilcoxon(many).pvalue)
+
+
+def test_resampled_means_are_the_one_call_draws_in_any_chunking(monkeypatch):
+    """Chunked resampling bounds memory without changing a single mean: the generator's stream is the same."""
+    for n, chunk in ((7, 10), (333, 1000), (1000, 4096)):
+        v = np.random.default_rng(n).gamma(2.0, size=n)
+        whole = v[np.random.default_rng(1).integers(0, n, size=(500, n))].mean(axis=1)
+        monkeypatch.setattr(U, "RESAMPLE_CHUNK", chunk)
+        assert np.array_equal(U.resampled_means(v, 500, np.random.default_rng(1)), whole)

@@ -51,6 +51,22 @@ def ape(true, pred) -> np.ndarray:
     return np.abs(p - t) / np.abs(t) * 100.0
 
 
+#: resampled values drawn at once by `resampled_means` (bounds its memory; the draws are the same in any chunking)
+RESAMPLE_CHUNK = 2**21
+
+
+def resampled_means(values: np.ndarray, n_boot: int, rng: np.random.Generator) -> np.ndarray:
+    """Means of `n_boot` resamples with replacement of `values`, drawn from `rng` in chunks of rows (the generator's
+    stream is the same as one ``integers(size=(n_boot, n))`` call, so the means are too, with bounded memory)."""
+    n = values.size
+    rows = max(1, RESAMPLE_CHUNK // n)
+    out = np.empty(n_boot)
+    for start in range(0, n_boot, rows):
+        k = min(rows, n_boot - start)
+        out[start : start + k] = values[rng.integers(0, n, size=(k, n))].mean(axis=1)
+    return out
+
+
 def bootstrap_mean_ci(
     values, *, n_boot: int = N_BOOT, level: float = 0.95, seed: int = SEED, label: str = ""
 ) -> tuple[float, float, float]:
@@ -70,8 +86,7 @@ def bootstrap_mean_ci(
     point = float(v.mean())
     if v.size == 1:
         return point, point, point
-    idx = rng_for(seed, v, "interval").integers(0, v.size, size=(int(n_boot), v.size))
-    means = v[idx].mean(axis=1)
+    means = resampled_means(v, int(n_boot), rng_for(seed, v, "interval"))
     lo, hi = np.quantile(means, [(1 - level) / 2, 1 - (1 - level) / 2])
     return point, float(min(lo, point)), float(max(hi, point))
 
@@ -96,8 +111,7 @@ def paired_comparison(
     d = a - b
     mean, lo, hi = bootstrap_mean_ci(d, n_boot=n_boot, level=level, seed=seed, label=label)
     if d.size > 1 and np.any(d != d[0]):
-        idx = rng_for(seed, d, "paired null").integers(0, d.size, size=(int(n_boot), d.size))
-        null = (d - d.mean())[idx].mean(axis=1)
+        null = resampled_means(d - d.mean(), int(n_boot), rng_for(seed, d, "paired null"))
         p_boot = float((np.sum(np.abs(null) >= abs(d.mean())) + 1) / (n_boot + 1))
     else:
         p_boot = 1.0 if mean == 0 else nan
