@@ -12,7 +12,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from shared_paths import REPO, SHARED
+from shared_paths import REPO
 
 import slimlib.data as ds
 from slimlib.cli.main import main
@@ -74,19 +74,7 @@ def test_build_without_kit_unchanged_by_kit_support(tmp_path: Path, kit_data: Pa
     assert not any(p.name.startswith("kit-") for p in plain.iterdir())
     for f in sorted(plain.glob("memgap-*.csv")):  # the mirror's tables do not depend on --kit
         assert f.read_bytes() == (kit_data / f.name).read_bytes(), f.name
-    committed = REPO / "data"
-    mirror = SHARED / "data" / "vllm-batching-memory-gap"
-    if not mirror.is_dir():
-        pytest.skip(f"raw mirror not found at {mirror}")
-    if any(committed.glob("kit-*.csv")):
-        pytest.skip("data/ holds kit tables: compare with a build that passes their --kit folders")
-    full = tmp_path / "full"
-    build_all(SHARED / "data", full)
-    assert sorted(p.name for p in full.iterdir()) == sorted(
-        p.name for p in committed.iterdir() if p.suffix in (".csv", ".md")
-    )
-    for f in sorted(full.iterdir()):
-        assert f.read_bytes() == (committed / f.name).read_bytes(), f.name
+    # the full build against the committed data/: tests/test_datasets_tables.py (one full build per test run)
 
 
 def test_build_with_kit_tables_manifest_readme(kit_data: Path, kit_dirs, tmp_path: Path) -> None:
