@@ -1,4 +1,5 @@
-"""The Gated DeltaNet decode table (aic-gdn): its parser's refusals, and the state-traffic check against it."""
+"""The Gated DeltaNet and Kimi Delta Attention decode tables (aic-gdn, aic-kda): the parser's refusals, and the
+state-traffic check against them."""
 
 from __future__ import annotations
 
@@ -109,11 +110,37 @@ def test_parser_refuses_a_wrong_version_and_phase_naming_file_and_row(tmp_path):
             / "0.24.0"
         )
         shutil.copytree(src / system / "sparse_attention" / "vllm" / "0.24.0", sparse)
+        kda = root / "aiconfigurator_core" / "systems" / "data" / system / "kda"
+        shutil.copytree(src / system / "kda", kda)
     with pytest.raises(DataError) as err:
         build_layer_tables(root)
     msg = str(err.value)
     assert "h100_sxm" in msg and "gdn_perf.parquet" in msg and "'mixed'" in msg and "\n" not in msg
     tables, files = build_layer_tables(AIC)
     committed = load("aic-gdn")
-    assert len(tables["aic-gdn"]) == len(committed) and len(files) == 12
+    assert len(tables["aic-gdn"]) == len(committed) and len(files) == 18
+    assert len(tables["aic-kda"]) == len(load("aic-kda"))
     assert np.allclose(tables["aic-gdn"]["latency_ms"].to_numpy(), committed["latency_ms"].to_numpy())
+
+
+def test_kda_paths_pair_each_recurrent_kernel_with_the_convolution():
+    """Each of vLLM's two recurrent Kimi Delta Attention kernels is a path with the convolution update; the bytes are
+    the Gated DeltaNet's (the state 2 B H_v d_k d_v fp32, the convolution's bf16 K - 1 inputs)."""
+    t = _rows(batch=(128,))
+    t = pd.concat([t[t["kernel_source"] == lc.CONV]] + [t[t["kernel_source"] == lc.RECURRENT].assign(kernel_source=k)
+                   for k in lc.KDA_RECURRENT], ignore_index=True)  # fmt: skip
+    pts = lc.kda_points(t)
+    assert sorted(pts["path"]) == sorted(lc.KDA_RECURRENT) and (pts["latency_ms"] == 2.0).all()
+    gdn = lc.gdn_points(_rows(batch=(128,)))
+    assert np.allclose(pts["state_bytes"], gdn["state_bytes"].iloc[0])
+    with pytest.raises(DataError, match="aic-kda: row .*is neither fused_kda_decode"):
+        lc.decode_state_bytes(t, "fused_kda_decode", "aic-kda")
+
+
+def test_committed_kda_table_is_physical_at_fp32_states():
+    pts = lc.kda_points(load("aic-kda"))
+    scored = pts[pts["role"] == "score"]
+    share = scored["state_bytes"] / (
+        scored["latency_ms"] * 1e-3 * scored["gpu"].map(lambda g: get_gpu(g).mem_bw)
+    )
+    assert share.max() < 1.1 and set(scored["path"]) == set(lc.KDA_RECURRENT)

@@ -6,6 +6,9 @@ SXM and B200 (one layer on one GPU):
   the fused recurrent state update (``fused_recurrent_gated_delta_rule_packed_decode``) and the causal-convolution
   update (``causal_conv1d_update``), by batch size and the Qwen3.5 family's head shapes. The context-phase rows (the
   chunked prefill kernels) are not kept: no term of the model prices the prefill recurrence;
+- ``aic-kda``: the same for Kimi Delta Attention (``kda/.../kda_perf.parquet``, Kimi-K3's linear attention, a vLLM
+  development build): the convolution update and both recurrent decode kernels vLLM has (``fused_kda_decode`` and
+  ``fused_recurrent_kda_packed_decode``), by batch size and Kimi-K3's heads at tensor parallel 1 to 8;
 - ``aic-dsa``: the DeepSeek sparse attention decode module (``sparse_attention/.../dsa_generation_module_perf``:
   projections, lightning indexer, top-k selection and sparse latent attention), DeepSeek-V3.2 and GLM-5 at one GPU's
   heads (tensor parallel 1), bf16 GEMMs, by batch, cached context and KV dtype. The other head counts (tensor-parallel
@@ -33,6 +36,8 @@ from slimlib.errors import DataError
 #: systems and vLLM version of the Gated DeltaNet tables
 GDN_SYSTEMS = ("b200_sxm", "h100_sxm", "h200_sxm")
 GDN_VERSION = "0.24.0"
+#: vLLM build of the Kimi Delta Attention tables (a development build: rows carry it with a local suffix)
+KDA_VERSION = "0.1.dev19262"
 _RAW_COLUMNS = ["version", "kernel_source", "phase", "batch_size", "seq_len", "num_tokens", "d_model", "d_conv",
                 "num_k_heads", "head_k_dim", "num_v_heads", "head_v_dim", "model_name", "latency"]  # fmt: skip
 
@@ -49,25 +54,32 @@ TABLE_DOCS = {
         "the recurrent state update and the convolution update, by batch size and head shape "
         "(slimlib.data.aiconfigurator_layers)."
     ),
+    "aic-kda": (
+        "NVIDIA AIConfigurator: a vLLM development build's (0.1.dev19262) Kimi Delta Attention decode kernels (one "
+        "layer, one GPU): the convolution update and both recurrent decode kernels, by batch size and head count "
+        "(slimlib.data.aiconfigurator_layers)."
+    ),
     "aic-dsa": (
         "NVIDIA AIConfigurator: vLLM 0.24.0's DeepSeek sparse attention decode module (one layer, one GPU, tensor "
         "parallel 1, bf16 GEMMs) of DeepSeek-V3.2 and GLM-5, by batch, cached context and KV dtype "
         "(slimlib.data.aiconfigurator_layers)."
     ),
 }
+_LINEAR_DOCS = {
+    **SOURCE_DOCS,
+    "model": (_S, "model whose shapes these are (Hugging Face id)"),
+    "batch_size": (_I, "sequences in the decode step (one token each)"),
+    "hidden_size": (_I, "model hidden size"),
+    "conv_kernel": (_I, "causal convolution taps"),
+    "key_heads": (_I, "linear-attention query/key heads on the GPU"),
+    "key_head_dim": (_I, "query/key head width"),
+    "value_heads": (_I, "linear-attention value heads on the GPU (one recurrent state each)"),
+    "value_head_dim": (_I, "value head width"),
+    "latency_ms": (_F, "kernel latency, ms"),
+}
 COLUMN_DOCS: dict[str, dict[str, tuple[str, str]]] = {
-    "aic-gdn": {
-        **SOURCE_DOCS,
-        "model": (_S, "model whose shapes these are (Hugging Face id)"),
-        "batch_size": (_I, "sequences in the decode step (one token each)"),
-        "hidden_size": (_I, "model hidden size"),
-        "conv_kernel": (_I, "causal convolution taps"),
-        "key_heads": (_I, "linear-attention query/key heads on the GPU"),
-        "key_head_dim": (_I, "query/key head width"),
-        "value_heads": (_I, "linear-attention value heads on the GPU (one recurrent state each)"),
-        "value_head_dim": (_I, "value head width"),
-        "latency_ms": (_F, "kernel latency, ms"),
-    },
+    "aic-kda": dict(_LINEAR_DOCS),
+    "aic-gdn": dict(_LINEAR_DOCS),
     "aic-dsa": {
         **SOURCE_DOCS,
         "model": (_S, "model whose module was timed (Hugging Face id)"),
@@ -83,21 +95,26 @@ COLUMN_DOCS: dict[str, dict[str, tuple[str, str]]] = {
 }
 
 
-def _gdn(path: Path, system: str) -> pd.DataFrame:
-    """The generation rows of one system's gdn_perf.parquet as aic-gdn rows."""
+def _gdn(
+    path: Path, system: str, version: str = GDN_VERSION, phases: tuple[str, ...] = ("context",)
+) -> pd.DataFrame:
+    """The generation rows of one system's linear-attention table (gdn_perf.parquet, kda_perf.parquet) as aic-gdn /
+    aic-kda rows; every row's version is `version` (or it with a local ``+...`` suffix), and its phase generation
+    or one of `phases` (left out)."""
     raw = read_parquet(path)
     require_file_columns(raw, _RAW_COLUMNS, path)
-    bad = raw["version"].astype(str) != GDN_VERSION
+    got = raw["version"].astype(str)
+    bad = (got != version) & ~got.str.startswith(version + "+")
     if bad.any():
         i = raw.index[bad][0]
         raise DataError(
-            f"{path}: row {i}: version {raw.loc[i, 'version']!r}, expected {GDN_VERSION!r} in every row"
+            f"{path}: row {i}: version {raw.loc[i, 'version']!r}, expected {version!r} in every row"
         )
     gen = raw[raw["phase"] == "generation"]
-    other = raw[~raw["phase"].isin(["generation", "context"])]
+    other = raw[~raw["phase"].isin(["generation", *phases])]
     if len(other):
         raise DataError(
-            f"{path}: row {other.index[0]}: phase {other['phase'].iloc[0]!r}, expected context or generation"
+            f"{path}: row {other.index[0]}: phase {other['phase'].iloc[0]!r}, expected generation or one of {phases}"
         )
     if not (gen["seq_len"] == 1).all() or not (gen["num_tokens"] == gen["batch_size"]).all():
         i = gen.index[(gen["seq_len"] != 1) | (gen["num_tokens"] != gen["batch_size"])][0]
@@ -160,8 +177,13 @@ def build_layer_tables(root: str | Path) -> tuple[dict[str, pd.DataFrame], list[
     if not sysdir.is_dir():
         raise DataError(f"{root}: no {SYS_DIR}/ here; expected the {AIC_NAME} mirror (see its PROVENANCE.md)")
     files: list[Path] = []
-    parts, dsa = [], []
+    parts, dsa, kda = [], [], []
     for system in GDN_SYSTEMS:
+        d = sysdir / "data" / system / "kda" / "vllm" / KDA_VERSION
+        files.append(check_version(d, KDA_VERSION))
+        path = d / "kda_perf.parquet"
+        files.append(path)
+        kda.append(_gdn(path, system, KDA_VERSION, ("context", "verify")))
         d = sysdir / "data" / system / "linear_attention" / "vllm" / GDN_VERSION
         files.append(check_version(d, GDN_VERSION))
         path = d / "gdn_perf.parquet"
@@ -172,14 +194,15 @@ def build_layer_tables(root: str | Path) -> tuple[dict[str, pd.DataFrame], list[
         path = d / "dsa_generation_module_perf.parquet"
         files.append(path)
         dsa.append(_dsa(path, system))
-    gdn = pd.concat(parts, ignore_index=True)
-    gdn = gdn.sort_values(["system", "kernel_source", "model", "hidden_size", "key_heads", "value_heads",
-                           "batch_size"], kind="mergesort").reset_index(drop=True)  # fmt: skip
+    order = ["system", "kernel_source", "model", "hidden_size", "key_heads", "value_heads", "batch_size"]
+    gdn = pd.concat(parts, ignore_index=True).sort_values(order, kind="mergesort").reset_index(drop=True)
+    kimi = pd.concat(kda, ignore_index=True).sort_values(order, kind="mergesort").reset_index(drop=True)
     sparse = pd.concat(dsa, ignore_index=True)
     sparse = sparse.sort_values(["system", "model", "kv_cache_dtype", "batch_size", "context"],
                                 kind="mergesort").reset_index(drop=True)  # fmt: skip
     return {
         "aic-gdn": gdn[list(COLUMN_DOCS["aic-gdn"])],
+        "aic-kda": kimi[list(COLUMN_DOCS["aic-kda"])],
         "aic-dsa": sparse[list(COLUMN_DOCS["aic-dsa"])],
     }, files
 
@@ -196,6 +219,13 @@ def layers_readme_section(tables: dict[str, pd.DataFrame]) -> list[str]:
         "row, which no term of the model prices. The collection notes name the shapes that failed",
         "(a CUDA-grid guard on the largest decode shapes, CUDA out-of-memory on the largest H100 context shapes):",
         "they have no row.",
+        "",
+        "## AIConfigurator Kimi Delta Attention decode kernels (aic-kda)",
+        "",
+        f"Same wheel; a vLLM development build ({KDA_VERSION}) on {', '.join(GDN_SYSTEMS)}. Kept: the generation phase",
+        f"({len(tables['aic-kda'])} rows: the convolution update and both recurrent decode kernels, Kimi-K3's heads",
+        "at tensor parallel 1 to 8). Left out: the context (chunked prefill) and speculative-verify rows, which no",
+        "term of the model prices; the collection notes name the failed cells (a Triton grid limit at batch 1024).",
         "",
         "## AIConfigurator DeepSeek sparse attention decode module (aic-dsa)",
         "",

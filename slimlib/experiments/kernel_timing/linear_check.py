@@ -29,22 +29,25 @@ STATE_BYTES = 4.0
 CONV_BYTES = 2.0
 RECURRENT = "fused_recurrent_gated_delta_rule_packed_decode"
 CONV = "causal_conv1d_update"
+#: the two recurrent Kimi Delta Attention decode kernels vLLM has (each a path with the convolution update)
+KDA_RECURRENT = ("fused_kda_decode", "fused_recurrent_kda_packed_decode")
 #: smallest batch scored (smaller ones sit on the kernels' launch floor)
 MIN_BATCH = 128
 
 
-def decode_state_bytes(t: pd.DataFrame) -> pd.Series:
-    """Bytes each decode kernel of `t` (aic-gdn rows) moves: the recurrent state ``2 B H_v d_k d_v`` x
-    `STATE_BYTES` (read and written), the convolution state ``2 B (2 H_k d_k + H_v d_v) (K - 1)`` x `CONV_BYTES`."""
+def decode_state_bytes(t: pd.DataFrame, recurrent: str = RECURRENT, table: str = "aic-gdn") -> pd.Series:
+    """Bytes each decode kernel of `t` (rows of `table`: aic-gdn, aic-kda) moves: the `recurrent` kernel the state
+    ``2 B H_v d_k d_v`` x `STATE_BYTES` (read and written), the convolution update its state
+    ``2 B (2 H_k d_k + H_v d_v) (K - 1)`` x `CONV_BYTES`."""
     b = t["batch_size"].astype(float)
     state = 2.0 * b * t["value_heads"] * t["key_head_dim"] * t["value_head_dim"] * STATE_BYTES
     channels = 2 * t["key_heads"] * t["key_head_dim"] + t["value_heads"] * t["value_head_dim"]
     conv = 2.0 * b * channels * (t["conv_kernel"] - 1) * CONV_BYTES
-    out = pd.Series(np.where(t["kernel_source"] == RECURRENT, state, conv), index=t.index, dtype=float)
-    unknown = ~t["kernel_source"].isin([RECURRENT, CONV])
+    out = pd.Series(np.where(t["kernel_source"] == recurrent, state, conv), index=t.index, dtype=float)
+    unknown = ~t["kernel_source"].isin([recurrent, CONV])
     if unknown.any():
-        raise DataError(f"aic-gdn: row {t.index[unknown][0]}: kernel {t.loc[unknown, 'kernel_source'].iloc[0]!r} "
-                        f"is neither {RECURRENT} nor {CONV}")  # fmt: skip
+        raise DataError(f"{table}: row {t.index[unknown][0]}: kernel {t.loc[unknown, 'kernel_source'].iloc[0]!r} "
+                        f"is neither {recurrent} nor {CONV}")  # fmt: skip
     return out
 
 
@@ -54,14 +57,20 @@ def device_efficiency(gpu: str) -> float:
     return float(eff) if eff is not None else ATTENTION_BANDWIDTH.median
 
 
-def gdn_points(gdn: pd.DataFrame | None = None, *, min_batch: int = MIN_BATCH) -> pd.DataFrame:
+def gdn_points(
+    gdn: pd.DataFrame | None = None,
+    *,
+    min_batch: int = MIN_BATCH,
+    recurrent: str = RECURRENT,
+    table: str = "aic-gdn",
+) -> pd.DataFrame:
     """One row per (GPU, model shape, batch): both decode kernels' bytes (`decode_state_bytes`) and summed
     measured latency, the term's time (bytes over the device's efficiency x peak bandwidth), their ratio and the
     error; role 'score' at batches >= `min_batch`, else 'floor'."""
-    df = load("aic-gdn") if gdn is None else gdn
+    df = load(table) if gdn is None else gdn
     if len(df) == 0:
-        raise DataError("aic-gdn: no rows")
-    df = df.assign(state_bytes=decode_state_bytes(df))
+        raise DataError(f"{table}: no rows")
+    df = df.assign(state_bytes=decode_state_bytes(df, recurrent, table))
     keys = ["gpu", "model", "hidden_size", "key_heads", "value_heads", "key_head_dim", "value_head_dim",
             "batch_size"]  # fmt: skip
     g = df.groupby(keys, sort=True)
@@ -71,6 +80,18 @@ def gdn_points(gdn: pd.DataFrame | None = None, *, min_batch: int = MIN_BATCH) -
     pts = _score(pts, min_batch)
     pts["shape"] = pts["shape"] + " D" + pts["hidden_size"].astype(str)
     return pts
+
+
+def kda_points(kda: pd.DataFrame | None = None, *, min_batch: int = MIN_BATCH) -> pd.DataFrame:
+    """`gdn_points` for Kimi Delta Attention (`data/aic-kda.csv`), once per recurrent decode kernel of
+    `KDA_RECURRENT` with the convolution update (column ``path``): its state is a Gated DeltaNet's, per-channel
+    gates aside, so the same traffic term prices it."""
+    df = load("aic-kda") if kda is None else kda
+    parts = []
+    for path in KDA_RECURRENT:
+        rows = df[df["kernel_source"].isin([path, CONV])]
+        parts.append(gdn_points(rows, min_batch=min_batch, recurrent=path, table="aic-kda").assign(path=path))
+    return pd.concat(parts, ignore_index=True)
 
 
 def _score(pts: pd.DataFrame, min_batch: int) -> pd.DataFrame:

@@ -119,6 +119,12 @@ AITER_GDN = (
     "licence) on an MI355X-class GPU (gfx950: MI355X or MI350X), no ROCm version or date recorded; "
     "`data/aiter-gdn.csv`"
 )
+AIC_KDA = (
+    "NVIDIA AIConfigurator measured vLLM kernel timings (aiconfigurator-core 0.12.0 wheel, Apache-2.0): Kimi Delta "
+    "Attention decode kernels (convolution update, fused_kda_decode and fused_recurrent_kda_packed_decode) of Kimi-K3's "
+    "heads at tensor parallel 1 to 8, a vLLM development build (0.1.dev19262) on H100 SXM, H200 SXM and B200 SXM; "
+    "`data/aic-kda.csv`"
+)
 AIC_DSA = (
     "NVIDIA AIConfigurator measured vLLM kernel timings (aiconfigurator-core 0.12.0 wheel, Apache-2.0): the DeepSeek "
     "sparse attention decode module (FlashMLA sparse, lightning indexer, projections) of DeepSeek-V3.2 and GLM-5 at "
@@ -298,9 +304,11 @@ CAPTIONS: dict[str, Caption] = {
     "eval_slim_params": Caption(
         "",
         "extension (not in the paper)",
-        f"Fitted parameters of {method_label('paper')} and {method_label('slim')} per scenario and fold: estimate, "
-        "standard error and normal-approximation 95% interval, with units; parameters at a bound are flagged.",
-        EVAL,
+        f"Fitted parameters of {method_label('paper')} and {method_label('slim')} per scenario and fold, with the "
+        "device each fold was fitted on (the H100 of the public runs, the MI300X and MI250 of LLM-Inference-Bench, "
+        "the CPU of the project's engine): estimate, standard error and normal-approximation 95% interval, with "
+        "units; parameters at a bound are flagged.",
+        f"{EVAL_TABLE2}; input-length row: the project's vLLM CPU engine (`data/engine-cpu-medians.csv`)",
     ),
     # notebook 07
     "bca_curves": Caption(
@@ -519,6 +527,17 @@ CAPTIONS: dict[str, Caption] = {
         "at batches of 128 to 1024 over every measured head shape: MAPE with bootstrap 95% intervals and the "
         "predicted/measured ratio's median and 10th-90th percentiles.",
         AIC_GDN,
+    ),
+    "kernels_kda_check": Caption(
+        "",
+        "extension (not in the paper)",
+        "The linear-attention decode term (as in kernels_gdn_check: the fp32 recurrent state and the bf16 convolution "
+        "state read and written per sequence and step over the device's decode-attention bandwidth efficiency; "
+        "nothing fitted) against the summed measured latency of the convolution update and each of vLLM's two "
+        "recurrent Kimi Delta Attention decode kernels (the path), per GPU at batches of 128 and more over Kimi-K3's "
+        "head counts: MAPE with bootstrap 95% intervals and the predicted/measured ratio's median and 10th-90th "
+        "percentiles.",
+        AIC_KDA,
     ),
     "kernels_gdn_check_amd": Caption(
         "",
@@ -890,6 +909,7 @@ NOTEBOOK_OUTPUTS: dict[str, tuple[str, ...]] = {
         "kernels_gdn_check",
         "kernels_dsa_check",
         "kernels_gdn_check_amd",
+        "kernels_kda_check",
         "kernels_gemm_vendors",
         "kernels_gemm_corner",
         "kernels_moe_check_amd",
