@@ -108,7 +108,15 @@ def test_one_colour_per_gpu_in_every_figure():
 
     colours = {name: P.gpu_color(name) for name in gpu_names()}
     assert P.gpu_color("h100") == colours["h100-sxm-80gb"] == colours["h100-sxm-64gb"]
-    classes = {"h100-sxm-80gb", "h200-sxm-141gb", "b200-sxm-180gb", "a100-sxm-80gb", "mi300x", "mi355x", "mi250"}
+    classes = {
+        "h100-sxm-80gb",
+        "h200-sxm-141gb",
+        "b200-sxm-180gb",
+        "a100-sxm-80gb",
+        "mi300x",
+        "mi355x",
+        "mi250",
+    }
     assert len({colours[c] for c in classes}) == len(classes)
     with pytest.raises(UnknownNameError):
         P.gpu_color("tpu-v5")
