@@ -371,7 +371,7 @@ class CalibratedModel(Estimator):
         if floor and "eta_w" in out and layer_floor_applies(hw):
             v = float(hw.layer_floor_eff or 0.0)  # set: layer_floor_applies
             out["eta_w"] = Prior(v, v, v, 0.0, 1, f"{hw.name}: the bandwidth efficiency of the measured "
-                                 f"layer-floor line, registry layer_floor_eff; {hw.layer_floor_source}")  # fmt: skip
+                                 "layer-floor line, registry layer_floor_eff (its source: layer_floor_source)")  # fmt: skip
         return out
 
     def _hold_at_priors(

@@ -35,6 +35,9 @@ from dataclasses import dataclass
 COLUMN_PT = 229.5
 #: Width of the text block, both columns (pt).
 TEXT_PT = 469.0
+#: floats LaTeX can hold unplaced; a table of more floats gets a ``\clearpage`` after every `FLUSH_EVERY`
+FLOAT_QUEUE = 18
+FLUSH_EVERY = 16
 #: Height of the text block (pt): a float taller than this is "Float too large".
 TEXT_HEIGHT_PT = 550.0
 #: Smallest scale a table is ever shown at (the test's floor); planning aims at `PLAN_SCALE` to leave room for
@@ -326,7 +329,10 @@ def render(
         'it as "(continued)"',
     ]
     place = "[tbp]" if layout.env == "table" else "[tp]"
-    for f in layout.floats:
+    flush = len(layout.floats) > FLOAT_QUEUE
+    for k, f in enumerate(layout.floats):
+        if flush and k and k % FLUSH_EVERY == 0:
+            lines.append(r"\clearpage % LaTeX holds at most 18 unplaced floats: place these before the next")
         lines.append(f"% slim-scale: {scale_floor(f.scale):.2f}")
         lines.append(f"\\begin{{{f.env}}}{place}")
         lines.append(r"\centering")

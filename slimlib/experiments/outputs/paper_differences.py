@@ -302,8 +302,8 @@ CLAIMS: tuple[Claim, ...] = (
     Claim("Table II", "MAPE of SLIM (paper) and the baselines in five scenarios (the paper's text prints no MAPE value).",
           "Sec. VII", ("table02_mape",), "06_slim_evaluation", _table2,
           "not testable: the paper's text prints no MAPE (the package's values given)"),
-    Claim("Table II (ranking)", "SLIM is compared against two higher-level predictors, LLMVisor-Agg and IMAI "
-          "OOD-LR (the paper's text prints no ranking).", "Sec. VII", ("table02_mape",), "06_slim_evaluation",
+    Claim("Table II (ranking)", "SLIM (paper) is compared against two higher-level predictors, LLMVisor-Agg and "
+          "IMAI OOD-LR (the paper's text prints no ranking).", "Sec. VII", ("table02_mape",), "06_slim_evaluation",
           _ranking, "not testable: the paper's text prints no ranking (the package's given, Wilcoxon p < 0.05)"),
     Claim("Eqs. 7, 9, 10", "eta_c and eta_m are calibrated efficiency factors, alpha a per-token overhead, B0 a small "
           "batch offset.", "Sec. VI", ("eval_slim_params",), "06_slim_evaluation", _bounds,
