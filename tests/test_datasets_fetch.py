@@ -176,6 +176,9 @@ def test_pinned_urls_point_at_the_upstream_commits():
     assert file_url("vidur-profiling/legacy-e2d00e9/a100/attention.csv").endswith(
         "/e2d00e9afba96cec9f0e7ea560bbfc4a539fae6a/data/profiling/a100/attention.csv"
     )
+    assert file_url("aiter/LICENSE") == (
+        "https://raw.githubusercontent.com/ROCm/aiter/e4048607a535ace3a2b51ded31b1c8c2d45c0879/LICENSE"
+    )  # the licence lies at the repository's root, the tables under aiter/
     assert file_url("aiter/configs/tuned_fmoe.csv") == (
         "https://raw.githubusercontent.com/ROCm/aiter/e4048607a535ace3a2b51ded31b1c8c2d45c0879/aiter/configs/"
         "tuned_fmoe.csv"

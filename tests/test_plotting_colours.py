@@ -120,3 +120,11 @@ def test_one_colour_per_gpu_in_every_figure():
     assert len({colours[c] for c in classes}) == len(classes)
     with pytest.raises(UnknownNameError):
         P.gpu_color("tpu-v5")
+
+
+def test_a_gpu_class_without_a_colour_is_refused(monkeypatch):
+    from slimlib.errors import DataError
+
+    monkeypatch.setattr(P, "GPU_COLORS", tuple(c for c in P.GPU_COLORS if c[0] != "mi355x"))
+    with pytest.raises(DataError, match="GPU 'mi355x' has no colour"):
+        P.gpu_color("mi355x")

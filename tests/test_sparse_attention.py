@@ -176,7 +176,9 @@ def test_dsa_parser_refuses_a_model_it_has_no_heads_for(tmp_path):
         for kind in ("linear_attention", "sparse_attention"):
             dst = root / "aiconfigurator_core" / "systems" / "data" / system / kind / "vllm" / "0.24.0"
             shutil.copytree(src / system / kind / "vllm" / "0.24.0", dst)
-        shutil.copytree(src / system / "kda", root / "aiconfigurator_core" / "systems" / "data" / system / "kda")
+        shutil.copytree(
+            src / system / "kda", root / "aiconfigurator_core" / "systems" / "data" / system / "kda"
+        )
     p = (
         root
         / "aiconfigurator_core"

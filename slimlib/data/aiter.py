@@ -7,7 +7,7 @@ see its PROVENANCE.md). `build_aiter_tables` writes:
 - ``aiter-gdn``: the Gated DeltaNet recurrent decode kernel (``ops/flydsl/gdr_decode_tuned.csv``: one token per
   sequence, bf16 activations, a bf16 or fp32 state) by batch and head shape, on gfx950 only (its gfx942 rows carry
   no CU count: an MI300X-class part or an MI308X);
-- ``aiter-exclusions``: every data row of those files that is not in the two tables, with the reason.
+- ``aiter-exclusions``: every data row of those files that is not in the three tables, with the reason.
 
 A row is kept when it is a timing (not a placeholder: ``us`` finite and positive, not 1.0 with ``tflops`` 0), its
 time is not copied across shapes (the same time and kernel written for two or more shapes of one table family on
@@ -30,6 +30,7 @@ from slimlib.data.markdown import count_table
 from slimlib.errors import DataError
 from slimlib.registry.gpus import get_gpu
 from slimlib.registry.precision import KERNEL_DTYPES
+from slimlib.schema import plain
 
 AITER_NAME = "aiter"
 SOURCE = (
@@ -57,7 +58,7 @@ MOE_DTYPES = {
     ("float8", "float8", "per_Token"): "fp8",
     ("float8", "float8", "per_Tensor"): "fp8",
     ("float8", "float8", "per_1x128"): "fp8_block",
-    ("float8", "float8", "per_1x32"): "fp8_block",
+    ("float8", "float8", "per_1x32"): "mxfp8",
     ("float4", "float4", "per_1x32"): "mxfp4",
     ("float8", "float4", "per_1x32"): "w4a8_mxfp4_mxfp8",
     ("bfloat16", "float4", "per_1x32"): "w4a16_mxfp4",
@@ -137,7 +138,11 @@ COLUMN_DOCS: dict[str, dict[str, tuple[str, str]]] = {
         "value_heads": (_I, "value heads on the GPU (one recurrent state each)"),
         "key_head_dim": (_I, "key head width"),
         "value_head_dim": (_I, "value head width"),
-        "latency_ms": (_F, "kernel time, ms (the file's duration, in microseconds, / 1000)"),
+        "latency_ms": (
+            _F,
+            "kernel time, ms (the file's duration / 1000: the file states no unit, microseconds are "
+            "assumed, which put the state traffic at 3-6 TB/s, within the bandwidth)",
+        ),
     },
     "aiter-exclusions": {
         "file": (_S, "aiter file (path under aiter/)"),
@@ -146,7 +151,7 @@ COLUMN_DOCS: dict[str, dict[str, tuple[str, str]]] = {
         "cu_num": (_I, "compute units of the row's GPU"),
         "reason": (
             _S,
-            "why the row is not in aiter-gemm / aiter-moe: "
+            "why the row is not in aiter-gemm, aiter-moe or aiter-gdn: "
             + "; ".join(f"{k}: {v}" for k, v in REASONS.items()),
         ),
     },
@@ -156,19 +161,56 @@ _MOE_COLUMNS = ["token", "model_dim", "inter_dim", "expert", "topk", "q_dtype_a"
                 "us1", "us2", "us", "run_1stage"]  # fmt: skip
 
 
-def _read(root: Path, path: Path, need: list[str]) -> pd.DataFrame:
-    df = pd.read_csv(path)
+def _csv(path: Path) -> pd.DataFrame:
+    """`path` read as a CSV; DataError naming it where it is missing or not a table."""
+    try:
+        return pd.read_csv(path)
+    except FileNotFoundError:
+        raise DataError(f"{path}: missing; the aiter mirror is incomplete (see its PROVENANCE.md)") from None
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+        raise DataError(f"{path}: not a readable CSV ({str(exc).splitlines()[0][:80]})") from None
+
+
+def _positive(df: pd.DataFrame, cols: list[str], path: Path) -> None:
+    """Each of `cols` as numbers, every value finite and positive (DataError naming the row and column)."""
+    for col in cols:
+        values = pd.to_numeric(df[col], errors="coerce")
+        bad = ~(np.isfinite(values) & (values > 0))
+        if bad.any():
+            i = int(np.flatnonzero(bad.to_numpy())[0])
+            raise DataError(f"{path}: row {i}: {col} {plain(df[col].iloc[i])} is not a positive number")
+        df[col] = values
+
+
+def _read(root: Path, path: Path, need: list[str], shape: tuple[str, ...] = ()) -> pd.DataFrame:
+    df = _csv(path)
     df = df.rename(columns={c: c.upper() for c in ("b", "m", "n", "k") if c in df.columns})
     rel = path.relative_to(root).as_posix()
     missing = [c for c in need if c not in df.columns]
     if missing:
         raise DataError(f"{path}: no column {missing}; expected aiter's tuned-table layout (PROVENANCE.md)")
+    _positive(df, [c for c in shape if c in df.columns], path)
+    if "us" in df.columns:
+        text = df["us"].astype(str).str.strip().str.lower()
+        unreadable = (
+            pd.to_numeric(df["us"], errors="coerce").isna() & df["us"].notna() & ~text.isin(["inf", "nan"])
+        )
+        if unreadable.any():
+            i = int(np.flatnonzero(unreadable.to_numpy())[0])
+            raise DataError(f"{path}: row {i}: us {plain(df['us'].iloc[i])} is not a time in microseconds")
     if "gfx" not in df.columns and "cu_num" not in df.columns:
         if need:
             raise DataError(f"{path}: neither gfx nor cu_num; the row's GPU cannot be told")
         df["gfx"] = pd.NA
     if "cu_num" not in df.columns:
         df["cu_num"] = df["gfx"].map({"gfx950": 256})
+    cu = pd.to_numeric(df["cu_num"], errors="coerce")
+    if (cu.isna() & df["cu_num"].notna()).any():
+        i = int(np.flatnonzero((cu.isna() & df["cu_num"].notna()).to_numpy())[0])
+        raise DataError(
+            f"{path}: row {i}: cu_num {plain(df['cu_num'].iloc[i])} is not a number of compute units"
+        )
+    df["cu_num"] = cu
     legacy = df["cu_num"].map(LEGACY_GFX)
     df["gfx"] = df["gfx"].fillna(legacy) if "gfx" in df.columns else legacy
     df["file"], df["row"] = rel, np.arange(len(df))
@@ -192,13 +234,14 @@ def _read(root: Path, path: Path, need: list[str]) -> pd.DataFrame:
 
 
 def _flag_repeated(df: pd.DataFrame, family: str, shape: list[str], times: list[str]) -> None:
-    """Mark ``repeated`` the rows whose time columns repeat over several shapes of one family and GPU."""
-    ok = df["reason"] == ""
+    """Mark ``repeated`` the rows whose time columns repeat over several shapes of one family and GPU (counted
+    over every row with a timing, as the mirror's sanity check does; rows already excluded keep their reason)."""
+    timed = df["reason"] != "placeholder"
     keys = [family, "gfx", "cu_num", *times]
-    shapes = df[ok].drop_duplicates([*keys, *shape]).groupby(keys, dropna=False).size()
+    shapes = df[timed].drop_duplicates([*keys, *shape]).groupby(keys, dropna=False).size()
     many = shapes[shapes > 1].index
     hit = pd.MultiIndex.from_frame(df[keys]).isin(many)
-    df.loc[ok & hit, "reason"] = "repeated"
+    df.loc[(df["reason"] == "") & hit, "reason"] = "repeated"
 
 
 def _over_peak(flops: pd.Series, us: pd.Series, gpus: pd.Series, dtypes: pd.Series) -> np.ndarray:
@@ -224,7 +267,7 @@ def _gemm(root: Path) -> pd.DataFrame:
                 f"{path}: a GEMM table of no known family; add it to slimlib.data.aiter.GEMM_FAMILIES"
             )
         need = [] if dtype is None else _GEMM_COLUMNS
-        df = _read(root, path, need)
+        df = _read(root, path, need, () if dtype is None else ("M", "N", "K"))
         df["family"], df["gemm_dtype"] = family, dtype
         if "libtype" not in df.columns:
             df["libtype"] = ""
@@ -233,9 +276,9 @@ def _gemm(root: Path) -> pd.DataFrame:
         elif "q_dtype_w" in df.columns:
             not8 = ~df["q_dtype_w"].astype(str).str.contains("float8")
             df.loc[(df["reason"] == "") & not8, "reason"] = "precision"
-        for col, plain in (("bias", "False"), ("outdtype", "torch.bfloat16")):
+        for col, want in (("bias", "False"), ("outdtype", "torch.bfloat16"), ("dtype", "torch.bfloat16")):
             if col in df.columns:
-                df.loc[(df["reason"] == "") & (df[col].astype(str) != plain), "reason"] = "precision"
+                df.loc[(df["reason"] == "") & (df[col].astype(str) != want), "reason"] = "precision"
         parts.append(df)
     g = pd.concat(parts, ignore_index=True)
     shape = ["M", "N", "K", "gemm_dtype"]
@@ -259,7 +302,8 @@ def _moe_dtype(a: str, w: str, q: str) -> str | None:
 
 
 def _moe(root: Path) -> pd.DataFrame:
-    parts = [_read(root, p, _MOE_COLUMNS) for p in sorted((root / "configs").rglob("*fmoe*.csv"))
+    shape = ("token", "model_dim", "inter_dim", "expert", "topk")
+    parts = [_read(root, p, _MOE_COLUMNS, shape) for p in sorted((root / "configs").rglob("*fmoe*.csv"))
              if "untuned" not in p.name and "grouped" not in p.name]  # fmt: skip
     grouped = [_read(root, p, ["us"]) for p in sorted((root / "configs").rglob("*grouped*fmoe*.csv"))]
     for df in grouped:  # tile parameters instead of layer shapes (gfx1250 only)
@@ -270,8 +314,8 @@ def _moe(root: Path) -> pd.DataFrame:
     m.loc[(m["reason"] == "") & m["moe_dtype"].isna(), "reason"] = "precision"
     m.loc[(m["reason"] == "") & (m["use_g1u1"].fillna(1).astype(int) != 1), "reason"] = "not_gated"
     m["family"] = "fmoe"
-    shape = ["token", "model_dim", "inter_dim", "expert", "topk", "moe_dtype", "q_type"]
-    _flag_repeated(m, "family", shape, ["us1", "us2", "us"])
+    keys = ["token", "model_dim", "inter_dim", "expert", "topk", "moe_dtype", "q_type"]
+    _flag_repeated(m, "family", keys, ["us1", "us2", "us"])
     ok = m["reason"] == ""
     n1 = 2 * m.loc[ok, "inter_dim"]
     flops = (
@@ -279,7 +323,7 @@ def _moe(root: Path) -> pd.DataFrame:
     )
     over = _over_peak(flops, m.loc[ok, "us"], m.loc[ok, "gpu"], m.loc[ok, "moe_dtype"])
     m.loc[ok[ok].index[over], "reason"] = "over_peak"
-    _keep_fastest(m, ["gpu", *shape])
+    _keep_fastest(m, ["gpu", *keys])
     return pd.concat([m, *grouped], ignore_index=True)
 
 
@@ -290,10 +334,11 @@ _GDN_COLUMNS = ["arch", "dtype", "state_dtype", "b", "sq", "num_k_heads", "num_v
 
 def _gdn(root: Path) -> pd.DataFrame:
     path = root / GDN_FILE
-    df = pd.read_csv(path)
+    df = _csv(path)
     missing = [c for c in _GDN_COLUMNS if c not in df.columns]
     if missing:
         raise DataError(f"{path}: no column {missing}; expected aiter's gdr_decode layout (PROVENANCE.md)")
+    _positive(df, ["b", "sq", "num_k_heads", "num_v_heads", "head_k_dim", "head_v_dim"], path)
     df = df.assign(file=GDN_FILE, row=np.arange(len(df)), gfx=df["arch"], cu_num=pd.NA, reason="")
     bad = ~((df["sq"] == 1) & (df["dtype"].astype(str) == "torch.bfloat16"))
     if bad.any():
@@ -310,8 +355,8 @@ def _gdn(root: Path) -> pd.DataFrame:
 
 
 def build_aiter_tables(root: str | Path) -> tuple[dict[str, pd.DataFrame], list[Path]]:
-    """The aiter-gemm, aiter-moe and aiter-exclusions tables from the raw folder `root` (aiter/) and the raw files
-    read."""
+    """The aiter-gemm, aiter-moe, aiter-gdn and aiter-exclusions tables from the raw folder `root` (aiter/) and the
+    raw files read."""
     base = Path(root)
     if not (base / "configs").is_dir():
         raise DataError(f"{root}: no configs/ here; expected the {AITER_NAME} mirror (see its PROVENANCE.md)")
@@ -352,7 +397,7 @@ def build_aiter_tables(root: str | Path) -> tuple[dict[str, pd.DataFrame], list[
 def aiter_readme_section(tables: dict[str, pd.DataFrame]) -> list[str]:
     """Lines of data/README.md on the aiter tables: what is kept, what is left out and why."""
     return [
-        "## AMD ROCm aiter kernel tables (aiter-gemm, aiter-moe, aiter-exclusions)",
+        "## AMD ROCm aiter kernel tables (aiter-gemm, aiter-moe, aiter-gdn, aiter-exclusions)",
         "",
         f"Kept: {len(tables['aiter-gemm'])} GEMM, {len(tables['aiter-moe'])} fused-MoE and {len(tables['aiter-gdn'])} "
         "Gated DeltaNet decode shapes, the fastest clean",

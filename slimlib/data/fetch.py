@@ -13,6 +13,8 @@ Sources and their pins (each folder's PROVENANCE.md in the mirror says more):
   ``Nvidia``, verbatim (DERIVED).
 - ``aiconfigurator-kernels/``: the files keep their paths inside the PyPI wheel of ``aiconfigurator-core`` 0.12.0;
   the wheel is downloaded once (sha256-checked) and the listed members are extracted (BUNDLES).
+- ``aiter/``: one file per URL at the pinned commit of ROCm/aiter, under its ``aiter/`` folder, but for the licence,
+  which lies at the repository's root (MOVED).
 
 Every file written is then checked against its sha256 in the registry.
 This is the only module of slimlib that uses the network.
@@ -92,6 +94,10 @@ DERIVED: dict[str, tuple[Upstream, Callable[[bytes], bytes]]] = {
         non_nvidia_rows,
     ),
 }
+#: Mirror path -> its pinned upstream URL where the upstream path is not the mirror's (see each PROVENANCE.md).
+MOVED = {
+    "aiter/LICENSE": "https://raw.githubusercontent.com/ROCm/aiter/e4048607a535ace3a2b51ded31b1c8c2d45c0879/LICENSE",
+}
 #: `base_url` value meaning "each file from its pinned upstream commit" (PINNED_URLS).
 PINNED_URL = None
 CACHE_ENV = "SLIM_CACHE_DIR"
@@ -167,6 +173,8 @@ def file_url(name: str, base_url: str | None = PINNED_URL) -> str:
     """Download URL of registry path `name`: its pinned upstream URL, or `base_url` + name for a mirror."""
     if base_url is not None:
         return base_url.rstrip("/") + "/" + name
+    if name in MOVED:
+        return MOVED[name]
     if name in DERIVED:
         return DERIVED[name][0].url
     prefix = _source_prefix(name)

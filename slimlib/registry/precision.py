@@ -52,13 +52,14 @@ KV_CACHE_DTYPES: dict[str, float | None] = {"auto": None, "fp8": 1, "fp8_e4m3": 
 #: 1 byte per 16 or 32 fp4 weights) are not counted.
 KERNEL_DTYPES: dict[str, tuple[str, str]] = {
     "bfloat16": ("none", "fp16"),
-    "fp8": ("fp8", "fp8"),  # W8A8, per-tensor scales
+    "fp8": ("fp8", "fp8"),  # W8A8, per-tensor (AIConfigurator) or per-token x per-channel scales (aiter)
     "fp8_block": ("fp8", "fp8"),  # W8A8, 128x128 block scales
     "int4_wo": ("fp4", "fp16"),  # 4-bit integer weights (0.5 byte, as fp4), 16-bit compute (Marlin)
     "w4a16_mxfp4": ("fp4", "fp16"),  # MXFP4 weights, 16-bit compute
     "w4a8_mxfp4_mxfp8": ("fp4", "fp8"),  # MXFP4 weights, MXFP8 activations
     "nvfp4": ("fp4", "fp4"),  # W4A4
     "mxfp4": ("fp4", "fp4"),  # W4A4, MXFP4 (e2m1 with one e8m0 scale per 32)
+    "mxfp8": ("fp8", "fp8"),  # W8A8, MXFP8 (e4m3 with one e8m0 scale per 32)
 }
 
 _QUANT_BYTES = {"fp8": 1.0, "fp4": 0.5}

@@ -10,8 +10,8 @@ precision, ``BW`` its memory bandwidth, ``b_w`` the bytes per weight. Two readin
 * **fitted asymptotes**: ``eta_w`` and the floor fitted on the weight-read rows (``m <= FIT_MAX_M``, least squares
   on relative errors), ``eta_c`` on the compute rows (``m >= COMPUTE_MIN_M``), and the rows between scored: the
   roofline's corner, where a decode batch sits, predicted from its two ends (MAPE with a bootstrap 95% interval),
-  for the term's form (the larger of the two times, ``max``) and for their sum (``sum``, the alternative of a
-  rounded corner; its ``eta_c`` fitted on top of the weight read).
+  for the term's form (the floor plus the larger of the two times, ``max``) and for their sum (``sum``, the
+  alternative of a rounded corner); ``eta_c`` is fitted on top of the floor (and of the weight read for ``sum``).
 """
 
 from __future__ import annotations
@@ -96,15 +96,18 @@ def fitted_corner(points: pd.DataFrame, *, n_boot: int = N_BOOT) -> pd.DataFrame
     rows = []
     for (vendor, gpu, dtype), g in points.groupby(["vendor", "gpu", "dtype"], sort=True):
         ends = (g["m"] <= FIT_MAX_M, g["m"] >= COMPUTE_MIN_M)
-        shapes = [set(zip(g.loc[e, "n"], g.loc[e, "k"], strict=True)) for e in ends]
-        g = g[[s in shapes[0] & shapes[1] for s in zip(g["n"], g["k"], strict=True)]]
+        low_shapes, high_shapes = (set(zip(g.loc[e, "n"], g.loc[e, "k"], strict=True)) for e in ends)
+        both = low_shapes & high_shapes
+        g = g[[s in both for s in zip(g["n"], g["k"], strict=True)]]
         low, high = g[g["m"] <= FIT_MAX_M], g[g["m"] >= COMPUTE_MIN_M]
         mid = g[(g["m"] > FIT_MAX_M) & (g["m"] < COMPUTE_MIN_M)]
         if len(low) < 2 or len(high) < 1 or len(mid) < 1:
             continue
         floor, scale_w = fit_inverse_efficiency(low["memory_ms"], low["latency_ms"], intercept=True)
         for form in FORMS:
-            base = floor + scale_w * high["memory_ms"] if form == "sum" else 0.0
+            base = floor + (
+                scale_w * high["memory_ms"] if form == "sum" else 0.0
+            )  # the floor is in both forms
             _, scale_c = fit_inverse_efficiency(high["compute_ms"], high["latency_ms"], base)
             w, c = scale_w * mid["memory_ms"], scale_c * mid["compute_ms"]
             pred = floor + (w + c if form == "sum" else np.maximum(w, c))
