@@ -176,8 +176,8 @@ def test_amd_gated_deltanet_state_traffic() -> None:
     assert list(pts["state_bytes"]) == [2 * 256 * 8 * 128 * 128 * 2.0, 2 * 256 * 8 * 128 * 128 * 4.0]
     bw = get_gpu("mi355x").mem_bw * lc.device_efficiency("mi355x")
     assert pts["modelled_ms"].iloc[1] == pytest.approx(1e3 * pts["state_bytes"].iloc[1] / bw)
-    with pytest.raises(DataError, match="state dtype 'float16'"):
-        lc.aiter_gdn_points(t.assign(state_dtype="float16"))
+    with pytest.raises(DataError, match="state dtype 'float8'"):
+        lc.aiter_gdn_points(t.assign(state_dtype="float8"))
 
 
 def test_bad_cells_and_files_are_refused_naming_file_row_and_column(tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ from slimlib.experiments.kernel_timing import moe_mla_check as mc  # noqa: E402
 from slimlib.experiments.kernel_timing import moe_mla_terms as mt  # noqa: E402
 from slimlib.experiments.outputs.plotting import new_figure  # noqa: E402
 from slimlib.registry.gpus import get_gpu  # noqa: E402
+from slimlib.registry.precision import kernel_peak, kernel_weight_bytes  # noqa: E402
 
 needs_tables = pytest.mark.skipif(
     not all(available(n) for n in ("aic-moe", "aic-mla", "aic-moe-a2a")),
@@ -42,20 +43,20 @@ def test_moe_weight_bytes_from_top_k_experts_to_all_experts():
 
 def test_dtype_bytes_and_peaks():
     h100, a100, b200 = get_gpu("h100-sxm-80gb"), get_gpu("a100-sxm-80gb"), get_gpu("b200-sxm-180gb")
-    assert [mt.weight_bytes(d) for d in ("bfloat16", "fp8", "fp8_block", "int4_wo", "nvfp4")] == [
+    assert [kernel_weight_bytes(d) for d in ("bfloat16", "fp8", "fp8_block", "int4_wo", "nvfp4")] == [
         2,
         1,
         1,
         0.5,
         0.5,
     ]
-    assert mt.kernel_peak(h100, "fp8_block") == h100.peak_flops_fp8
-    assert mt.kernel_peak(h100, "w4a16_mxfp4") == h100.peak_flops  # weight-only: 16-bit compute
-    assert mt.kernel_peak(b200, "nvfp4") == b200.peak_flops_fp4
+    assert kernel_peak(h100, "fp8_block") == h100.peak_flops_fp8
+    assert kernel_peak(h100, "w4a16_mxfp4") == h100.peak_flops  # weight-only: 16-bit compute
+    assert kernel_peak(b200, "nvfp4") == b200.peak_flops_fp4
     with pytest.raises(DataError, match="no fp8 tensor peak"):
-        mt.kernel_peak(a100, "fp8")
+        kernel_peak(a100, "fp8")
     with pytest.raises(UnknownNameError):
-        mt.weight_bytes("fp7")
+        kernel_weight_bytes("fp7")
 
 
 def test_mla_latent_bytes_and_flops():

@@ -29,7 +29,7 @@ import pandas as pd
 from slimlib.data.markdown import count_table
 from slimlib.errors import DataError
 from slimlib.registry.gpus import get_gpu
-from slimlib.registry.precision import KERNEL_DTYPES
+from slimlib.registry.precision import kernel_peak
 from slimlib.schema import plain
 
 AITER_NAME = "aiter"
@@ -245,7 +245,7 @@ def _flag_repeated(df: pd.DataFrame, family: str, shape: list[str], times: list[
 
 
 def _over_peak(flops: pd.Series, us: pd.Series, gpus: pd.Series, dtypes: pd.Series) -> np.ndarray:
-    peaks = np.array([get_gpu(g).peak_for(KERNEL_DTYPES[d][1]) for g, d in zip(gpus, dtypes, strict=True)])
+    peaks = np.array([kernel_peak(get_gpu(g), d) for g, d in zip(gpus, dtypes, strict=True)])
     return np.asarray(flops / (us * 1e-6) > peaks)
 
 

@@ -125,6 +125,12 @@ def _engine_sessions(campaign: str) -> list[Path]:
     return [data_dir() / name for name in CAMPAIGNS[campaign] if (data_dir() / name / MANIFEST).is_file()]
 
 
+def _provenance(root: Path) -> list[Path]:
+    """The mirror folder's own PROVENANCE.md where it has one (read by the build, listed in the manifest)."""
+    prov = root / "PROVENANCE.md"
+    return [prov] if prov.is_file() else []
+
+
 def build_all(raw: str | Path, out: str | Path, kit: list[str | Path] | None = None) -> dict[str, Path]:
     """Parse the raw mirrors under `raw` (the data root holding vllm-batching-memory-gap/ and vidur-profiling/,
     or the memgap mirror itself) and write every table into `out`; returns table name -> written path.
@@ -140,10 +146,7 @@ def build_all(raw: str | Path, out: str | Path, kit: list[str | Path] | None = N
     if vidur_root.is_dir():
         vt, vfiles = build_vidur_tables(vidur_root)
         tables.update(vt)
-        files = files + list(vfiles)
-        prov = vidur_root / "PROVENANCE.md"
-        if prov.is_file():
-            files.append(prov)
+        files = files + list(vfiles) + _provenance(vidur_root)
     aic_root = data_root / AIC_NAME
     if aic_root.is_dir():
         at, afiles = build_aic_tables(aic_root)
@@ -157,10 +160,7 @@ def build_all(raw: str | Path, out: str | Path, kit: list[str | Path] | None = N
     if aiter_root.is_dir():
         it, ifiles = build_aiter_tables(aiter_root)
         tables.update(it)
-        files = files + list(ifiles)
-        prov = aiter_root / "PROVENANCE.md"
-        if prov.is_file():
-            files.append(prov)
+        files = files + list(ifiles) + _provenance(aiter_root)
     llmib_root = data_root / LLMIB_NAME
     if llmib_root.is_dir():
         lt, lfiles = build_llmib_tables(llmib_root)

@@ -37,13 +37,15 @@ from slimlib.registry.param_count import (
 __all__ = [
     "STANDARD_KEYS",
     "STRUCTURE_KEYS",
+    "TORCH_DTYPE_BYTES",
     "UNSUPPORTED",
     "UnknownStyleWarning",
     "quantization_from_hf_quant_config",
     "shapes_from_config",
 ]
 
-_DTYPE_BYTES = {
+#: a config's (and a kernel table's) dtype name -> bytes per element
+TORCH_DTYPE_BYTES = {
     "float16": 2,
     "fp16": 2,
     "half": 2,
@@ -343,12 +345,12 @@ def _detect_style(data: dict[str, Any], where: str) -> tuple[str, str]:
 def _dtype_bytes(c: _Keys) -> int:
     dtype = c.get("torch_dtype", "dtype", default="float16")
     key = str(dtype).lower().removeprefix("torch.")
-    if key not in _DTYPE_BYTES:
+    if key not in TORCH_DTYPE_BYTES:
         raise DataError(
-            f"{c.where}: torch_dtype {dtype!r} is not one of {', '.join(sorted(_DTYPE_BYTES))}; "
+            f"{c.where}: torch_dtype {dtype!r} is not one of {', '.join(sorted(TORCH_DTYPE_BYTES))}; "
             "set it to the dtype the model is served in"
         )
-    return _DTYPE_BYTES[key]
+    return TORCH_DTYPE_BYTES[key]
 
 
 def _head_dim(c: _Keys, hidden: int, heads: int, explicit: int | None = None) -> int:
@@ -513,9 +515,11 @@ def _state_bytes(c: _Keys, key: str, model_bytes: int) -> int:
     """Bytes of one recurrent-state element: the config's `key` dtype, else the model's (vLLM's "auto")."""
     dtype = c.get(key)
     name = str(dtype).lower().removeprefix("torch.") if dtype is not None else ""
-    if name and name not in _DTYPE_BYTES:
-        raise DataError(f"{c.where}: key {key!r} is {dtype!r}, not one of {', '.join(sorted(_DTYPE_BYTES))}")
-    return _DTYPE_BYTES[name] if name else model_bytes
+    if name and name not in TORCH_DTYPE_BYTES:
+        raise DataError(
+            f"{c.where}: key {key!r} is {dtype!r}, not one of {', '.join(sorted(TORCH_DTYPE_BYTES))}"
+        )
+    return TORCH_DTYPE_BYTES[name] if name else model_bytes
 
 
 def _linear_layers(c: _Keys, layers: int, model_bytes: int) -> dict[str, Any]:

@@ -28,6 +28,9 @@ __all__ = [
     "weight_bytes_per_element",
     "kv_bytes_per_element",
     "compute_peak",
+    "KERNEL_DTYPES",
+    "kernel_peak",
+    "kernel_weight_bytes",
 ]
 
 #: --dtype values -> bytes per element (None: the model config's own dtype)
@@ -63,6 +66,22 @@ KERNEL_DTYPES: dict[str, tuple[str, str]] = {
 }
 
 _QUANT_BYTES = {"fp8": 1.0, "fp4": 0.5}
+
+
+def _kernel_dtype(dtype: str) -> tuple[str, str]:
+    if dtype not in KERNEL_DTYPES:
+        raise UnknownNameError(close_matches_message("kernel dtype", dtype, list(KERNEL_DTYPES)))
+    return KERNEL_DTYPES[dtype]
+
+
+def kernel_weight_bytes(dtype: str) -> float:
+    """Bytes per weight of a kernel table's dtype (`KERNEL_DTYPES`; 16-bit weights: 2)."""
+    return weight_bytes_per_element(_kernel_dtype(dtype)[0], dtype_bytes("bfloat16", 2))
+
+
+def kernel_peak(gpu: GPU, dtype: str) -> float:
+    """Dense tensor peak FLOP/s the GEMMs of a kernel table's dtype run at on `gpu` (fp8 peak for fp8 ...)."""
+    return gpu.peak_for(_kernel_dtype(dtype)[1])
 
 
 def _key(value: object) -> str:

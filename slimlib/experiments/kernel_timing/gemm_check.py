@@ -21,11 +21,11 @@ import pandas as pd
 
 from slimlib.errors import DataError
 from slimlib.experiments.kernel_timing.moe_mla_check import fit_inverse_efficiency
-from slimlib.experiments.kernel_timing.moe_mla_terms import kernel_peak, weight_bytes
 from slimlib.experiments.outputs.plotting import gpu_color
 from slimlib.experiments.outputs.uncertainty import N_BOOT, ape, bootstrap_mean_ci
 from slimlib.model.terms import specs as ps
 from slimlib.registry.gpus import get_gpu
+from slimlib.registry.precision import kernel_peak, kernel_weight_bytes
 
 #: tokens up to which a GEMM reads its weights (the memory floor and eta_w are fitted there)
 FIT_MAX_M = 16
@@ -53,7 +53,7 @@ def gemm_points(gemm: pd.DataFrame, vendor: str) -> pd.DataFrame:
         hw = get_gpu(str(gpu_name))
         m, n, k = (g[c].to_numpy(dtype=float) for c in ("m", "n", "k"))
         compute = 2.0 * m * n * k / kernel_peak(hw, str(dtype))
-        memory = n * k * weight_bytes(str(dtype)) / hw.mem_bw
+        memory = n * k * kernel_weight_bytes(str(dtype)) / hw.mem_bw
         prior = np.maximum(compute / eta_c, memory / eta_w)
         parts.append(pd.DataFrame({
             "vendor": vendor, "gpu": hw.name, "dtype": str(dtype), "m": m, "n": n, "k": k,

@@ -22,6 +22,7 @@ from slimlib.data import load
 from slimlib.errors import DataError
 from slimlib.experiments.outputs.uncertainty import N_BOOT, ape, bootstrap_mean_ci
 from slimlib.model.priors import ATTENTION_BANDWIDTH
+from slimlib.registry.config_reader import TORCH_DTYPE_BYTES
 from slimlib.registry.gpus import get_gpu
 
 #: bytes of one recurrent-state element (``mamba_ssm_dtype`` float32) and of one convolution-state element (bf16)
@@ -106,23 +107,19 @@ def _score(pts: pd.DataFrame, min_batch: int) -> pd.DataFrame:
     return pts.reset_index(drop=True)
 
 
-#: bytes of a recurrent-state element by the aiter table's ``state_dtype``
-AITER_STATE_BYTES = {"bfloat16": 2.0, "float32": 4.0}
-
-
 def aiter_gdn_points(gdn: pd.DataFrame | None = None, *, min_batch: int = MIN_BATCH) -> pd.DataFrame:
     """`gdn_points` for ROCm aiter's recurrent decode kernel (`data/aiter-gdn.csv`): its state ``2 B H_v d_k d_v``
     elements of the row's ``state_dtype``, read and written (the convolution update is not in the table)."""
     df = load("aiter-gdn") if gdn is None else gdn
     if len(df) == 0:
         raise DataError("aiter-gdn: no rows")
-    unknown = ~df["state_dtype"].isin(list(AITER_STATE_BYTES))
+    unknown = ~df["state_dtype"].isin(list(TORCH_DTYPE_BYTES))
     if unknown.any():
         raise DataError(f"aiter-gdn: row {df.index[unknown][0]}: state dtype {df.loc[unknown, 'state_dtype'].iloc[0]!r}"
-                        f" is not one of {list(AITER_STATE_BYTES)}")  # fmt: skip
+                        f" is not one of {sorted(TORCH_DTYPE_BYTES)}")  # fmt: skip
     b = df["batch_size"].astype(float)
     elements = 2.0 * b * df["value_heads"] * df["key_head_dim"] * df["value_head_dim"]
-    pts = df.assign(state_bytes=elements * df["state_dtype"].map(AITER_STATE_BYTES).astype(float))
+    pts = df.assign(state_bytes=elements * df["state_dtype"].map(TORCH_DTYPE_BYTES).astype(float))
     return _score(pts, min_batch)
 
 

@@ -16,20 +16,18 @@ from slimlib.data import load
 from slimlib.errors import DataError
 from slimlib.experiments.kernel_timing.moe_mla_terms import (
     expert_touch_knee,
-    kernel_peak,
     mla_decode_flops,
     mla_latent_bytes,
     mla_prefill_attention_flops,
     mla_projection_params,
     moe_flops,
     moe_weight_bytes_touched,
-    weight_bytes,
 )
 from slimlib.experiments.outputs.plotting import category_color, gpu_color
 from slimlib.experiments.outputs.uncertainty import N_BOOT, ape, bootstrap_mean_ci
 from slimlib.model.terms.rooflines import roofline
 from slimlib.registry.gpus import get_gpu, gpu_label
-from slimlib.registry.precision import kv_bytes_per_element
+from slimlib.registry.precision import kernel_peak, kernel_weight_bytes, kv_bytes_per_element
 
 #: tokens per step up to which the MoE efficiency is fitted (the memory-bound expert-touch rise)
 MOE_FIT_MAX_TOKENS = 16
@@ -124,7 +122,7 @@ def moe_points(
     for (gpu_name, dtype), g in df.groupby(["gpu", "moe_dtype"], sort=True):
         gpu = get_gpu(str(gpu_name))
         nbytes = moe_weight_bytes_touched(g["num_tokens"], g["n_experts"], g["top_k"], g["hidden_size"],
-                                          g["inter_size"], weight_bytes(str(dtype)), g["moe_tp"], g["moe_ep"])  # fmt: skip
+                                          g["inter_size"], kernel_weight_bytes(str(dtype)), g["moe_tp"], g["moe_ep"])  # fmt: skip
         flops = moe_flops(
             g["num_tokens"], g["top_k"], g["hidden_size"], g["inter_size"], g["moe_tp"], g["moe_ep"]
         )
@@ -222,7 +220,12 @@ def mla_context_points(mla: pd.DataFrame | None = None, *, fit_max_tokens: int =
         params = mla_projection_params(g["n_heads"])
         proj_flops = 2.0 * g["batch_size"].astype(float) * g["input_len"].astype(float) * params
         proj = roofline(
-            proj_flops, params * weight_bytes(str(gemm)), kernel_peak(gpu, str(gemm)), gpu.mem_bw, 1.0, 1.0
+            proj_flops,
+            params * kernel_weight_bytes(str(gemm)),
+            kernel_peak(gpu, str(gemm)),
+            gpu.mem_bw,
+            1.0,
+            1.0,
         )
         attn = mla_prefill_attention_flops(g["batch_size"], g["input_len"], g["n_heads"]) / kernel_peak(
             gpu, str(adt)

@@ -24,31 +24,12 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike
 
-from slimlib.errors import UnknownNameError, close_matches_message
 from slimlib.model.equations import FloatArray
 from slimlib.model.parallel import touched_expert_bytes
 from slimlib.registry.architectures import Architecture, get_architecture
-from slimlib.registry.gpus import GPU
-from slimlib.registry.precision import KERNEL_DTYPES, dtype_bytes, weight_bytes_per_element
 
 #: gated FFN: gate, up and down projections per expert
 EXPERT_MATRICES = 3
-
-
-def _kernel_dtype(dtype: str) -> tuple[str, str]:
-    if dtype not in KERNEL_DTYPES:
-        raise UnknownNameError(close_matches_message("kernel dtype", dtype, list(KERNEL_DTYPES)))
-    return KERNEL_DTYPES[dtype]
-
-
-def weight_bytes(dtype: str) -> float:
-    """Bytes per weight of a kernel table's dtype (`KERNEL_DTYPES`; 16-bit weights: 2)."""
-    return weight_bytes_per_element(_kernel_dtype(dtype)[0], dtype_bytes("bfloat16", 2))
-
-
-def kernel_peak(gpu: GPU, dtype: str) -> float:
-    """Dense tensor peak FLOP/s the GEMMs of a kernel table's dtype run at on `gpu` (fp8 peak for fp8 ...)."""
-    return gpu.peak_for(_kernel_dtype(dtype)[1])
 
 
 def moe_weight_bytes_touched(

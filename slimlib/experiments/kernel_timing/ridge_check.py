@@ -41,10 +41,8 @@ from slimlib.errors import SlimError
 from slimlib.experiments.kernel_timing.moe_mla_terms import (
     EXPERT_MATRICES,
     expert_touch_knee,
-    kernel_peak,
     mla_decode_flops,
     moe_flops,
-    weight_bytes,
 )
 from slimlib.model.equations import FloatArray, decode_attention_flops
 from slimlib.model.features import attention_intensity
@@ -54,7 +52,7 @@ from slimlib.model.terms import specs as ps
 from slimlib.model.terms.rooflines import ridge_tokens
 from slimlib.registry.architectures import get_architecture
 from slimlib.registry.gpus import get_gpu
-from slimlib.registry.precision import kv_bytes_per_element
+from slimlib.registry.precision import kernel_peak, kernel_weight_bytes, kv_bytes_per_element
 
 __all__ = [
     "gemm_turns",
@@ -106,7 +104,7 @@ def gemm_turns(gemm: pd.DataFrame | None = None, tp_degrees: tuple[int, ...] | N
         floor = float(np.median(t[m <= FLOOR_MAX_M]))
         slope = float(np.median(t[-SLOPE_POINTS:] / m[-SLOPE_POINTS:]))
         hw = get_gpu(str(gpu))
-        b_w = weight_bytes(str(dtype))
+        b_w = kernel_weight_bytes(str(dtype))
         term = float(
             ridge_tokens(
                 float(k) * float(n) * b_w, 2.0 * float(k) * float(n), kernel_peak(hw, str(dtype)), hw.mem_bw,
@@ -172,7 +170,9 @@ def moe_turns(moe: pd.DataFrame | None = None) -> pd.DataFrame:
             continue
         slope = float(np.median(t[-SLOPE_POINTS:] / tok[-SLOPE_POINTS:]))
         hw = get_gpu(str(gpu))
-        all_bytes = EXPERT_MATRICES * float(hidden) * float(inter) * float(x) * weight_bytes(str(dtype))
+        all_bytes = (
+            EXPERT_MATRICES * float(hidden) * float(inter) * float(x) * kernel_weight_bytes(str(dtype))
+        )
         term = float(
             ridge_tokens(
                 all_bytes, moe_flops(1.0, top_k, hidden, inter), kernel_peak(hw, str(dtype)), hw.mem_bw,
