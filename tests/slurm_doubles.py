@@ -72,10 +72,11 @@ def serve(argv):
     p.add_argument("--max-model-len", type=int, required=True)
     p.add_argument("--tensor-parallel-size", type=int, default=1)
     p.add_argument("--enable-prefix-caching", action=argparse.BooleanOptionalAction, default=None)  # as vLLM >= 0.9
+    p.add_argument("--max-num-batched-tokens", type=int, default=None)
     p.add_argument("--port", type=int, required=True)
     a = p.parse_args(argv)
     log({"cmd": "serve", "batch": a.max_num_seqs, "port": a.port, "tp": a.tensor_parallel_size,
-         "prefix_caching": a.enable_prefix_caching})
+         "prefix_caching": a.enable_prefix_caching, "budget": a.max_num_batched_tokens})
     if str(a.max_num_seqs) in os.environ.get("FAKE_SERVER_FAIL_B", "").split(","):
         sys.exit("fake vllm serve: CUDA out of memory (injected failure)")
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -71,11 +72,35 @@ def test_skips_are_listed_with_reasons():
     deps, skipped = D.deployments("llama-2-70b", "h100-sxm-80gb", 3)
     reasons = {(r.tensor_parallel, r.precision): r.reason for r in skipped.itertuples()}
     assert "does not split" in reasons[(3, "bf16")]
-    assert "no fp4 tensor cores" in reasons[(1, "fp4")]
+    assert reasons[(1, "fp4")].startswith(
+        "the checkpoint is 16-bit: fp4 weights are served from an fp4 checkpoint"
+    )
     assert reasons[(1, "bf16")].startswith("weights do not fit")
     assert [(d.tensor_parallel, d.precision) for d in deps] == [(1, "fp8")]
     deps, skipped = D.deployments("llama-2-13b", "b200-sxm-180gb", 8)
-    assert {d.precision for d in deps} == {"bf16", "fp8", "fp4"} and skipped.empty
+    assert {d.precision for d in deps} == {"bf16", "fp8"} and set(skipped["precision"]) == {"fp4"}
+
+
+def test_precisions_follow_the_checkpoint_and_the_gpu():
+    """A 16-bit checkpoint in 16 bits and fp8 (weight-only without fp8 tensor cores); a quantized one in its own
+    method only, labelled as such."""
+    deps, skipped = D.deployments("llama-2-13b", "a100-sxm-80gb", 1)
+    assert [(d.precision, d.weight_only, d.config.quantization) for d in deps] == [
+        ("bf16", False, ""), ("fp8", True, "fp8")]  # fmt: skip
+    arch = get_architecture("llama-2-13b")
+    mx = dataclasses.replace(arch, name="llama-2-13b-mxfp4", quantization="mxfp4")
+    deps, skipped = D.deployments(mx, "b200-sxm-180gb", 1)
+    assert [(d.precision, d.weight_only, d.config.quantization) for d in deps] == [("mxfp4", False, "mxfp4")]
+    assert set(skipped["precision"]) == {"bf16", "fp8"}
+    assert all("quantized as 'mxfp4' (fp4 weights)" in r for r in skipped["reason"])
+    nv = dataclasses.replace(arch, name="llama-2-13b-nvfp4", quantization="modelopt_fp4")
+    deps, _ = D.deployments(nv, "h100-sxm-80gb", 1)
+    assert [(d.precision, d.weight_only, d.config.quantization) for d in deps] == [
+        ("fp4", True, "modelopt_fp4")
+    ]
+    ct = dataclasses.replace(arch, name="llama-2-13b-ct", quantization="compressed-tensors")
+    deps, skipped = D.deployments(ct, "h100-sxm-80gb", 1)
+    assert not deps and all("does not price" in r for r in skipped["reason"])
 
 
 def test_infeasible_slo_names_the_closest_configuration():

@@ -83,6 +83,30 @@ def test_metadata_max_num_seqs_caps_with_max_concurrency(runs):
     assert _by_file(ingest(runs, gpu="a100-sxm-80gb")).loc[NEW, "batch_size"] == 16
 
 
+def test_how_the_server_ran_comes_from_the_metadata_or_the_sidecar(runs):
+    """`slim plan`'s clients record the serving options (``--metadata quantization=fp8 ...``); ingest carries them
+    into the table, checked, so the fit prices and schedules the runs as they ran."""
+    _rewrite(runs / NEW, quantization="fp8", max_num_batched_tokens="8192", chunked_prefill="true")
+    t = _by_file(ingest(runs, gpu="h100-sxm-80gb"))
+    assert (t.loc[NEW, "quantization"], t.loc[NEW, "max_num_batched_tokens"]) == ("fp8", 8192)
+    assert t.loc[NEW, "chunked_prefill"] is True and pd.isna(t.loc[OLD, "quantization"])
+    side = (runs / "slim-runs.csv").read_text().splitlines()
+    (runs / "slim-runs.csv").write_text(
+        "\n".join([side[0] + ",max_num_batched_tokens", *(x + ",512" for x in side[1:])]) + "\n"
+    )
+    assert _by_file(ingest(runs, gpu="h100-sxm-80gb")).loc[OLD, "max_num_batched_tokens"] == 512  # the sidecar's
+    for field, bad, says in (
+        ("quantization", "fp5", "is not one of none, fp8"),
+        ("max_num_batched_tokens", "2048.5", "must be a whole number of tokens >= 1"),
+        ("chunked_prefill", "yes", "must be true or false"),
+        ("gpu_memory_utilization", "1.5", r"must be a fraction in \(0, 1\]"),
+    ):
+        _rewrite(runs / NEW, **{field: bad})
+        with pytest.raises(DataError, match=rf"{NEW}: {field} = '{bad}' \(json\) {says}"):
+            ingest(runs, gpu="h100-sxm-80gb")
+        _rewrite(runs / NEW, **{field: ...})
+
+
 def test_yaml_sidecar(runs):
     df = _by_file(ingest(runs, sidecar=FIXTURE / "settings.yaml", gpu="h100-sxm-64gb"))
     assert df.loc[OLD, "batch_size"] == 64 and df.loc[OLD, "gpu"] == "a100-sxm-80gb"

@@ -190,6 +190,7 @@ def test_fake_campaign_fails_resumes_and_fits(tmp_path, capsys):
     served = [json.loads(ln) for ln in calls.read_text().splitlines() if '"serve"' in ln]
     assert len(served) == 6 and len({c["port"] for c in served}) >= 1
     assert all(c["prefix_caching"] is False for c in served)  # every server told not to cache prefixes
+    assert all(c["budget"] == 2048 for c in served)  # vLLM's own default for a 64 GiB H100, given explicitly
     # ingest reports the failure (with the log) and refuses to write a table with fewer points
     got = collect([plan_dir])
     assert not got.complete and [f["task"] for f in got.failed] == ["3"] and len(got.table) == 5
@@ -209,6 +210,8 @@ def test_fake_campaign_fails_resumes_and_fits(tmp_path, capsys):
     assert rc == 0
     runs = pd.read_csv(tmp_path / "runs.csv")
     assert len(runs) == 6 and runs["e2e_s"].notna().all()
+    # the results' metadata say how the servers scheduled: V1's chunked prefill at the budget they were given
+    assert (runs["max_num_batched_tokens"] == 2048).all() and runs["chunked_prefill"].all()
     for r in runs.itertuples():
         assert r.throughput_tok_s == _recorded(r.batch_size, int(r.output_len))["total_token_throughput"]
     rc = main(["fit", str(tmp_path / "runs.csv"), "--out", str(tmp_path / "params.json")])

@@ -406,15 +406,19 @@ def advise(
     quantization: str | None = None,
     kv_cache_dtype: str | None = None,
     interval: float | None = None,
+    max_num_batched_tokens: int | None = None,
     **kw,
 ) -> Advice:
     """Advice for one workload (on `tensor_parallel` GPUs, served in the given precision: vLLM's ``--dtype``,
     ``--quantization``, ``--kv-cache-dtype``), with its whole predicted curve (throughput, E2E, efficiency,
-    feasibility; with `interval`, e.g. 0.9, also the prediction intervals of the model's `predict`)."""
+    feasibility; with `interval`, e.g. 0.9, also the prediction intervals of the model's `predict`). With
+    `max_num_batched_tokens` the server is vLLM's V1 engine (chunked prefill) at that token budget."""
     wl = pd.DataFrame(
         {"model": [arch], "input_len": [float(input_len)], "output_len": [float(output_len)],
          "tensor_parallel": [tensor_parallel]}
     )  # fmt: skip
+    if max_num_batched_tokens:
+        wl = wl.assign(chunked_prefill=True, max_num_batched_tokens=float(max_num_batched_tokens))
     for col, value in (("dtype", dtype), ("quantization", quantization), ("kv_cache_dtype", kv_cache_dtype)):
         if value is not None:
             wl[col] = [str(value)]

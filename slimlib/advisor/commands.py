@@ -5,9 +5,66 @@ from __future__ import annotations
 import shlex
 from collections.abc import Sequence
 
+import pandas as pd
+
+from slimlib.registry.precision import VLLM_QUANTIZATION
 from slimlib.registry.vllm_flags import NO_PREFIX_CACHING
 
-__all__ = ["LEGACY_CLIENT", "client_args", "client_command", "server_args", "server_command"]
+__all__ = [
+    "LEGACY_CLIENT",
+    "SERVE_OPTION_COLUMNS",
+    "client_args",
+    "client_command",
+    "run_metadata",
+    "serve_flags",
+    "server_args",
+    "server_command",
+]
+
+#: Plan columns of the serving options (present only when set), as `vllm serve` flags; a vLLM before the V1 engine
+#: (the legacy client) is given none of ``LEGACY_FREE`` (without chunked prefill its token budget must hold a prompt)
+SERVE_OPTION_COLUMNS = {
+    "dtype": "--dtype",
+    "quantization": "--quantization",
+    "kv_cache_dtype": "--kv-cache-dtype",
+    "gpu_memory_utilization": "--gpu-memory-utilization",
+    "max_num_batched_tokens": "--max-num-batched-tokens",
+}
+LEGACY_FREE = ("max_num_batched_tokens",)
+
+
+def _options(row, legacy: bool) -> dict[str, str]:
+    """The serving options a plan row (or a plan's first row) sets, as text, vLLM's own quantization name aside."""
+    return {
+        c: str(row[c])
+        for c in SERVE_OPTION_COLUMNS
+        if c in row and not pd.isna(row[c]) and not (legacy and c in LEGACY_FREE)
+    }
+
+
+def serve_flags(plan: pd.DataFrame, legacy: bool = False) -> list[str]:
+    """The `vllm serve` flags of the plan's serving options (one value per plan; empty when none was given; the
+    quantization by vLLM's name, `VLLM_QUANTIZATION`)."""
+    flags = []
+    for column, value in _options(plan.iloc[0], legacy).items():
+        flags += [
+            SERVE_OPTION_COLUMNS[column],
+            VLLM_QUANTIZATION.get(value, value) if column == "quantization" else value,
+        ]
+    return flags
+
+
+def run_metadata(row, legacy: bool = False) -> list[str]:
+    """``key=value`` words the benchmark client records in its result (``--metadata``) so that `slim data ingest`
+    knows how the server ran: the batch cap, the GPU, the row's serving options and, with a token budget (vLLM's V1
+    engine), ``chunked_prefill=true``."""
+    words = [f"max_num_seqs={row['batch_size']}", f"gpu={row['gpu']}"]
+    options = _options(row, legacy)
+    words += [f"{k}={v}" for k, v in options.items()]
+    if "max_num_batched_tokens" in options:
+        words.append("chunked_prefill=true")
+    return words
+
 
 #: Client percentile metrics; e2el gives mean_e2el_ms, from which ingest takes e2e_s.
 PERCENTILE_METRICS = "ttft,tpot,itl,e2el"
@@ -65,7 +122,7 @@ def client_args(
         "--ignore-eos", "--request-rate", "inf", "--max-concurrency", str(b), "--num-prompts", str(row["num_prompts"]),
         "--percentile-metrics", PERCENTILE_METRICS, "--metric-percentiles", METRIC_PERCENTILES,
         "--save-result", "--result-dir", str(result_dir), "--result-filename", str(row["file"]),
-        "--metadata", f"max_num_seqs={b}", f"gpu={row['gpu']}",
+        "--metadata", *run_metadata(row, legacy),
     ]  # fmt: skip
 
 

@@ -2,10 +2,11 @@
 
 For a model on `gpus` GPUs of one kind the candidates are every tensor-parallel degree T that divides N (replicas
 = N / T, each a vLLM server) and that vLLM accepts for the model (heads and KV heads split,
-`slimlib.model.memory.tensor_parallel_refusal`), crossed with the precisions the GPU has in the registry
-(`PRECISIONS`: 16-bit always, fp8 and fp4 where the GPU has such tensor cores), crossed with the candidate batch
-caps. A (T, precision) vLLM would refuse, the GPU lacks, or whose weights leave no KV pool is listed in `skipped`
-with the reason, never dropped silently.
+`slimlib.model.memory.tensor_parallel_refusal`), crossed with the precisions vLLM serves from the model's checkpoint
+on that GPU (`offer`): a 16-bit checkpoint in 16 bits and in fp8 (vLLM quantizes it when loading; weight-only
+where the GPU has no fp8 tensor cores), a quantized checkpoint in its own method only (gpt-oss's MXFP4, an FP8 or
+NVFP4 release), crossed with the candidate batch caps. A (T, precision) vLLM would refuse, the checkpoint or the GPU
+cannot serve, or whose weights leave no KV pool is listed in `skipped` with the reason, never dropped silently.
 
 Each deployment's cap is Eq. 13 generalised (`slimlib.advisor.capacity.batch_capacity`): the batch of highest
 throughput whose predicted latencies meet every limit of the `Slo` (TTFT, TPOT, E2E; `slimlib.advisor.slo`),
@@ -35,8 +36,10 @@ from slimlib.model.memory import (
 )
 from slimlib.model.served import DEFAULT_CLIENT
 from slimlib.model.serving import ServingConfig, serving_config
-from slimlib.registry.architectures import get_architecture
+from slimlib.registry.architectures import Architecture, get_architecture
 from slimlib.registry.gpus import GPU, get_gpu
+from slimlib.registry.precision import QUANTIZATIONS, VLLM_QUANTIZATION, weight_precision
+from slimlib.registry.vllm_flags import server_batched_tokens
 
 __all__ = [
     "PRECISIONS",
@@ -45,6 +48,7 @@ __all__ = [
     "capped",
     "closest",
     "deployments",
+    "offer",
     "pareto_front",
     "search",
 ]
@@ -52,12 +56,50 @@ __all__ = [
 #: workload columns that say how its requests are scheduled and sent (`slimlib.model.served`), carried to every
 #: deployment's rows
 SCHEDULER_COLUMNS = ("chunked_prefill", "max_num_batched_tokens", "max_num_seqs", "client", "num_prompts")
-#: precision label -> (vLLM --quantization, --kv-cache-dtype, the tensor peak the GPU needs for it, `GPU.peaks`)
+#: precision label -> (vLLM --quantization, --kv-cache-dtype, its tensor peak in `GPU.peaks`); fp4 is served from an
+#: fp4 checkpoint only (`offer`)
 PRECISIONS: dict[str, tuple[str | None, str | None, str]] = {
     "bf16": (None, None, "fp16"),
     "fp8": ("fp8", "fp8", "fp8"),
     "fp4": ("modelopt_fp4", "fp8", "fp4"),
 }
+
+
+@dataclass(frozen=True)
+class Offer:
+    """How a precision label is served from one checkpoint on one GPU: vLLM's ``--quantization`` and
+    ``--kv-cache-dtype`` (None: the default), the label shown (the checkpoint's own method where that is not the
+    label's, e.g. ``mxfp4``), whether the GEMMs run weight-only (16-bit math), or why it cannot be (`refusal`)."""
+
+    quantization: str | None = None
+    kv_cache_dtype: str | None = None
+    label: str = ""
+    weight_only: bool = False
+    refusal: str = ""
+
+
+def offer(arch: Architecture, hw: GPU, precision: str) -> Offer:
+    """How `precision` (a `PRECISIONS` label) is served from `arch`'s checkpoint on `hw` (module docstring)."""
+    quant, kv, peak = PRECISIONS[precision]
+    own = arch.quantization.strip().lower()
+    if own and own not in QUANTIZATIONS:
+        return Offer(refusal=f"the checkpoint is quantized as {own!r}, which the precision table "
+                             f"(slimlib.registry.precision) does not price")  # fmt: skip
+    wanted = weight_precision(quant)
+    if own:
+        have = weight_precision(own)
+        if wanted != have:
+            return Offer(refusal=f"the checkpoint is quantized as {own!r} ({have} weights); vLLM serves a "
+                                 "quantized checkpoint in its own method")  # fmt: skip
+        method = VLLM_QUANTIZATION[own]
+        label = precision if method == quant else method
+        return Offer(method, kv, label, peak not in hw.peaks)
+    if wanted == "fp4":
+        return Offer(refusal=f"the checkpoint is 16-bit: fp4 weights are served from an fp4 checkpoint (vLLM's "
+                             f"{quant} reads a ModelOpt NVFP4 release; give its config.json as --model)")  # fmt: skip
+    return Offer(quant, kv, precision, wanted != "none" and peak not in hw.peaks)
+
+
 #: binding constraint of a deployment's cap, by `slimlib.advisor.capacity.BINDING` code (code 1, the latency SLO, is
 #: named by the limit that binds: 'TTFT SLO', 'TPOT SLO', 'E2E SLO')
 BINDING_NAMES = {code: BINDING_LABELS[name] for code, name in BINDING.items()}
@@ -71,6 +113,7 @@ class Deployment:
     precision: str
     replicas: int
     config: ServingConfig
+    weight_only: bool = False
 
     @property
     def label(self) -> str:
@@ -87,9 +130,13 @@ def deployments(
     block_size: int = DEFAULT_BLOCK_SIZE,
     gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION,
     reserve_gib: float = DEFAULT_RESERVE_GIB,
+    max_num_batched_tokens: int | None = None,
+    current_vllm: bool = False,
 ) -> tuple[list[Deployment], pd.DataFrame]:
     """The deployments of `arch` on `gpus` GPUs `gpu` and the skipped ones (``tensor_parallel, precision,
-    reason``), module docstring; `tensor_parallels` restricts the TP degrees (each must divide `gpus`)."""
+    reason``), module docstring; `tensor_parallels` restricts the TP degrees (each must divide `gpus`). Each
+    server's token budget is `max_num_batched_tokens`, else with `current_vllm` vLLM's own default for the GPU and
+    degree (`server_batched_tokens`), else `serving_config`'s."""
     a = get_architecture(arch) if isinstance(arch, str) else arch
     hw = get_gpu(gpu)
     if int(gpus) != gpus or gpus < 1:
@@ -109,25 +156,24 @@ def deployments(
     for tp in degrees:
         refusal = tensor_parallel_refusal(a.name, a.n_heads, a.n_kv_heads, tp)
         for prec in precisions:
-            quant, kv, peak = PRECISIONS[prec]
-            if refusal:
-                skipped.append((tp, prec, refusal))
-                continue
-            if peak not in hw.peaks:
-                skipped.append((tp, prec, f"{hw.name} has no {prec} tensor cores in the registry"))
+            how = offer(a, hw, prec)
+            if refusal or how.refusal:
+                skipped.append((tp, prec, refusal or how.refusal))
                 continue
             try:
                 cfg = serving_config(
-                    a, hw, tensor_parallel=tp, quantization=quant, kv_cache_dtype=kv, block_size=block_size,
-                    gpu_memory_utilization=gpu_memory_utilization, reserve_gib=reserve_gib,
+                    a, hw, tensor_parallel=tp, quantization=how.quantization, kv_cache_dtype=how.kv_cache_dtype,
+                    block_size=block_size, gpu_memory_utilization=gpu_memory_utilization, reserve_gib=reserve_gib,
+                    max_num_batched_tokens=max_num_batched_tokens
+                    or (server_batched_tokens(hw, tp) if current_vllm else None),
                 )  # fmt: skip
             except DataError as exc:
-                skipped.append((tp, prec, str(exc)))
+                skipped.append((tp, how.label, str(exc)))
                 continue
             if not cfg.fits:
-                skipped.append((tp, prec, "weights do not fit: " + cfg.explain()))
+                skipped.append((tp, how.label, "weights do not fit: " + cfg.explain()))
                 continue
-            found.append(Deployment(tp, prec, int(gpus) // tp, cfg))
+            found.append(Deployment(tp, how.label, int(gpus) // tp, cfg, how.weight_only))
     return found, pd.DataFrame(skipped, columns=["tensor_parallel", "precision", "reason"])
 
 
@@ -200,10 +246,14 @@ def search(
     block_size: int = DEFAULT_BLOCK_SIZE,
     gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION,
     reserve_gib: float = DEFAULT_RESERVE_GIB,
+    max_num_batched_tokens: int | None = None,
+    current_vllm: bool = False,
 ) -> SearchResult:
     """Rank the deployments of each workload row (``model, input_len, output_len``) on `gpus` GPUs of the model's
     GPU under `slo` and the efficiency floor `epsilon` (module docstring); `tensor_parallels` restricts the TP
-    degrees (default: every divisor of `gpus`).
+    degrees (default: every divisor of `gpus`). With `current_vllm` the servers are vLLM's V1 engine (chunked
+    prefill) at its default token budget unless `max_num_batched_tokens` is given (`deployments`); without, the
+    workload's columns say how requests are scheduled (`SCHEDULER_COLUMNS`).
 
     `ranked` columns: the workload, ``tensor_parallel, precision, replicas, b_cap`` (0: none feasible),
     ``binding``, ``throughput_per_gpu_tok_s``, ``per_user_tok_s``, ``pred_throughput_tok_s`` (one server),
@@ -223,7 +273,7 @@ def search(
     for name in sorted(set(map(str, wl["model"]))):
         deps, skip = deployments(
             name, hw, gpus, precisions, tensor_parallels, block_size=block_size, gpu_memory_utilization=gpu_memory_utilization,
-            reserve_gib=reserve_gib,
+            reserve_gib=reserve_gib, max_num_batched_tokens=max_num_batched_tokens, current_vllm=current_vllm,
         )  # fmt: skip
         skipped.append(skip.assign(model=name))
         deps_of.append((name, deps))
@@ -245,13 +295,16 @@ def search(
             "input_len": wl["input_len"].to_numpy(dtype=float)[idx],
             "output_len": wl["output_len"].to_numpy(dtype=float)[idx],
             "tensor_parallel": [d.tensor_parallel for d in deps],
-            "quantization": [PRECISIONS[d.precision][0] or "" for d in deps],
-            "kv_cache_dtype": [PRECISIONS[d.precision][1] or "auto" for d in deps],
+            "quantization": [d.config.quantization or "" for d in deps],
+            "kv_cache_dtype": [d.config.kv_cache_dtype or "auto" for d in deps],
         }
     )
     for c in SCHEDULER_COLUMNS:  # how the workload is scheduled and sent, where it says
         if c in wl.columns:
             base[c] = wl[c].to_numpy()[idx]
+    if current_vllm or max_num_batched_tokens:  # the servers' own token budget (vLLM V1: chunked prefill)
+        base["chunked_prefill"] = True
+        base["max_num_batched_tokens"] = [float(d.config.max_num_batched_tokens) for d in deps]
     # engine settings travel with the rows only where not vLLM's defaults (the same predictions; a constant
     # column costs predict about a quarter of its time on a 1.2M-row grid)
     if block_size != DEFAULT_BLOCK_SIZE:
@@ -280,6 +333,7 @@ def search(
             "output_len": base["output_len"],
             "tensor_parallel": base["tensor_parallel"].astype(int),
             "precision": [d.precision for d in deps],
+            "weight_only": [d.weight_only for d in deps],
             "replicas": replicas.astype(int),
             "b_cap": np.where(ok, b[jj], 0).astype(int),
             "binding": binding,
@@ -298,7 +352,8 @@ def search(
     if interval is not None:
         _add_interval(model, out, base, interval)
     grid = {**grid, "fits": fits, "efficiency": eff}
-    order = out.assign(_p=[list(PRECISIONS).index(p) for p in out["precision"]]).sort_values(
+    wider = {"none": 0, "fp8": 1, "fp4": 2}  # ties: the wider weights first
+    order = out.assign(_p=[wider[d.config.weight_precision] for d in deps]).sort_values(
         ["workload", "throughput_per_gpu_tok_s", "tensor_parallel", "_p"],
         ascending=[True, False, True, True],
         kind="mergesort",

@@ -28,17 +28,41 @@ from slimlib.registry.host_cpu import CPU_DEVICES
 from slimlib.registry.precision import VLLM_QUANTIZATION
 from slimlib.registry.vllm_flags import NO_PREFIX_CACHING
 
-__all__ = ["LaunchSettings", "is_cpu", "kv_need", "launch_settings", "memory_utilization", "served_model"]
+__all__ = [
+    "CHECKPOINT_PLACEHOLDER",
+    "LaunchSettings",
+    "is_cpu",
+    "kv_need",
+    "launch_settings",
+    "memory_utilization",
+    "placeholder_note",
+    "served_model",
+]
+
+
+#: what the launch line names when the model was given as a config file that is not a checkpoint's ``config.json``
+CHECKPOINT_PLACEHOLDER = "CHECKPOINT"
 
 
 def served_model(model: str, hf_id: str) -> str:
-    """What `vllm serve` is given for the model asked about as `model`: a local config.json's folder (or the folder
-    given), a Hugging Face repository as named (an Instruct or FP8 repository is not its base model), else `hf_id`,
-    the registry's repository for a registry name."""
+    """What `vllm serve` is given for the model asked about as `model`: a local ``config.json``'s folder (or the
+    folder given), a Hugging Face repository as named (an Instruct or FP8 repository is not its base model), else
+    `hf_id`, the registry's repository for a registry name; `CHECKPOINT_PLACEHOLDER` for a config file of another
+    name (its folder is no checkpoint vLLM loads: `placeholder_note`)."""
     p = Path(model)
     if p.exists():
+        if p.is_file() and p.name != "config.json":
+            return CHECKPOINT_PLACEHOLDER
         return str(p.parent if p.is_file() else p)
     return model if "/" in model else hf_id
+
+
+def placeholder_note(model: str) -> str:
+    """The line that says what `CHECKPOINT_PLACEHOLDER` stands for."""
+    return (
+        f"({CHECKPOINT_PLACEHOLDER}: the checkpoint whose config is {Path(model).name}, as its folder or Hugging Face "
+        "repository; vLLM loads a folder holding config.json and the weights)"
+    )
 
 
 def is_cpu(config: ServingConfig) -> bool:

@@ -23,9 +23,16 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from slimlib.advisor.commands import client_args, client_command, server_args, server_command
-from slimlib.advisor.launch import served_model
-from slimlib.advisor.slurm_plan import SERVE_OPTION_COLUMNS, serve_flags, slurm_plan_files
+from slimlib.advisor.commands import (
+    SERVE_OPTION_COLUMNS,
+    client_args,
+    client_command,
+    serve_flags,
+    server_args,
+    server_command,
+)
+from slimlib.advisor.launch import CHECKPOINT_PLACEHOLDER, served_model
+from slimlib.advisor.slurm_plan import slurm_plan_files
 from slimlib.batchjobs import ENV_NAME, LOG_DIR, TASKS_NAME
 from slimlib.errors import DataError
 from slimlib.io import OWNER_MARKER, atomic_folder, owner_marker, write_text
@@ -33,6 +40,7 @@ from slimlib.model.memory import DEFAULT_BLOCK_SIZE, DEFAULT_GPU_MEMORY_UTILIZAT
 from slimlib.model.serving import serving_config
 from slimlib.registry.architectures import get_architecture
 from slimlib.registry.gpus import get_gpu
+from slimlib.registry.vllm_flags import server_batched_tokens
 from slimlib.schema import plain
 
 __all__ = ["make_plan", "write_plan", "client_command", "server_command", "client_args", "server_args"]
@@ -63,6 +71,7 @@ def make_plan(
     dtype: str | None = None,
     quantization: str | None = None,
     kv_cache_dtype: str | None = None,
+    max_num_batched_tokens: int | None = None,
 ) -> pd.DataFrame:
     """Configurations to profile: one row per (batch size, IL, OL) with ``num_prompts`` and the result file name.
 
@@ -73,7 +82,9 @@ def make_plan(
     With `tensor_parallel` T > 1 the server spans T GPUs: each holds ``1/T`` of the weights and its share of the KV
     heads (`slimlib.model.serving.ServingConfig`, KV heads replicated when T exceeds them). `dtype`, `quantization`,
     `kv_cache_dtype` (vLLM's names) and a `gpu_memory_utilization` other than vLLM's default size the KV cache
-    and, when given, become plan columns that the server commands pass on to vLLM (`serve_flags`).
+    and, when given, become plan columns that the server commands pass on to vLLM (`serve_flags`). So does the token
+    budget per step, `max_num_batched_tokens` (default vLLM's own for the GPU, `server_batched_tokens`): every
+    result records the options in its metadata (`run_metadata`) for `slim data ingest`.
     """
 
     arch, hw = get_architecture(model), get_gpu(gpu)
@@ -125,6 +136,11 @@ def make_plan(
             )
     bs = sorted(bs)
     served = served_model(str(model), arch.hf_id)  # the repository or folder asked about, not only its base
+    if served == CHECKPOINT_PLACEHOLDER:
+        raise DataError(
+            f"--model {model}: a plan serves the checkpoint, and a config named {Path(str(model)).name} is not one "
+            "vLLM loads; give the checkpoint's folder (holding config.json) or its Hugging Face repository"
+        )
     rows = []
     for b in bs:
         for il in ils:
@@ -150,6 +166,7 @@ def make_plan(
     }
     if gpu_memory_utilization != DEFAULT_GPU_MEMORY_UTILIZATION:
         given["gpu_memory_utilization"] = gpu_memory_utilization
+    given["max_num_batched_tokens"] = int(max_num_batched_tokens or server_batched_tokens(hw, tp))
     for column in SERVE_OPTION_COLUMNS:
         if given.get(column) is not None:
             plan[column] = given[column]
@@ -230,7 +247,7 @@ def _local_files(plan: pd.DataFrame, result_dir: str, legacy: bool, port: int) -
     """``run_plan.sh`` and ``README.txt`` of a local plan as {name: (text, executable)}."""
     max_len = int((plan["input_len"] + plan["output_len"]).max())
     rd = shlex.quote(result_dir)
-    flags = serve_flags(plan)
+    flags = serve_flags(plan, legacy)
     lines = [
         "#!/usr/bin/env bash",
         f"# SLIM calibration plan: {plan['model'].iloc[0]} on {plan['gpu'].iloc[0]}, {len(plan)} runs.",

@@ -17,7 +17,13 @@ from pathlib import Path
 
 import pandas as pd
 
-from slimlib.advisor.commands import LEGACY_CLIENT, client_args, server_args
+from slimlib.advisor.commands import (
+    LEGACY_CLIENT,
+    SERVE_OPTION_COLUMNS,
+    client_args,
+    serve_flags,
+    server_args,
+)
 from slimlib.batchjobs import (
     ENV_NAME,
     LOG_DIR,
@@ -33,7 +39,6 @@ from slimlib.batchjobs import (
     task_log,
 )
 from slimlib.errors import DataError
-from slimlib.registry.precision import VLLM_QUANTIZATION
 
 SCRIPT_NAME = "slurm_array.sh"
 _VAR = re.compile("\x00([A-Z_]+)\x00")
@@ -52,26 +57,6 @@ _SHELL_VARS = {
     "tensor_parallel": "TP",
     "max_model_len": "MAX_LEN",
 }
-
-
-#: Plan columns of the serving options `slim plan` was given (present only when given), as `vllm serve` flags.
-SERVE_OPTION_COLUMNS = {
-    "dtype": "--dtype",
-    "quantization": "--quantization",
-    "kv_cache_dtype": "--kv-cache-dtype",
-    "gpu_memory_utilization": "--gpu-memory-utilization",
-}
-
-
-def serve_flags(plan: pd.DataFrame) -> list[str]:
-    """The `vllm serve` flags of the plan's serving options (one value per plan; empty when none was given; the
-    quantization by vLLM's name, `VLLM_QUANTIZATION`)."""
-    flags = []
-    for column, flag in SERVE_OPTION_COLUMNS.items():
-        if column in plan.columns:
-            value = str(plan[column].iloc[0])
-            flags += [flag, VLLM_QUANTIZATION.get(value, value) if column == "quantization" else value]
-    return flags
 
 
 def _ph(name: str) -> str:
@@ -132,9 +117,10 @@ def script_text(plan: pd.DataFrame, options: SlurmOptions, legacy: bool = False)
     model, gpu = plan["model"].iloc[0], plan["gpu"].iloc[0]
     job = "slim-" + re.sub(r"[^A-Za-z0-9_.-]", "-", str(model))
     row = {c: _ph(_SHELL_VARS[c]) for c in TASK_COLUMNS}
+    row.update({c: plan[c].iloc[0] for c in SERVE_OPTION_COLUMNS if c in plan.columns})  # one value per plan
     tp_arg = row["tensor_parallel"] if tp > 1 else 1  # one GPU: no --tensor-parallel-size flag
     server = render_args([_ph("LAUNCH_ARGS"), *server_args(row["hf_id"], row["batch_size"], row["max_model_len"],
-                                                           _ph("PORT"), tp_arg, serve_flags(plan), legacy)])  # fmt: skip
+                                                           _ph("PORT"), tp_arg, serve_flags(plan, legacy), legacy)])  # fmt: skip
     legacy_script = f"{_ph('SLIM_VLLM_DIR')}/{LEGACY_CLIENT}"
     client = render_args(
         [_ph("LAUNCH_ARGS"), *client_args(row, _ph("TMP_DIR"), _ph("PORT"), legacy, legacy_script)]

@@ -18,7 +18,13 @@ from slimlib.advisor.capacity import (
     vllm_settings,
 )
 from slimlib.advisor.deploy import PRECISIONS, SearchResult, closest, pareto_front, search
-from slimlib.advisor.launch import is_cpu, launch_settings, served_model
+from slimlib.advisor.launch import (
+    CHECKPOINT_PLACEHOLDER,
+    is_cpu,
+    launch_settings,
+    placeholder_note,
+    served_model,
+)
 from slimlib.advisor.plan import (
     DEFAULT_N_BATCH,
     PLAN_COMMAND,
@@ -60,6 +66,7 @@ from slimlib.registry.architectures import get_architecture
 from slimlib.registry.gpus import get_gpu
 from slimlib.registry.host_cpu import CPU_DEVICES
 from slimlib.registry.precision import DTYPES, KV_CACHE_DTYPES, QUANTIZATIONS
+from slimlib.registry.vllm_flags import VLLM_VERSION, server_batched_tokens
 
 ADVISE_EXAMPLES = f"""\
 B_cap = the batch size of highest predicted throughput with predicted E2E <= SLO and batching efficiency
@@ -164,6 +171,11 @@ def register_cli(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     p.add_argument(
         "--block-size", type=positive_int, default=DEFAULT_BLOCK_SIZE, help="vLLM KV block size (tokens)"
     )
+    p.add_argument(
+        "--max-num-batched-tokens", type=positive_int, default=None, metavar="N",
+        help=f"vLLM's token budget per step (chunked prefill); default vLLM {VLLM_VERSION}'s for the GPU: 2048, "
+        "8192 from 70 GiB (not A100), 16384 from 160 GiB; the CPU engine 2048 per rank",
+    )  # fmt: skip
     _add_memory_utilization_argument(p)
     p.add_argument(
         "--reserve-gb", type=nonnegative_float, default=DEFAULT_RESERVE_GIB,
@@ -286,10 +298,11 @@ def _cmd_advise(args: argparse.Namespace) -> int:
     check_tensor_parallel(arch, args.tensor_parallel, "--tensor-parallel")
     check_allreduce(hw, args.tensor_parallel, "--tensor-parallel")
     check_context(arch, args.input_len, args.output_len, "--input-len + --output-len")
+    budget = args.max_num_batched_tokens or server_batched_tokens(hw, args.tensor_parallel)
     config = serving_config(
         arch, hw, tensor_parallel=args.tensor_parallel, block_size=args.block_size,
         gpu_memory_utilization=args.gpu_memory_utilization, gpu_blocks=args.gpu_blocks, reserve_gib=args.reserve_gb,
-        **precision,
+        max_num_batched_tokens=budget, **precision,
     )  # fmt: skip
     config.check_fits(f"--model {args.model}")
     # one request must fit in the pool; with --no-memory-limit so must the largest candidate batch (or a warning)
@@ -299,7 +312,8 @@ def _cmd_advise(args: argparse.Namespace) -> int:
         model, args.model, args.input_len, args.output_len, args.slo_s,
         args.epsilon, tensor_parallel=args.tensor_parallel, gpu=args.gpu, batch_sizes=candidates, block_size=args.block_size,
         gpu_memory_utilization=args.gpu_memory_utilization, reserve_gib=args.reserve_gb,
-        gpu_blocks=args.gpu_blocks, respect_memory=not args.no_memory_limit, **precision,
+        gpu_blocks=args.gpu_blocks, respect_memory=not args.no_memory_limit, max_num_batched_tokens=budget,
+        **precision,
     )  # fmt: skip
     if curve_path is not None:
         write_csv(adv.curve, curve_path)
@@ -347,7 +361,10 @@ def _cmd_advise(args: argparse.Namespace) -> int:
     launch = launch_settings(
         config, adv.b_cap, args.input_len, args.output_len, cpu_threads=args.cpu_threads, dtype=args.dtype
     )
-    print(f"vLLM: {launch.command(served_model(args.model, arch.hf_id or arch.name))}")
+    served = served_model(args.model, arch.hf_id or arch.name)
+    print(f"vLLM: {launch.command(served)}")
+    if served == CHECKPOINT_PLACEHOLDER:
+        print(placeholder_note(args.model))
     if not is_cpu(config):
         print(f"  or: --max-num-seqs {settings['max_num_seqs']} --num-gpu-blocks-override "
               f"{settings['num_gpu_blocks_override']}")  # fmt: skip
@@ -434,6 +451,7 @@ def _search(args: argparse.Namespace) -> int:
         model, wl, gpus, slo, args.epsilon, batch_sizes=candidates, precisions=args.precision or tuple(PRECISIONS),
         tensor_parallels=tps, interval=SEARCH_INTERVAL, block_size=args.block_size,
         gpu_memory_utilization=args.gpu_memory_utilization, reserve_gib=args.reserve_gb,
+        max_num_batched_tokens=args.max_num_batched_tokens, current_vllm=True,
     )  # fmt: skip
     front = pareto_front(res)
     best, dep = res.best()
@@ -470,7 +488,10 @@ def _search(args: argparse.Namespace) -> int:
         return 1
     print(f"best: TP{best['tensor_parallel']} {best['precision']} x {best['replicas']} replica(s), "
           f"B_cap {best['b_cap']} (bound by: {best['binding']})")  # fmt: skip
-    print(f"vLLM (each replica): {launch.command(served_model(args.model, arch.hf_id or arch.name))}")
+    served = served_model(args.model, arch.hf_id or arch.name)
+    print(f"vLLM (each replica): {launch.command(served)}")
+    if served == CHECKPOINT_PLACEHOLDER:
+        print(placeholder_note(args.model))
     if front_paths is not None:
         print(f"wrote the frontier ({len(front)} points) to {', '.join(map(str, front_paths))}")
     return 0
@@ -506,6 +527,10 @@ def _print_search(res: SearchResult, model: str, gpu: str, gpus: int, epsilon: f
     print(
         f"(memory per {dev}, GiB; tok/s/{dev} = replicas x server throughput / {dev}s; tok/s/user = OL / mean E2E)"
     )
+    weight_only = sorted(set(res.ranked.loc[res.ranked["weight_only"], "precision"]))
+    if weight_only:
+        print(f"({', '.join(weight_only)} on {gpu}: weight-only, its GEMMs compute in 16 bits: the {dev} has no "
+              "tensor cores of that precision)")  # fmt: skip
     for skip in res.skipped.itertuples():
         print(f"skipped TP{skip.tensor_parallel} {skip.precision}: {skip.reason}")
 

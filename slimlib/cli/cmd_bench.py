@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from slimlib.advisor.commands import client_args, server_args
+from slimlib.advisor.commands import client_args, serve_flags, server_args
 from slimlib.cli.common import (
     check_program,
     model_inputs,
@@ -111,7 +111,7 @@ examples:
 """
 #: token counts of the committed decode-GEMM benchmark: the campaign's batch sizes and beyond, to the compute roof
 GEMM_TOKENS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
-ARGVS = ArgvBuilders(server=server_args, client=client_args)
+ARGVS = ArgvBuilders(server=server_args, client=client_args, flags=serve_flags)
 
 
 def register_cli(sub: argparse._SubParsersAction) -> None:

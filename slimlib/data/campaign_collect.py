@@ -21,7 +21,7 @@ from pathlib import Path
 import pandas as pd
 
 from slimlib.batchjobs import TASK_COLUMNS, TASKS_NAME, parse_status_line, task_log, task_status
-from slimlib.data.ingest import COLUMNS, OPTIONAL_FIELDS, checked, ingest, ingest_files
+from slimlib.data.ingest import COLUMNS, OPTIONAL_FIELDS, RUN_OPTION_FIELDS, checked, ingest, ingest_files
 from slimlib.data.physical_checks import EXCLUSION_COLUMNS, count_lines
 from slimlib.errors import DataError
 from slimlib.model.validity import CANONICAL
@@ -129,7 +129,7 @@ def collect(
         )
         out.report.extend(count_lines(got, n_read))
     table = _merge_duplicates(table, out)
-    cols = [c for c in COLUMNS if c in table.columns] + [c for c in OPTIONAL_FIELDS if c in table.columns]
+    cols = [c for c in (*COLUMNS, *OPTIONAL_FIELDS, *RUN_OPTION_FIELDS) if c in table.columns]
     out.table = table.loc[:, cols].reset_index(drop=True)
     n_fail, n_miss = len(out.failed), len(out.missing)
     out.report.append(

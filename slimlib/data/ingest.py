@@ -29,7 +29,8 @@ from slimlib.errors import DataError, SlimError, UnknownNameError
 from slimlib.io import write_text
 from slimlib.registry.architectures import get_architecture
 from slimlib.registry.gpus import get_gpu
-from slimlib.schema import blank_line_numbers, physical_line
+from slimlib.registry.precision import DTYPES, KV_CACHE_DTYPES, QUANTIZATIONS
+from slimlib.schema import PRECISION_COLUMNS, blank_line_numbers, physical_line
 
 SETTINGS = ("batch_size", "input_len", "output_len", "model", "gpu")
 #: Optional sidecar columns, carried into the table when present: the server's tensor-parallel size (read by the
@@ -50,6 +51,14 @@ OPTIONAL_FIELDS = (
     "server_pid",
     "server_started_utc",
     "outside_load",
+)
+#: how the server ran, from the sidecar or the result's metadata (``--metadata quantization=fp8 ...``, as `slim plan`'s
+#: clients record it): vLLM's precision options, the memory fraction, the token budget and whether prefill was chunked
+RUN_OPTION_FIELDS = (
+    *PRECISION_COLUMNS,
+    "gpu_memory_utilization",
+    "max_num_batched_tokens",
+    "chunked_prefill",
 )
 SIDECAR_NAMES = ("slim-runs.csv", "slim-runs.yaml", "slim-runs.yml")
 #: the latency percentiles carried into the table where a result has them (vLLM's ``--metric-percentiles``; its
@@ -157,8 +166,8 @@ def ingest_files(
     ):  # the fit table takes e2e_s for every row or none; mean_e2el_ms keeps what exists
         df = df.drop(columns=["e2e_s"])
     extra = [
-        c for c in OPTIONAL_FIELDS if c in df.columns
-    ]  # sidecar protocol columns, where the sidecar has them
+        c for c in (*OPTIONAL_FIELDS, *RUN_OPTION_FIELDS) if c in df.columns
+    ]  # sidecar protocol columns and how the server ran, where known
     return df.loc[:, [c for c in COLUMNS if c in df.columns] + extra].reset_index(drop=True)
 
 
@@ -210,8 +219,43 @@ def read_result_extras(path: str | Path) -> dict:
         "input_lens",
         "output_lens",
         "errors",
+        *RUN_OPTION_FIELDS,
     )
     return {k: raw[k] for k in keys if k in raw and raw[k] is not None}
+
+
+_VOCABULARY = {"dtype": DTYPES, "quantization": QUANTIZATIONS, "kv_cache_dtype": KV_CACHE_DTYPES}
+
+
+def _run_options(path: Path, side: dict, extras: dict) -> dict:
+    """`RUN_OPTION_FIELDS` of one run, the sidecar's before the result's metadata, each checked (DataError naming
+    the file, the field and where it came from)."""
+    out: dict = {}
+    for field in RUN_OPTION_FIELDS:
+        for where, source in (("sidecar", side), ("json", extras)):
+            if field not in source:
+                continue
+            value = source[field]
+            text = str(value).strip().lower()
+            if field in _VOCABULARY:
+                if text not in _VOCABULARY[field]:
+                    raise DataError(
+                        f"{path}: {field} = {value!r} ({where}) is not one of {', '.join(_VOCABULARY[field])}"
+                    )
+                out[field] = text
+            elif field == "chunked_prefill":
+                if text not in ("true", "false", "1", "0"):
+                    raise DataError(f"{path}: chunked_prefill = {value!r} ({where}) must be true or false")
+                out[field] = text in ("true", "1")
+            else:
+                number = _as_number(path, field, value, where)
+                whole = field == "max_num_batched_tokens"
+                if not number > 0 or (whole and number != int(number)) or (not whole and number > 1):
+                    want = "a whole number of tokens >= 1" if whole else "a fraction in (0, 1]"
+                    raise DataError(f"{path}: {field} = {value!r} ({where}) must be {want}")
+                out[field] = int(number) if whole else float(number)
+            break
+    return out
 
 
 def write_ingested(df: pd.DataFrame, out) -> None:
@@ -266,6 +310,7 @@ def _row(path: Path, side: dict, defaults: dict) -> dict:
         "settings_from": ";".join(f"{f}={origin[f]}" for f in SETTINGS),
         "source_file": path.name,
         **{k: side[k] for k in OPTIONAL_FIELDS if k in side},
+        **_run_options(path, side, extras),
     }
 
 
@@ -434,10 +479,11 @@ def _sidecar_table(root: Path, sidecar: str | Path | None, names: set[str]) -> d
             raise DataError(f"{path} {where}: file {name!r} is listed twice")
         if name not in names:
             raise DataError(f"{path} {where}: file {name!r} is not a *.json result in {root}")
-        unknown = sorted(set(fields) - set(SETTINGS) - set(OPTIONAL_FIELDS))
+        known = SETTINGS + OPTIONAL_FIELDS + RUN_OPTION_FIELDS
+        unknown = sorted(set(fields) - set(known))
         if unknown:
             raise DataError(
-                f"{path} {where}: unknown field(s) {', '.join(unknown)}; known: {', '.join(SETTINGS + OPTIONAL_FIELDS)}"
+                f"{path} {where}: unknown field(s) {', '.join(unknown)}; known: {', '.join(known)}"
             )
         table[name] = {k: v for k, v in fields.items() if v is not None and str(v).strip() != ""}
     return table

@@ -48,7 +48,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -95,11 +95,13 @@ PLAN_COLUMNS = ("model", "hf_id", "gpu", "batch_size", "input_len", "output_len"
 
 @dataclass(frozen=True)
 class ArgvBuilders:
-    """``server(model, max_num_seqs, max_model_len, port, tensor_parallel)`` -> argv starting ``vllm serve``;
+    """``server(model, max_num_seqs, max_model_len, port, tensor_parallel, flags)`` -> argv starting ``vllm serve``;
     ``client(row, result_dir, port)`` -> argv starting ``vllm bench serve``."""
 
     server: Callable[..., list[str]]
     client: Callable[..., list[str]]
+    #: ``flags(plan)`` -> the server flags of a plan's serving options (none by default)
+    flags: Callable[[pd.DataFrame], list[str]] = lambda plan: []
 
 
 class EngineError(SlimError):
@@ -266,14 +268,17 @@ class LoadSampler:
 @contextlib.contextmanager
 def serve(spec: EngineSpec, argvs: ArgvBuilders, model_path: str, max_num_seqs: int, max_model_len: int, port: int, log: Path,
           tensor_parallel: int = 1, startup_timeout_s: float = 900.0, env: dict | None = None,
-          say: Callable[[str], None] = print) -> Iterator[tuple[list[str], int, int, float]]:  # fmt: skip
-    """Start ``vllm serve`` (own process group), wait for ``/health``, yield (argv, port, server pid, seconds to
-    ready); stop it on exit."""
+          say: Callable[[str], None] = print, flags: Sequence[str] = ()) -> Iterator[tuple[list[str], int, int, float]]:  # fmt: skip
+    """Start ``vllm serve`` (own process group) with the plan's serving `flags`, wait for ``/health``, yield (argv,
+    port, server pid, seconds to ready); stop it on exit."""
     if not port_free(port):
         new = free_port()
         say(f"port {port} is in use; serving on port {new} instead")
         port = new
-    argv = [*spec.command, *argvs.server(model_path, max_num_seqs, max_model_len, port, tensor_parallel)[1:]]
+    argv = [
+        *spec.command,
+        *argvs.server(model_path, max_num_seqs, max_model_len, port, tensor_parallel, flags)[1:],
+    ]
     if spec.dummy_weights:
         argv += ["--load-format", "dummy"]
     argv += ["--seed", "0"]
@@ -669,7 +674,7 @@ def run_plan(
             env.setdefault("VLLM_CACHE_ROOT", cache)
             started = _now()
             with serve(spec, argvs, served, b_max, max_len, port, logs / f"server-{model}-{label}.log", tp,
-                       startup_timeout_s, env, say) as (argv, used_port, server_pid, ready_s):  # fmt: skip
+                       startup_timeout_s, env, say, argvs.flags(pd.DataFrame(rows[:1]))) as (argv, used_port, server_pid, ready_s):  # fmt: skip
                 session["servers"][model] = argv
                 session["server_starts"].append({"model": model, "pass": label, "pid": server_pid,
                                                  "started_utc": started, "ready_s": round(ready_s, 1)})  # fmt: skip

@@ -60,6 +60,7 @@ from slimlib.registry.precision import (
     DTYPES,
     KV_CACHE_DTYPES,
     QUANTIZATIONS,
+    VLLM_QUANTIZATION,
     dtype_bytes,
     kv_bytes_per_element,
     weight_bytes_per_element,
@@ -78,9 +79,10 @@ __all__ = [
 DEFAULT_MAX_NUM_BATCHED_TOKENS = 512
 #: vLLM's default --max-num-seqs
 DEFAULT_MAX_NUM_SEQS = 256
-#: minimum CUDA compute capability of vLLM's fp8 / fp4 weight methods (``Fp8Config``, ``ModelOptNvFp4Config``,
-#: ``Mxfp4Config``: ``get_min_capability() == 80``; below the precision's tensor cores they run weight-only)
-_MIN_QUANT_CAPABILITY = 8.0
+#: vLLM method (`VLLM_QUANTIZATION`) -> the least CUDA compute capability it runs on, vLLM 0.32.0's
+#: ``get_min_capability()`` of ``Fp8Config`` (75), ``ModelOptNvFp4Config`` (75) and ``Mxfp4Config`` (80); below the
+#: precision's own tensor cores they run weight-only
+_MIN_QUANT_CAPABILITY = {"fp8": 7.5, "modelopt_fp4": 7.5, "mxfp4": 8.0}
 #: vLLM quantization methods that quantize the routed experts only (gpt-oss's mxfp4 checkpoints)
 _EXPERTS_ONLY = ("mxfp4",)
 
@@ -498,11 +500,12 @@ def serving_config(
     prec = weight_precision(method)
     if hw is not None and prec != "none":
         peak = hw.peak_flops_fp8 if prec == "fp8" else hw.peak_flops_fp4
-        if not peak and hw.compute_capability < _MIN_QUANT_CAPABILITY:
+        least = _MIN_QUANT_CAPABILITY[VLLM_QUANTIZATION[method]]
+        if not peak and hw.compute_capability < least:
             raise DataError(
                 f"quantization {method!r} ({prec} weights) on {hw.name}: vLLM runs {prec} weights on GPUs with "
-                f"{prec} tensor cores or NVIDIA compute capability >= 8.0 (weight-only), which {hw.name} is not; "
-                "serve it unquantized or on another GPU"
+                f"{prec} tensor cores or NVIDIA compute capability >= {least:g} (weight-only), which {hw.name} is "
+                "not; serve it unquantized or on another GPU"
             )
     refusal = tensor_parallel_refusal(arch.name, arch.n_heads, arch.n_kv_heads, tp, within_node=within_node)
     if refusal:

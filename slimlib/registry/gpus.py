@@ -88,10 +88,12 @@ class GPU:
     peak_flops_fp8: float | None = None
     peak_flops_fp4: float | None = None
     label: str = ""
-    #: CUDA compute capability (NVIDIA; 0 for other vendors): vLLM's fp8 and fp4 weight methods need >= 8.0
-    #: (weight-only Marlin kernels below the precision's own tensor cores), CUDA GPUs list,
+    #: CUDA compute capability (NVIDIA; 0 for other vendors): vLLM's fp8 and fp4 weight methods need 7.5 or 8.0
+    #: (`slimlib.model.serving`; weight-only kernels below the precision's own tensor cores), CUDA GPUs list,
     #: https://developer.nvidia.com/cuda-gpus
     compute_capability: float = 0.0
+    #: devices software sees on this entry (2 for a whole MI250 card: its two dies); memory is per entry
+    dies: int = 1
     decode_gemm_flops: float | None = None
     decode_gemm_source: str = ""
     decode_gemm_curve: tuple[tuple[int, float], ...] = ()
@@ -535,6 +537,7 @@ _GPUS: tuple[GPU, ...] = (
     GPU(
         name="mi250",
         label="MI250",
+        dies=2,
         link_kind="pair",
         allreduce_latency_s=((2, 4.292e-6), (4, 4.589e-6), (8, 4.713e-6)),
         allreduce_source=_AMD_ALLREDUCE_PROXY,

@@ -2,7 +2,19 @@
 
 from __future__ import annotations
 
-__all__ = ["CPU_OFFLINE_BATCHED_TOKENS", "CPU_SERVER_BATCHED_TOKENS", "NO_PREFIX_CACHING"]
+from slimlib.registry.gpus import GPU, get_gpu
+from slimlib.registry.host_cpu import CPU_DEVICES
+
+__all__ = [
+    "CPU_OFFLINE_BATCHED_TOKENS",
+    "CPU_SERVER_BATCHED_TOKENS",
+    "NO_PREFIX_CACHING",
+    "VLLM_VERSION",
+    "server_batched_tokens",
+]
+
+#: the vLLM release whose defaults the advisor's launch settings follow (the CPU engine the package pins)
+VLLM_VERSION = "0.32.0"
 
 #: turns off prefix caching, which vLLM caches by default since its V1 engine (0.32.0 here: `EngineArgs` leaves
 #: ``enable_prefix_caching`` None and the platform sets it on). A calibration run must prefill every prompt it times:
@@ -14,3 +26,18 @@ NO_PREFIX_CACHING = "--no-enable-prefix-caching"
 #: ``LLM``; the server logs no value, the CPU campaigns set none)
 CPU_SERVER_BATCHED_TOKENS = 2048
 CPU_OFFLINE_BATCHED_TOKENS = 4096
+
+#: vLLM 0.32.0's default ``--max-num-batched-tokens`` of ``vllm serve`` on a GPU (``EngineArgs.get_batch_defaults``,
+#: API-server usage context, by one device's total memory): (GiB at least, tokens), the first that applies; an
+#: A100 takes the last row whatever its memory
+GPU_SERVER_BATCHED_TOKENS = ((160, 16384), (70, 8192), (0, 2048))
+
+
+def server_batched_tokens(gpu: GPU | str, tensor_parallel: int = 1) -> int:
+    """vLLM 0.32.0's default token budget of ``vllm serve`` per engine step on `tensor_parallel` devices `gpu`:
+    the CPU build's `CPU_SERVER_BATCHED_TOKENS` x ranks, a GPU's `GPU_SERVER_BATCHED_TOKENS` by its memory."""
+    hw = get_gpu(gpu)
+    if hw.name in CPU_DEVICES:
+        return CPU_SERVER_BATCHED_TOKENS * int(tensor_parallel)
+    floor = 0 if "a100" in hw.name else hw.mem_gb / hw.dies
+    return next(tokens for gib, tokens in GPU_SERVER_BATCHED_TOKENS if floor >= gib)
