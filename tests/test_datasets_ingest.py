@@ -94,7 +94,9 @@ def test_how_the_server_ran_comes_from_the_metadata_or_the_sidecar(runs):
     (runs / "slim-runs.csv").write_text(
         "\n".join([side[0] + ",max_num_batched_tokens", *(x + ",512" for x in side[1:])]) + "\n"
     )
-    assert _by_file(ingest(runs, gpu="h100-sxm-80gb")).loc[OLD, "max_num_batched_tokens"] == 512  # the sidecar's
+    assert (
+        _by_file(ingest(runs, gpu="h100-sxm-80gb")).loc[OLD, "max_num_batched_tokens"] == 512
+    )  # the sidecar's
     for field, bad, says in (
         ("quantization", "fp5", "is not one of none, fp8"),
         ("max_num_batched_tokens", "2048.5", "must be a whole number of tokens >= 1"),
