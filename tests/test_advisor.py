@@ -153,7 +153,7 @@ def test_memory_and_infeasible_workloads():
     out = A.advise_many(m, _wl("opt-1.3b", 1000, 1000), slo_s=np.inf, epsilon=0.01)
     row = out.iloc[0]
     assert row["binding"] == "memory" and row["b_cap"] == row["max_batch_memory"]
-    assert row["kv_needed_gb"] <= row["kv_default_gb"]
+    assert row["kv_needed_gib"] <= row["kv_default_gib"]
     out = A.advise_many(m, _wl("opt-1.3b", 1000, 1000), slo_s=np.inf, epsilon=0.01, gpu_blocks=100)
     assert out.iloc[0]["b_cap"] == 0 and "does not fit" in out.iloc[0]["reason"]
     out = A.advise_many(m, _wl(), slo_s=1e-3, epsilon=0.5)
@@ -183,7 +183,7 @@ def test_cli_advise_text(params_file, tmp_path, capsys):
     assert f"B_cap = {adv.b_cap} " in out
     assert f"--max-num-seqs {adv.b_cap} --gpu-memory-utilization" in out
     assert f"--num-gpu-blocks-override {adv.b_cap * 48}" in out  # 768 tokens = 48 blocks
-    assert f"saved {adv.summary['kv_saved_gb']:.2f} GiB" in out
+    assert f"saved {adv.summary['kv_saved_gib']:.2f} GiB" in out
     assert len(pd.read_csv(curve)) == 256
 
 
@@ -242,8 +242,8 @@ def test_tensor_parallel_memory_is_per_gpu():
     out = A.advise_many(_model("mi300x"), wl, epsilon=0.05, batch_sizes=np.arange(1, 2049))
     arch, hw = get_architecture("llama-2-13b"), get_gpu("mi300x")
     one, two = out.iloc[0], out.iloc[1]
-    assert one["kv_default_gb"] * M.GIB == pytest.approx(serving_config(arch, hw).kv_pool)
-    assert (two["kv_default_gb"] - one["kv_default_gb"]) * M.GIB == pytest.approx(2 * arch.n_params / 2)
-    per_req_1 = one["kv_default_gb"] / one["max_batch_memory"]
-    assert two["max_batch_memory"] >= 2 * two["kv_default_gb"] / per_req_1 - 2
+    assert one["kv_default_gib"] * M.GIB == pytest.approx(serving_config(arch, hw).kv_pool)
+    assert (two["kv_default_gib"] - one["kv_default_gib"]) * M.GIB == pytest.approx(2 * arch.n_params / 2)
+    per_req_1 = one["kv_default_gib"] / one["max_batch_memory"]
+    assert two["max_batch_memory"] >= 2 * two["kv_default_gib"] / per_req_1 - 2
     assert list(out["tensor_parallel"]) == [1, 2]

@@ -838,7 +838,7 @@ CASES = [
     Case(
         "advise --reserve-gb nan",
         lambda t: _advise(t, "--reserve-gb", "nan"),
-        r"argument --reserve-gb: nan is not a finite number",
+        r"argument --reserve-gib/--reserve-gb: nan is not a finite number",
     ),
     Case(
         "plan --gpu-memory-utilization 1.5",

@@ -158,7 +158,7 @@ def test_unknown_gpu_lists_closest_names():
 def test_list_gpus_table():
     df = list_gpus()
     assert list(df.columns) == [
-        "name", "label", "peak_tflops", "peak_fp8_tflops", "peak_fp4_tflops", "mem_bw_tb_s", "mem_gb", "link_gb_s",
+        "name", "label", "peak_tflops", "peak_fp8_tflops", "peak_fp4_tflops", "mem_bw_tb_s", "mem_gib", "link_gb_s",
         "link_kind", "attn_eff", "layer_floor_us", "aliases", "source", "notes",
     ]  # fmt: skip
     assert list(df["name"]) == sorted([*REQUIRED, *CPU_DEVICES])
@@ -234,7 +234,7 @@ def test_cli_gpus_json_selected(capsys):
     assert main(["gpus", "H100", "mi300x", "--format", "json"]) == 0
     records = json.loads(capsys.readouterr().out)
     assert [r["name"] for r in records] == ["h100-sxm-80gb", "mi300x"]
-    assert records[1]["mem_bw_tb_s"] == 5.3 and records[1]["mem_gb"] == 192
+    assert records[1]["mem_bw_tb_s"] == 5.3 and records[1]["mem_gib"] == 192
 
 
 def test_cli_gpus_unknown_name(capsys):

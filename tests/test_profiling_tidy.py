@@ -51,7 +51,7 @@ def test_tables_from_a_cpu_campaign(tmp_path):
     assert ((runs["prefill_s"] + runs["decode_s"] - runs["e2e_s"]).abs() < 1e-12).all()
     kv = 2 * 1 * runs["batch_size"] * (runs["input_len"] + runs["output_len"]) * 2 * 8 * 4 / 2**30  # GiB
     a = runs["model"] == "tiny-a"
-    assert (runs.loc[a, "kv_cache_gb"] - kv[a]).abs().max() < 1e-15
+    assert (runs.loc[a, "kv_cache_gib"] - kv[a]).abs().max() < 1e-15
     kern = tables["kit-kernels"]
     assert len(kern) == 4 and kern["share"].sum() == pytest.approx(1.0)
     assert kern.set_index("category").loc["attention", "share"] > 0

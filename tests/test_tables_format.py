@@ -14,7 +14,7 @@ from slimlib.experiments.outputs.plotting import save_table
 
 def test_human_headers_with_units():
     assert T.human_header("throughput_tok_s") == "Throughput (tok/s)"
-    assert T.human_header("kv_saved_gb") == "KV saved (GiB)"
+    assert T.human_header("kv_saved_gib") == "KV saved (GiB)"
     assert T.human_header("decode_step_ms") == "Decode step (ms)"
     assert T.human_header("knee_share_of_max") == "Knee share of max (%)"
     assert T.human_header("sm_clock_mean_mhz") == "SM clock mean (MHz)"

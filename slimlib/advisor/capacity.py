@@ -254,7 +254,7 @@ def advise_many(
     row; default: vLLM's arithmetic) fill the workloads' engine columns where absent; the model's predictions and
     the memory constraint both read them. Columns: ``b_cap`` (0 when infeasible),
     ``binding``, ``reason``, ``pred_throughput_tok_s``, ``pred_e2e_s``, ``efficiency``, ``blocks_needed``,
-    ``kv_needed_gb``, ``kv_default_gb``, ``kv_saved_gb`` (GiB, 2**30 bytes), ``max_batch_memory``.
+    ``kv_needed_gib``, ``kv_default_gib``, ``kv_saved_gib`` (GiB, 2**30 bytes), ``max_batch_memory``.
     """
     _check_gpu(model, gpu)
     if not 0 < gpu_memory_utilization <= 1:
@@ -323,9 +323,9 @@ def advise_many(
             "pred_e2e_s": np.where(ok, e2e[rows, j], np.nan),
             "efficiency": np.where(ok, eff[rows, j], np.nan),
             "blocks_needed": np.where(ok, b_cap * blocks, 0).astype(int),
-            "kv_needed_gb": needed / GIB,
-            "kv_default_gb": default / GIB,
-            "kv_saved_gb": (default - needed) / GIB,
+            "kv_needed_gib": needed / GIB,
+            "kv_default_gib": default / GIB,
+            "kv_saved_gib": (default - needed) / GIB,
             "max_batch_memory": max_b_mem.astype(int),
         },
         index=workloads.index,

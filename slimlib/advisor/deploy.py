@@ -258,7 +258,7 @@ def search(
     `ranked` columns: the workload, ``tensor_parallel, precision, replicas, b_cap`` (0: none feasible),
     ``binding``, ``throughput_per_gpu_tok_s``, ``per_user_tok_s``, ``pred_throughput_tok_s`` (one server),
     ``pred_e2e_s``, ``pred_ttft_s``, ``pred_tpot_s`` (the values the limits were checked against), ``efficiency``,
-    the memory arithmetic ``weights_gb``, ``kv_pool_gb``, ``kv_tokens``, ``max_batch_memory`` (GiB per GPU),
+    the memory arithmetic ``weights_gib``, ``kv_pool_gib``, ``kv_tokens``, ``max_batch_memory`` (GiB per GPU),
     ``latency_source``, and with `interval` (e.g. 0.9) the throughput interval at B_cap
     (``pred_throughput_low_tok_s``, ``pred_throughput_high_tok_s``). Ties go to the smaller TP, then the wider
     precision."""
@@ -342,8 +342,8 @@ def search(
             "pred_throughput_tok_s": thr,
             **{f"pred_{q}_s": np.where(ok, grid[q][r, jj], np.nan) for q in LIMITS},
             "efficiency": np.where(ok, eff[r, jj], np.nan),
-            "weights_gb": [d.config.weights / GIB for d in deps],
-            "kv_pool_gb": [d.config.kv_pool / GIB for d in deps],
+            "weights_gib": [d.config.weights / GIB for d in deps],
+            "kv_pool_gib": [d.config.kv_pool / GIB for d in deps],
             "kv_tokens": [d.config.kv_tokens for d in deps],
             "max_batch_memory": max_b_mem.astype(int),
             "latency_source": str(g["latency_source"][0]),

@@ -178,7 +178,7 @@ def register_cli(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     )  # fmt: skip
     _add_memory_utilization_argument(p)
     p.add_argument(
-        "--reserve-gb", type=nonnegative_float, default=DEFAULT_RESERVE_GIB,
+        "--reserve-gib", "--reserve-gb", dest="reserve_gib", type=nonnegative_float, default=DEFAULT_RESERVE_GIB,
         help=f"activation reserve in GiB (default {DEFAULT_RESERVE_GIB})",
     )  # fmt: skip
     p.add_argument(
@@ -301,7 +301,7 @@ def _cmd_advise(args: argparse.Namespace) -> int:
     budget = args.max_num_batched_tokens or server_batched_tokens(hw, args.tensor_parallel)
     config = serving_config(
         arch, hw, tensor_parallel=args.tensor_parallel, block_size=args.block_size,
-        gpu_memory_utilization=args.gpu_memory_utilization, gpu_blocks=args.gpu_blocks, reserve_gib=args.reserve_gb,
+        gpu_memory_utilization=args.gpu_memory_utilization, gpu_blocks=args.gpu_blocks, reserve_gib=args.reserve_gib,
         max_num_batched_tokens=budget, **precision,
     )  # fmt: skip
     config.check_fits(f"--model {args.model}")
@@ -311,7 +311,7 @@ def _cmd_advise(args: argparse.Namespace) -> int:
     adv = advise(
         model, args.model, args.input_len, args.output_len, args.slo_s,
         args.epsilon, tensor_parallel=args.tensor_parallel, gpu=args.gpu, batch_sizes=candidates, block_size=args.block_size,
-        gpu_memory_utilization=args.gpu_memory_utilization, reserve_gib=args.reserve_gb,
+        gpu_memory_utilization=args.gpu_memory_utilization, reserve_gib=args.reserve_gib,
         gpu_blocks=args.gpu_blocks, respect_memory=not args.no_memory_limit, max_num_batched_tokens=budget,
         **precision,
     )  # fmt: skip
@@ -322,7 +322,7 @@ def _cmd_advise(args: argparse.Namespace) -> int:
     if adv.feasible:
         settings = vllm_settings(
             arch, hw, adv.b_cap, args.input_len, args.output_len, tensor_parallel=args.tensor_parallel,
-            block_size=args.block_size, reserve_gib=args.reserve_gb, **precision,
+            block_size=args.block_size, reserve_gib=args.reserve_gib, **precision,
         )  # fmt: skip
     if args.format == "json":
         rec = {k: (v.item() if hasattr(v, "item") else v) for k, v in s.items()}
@@ -351,13 +351,13 @@ def _cmd_advise(args: argparse.Namespace) -> int:
     print(f"B_cap = {adv.b_cap}  (bound by: {s['reason']})")
     print(f"predicted throughput {s['pred_throughput_tok_s']:.1f} tok/s, E2E {s['pred_e2e_s']:.3g} s, "
           f"batching efficiency {s['efficiency']:.3f}")  # fmt: skip
-    if s["kv_saved_gb"] >= 0:
-        saving = f"saved {s['kv_saved_gb']:.2f} GiB"
+    if s["kv_saved_gib"] >= 0:
+        saving = f"saved {s['kv_saved_gib']:.2f} GiB"
     else:  # only with --no-memory-limit: B_cap needs more than the default pool
-        saving = f"{-s['kv_saved_gb']:.2f} GiB MORE than the default allocation: vLLM would preempt requests"
+        saving = f"{-s['kv_saved_gib']:.2f} GiB MORE than the default allocation: vLLM would preempt requests"
     per_gpu = f" per GPU (of {args.tensor_parallel})" if args.tensor_parallel > 1 else ""
-    print(f"KV cache{per_gpu}: B_cap needs {s['kv_needed_gb']:.2f} GiB ({int(s['blocks_needed'])} blocks of "
-          f"{config.block_size} tokens); default allocation {s['kv_default_gb']:.2f} GiB; {saving}")  # fmt: skip
+    print(f"KV cache{per_gpu}: B_cap needs {s['kv_needed_gib']:.2f} GiB ({int(s['blocks_needed'])} blocks of "
+          f"{config.block_size} tokens); default allocation {s['kv_default_gib']:.2f} GiB; {saving}")  # fmt: skip
     launch = launch_settings(
         config, adv.b_cap, args.input_len, args.output_len, cpu_threads=args.cpu_threads, dtype=args.dtype
     )
@@ -450,7 +450,7 @@ def _search(args: argparse.Namespace) -> int:
     res = search(
         model, wl, gpus, slo, args.epsilon, batch_sizes=candidates, precisions=args.precision or tuple(PRECISIONS),
         tensor_parallels=tps, interval=SEARCH_INTERVAL, block_size=args.block_size,
-        gpu_memory_utilization=args.gpu_memory_utilization, reserve_gib=args.reserve_gb,
+        gpu_memory_utilization=args.gpu_memory_utilization, reserve_gib=args.reserve_gib,
         max_num_batched_tokens=args.max_num_batched_tokens, current_vllm=True,
     )  # fmt: skip
     front = pareto_front(res)
@@ -522,8 +522,8 @@ def _print_search(res: SearchResult, model: str, gpu: str, gpus: int, epsilon: f
                     f"{r['pred_e2e_s']:>9.3g}")  # fmt: skip
         else:
             vals = f"{'-':>10} {'-':>17} {'-':>10} {'-':>12} {'-':>12} {'-':>9}"
-        print(f"{int(r['rank']):>4} {dep:<16} {int(r['b_cap']):>5} {vals} {r['weights_gb']:>7.1f}G "
-              f"{r['kv_pool_gb']:>7.1f}G {int(r['kv_tokens']):>9}  {r['binding']}")  # fmt: skip
+        print(f"{int(r['rank']):>4} {dep:<16} {int(r['b_cap']):>5} {vals} {r['weights_gib']:>7.1f}G "
+              f"{r['kv_pool_gib']:>7.1f}G {int(r['kv_tokens']):>9}  {r['binding']}")  # fmt: skip
     print(
         f"(memory per {dev}, GiB; tok/s/{dev} = replicas x server throughput / {dev}s; tok/s/user = OL / mean E2E)"
     )

@@ -156,7 +156,7 @@ def _cmd_gpus(args: argparse.Namespace) -> int:
         "peak_fp8_tflops",
         "peak_fp4_tflops",
         "mem_bw_tb_s",
-        "mem_gb",
+        "mem_gib",
         "link_gb_s",
         "link_kind",
         "attn_eff",

@@ -125,8 +125,8 @@ SCHEMA: dict[str, tuple[str, dict[str, tuple[str, str]]]] = {
             "server": (INT, "index of the server whose monitor wrote the files"),
             "n_samples": (INT, "query samples"),
             "busy_samples": (INT, "query samples with GPU utilization > 0"),
-            "mem_total_gb": (F, "GPU memory, GiB"),
-            "mem_used_max_gb": (F, "max GPU memory used, GiB"),
+            "mem_total_gib": (F, "GPU memory, GiB"),
+            "mem_used_max_gib": (F, "max GPU memory used, GiB"),
             "gpu_util_mean_pct": (F, "mean utilization.gpu over busy samples, %"),
             "mem_util_mean_pct": (F, "mean utilization.memory over busy samples, %"),
             "dmon_samples": (INT, "dmon samples"),
@@ -297,9 +297,9 @@ def _kit_schema() -> None:
                 f"step_{k}_ms": (F, f"{k} decode-step time, ms")
                 for k in ("mean", "median", "p90", "min", "max")
             },
-            "peak_allocated_gb": (F, "torch peak allocated memory, GiB (empty on the CPU)"),
-            "kv_cache_gb": (F, "preallocated KV cache 2 L B (IL+OL) D_kv bytes (Eq. 4), GiB"),
-            "weight_gb": (F, "weights, GiB"),
+            "peak_allocated_gib": (F, "torch peak allocated memory, GiB (empty on the CPU)"),
+            "kv_cache_gib": (F, "preallocated KV cache 2 L B (IL+OL) D_kv bytes (Eq. 4), GiB"),
+            "weight_gib": (F, "weights, GiB"),
             "dtype": (S, "fp16, bf16 or fp32"),
             "device": (S, "cuda or cpu"),
             "device_name": (S, "device name reported by torch"),

@@ -39,7 +39,7 @@ def _strip_unit(path: Path, col: str, series: pd.Series, unit: str) -> np.ndarra
 
 
 def summarize_query_csv(path: str | Path) -> dict:
-    """Summary of an nvidia-smi query CSV: ``n_samples``, ``mem_total_gb``, ``mem_used_max_gb`` (GiB, 2**30 bytes),
+    """Summary of an nvidia-smi query CSV: ``n_samples``, ``mem_total_gib``, ``mem_used_max_gib`` (GiB, 2**30 bytes),
     ``gpu_util_mean_pct`` / ``mem_util_mean_pct`` over busy samples (GPU utilization > 0), ``busy_samples``."""
     p = Path(path)
     df = read_csv_checked(p, "an nvidia-smi --query-gpu CSV", skipinitialspace=True)
@@ -55,8 +55,8 @@ def summarize_query_csv(path: str | Path) -> dict:
     return {
         "n_samples": int(len(df)),
         "busy_samples": int(busy.sum()),
-        "mem_total_gb": float(v["memory.total [MiB]"].max() * MIB / GIB),
-        "mem_used_max_gb": float(v["memory.used [MiB]"].max() * MIB / GIB),
+        "mem_total_gib": float(v["memory.total [MiB]"].max() * MIB / GIB),
+        "mem_used_max_gib": float(v["memory.used [MiB]"].max() * MIB / GIB),
         "gpu_util_mean_pct": float(util[busy].mean()) if busy.any() else 0.0,
         "mem_util_mean_pct": float(v["utilization.memory [%]"][busy].mean()) if busy.any() else 0.0,
     }

@@ -220,7 +220,7 @@ def plan_campaign(
         else:
             status = "over-budget"
         rows.append({"priority": rank, "point_id": p.point_id, **asdict(p), "est_s": round(est, 3),
-                     "mem_need_gb": round(need / GIB, 3), "status": status,
+                     "mem_need_gib": round(need / GIB, 3), "status": status,
                      "cum_est_s": round(used, 3) if status == "planned" else float("nan")})  # fmt: skip
     return pd.DataFrame(rows)
 
@@ -390,7 +390,7 @@ def _run_counters(p: Point, arch, out: Path, device, dtype, ncu_exe, env, ncu_co
 def plan_text(plan: pd.DataFrame, budget_s: float, spec: DeviceSpec) -> str:
     """Human-readable plan for --dry-run."""
     planned = plan[plan["status"] == "planned"]
-    cols = ["priority", "point_id", "groups", "est_s", "mem_need_gb", "status"]
+    cols = ["priority", "point_id", "groups", "est_s", "mem_need_gib", "status"]
     head = (f"plan for {spec.name}: {len(planned)} of {len(plan)} points, estimated {planned['est_s'].sum():.0f} s "
             f"of a {budget_s:.0f} s budget")  # fmt: skip
     return head + "\n" + plan[cols].to_string(index=False)

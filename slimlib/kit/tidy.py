@@ -1,10 +1,10 @@
 """Tidy tables from a campaign folder (``manifest.json``, runs.csv, kernels.csv, ncu_*.csv).
 
-Tables, with the column conventions of ``data/`` (units in names; ``_gb`` is GiB, 2**30 bytes):
+Tables, with the column conventions of ``data/`` (units in names; ``_gib`` is GiB, 2**30 bytes):
 
 * ``kit-runs``: one row per measured point: model, gpu, batch_size, input_len, output_len, throughput_tok_s
-  (Eq. 6), e2e_s, prefill_s, decode_s, step_{mean,median,p90,min,max}_ms, peak_allocated_gb (empty on CPU),
-  kv_cache_gb, weight_gb, dtype, device, device_name, cuda_graphs, groups, engine.
+  (Eq. 6), e2e_s, prefill_s, decode_s, step_{mean,median,p90,min,max}_ms, peak_allocated_gib (empty on CPU),
+  kv_cache_gib, weight_gib, dtype, device, device_name, cuda_graphs, groups, engine.
 * ``kit-kernels``: one row per point x category (attention, gemm, norm_elementwise, other): the decode-step time
   per category (time_per_step_ms, over the profiled steps) and its share (paper Fig. 5).
 * ``kit-counters``: one row per profiled kernel launch: the point, the ncu target, kernel name and the kit's
@@ -29,7 +29,7 @@ from slimlib.registry.gpus import GIB
 KEYS = ["model", "gpu", "batch_size", "input_len", "output_len"]
 RUN_COLUMNS = [
     *KEYS, "throughput_tok_s", "e2e_s", "prefill_s", "decode_s", "step_mean_ms", "step_median_ms",
-    "step_p90_ms", "step_min_ms", "step_max_ms", "peak_allocated_gb", "kv_cache_gb", "weight_gb", "dtype",
+    "step_p90_ms", "step_min_ms", "step_max_ms", "peak_allocated_gib", "kv_cache_gib", "weight_gib", "dtype",
     "device", "device_name", "cuda_graphs", "groups", "engine",
 ]  # fmt: skip
 
@@ -78,7 +78,7 @@ def build_profiling_tables(raw_dir: str | Path) -> tuple[dict[str, pd.DataFrame]
         runs = runs.copy()
         runs["gpu"] = runs["gpu"].fillna(gpu) if "gpu" in runs.columns else gpu
         for b in ("peak_allocated", "kv_cache", "weight"):
-            runs[f"{b}_gb"] = runs[f"{b}_bytes"] / GIB
+            runs[f"{b}_gib"] = runs[f"{b}_bytes"] / GIB
         runs = runs.reindex(columns=RUN_COLUMNS)
         tables["kit-runs"] = runs.sort_values(KEYS, ignore_index=True)
     else:

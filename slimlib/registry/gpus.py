@@ -32,7 +32,7 @@ from slimlib.registry.host_cpu import HOST_CPUS
 
 __all__ = ["GIB", "GPU", "get_gpu", "gpu_label", "list_gpus", "gpu_names", "PRECISIONS"]
 
-#: one GiB, 2**30 bytes: the package's one memory unit (every ``_gib`` / ``_gb`` memory column and message)
+#: one GiB, 2**30 bytes: the package's one memory unit (every ``_gib`` memory column and message)
 GIB = 2**30
 _GIB = GIB
 _MIB = 2**20
@@ -645,7 +645,7 @@ def list_gpus(names: Iterable[str] | None = None) -> pd.DataFrame:
             "peak_fp8_tflops": round(g.peak_flops_fp8 / 1e12, 6) if g.peak_flops_fp8 else None,
             "peak_fp4_tflops": round(g.peak_flops_fp4 / 1e12, 6) if g.peak_flops_fp4 else None,
             "mem_bw_tb_s": round(g.mem_bw / 1e12, 9),
-            "mem_gb": round(g.mem_gb, 6),
+            "mem_gib": round(g.mem_gb, 6),
             "link_gb_s": round(g.link_bw / 1e9, 6) if g.link_bw else None,
             "link_kind": g.link_kind,
             "attn_eff": g.decode_attention_eff,

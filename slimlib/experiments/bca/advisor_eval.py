@@ -38,7 +38,7 @@ def measured_curves(online: pd.DataFrame, family: str = "advisor") -> pd.DataFra
     Adds ``measured_e2e_s`` (mean time a request spends in service, by Little's law: mean running requests /
     request throughput; the benchmark sends every prompt at once, so TTFT is dominated by queueing and is not used),
     ``efficiency`` = T(B) / (B T(1)) with T(1) measured (or T(B_min)/B_min where the curve lacks B = 1, flagged in
-    ``t1_from_batch``), and ``kv_default_gb`` = logged GPU blocks x block size x KV bytes per token (GiB).
+    ``t1_from_batch``), and ``kv_default_gib`` = logged GPU blocks x block size x KV bytes per token (GiB).
     """
     df = online_runs(online, family).sort_values([*CURVE_KEYS, "batch_size"], kind="mergesort")
     df = df.reset_index(drop=True)
@@ -48,7 +48,7 @@ def measured_curves(online: pd.DataFrame, family: str = "advisor") -> pd.DataFra
     t1 = first["throughput_tok_s"] / first["batch_size"].astype(float)
     df["efficiency"] = df["throughput_tok_s"] / (df["batch_size"].astype(float) * t1)
     per_tok = df["model"].map(lambda m: serving_config(get_architecture(m)).kv_bytes_per_token).astype(float)
-    df["kv_default_gb"] = df["gpu_blocks"].astype(float) * df["block_size"].astype(float) * per_tok / GIB
+    df["kv_default_gib"] = df["gpu_blocks"].astype(float) * df["block_size"].astype(float) * per_tok / GIB
     df["preempted"] = df["preempted"].fillna(False).astype(bool)
     return df
 
@@ -174,7 +174,7 @@ def evaluate_recommendations(
     or misses the efficiency floor is a miss, never a score above 100% (``throughput_ratio_pct`` keeps the plain
     ratio); a run that preempted is reported (``preempted``), not scored, as Eq. 13 does not model preemption. At B_cap the measured outcome of each constraint is kept (``slo_violation``,
     ``efficiency_below_epsilon``, ``preempted``) and ``quality_zero_reason`` names the ones a miss breaks
-    (`zero_quality_reason`: "none" for a pick that meets them all, "no B_cap" without a pick). ``kv_saved_gb`` =
+    (`zero_quality_reason`: "none" for a pick that meets them all, "no B_cap" without a pick). ``kv_saved_gib`` =
     logged default KV allocation minus the blocks B_cap needs; ``binding`` names what stops B_cap (`slimlib.advisor.capacity.BINDING_LABELS`: latency SLO, efficiency floor, KV capacity,
     max-num-seqs = the largest measured batch, or a throughput peak).
     """
@@ -190,7 +190,7 @@ def evaluate_recommendations(
                            "block_size": [float(curve["block_size"].iloc[0])],
                            "chunked_prefill": [bool(curve["chunked_prefill"].iloc[0])]})  # fmt: skip
         config = serving_config(get_architecture(name), block_size=curve["block_size"].iloc[0])
-        kv_default = float(curve["kv_default_gb"].median()) * GIB
+        kv_default = float(curve["kv_default_gib"].median()) * GIB
         for _, s in slos[(slos["model"] == name) & (slos["output_len"] == ol)].iterrows():
             adv = advise_many(
                 model, wl, s["slo_s"], epsilon, batch_sizes=b,
@@ -222,9 +222,9 @@ def evaluate_recommendations(
                     slo_excess_pct=max(0.0, (at["measured_e2e_s"] / s["slo_s"] - 1) * 100),
                     efficiency_below_epsilon=bool(at["efficiency"] <= epsilon),
                     preempted=bool(at["preempted"]),
-                    kv_needed_gb=needed / GIB,
-                    kv_default_gb=kv_default / GIB,
-                    kv_saved_gb=(kv_default - needed) / GIB,
+                    kv_needed_gib=needed / GIB,
+                    kv_default_gib=kv_default / GIB,
+                    kv_saved_gib=(kv_default - needed) / GIB,
                     feasible=bool(meas_ok[curve["batch_size"] == adv["b_cap"]].iloc[0]),
                 )
             ratio = row.get("measured_throughput_tok_s", np.nan) / row["true_throughput_tok_s"] * 100

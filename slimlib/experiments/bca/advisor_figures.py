@@ -136,11 +136,11 @@ def bca_memory_saved(mem: pd.DataFrame, models: list[str], ol_show: list):
         for i, ol in enumerate(ol_show):
             part = part_v[part_v["output_len"] == ol].set_index("model").reindex(models)
             x = np.arange(len(models)) + (i - (len(ol_show) - 1) / 2) * width
-            ax.bar(x, part["kv_saved_gb"], width, color=ol_style(ol)[0], label=f"OL={ol:.0f}")
+            ax.bar(x, part["kv_saved_gib"], width, color=ol_style(ol)[0], label=f"OL={ol:.0f}")
         ax.set_xticks(np.arange(len(models)), models)
         ax.set_title(f"{variant} SLIM-BCA", fontsize=7)
     axes[0].set_ylabel("KV cache avoidable (GiB)")
-    lo, hi = min(float(mem["kv_saved_gb"].min()), 0.0), max(float(mem["kv_saved_gb"].max()), 0.0)
+    lo, hi = min(float(mem["kv_saved_gib"].min()), 0.0), max(float(mem["kv_saved_gib"].max()), 0.0)
     axes[0].set_ylim(1.25 * lo, 1.25 * hi if hi > 0 else 1.0)
     for ax in axes:
         ax.axhline(0, color="black", lw=0.6)

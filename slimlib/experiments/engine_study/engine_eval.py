@@ -168,7 +168,7 @@ def engine_bca_curves(medians: pd.DataFrame | None = None, il: int | None = None
     df["efficiency"] = df["throughput_tok_s"] / (
         df["batch_size"] * first["throughput_tok_s"] / first["batch_size"]
     )
-    df["kv_default_gb"] = float(HOST_CPU_KV_SPACE_GIB)
+    df["kv_default_gib"] = float(HOST_CPU_KV_SPACE_GIB)
     df["block_size"] = DEFAULT_BLOCK_SIZE
     df["preempted"] = False
     # the engine's KV pool in blocks and its chunked prefill (vLLM V1), as the evaluation's rows have them

@@ -4,7 +4,7 @@ this module only shapes the Markdown and LaTeX (`slimlib.experiments.outputs.plo
 
 Per-column formatting is inferred from the column name (`infer_column`) unless a `Col` overrides it:
 ``*_pct`` is already a percent; ``*_share``, ``*_util``, ``*_frac`` and ``efficiency`` are fractions shown x100 as
-percents; the unit suffix (``_tok_s``, ``_s``, ``_ms``, ``_gb``, ...) becomes the header's unit.
+percents; the unit suffix (``_tok_s``, ``_s``, ``_ms``, ``_gib``, ...) becomes the header's unit.
 """
 
 from __future__ import annotations
@@ -83,7 +83,6 @@ UNIT_SUFFIXES: list[tuple[str, str]] = [
     ("_req_s", "req/s"),
     ("_tb_s", "TB/s"),
     ("_gib", "GiB"),
-    ("_gb", "GiB"),
     ("_us", "µs"),
     ("_mhz", "MHz"),
     ("_pct", "%"),
