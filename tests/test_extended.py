@@ -18,8 +18,12 @@ from slimlib.model import (
     make_model,
     variant_names,
 )
+from slimlib.model.serving import serving_config
 from slimlib.model.terms import effective_batch
+from slimlib.model.terms.batch import chunked_prefill_column
+from slimlib.registry.architectures import get_architecture
 from slimlib.registry.gpus import get_gpu
+from slimlib.registry.vllm_flags import server_batched_tokens
 
 GPU = "h100-sxm-64gb"
 #: eta_attn at the GPU's measured decode-attention efficiency, which the recommended model reads there instead
@@ -30,6 +34,7 @@ def _grid():
     df = grid(models=("opt-125m", "opt-1.3b", "opt-2.7b", "llama-2-7b", "llama-2-13b"), gpu=GPU,
               batch=(1, 4, 16, 64, 256, 512), input_len=(128, 512, 2048), output_len=(64, 256, 1024))  # fmt: skip
     df["chunked_prefill"] = df["model"] != "opt-2.7b"
+    df["max_num_batched_tokens"] = 512.0  # a token budget that caps the batch within the grid
     return df
 
 
@@ -45,10 +50,18 @@ def test_effective_batch_applies_kv_and_token_budget_limits():
     assert b[1] == pytest.approx(
         2664 * 16 / (250 + 0.5 * 520)
     )  # KV-bound (token budget 512*520/770 is larger)
-    df2 = df.drop(columns=["gpu_blocks", "block_size"]).assign(model="opt-1.3b", input_len=242.0)
+    df2 = df.drop(columns=["gpu_blocks", "block_size"]).assign(
+        model="opt-1.3b", input_len=242.0, max_num_batched_tokens=512.0
+    )
     assert m.effective_batch(df2, hw)[1] == pytest.approx(512 * 520 / (242 + 520))  # token budget
     df2["chunked_prefill"] = False
     assert m.effective_batch(df2, hw)[1] == 512.0  # memory estimate allows more than 512
+    # a row that says no budget has vLLM 0.32's for the GPU; one that says nothing of chunking is chunked (V1)
+    assert serving_config(get_architecture("opt-1.3b"), GPU).max_num_batched_tokens == server_batched_tokens(
+        GPU
+    )
+    assert chunked_prefill_column(df2.drop(columns="chunked_prefill")).tolist() == [1.0, 1.0]
+    assert chunked_prefill_column(df2.assign(chunked_prefill=[None, False])).tolist() == [1.0, 0.0]
 
 
 def test_effective_batch_reads_the_serving_features():

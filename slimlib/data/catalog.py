@@ -46,6 +46,11 @@ SCHEMA: dict[str, tuple[str, dict[str, tuple[str, str]]]] = {
             "n_replicas": (INT, "vLLM servers sharing the GPU (--multiple-servers), 1 unless replication"),
             "mps": (B, "servers ran under CUDA MPS"),
             "chunked_prefill": (B, "server ran with --enable-chunked-prefill"),
+            "max_num_batched_tokens": (
+                INT,
+                "token budget per step with chunked prefill: the config's --max-num-batched-tokens, else vLLM 0.5.2's "
+                "default 512; empty without chunked prefill (V0 then steps whole prompts)",
+            ),
             "profiler": (S, "none, or nsys (run under Nsight Systems)"),
             "dataset": (S, "sharegpt (variable lengths) or fixed (advisor's fixed-length prompts)"),
             "num_prompts": (INT, "requests sent (config --num-prompts)"),

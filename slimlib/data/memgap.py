@@ -27,6 +27,7 @@ from slimlib.data.run_logs import (
 from slimlib.data.serving_json import parse_benchmark_json
 from slimlib.errors import DataError
 from slimlib.model import equations as eq
+from slimlib.registry.vllm_flags import V0_CHUNKED_BATCHED_TOKENS
 
 MIRROR_NAME = "vllm-batching-memory-gap"
 ONLINE_ROOT = "benchmarks/definitive_results"
@@ -306,6 +307,11 @@ def _online_run(build: _Build, run_dir: Path, family: str, subfamily: str, folde
         "n_replicas": n_replicas,
         "mps": "--use-mps" in settings,
         "chunked_prefill": "--enable-chunked-prefill" in settings,
+        "max_num_batched_tokens": _int_setting(
+            run_dir, settings, "--max-num-batched-tokens", V0_CHUNKED_BATCHED_TOKENS
+        )
+        if "--enable-chunked-prefill" in settings
+        else None,
         "profiler": profiler,
         "dataset": dataset,
         "num_prompts": num_prompts,

@@ -66,17 +66,15 @@ from slimlib.registry.precision import (
     weight_bytes_per_element,
     weight_precision,
 )
+from slimlib.registry.vllm_flags import GPU_SERVER_BATCHED_TOKENS, server_batched_tokens
 
 __all__ = [
-    "DEFAULT_MAX_NUM_BATCHED_TOKENS",
     "DEFAULT_MAX_NUM_SEQS",
     "ServingConfig",
     "kv_heads_per_rank",
     "serving_config",
 ]
 
-#: chunked-prefill token budget per engine step (vLLM's default --max-num-batched-tokens with chunked prefill)
-DEFAULT_MAX_NUM_BATCHED_TOKENS = 512
 #: vLLM's default --max-num-seqs
 DEFAULT_MAX_NUM_SEQS = 256
 #: vLLM method (`VLLM_QUANTIZATION`) -> the least CUDA compute capability it runs on, vLLM 0.32.0's
@@ -471,8 +469,8 @@ def serving_config(
 ) -> ServingConfig:
     """The `ServingConfig` of `arch` on `tensor_parallel` GPUs `gpu` (None: no device, no pool).
 
-    Empty settings (None, NaN, '') take vLLM's defaults; an empty `quantization` is the checkpoint's own
-    (``arch.quantization``). DataError, one line, for what vLLM refuses: a precision value it does not accept
+    Empty settings (None, NaN, '') take vLLM's defaults (the token budget: vLLM 0.32's for the GPU,
+    `server_batched_tokens`); an empty `quantization` is the checkpoint's own (``arch.quantization``). DataError, one line, for what vLLM refuses: a precision value it does not accept
     (the message lists the accepted ones), a quantization other than the checkpoint's, fp8/fp4 weights on a GPU
     without fp8/fp4 tensor cores or weight-only kernels, a tensor-parallel size that does not split the heads, an
     expert-parallel size other than 1 or the tensor-parallel size (or on a dense model), a utilization outside
@@ -578,7 +576,9 @@ def serving_config(
         reserve=float(reserve_gib) * GIB,
         block_size=hybrid.pop("block_size"),
         max_num_batched_tokens=_whole(
-            max_num_batched_tokens, "max_num_batched_tokens", DEFAULT_MAX_NUM_BATCHED_TOKENS
+            max_num_batched_tokens,
+            "max_num_batched_tokens",
+            server_batched_tokens(hw, tp) if hw is not None else GPU_SERVER_BATCHED_TOKENS[-1][1],
         ),
         max_num_seqs=_whole(max_num_seqs, "max_num_seqs", DEFAULT_MAX_NUM_SEQS),
         logged_gpu_blocks=_whole(gpu_blocks, "gpu_blocks", 0, low=0),

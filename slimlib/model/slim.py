@@ -104,11 +104,17 @@ def robust_residuals(r: FloatArray, scale: float = LATENCY_SCALE) -> FloatArray:
 
 def _say_the_client(data: pd.DataFrame) -> None:
     """`AssumptionWarning` where rows say no client (`slimlib.model.served.client_codes`): their TTFT and TPOT are a
-    closed loop's."""
+    closed loop's; and where they say nothing of the scheduler: vLLM's V1 engine's (`chunked_prefill_column`)."""
     if client_codes(data)[1]:
         warnings.warn(
             "rows that say no client are served as a closed loop at concurrency batch_size (give a column "
             "client: concurrency, burst with num_prompts, or static)", AssumptionWarning, stacklevel=4,
+        )  # fmt: skip
+    if "chunked_prefill" not in data.columns or data["chunked_prefill"].isna().any():
+        warnings.warn(
+            "rows that say nothing of chunked prefill are served by vLLM's V1 engine: chunked prefill at the token "
+            "budget of column max_num_batched_tokens, else vLLM 0.32's default for the GPU (give chunked_prefill "
+            "false for vLLM's V0 engine without it)", AssumptionWarning, stacklevel=4,
         )  # fmt: skip
 
 

@@ -9,6 +9,7 @@ __all__ = [
     "CPU_OFFLINE_BATCHED_TOKENS",
     "CPU_SERVER_BATCHED_TOKENS",
     "NO_PREFIX_CACHING",
+    "V0_CHUNKED_BATCHED_TOKENS",
     "VLLM_VERSION",
     "server_batched_tokens",
 ]
@@ -26,6 +27,10 @@ NO_PREFIX_CACHING = "--no-enable-prefix-caching"
 #: ``LLM``; the server logs no value, the CPU campaigns set none)
 CPU_SERVER_BATCHED_TOKENS = 2048
 CPU_OFFLINE_BATCHED_TOKENS = 4096
+
+#: the token budget of vLLM's V0 engine with ``--enable-chunked-prefill`` and no ``--max-num-batched-tokens``
+#: (``SchedulerConfig`` of 0.5 and 0.6: 512); without chunked prefill V0 steps whole prompts
+V0_CHUNKED_BATCHED_TOKENS = 512
 
 #: vLLM 0.32.0's default ``--max-num-batched-tokens`` of ``vllm serve`` on a GPU (``EngineArgs.get_batch_defaults``,
 #: API-server usage context, by one device's total memory): (GiB at least, tokens), the first that applies; an

@@ -166,6 +166,7 @@ def online_table(online: pd.DataFrame | None = None) -> pd.DataFrame:
             "gpu_blocks": df["gpu_blocks"].astype(float),
             "block_size": df["block_size"].astype(float),
             "chunked_prefill": df["chunked_prefill"].astype(bool),
+            "max_num_batched_tokens": df["max_num_batched_tokens"].astype(float),
             "static_batch": False,  # continuous batching from a queue of 2000 requests
             "client": "burst",  # --request-rate inf, no --max-concurrency: every request at once
             "num_prompts": df["num_prompts"].astype(float),
@@ -385,7 +386,7 @@ DEVICE_LABEL = {"mi300x": "MI300X", "mi250-gcd": "MI250"}
 CONTEXT_TRAIN_MAX = 256
 CONTEXT_TEST_MIN = 512
 LLMIB_COLUMNS = ("model", "gpu", "tensor_parallel", "batch_size", "input_len", "output_len", "throughput_tok_s",
-           "e2e_s", "static_batch", "curve", "source_line")  # fmt: skip
+           "e2e_s", "static_batch", "chunked_prefill", "curve", "source_line")  # fmt: skip
 TRUTH_T = "measured total-token throughput B (IL + OL) / Latency (LLM-Inference-Bench)"
 TRUTH_L = "measured batch latency (LLM-Inference-Bench Latency)"
 
@@ -400,6 +401,9 @@ def llmib_table(runs: pd.DataFrame | None = None) -> pd.DataFrame:
                                             "throughput_tok_s", "e2e_s")},
         "source_line": df["source_line"].astype(int),
         "static_batch": True,  # LLM-Inference-Bench runs B equal requests together
+        # whole prompts per step: the benchmark does not say; vLLM 0.6.1 chunks by default only above 32K of
+        # context (the Qwen2 models' 128K would qualify unless the runs set --max-model-len)
+        "chunked_prefill": False,
     })  # fmt: skip
     out["curve"] = (out["model"] + " " + out["gpu"] + " TP=" + out["tensor_parallel"].astype(int).astype(str)
                     + " L=" + out["input_len"].astype(int).astype(str))  # fmt: skip

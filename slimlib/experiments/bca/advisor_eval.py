@@ -188,7 +188,9 @@ def evaluate_recommendations(
         wl = pd.DataFrame({"model": [name], "input_len": [il], "output_len": [float(ol)],
                            "gpu_blocks": [float(np.floor(curve["gpu_blocks"].median()))],
                            "block_size": [float(curve["block_size"].iloc[0])],
-                           "chunked_prefill": [bool(curve["chunked_prefill"].iloc[0])]})  # fmt: skip
+                           "chunked_prefill": [bool(curve["chunked_prefill"].iloc[0])],
+                           "max_num_batched_tokens": [float(curve["max_num_batched_tokens"].iloc[0])
+                                                      if "max_num_batched_tokens" in curve else np.nan]})  # fmt: skip
         config = serving_config(get_architecture(name), block_size=curve["block_size"].iloc[0])
         kv_default = float(curve["kv_default_gib"].median()) * GIB
         for _, s in slos[(slos["model"] == name) & (slos["output_len"] == ol)].iterrows():

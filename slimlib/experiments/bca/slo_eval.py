@@ -41,6 +41,7 @@ from slimlib.experiments.outputs import uncertainty as U
 from slimlib.model import DEFAULT_VARIANT, make_model
 from slimlib.model.serving import serving_config
 from slimlib.registry.architectures import get_architecture
+from slimlib.registry.vllm_flags import CPU_SERVER_BATCHED_TOKENS
 
 __all__ = [
     "SLO_LEVELS",
@@ -88,8 +89,9 @@ def engine_curves() -> pd.DataFrame:
         preempted=False,
         gpu_blocks=cpu_kv_blocks(med["model"]),
         chunked_prefill=True,
+        max_num_batched_tokens=float(CPU_SERVER_BATCHED_TOKENS),
     )
-    return _table(out, extra=("gpu_blocks", "chunked_prefill"))
+    return _table(out, extra=("gpu_blocks", "chunked_prefill", "max_num_batched_tokens"))
 
 
 def memgap_curves() -> pd.DataFrame:
@@ -103,7 +105,7 @@ def memgap_curves() -> pd.DataFrame:
         tpot_s=cur["mean_tpot_ms"].astype(float) / 1e3,
         e2e_s=cur["measured_e2e_s"].astype(float),
     )
-    return _table(out, extra=("gpu_blocks", "block_size", "chunked_prefill"))
+    return _table(out, extra=("gpu_blocks", "block_size", "chunked_prefill", "max_num_batched_tokens"))
 
 
 def memgap_offline_curves() -> pd.DataFrame:
@@ -113,8 +115,8 @@ def memgap_offline_curves() -> pd.DataFrame:
     tpot = runs["decode_s"].astype(float) / runs["n_decode_steps"].astype(float)
     out = runs.assign(source="memgap-offline", tensor_parallel=1, ttft_s=runs["prefill_s"].astype(float),
                       tpot_s=tpot, duration_s=runs["e2e_s"].astype(float),
-                      preempted=runs["preempted"].fillna(False).astype(bool))  # fmt: skip
-    return _table(out, extra=("gpu_blocks",))
+                      preempted=runs["preempted"].fillna(False).astype(bool), chunked_prefill=False)  # fmt: skip
+    return _table(out, extra=("gpu_blocks", "chunked_prefill"))
 
 
 def llmib_curves() -> pd.DataFrame:
@@ -122,8 +124,10 @@ def llmib_curves() -> pd.DataFrame:
     runs = load("llmib-runs")
     runs = runs[runs["gpu_in_registry"].fillna(False).astype(bool)]
     return _table(
-        runs.assign(source="llmib", ttft_s=np.nan, tpot_s=np.nan, duration_s=np.nan, preempted=False)
-    )
+        runs.assign(source="llmib", ttft_s=np.nan, tpot_s=np.nan, duration_s=np.nan, preempted=False,
+                    chunked_prefill=False),  # as `llmib_table`: whole prompts per step
+        extra=("chunked_prefill",),
+    )  # fmt: skip
 
 
 def _table(df: pd.DataFrame, extra=()) -> pd.DataFrame:
@@ -213,7 +217,7 @@ def evaluate_slos(curves: pd.DataFrame, fits: dict, slos: pd.DataFrame, epsilon:
         base = pd.DataFrame(
             {"model": key[1], "input_len": key[3], "output_len": key[4], "tensor_parallel": tps}
         )
-        for col in ("gpu_blocks", "block_size", "chunked_prefill"):
+        for col in ("gpu_blocks", "block_size", "chunked_prefill", "max_num_batched_tokens"):
             if col in curve.columns:
                 base[col] = (
                     curve[col].iloc[0] if col != "gpu_blocks" else float(np.floor(curve[col].median()))

@@ -81,7 +81,8 @@ def plateau_curves(
                 rows.append({"model": name, "kind": kind, "tensor_parallel": tp, "quantization": quant,
                              "context": ctx, "batch_size": b, "memory_cap": cap})  # fmt: skip
     grid = pd.DataFrame(rows)
-    base = grid.assign(gpu=gpu, output_len=float(output_len), client="static")
+    # the decode step at batch B once every prompt is in: a static batch that steps whole prompts
+    base = grid.assign(gpu=gpu, output_len=float(output_len), client="static", chunked_prefill=False)
     at = model.predict(base.assign(input_len=base["context"].astype(float)))
     free = model.predict(base.assign(input_len=1.0))
     out = grid.copy()

@@ -39,6 +39,7 @@ from slimlib.experiments.accuracy.scenarios import (
 from slimlib.model.memory import DEFAULT_BLOCK_SIZE
 from slimlib.registry.architectures import get_architecture
 from slimlib.registry.host_cpu import HOST_CPU_KV_SPACE_GIB
+from slimlib.registry.vllm_flags import CPU_SERVER_BATCHED_TOKENS
 
 __all__ = ["ENGINE_IL_ROW", "engine_bca_curves", "difference_notes", "engine_families", "engine_scenarios"]
 
@@ -175,4 +176,5 @@ def engine_bca_curves(medians: pd.DataFrame | None = None, il: int | None = None
     # (`slimlib.experiments.accuracy.scenarios.engine_eval_rows`), so the advisor's grid is capped as predict is
     df["gpu_blocks"] = cpu_kv_blocks(df["model"])
     df["chunked_prefill"] = True
+    df["max_num_batched_tokens"] = float(CPU_SERVER_BATCHED_TOKENS)
     return df

@@ -25,16 +25,12 @@ from slimlib.registry.gpus import GPU
 KV_CONTEXT_FRAC = 0.5
 
 
-def _flag_column(df: pd.DataFrame, name: str) -> FloatArray:
-    """The optional boolean column `name` as 0/1 floats (0 where absent or missing)."""
-    if name not in df.columns:
-        return np.zeros(len(df))
-    return np.asarray(df[name].fillna(False).to_numpy(dtype=bool), dtype=float)
-
-
 def chunked_prefill_column(df: pd.DataFrame) -> FloatArray:
-    """The optional boolean ``chunked_prefill`` column as 0/1 floats (0 where absent or missing)."""
-    return _flag_column(df, "chunked_prefill")
+    """The optional boolean ``chunked_prefill`` column as 0/1 floats, 1 where absent or missing: a row that does
+    not say is served by vLLM's V1 engine, which always chunks (V0 steps whole prompts: say ``false``)."""
+    if "chunked_prefill" not in df.columns:
+        return np.ones(len(df))
+    return np.asarray(df["chunked_prefill"].fillna(True).to_numpy(dtype=bool), dtype=float)
 
 
 def kv_slots(f: Features, kv_context_frac: float = KV_CONTEXT_FRAC) -> FloatArray:
