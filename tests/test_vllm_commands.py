@@ -120,6 +120,12 @@ def test_the_launch_line_follows_the_checkpoint_and_vllms_defaults(tmp_path, cap
     line = _advise(capsys, [_params(tmp_path, "h100-sxm-80gb"), "--model", "llama-2-7b", "--input-len", "250",
                             "--output-len", "260", "--max-batch", "64", "--max-num-batched-tokens", "1024"])[0]  # fmt: skip
     assert "--max-num-batched-tokens 1024" in line
+    # a budget below the candidates: vLLM refuses --max-num-seqs above it, so those caps are left out, said once
+    assert main(["advise", _params(tmp_path, "h100-sxm-80gb"), "--model", "llama-2-7b", "--input-len", "250",
+                 "--output-len", "260", "--tpot-ms", "50", "--gpus", "2", "--max-num-batched-tokens", "100"]) == 0  # fmt: skip
+    got = capsys.readouterr()
+    assert got.err.count("batch caps above 100, the token budget per step, are not candidates") == 1
+    assert "--max-num-seqs" in got.out and int(got.out.split("--max-num-seqs ")[1].split()[0]) <= 100
     if not CONFIGS.is_dir():
         pytest.skip(f"the published configs are not here ({CONFIGS})")
     config = CONFIGS / "openai--gpt-oss-120b_config.json"

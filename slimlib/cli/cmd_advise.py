@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -274,6 +275,23 @@ def register_cli(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
 SEARCH_OPTIONS = ("ttft_ms", "tpot_ms", "e2e_s", "percentile", "gpus", "precision", "frontier")
 
 
+def _candidates(args: argparse.Namespace, default_budget: int) -> np.ndarray:
+    """The candidate batch caps (`--batch-sizes`, else 1..`--max-batch`) up to the token budget: vLLM refuses a
+    ``--max-num-seqs`` above ``--max-num-batched-tokens`` (the output says which were left out)."""
+    b = np.array(sorted(set(args.batch_sizes))) if args.batch_sizes else np.arange(1, args.max_batch + 1)
+    budget = args.max_num_batched_tokens or default_budget
+    keep = b <= budget
+    if not keep.any():
+        raise DataError(
+            f"every candidate batch cap is above the token budget {budget} (vLLM refuses --max-num-seqs above "
+            "--max-num-batched-tokens): give smaller batch sizes or a larger --max-num-batched-tokens"
+        )
+    if not keep.all():
+        print(f"(batch caps above {budget}, the token budget per step, are not candidates: vLLM refuses "
+              "--max-num-seqs above --max-num-batched-tokens)", file=sys.stderr)  # fmt: skip
+    return b[keep]
+
+
 def _cmd_advise(args: argparse.Namespace) -> int:
     if any(getattr(args, k) is not None for k in SEARCH_OPTIONS):
         return _search(args)
@@ -285,10 +303,7 @@ def _cmd_advise(args: argparse.Namespace) -> int:
     model = load_checked_params(args.params)
     arch = get_architecture(args.model)
     hw = get_gpu(model.gpu_)
-    if args.batch_sizes:
-        candidates = np.array(sorted(set(args.batch_sizes)))
-    else:
-        candidates = np.arange(1, args.max_batch + 1)
+    candidates = _candidates(args, server_batched_tokens(hw, args.tensor_parallel))
     precision = {
         "dtype": args.dtype,
         "quantization": args.quantization,
@@ -441,9 +456,7 @@ def _search(args: argparse.Namespace) -> int:
         )
     gpus = args.gpus or args.tensor_parallel or 1
     tps = [args.tensor_parallel or 1] if args.tensor_parallel or not args.gpus else None
-    candidates = (
-        np.array(sorted(set(args.batch_sizes))) if args.batch_sizes else np.arange(1, args.max_batch + 1)
-    )
+    candidates = _candidates(args, server_batched_tokens(hw, 1))
     wl = pd.DataFrame(
         {"model": [str(args.model)], "input_len": [args.input_len], "output_len": [args.output_len]}
     )
