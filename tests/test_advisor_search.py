@@ -101,6 +101,13 @@ def test_precisions_follow_the_checkpoint_and_the_gpu():
     ct = dataclasses.replace(arch, name="llama-2-13b-ct", quantization="compressed-tensors")
     deps, skipped = D.deployments(ct, "h100-sxm-80gb", 1)
     assert not deps and all("does not price" in r for r in skipped["reason"])
+    w4 = dataclasses.replace(
+        arch, name="llama-2-13b-w4a16", quantization="w4a16"
+    )  # int4 weights, 16-bit math
+    deps, _ = D.deployments(w4, "b200-sxm-180gb", 1)
+    assert [(d.precision, d.weight_only, d.config.quantization) for d in deps] == [("w4a16", True, "w4a16")]
+    line = launch_settings(deps[0].config, 8, 512, 128).command("x")
+    assert "--quantization compressed-tensors" in line
 
 
 def test_infeasible_slo_names_the_closest_configuration():

@@ -4,6 +4,7 @@ one line naming the file and the key; quantization blocks are named as vLLM name
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import warnings
 from pathlib import Path
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from slimlib.errors import DataError
+from slimlib.model.serving import serving_config
 from slimlib.registry.architectures import UnknownStyleWarning, architecture_from_config
 from slimlib.registry.param_count import (
     attention_params,
@@ -132,6 +134,40 @@ def test_quantization_from_the_config_or_its_hf_quant_config(tmp_path):
         architecture_from_config(folder)
     _write(folder, {"quantization": {"quant_algo": "FP8"}}, "hf_quant_config.json")
     assert architecture_from_config(folder).quantization == "fp8"
+
+
+def test_compressed_tensors_schemes(tmp_path):
+    """4-bit integer weights with 16-bit activations are W4A16 (the routed experts only where the attention is left
+    out); another scheme stays compressed-tensors, which the serving configuration refuses by name."""
+    data = json.loads((CONFIGS / "llama-3.1-8b.json").read_text())
+    w4 = {
+        "weights": {"num_bits": 4, "type": "int", "group_size": 128, "strategy": "group"},
+        "input_activations": None,
+    }
+    fp8 = {"weights": {"num_bits": 8, "type": "float"}, "input_activations": {"num_bits": 8, "type": "float"}}
+    for groups, ignore, want in (({"group_0": w4}, ["lm_head"], "w4a16"),
+                                 ({"group_0": w4}, ["lm_head", "re:.*self_attn.*"], "w4a16-experts"),
+                                 ({"group_0": fp8}, ["lm_head"], "compressed-tensors")):  # fmt: skip
+        qc = {"quant_method": "compressed-tensors", "config_groups": groups, "ignore": ignore}
+        assert (
+            architecture_from_config(_write(tmp_path, {**data, "quantization_config": qc})).quantization
+            == want
+        )
+    a = architecture_from_config(_write(tmp_path, {**data, "quantization_config": {
+        "quant_method": "compressed-tensors", "config_groups": {"group_0": w4}, "ignore": ["lm_head"]}}))  # fmt: skip
+    s = serving_config(a, "h100-sxm-80gb")
+    assert (s.weight_precision, s.bytes_per_weight) == ("int4", 0.5)
+    assert (
+        s.dense_weights
+        < 0.4 * serving_config(dataclasses.replace(a, quantization=""), "h100-sxm-80gb").weights
+    )
+    with pytest.raises(DataError, match="compute capability >= 7.5"):
+        serving_config(a, "mi300x")
+    bad = {"quant_method": "compressed-tensors", "config_groups": {"g": {"weights": 4}}}
+    with pytest.raises(
+        DataError, match=r"e.json': key 'quantization_config.config_groups.g.weights' must be an object"
+    ):
+        architecture_from_config(_write(tmp_path, {**data, "quantization_config": bad}, "e.json"))
 
 
 def test_sliding_window_layouts(tmp_path):

@@ -123,7 +123,8 @@ def test_families_and_layouts():
     dense = architecture_from_config(CONFIGS / "Qwen--Qwen3-8B_config.json")
     assert vl.n_params == dense.n_params  # the language model only: the vision tower is not counted
     k = architecture_from_config(CONFIGS / "moonshotai--Kimi-K2.5_config.json")
-    assert k.quantization == "compressed-tensors" and k.is_mla and k.n_dense_layers == 1
+    # compressed-tensors 4-bit integer weights, 16-bit activations, attention and shared experts left out
+    assert k.quantization == "w4a16-experts" and k.is_mla and k.n_dense_layers == 1
 
 
 def test_parameter_table_lists_every_config():

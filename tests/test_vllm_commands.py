@@ -35,6 +35,7 @@ CORPUS = {
     "mistralai--Mixtral-8x7B-v0.1": "h100-sxm-80gb",
     "google--gemma-4-26B-A4B": "h100-sxm-80gb",
     "nvidia--Nemotron-H-56B-Base-8K": "h100-sxm-80gb",  # Mamba-2 hybrid
+    "moonshotai--Kimi-K2.5": "h200-sxm-141gb",  # compressed-tensors W4A16 experts
 }
 
 

@@ -78,6 +78,10 @@ class Offer:
     refusal: str = ""
 
 
+#: bits per weight of a weight precision: a label serves the checkpoint's own method of the same width
+_BITS = {"none": 16, "fp8": 8, "fp4": 4, "int4": 4}
+
+
 def offer(arch: Architecture, hw: GPU, precision: str) -> Offer:
     """How `precision` (a `PRECISIONS` label) is served from `arch`'s checkpoint on `hw` (module docstring)."""
     quant, kv, peak = PRECISIONS[precision]
@@ -88,12 +92,11 @@ def offer(arch: Architecture, hw: GPU, precision: str) -> Offer:
     wanted = weight_precision(quant)
     if own:
         have = weight_precision(own)
-        if wanted != have:
+        if _BITS[wanted] != _BITS[have]:
             return Offer(refusal=f"the checkpoint is quantized as {own!r} ({have} weights); vLLM serves a "
                                  "quantized checkpoint in its own method")  # fmt: skip
-        method = VLLM_QUANTIZATION[own]
-        label = precision if method == quant else method
-        return Offer(method, kv, label, peak not in hw.peaks)
+        label = precision if VLLM_QUANTIZATION[own] == quant else own
+        return Offer(own, kv, label, have == "int4" or peak not in hw.peaks)
     if wanted == "fp4":
         return Offer(refusal=f"the checkpoint is 16-bit: fp4 weights are served from an fp4 checkpoint (vLLM's "
                              f"{quant} reads a ModelOpt NVFP4 release; give its config.json as --model)")  # fmt: skip
@@ -352,9 +355,8 @@ def search(
     if interval is not None:
         _add_interval(model, out, base, interval)
     grid = {**grid, "fits": fits, "efficiency": eff}
-    wider = {"none": 0, "fp8": 1, "fp4": 2}  # ties: the wider weights first
-    order = out.assign(_p=[wider[d.config.weight_precision] for d in deps]).sort_values(
-        ["workload", "throughput_per_gpu_tok_s", "tensor_parallel", "_p"],
+    order = out.assign(_p=[-_BITS[d.config.weight_precision] for d in deps]).sort_values(
+        ["workload", "throughput_per_gpu_tok_s", "tensor_parallel", "_p"],  # ties: the wider weights first
         ascending=[True, False, True, True],
         kind="mergesort",
         na_position="last",

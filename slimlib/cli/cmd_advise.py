@@ -522,7 +522,9 @@ def _print_search(res: SearchResult, model: str, gpu: str, gpus: int, epsilon: f
     heads = {q: f"{name}{'' if stat[q] == 'mean' else ' ' + stat[q]} {unit}"
              for q, name, unit in (("ttft", "TTFT", "ms"), ("tpot", "TPOT", "ms"), ("e2e", "E2E", "s"))}  # fmt: skip
     dev = "CPU" if gpu in CPU_DEVICES else "GPU"  # vLLM's CPU engine: the device is the host
-    print(f"{'rank':>4} {'deployment':<16} {'B_cap':>5} {'tok/s/' + dev:>10} {'90% interval':>17} {'tok/s/user':>10} "
+    labels = [f"TP{r.tensor_parallel} {r.precision} x{r.replicas}" for r in res.ranked.itertuples()]
+    w = max(16, *map(len, labels))
+    print(f"{'rank':>4} {'deployment':<{w}} {'B_cap':>5} {'tok/s/' + dev:>10} {'90% interval':>17} {'tok/s/user':>10} "
           f"{heads['ttft']:>12} {heads['tpot']:>12} {heads['e2e']:>9} {'weights':>8} {'KV pool':>8} {'KV tokens':>9}  "
           "binding")  # fmt: skip
     for _, r in res.ranked.iterrows():
@@ -535,7 +537,7 @@ def _print_search(res: SearchResult, model: str, gpu: str, gpus: int, epsilon: f
                     f"{r['pred_e2e_s']:>9.3g}")  # fmt: skip
         else:
             vals = f"{'-':>10} {'-':>17} {'-':>10} {'-':>12} {'-':>12} {'-':>9}"
-        print(f"{int(r['rank']):>4} {dep:<16} {int(r['b_cap']):>5} {vals} {r['weights_gib']:>7.1f}G "
+        print(f"{int(r['rank']):>4} {dep:<{w}} {int(r['b_cap']):>5} {vals} {r['weights_gib']:>7.1f}G "
               f"{r['kv_pool_gib']:>7.1f}G {int(r['kv_tokens']):>9}  {r['binding']}")  # fmt: skip
     print(
         f"(memory per {dev}, GiB; tok/s/{dev} = replicas x server throughput / {dev}s; tok/s/user = OL / mean E2E)"

@@ -21,7 +21,7 @@ from slimlib.model.parallel import split_features, tensor_parallel_column
 from slimlib.model.serving import ServingConfig, hybrid_request_bytes, kv_heads_per_rank, serving_config
 from slimlib.registry.architectures import Architecture, get_architecture
 from slimlib.registry.gpus import GPU, get_gpu
-from slimlib.registry.precision import compute_peak
+from slimlib.registry.precision import precision_peak
 from slimlib.schema import ENGINE_COLUMNS, PRECISION_COLUMNS, row_label
 
 FloatArray = npt.NDArray[np.float64]
@@ -33,7 +33,7 @@ Features = dict[str, FloatArray]
 #: ``n_ffn_matrices``, ``kv_bytes`` (Eq. 11's ``b_kv``), ``kv_bytes_per_token`` (KV bytes one GPU holds per token at
 #: the row's context ``IL + OL``: sliding-window layers count ``min(c, W) / c``), ``weight_bytes_total``,
 #: ``dense_weight_bytes`` and ``expert_weight_bytes`` (weight bytes on one GPU: all, non-expert, routed experts),
-#: ``n_heads``, ``n_kv_heads``, ``n_experts``, ``experts_per_token``, ``weight_precision`` (0 none, 1 fp8, 2 fp4);
+#: ``n_heads``, ``n_kv_heads``, ``n_experts``, ``experts_per_token``, ``weight_precision`` (0 none, 1 fp8, 2 fp4, 3 int4);
 #: ``kv_token_capacity`` (KV token slots per GPU: logged ``gpu_blocks x block_size`` where given, else the pool /
 #: ``kv_bytes_per_token``; NaN without a GPU), ``max_num_batched_tokens`` (default vLLM 0.32's for the GPU), ``max_num_seqs`` and
 #: ``block_size`` (vLLM's engine settings, defaults 256 and 16),
@@ -101,7 +101,7 @@ FEATURE_NAMES = (
     "indexer_width",
     "attention_width",
 )
-_PRECISION_CODE = {"none": 0.0, "fp8": 1.0, "fp4": 2.0}
+_PRECISION_CODE = {"none": 0.0, "fp8": 1.0, "fp4": 2.0, "int4": 3.0}
 _CODE_PRECISION = {v: k for k, v in _PRECISION_CODE.items()}
 #: per-config values (`_config_row`); the per-row ones (context-dependent) are computed from them
 _CONFIG_VALUES = (
@@ -395,7 +395,7 @@ def refuse_unread_layers(f: Features, method: str, reads: tuple[str, ...] = ()) 
 
 def prefill_peak_flops(f: Features, hw: GPU) -> FloatArray:
     """Eq. 7's ``F_max`` per row: `hw`'s tensor peak at the row's weight precision (feature ``weight_precision``;
-    `slimlib.registry.precision.compute_peak`), the fp16/bf16 peak without it."""
+    `slimlib.registry.precision.precision_peak`), the fp16/bf16 peak without it."""
     code = f.get("weight_precision")
     if code is None:
         return np.asarray(hw.peak_flops, dtype=float)
@@ -403,7 +403,7 @@ def prefill_peak_flops(f: Features, hw: GPU) -> FloatArray:
     base = float(hw.peak_flops)
     out = np.full(code.shape, base)
     for c, p in _CODE_PRECISION.items():
-        peak = compute_peak(hw, p)
+        peak = precision_peak(hw, p)
         if peak != base:  # rows at the fp16/bf16 peak already hold it
             out[code == c] = peak
     return out

@@ -80,9 +80,9 @@ DEFAULT_MAX_NUM_SEQS = 256
 #: vLLM method (`VLLM_QUANTIZATION`) -> the least CUDA compute capability it runs on, vLLM 0.32.0's
 #: ``get_min_capability()`` of ``Fp8Config`` (75), ``ModelOptNvFp4Config`` (75) and ``Mxfp4Config`` (80); below the
 #: precision's own tensor cores they run weight-only
-_MIN_QUANT_CAPABILITY = {"fp8": 7.5, "modelopt_fp4": 7.5, "mxfp4": 8.0}
-#: vLLM quantization methods that quantize the routed experts only (gpt-oss's mxfp4 checkpoints)
-_EXPERTS_ONLY = ("mxfp4",)
+_MIN_QUANT_CAPABILITY = {"fp8": 7.5, "modelopt_fp4": 7.5, "mxfp4": 8.0, "compressed-tensors": 7.5}
+#: quantizations of the routed experts only (gpt-oss's mxfp4 checkpoints, Kimi-K2.5's compressed-tensors W4A16)
+_EXPERTS_ONLY = ("mxfp4", "w4a16-experts")
 
 
 def indexer_key_bytes(index_head_dim: int) -> int:
@@ -497,13 +497,14 @@ def serving_config(
     method = q if q and q != "none" else own
     prec = weight_precision(method)
     if hw is not None and prec != "none":
-        peak = hw.peak_flops_fp8 if prec == "fp8" else hw.peak_flops_fp4
+        peak = {"fp8": hw.peak_flops_fp8, "fp4": hw.peak_flops_fp4}.get(prec)  # int4: 16-bit math
         least = _MIN_QUANT_CAPABILITY[VLLM_QUANTIZATION[method]]
         if not peak and hw.compute_capability < least:
+            cores = "" if prec == "int4" else f"{prec} tensor cores or "
             raise DataError(
                 f"quantization {method!r} ({prec} weights) on {hw.name}: vLLM runs {prec} weights on GPUs with "
-                f"{prec} tensor cores or NVIDIA compute capability >= {least:g} (weight-only), which {hw.name} is "
-                "not; serve it unquantized or on another GPU"
+                f"{cores}NVIDIA compute capability >= {least:g} (weight-only kernels), which the registry does not "
+                f"give {hw.name}; serve it unquantized or on another GPU"
             )
     refusal = tensor_parallel_refusal(arch.name, arch.n_heads, arch.n_kv_heads, tp, within_node=within_node)
     if refusal:
@@ -522,7 +523,7 @@ def serving_config(
         raise DataError(f"gpu_memory_utilization = {util:g} must be in (0, 1]")
 
     serve = dtype_bytes(d, arch.weight_bytes)
-    quant = weight_bytes_per_element(prec if prec != "none" else None, serve)
+    quant = weight_bytes_per_element(method if prec != "none" else None, serve)
     expert_quant = quant
     dense_quant = serve if method in _EXPERTS_ONLY else quant
     experts = _expert_params(arch)

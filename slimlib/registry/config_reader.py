@@ -1184,7 +1184,29 @@ def _quantization(qc: Any, where: str, key: str) -> str:
             f"{where}: key '{key}.quant_method' is {method!r}, not one of {', '.join(_QUANT_METHODS)} or "
             "modelopt; SLIM cannot name its vLLM quantization"
         )
+    if method == "compressed-tensors":
+        return _compressed_tensors_scheme(qc, where, key)
     return _QUANT_METHODS[method]
+
+
+def _compressed_tensors_scheme(qc: dict[str, Any], where: str, key: str) -> str:
+    """A compressed-tensors block's scheme: ``w4a16`` (4-bit integer weights, 16-bit activations), or
+    ``w4a16-experts`` where it leaves the attention out (the routed experts only, as Kimi-K2.5's ``ignore`` list
+    does: attention, shared experts, dense MLPs); any other scheme stays ``compressed-tensors``, which the precision
+    table does not price."""
+    groups = qc.get("config_groups")
+    if not isinstance(groups, dict) or not groups:
+        return "compressed-tensors"
+    for name, g in groups.items():
+        w = g.get("weights") if isinstance(g, dict) else None
+        if not isinstance(w, dict):
+            raise DataError(f"{where}: key '{key}.config_groups.{name}.weights' must be an object")
+        if (w.get("num_bits"), str(w.get("type")).lower(), g.get("input_activations")) != (4, "int", None):
+            return "compressed-tensors"
+    ignore = qc.get("ignore") or []
+    if not isinstance(ignore, list):
+        raise DataError(f"{where}: key '{key}.ignore' must be a list of module names or 're:' patterns")
+    return "w4a16-experts" if any("self_attn" in str(x) for x in ignore) else "w4a16"
 
 
 def quantization_from_hf_quant_config(data: dict[str, Any], where: str) -> str:

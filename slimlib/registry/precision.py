@@ -9,6 +9,8 @@ Bytes per element and the tensor peak each precision runs its GEMMs at (`GPU.pea
   method keeps the embeddings and LM head in ``dtype``), GEMMs at the fp8 peak (W8A8) where the GPU has fp8 tensor
   cores, else at the fp16 peak (vLLM's weight-only FP8 Marlin kernel on Ampere); ``fp4`` (also ``nvfp4``,
   ``modelopt_fp4``, ``mxfp4``): 0.5 byte, the fp4 peak where the GPU has one, else the fp16 peak (weight-only);
+- ``w4a16`` (and ``w4a16-experts``, the routed experts only): a compressed-tensors checkpoint of 4-bit integer
+  weights with 16-bit activations (vLLM's ``compressed-tensors`` method): 0.5 byte, always the fp16 peak;
 - ``kv_cache_dtype`` ``auto`` (as ``dtype``), ``fp8``/``fp8_e4m3``/``fp8_e5m2``: 1 byte per KV element (Eq. 11's
   ``b_kv``).
 """
@@ -28,6 +30,7 @@ __all__ = [
     "weight_bytes_per_element",
     "kv_bytes_per_element",
     "compute_peak",
+    "precision_peak",
     "KERNEL_DTYPES",
     "kernel_peak",
     "kernel_weight_bytes",
@@ -43,11 +46,13 @@ QUANTIZATIONS = {
     "nvfp4": "fp4",
     "modelopt_fp4": "fp4",
     "mxfp4": "fp4",
+    "w4a16": "int4",
+    "w4a16-experts": "int4",
 }
 #: --quantization values -> the flag vLLM takes for them: SLIM's ``fp4`` and ``nvfp4`` are NVIDIA's NVFP4, which vLLM
 #: serves from a ModelOpt checkpoint as ``modelopt_fp4`` (vLLM has no ``fp4`` or ``nvfp4`` value)
 VLLM_QUANTIZATION = {"fp8": "fp8", "fp4": "modelopt_fp4", "nvfp4": "modelopt_fp4", "modelopt_fp4": "modelopt_fp4",
-                     "mxfp4": "mxfp4"}  # fmt: skip
+                     "mxfp4": "mxfp4", "w4a16": "compressed-tensors", "w4a16-experts": "compressed-tensors"}  # fmt: skip
 #: --kv-cache-dtype values -> bytes per element (None: the serving dtype)
 KV_CACHE_DTYPES: dict[str, float | None] = {"auto": None, "fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1}
 #: kernel-table dtype (AIConfigurator's, and ROCm aiter's as `slimlib.data.aiter` names them) -> (vLLM
@@ -65,7 +70,7 @@ KERNEL_DTYPES: dict[str, tuple[str, str]] = {
     "mxfp8": ("fp8", "fp8"),  # W8A8, MXFP8 (e4m3 with one e8m0 scale per 32)
 }
 
-_QUANT_BYTES = {"fp8": 1.0, "fp4": 0.5}
+_QUANT_BYTES = {"fp8": 1.0, "fp4": 0.5, "int4": 0.5}
 
 
 def _kernel_dtype(dtype: str) -> tuple[str, str]:
@@ -102,7 +107,7 @@ def dtype_bytes(dtype: object, model_bytes: float) -> float:
 
 
 def weight_precision(quantization: object) -> str:
-    """'none', 'fp8' or 'fp4' for a ``--quantization`` value (empty: 'none')."""
+    """'none', 'fp8', 'fp4' or 'int4' for a ``--quantization`` value (empty: 'none')."""
     k = _key(quantization) or "none"
     if k not in QUANTIZATIONS:
         raise UnknownNameError(close_matches_message("quantization", str(quantization), list(QUANTIZATIONS)))
@@ -110,7 +115,7 @@ def weight_precision(quantization: object) -> str:
 
 
 def weight_bytes_per_element(quantization: object, serving_bytes: float) -> float:
-    """Bytes per quantized (linear-layer) weight: 1 for fp8, 0.5 for fp4, else `serving_bytes`."""
+    """Bytes per quantized (linear-layer) weight: 1 for fp8, 0.5 for fp4 and int4, else `serving_bytes`."""
     return _QUANT_BYTES.get(weight_precision(quantization), float(serving_bytes))
 
 
@@ -125,8 +130,13 @@ def kv_bytes_per_element(kv_cache_dtype: object, serving_bytes: float) -> float:
     return float(serving_bytes if b is None else b)
 
 
-def compute_peak(gpu: GPU, quantization: object) -> float:
-    """Eq. 7's ``F_max`` for weights quantized as `quantization`: the GPU's peak at that precision where it has
-    one (W8A8 / W4A4 GEMMs), else its fp16/bf16 peak (weight-only kernels compute in 16 bits)."""
+def precision_peak(gpu: GPU, precision: str) -> float:
+    """The GPU's tensor peak for weights of `precision` ('none', 'fp8', 'fp4', 'int4'): its peak at that precision
+    where it has one (W8A8 / W4A4 GEMMs), else its fp16/bf16 peak (weight-only kernels compute in 16 bits)."""
     peaks = gpu.peaks
-    return peaks.get(weight_precision(quantization), peaks["fp16"])
+    return peaks.get(precision, peaks["fp16"])
+
+
+def compute_peak(gpu: GPU, quantization: object) -> float:
+    """Eq. 7's ``F_max`` for weights quantized as `quantization` (`precision_peak` of its precision)."""
+    return precision_peak(gpu, weight_precision(quantization))
