@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
-from synthetic import SLIM_TRUE_PARAMS, TRUE_PARAMS
+from synthetic import SLIM_TRUE_PARAMS, TRUE_PARAMS, grid, synthesize
 
 from slimlib.advisor import capacity as A
 from slimlib.advisor import deploy as D
@@ -126,6 +126,24 @@ def test_frontier_is_pareto_optimal():
     assert y.max() == pytest.approx(res.ranked.iloc[0]["throughput_per_gpu_tok_s"])
 
 
+def test_frontier_points_carry_their_intervals():
+    """With the search's model and a level, every frontier point has the model's own intervals around it: throughput
+    per GPU and per user, and the mean TTFT, TPOT and E2E; the points are the ones without."""
+    truth = SlimModel.with_params(SLIM_TRUE_PARAMS, gpu=GPU_H100)
+    runs = synthesize(truth, grid(models=("llama-2-7b", "llama-2-13b"), gpu=GPU_H100), noise=0.05, seed=1)
+    m = SlimModel(n_starts=1).fit(runs)  # parameter covariance: intervals of some width
+    res = D.search(m, WL, 4, Slo(tpot_s=0.05), 0.3, batch_sizes=np.arange(1, 129))
+    plain, f = D.pareto_front(res), D.pareto_front(res, model=m, level=0.9)
+    pd.testing.assert_frame_equal(f[plain.columns], plain)
+    for point, low, high in (("throughput_per_gpu_tok_s", "throughput_per_gpu_low_tok_s", "throughput_per_gpu_high_tok_s"),
+                             ("per_user_tok_s", "per_user_low_tok_s", "per_user_high_tok_s"),
+                             ("pred_ttft_s", "pred_ttft_low_s", "pred_ttft_high_s"),
+                             ("pred_tpot_s", "pred_tpot_low_s", "pred_tpot_high_s"),
+                             ("pred_e2e_s", "pred_e2e_low_s", "pred_e2e_high_s")):  # fmt: skip
+        assert (f[low] < f[point] * (1 + 1e-9)).all() and (f[point] < f[high] * (1 + 1e-9)).all(), point
+        assert (f[high] > f[low]).all(), point
+
+
 def test_percentile_refusals_and_label():
     assert percentile_label(0.9) == "p90" and percentile_label(0.99) == "p99"
     with pytest.raises(DataError, match=r"percentile 0.4: the model predicts the 0.5, 0.9, 0.99 percentiles"):
@@ -222,7 +240,9 @@ def test_each_latency_column_says_which_statistic_it_is(tmp_path, capsys):
     assert (
         "TTFT p90 ms" in header and "TPOT p90 ms" in header and "E2E s" in header and "E2E p90" not in header
     )
-    assert list(pd.read_csv(front).columns[-3:]) == ["pred_ttft_p90_s", "pred_tpot_p90_s", "pred_e2e_s"]
+    cols = [c for c in pd.read_csv(front).columns if c.startswith("pred_")]
+    # the points, then the intervals of the mean only (the model's intervals are the means')
+    assert cols == ["pred_ttft_p90_s", "pred_tpot_p90_s", "pred_e2e_s", "pred_e2e_low_s", "pred_e2e_high_s"]
     assert main([*args, "--format", "json"]) == 0
     rec = json.loads(capsys.readouterr().out)
     assert rec["latency_statistic"] == {"ttft": "p90", "tpot": "p90", "e2e": "mean"}

@@ -193,6 +193,8 @@ class SearchResult:
     slo: Slo = field(default_factory=Slo)
     epsilon: float = 0.3
     deployments: tuple[Deployment, ...] = field(default=(), repr=False)
+    #: the rows `predict` was given, one per row of `ranked` (its index), batch sizes aside
+    rows: pd.DataFrame = field(default_factory=pd.DataFrame, repr=False)
 
     def best(self, workload: int = 0) -> tuple[pd.Series, Deployment]:
         """The first-ranked row of `workload` and its `Deployment`."""
@@ -363,7 +365,7 @@ def search(
     )
     ranked = order.drop(columns="_p")
     ranked.insert(1, "rank", ranked.groupby("workload").cumcount() + 1)
-    return SearchResult(ranked, skipped_df, b, grid, slo, float(epsilon), tuple(deps))
+    return SearchResult(ranked, skipped_df, b, grid, slo, float(epsilon), tuple(deps), base)
 
 
 def _add_interval(model, out: pd.DataFrame, base: pd.DataFrame, level: float) -> None:
@@ -420,12 +422,15 @@ def _stat_column(quantity: str, statistic: str) -> str:
     return f"pred_{quantity}_s" if statistic == "mean" else f"pred_{quantity}_{statistic}_s"
 
 
-def pareto_front(result: SearchResult, workload: int = 0) -> pd.DataFrame:
+def pareto_front(
+    result: SearchResult, workload: int = 0, model=None, level: float | None = None
+) -> pd.DataFrame:
     """The Pareto set of one workload over every (deployment, batch) that fits the KV pool, meets the efficiency
     floor and the `Slo`: points no other beats on both throughput per GPU and per-user tokens/s. Columns
     ``tensor_parallel, precision, replicas, batch_size, throughput_per_gpu_tok_s, per_user_tok_s``, and
     ``pred_ttft_s, pred_tpot_s, pred_e2e_s`` (``pred_ttft_p90_s`` and so on where the SLO limits them at a
-    percentile, `Slo.statistic`), ordered by per-user rate (fastest first)."""
+    percentile, `Slo.statistic`), ordered by per-user rate (fastest first). With the search's `model` and an
+    interval `level` (e.g. 0.9), each point's intervals too (`_front_intervals`)."""
     rk = result.ranked.sort_index()
     rows = rk.index[rk["workload"] == workload]
     b = result.batch_sizes
@@ -448,6 +453,7 @@ def pareto_front(result: SearchResult, workload: int = 0) -> pd.DataFrame:
                     "throughput_per_gpu_tok_s": thr[ok] * row["replicas"] / row["gpus"],
                     "per_user_tok_s": row["output_len"] / result.grid["e2e_mean"][i][ok],
                     **{_stat_column(q, result.slo.statistic(q)): result.grid[q][i][ok] for q in LIMITS},
+                    "_row": i,
                 }
             )
         )
@@ -459,4 +465,34 @@ def pareto_front(result: SearchResult, workload: int = 0) -> pd.DataFrame:
     )
     best = np.maximum.accumulate(pts["throughput_per_gpu_tok_s"].to_numpy())
     prev = np.concatenate([[-np.inf], best[:-1]])
-    return pts[pts["throughput_per_gpu_tok_s"].to_numpy() > prev].reset_index(drop=True)
+    front = pts[pts["throughput_per_gpu_tok_s"].to_numpy() > prev].reset_index(drop=True)
+    if model is not None and level is not None:
+        front = _front_intervals(model, result, front, level)
+    return front.drop(columns="_row")
+
+
+def _front_intervals(model, result: SearchResult, front: pd.DataFrame, level: float) -> pd.DataFrame:
+    """`front` with the `level` intervals of the model's one `predict` at each point: throughput per GPU and per
+    user (``*_low_*``, ``*_high_*``), and the TTFT, TPOT and E2E that the front holds as means (`INTERVAL_COLUMNS`)."""
+    rows = result.rows.loc[front["_row"].to_numpy()].assign(
+        batch_size=front["batch_size"].to_numpy(dtype=float)
+    )
+    if "client" not in rows.columns:
+        rows = rows.assign(client=DEFAULT_CLIENT)
+    pred = model.predict(rows.reset_index(drop=True), interval=level)
+    per_gpu = front["replicas"].to_numpy() / float(result.ranked["gpus"].iloc[0])
+    low, high = INTERVAL_COLUMNS["throughput"]
+    out = front.assign(
+        throughput_per_gpu_low_tok_s=pred[low].to_numpy() * per_gpu,
+        throughput_per_gpu_high_tok_s=pred[high].to_numpy() * per_gpu,
+    )
+    e2e_low, e2e_high = INTERVAL_COLUMNS["e2e"]
+    ol = rows["output_len"].to_numpy(dtype=float)
+    out = out.assign(
+        per_user_low_tok_s=ol / pred[e2e_high].to_numpy(), per_user_high_tok_s=ol / pred[e2e_low].to_numpy()
+    )
+    for q in LIMITS:  # a latency held at a percentile has no interval here: the model's are the means'
+        if result.slo.statistic(q) == "mean":
+            for c in INTERVAL_COLUMNS[q]:
+                out[c] = pred[c].to_numpy()
+    return out

@@ -466,7 +466,11 @@ def _search(args: argparse.Namespace) -> int:
         gpu_memory_utilization=args.gpu_memory_utilization, reserve_gib=args.reserve_gib,
         max_num_batched_tokens=args.max_num_batched_tokens, current_vllm=True,
     )  # fmt: skip
-    front = pareto_front(res)
+    front = (
+        pareto_front(res, model=model, level=SEARCH_INTERVAL)
+        if front_paths is not None
+        else pareto_front(res)
+    )
     best, dep = res.best()
     launch = None
     if best["b_cap"] > 0:
