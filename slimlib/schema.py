@@ -116,6 +116,29 @@ def row_label(df: pd.DataFrame, position: int) -> str:
 CHUNK_ROWS = 16_384
 
 
+#: the cells a true/false column reads as true or false (case aside); a blank cell takes the column's default
+_TRUE, _FALSE = ("true", "1", "1.0", "yes"), ("false", "0", "0.0", "no")
+
+
+def flag_column(df: pd.DataFrame, name: str, default: bool) -> np.ndarray:
+    """The optional true/false column `name` as booleans, `default` where absent or blank; DataError naming the row
+    and the value for a cell that is neither (``no`` is false, not a non-empty string read as true)."""
+    if name not in df.columns:
+        return np.full(len(df), default)
+    col = df[name]
+    if pd.api.types.is_bool_dtype(col):
+        return col.to_numpy(dtype=bool)
+    out = np.full(len(df), default)
+    for i, v in enumerate(col.tolist()):
+        if v is None or (isinstance(v, float) and v != v) or v is pd.NA or str(v).strip() == "":
+            continue
+        text = str(v).strip().lower()
+        if text not in _TRUE + _FALSE:
+            raise DataError(f"{row_label(df, i)}: {name} = {_short(v)} is not true or false")
+        out[i] = text in _TRUE
+    return out
+
+
 def row_chunks(df: pd.DataFrame, rows: int = CHUNK_ROWS) -> Iterator[pd.DataFrame]:
     """Consecutive slices of at most `rows` rows (views, no copy); each keeps the table's attrs and records its
     first row's position, so `row_label` names its rows by their file line as in the whole table."""

@@ -78,7 +78,8 @@ def test_cli_values_fill_what_the_files_lack(runs):
 
 def test_metadata_max_num_seqs_caps_with_max_concurrency(runs):
     _rewrite(runs / NEW, max_num_seqs="8")  # written by --metadata max_num_seqs=8
-    assert _by_file(ingest(runs, gpu="a100-sxm-80gb")).loc[NEW, "batch_size"] == 8
+    t = _by_file(ingest(runs, gpu="a100-sxm-80gb"))
+    assert t.loc[NEW, "batch_size"] == 8 and t.loc[NEW, "max_num_seqs"] == 8  # the server's cap, carried
     _rewrite(runs / NEW, max_num_seqs="64")
     assert _by_file(ingest(runs, gpu="a100-sxm-80gb")).loc[NEW, "batch_size"] == 16
 
@@ -99,7 +100,7 @@ def test_how_the_server_ran_comes_from_the_metadata_or_the_sidecar(runs):
     )  # the sidecar's
     for field, bad, says in (
         ("quantization", "fp5", "is not one of none, fp8"),
-        ("max_num_batched_tokens", "2048.5", "must be a whole number of tokens >= 1"),
+        ("max_num_batched_tokens", "2048.5", "must be a whole number >= 1"),
         ("chunked_prefill", "yes", "must be true or false"),
         ("gpu_memory_utilization", "1.5", r"must be a fraction in \(0, 1\]"),
     ):

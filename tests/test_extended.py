@@ -62,6 +62,12 @@ def test_effective_batch_applies_kv_and_token_budget_limits():
     )
     assert chunked_prefill_column(df2.drop(columns="chunked_prefill")).tolist() == [1.0, 1.0]
     assert chunked_prefill_column(df2.assign(chunked_prefill=[None, False])).tolist() == [1.0, 0.0]
+    assert chunked_prefill_column(df2.assign(chunked_prefill=["no", " "])).tolist() == [
+        0.0,
+        1.0,
+    ]  # read, not cast
+    with pytest.raises(SlimError, match="row 0: chunked_prefill = maybe is not true or false"):
+        chunked_prefill_column(df2.assign(chunked_prefill=["maybe", "true"]))
 
 
 def test_effective_batch_reads_the_serving_features():

@@ -212,6 +212,7 @@ def test_fake_campaign_fails_resumes_and_fits(tmp_path, capsys):
     assert len(runs) == 6 and runs["e2e_s"].notna().all()
     # the results' metadata say how the servers scheduled: V1's chunked prefill at the budget they were given
     assert (runs["max_num_batched_tokens"] == 2048).all() and runs["chunked_prefill"].all()
+    assert (runs["max_num_seqs"] == runs["batch_size"]).all()  # the server's cap, replayed as it ran
     for r in runs.itertuples():
         assert r.throughput_tok_s == _recorded(r.batch_size, int(r.output_len))["total_token_throughput"]
     rc = main(["fit", str(tmp_path / "runs.csv"), "--out", str(tmp_path / "params.json")])

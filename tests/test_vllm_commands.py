@@ -18,7 +18,9 @@ from synthetic import SLIM_TRUE_PARAMS
 from slimlib.cli.main import main
 from slimlib.model import SlimModel
 from slimlib.registry.architectures import architecture_names
-from slimlib.registry.vllm_flags import server_batched_tokens
+from slimlib.registry.gpus import get_gpu, gpu_names
+from slimlib.registry.host_cpu import CPU_DEVICES
+from slimlib.registry.vllm_flags import server_batched_tokens, server_max_num_seqs
 
 ROOT = Path(__file__).resolve().parents[1]
 ENGINE_PYTHON = Path(os.environ.get("SLIM_ENGINE_PYTHON", ROOT / ".venv-engine" / "bin" / "python"))
@@ -112,6 +114,36 @@ def test_every_printed_vllm_serve_line_parses_with_vllms_own_parser(tmp_path, ca
         f"{where}: {line}\n    {err}" for (line, where), err in zip(lines.items(), errors, strict=True) if err
     ]
     assert not bad, "vLLM refuses these lines:\n" + "\n".join(bad)
+
+
+@pytest.mark.skipif(not ENGINE_PYTHON.exists(), reason=f"vLLM's CPU build not installed ({ENGINE_PYTHON})")
+def test_the_default_budget_and_cap_are_vllms_own(tmp_path):
+    """`server_batched_tokens` and `server_max_num_seqs` give what vLLM's own ``EngineArgs.get_batch_defaults``
+    gives for every registry device (its platform made to report the device's memory and name)."""
+    devices, ours = [], []
+    for name in gpu_names():
+        hw = get_gpu(name)
+        cpu = name in CPU_DEVICES
+        for world in (1, 2):
+            total = 0 if cpu else int((hw.mem_bytes_reported or hw.mem_bytes) / hw.dies)
+            devices.append([name, total, world, cpu])
+            ours.append([server_batched_tokens(name, world), server_max_num_seqs(name, world)])
+    src = tmp_path / "devices.json"
+    src.write_text(json.dumps(devices))
+    run = subprocess.run([str(ENGINE_PYTHON), str(ROOT / "tests" / "vllm_parse.py"), "--batch-defaults", str(src)],
+                         capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert run.returncode == 0, run.stderr[-2000:]
+    theirs = json.loads(run.stdout.strip().splitlines()[-1])
+    assert [(d[0], d[2], o) for d, o in zip(devices, ours, strict=True)] == [
+        (d[0], d[2], t) for d, t in zip(devices, theirs, strict=True)
+    ]
+
+
+def test_the_default_budget_by_gpu():
+    assert [server_batched_tokens(g) for g in ("a100-sxm-80gb", "h100-sxm-64gb", "h100-sxm-80gb", "h200-sxm-141gb",
+                                               "b200-sxm-180gb", "mi300x", "mi250")] == [2048, 2048, 8192, 8192, 16384, 16384, 2048]  # fmt: skip
+    assert (server_batched_tokens("cpu", 2), server_max_num_seqs("cpu", 2), server_max_num_seqs("h100-sxm-80gb")) == (
+        4096, 256, 1024)  # fmt: skip
 
 
 def test_the_launch_line_follows_the_checkpoint_and_vllms_defaults(tmp_path, capsys):

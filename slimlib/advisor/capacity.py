@@ -460,16 +460,19 @@ def vllm_settings(
     kv_cache_dtype: str | None = None,
     block_size: int = DEFAULT_BLOCK_SIZE,
     reserve_gib: float = DEFAULT_RESERVE_GIB,
+    max_num_batched_tokens: int | None = None,
 ) -> dict:
     """vLLM server settings that hold B_cap requests on `tensor_parallel` GPUs: ``max_num_seqs``,
     ``num_gpu_blocks_override`` and a per-GPU ``gpu_memory_utilization`` covering that GPU's weights + reserve +
-    its share of those blocks (rounded up to 0.01; `slimlib.model.serving.ServingConfig`), with the precision
-    options as given (``dtype`` 'auto', no ``quantization``, ``kv_cache_dtype`` 'auto' when not)."""
+    its share of those blocks (rounded up to 0.01; `slimlib.model.serving.ServingConfig`), the token budget per
+    step (`max_num_batched_tokens`, else vLLM's default for the GPU), with the precision options as given
+    (``dtype`` 'auto', no ``quantization``, ``kv_cache_dtype`` 'auto' when not)."""
     if b_cap < 1:
         raise DataError("no feasible batch size: there are no settings to give")
     mem = serving_config(
         get_architecture(arch), gpu, tensor_parallel=tensor_parallel, dtype=dtype, quantization=quantization,
         kv_cache_dtype=kv_cache_dtype, reserve_gib=reserve_gib, block_size=block_size,
+        max_num_batched_tokens=max_num_batched_tokens,
     )  # fmt: skip
     blocks, kv_bytes = kv_need(mem, b_cap, input_len + output_len)
     util = memory_utilization(mem, kv_bytes)
@@ -479,6 +482,7 @@ def vllm_settings(
         "gpu_memory_utilization": min(util, 1.0),
         "block_size": int(mem.block_size),
         "max_model_len": int(math.ceil(input_len + output_len)),
+        "max_num_batched_tokens": max(int(mem.max_num_batched_tokens), int(b_cap)),
         "tensor_parallel_size": int(tensor_parallel),
         "dtype": dtype or "auto",
         "kv_cache_dtype": kv_cache_dtype or "auto",

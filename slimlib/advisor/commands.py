@@ -56,12 +56,14 @@ def serve_flags(plan: pd.DataFrame, legacy: bool = False) -> list[str]:
 
 def run_metadata(row, legacy: bool = False) -> list[str]:
     """``key=value`` words the benchmark client records in its result (``--metadata``) so that `slim data ingest`
-    knows how the server ran: the batch cap, the GPU, the row's serving options and, with a token budget (vLLM's V1
-    engine), ``chunked_prefill=true``."""
+    knows how the server ran: the batch cap, the GPU, the row's serving options and whether prefill was chunked
+    (vLLM's V1 engine, given a token budget: true; the legacy client's older vLLM: false)."""
     words = [f"max_num_seqs={row['batch_size']}", f"gpu={row['gpu']}"]
     options = _options(row, legacy)
     words += [f"{k}={v}" for k, v in options.items()]
-    if "max_num_batched_tokens" in options:
+    if legacy:  # a vLLM before V1 steps whole prompts unless told otherwise
+        words.append("chunked_prefill=false")
+    elif "max_num_batched_tokens" in options:
         words.append("chunked_prefill=true")
     return words
 

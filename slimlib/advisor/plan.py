@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from slimlib.advisor.commands import (
+    LEGACY_FREE,
     SERVE_OPTION_COLUMNS,
     client_args,
     client_command,
@@ -166,7 +167,14 @@ def make_plan(
     }
     if gpu_memory_utilization != DEFAULT_GPU_MEMORY_UTILIZATION:
         given["gpu_memory_utilization"] = gpu_memory_utilization
-    given["max_num_batched_tokens"] = int(max_num_batched_tokens or server_batched_tokens(hw, tp))
+    budget = int(max_num_batched_tokens or server_batched_tokens(hw, tp))
+    over = [b for b in bs if b > budget]
+    if over:
+        raise DataError(
+            f"batch size(s) {over} exceed the token budget of {budget} per step (vLLM refuses --max-num-seqs above "
+            "--max-num-batched-tokens): drop them or give a larger --max-num-batched-tokens"
+        )
+    given["max_num_batched_tokens"] = budget
     for column in SERVE_OPTION_COLUMNS:
         if given.get(column) is not None:
             plan[column] = given[column]
@@ -227,6 +235,8 @@ def write_plan(
     """
     if scheduler not in SCHEDULERS:
         raise DataError(f"unknown scheduler {scheduler!r}; choose one of {', '.join(SCHEDULERS)}")
+    if legacy:  # the legacy client's vLLM is given no token budget (`commands.LEGACY_FREE`)
+        plan = plan.drop(columns=[c for c in LEGACY_FREE if c in plan.columns])
     files = {"plan.csv": (plan.to_csv(index=False, lineterminator="\n"), False)}
     if scheduler == "slurm":
         files.update(

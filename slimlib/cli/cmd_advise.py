@@ -67,7 +67,7 @@ from slimlib.registry.architectures import get_architecture
 from slimlib.registry.gpus import get_gpu
 from slimlib.registry.host_cpu import CPU_DEVICES
 from slimlib.registry.precision import DTYPES, KV_CACHE_DTYPES, QUANTIZATIONS
-from slimlib.registry.vllm_flags import VLLM_VERSION, server_batched_tokens
+from slimlib.registry.vllm_flags import VLLM_VERSION, budget_rule, server_batched_tokens
 
 ADVISE_EXAMPLES = f"""\
 B_cap = the batch size of highest predicted throughput with predicted E2E <= SLO and batching efficiency
@@ -116,6 +116,14 @@ def _add_precision_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--kv-cache-dtype", choices=sorted(KV_CACHE_DTYPES), default=None,
         help="vLLM --kv-cache-dtype: auto (the serving dtype) or fp8 (1 byte per KV element)",
+    )  # fmt: skip
+
+
+def _add_budget_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--max-num-batched-tokens", type=positive_int, default=None, metavar="N",
+        help=f"vLLM's token budget per step (chunked prefill); default vLLM {VLLM_VERSION}'s for the GPU: "
+        f"{budget_rule()}",
     )  # fmt: skip
 
 
@@ -172,11 +180,7 @@ def register_cli(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     p.add_argument(
         "--block-size", type=positive_int, default=DEFAULT_BLOCK_SIZE, help="vLLM KV block size (tokens)"
     )
-    p.add_argument(
-        "--max-num-batched-tokens", type=positive_int, default=None, metavar="N",
-        help=f"vLLM's token budget per step (chunked prefill); default vLLM {VLLM_VERSION}'s for the GPU: 2048, "
-        "8192 from 70 GiB (not A100), 16384 from 160 GiB; the CPU engine 2048 per rank",
-    )  # fmt: skip
+    _add_budget_argument(p)
     _add_memory_utilization_argument(p)
     p.add_argument(
         "--reserve-gib", "--reserve-gb", dest="reserve_gib", type=nonnegative_float, default=DEFAULT_RESERVE_GIB,
@@ -267,6 +271,7 @@ def register_cli(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     q.add_argument("--tensor-parallel", type=positive_int, default=1, help="GPUs per vLLM server (default 1)")
     _add_precision_arguments(q)
     _add_memory_utilization_argument(q)
+    _add_budget_argument(q)
     add_scheduler_arguments(q)
     q.set_defaults(func=_cmd_plan)
 
@@ -337,7 +342,7 @@ def _cmd_advise(args: argparse.Namespace) -> int:
     if adv.feasible:
         settings = vllm_settings(
             arch, hw, adv.b_cap, args.input_len, args.output_len, tensor_parallel=args.tensor_parallel,
-            block_size=args.block_size, reserve_gib=args.reserve_gib, **precision,
+            block_size=args.block_size, reserve_gib=args.reserve_gib, max_num_batched_tokens=budget, **precision,
         )  # fmt: skip
     if args.format == "json":
         rec = {k: (v.item() if hasattr(v, "item") else v) for k, v in s.items()}
@@ -382,7 +387,8 @@ def _cmd_advise(args: argparse.Namespace) -> int:
         print(placeholder_note(args.model))
     if not is_cpu(config):
         print(f"  or: --max-num-seqs {settings['max_num_seqs']} --num-gpu-blocks-override "
-              f"{settings['num_gpu_blocks_override']}")  # fmt: skip
+              f"{settings['num_gpu_blocks_override']} --max-num-batched-tokens {settings['max_num_batched_tokens']} "
+              f"--max-model-len {settings['max_model_len']}")  # fmt: skip
     if curve_path is not None:
         print(f"wrote the predicted curve ({len(adv.curve)} batch sizes) to {curve_path}")
     return 0
@@ -567,7 +573,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
         batch_sizes=args.batch_sizes, rounds=args.rounds, min_prompts=args.min_prompts,
         tensor_parallel=args.tensor_parallel, min_runs=args.min_runs, dtype=args.dtype,
         quantization=args.quantization, kv_cache_dtype=args.kv_cache_dtype,
-        gpu_memory_utilization=args.gpu_memory_utilization,
+        gpu_memory_utilization=args.gpu_memory_utilization, max_num_batched_tokens=args.max_num_batched_tokens,
     )  # fmt: skip
     paths = write_plan(plan, args.out, result_dir=args.result_dir, legacy=args.legacy_client, port=args.port,
                        scheduler=args.scheduler, slurm=options_from_args(args), env_file=args.env_file)  # fmt: skip

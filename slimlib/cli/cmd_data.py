@@ -150,6 +150,16 @@ def register_cli(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
         "--output-len", type=positive_float, help="output length in tokens when the files do not say"
     )
     ing.add_argument(
+        "--chunked-prefill", choices=("true", "false"),
+        help="whether the server chunked prefill, for runs whose files do not say (vLLM's V1 engine always does; "
+        "V0 only with --enable-chunked-prefill; unsaid: read as V1 by `slim fit`)",
+    )  # fmt: skip
+    ing.add_argument(
+        "--max-num-batched-tokens", type=positive_int, metavar="N",
+        help="the server's token budget per step, for runs whose files do not say (vLLM 0.5-0.6 with chunked "
+        "prefill: 512)",
+    )  # fmt: skip
+    ing.add_argument(
         "--sidecar", metavar="FILE", help="settings table (CSV or YAML) instead of DIR/slim-runs.*"
     )
     ing.add_argument(
@@ -200,6 +210,7 @@ def _cmd_ingest(args: argparse.Namespace) -> int:
             f"result(s) excluded by the physical checks (without --allow-incomplete the report names them); {left}"
         )
     print(got.report_text(), end="", file=sys.stderr)
+    table = _server_defaults(got.table, args)
     if not got.complete and not args.allow_incomplete:
         print(
             f"not written: {len(got.missing)} missing and {len(got.failed)} failed task(s) would leave `slim fit` "
@@ -209,9 +220,21 @@ def _cmd_ingest(args: argparse.Namespace) -> int:
         )
         return 1
     if out is None:
-        write_ingested(got.table, sys.stdout)
+        write_ingested(table, sys.stdout)
         return 0
     with atomic_open(out) as fh:
-        write_ingested(got.table, fh)
-    print(f"wrote {len(got.table)} run(s) to {out}", file=sys.stderr)
+        write_ingested(table, fh)
+    print(f"wrote {len(table)} run(s) to {out}", file=sys.stderr)
     return 0
+
+
+def _server_defaults(table, args: argparse.Namespace):
+    """`table` with ``--chunked-prefill`` and ``--max-num-batched-tokens`` filled in where its runs do not say."""
+    given = {"chunked_prefill": None if args.chunked_prefill is None else args.chunked_prefill == "true",
+             "max_num_batched_tokens": args.max_num_batched_tokens}  # fmt: skip
+    for column, value in given.items():
+        if value is None:
+            continue
+        table = table.assign(**{column: table[column].astype(object).where(table[column].notna(), value)
+                                if column in table.columns else value})  # fmt: skip
+    return table

@@ -32,7 +32,7 @@ examples:
 
 GPUS_EXAMPLES = """\
 columns: peak_tflops is dense fp16/bf16 tensor peak (no sparsity), peak_fp8_tflops and peak_fp4_tflops the dense
-fp8 and fp4 ones (empty: no such tensor cores), mem_bw_tb_s peak memory bandwidth, mem_gb nominal capacity (vendor GB, i.e. GiB),
+fp8 and fp4 ones (empty: no such tensor cores), mem_bw_tb_s peak memory bandwidth, mem_gib nominal capacity (the vendor's GB, 2**30 bytes each),
 link_gb_s one-direction interconnect bandwidth per GPU (link_kind switch) or per GPU pair (pair). Each number's
 data sheet is listed under the table.
 

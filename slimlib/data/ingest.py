@@ -53,11 +53,13 @@ OPTIONAL_FIELDS = (
     "outside_load",
 )
 #: how the server ran, from the sidecar or the result's metadata (``--metadata quantization=fp8 ...``, as `slim plan`'s
-#: clients record it): vLLM's precision options, the memory fraction, the token budget and whether prefill was chunked
+#: clients record it): vLLM's precision options, the memory fraction, the token budget, the running-request cap and
+#: whether prefill was chunked
 RUN_OPTION_FIELDS = (
     *PRECISION_COLUMNS,
     "gpu_memory_utilization",
     "max_num_batched_tokens",
+    "max_num_seqs",
     "chunked_prefill",
 )
 SIDECAR_NAMES = ("slim-runs.csv", "slim-runs.yaml", "slim-runs.yml")
@@ -213,7 +215,6 @@ def read_result_extras(path: str | Path) -> dict:
     keys = (
         "max_concurrency",
         "batch_size",
-        "max_num_seqs",
         "gpu",
         "failed",
         "input_lens",
@@ -249,9 +250,9 @@ def _run_options(path: Path, side: dict, extras: dict) -> dict:
                 out[field] = text in ("true", "1")
             else:
                 number = _as_number(path, field, value, where)
-                whole = field == "max_num_batched_tokens"
+                whole = field != "gpu_memory_utilization"
                 if not number > 0 or (whole and number != int(number)) or (not whole and number > 1):
-                    want = "a whole number of tokens >= 1" if whole else "a fraction in (0, 1]"
+                    want = "a whole number >= 1" if whole else "a fraction in (0, 1]"
                     raise DataError(f"{path}: {field} = {value!r} ({where}) must be {want}")
                 out[field] = int(number) if whole else float(number)
             break

@@ -35,8 +35,8 @@ Features = dict[str, FloatArray]
 #: ``dense_weight_bytes`` and ``expert_weight_bytes`` (weight bytes on one GPU: all, non-expert, routed experts),
 #: ``n_heads``, ``n_kv_heads``, ``n_experts``, ``experts_per_token``, ``weight_precision`` (0 none, 1 fp8, 2 fp4, 3 int4);
 #: ``kv_token_capacity`` (KV token slots per GPU: logged ``gpu_blocks x block_size`` where given, else the pool /
-#: ``kv_bytes_per_token``; NaN without a GPU), ``max_num_batched_tokens`` (default vLLM 0.32's for the GPU), ``max_num_seqs`` and
-#: ``block_size`` (vLLM's engine settings, defaults 256 and 16),
+#: ``kv_bytes_per_token``; NaN without a GPU), ``max_num_batched_tokens`` and ``max_num_seqs``
+#: (default vLLM 0.32's for the GPU) and ``block_size`` (default 16),
 #: ``attn_bytes_per_context_token`` (bytes one GPU's decode attention reads per context token per step over its
 #: full-attention layers: GQA ``L 2 D_kv r / p b_kv``, MLA ``L (kv_lora_rank + rope) b_kv``, not divided by p),
 #: ``attn_bytes_per_window_token`` (the same over sliding-window layers, up to ``sliding_window`` tokens),

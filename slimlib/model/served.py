@@ -32,6 +32,7 @@ import pandas as pd
 from slimlib.errors import DataError
 from slimlib.model.features import Features, FloatArray
 from slimlib.model.schedule import CLIENTS, Windows, replay
+from slimlib.schema import flag_column
 
 #: client -> its code in the features (``client``); `CLIENTS` order
 CLIENT_CODE = {name: float(i) for i, name in enumerate(CLIENTS)}
@@ -49,11 +50,7 @@ def client_codes(df: pd.DataFrame) -> tuple[FloatArray, int]:
     column is true, else `DEFAULT_CLIENT`) and how many rows said none; DataError naming the row for an unknown
     client, a client that contradicts ``static_batch``, or a ``burst`` without ``num_prompts``."""
     n = len(df)
-    static = (
-        df["static_batch"].fillna(False).to_numpy(dtype=bool)
-        if "static_batch" in df.columns
-        else np.zeros(n, bool)
-    )
+    static = flag_column(df, "static_batch", False)
     given = df["client"] if "client" in df.columns else pd.Series([None] * n, index=df.index)
     codes = np.empty(n)
     unsaid = 0

@@ -66,17 +66,14 @@ from slimlib.registry.precision import (
     weight_bytes_per_element,
     weight_precision,
 )
-from slimlib.registry.vllm_flags import GPU_SERVER_BATCHED_TOKENS, server_batched_tokens
+from slimlib.registry.vllm_flags import GPU_SERVER_DEFAULTS, server_batched_tokens, server_max_num_seqs
 
 __all__ = [
-    "DEFAULT_MAX_NUM_SEQS",
     "ServingConfig",
     "kv_heads_per_rank",
     "serving_config",
 ]
 
-#: vLLM's default --max-num-seqs
-DEFAULT_MAX_NUM_SEQS = 256
 #: vLLM method (`VLLM_QUANTIZATION`) -> the least CUDA compute capability it runs on, vLLM 0.32.0's
 #: ``get_min_capability()`` of ``Fp8Config`` (75), ``ModelOptNvFp4Config`` (75) and ``Mxfp4Config`` (80); below the
 #: precision's own tensor cores they run weight-only
@@ -469,8 +466,8 @@ def serving_config(
 ) -> ServingConfig:
     """The `ServingConfig` of `arch` on `tensor_parallel` GPUs `gpu` (None: no device, no pool).
 
-    Empty settings (None, NaN, '') take vLLM's defaults (the token budget: vLLM 0.32's for the GPU,
-    `server_batched_tokens`); an empty `quantization` is the checkpoint's own (``arch.quantization``). DataError, one line, for what vLLM refuses: a precision value it does not accept
+    Empty settings (None, NaN, '') take vLLM's defaults (the token budget and ``max_num_seqs``: vLLM 0.32's for the
+    GPU, `server_batched_tokens`, `server_max_num_seqs`); an empty `quantization` is the checkpoint's own (``arch.quantization``). DataError, one line, for what vLLM refuses: a precision value it does not accept
     (the message lists the accepted ones), a quantization other than the checkpoint's, fp8/fp4 weights on a GPU
     without fp8/fp4 tensor cores or weight-only kernels, a tensor-parallel size that does not split the heads, an
     expert-parallel size other than 1 or the tensor-parallel size (or on a dense model), a utilization outside
@@ -579,9 +576,13 @@ def serving_config(
         max_num_batched_tokens=_whole(
             max_num_batched_tokens,
             "max_num_batched_tokens",
-            server_batched_tokens(hw, tp) if hw is not None else GPU_SERVER_BATCHED_TOKENS[-1][1],
+            server_batched_tokens(hw, tp) if hw is not None else GPU_SERVER_DEFAULTS[-1][1],
         ),
-        max_num_seqs=_whole(max_num_seqs, "max_num_seqs", DEFAULT_MAX_NUM_SEQS),
+        max_num_seqs=_whole(
+            max_num_seqs,
+            "max_num_seqs",
+            server_max_num_seqs(hw, tp) if hw is not None else GPU_SERVER_DEFAULTS[-1][2],
+        ),
         logged_gpu_blocks=_whole(gpu_blocks, "gpu_blocks", 0, low=0),
         # the indexers (counted in the dense part) are replicated on every rank, not split
         dense_weights=dense_total / tp + float(arch.indexer_params) * dense_quant * (1.0 - 1.0 / tp),

@@ -110,7 +110,8 @@ def _say_the_client(data: pd.DataFrame) -> None:
             "rows that say no client are served as a closed loop at concurrency batch_size (give a column "
             "client: concurrency, burst with num_prompts, or static)", AssumptionWarning, stacklevel=4,
         )  # fmt: skip
-    if "chunked_prefill" not in data.columns or data["chunked_prefill"].isna().any():
+    said = data["chunked_prefill"] if "chunked_prefill" in data.columns else pd.Series([None] * len(data))
+    if (said.isna() | (said.astype(str).str.strip() == "")).any():
         warnings.warn(
             "rows that say nothing of chunked prefill are served by vLLM's V1 engine: chunked prefill at the token "
             "budget of column max_num_batched_tokens, else vLLM 0.32's default for the GPU (give chunked_prefill "

@@ -630,7 +630,7 @@ def gpu_label(name: str | GPU) -> str:
 
 def list_gpus(names: Iterable[str] | None = None) -> pd.DataFrame:
     """The registry as a table: name, label, peak_tflops (fp16/bf16), peak_fp8_tflops, peak_fp4_tflops,
-    mem_bw_tb_s, mem_gb, link_gb_s, link_kind, attn_eff (measured decode-attention bandwidth efficiency, None where
+    mem_bw_tb_s, mem_gib, link_gb_s, link_kind, attn_eff (measured decode-attention bandwidth efficiency, None where
     not measured), layer_floor_us (measured per-layer decode-kernel latency floor, microseconds, None where not
     measured), aliases, source, notes; sorted by name.
 

@@ -20,6 +20,7 @@ from slimlib.model.features import Features, FloatArray
 from slimlib.model.preemption import recompute_features
 from slimlib.model.terms.term import Params, Term, Times
 from slimlib.registry.gpus import GPU
+from slimlib.schema import flag_column
 
 #: kappa under continuous batching (module docstring)
 KV_CONTEXT_FRAC = 0.5
@@ -28,9 +29,7 @@ KV_CONTEXT_FRAC = 0.5
 def chunked_prefill_column(df: pd.DataFrame) -> FloatArray:
     """The optional boolean ``chunked_prefill`` column as 0/1 floats, 1 where absent or missing: a row that does
     not say is served by vLLM's V1 engine, which always chunks (V0 steps whole prompts: say ``false``)."""
-    if "chunked_prefill" not in df.columns:
-        return np.ones(len(df))
-    return np.asarray(df["chunked_prefill"].fillna(True).to_numpy(dtype=bool), dtype=float)
+    return np.asarray(flag_column(df, "chunked_prefill", True), dtype=float)
 
 
 def kv_slots(f: Features, kv_context_frac: float = KV_CONTEXT_FRAC) -> FloatArray:
