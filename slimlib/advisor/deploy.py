@@ -39,7 +39,6 @@ from slimlib.model.serving import ServingConfig, serving_config
 from slimlib.registry.architectures import Architecture, get_architecture
 from slimlib.registry.gpus import GPU, get_gpu
 from slimlib.registry.precision import QUANTIZATIONS, VLLM_QUANTIZATION, weight_precision
-from slimlib.registry.vllm_flags import server_batched_tokens
 
 __all__ = [
     "PRECISIONS",
@@ -134,12 +133,10 @@ def deployments(
     gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION,
     reserve_gib: float = DEFAULT_RESERVE_GIB,
     max_num_batched_tokens: int | None = None,
-    current_vllm: bool = False,
 ) -> tuple[list[Deployment], pd.DataFrame]:
     """The deployments of `arch` on `gpus` GPUs `gpu` and the skipped ones (``tensor_parallel, precision,
     reason``), module docstring; `tensor_parallels` restricts the TP degrees (each must divide `gpus`). Each
-    server's token budget is `max_num_batched_tokens`, else with `current_vllm` vLLM's own default for the GPU and
-    degree (`server_batched_tokens`), else `serving_config`'s."""
+    server's token budget is `max_num_batched_tokens`, else vLLM's default for the GPU and degree (`serving_config`)."""
     a = get_architecture(arch) if isinstance(arch, str) else arch
     hw = get_gpu(gpu)
     if int(gpus) != gpus or gpus < 1:
@@ -167,8 +164,7 @@ def deployments(
                 cfg = serving_config(
                     a, hw, tensor_parallel=tp, quantization=how.quantization, kv_cache_dtype=how.kv_cache_dtype,
                     block_size=block_size, gpu_memory_utilization=gpu_memory_utilization, reserve_gib=reserve_gib,
-                    max_num_batched_tokens=max_num_batched_tokens
-                    or (server_batched_tokens(hw, tp) if current_vllm else None),
+                    max_num_batched_tokens=max_num_batched_tokens,
                 )  # fmt: skip
             except DataError as exc:
                 skipped.append((tp, how.label, str(exc)))
@@ -252,13 +248,12 @@ def search(
     gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION,
     reserve_gib: float = DEFAULT_RESERVE_GIB,
     max_num_batched_tokens: int | None = None,
-    current_vllm: bool = False,
 ) -> SearchResult:
     """Rank the deployments of each workload row (``model, input_len, output_len``) on `gpus` GPUs of the model's
     GPU under `slo` and the efficiency floor `epsilon` (module docstring); `tensor_parallels` restricts the TP
-    degrees (default: every divisor of `gpus`). With `current_vllm` the servers are vLLM's V1 engine (chunked
-    prefill) at its default token budget unless `max_num_batched_tokens` is given (`deployments`); without, the
-    workload's columns say how requests are scheduled (`SCHEDULER_COLUMNS`).
+    degrees (default: every divisor of `gpus`). The servers schedule as the workload's columns say
+    (`SCHEDULER_COLUMNS`; unsaid: vLLM's V1 engine at its default budget), or with `max_num_batched_tokens` as V1
+    at that budget.
 
     `ranked` columns: the workload, ``tensor_parallel, precision, replicas, b_cap`` (0: none feasible),
     ``binding``, ``throughput_per_gpu_tok_s``, ``per_user_tok_s``, ``pred_throughput_tok_s`` (one server),
@@ -278,7 +273,7 @@ def search(
     for name in sorted(set(map(str, wl["model"]))):
         deps, skip = deployments(
             name, hw, gpus, precisions, tensor_parallels, block_size=block_size, gpu_memory_utilization=gpu_memory_utilization,
-            reserve_gib=reserve_gib, max_num_batched_tokens=max_num_batched_tokens, current_vllm=current_vllm,
+            reserve_gib=reserve_gib, max_num_batched_tokens=max_num_batched_tokens,
         )  # fmt: skip
         skipped.append(skip.assign(model=name))
         deps_of.append((name, deps))
@@ -307,7 +302,7 @@ def search(
     for c in SCHEDULER_COLUMNS:  # how the workload is scheduled and sent, where it says
         if c in wl.columns:
             base[c] = wl[c].to_numpy()[idx]
-    if current_vllm or max_num_batched_tokens:  # the servers' own token budget (vLLM V1: chunked prefill)
+    if max_num_batched_tokens:  # the servers' own token budget (vLLM V1: chunked prefill)
         base["chunked_prefill"] = True
         base["max_num_batched_tokens"] = [float(d.config.max_num_batched_tokens) for d in deps]
     # engine settings travel with the rows only where not vLLM's defaults (the same predictions; a constant

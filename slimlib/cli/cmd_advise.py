@@ -470,7 +470,7 @@ def _search(args: argparse.Namespace) -> int:
         model, wl, gpus, slo, args.epsilon, batch_sizes=candidates, precisions=args.precision or tuple(PRECISIONS),
         tensor_parallels=tps, interval=SEARCH_INTERVAL, block_size=args.block_size,
         gpu_memory_utilization=args.gpu_memory_utilization, reserve_gib=args.reserve_gib,
-        max_num_batched_tokens=args.max_num_batched_tokens, current_vllm=True,
+        max_num_batched_tokens=args.max_num_batched_tokens,
     )  # fmt: skip
     front = (
         pareto_front(res, model=model, level=SEARCH_INTERVAL)
