@@ -92,4 +92,5 @@ def close_matches_message(kind: str, name: str, known: list[str], n: int = 5) ->
     lower_to_orig = {k.lower(): k for k in known}
     close = [lower_to_orig[c] for c in close]
     hint = f"closest known: {', '.join(close)}" if close else f"known: {', '.join(sorted(known)[:20])}"
-    return f"unknown {kind} {name!r}; {hint}"
+    shown = str(name) if len(str(name)) <= 80 else str(name)[:77] + "..."
+    return f"unknown {kind} {shown!r}; {hint}"

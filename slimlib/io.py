@@ -141,7 +141,10 @@ def check_output_path(path: str | Path, *, inputs: tuple[str | Path, ...] = ()) 
         raise DataError(f"{p}: folder {parent} does not exist; create it first")
     if not os.access(parent, os.W_OK | os.X_OK):
         raise DataError(f"{p}: folder {parent} is not writable; choose another output folder")
-    resolved = p.resolve()
+    try:
+        resolved = p.resolve()
+    except RuntimeError:
+        raise DataError(f"{p}: a link that leads to itself; choose another output file") from None
     for src in inputs:
         if is_stdout(src) or not Path(src).exists():
             continue

@@ -367,7 +367,7 @@ CASES = [
     Case(
         "models a link loop",
         lambda t: _s("models", _link_loop(t)),
-        r"model .*loop/a: no config.json there \(a link that leads nowhere\)",
+        r"model .*loop/a: no config.json there \(a link that leads to itself or nowhere\)",
     ),
     # -- folders a command did not create are never taken over -----------------------------------------------------
     Case(
@@ -992,6 +992,75 @@ CASES = [
         r"does not fit in the KV cache: .* fp8 weights \(quantization\)",
     ),
     Case(
+        "advise fp4 weights for a 16-bit checkpoint (vLLM would refuse the printed flag)",
+        lambda t: _advise(t, "--quantization", "fp4"),
+        r"--quantization fp4: the checkpoint of opt-125m is 16-bit: fp4 weights are served from an fp4 checkpoint",
+    ),
+    Case(
+        "plan nvfp4 weights for a 16-bit checkpoint",
+        lambda t: _s(
+            "plan", "--model", "llama-2-7b", "--gpu", "b200", "--quantization", "nvfp4", "--out", t / "p"
+        ),
+        r"--quantization nvfp4: the checkpoint of llama-2-7b is 16-bit",
+    ),
+    Case(
+        "plan a batch size above the server's token budget",
+        lambda t: _s(
+            "plan",
+            "--model",
+            "opt-125m",
+            "--gpu",
+            "a100-sxm-80gb",
+            "--input-len",
+            128,
+            "--output-len",
+            64,
+            128,
+            "--batch-sizes",
+            8,
+            16,
+            4096,
+            "--out",
+            t / "p",
+        ),  # fmt: skip
+        r"batch size\(s\) \[4096\] exceed the token budget of 2048 per step",
+    ),
+    Case(
+        "bench table of a campaign whose manifest is garbled",
+        lambda t: _s("bench", "table", _garbled_campaign(t), "--out", t / "tables"),
+        r"manifest.json: not a readable manifest",
+    ),
+    Case(
+        "fit a table whose model name is longer than a file name",
+        lambda t: _s(
+            "fit",
+            _rows(
+                t,
+                "model,gpu,batch_size,input_len,output_len,throughput_tok_s\n"
+                + "m" * 400
+                + f",{GPU},8,128,64,1000\n",
+            ),
+            "--out",
+            t / "p.json",
+        ),  # fmt: skip
+        r"unknown model 'm{20}",
+    ),
+    Case(
+        "fit --out a link that leads to itself",
+        lambda t: _s("fit", _measured(t), "--out", _link_loop(t)),
+        r"a link that leads to itself; choose another output file",
+    ),
+    Case(
+        "ingest a folder that is a link to itself",
+        lambda t: _s("data", "ingest", _link_loop(t), "--gpu", GPU),
+        r"a link that leads to itself or nowhere; give the folder of the results",
+    ),
+    Case(
+        "models: a folder whose config.json is a folder",
+        lambda t: (t / "m" / "config.json").mkdir(parents=True) or _s("models", t / "m"),
+        r"its config.json is a folder",
+    ),
+    Case(
         "a config with model_type mamba is refused, not read as a Llama decoder",
         lambda t: _s(
             "advise", _params(t), "--model", _mamba_folder(t), "--input-len", 100, "--output-len", 100
@@ -1124,15 +1193,18 @@ def test_gpus_with_a_tensor_parallel_degree_search_that_degree_only(tmp_path, ca
 
 @pytest.mark.parametrize("value", ["fp4", "nvfp4"])
 def test_fp4_is_printed_as_the_flag_vllm_takes(value, tmp_path, capsys):
-    """SLIM's fp4 and nvfp4 are NVFP4, which vLLM serves as --quantization modelopt_fp4 (it has no fp4 or nvfp4)."""
-    argv = _s("advise", _params(tmp_path), "--model", "llama-2-7b", "--input-len", 250, "--output-len", 260,
+    """SLIM's fp4 and nvfp4 are NVFP4, which vLLM serves from a ModelOpt NVFP4 checkpoint as --quantization
+    modelopt_fp4 (it has no fp4 or nvfp4)."""
+    ckpt = tmp_path / "llama-nvfp4"
+    ckpt.mkdir()
+    shutil.copy(Path(__file__).parent / "fixtures" / "configs" / "llama-3.1-8b.json", ckpt / "config.json")
+    (ckpt / "hf_quant_config.json").write_text('{"quantization": {"quant_algo": "NVFP4"}}')
+    argv = _s("advise", _params(tmp_path), "--model", ckpt, "--input-len", 250, "--output-len", 260,
               "--quantization", value)  # fmt: skip
     main(argv)
     line = next(ln for ln in capsys.readouterr().out.splitlines() if "vllm serve" in ln)
     assert "--quantization modelopt_fp4" in line and f"--quantization {value} " not in line + " "
-    plan = _s(
-        "plan", "--model", "llama-2-7b", "--gpu", "b200", "--quantization", value, "--out", tmp_path / "plan"
-    )
+    plan = _s("plan", "--model", ckpt, "--gpu", "b200", "--quantization", value, "--out", tmp_path / "plan")
     assert main(plan) == 0, capsys.readouterr().err
     serve = [ln for ln in (tmp_path / "plan" / "run_plan.sh").read_text().splitlines() if "vllm serve" in ln]
     assert serve and all("--quantization modelopt_fp4 " in ln for ln in serve)

@@ -577,7 +577,8 @@ def _corrupt(doc: dict, path: str, value: object) -> dict:
             -1.0,
             r"its quantiles are not finite, non-neg",
         ),
-        ("intervals.residuals.axes.batch.throughput.quantiles.200", 1e9, r"ordered up to at most 10000"),
+        ("intervals.residuals.axes.batch.throughput.quantiles.200", 1e9, r"ordered up to at most 100"),
+        ("intervals.residuals.axes.batch.throughput.quantiles.200", 700.0, r"ordered up to at most 100"),
         ("intervals.residuals.axes.pooled.e2e.quantiles.100", 0.0, r"pooled/e2e: its quantiles .* ordered"),
         (
             "intervals.residuals.axes.batch.throughput.lambda",

@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from slimlib.advisor.capacity import BINDING, BINDING_LABELS, DEFAULT_MAX_BATCH, batch_capacity, check_epsilon
+from slimlib.advisor.launch import checkpoint_refusal
 from slimlib.advisor.slo import LIMITS, Slo, serving_grid
 from slimlib.errors import DataError
 from slimlib.model.intervals import INTERVAL_COLUMNS
@@ -96,9 +97,9 @@ def offer(arch: Architecture, hw: GPU, precision: str) -> Offer:
                                  "quantized checkpoint in its own method")  # fmt: skip
         label = precision if VLLM_QUANTIZATION[own] == quant else own
         return Offer(own, kv, label, have == "int4" or peak not in hw.peaks)
-    if wanted == "fp4":
-        return Offer(refusal=f"the checkpoint is 16-bit: fp4 weights are served from an fp4 checkpoint (vLLM's "
-                             f"{quant} reads a ModelOpt NVFP4 release; give its config.json as --model)")  # fmt: skip
+    refusal = checkpoint_refusal(arch, quant)
+    if refusal:
+        return Offer(refusal=refusal)
     return Offer(quant, kv, precision, wanted != "none" and peak not in hw.peaks)
 
 

@@ -25,12 +25,13 @@ from slimlib.errors import DataError
 from slimlib.model.memory import GIB
 from slimlib.model.serving import ServingConfig
 from slimlib.registry.host_cpu import CPU_DEVICES
-from slimlib.registry.precision import VLLM_QUANTIZATION
+from slimlib.registry.precision import VLLM_QUANTIZATION, weight_precision
 from slimlib.registry.vllm_flags import NO_PREFIX_CACHING
 
 __all__ = [
     "CHECKPOINT_PLACEHOLDER",
     "LaunchSettings",
+    "checkpoint_refusal",
     "is_cpu",
     "kv_need",
     "launch_settings",
@@ -62,6 +63,19 @@ def placeholder_note(model: str) -> str:
     return (
         f"({CHECKPOINT_PLACEHOLDER}: the checkpoint whose config is {Path(model).name}, as its folder or Hugging Face "
         "repository; vLLM loads a folder holding config.json and the weights)"
+    )
+
+
+def checkpoint_refusal(arch, quantization: object) -> str:
+    """Why vLLM cannot serve `arch`'s checkpoint with ``--quantization`` `quantization` ('' when it can): fp4 weights
+    come from an fp4 checkpoint (vLLM's ``modelopt_fp4`` reads a ModelOpt NVFP4 release), never from a 16-bit one.
+    A quantized checkpoint served in another method is `serving_config`'s refusal."""
+    if arch.quantization or not quantization or weight_precision(quantization) != "fp4":
+        return ""
+    return (
+        f"the checkpoint of {arch.name} is 16-bit: fp4 weights are served from an fp4 checkpoint (vLLM's "
+        f"{VLLM_QUANTIZATION.get(str(quantization).lower(), quantization)} reads a ModelOpt NVFP4 release; give its "
+        "config.json as --model)"
     )
 
 

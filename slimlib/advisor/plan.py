@@ -299,7 +299,7 @@ def _local_files(plan: pd.DataFrame, result_dir: str, legacy: bool, port: int) -
         f"({plan['batch_size'].nunique()} servers), {int(plan['num_prompts'].sum())} prompts in all; GPU time is "
         f"{gpu_s}.\n"
         "1. bash run_plan.sh   (starts one vLLM server per --max-num-seqs and runs the clients)\n"
-        f"2. slim data ingest {result_dir} --out runs.csv\n"
+        f"2. slim data ingest {shlex.quote(result_dir)} --out runs.csv\n"
         "3. slim fit runs.csv --out params.json\n"
         "4. slim advise params.json --model M --input-len IL --output-len OL --slo-s S --epsilon E\n"
         "plan.csv lists every configuration, its number of prompts and its result file name.\n"

@@ -21,6 +21,7 @@ from slimlib.advisor.capacity import (
 from slimlib.advisor.deploy import PRECISIONS, SearchResult, closest, pareto_front, search
 from slimlib.advisor.launch import (
     CHECKPOINT_PLACEHOLDER,
+    checkpoint_refusal,
     is_cpu,
     launch_settings,
     placeholder_note,
@@ -280,6 +281,13 @@ def register_cli(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
 SEARCH_OPTIONS = ("ttft_ms", "tpot_ms", "e2e_s", "percentile", "gpus", "precision", "frontier")
 
 
+def _check_checkpoint(arch, quantization: str | None) -> None:
+    """DataError where vLLM cannot serve the checkpoint in `quantization` (`checkpoint_refusal`)."""
+    refusal = checkpoint_refusal(arch, quantization)
+    if refusal:
+        raise DataError(f"--quantization {quantization}: {refusal}")
+
+
 def _candidates(args: argparse.Namespace, default_budget: int) -> np.ndarray:
     """The candidate batch caps (`--batch-sizes`, else 1..`--max-batch`) up to the token budget: vLLM refuses a
     ``--max-num-seqs`` above ``--max-num-batched-tokens`` (the output says which were left out)."""
@@ -315,6 +323,7 @@ def _cmd_advise(args: argparse.Namespace) -> int:
         "kv_cache_dtype": args.kv_cache_dtype,
     }
     check_architecture(arch, f"--model {args.model}")
+    _check_checkpoint(arch, args.quantization)
     check_tensor_parallel(arch, args.tensor_parallel, "--tensor-parallel")
     check_allreduce(hw, args.tensor_parallel, "--tensor-parallel")
     check_context(arch, args.input_len, args.output_len, "--input-len + --output-len")
@@ -567,6 +576,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     check_owned(args.out, "--out", PLAN_COMMAND, legacy=is_plan_folder)
     arch = get_architecture(args.model)
     check_architecture(arch, f"--model {args.model}")
+    _check_checkpoint(arch, args.quantization)
     check_tensor_parallel(arch, args.tensor_parallel, "--tensor-parallel")
     plan = make_plan(
         args.model, args.gpu, args.input_len, args.output_len, n_batch=args.n_batch,

@@ -205,9 +205,14 @@ def _cmd_ingest(args: argparse.Namespace) -> int:
     )
     if got.table.empty:
         left = "nothing written" if out is None else f"{out} left as it was"
+        first = ""
+        if len(got.excluded):  # the check that stopped the first run, in the same one line
+            x = got.excluded.iloc[0]
+            first = f"; the first: {x['source_file']}: {x['check']}: {x['reason']}"
         raise DataError(
             f"no run to write: {len(got.missing)} task(s) missing, {len(got.failed)} failed, {len(got.excluded)} "
-            f"result(s) excluded by the physical checks (without --allow-incomplete the report names them); {left}"
+            f"result(s) excluded by the physical checks (without --allow-incomplete the report names them){first}; "
+            f"{left}"
         )
     print(got.report_text(), end="", file=sys.stderr)
     table = _server_defaults(got.table, args)

@@ -209,13 +209,22 @@ def model_argument(text: str, option: str = "--model") -> str:
     if not _path_like(text) or p.is_file():
         return text
     if p.is_dir():
-        if (p / "config.json").is_file():
+        config = p / "config.json"
+        if config.is_file():
             return text
+        there = (
+            "its config.json is a folder" if config.is_dir()
+            else "its config.json is a link that leads to itself or nowhere" if config.is_symlink()
+            else "no config.json in that folder"
+        )  # fmt: skip
         raise DataError(
-            f"{option} {text}: no config.json in that folder; give a config.json, the folder holding one, or a "
-            "registry name (`slim models`)"
+            f"{option} {text}: {there}; give a config.json, the folder holding one, or a registry name (`slim models`)"
         )
-    what = "a link that leads nowhere" if p.is_symlink() else "no such file or folder"
+    what = (
+        "a link that leads to itself or nowhere" if p.is_symlink()
+        else "not a regular file" if p.exists()
+        else "no such file or folder"
+    )  # fmt: skip
     raise DataError(
         f"{option} {text}: no config.json there ({what}); give a config.json, the folder holding one, or a registry "
         "name (`slim models`)"
@@ -230,6 +239,10 @@ def model_inputs(models: Iterable[object]) -> list[Path]:
         pd.Series(list(models) if not isinstance(models, pd.Series) else models, dtype=object)
     ):
         p = Path(str(value))
-        if p.is_file() or p.is_dir():
+        try:
+            here = p.is_file() or p.is_dir()
+        except OSError:  # a name no file system takes (too long): not a path
+            here = False
+        if here:
             found.append(p)
     return found

@@ -96,6 +96,13 @@ def collect(
     folders = [Path(f) for f in folders]
     if not folders:
         raise DataError("give at least one folder")
+    for f in folders:
+        try:
+            f.resolve(strict=f.is_symlink())
+        except (RuntimeError, OSError):
+            raise DataError(
+                f"{f}: a link that leads to itself or nowhere; give the folder of the results"
+            ) from None
     if len({f.resolve() for f in folders}) != len(folders):
         raise DataError("a folder is given twice")
     if sidecar is not None and (len(folders) != 1 or is_campaign(folders[0])):

@@ -156,7 +156,10 @@ def _manifest(root: Path) -> dict:
     p = root / MANIFEST
     if not p.is_file():
         raise DataError(f"{root}: no {MANIFEST}; give the output folder of `slim bench run`")
-    return json.loads(p.read_text(encoding="utf-8"))
+    try:
+        return json.loads(p.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise DataError(f"{p}: not a readable manifest ({exc}); it is written by `slim bench run`") from None
 
 
 def _engine_label(manifest: dict) -> tuple[str, str]:

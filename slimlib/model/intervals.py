@@ -89,9 +89,9 @@ KAPPAS = (0.0, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0)
 E_FLOOR = 0.02
 #: |log error| below which a score counts at this value when (lambda, beta, kappa) are chosen (log of 0)
 SCORE_FLOOR = 1e-4
-#: the largest scaled score a stored residual model may hold: a log error of 200 at the smallest scale (`E_FLOOR`);
-#: the package's own models stay below 20
-MAX_SCORE = 1e4
+#: the largest scaled score a stored residual model may hold: a log error of 2 at the smallest scale (`E_FLOOR`);
+#: the package's own models stay below 20, and an interval stays finite for scales up to 7
+MAX_SCORE = 100.0
 #: version of the residual model's stored form (1: signed quantiles per axis, without scale; 2: scale without the
 #: parameter part, used with the larger-of-two rule; both refused); its ``moe`` field is optional (a file without
 #: one has no MoE part, and its mixtures of experts' rows are warned of)

@@ -288,11 +288,13 @@ def check_measured_throughput(df: pd.DataFrame, gpu: str | GPU | None = None) ->
         device = get_gpu(s.gpu)
         precision, peak = max(device.peaks.items(), key=lambda kv: kv[1])
         rows = np.flatnonzero(codes == j)
-        need = throughput[rows] * s.linear_flops_per_token
+        with np.errstate(over="ignore", invalid="ignore"):  # 1e300 tok/s is refused below, not warned about
+            need = throughput[rows] * s.linear_flops_per_token
         over = rows[need > peak]
         if over.size:
             i = int(over[0])
-            flops = throughput[i] * s.linear_flops_per_token
+            with np.errstate(over="ignore"):
+                flops = throughput[i] * s.linear_flops_per_token
             raise DataError(
                 f"{row_label(df, i)}: throughput_tok_s = {throughput[i]:.4g} needs "
                 f"{f'{flops:.3g}' if math.isfinite(flops) else 'infinitely many'} FLOP/s per GPU for {s.model}'s "

@@ -750,7 +750,11 @@ def get_architecture(name_or_path: str | os.PathLike[str] | Architecture) -> Arc
         return name_or_path
     text = os.fspath(name_or_path)
     p = Path(text)
-    if p.is_file() or (p.is_dir() and (p / "config.json").is_file()):
+    try:
+        local = p.is_file() or (p.is_dir() and (p / "config.json").is_file())
+    except OSError:  # a name no file system takes (too long, ...): a registry name or nothing
+        local = False
+    if local:
         return _config_architecture(p)
     arch = _INDEX.get(_normalize(text))
     if arch is not None:
