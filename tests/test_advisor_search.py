@@ -73,7 +73,7 @@ def test_skips_are_listed_with_reasons():
     reasons = {(r.tensor_parallel, r.precision): r.reason for r in skipped.itertuples()}
     assert "does not split" in reasons[(3, "bf16")]
     assert reasons[(1, "fp4")].startswith(
-        "the checkpoint is 16-bit: fp4 weights are served from an fp4 checkpoint"
+        "the checkpoint of llama-2-70b is 16-bit: fp4 weights are served from an fp4 checkpoint"
     )
     assert reasons[(1, "bf16")].startswith("weights do not fit")
     assert [(d.tensor_parallel, d.precision) for d in deps] == [(1, "fp8")]
