@@ -474,6 +474,10 @@ def serving_config(
     (0, 1]; with `within_node`, a tensor-parallel size beyond one node. A pool <= 0 is not refused here:
     `ServingConfig.check_fits` does that.
     """
+    if arch.is_compressed:
+        raise DataError(
+            f"{arch.name}: DeepSeek-V4's compressed attention is read but not yet priced for serving"
+        )
     hw = get_gpu(gpu) if gpu is not None and str(gpu) != "" else None
     tp = _whole(tensor_parallel, "tensor_parallel", 1)
     ep = _whole(expert_parallel, "expert_parallel", 1)

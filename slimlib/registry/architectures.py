@@ -29,10 +29,14 @@ from slimlib.registry.config_reader import (
 )
 from slimlib.registry.engine_models import ENGINE_MODEL_SOURCES, ENGINE_MODEL_SPECS
 from slimlib.registry.param_count import (
+    CSA_RATIO,
+    HCA_RATIO,
+    compressor_params,
     count_parameters,
     gated_deltanet_params,
     indexer_params,
     mamba2_params,
+    v4_indexer_params,
 )
 
 __all__ = [
@@ -149,6 +153,17 @@ class Architecture:
     index_heads: int = 0
     index_head_dim: int = 0
     index_topk: int = 0
+    # DeepSeek-V4 compressed attention: one KV head of `head_dim` (RoPE on its last `qk_rope_head_dim`); every layer
+    # attends to its last `sliding_window` tokens (`n_sliding_layers` = `n_layers`), `n_csa_layers` also to the
+    # `index_topk` best of their 4:1 compressed entries (a lightning indexer of the index_* shapes in each,
+    # `n_indexer_layers` = `n_csa_layers`) and `n_hca_layers` to every one of their 128:1 compressed entries; the
+    # output projection in `o_groups` groups of rank `o_lora_rank`; `hc_mult` copies of the residual stream
+    # (hyper-connections)
+    n_csa_layers: int = 0
+    n_hca_layers: int = 0
+    o_groups: int = 0
+    o_lora_rank: int = 0
+    hc_mult: int = 0
     #: the checkpoint's own quantization (``quantization_config.quant_method`` normalized to a vLLM
     #: ``--quantization`` value, e.g. "fp8", "mxfp4", "modelopt_fp4"); '' for an unquantized checkpoint
     quantization: str = ""
@@ -233,11 +248,26 @@ class Architecture:
         return self.index_topk > 0
 
     @property
+    def is_compressed(self) -> bool:
+        """True for DeepSeek-V4's compressed attention (`n_csa_layers`, `n_hca_layers`)."""
+        return self.n_csa_layers + self.n_hca_layers > 0
+
+    @property
     def indexer_params(self) -> int:
-        """Parameters of all lightning indexers (0 without sparse attention); vLLM replicates them on every rank."""
+        """Parameters vLLM replicates on every rank: all lightning indexers (0 without sparse attention); for
+        DeepSeek-V4 also every KV compressor and each layer's fused query and KV down-projection ``D (r_q + d_h)``
+        (``ReplicatedLinear`` or ``disable_tp`` in ``deepseek_v4.py`` and ``deepseek_compressor.py``)."""
         if not self.is_sparse:
             return 0
-        return self.n_indexer_layers * indexer_params(self.hidden_size, self.q_lora_rank, self.index_heads,
+        d = self.hidden_size
+        if self.is_compressed:
+            indexers = v4_indexer_params(d, self.q_lora_rank, self.index_heads, self.index_head_dim)
+            return (
+                self.n_csa_layers * (indexers + compressor_params(d, CSA_RATIO, self.head_dim))
+                + self.n_hca_layers * compressor_params(d, HCA_RATIO, self.head_dim)
+                + self.n_layers * d * (self.q_lora_rank + self.head_dim)
+            )
+        return self.n_indexer_layers * indexer_params(d, self.q_lora_rank, self.index_heads,
                                                       self.index_head_dim)  # fmt: skip
 
     @property

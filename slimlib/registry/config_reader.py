@@ -23,15 +23,21 @@ from typing import Any
 
 from slimlib.errors import DataError
 from slimlib.registry.param_count import (
+    CSA_RATIO,
+    HCA_RATIO,
     attention_params,
+    compressed_attention_params,
+    compressor_params,
     count_decoder,
     count_parameters,
     ffn_params,
     gated_deltanet_params,
+    hyper_connection_params,
     indexer_params,
     mamba2_params,
     mla_params,
     router_params,
+    v4_indexer_params,
 )
 
 __all__ = [
@@ -69,6 +75,8 @@ _STYLE_BY_MODEL_TYPE = {
     "nemotron-nas": "heterogeneous",
     "mimo_v2_flash": "per_kind_attention",
     "gemma4_text": "gemma4",
+    "deepseek_v4": "deepseek_v4",
+    "deepseek_ref": "deepseek_v4",
     "opt": "opt",
     "phi": "phi",
     "gptj": "gptj",
@@ -182,6 +190,8 @@ _OWN_KEYS = {
     "nemotron-nas": ("block_configs",),
     "mimo_v2_flash": ("hybrid_layer_pattern",),
     "gemma4_text": ("global_head_dim",),
+    "deepseek_v4": ("compress_ratios", "hc_mult"),
+    "deepseek_ref": ("compress_ratios", "hc_mult"),  # SGLang's name for the same layout (sgl-project's FP8)
 }
 #: the sub-keys of a Nemotron-NAS block whose feature SLIM does not model (refused when set)
 _NAS_ATTENTION_FEATURES = ("replace_with_linear", "sparsify", "window_length", "num_sink_tokens", "unshifted_sink",
@@ -1006,12 +1016,129 @@ def _read_gemma4(c: _Keys) -> dict[str, Any]:
     )  # fmt: skip
 
 
+#: DeepSeek-V4 ``compress_ratios`` values vLLM's ``deepseek_v4`` layers take: 0 (sliding window only), CSA, HCA
+_V4_RATIOS = (0, CSA_RATIO, HCA_RATIO)
+
+
+def _read_deepseek_v4(c: _Keys) -> dict[str, Any]:
+    """Fields of a DeepSeek-V4 config (vLLM's ``deepseek_v4.py``) and its exact parameter counts.
+
+    ``compress_ratios`` holds one ratio per layer, the multi-token-prediction layers (``num_nextn_predict_layers``,
+    not served) last: 0 a sliding-window-only layer, 4 compressed sparse attention (a lightning indexer selects
+    ``index_topk`` of the 4:1 compressed entries), 128 heavily compressed attention (every 128:1 entry); every layer
+    also attends to its last ``sliding_window`` tokens. One KV head of ``head_dim`` (``num_key_value_heads`` 1),
+    low-rank queries, a grouped low-rank output projection, ``hc_mult`` residual copies mixed per layer, and a MoE
+    in every layer (the first ``num_hash_layers`` route by token hash: their token-to-expert table is not counted,
+    the others carry the router's correction bias of ``noaux_tc``)."""
+    d, layers = c.positive("hidden_size"), c.positive("num_hidden_layers")
+    heads, vocab = c.positive("num_attention_heads"), c.positive("vocab_size")
+    if c.integer("num_key_value_heads", default=1) != 1:
+        raise DataError(
+            f"{c.where}: key 'num_key_value_heads' must be 1: DeepSeek-V4 attention has one KV head"
+        )
+    hd, rope = c.positive("head_dim"), c.positive("qk_rope_head_dim")
+    if rope >= hd:
+        raise DataError(f"{c.where}: key 'qk_rope_head_dim' ({rope}) must be below 'head_dim' ({hd})")
+    q_rank, groups, o_rank = c.positive("q_lora_rank"), c.positive("o_groups"), c.positive("o_lora_rank")
+    if heads % groups:
+        raise DataError(f"{c.where}: key 'o_groups' ({groups}) does not divide the {heads} attention heads")
+    hc = c.positive("hc_mult")
+    window = c.positive("sliding_window")
+    mtp = c.integer("num_nextn_predict_layers", default=0)
+    ratios = c.int_list("compress_ratios", 0)
+    if len(ratios) != layers + mtp:
+        raise DataError(f"{c.where}: key 'compress_ratios' has {len(ratios)} entries; it needs one per layer, "
+                        f"{layers} ('num_hidden_layers') + {mtp} ('num_nextn_predict_layers')")  # fmt: skip
+    odd = sorted(set(ratios) - set(_V4_RATIOS))
+    if odd:
+        raise DataError(f"{c.where}: key 'compress_ratios' has ratio(s) {odd}; vLLM's DeepSeek-V4 layers take "
+                        f"{', '.join(map(str, _V4_RATIOS))}")  # fmt: skip
+    served = ratios[:layers]
+    n_csa, n_hca = served.count(CSA_RATIO), served.count(HCA_RATIO)
+    index: dict[str, int] = {}
+    if n_csa:
+        index = dict(index_heads=c.positive("index_n_heads"), index_head_dim=c.positive("index_head_dim"),
+                     index_topk=c.positive("index_topk"))  # fmt: skip
+    for key in ("attention_bias", "tie_word_embeddings"):
+        if bool(c.get(key, default=False)):
+            raise DataError(
+                f"{c.where}: key {key!r} true is not part of DeepSeek-V4 (vLLM builds none); refused"
+            )
+    act = c.get("hidden_act", default="silu")
+    if act != "silu":
+        raise DataError(f"{c.where}: key 'hidden_act' is {act!r}; vLLM's DeepSeek-V4 takes silu only")
+    n_exp, top_k = c.integer("n_routed_experts"), c.integer("num_experts_per_tok")
+    width, n_shared = c.positive("moe_intermediate_size"), c.integer("n_shared_experts", default=0)
+    if not 2 <= n_exp <= MAX_EXPERTS or not 1 <= top_k <= n_exp:
+        raise DataError(f"{c.where}: keys 'n_routed_experts' ({n_exp}) and 'num_experts_per_tok' ({top_k}): a "
+                        f"token is routed to 1 to {MAX_EXPERTS} experts among 2 or more")  # fmt: skip
+    hashed = c.integer("num_hash_layers", default=0)
+    if hashed > layers:
+        raise DataError(f"{c.where}: key 'num_hash_layers' ({hashed}) exceeds the {layers} layers")
+    bias = n_exp if c.get("topk_method") == "noaux_tc" else 0  # e_score_correction_bias, not in hash layers
+    expert = ffn_params(d, width)
+    per_layer = (compressed_attention_params(d, heads, hd, q_rank, groups, o_rank) + 2 * d
+                 + hyper_connection_params(d, hc) + router_params(d, n_exp) + n_shared * expert)  # fmt: skip
+    compress = n_csa * compressor_params(d, CSA_RATIO, hd) + n_hca * compressor_params(d, HCA_RATIO, hd)
+    indexers = n_csa * v4_indexer_params(
+        d, q_rank, index.get("index_heads", 0), index.get("index_head_dim", 0)
+    )
+    head = d + hc * hc * d + hc + 1  # the final norm and the hyper-connection head (``hc_head_*``)
+    embedding = 2 * vocab * d  # untied: the embedding and the LM head
+    experts = layers * n_exp * expert
+    total = embedding + head + layers * per_layer + (layers - hashed) * bias + compress + indexers + experts
+    return dict(n_layers=layers, hidden_size=d, n_heads=heads, n_kv_heads=1, head_dim=hd, ffn_size=width,
+                ffn_kind="gated", vocab_size=vocab, max_position=c.integer("max_position_embeddings", default=0),
+                n_experts=n_exp, experts_per_token=top_k, moe_ffn_size=width, n_shared_experts=n_shared,
+                shared_ffn_size=width if n_shared else 0, q_lora_rank=q_rank, qk_rope_head_dim=rope,
+                sliding_window=window, n_sliding_layers=layers, attention_sinks=True, n_indexer_layers=n_csa,
+                **index, n_csa_layers=n_csa, n_hca_layers=n_hca, o_groups=groups, o_lora_rank=o_rank,
+                hc_mult=hc, n_params=total, n_active_params=total - layers * (n_exp - top_k) * expert,
+                expert_params=experts, embedding_params=embedding)  # fmt: skip
+
+
+def _deepseek_v4_quantization(c: _Keys, side: str) -> str:
+    """A DeepSeek-V4 checkpoint's precision label (`slimlib.registry.precision`): vLLM serves ``quant_method``
+    fp8 of a ``deepseek_v4`` config as ``deepseek_v4_fp8`` (``DeepseekV4FP8Config.override_quantization_method``),
+    its linear layers fp8 with 128x128 block scales and its routed experts by ``expert_dtype`` (absent: fp4, as
+    vLLM defaults it): fp8, MXFP4 ("fp8-mxfp4-experts"), or NVFP4 where ``moe_quant_algo`` says so and the
+    ``hf_quant_config.json`` beside it is ModelOpt's MIXED_PRECISION ("fp8-nvfp4-experts"). SGLang's
+    ``deepseek_ref`` configs name no expert dtype: their experts are read at the fp8 of their
+    ``quantization_config``. `side`: the sibling file's value ('' for none)."""
+    qc = c.get("quantization_config")
+    if qc is None:
+        if side:
+            raise DataError(f"{c.where}: no 'quantization_config' beside an hf_quant_config.json ({side!r})")
+        return ""
+    if not isinstance(qc, dict) or str(qc.get("quant_method", "")).lower() != "fp8":
+        method = qc.get("quant_method") if isinstance(qc, dict) else qc
+        raise DataError(f"{c.where}: key 'quantization_config.quant_method' is {method!r}; vLLM serves DeepSeek-V4 "
+                        "checkpoints of fp8 linear layers only (deepseek_v4_fp8)")  # fmt: skip
+    moe = qc.get("moe_quant_algo")
+    if moe not in (None, "NVFP4"):
+        raise DataError(f"{c.where}: key 'quantization_config.moe_quant_algo' is {moe!r}, not NVFP4; refused")
+    if (side == "modelopt") != (moe == "NVFP4") or side not in ("", "modelopt"):
+        raise DataError(f"{c.where}: key 'quantization_config.moe_quant_algo' is {moe!r} but its "
+                        f"hf_quant_config.json says {side or 'nothing'!r}; NVFP4 experts come with ModelOpt's "
+                        "MIXED_PRECISION")  # fmt: skip
+    default = "fp4" if c.data.get("model_type") == "deepseek_v4" else "fp8"
+    experts = c.get("expert_dtype", default=default)
+    if experts not in ("fp4", "fp8"):
+        raise DataError(f"{c.where}: key 'expert_dtype' is {experts!r}; vLLM takes fp4 or fp8")
+    if experts == "fp8":
+        if moe:
+            raise DataError(f"{c.where}: key 'expert_dtype' fp8 with 'moe_quant_algo' {moe!r}; refused")
+        return "fp8"
+    return "fp8-nvfp4-experts" if moe else "fp8-mxfp4-experts"
+
+
 #: style -> its own reader (the styles whose layers are not one attention and one FFN of one shape)
 _OWN_READERS = {
     "mamba_hybrid": _read_mamba_hybrid,
     "heterogeneous": _read_heterogeneous,
     "per_kind_attention": _read_per_kind_attention,
     "gemma4": _read_gemma4,
+    "deepseek_v4": _read_deepseek_v4,
 }
 
 
@@ -1252,7 +1379,10 @@ def shapes_from_config(data: dict[str, Any], where: str, quantization: str = "")
     else:
         kw = _OWN_READERS[style](c) if style in _OWN_READERS else _read_classic(c, style)
     c.unread_structure()
-    own = _quantization(text.get("quantization_config"), where, "quantization_config")
+    if style == "deepseek_v4":
+        own, quantization = _deepseek_v4_quantization(c, quantization), ""
+    else:
+        own = _quantization(text.get("quantization_config"), where, "quantization_config")
     if own and quantization and own != quantization:
         raise DataError(
             f"{where}: key 'quantization_config' says {own!r} but its hf_quant_config.json says {quantization!r}"

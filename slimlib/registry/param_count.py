@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 __all__ = [
+    "CSA_RATIO",
+    "HCA_RATIO",
     "FFN_KINDS",
     "ParamCounts",
     "attention_params",
@@ -21,11 +23,19 @@ __all__ = [
     "gated_deltanet_params",
     "mamba2_params",
     "indexer_params",
+    "compressed_attention_params",
+    "compressor_params",
+    "v4_indexer_params",
+    "hyper_connection_params",
     "count_parameters",
     "count_decoder",
 ]
 
 FFN_KINDS = ("mlp", "gated")
+#: DeepSeek-V4's compression ratios (vLLM's ``deepseek_v4`` layers take 0, 4 or 128): compressed sparse attention
+#: (CSA, with a lightning indexer) and heavily compressed attention (HCA); 0 is a sliding-window-only layer
+CSA_RATIO = 4
+HCA_RATIO = 128
 
 
 def attention_params(
@@ -105,6 +115,47 @@ def indexer_params(d: int, q_lora_rank: int, heads: int, head_dim: int) -> int:
     query latent ``r_q H_i d_i``, one key head ``D d_i`` with a LayerNorm ``2 d_i``, and the per-head weights
     ``D H_i``."""
     return q_lora_rank * heads * head_dim + d * head_dim + 2 * head_dim + d * heads
+
+
+def compressed_attention_params(
+    d: int, n_heads: int, head_dim: int, q_lora_rank: int, o_groups: int, o_lora_rank: int
+) -> int:
+    """Parameters of one DeepSeek-V4 attention block without its compressor and indexer (vLLM's
+    ``DeepseekV4Attention``): the query down-projection and the single KV head ``D (r_q + d_h)``, their norms
+    ``r_q + d_h``, the query up-projection ``r_q H d_h``, the grouped low-rank output ``H d_h r_o`` (each of the
+    ``g`` groups maps its ``H d_h / g`` values to ``r_o``) and ``g r_o D``, and one sink logit per head ``H``."""
+    return (
+        d * (q_lora_rank + head_dim)
+        + q_lora_rank
+        + head_dim
+        + q_lora_rank * n_heads * head_dim
+        + n_heads * head_dim * o_lora_rank
+        + o_groups * o_lora_rank * d
+        + n_heads
+    )
+
+
+def compressor_params(d: int, ratio: int, width: int) -> int:
+    """Parameters of one DeepSeek-V4 KV compressor of `ratio` tokens to one entry of `width` (vLLM's
+    ``DeepseekCompressor``): with ``c`` = 2 for the overlapping 4:1 compressor, else 1, the position bias
+    ``ratio c w``, the KV and gate projections ``2 D c w`` and the entry's RMS norm ``w``."""
+    overlap = 2 if ratio == 4 else 1
+    return ratio * overlap * width + 2 * d * overlap * width + width
+
+
+def v4_indexer_params(d: int, q_lora_rank: int, heads: int, head_dim: int) -> int:
+    """Parameters of one DeepSeek-V4 lightning indexer (vLLM's ``DeepseekV4Indexer``): its queries from the query
+    latent ``r_q H_i d_i``, the per-head weights ``D H_i``, a LayerNorm ``2 d_i`` and a 4:1 compressor of its keys
+    (`compressor_params` at width ``d_i``) in place of DeepSeek-V3.2's key projection."""
+    return q_lora_rank * heads * head_dim + d * heads + 2 * head_dim + compressor_params(d, 4, head_dim)
+
+
+def hyper_connection_params(d: int, mult: int) -> int:
+    """Parameters of one layer's hyper-connections (vLLM's ``DeepseekV4DecoderLayer``), before the attention and
+    before the FFN: each a mixing projection ``(2 + n) n x n D`` of the ``n`` = `mult` residual copies, its bias
+    ``(2 + n) n`` and 3 scales."""
+    mix = (2 + mult) * mult
+    return 2 * (mix * mult * d + mix + 3)
 
 
 def ffn_params(d: int, width: int, ffn_kind: str = "gated", bias: bool = False) -> int:

@@ -73,6 +73,18 @@ STATED: dict[str, tuple[float, float | None, bool, str]] = {
         "DeepSeek-V3.2 model card: 685B with the 14B multi-token-prediction module "
         "(DeepSeek-V3's split: 671B + 14B)",
     ),  # fmt: skip
+    "DeepSeek-V4-Flash": (
+        284e9,
+        13e9,
+        True,
+        "DeepSeek-V4 model card: 284B total, 13B activated (active: no input embedding)",
+    ),
+    "DeepSeek-V4-Pro": (
+        1.6e12,
+        49e9,
+        True,
+        "DeepSeek-V4 model card: 1.6T total, 49B activated (active: no input embedding)",
+    ),
     "GLM-5": (
         744e9,
         40e9,

@@ -11,6 +11,9 @@ Bytes per element and the tensor peak each precision runs its GEMMs at (`GPU.pea
   ``modelopt_fp4``, ``mxfp4``): 0.5 byte, the fp4 peak where the GPU has one, else the fp16 peak (weight-only);
 - ``w4a16`` (and ``w4a16-experts``, the routed experts only): a compressed-tensors checkpoint of 4-bit integer
   weights with 16-bit activations (vLLM's ``compressed-tensors`` method): 0.5 byte, always the fp16 peak;
+- ``fp8-mxfp4-experts`` and ``fp8-nvfp4-experts``: a DeepSeek-V4 checkpoint (vLLM's ``deepseek_v4_fp8`` method,
+  which vLLM picks itself for the checkpoint): 1 byte per linear-layer weight, 0.5 byte per routed-expert weight
+  (MXFP4 with e8m0 scales per 32, or NVIDIA's NVFP4 per 16; scales not counted), GEMMs at the fp8 peak;
 - ``kv_cache_dtype`` ``auto`` (as ``dtype``), ``fp8``/``fp8_e4m3``/``fp8_e5m2``: 1 byte per KV element (Eq. 11's
   ``b_kv``).
 """
@@ -24,6 +27,7 @@ __all__ = [
     "DTYPES",
     "QUANTIZATIONS",
     "VLLM_QUANTIZATION",
+    "FP4_EXPERTS",
     "KV_CACHE_DTYPES",
     "dtype_bytes",
     "weight_precision",
@@ -48,11 +52,16 @@ QUANTIZATIONS = {
     "mxfp4": "fp4",
     "w4a16": "int4",
     "w4a16-experts": "int4",
+    "fp8-mxfp4-experts": "fp8",
+    "fp8-nvfp4-experts": "fp8",
 }
+#: --quantization values whose routed experts are 4-bit (0.5 byte) beside fp8 linear layers (DeepSeek-V4)
+FP4_EXPERTS = ("fp8-mxfp4-experts", "fp8-nvfp4-experts")
 #: --quantization values -> the flag vLLM takes for them: SLIM's ``fp4`` and ``nvfp4`` are NVIDIA's NVFP4, which vLLM
 #: serves from a ModelOpt checkpoint as ``modelopt_fp4`` (vLLM has no ``fp4`` or ``nvfp4`` value)
 VLLM_QUANTIZATION = {"fp8": "fp8", "fp4": "modelopt_fp4", "nvfp4": "modelopt_fp4", "modelopt_fp4": "modelopt_fp4",
-                     "mxfp4": "mxfp4", "w4a16": "compressed-tensors", "w4a16-experts": "compressed-tensors"}  # fmt: skip
+                     "mxfp4": "mxfp4", "w4a16": "compressed-tensors", "w4a16-experts": "compressed-tensors",
+                     "fp8-mxfp4-experts": "deepseek_v4_fp8", "fp8-nvfp4-experts": "deepseek_v4_fp8"}  # fmt: skip
 #: --kv-cache-dtype values -> bytes per element (None: the serving dtype)
 KV_CACHE_DTYPES: dict[str, float | None] = {"auto": None, "fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1}
 #: kernel-table dtype (AIConfigurator's, and ROCm aiter's as `slimlib.data.aiter` names them) -> (vLLM

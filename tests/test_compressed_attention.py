@@ -1,0 +1,142 @@
+"""DeepSeek-V4 compressed attention (Flash, Pro and their NVIDIA and SGLang checkpoints): the layer kinds and exact
+parameter counts by hand from the config numbers, the checkpoints' precisions, and the refusals of inconsistent
+layouts."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from config_files import write_config
+from shared_paths import RAW, needs
+
+from slimlib.errors import DataError
+from slimlib.registry.architectures import architecture_from_config
+
+CONFIGS = RAW / "aiconfigurator-kernels" / "aiconfigurator_core" / "model_configs"
+pytestmark = needs(CONFIGS, "AIConfigurator model_configs mirror")
+FLASH = CONFIGS / "deepseek-ai--DeepSeek-V4-Flash_config.json"
+PRO = CONFIGS / "deepseek-ai--DeepSeek-V4-Pro_config.json"
+
+
+def _config(path) -> dict:
+    return json.loads(path.read_text())
+
+
+def _hand_count(d, heads, q_rank, groups, o_rank, experts, width, top_k, vocab, csa, hca, swa):
+    """Parameters written out from vLLM's deepseek_v4.py modules (total, active), head_dim 512, one shared expert,
+    hc_mult 4, indexer 64 heads of 128, 3 hash-routed layers, noaux_tc."""
+    hd, hc, ih, iw, layers = 512, 4, 64, 128, csa + hca + swa
+    attention = (
+        d * q_rank  # wq_a (fused with wkv)
+        + d * hd  # wkv: the one KV head
+        + q_rank + hd  # q_norm, kv_norm
+        + q_rank * heads * hd  # wq_b
+        + heads * hd * o_rank  # wo_a: each of the groups maps heads * hd / groups values to o_rank
+        + groups * o_rank * d  # wo_b
+        + heads  # attn_sink
+    )  # fmt: skip
+    mix = (2 + hc) * hc
+    hyper = 2 * (mix * hc * d + mix + 3)  # hc_attn_* and hc_ffn_*: fn (mix x hc d), base (mix), scale (3)
+    expert = 3 * d * width  # w1, w2, w3
+    layer = attention + 2 * d + hyper + d * experts + expert  # attn_norm, ffn_norm, gate, the shared expert
+    # compressors: ape (ratio x c hd), wkv + wgate (c hd each; c = 2 for the overlapping 4:1 one), norm
+    csa_compressor = 4 * 2 * hd + d * 2 * 2 * hd + hd
+    hca_compressor = 128 * hd + d * 2 * hd + hd
+    # indexer: wq_b, weights_proj, k_norm (weight, bias), its 4:1 compressor of width 128
+    indexer = q_rank * ih * iw + d * ih + 2 * iw + (4 * 2 * iw + d * 2 * 2 * iw + iw)
+    total = (
+        2 * vocab * d  # embedding and the untied LM head
+        + d + hc * hc * d + hc + 1  # final norm, hc_head fn / base / scale
+        + layers * (layer + experts * expert)
+        + (layers - 3) * experts  # e_score_correction_bias outside the hash-routed layers
+        + csa * (csa_compressor + indexer) + hca * hca_compressor
+    )  # fmt: skip
+    return total, total - layers * (experts - top_k) * expert
+
+
+def test_flash_and_pro_by_hand():
+    """Flash 284.33B total, 13.27B active without the input embedding (card: 284B, 13B); Pro 1,573.0B and 48.86B
+    (card: 1.6T, 49B); without either embedding 12.74B and 47.93B active."""
+    flash, pro = architecture_from_config(FLASH), architecture_from_config(PRO)
+    total, active = _hand_count(4096, 64, 1024, 8, 1024, 256, 2048, 6, 129280, csa=21, hca=20, swa=2)
+    assert (flash.n_params, flash.n_active_params) == (total, active)
+    assert flash.n_params == pytest.approx(284e9, rel=0.03)
+    assert flash.n_active_params - 129280 * 4096 == pytest.approx(13e9, rel=0.03)
+    total, active = _hand_count(7168, 128, 1536, 16, 1024, 384, 3072, 6, 129280, csa=30, hca=31, swa=0)
+    assert (pro.n_params, pro.n_active_params) == (total, active)
+    assert pro.n_params == pytest.approx(1.6e12, rel=0.03)
+    assert pro.n_active_params - 129280 * 7168 == pytest.approx(49e9, rel=0.03)
+    assert pro.expert_params == 61 * 384 * 3 * 7168 * 3072
+
+
+def test_layer_kinds_leave_the_mtp_layer_out():
+    ratios = _config(FLASH)["compress_ratios"]  # 44: 43 layers and the multi-token-prediction layer
+    a = architecture_from_config(FLASH)
+    assert len(ratios) == 44 and a.n_layers == 43
+    assert (a.n_csa_layers, a.n_hca_layers, a.n_layers - a.n_csa_layers - a.n_hca_layers) == (21, 20, 2)
+    assert (a.sliding_window, a.n_sliding_layers, a.n_indexer_layers, a.index_topk) == (128, 43, 21, 512)
+    assert (a.n_kv_heads, a.head_dim, a.o_groups, a.hc_mult, a.n_moe_layers) == (1, 512, 8, 4, 43)
+    pro = architecture_from_config(PRO)
+    assert (pro.n_csa_layers, pro.n_hca_layers, pro.index_topk) == (30, 31, 1024)
+
+
+@pytest.mark.parametrize(
+    "name, quantization",
+    [
+        ("deepseek-ai--DeepSeek-V4-Flash", "fp8-mxfp4-experts"),  # expert_dtype fp4: vLLM's MXFP4 experts
+        ("deepseek-ai--DeepSeek-V4-Pro", "fp8-mxfp4-experts"),
+        ("nvidia--DeepSeek-V4-Flash-NVFP4", "fp8-nvfp4-experts"),  # moe_quant_algo NVFP4 + MIXED_PRECISION
+        ("nvidia--DeepSeek-V4-Pro-NVFP4", "fp8-nvfp4-experts"),
+        # SGLang's deepseek_ref: no expert dtype, fp8 throughout
+        ("sgl-project--DeepSeek-V4-Flash-FP8", "fp8"),
+        ("sgl-project--DeepSeek-V4-Pro-FP8", "fp8"),
+    ],
+)
+def test_each_checkpoint_is_read_with_its_precision(name, quantization):
+    a = architecture_from_config(CONFIGS / f"{name}_config.json")
+    flash = architecture_from_config(FLASH if "Flash" in name else PRO)
+    assert a.quantization == quantization and a.n_params == flash.n_params
+
+
+def _edit(tmp_path, **changes):
+    data = {**_config(FLASH), **changes}
+    return write_config(tmp_path, {k: v for k, v in data.items() if v is not None})
+
+
+@pytest.mark.parametrize(
+    "changes, key",
+    [
+        ({"compress_ratios": [0, 4, 128]}, "'compress_ratios'"),  # not one per layer and MTP layer
+        ({"num_nextn_predict_layers": 0}, "'compress_ratios'"),
+        ({"compress_ratios": [0, 0] + [8, 128] * 21}, "'compress_ratios'"),  # a ratio vLLM does not take
+        ({"compress_ratios": "4"}, "'compress_ratios'"),
+        ({"hc_mult": 0}, "'hc_mult'"),
+        ({"hc_mult": -1}, "'hc_mult'"),
+        ({"num_key_value_heads": 2}, "'num_key_value_heads'"),
+        ({"o_groups": 7}, "'o_groups'"),
+        ({"qk_rope_head_dim": 512}, "'qk_rope_head_dim'"),
+        ({"num_hash_layers": 50}, "'num_hash_layers'"),
+        ({"tie_word_embeddings": True}, "'tie_word_embeddings'"),
+        ({"index_topk": None}, "'index_topk'"),
+        ({"first_k_dense_replace": 3}, "'first_k_dense_replace'"),
+        ({"expert_dtype": "int4"}, "'expert_dtype'"),
+        ({"quantization_config": {"quant_method": "awq"}}, "'quantization_config.quant_method'"),
+    ],
+)
+def test_inconsistent_configs_are_refused_naming_the_key(tmp_path, changes, key):
+    path = _edit(tmp_path, **changes)
+    with pytest.raises(DataError) as err:
+        architecture_from_config(path)
+    msg = str(err.value)
+    assert key in msg and str(path) in msg and "\n" not in msg
+
+
+def test_nvfp4_experts_need_the_mixed_precision_side_file(tmp_path):
+    data = _config(CONFIGS / "nvidia--DeepSeek-V4-Flash-NVFP4_config.json")
+    path = write_config(tmp_path, data)  # no hf_quant_config.json beside it
+    with pytest.raises(DataError, match="moe_quant_algo"):
+        architecture_from_config(path)
+    side = json.loads((CONFIGS / "nvidia--DeepSeek-V4-Flash-NVFP4_hf_quant_config.json").read_text())
+    write_config(tmp_path, side, "hf_quant_config.json")
+    assert architecture_from_config(path).quantization == "fp8-nvfp4-experts"
