@@ -196,3 +196,15 @@ def test_dsa_parser_refuses_a_model_it_has_no_heads_for(tmp_path):
         build_layer_tables(root)
     msg = str(err.value)
     assert "dsa_generation_module_perf.parquet: row 5: model 'someone/Other-DSA'" in msg and "\n" not in msg
+
+
+def test_the_pool_holds_the_latent_of_every_token_not_only_the_read_one():
+    """The KV capacity counts what a sparse model's cache holds per token (every token's latent and indexer key:
+    61 x (656 + 132) bytes at fp8 on Hopper), not the part a decode step reads for every token (the indexer keys)."""
+    df = pd.DataFrame({"model": ["deepseek-v3.2"], "batch_size": [8], "input_len": [8000], "output_len": [1000],
+                       "tensor_parallel": [8], "gpu": ["h200"], "kv_cache_dtype": ["fp8"]})  # fmt: skip
+    f = model_features(df)
+    s = serving_config(architecture_from_config(CONFIGS / "deepseek-ai--DeepSeek-V3.2_config.json"), "h200",
+                       tensor_parallel=8, kv_cache_dtype="fp8")  # fmt: skip
+    assert f["kv_bytes_per_token"][0] == 61 * (656 + 132)
+    assert f["kv_token_capacity"][0] == pytest.approx(s.kv_pool / (61 * (656 + 132)))

@@ -343,7 +343,9 @@ def model_features(df: pd.DataFrame, gpu: GPU | str | None = None) -> Features:
     ctx = np.maximum(feats["input_len"] + feats["output_len"], 1.0)
     window = col["sliding_window"]
     share = np.where(window > 0, np.minimum(ctx, window) / ctx, 1.0)
-    per_token = col["attn_bytes_per_context_token"] + col["attn_bytes_per_window_token"] * share
+    # held, not read: a sparse attention holds the latent of every token though it reads the selected ones
+    held_per_token = col["attn_bytes_per_context_token"] + col["attn_bytes_per_selected_token"]
+    per_token = held_per_token + col["attn_bytes_per_window_token"] * share
     hybrid = col["state_groups"] > 0
     state_tokens = np.zeros(np.shape(ctx))
     if hybrid.any():  # a hybrid's blocks and state pages (`slimlib.model.serving.hybrid_request_bytes`)
