@@ -1,17 +1,24 @@
 """DeepSeek-V4 compressed attention (Flash, Pro and their NVIDIA and SGLang checkpoints): the layer kinds and exact
-parameter counts by hand from the config numbers, the checkpoints' precisions, and the refusals of inconsistent
-layouts."""
+parameter counts by hand from the config numbers, the checkpoints' precisions, the refusals of inconsistent
+layouts, and the served cache, weights, decode reads and prompt pairs."""
 
 from __future__ import annotations
 
 import json
 
+import numpy as np
+import pandas as pd
 import pytest
 from config_files import write_config
 from shared_paths import RAW, needs
 
 from slimlib.errors import DataError
+from slimlib.model import equations as eq
+from slimlib.model.features import model_features, refuse_unread_layers
+from slimlib.model.serving import serving_config
+from slimlib.model.terms.recommended import attention_bytes
 from slimlib.registry.architectures import architecture_from_config
+from slimlib.registry.gpus import get_gpu
 
 CONFIGS = RAW / "aiconfigurator-kernels" / "aiconfigurator_core" / "model_configs"
 pytestmark = needs(CONFIGS, "AIConfigurator model_configs mirror")
@@ -140,3 +147,99 @@ def test_nvfp4_experts_need_the_mixed_precision_side_file(tmp_path):
     side = json.loads((CONFIGS / "nvidia--DeepSeek-V4-Flash-NVFP4_hf_quant_config.json").read_text())
     write_config(tmp_path, side, "hf_quant_config.json")
     assert architecture_from_config(path).quantization == "fp8-nvfp4-experts"
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Serving: vLLM's cache (584-byte fp8_ds_mla entries, 132-byte indexer keys, float32 compressor state), weights
+# ---------------------------------------------------------------------------------------------------------------
+#: per token: 20 HCA layers' 584-byte entry per 128 tokens, 21 CSA layers' entry and 132-byte indexer key per 4
+FLASH_KV_PER_TOKEN = 20 * 584 / 128 + 21 * 584 / 4 + 21 * 132 / 4
+#: per sequence: the compressors' float32 state of KV and score (c = 2 overlapping for 4:1): CSA (2 x 4 tokens of
+#: 2 x 2 x 512) and its indexer's (of 2 x 2 x 128), HCA (128 tokens of 2 x 512)
+FLASH_STATE = 21 * (8 * 2048 * 4 + 8 * 512 * 4) + 20 * (128 * 1024 * 4)
+
+
+def test_flash_cache_by_hand():
+    a = architecture_from_config(FLASH)
+    for tp in (1, 8):  # one KV head: the cache is whole on every rank
+        s = serving_config(a, "h200", tensor_parallel=tp)
+        assert s.kv_bytes_full == FLASH_KV_PER_TOKEN == 3850.25
+        assert (s.kv_bytes_window, s.sliding_window) == (43 * 584, 128)
+        assert s.sequence_bytes == FLASH_STATE == 12_206_080
+        assert (s.kv_bytes_selected, s.sparse_topk) == (21 * 584 / 4, 4 * 512)
+    c = np.array([100, 1000])
+    want = c * FLASH_KV_PER_TOKEN + np.minimum(c, 128) * 43 * 584 + FLASH_STATE
+    assert np.allclose(s.kv_bytes(c), want)
+    pro = serving_config(architecture_from_config(PRO), "h200", tensor_parallel=8)
+    assert pro.kv_bytes_full == 31 * 584 / 128 + 30 * (584 + 132) / 4
+    assert pro.sequence_bytes == 30 * (8 * 2048 * 4 + 8 * 512 * 4) + 31 * 128 * 1024 * 4
+
+
+def test_weights_fp8_with_4_bit_experts():
+    a = architecture_from_config(FLASH)
+    experts = 43 * 256 * 3 * 4096 * 2048
+    emb = 2 * 129280 * 4096
+    for q in (None, "fp8"):  # fp8 asked of the checkpoint keeps its 4-bit experts
+        s = serving_config(a, "h200", tensor_parallel=8, expert_parallel=8, quantization=q)
+        assert s.quantization == "fp8-mxfp4-experts" and s.expert_weights == experts * 0.5 / 8
+        replicated = a.indexer_params  # indexers, compressors, the query / KV down-projections: on every rank
+        dense = emb * 2 + (a.n_params - emb - experts) * 1.0
+        assert s.dense_weights == pytest.approx(dense / 8 + replicated * (1 - 1 / 8))
+    sgl = architecture_from_config(CONFIGS / "sgl-project--DeepSeek-V4-Flash-FP8_config.json")
+    assert serving_config(sgl, "h200", tensor_parallel=8).expert_weights == experts * 1.0 / 8
+
+
+def test_replicated_parameters_by_hand():
+    a = architecture_from_config(FLASH)
+    d, q, hd = 4096, 1024, 512
+    indexer = q * 64 * 128 + d * 64 + 2 * 128 + (4 * 2 * 128 + d * 2 * 2 * 128 + 128)
+    csa = 4 * 2 * hd + d * 2 * 2 * hd + hd
+    hca = 128 * hd + d * 2 * hd + hd
+    assert a.indexer_params == 21 * (indexer + csa) + 20 * hca + 43 * d * (q + hd)
+    s = serving_config(a, "h200", tensor_parallel=8)
+    split = a.n_active_params - 2 * 129280 * d - a.indexer_params
+    assert s.linear_flops_per_token == pytest.approx(2 * split / 8 + 2 * a.indexer_params)
+
+
+def test_tensor_parallel_must_split_the_output_groups():
+    with pytest.raises(DataError, match="o_groups"):
+        serving_config(architecture_from_config(FLASH), "h200", tensor_parallel=16)
+
+
+def test_decode_reads_window_selection_hca_entries_and_indexer_keys():
+    df = pd.DataFrame({"model": [str(FLASH)] * 2, "batch_size": [1, 1], "input_len": [100, 8000],
+                       "output_len": [2, 2], "gpu": ["h200"] * 2, "tensor_parallel": [8, 8]})  # fmt: skip
+    f = model_features(df)
+    got = attention_bytes(f, get_gpu("h200"))
+    for i, il in enumerate((100, 8000)):
+        want = 0.0
+        for c in (il + 1, il + 2):  # the context of each decode step
+            want += c * (20 * 584 / 128 + 21 * 132 / 4)  # every HCA entry and every indexer key
+            want += min(c, 128) * 43 * 584  # each layer's window
+            want += min(c / 4, 512) * 21 * 584  # the top-k compressed entries of each CSA layer
+        assert got[i] == pytest.approx(want)
+    # the pool: what a row's context holds per token, the compressor state spread over it
+    c = 8002.0
+    held = FLASH_KV_PER_TOKEN + 128 * 43 * 584 / c + FLASH_STATE / c
+    assert f["kv_bytes_per_token"][1] == pytest.approx(held)
+    assert (
+        f["latent_attention"][0] == 1
+    )  # one KV head read once for all query heads: no paged-attention widening
+
+
+def test_prompt_pairs_by_hand():
+    il = 1000.0
+    window = 128 * 129 / 2 + (il - 128) * 128  # sum_i min(i, 128)
+    selected = il * (il + 1) / 2 / 4  # sum_i min(i / 4, 512): never capped below 2048 tokens
+    full = il * (il + 1) / 2
+    want = (window + 21 / 43 * selected + 20 / 43 * full / 128) / full
+    got = eq.compressed_pair_share(il, 128, 2048, 21 / 43, 20 / 43)
+    assert float(got) == pytest.approx(want)
+    assert float(eq.compressed_pair_share(100.0, 128, 0, 0.0, 0.0)) == pytest.approx(1.0)  # all in the window
+
+
+def test_methods_without_the_compressed_terms_refuse_it():
+    df = pd.DataFrame({"model": [str(FLASH)], "batch_size": [1], "input_len": [100], "output_len": [2],
+                       "gpu": ["h200"], "tensor_parallel": [8]})  # fmt: skip
+    with pytest.raises(DataError, match="DeepSeek"):
+        refuse_unread_layers(model_features(df), "paper", ("attn_bytes_per_context_token",))

@@ -19,8 +19,10 @@ from slimlib.registry.gpus import get_gpu, list_gpus
 MODELS_EXAMPLES = """\
 columns: params_b / active_b (all parameters / those one token uses, 1e9), experts (routed / per token), d_kv =
 n_kv_heads * head_dim (Eq. 4), kv_kib_per_token = KV bytes per token of vLLM's default serving configuration (one
-GPU, the config's 16-bit dtype: L x (2 d_kv, or MLA's latent + RoPE key) x 2 bytes) / 1024, window (sliding-window
-tokens x layers), quant (the checkpoint's own --quantization).
+GPU, the config's 16-bit dtype: L x (2 d_kv, or MLA's latent + RoPE key) x 2 bytes; DeepSeek-V4: its fp8 entries,
+compressed entries and indexer keys per token with its windows counted whole) / 1024, state_mib_per_seq (a hybrid's
+linear-attention state, DeepSeek-V4's compressor state), window (sliding-window tokens x layers), quant (the
+checkpoint's own --quantization).
 Shapes come from each model's Hugging Face config.json (csv/json output carry the URL in `source`).
 
 examples:
@@ -110,7 +112,8 @@ def _cmd_models(args: argparse.Namespace) -> int:
     configs = [serving_config(get_architecture(n)) for n in names]
     at = list(df.columns).index("weight_bytes") + 1
     df.insert(at, "kv_bytes_per_token", [round(s.kv_bytes_per_token) for s in configs])
-    df.insert(at + 1, "state_bytes_per_sequence", [round(s.state_bytes) for s in configs])
+    # a hybrid's linear-attention state, DeepSeek-V4's compressor state
+    df.insert(at + 1, "state_bytes_per_sequence", [round(s.state_bytes + s.sequence_bytes) for s in configs])
     if args.format != "table":
         _write_records(df, args.format)
         return 0
@@ -138,7 +141,12 @@ def _cmd_models(args: argparse.Namespace) -> int:
 
 
 def _layer_kinds(row: Any) -> str:
-    """Layer-kind counts of one `list_architectures` row, e.g. "16 full + 48 linear" ("mamba2" for Mamba-2)."""
+    """Layer-kind counts of one `list_architectures` row, e.g. "16 full + 48 linear" ("mamba2" for Mamba-2);
+    DeepSeek-V4's "2 sliding + 21 csa + 20 hca" (every layer has the window; csa and hca also compressed)."""
+    if row.n_csa_layers or row.n_hca_layers:
+        window = row.n_layers - row.n_csa_layers - row.n_hca_layers
+        kinds = {"sliding": window, "csa": row.n_csa_layers, "hca": row.n_hca_layers}
+        return " + ".join(f"{n} {kind}" for kind, n in kinds.items() if n)
     linear = "mamba2" if row.linear_kind == "mamba2" else "linear"
     kinds = {"sliding": row.n_sliding_layers, linear: row.n_linear_layers, "ffn-only": row.n_mixerless_layers}
     full = row.n_layers - sum(kinds.values())

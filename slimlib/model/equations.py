@@ -201,6 +201,29 @@ def sparse_pair_share(input_len: ArrayLike, topk: ArrayLike) -> FloatArray:
         return cast(FloatArray, np.where(sparse, pairs / (il * (il + 1.0) / 2.0), 1.0))
 
 
+def compressed_pair_share(
+    input_len: ArrayLike,
+    window: ArrayLike,
+    topk: ArrayLike,
+    csa_share: ArrayLike,
+    hca_share: ArrayLike,
+    csa_ratio: float = 4.0,
+    hca_ratio: float = 128.0,
+) -> FloatArray:
+    """Share of a causal prompt's (query, key) pairs DeepSeek-V4's attention computes, averaged over the layers
+    (beyond the paper): every layer attends to the last ``W`` tokens, ``S(W) = sum_i min(i, W)`` pairs
+    (`window_scan_tokens`); a CSA layer (share `csa_share`) also to at most ``k`` of its ``i / 4`` compressed
+    entries, ``S(4 k) / 4`` (`topk` counted in tokens, ``4 k``); an HCA layer (`hca_share`) to all its ``i / 128``
+    entries, ``S / 128``; over ``S = IL (IL + 1) / 2``. Equals 1 for a window-only model of ``W >= IL``."""
+    il = np.asarray(input_len, dtype=float)
+    full = np.maximum(il * (il + 1.0) / 2.0, 1.0)
+    zero = np.zeros(np.shape(il))
+    pairs = window_scan_tokens(zero, il, window)
+    pairs = pairs + np.asarray(csa_share, dtype=float) * window_scan_tokens(zero, il, topk) / csa_ratio
+    pairs = pairs + np.asarray(hca_share, dtype=float) * full / hca_ratio
+    return np.asarray(pairs / full, dtype=float)
+
+
 def e2e_latency(prefill_s: ArrayLike, decode_s: ArrayLike, t_fixed: ArrayLike) -> FloatArray:
     """End-to-end batch latency ``E2E = T_pre + T_dec + t_fixed`` (Eq. 5)."""
     return cast(

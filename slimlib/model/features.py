@@ -18,9 +18,16 @@ import pandas as pd
 
 from slimlib.errors import DataError, UnknownNameError
 from slimlib.model.parallel import split_features, tensor_parallel_column
-from slimlib.model.serving import ServingConfig, hybrid_request_bytes, kv_heads_per_rank, serving_config
+from slimlib.model.serving import (
+    V4_ENTRY_BYTES,
+    ServingConfig,
+    hybrid_request_bytes,
+    kv_heads_per_rank,
+    serving_config,
+)
 from slimlib.registry.architectures import Architecture, get_architecture
 from slimlib.registry.gpus import GPU, get_gpu
+from slimlib.registry.param_count import CSA_RATIO
 from slimlib.registry.precision import precision_peak
 from slimlib.schema import ENGINE_COLUMNS, PRECISION_COLUMNS, row_label
 
@@ -58,7 +65,9 @@ Features = dict[str, FloatArray]
 #: indexer's keys, read for every token), ``indexer_width`` (the indexer's prompt FLOPs per (query, key) pair and
 #: layer, averaged over the layers, in Eq. 8's ``a D`` units: ``H_i d_i / 2``; replicated on every rank),
 #: ``attention_width`` (a prompt's attention FLOPs per (query, key) pair and layer in the same units,
-#: `attention_width`). `model_features` adds
+#: `attention_width`); DeepSeek-V4: ``csa_layer_share`` and ``hca_layer_share`` (the shares of the layers with 4:1
+#: compressed sparse and 128:1 heavily compressed attention; every layer also attends to its window),
+#: ``sequence_bytes`` (the compressors' state one sequence holds, `ServingConfig.sequence_bytes`). `model_features` adds
 #: ``tensor_parallel``, ``n_layers_total``, ``batch_size``, ``input_len``, ``output_len``.
 FEATURE_NAMES = (
     "n_layers",
@@ -100,6 +109,9 @@ FEATURE_NAMES = (
     "attn_bytes_per_selected_token",
     "indexer_width",
     "attention_width",
+    "csa_layer_share",
+    "hca_layer_share",
+    "sequence_bytes",
 )
 _PRECISION_CODE = {"none": 0.0, "fp8": 1.0, "fp4": 2.0, "int4": 3.0}
 _CODE_PRECISION = {v: k for k, v in _PRECISION_CODE.items()}
@@ -121,8 +133,14 @@ def attention_intensity(a: Architecture, s: ServingConfig) -> float:
     counted): MHA/GQA ``4 (H_q / p) d_h / (2 max(H_kv // p, 1) d_h b_kv)`` (scores and values of each query head
     over its KV head's keys and values); MLA ``2 (H / p) (2 kv_lora_rank + rope) / ((kv_lora_rank + rope) b_kv)``
     (the absorbed attention: scores over the latent and rope part, values over the latent, one latent read for
-    all heads)."""
+    all heads); DeepSeek-V4 ``4 H' d_h / 584`` over its 584-byte entries (scores and values over the one
+    ``d_h``-wide KV head, ``H'`` the heads per rank padded to 64 or 128 as vLLM's FlashMLA runs them)."""
     heads = a.n_heads / s.tensor_parallel
+    if (
+        a.is_compressed
+    ):  # scores and values over each 512-wide entry, for FlashMLA's heads padded to 64 or 128
+        padded = 64.0 if heads <= 64 else 128.0
+        return 4.0 * padded * a.head_dim / float(V4_ENTRY_BYTES)
     if a.is_mla:
         latent = float(a.kv_lora_rank + a.qk_rope_head_dim)
         return 2.0 * heads * (latent + a.kv_lora_rank) / (latent * s.kv_bytes_per_element)
@@ -134,7 +152,10 @@ def attention_width(a: Architecture) -> float:
     """A prompt's attention FLOPs per (query, key) pair and layer over 4 (Eq. 8's ``D`` for MHA/GQA, as the paper
     counts it; ``H (d_h + d_v) / 2`` where the value heads have their own width); latent attention ``H (d_qk + d_v) / 2``: dense MLA's prefill in its expanded form (``d_qk`` = nope +
     rope head width, ``d_v`` the value head width), sparse MLA in its absorbed form over the latent (``d_qk`` =
-    ``kv_lora_rank`` + rope, ``d_v`` = ``kv_lora_rank``), as vLLM runs them."""
+    ``kv_lora_rank`` + rope, ``d_v`` = ``kv_lora_rank``), as vLLM runs them; DeepSeek-V4 ``H d_h`` (its one KV
+    head is the key and the value)."""
+    if a.is_compressed:  # one KV head of d_h for keys and values: 2 H d_h + 2 H d_h per pair
+        return float(a.n_heads * a.head_dim)
     if a.is_sparse:
         return a.n_heads * (2 * a.kv_lora_rank + a.qk_rope_head_dim) / 2.0
     if a.is_mla:
@@ -177,7 +198,7 @@ def _config_row(a: Architecture, s: ServingConfig) -> list[float]:
         "n_experts_per_gpu": s.n_experts_per_gpu,
         "linear_flops_per_token": s.linear_flops_per_token,
         "lm_head_flops_per_token": s.lm_head_flops_per_token,
-        "latent_attention": float(a.is_mla),
+        "latent_attention": float(a.is_mla or a.is_compressed),
         "bytes_per_weight": s.bytes_per_weight,
         "attn_flops_per_kv_byte": attention_intensity(a, s),
         "max_model_len": float(a.max_position or 0),
@@ -191,8 +212,17 @@ def _config_row(a: Architecture, s: ServingConfig) -> list[float]:
         "state_groups": s.state_groups,
         "attention_topk": s.sparse_topk,
         "attn_bytes_per_selected_token": s.kv_bytes_selected,
-        "indexer_width": a.n_indexer_layers / a.n_layers * a.index_heads * a.index_head_dim / 2.0,
+        # a DeepSeek-V4 indexer scores one compressed key per 4 tokens: a quarter of the causal pairs
+        "indexer_width": a.n_indexer_layers
+        / a.n_layers
+        * a.index_heads
+        * a.index_head_dim
+        / 2.0
+        / (CSA_RATIO if a.is_compressed else 1),
         "attention_width": attention_width(a),
+        "csa_layer_share": a.n_csa_layers / a.n_layers,
+        "hca_layer_share": a.n_hca_layers / a.n_layers,
+        "sequence_bytes": s.sequence_bytes,
     }
     return [float(values[f]) for f in _CONFIG_VALUES]
 
@@ -345,7 +375,7 @@ def model_features(df: pd.DataFrame, gpu: GPU | str | None = None) -> Features:
     share = np.where(window > 0, np.minimum(ctx, window) / ctx, 1.0)
     # held, not read: a sparse attention holds the latent of every token though it reads the selected ones
     held_per_token = col["attn_bytes_per_context_token"] + col["attn_bytes_per_selected_token"]
-    per_token = held_per_token + col["attn_bytes_per_window_token"] * share
+    per_token = held_per_token + col["attn_bytes_per_window_token"] * share + col["sequence_bytes"] / ctx
     hybrid = col["state_groups"] > 0
     state_tokens = np.zeros(np.shape(ctx))
     if hybrid.any():  # a hybrid's blocks and state pages (`slimlib.model.serving.hybrid_request_bytes`)
@@ -378,6 +408,11 @@ _LAYER_KIND_FEATURES = (
         "prices every cached token's KV and dense prompt attention",
     ),
     ("kv_free_layer_share", "layers without attention", "prices KV and prompt attention in every layer"),
+    (
+        "hca_layer_share",
+        "DeepSeek-V4 compressed attention",
+        "prices every cached token's KV and dense prompt attention",
+    ),
 )
 
 

@@ -30,7 +30,13 @@ group without data parallelism), ``--gpu-memory-utilization``, ``--block-size``,
   page, and groups the layers ``m = min(attention layers, linear layers)`` per KV-cache group (the larger count
   where it is under 1.5 times the smaller, ``_get_kv_cache_groups_uniform_page_size``); a block is one page
   of each of ``m`` layers, and a request holds ``ceil(c / block_size)`` blocks per attention group and one per
-  state group (`hybrid_request_bytes`).
+  state group (`hybrid_request_bytes`);
+* DeepSeek-V4's compressed attention (`compressed_cache`), whole on every rank: each layer's sliding window of
+  ``W`` tokens and each CSA / HCA layer's compressed entries (one per 4 / 128 tokens), all in vLLM's 584-byte
+  ``fp8_ds_mla`` entry, each CSA layer's indexer keys (one per 4 tokens), and per sequence the compressors' state
+  (``sequence_bytes``); a request holds ``c x kv_bytes_full + min(c, W) x kv_bytes_window + sequence_bytes``.
+  vLLM keeps these in separate pools of one page size (``kv_cache_interface.py``); the pages' 576-byte alignment
+  and their rounding to whole blocks are not counted.
 """
 
 from __future__ import annotations
@@ -55,9 +61,10 @@ from slimlib.model.memory import (
 )
 from slimlib.registry.architectures import Architecture
 from slimlib.registry.gpus import GIB, GPU, get_gpu
-from slimlib.registry.param_count import mla_params
+from slimlib.registry.param_count import CSA_RATIO, HCA_RATIO, mla_params
 from slimlib.registry.precision import (
     DTYPES,
+    FP4_EXPERTS,
     KV_CACHE_DTYPES,
     QUANTIZATIONS,
     VLLM_QUANTIZATION,
@@ -77,7 +84,8 @@ __all__ = [
 #: vLLM method (`VLLM_QUANTIZATION`) -> the least CUDA compute capability it runs on, vLLM 0.32.0's
 #: ``get_min_capability()`` of ``Fp8Config`` (75), ``ModelOptNvFp4Config`` (75) and ``Mxfp4Config`` (80); below the
 #: precision's own tensor cores they run weight-only
-_MIN_QUANT_CAPABILITY = {"fp8": 7.5, "modelopt_fp4": 7.5, "mxfp4": 8.0, "compressed-tensors": 7.5}
+_MIN_QUANT_CAPABILITY = {"fp8": 7.5, "modelopt_fp4": 7.5, "mxfp4": 8.0, "compressed-tensors": 7.5,
+                         "deepseek_v4_fp8": 8.0}  # fmt: skip
 #: quantizations of the routed experts only (gpt-oss's mxfp4 checkpoints, Kimi-K2.5's compressed-tensors W4A16)
 _EXPERTS_ONLY = ("mxfp4", "w4a16-experts")
 
@@ -93,6 +101,41 @@ def fp8_sparse_latent_bytes(kv_lora_rank: int, rope_dim: int) -> int:
     KV cache of a sparse-attention model below Blackwell): the latent in fp8 with one fp32 scale per 128 values, the
     RoPE key in bf16 (656 for DeepSeek-V3.2)."""
     return kv_lora_rank + kv_lora_rank // 128 * 4 + 2 * rope_dim
+
+
+#: bytes of one DeepSeek-V4 KV entry in vLLM's fp8_ds_mla layout (``DeepseekV4MultiHeadLatentAttentionWrapper``'s
+#: ``head_bytes``, ``MLAAttentionSpec.real_page_size_bytes``): 448 fp8 values without RoPE, the 64-wide RoPE part in
+#: bf16, 7 scale bytes and 1 of padding; the sliding window and the compressed entries share it
+V4_ENTRY_BYTES = 584
+#: bytes of one element of a DeepSeek-V4 compressor's state (``CompressorStateCache``: float32)
+V4_STATE_ELEMENT_BYTES = 4
+
+
+def compressor_state_bytes(ratio: int, width: int) -> int:
+    """Bytes one sequence's state of one DeepSeek-V4 compressor holds (vLLM's ``CompressorStateCache``): the last
+    ``c ratio`` tokens' KV and score of ``c width`` float32 each (``c`` = 2 for the overlapping 4:1 compressor)."""
+    overlap = 2 if ratio == CSA_RATIO else 1
+    return overlap * ratio * 2 * overlap * width * V4_STATE_ELEMENT_BYTES
+
+
+def compressed_cache(a: Architecture) -> dict[str, float]:
+    """DeepSeek-V4's cache on one GPU (module docstring), whole on every rank: ``kv_bytes_full`` per token
+    (``584 / 128`` per HCA layer, ``584 / 4`` and the indexer's ``132 / 4`` per CSA layer), of which
+    ``kv_bytes_selected`` is the CSA entries a step reads at most ``index_topk`` of (``sparse_topk``, counted in
+    tokens: ``4 index_topk``), ``kv_bytes_window`` (``584`` per layer over the last ``W`` tokens) and
+    ``sequence_bytes`` (the compressors' state: the main one of each CSA and HCA layer and each indexer's)."""
+    entry, key = float(V4_ENTRY_BYTES), float(indexer_key_bytes(a.index_head_dim)) if a.n_csa_layers else 0.0
+    csa = a.n_csa_layers * entry / CSA_RATIO
+    state = a.n_csa_layers * (compressor_state_bytes(CSA_RATIO, a.head_dim)
+                              + compressor_state_bytes(CSA_RATIO, a.index_head_dim)) + a.n_hca_layers * (
+        compressor_state_bytes(HCA_RATIO, a.head_dim))  # fmt: skip
+    return {
+        "kv_bytes_full": a.n_hca_layers * entry / HCA_RATIO + csa + a.n_csa_layers * key / CSA_RATIO,
+        "kv_bytes_selected": csa,
+        "sparse_topk": CSA_RATIO * a.index_topk if a.n_csa_layers else 0,
+        "kv_bytes_window": a.n_layers * entry,
+        "sequence_bytes": float(state),
+    }
 
 
 #: compute capability from which vLLM runs sparse MLA with FlashInfer (Blackwell), whose fp8 latent is plain
@@ -159,6 +202,8 @@ class ServingConfig:
     #: (within `kv_bytes_full`, which also holds the indexer's keys of every token)
     sparse_topk: int = 0
     kv_bytes_selected: float = 0.0
+    #: bytes one sequence holds whatever its context (DeepSeek-V4's compressor state; `compressed_cache`)
+    sequence_bytes: float = 0.0
 
     @property
     def weights(self) -> float:
@@ -184,7 +229,8 @@ class ServingConfig:
                 c, self.block_size, self.block_bytes, self.attention_groups, self.state_groups
             )
         window = np.minimum(c, self.sliding_window) if self.sliding_window else c
-        return np.asarray(c * self.kv_bytes_full + window * self.kv_bytes_window, dtype=float)
+        held = np.where(c > 0, self.sequence_bytes, 0.0)
+        return np.asarray(c * self.kv_bytes_full + window * self.kv_bytes_window + held, dtype=float)
 
     def effective_kv_bytes_per_token(self, context: ArrayLike) -> FloatArray:
         """KV bytes per token a request of `context` tokens holds on average: ``kv_bytes(c) / c``."""
@@ -274,6 +320,9 @@ class ServingConfig:
         per_token = f"{self.kv_bytes_per_token / 2**10:.1f} KiB KV per token"
         if self.state_groups:
             per_token += f" and {self.state_bytes / 2**20:.1f} MiB linear-attention state per sequence"
+        if self.sequence_bytes:
+            per_token += (f" (window {self.kv_bytes_window / 2**10:.1f} KiB of it, for {self.sliding_window} "
+                          f"tokens) and {self.sequence_bytes / 2**20:.1f} MiB compressor state per sequence")  # fmt: skip
         if self.logged_gpu_blocks:
             return (
                 f"{where}: per GPU {weights}; logged num_gpu_blocks {self.logged_gpu_blocks} x block "
@@ -379,7 +428,12 @@ def _linear_flops_per_token(a: Architecture, tp: int) -> float:
     layers its top-k routed and shared experts, `Architecture.ffn_size_active`). MLA: the attention part is 2 x its
     projection weights (`slimlib.registry.param_count.mla_params`), all split over the ranks; a full-attention
     layer's output gate adds ``2 D D_q``; a linear-attention layer is 2 x its weights (`linear_layer_params`); a
-    sparse attention's indexers are 2 x their weights on every rank."""
+    sparse attention's indexers are 2 x their weights on every rank. DeepSeek-V4: 2 x its active weights without the
+    embedding and the LM head (the grouped output projection, the hyper-connections' mixing and the routers
+    included), the replicated ones (`Architecture.indexer_params`) on every rank."""
+    if a.is_compressed:  # DeepSeek-V4: 2 x the active weights but the embeddings; the replicated ones whole
+        split = float(a.active_params - a.embedding_params - a.indexer_params)
+        return 2.0 * split / tp + 2.0 * a.indexer_params
     d = float(a.hidden_size)
     m = float(a.n_ffn_matrices)
     ffn = a.mean_ffn_width
@@ -474,10 +528,6 @@ def serving_config(
     (0, 1]; with `within_node`, a tensor-parallel size beyond one node. A pool <= 0 is not refused here:
     `ServingConfig.check_fits` does that.
     """
-    if arch.is_compressed:
-        raise DataError(
-            f"{arch.name}: DeepSeek-V4's compressed attention is read but not yet priced for serving"
-        )
     hw = get_gpu(gpu) if gpu is not None and str(gpu) != "" else None
     tp = _whole(tensor_parallel, "tensor_parallel", 1)
     ep = _whole(expert_parallel, "expert_parallel", 1)
@@ -496,6 +546,8 @@ def serving_config(
             f"(slimlib.registry.precision) does not hold; it prices {', '.join(QUANTIZATIONS)}"
         )
     method = q if q and q != "none" else own
+    if own in FP4_EXPERTS:  # fp8 asked of a DeepSeek-V4 checkpoint: its own method, experts at 4 bits
+        method = own
     prec = weight_precision(method)
     if hw is not None and prec != "none":
         peak = {"fp8": hw.peak_flops_fp8, "fp4": hw.peak_flops_fp4}.get(prec)  # int4: 16-bit math
@@ -510,6 +562,9 @@ def serving_config(
     refusal = tensor_parallel_refusal(arch.name, arch.n_heads, arch.n_kv_heads, tp, within_node=within_node)
     if refusal:
         raise DataError(refusal)
+    if arch.o_groups and arch.o_groups % tp:
+        raise DataError(f"tensor_parallel = {tp} does not divide {arch.name}'s {arch.o_groups} output-projection "
+                        f"groups (o_groups); vLLM splits them over the ranks: use a divisor of {arch.o_groups}")  # fmt: skip
     if ep > 1 and not arch.is_moe:
         raise DataError(f"expert_parallel = {ep} but {arch.name} has no experts; use 1")
     if ep not in (1, tp):
@@ -525,7 +580,7 @@ def serving_config(
 
     serve = dtype_bytes(d, arch.weight_bytes)
     quant = weight_bytes_per_element(method if prec != "none" else None, serve)
-    expert_quant = quant
+    expert_quant = 0.5 if method in FP4_EXPERTS else quant
     dense_quant = serve if method in _EXPERTS_ONLY else quant
     experts = _expert_params(arch)
     emb = float(arch.embedding_params)
@@ -540,6 +595,8 @@ def serving_config(
         expert_weights = expert_total / tp
 
     b_kv = kv_bytes_per_element(kvd, dtype_bytes(d, arch.kv_bytes))
+    if arch.is_compressed:  # vLLM's DeepSeek-V4 caches fp8_ds_mla only, whatever --kv-cache-dtype says
+        b_kv = 1.0
     if arch.is_sparse and b_kv == 1 and (hw is None or hw.compute_capability < _FLASHINFER_SPARSE_CAPABILITY):
         # vLLM's sparse FlashMLA (Hopper) stores an fp8 latent in its fp8_ds_mla layout; Blackwell's FlashInfer
         # sparse MLA keeps the plain 576-byte fp8 latent
@@ -561,6 +618,13 @@ def serving_config(
     if arch.is_sparse:  # the latent is read for the selected tokens, the indexer's keys for all
         sparse = {"sparse_topk": arch.index_topk, "kv_bytes_selected": arch.n_layers * per_layer}
         indexer = arch.n_indexer_layers * float(indexer_key_bytes(arch.index_head_dim))
+    cache: dict[str, Any] = {
+        "kv_bytes_full": (arch.n_attention_layers - n_window) * per_layer + indexer,
+        "kv_bytes_window": n_window * per_window_layer,
+    }
+    if arch.is_compressed:
+        cache = compressed_cache(arch)
+        sparse = {k: cache.pop(k) for k in ("sparse_topk", "kv_bytes_selected")}
     block = _whole(block_size, "block_size", DEFAULT_BLOCK_SIZE)
     hybrid = _hybrid_layout(arch, tp, per_layer, dtype_bytes(d, arch.weight_bytes), block)
     return ServingConfig(
@@ -592,12 +656,11 @@ def serving_config(
         dense_weights=dense_total / tp + float(arch.indexer_params) * dense_quant * (1.0 - 1.0 / tp),
         expert_weights=expert_weights,
         kv_bytes_per_element=b_kv,
-        kv_bytes_full=(arch.n_attention_layers - n_window) * per_layer + indexer,
-        kv_bytes_window=n_window * per_window_layer,
         sliding_window=window,
         n_experts_per_gpu=per_gpu_experts,
         linear_flops_per_token=_linear_flops_per_token(arch, tp),
         lm_head_flops_per_token=2.0 * arch.vocab_size * arch.hidden_size / tp,
         **hybrid,
         **sparse,
+        **cache,
     )

@@ -848,6 +848,8 @@ def list_architectures(names: Iterable[str | os.PathLike[str]] | None = None) ->
             "moe_latent_size": a.moe_latent_size,
             "n_mixerless_layers": a.n_mixerless_layers,
             "n_indexer_layers": a.n_indexer_layers,
+            "n_csa_layers": a.n_csa_layers,
+            "n_hca_layers": a.n_hca_layers,
             "index_topk": a.index_topk,
             "quantization": a.quantization,
             "identity": a.identity,

@@ -7,7 +7,9 @@ differ from Eqs. 5-12.
   engine's kernel), else at ``eta_c``; a hybrid's prompt attention in its full-attention layers only (the
   chunked Gated DeltaNet recurrence, linear in the prompt, is left out of the FLOPs); a sparse attention's prompt
   computes the pairs of its selection (`slimlib.model.equations.sparse_pair_share`) and its indexer scores every
-  causal pair (``indexer_width``).
+  causal pair (``indexer_width``); DeepSeek-V4's prompt computes its window, its CSA layers' selected and its HCA
+  layers' compressed entries (`slimlib.model.equations.compressed_pair_share`), its indexers a quarter of the
+  pairs.
 * `ATTENTION_FACTOR`: Eq. 9's factor without B0, ``B / eta``; ``eta`` is the device's measured
   decode-attention bandwidth efficiency (registry ``decode_attention_eff``) where measured, else ``eta_attn``.
 * `DECODE_ATTENTION`: Eq. 11's traffic per request, ``b_ctx C(IL, OL) + b_win C_W(IL, OL)`` over the
@@ -16,7 +18,9 @@ differ from Eqs. 5-12.
   state ``2 S OL`` (``S`` = ``state_bytes``, read and written at each decode step: the Gated DeltaNet decode kernel
   streams it, so it grows with the batch and not with the context). DeepSeek sparse attention reads the latent of
   at most ``k`` selected tokens per step (``b_sel C_k(IL, OL)``, Eq. 12 capped at ``k`` as a window is) and its
-  indexer's keys of every token (in ``b_ctx``). vLLM's paged-attention decode reads
+  indexer's keys of every token (in ``b_ctx``). DeepSeek-V4 reads each layer's window (``b_win``), each CSA
+  layer's selected compressed entries (``b_sel``, its ``k`` entries counted as ``4 k`` tokens of a quarter entry
+  each), and every HCA entry and CSA indexer key (``b_ctx``). vLLM's paged-attention decode reads
   a KV head once per query head above `ATTENTION_SWITCH_PAIRS` (sequence, query head) pairs per rank
   (``vllm/attention/ops/paged_attn.py``), widening MHA/GQA bytes by ``D / D_kv`` there; the kernel measured on a
   device with ``decode_attention_eff`` reads each KV head once for all its query heads at every batch size, so no
@@ -54,7 +58,14 @@ def _prefill_served_measured(p: Params, f: Features, hw: GPU) -> Times:
     b, il = f["batch_size"], f["input_len"]
     # a hybrid's linear layers have no quadratic attention; a sparse attention computes the pairs of its selection,
     # and its indexer scores every pair
-    dim = f["attention_width"] * f["attention_layer_share"] * eq.sparse_pair_share(il, f["attention_topk"])
+    compressed = (f["csa_layer_share"] + f["hca_layer_share"]) > 0
+    pairs = np.where(
+        compressed,
+        eq.compressed_pair_share(il, f["sliding_window"], f["attention_topk"], f["csa_layer_share"],
+                                 f["hca_layer_share"]),
+        eq.sparse_pair_share(il, f["attention_topk"]),
+    )  # fmt: skip
+    dim = f["attention_width"] * f["attention_layer_share"] * pairs
     dim = dim + f["indexer_width"] * f["tensor_parallel"]  # the indexer runs whole on every rank
     per_layer = f["linear_flops_per_token"] / layers
     peak = prefill_peak_flops(f, hw)
@@ -136,7 +147,8 @@ SERVED_PREFILL = Term(
     "prefill FLOPs (served linear FLOPs per token at eta_c, Eq. 7; causal attention at the device's measured "
     "prefill-attention rate, registry prefill_attention_flops, else at eta_c)",
     (ps.ETA_C,), _prefill_served_measured,
-    reads=("linear_flops_per_token", "attention_layer_share", "attention_topk", "indexer_width", "attention_width"),
+    reads=("linear_flops_per_token", "attention_layer_share", "attention_topk", "indexer_width", "attention_width",
+           "csa_layer_share", "hca_layer_share", "sliding_window"),
 )  # fmt: skip
 #: past the KV pool, a static batch's preempted requests recomputed at the prompt's cost (`preemption_recompute_term`)
 PREEMPTION_RECOMPUTE = preemption_recompute_term(SERVED_PREFILL)
