@@ -241,5 +241,5 @@ def test_prompt_pairs_by_hand():
 def test_methods_without_the_compressed_terms_refuse_it():
     df = pd.DataFrame({"model": [str(FLASH)], "batch_size": [1], "input_len": [100], "output_len": [2],
                        "gpu": ["h200"], "tensor_parallel": [8]})  # fmt: skip
-    with pytest.raises(DataError, match="DeepSeek"):
+    with pytest.raises(DataError, match="DeepSeek-V4 compressed attention"):
         refuse_unread_layers(model_features(df), "paper", ("attn_bytes_per_context_token",))

@@ -403,16 +403,16 @@ def model_features(df: pd.DataFrame, gpu: GPU | str | None = None) -> Features:
 _LAYER_KIND_FEATURES = (
     ("state_bytes", "linear-attention (Gated DeltaNet) layers", "prices KV over every layer and no state"),
     (
+        "hca_layer_share",
+        "DeepSeek-V4 compressed attention",
+        "prices every cached token's KV and dense prompt attention",
+    ),
+    (
         "attention_topk",
         "DeepSeek sparse attention",
         "prices every cached token's KV and dense prompt attention",
     ),
     ("kv_free_layer_share", "layers without attention", "prices KV and prompt attention in every layer"),
-    (
-        "hca_layer_share",
-        "DeepSeek-V4 compressed attention",
-        "prices every cached token's KV and dense prompt attention",
-    ),
 )
 
 
