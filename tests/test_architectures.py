@@ -63,6 +63,8 @@ REQUIRED = [
     "deepseek-v3",
     "deepseek-v3.2",
     "glm-5",
+    "deepseek-v4-flash",
+    "deepseek-v4-pro",
     "qwen3.5-27b",
     "qwen3.5-35b-a3b",
     "nemotron-3-nano-30b-a3b",
@@ -104,6 +106,9 @@ PUBLISHED = {
     # DeepSeek-V3.2 card: 685B with the 14B MTP module (V3's split); GLM-5 report (arXiv:2602.15763) Table 1: 744B
     "deepseek-v3.2": 671e9,
     "glm-5": 744e9,
+    # DeepSeek-V4 card: Flash 284B, Pro 1.6T
+    "deepseek-v4-flash": 284e9,
+    "deepseek-v4-pro": 1.6e12,
     # Qwen3.5 cards: 27B, and 35B total with the vision encoder SLIM does not read; Nemotron 3 Nano card: 31.6B
     "qwen3.5-27b": 27e9,
     "qwen3.5-35b-a3b": 35e9,
@@ -505,11 +510,19 @@ def test_cli_models_csv_round_trips(capsys):
     expected = list_architectures()
     added = ("kv_bytes_per_token", "state_bytes_per_sequence")
     assert [c for c in df.columns if c not in added] == list(expected.columns)
-    # a state per sequence for the hybrids (Gated DeltaNet, Mamba-2) only
+    # a state per sequence for the hybrids (Gated DeltaNet, Mamba-2) and DeepSeek-V4 (its compressors) only
     hybrid = df["n_linear_layers"] > 0
+    v4 = df["n_csa_layers"] + df["n_hca_layers"] > 0
     assert set(df.loc[hybrid, "name"]) == {"qwen3.5-27b", "qwen3.5-35b-a3b", "nemotron-3-nano-30b-a3b"}
-    assert (df.loc[hybrid, "state_bytes_per_sequence"] > 0).all()
-    assert (df.loc[~hybrid, "state_bytes_per_sequence"] == 0).all()
+    assert set(df.loc[v4, "name"]) == {"deepseek-v4-flash", "deepseek-v4-pro"}
+    assert (df.loc[hybrid | v4, "state_bytes_per_sequence"] > 0).all()
+    assert (df.loc[~hybrid & ~v4, "state_bytes_per_sequence"] == 0).all()
+    # DeepSeek-V4-Flash: 584-byte entries per 128 (20 HCA) and per 4 (21 CSA) tokens, the indexer's 132-byte key
+    # per 4 tokens, the window's entry in each of its 43 layers (counted whole); its compressors' float32 state
+    flash = df.set_index("name").loc["deepseek-v4-flash"]
+    assert flash["kv_bytes_per_token"] == round(20 * 584 / 128 + 21 * (584 + 132) / 4 + 43 * 584)
+    assert flash["state_bytes_per_sequence"] == 21 * (8 * 2048 + 8 * 512) * 4 + 20 * 128 * 1024 * 4
+    df, expected = df[~v4].reset_index(drop=True), expected[~v4].reset_index(drop=True)
     # KV bytes per token of vLLM's default serving configuration (16 bits, one GPU): 2 L D_kv 2 for MHA/GQA,
     # L (kv_lora_rank + qk_rope_head_dim) 2 for MLA
     per_layer = (expected["kv_lora_rank"] + expected["qk_rope_head_dim"]).where(

@@ -201,6 +201,13 @@ def test_replicated_parameters_by_hand():
     assert s.linear_flops_per_token == pytest.approx(2 * split / 8 + 2 * a.indexer_params)
 
 
+def test_the_kv_cache_is_fp8_as_vllm_requires():
+    a = architecture_from_config(FLASH)
+    for kv in (None, "auto", "fp8"):
+        s = serving_config(a, "h200", tensor_parallel=8, kv_cache_dtype=kv)
+        assert (s.kv_cache_dtype, s.kv_bytes_per_element) == ("fp8", 1.0)
+
+
 def test_tensor_parallel_must_split_the_output_groups():
     with pytest.raises(DataError, match="o_groups"):
         serving_config(architecture_from_config(FLASH), "h200", tensor_parallel=16)
@@ -243,3 +250,71 @@ def test_methods_without_the_compressed_terms_refuse_it():
                        "gpu": ["h200"], "tensor_parallel": [8]})  # fmt: skip
     with pytest.raises(DataError, match="DeepSeek-V4 compressed attention"):
         refuse_unread_layers(model_features(df), "paper", ("attn_bytes_per_context_token",))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The kernel check: the CSA / HCA decode terms against vLLM's measured modules (data/aic-dsv4.csv)
+# ---------------------------------------------------------------------------------------------------------------
+def test_the_compressed_check_is_exact_where_the_module_grows_at_the_terms_speed():
+    from slimlib.experiments.kernel_timing import compressed_check as cc
+
+    ctx = np.array([64, 1024, 2048, 4096, 65536])
+    rows = []
+    for ratio in (4, 128):
+        t = pd.DataFrame({"system": "h200_sxm", "gpu": "h200-sxm-141gb", "vllm_version": "0.24.0",
+                          "kernel_source": "FLASHMLA_SPARSE_DSV4", "model": "sgl-project/DeepSeek-V4-Flash-FP8",
+                          "compress_ratio": ratio, "n_heads": 64, "batch_size": 32, "context": ctx})  # fmt: skip
+        # one layer, per sequence: the window's 128 entries of 584 bytes, then the CSA layer's top-512 of its 4:1
+        # entries and the indexer's 132-byte key per 4 tokens, or the HCA layer's entry per 128 tokens
+        per = 584 * np.minimum(ctx, 128) + (
+            584 * np.minimum(ctx / 4, 512) + 132 * ctx / 4 if ratio == 4 else 584 * ctx / 128
+        )
+        t["latency_ms"] = 0.1 + 1e3 * 32 * (per - per[1]) / (
+            cc.device_efficiency("h200") * get_gpu("h200").mem_bw
+        )
+        rows.append(t)
+    pts = cc.compressed_points(pd.concat(rows, ignore_index=True))
+    assert len(pts) == 8 and pts["role"].tolist()[:4] == [
+        "base",
+        "short",
+        "score",
+        "score",
+    ]  # context 64 left out
+    assert pts["ape_pct"].max() < 1e-9
+    s = cc.compressed_check(pts, n_boot=200).set_index(["gpu", "module"])
+    assert s.loc[("all", "all"), "n_scored"] == 4 and s.loc[
+        ("all", "all"), "growth_ratio_median"
+    ] == pytest.approx(1)
+
+
+def test_the_committed_modules_grow_faster_than_the_csa_traffic():
+    """vLLM's measured CSA module grows with the context about four times as fast as its traffic term (the indexer's
+    selection is not priced); the HCA module, whose entries are few, stays within a few percent of its base."""
+    from slimlib.data import load
+    from slimlib.experiments.kernel_timing import compressed_check as cc
+
+    table = load("aic-dsv4")
+    assert set(table["compress_ratio"]) == {4, 128} and set(table["n_heads"]) == {64, 128}
+    s = cc.compressed_check(cc.compressed_points(table), n_boot=200).set_index(["gpu", "module"])
+    csa = s.xs("csa", level="module")
+    assert (csa["growth_ratio_median"] < 0.5).all() and (csa["mape_pct"] < 15).all()
+    assert (s.xs("hca", level="module")["mape_pct"] < 5).all()
+
+
+def test_the_dsv4_parser_refuses_a_model_it_has_no_heads_for(tmp_path):
+    import shutil
+
+    from slimlib.data.aiconfigurator_layers import _dsv4
+
+    src = (
+        RAW / "aiconfigurator-kernels/aiconfigurator_core/systems/data/h200_sxm/sparse_attention/vllm/0.24.0"
+    )
+    shutil.copy(src / "dsv4_hca_generation_module_perf.parquet", tmp_path / "t.parquet")
+    raw = pd.read_parquet(tmp_path / "t.parquet")
+    raw.loc[5, "model"] = "someone/Other-V4"
+    raw.to_parquet(tmp_path / "t.parquet")
+    with pytest.raises(DataError) as err:
+        _dsv4(tmp_path / "t.parquet", "h200_sxm", "hca")
+    assert "t.parquet: row 5: model 'someone/Other-V4'" in str(err.value) and "\n" not in str(err.value)
+    with pytest.raises(DataError, match="compress_ratio"):
+        _dsv4(src / "dsv4_hca_generation_module_perf.parquet", "h200_sxm", "csa")

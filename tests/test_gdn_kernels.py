@@ -118,7 +118,7 @@ def test_parser_refuses_a_wrong_version_and_phase_naming_file_and_row(tmp_path):
     assert "h100_sxm" in msg and "gdn_perf.parquet" in msg and "'mixed'" in msg and "\n" not in msg
     tables, files = build_layer_tables(AIC)
     committed = load("aic-gdn")
-    assert len(tables["aic-gdn"]) == len(committed) and len(files) == 18
+    assert len(tables["aic-gdn"]) == len(committed) and len(files) == 24
     assert len(tables["aic-kda"]) == len(load("aic-kda"))
     assert np.allclose(tables["aic-gdn"]["latency_ms"].to_numpy(), committed["latency_ms"].to_numpy())
 

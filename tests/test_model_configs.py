@@ -168,6 +168,8 @@ def test_identical_content_in_two_folders_is_one_model(tmp_path: Path):
         ("qwen3-30b-a3b", "Qwen--Qwen3-30B-A3B_config.json"),
         ("deepseek-v3", "deepseek-ai--DeepSeek-V3_config.json"),
         ("gpt-oss-120b", "openai--gpt-oss-120b_config.json"),
+        ("deepseek-v4-flash", "deepseek-ai--DeepSeek-V4-Flash_config.json"),
+        ("deepseek-v4-pro", "deepseek-ai--DeepSeek-V4-Pro_config.json"),
         ("qwen3.5-27b", "Qwen--Qwen3.5-27B_config.json"),
         ("qwen3.5-35b-a3b", "Qwen--Qwen3.5-35B-A3B_config.json"),
         ("nemotron-3-nano-30b-a3b", "nvidia--NVIDIA-Nemotron-3-Nano-30B-A3B-BF16_config.json"),

@@ -235,9 +235,11 @@ def dense_gpu_architectures() -> list:
     """Registry architectures the dense attention and GEMM tables cover: every one served on these GPUs (not the
     CPU engine's families, `slimlib.registry.engine_models`) except mixtures of experts and latent attention,
     whose kernels are the MoE and MLA tables' (`slimlib.data.aiconfigurator_moe`), and hybrids, whose
-    linear-attention layers the composition does not time."""
+    linear-attention layers the composition does not time, and DeepSeek-V4 (compressed attention)."""
     archs = [get_architecture(n) for n in architecture_names() if n not in ALL_ENGINE_MODELS]
-    return [a for a in archs if not a.is_moe and not a.is_mla and not a.n_linear_layers]
+    return [
+        a for a in archs if not a.is_moe and not a.is_mla and not a.n_linear_layers and not a.is_compressed
+    ]
 
 
 def moe_gpu_architectures() -> list:
@@ -245,7 +247,7 @@ def moe_gpu_architectures() -> list:
     projections and LM head around it are the dense tables' shapes, their routed experts the MoE table's
     (`slimlib.experiments.kernel_timing.composition`); hybrids left out, as in `dense_gpu_architectures`."""
     archs = [get_architecture(n) for n in architecture_names() if n not in ALL_ENGINE_MODELS]
-    return [a for a in archs if a.is_moe and not a.is_mla and not a.n_linear_layers]
+    return [a for a in archs if a.is_moe and not a.is_mla and not a.n_linear_layers and not a.is_compressed]
 
 
 def rank_heads(arch, tp: int = 1) -> tuple[int, int, int] | None:

@@ -13,7 +13,12 @@ SXM and B200 (one layer on one GPU):
   projections, lightning indexer, top-k selection and sparse latent attention), DeepSeek-V3.2 and GLM-5 at one GPU's
   heads (tensor parallel 1), bf16 GEMMs, by batch, cached context and KV dtype. The other head counts (tensor-parallel
   splits), the fp8/fp4 GEMM rows (the same attention beside other projection kernels) and the context phase are not
-  kept (`DSA_HEADS`, `DSA_GEMM`); the README says so.
+  kept (`DSA_HEADS`, `DSA_GEMM`); the README says so;
+- ``aic-dsv4``: DeepSeek-V4's compressed attention decode modules (``sparse_attention/.../dsv4_csa_generation_module``
+  and ``dsv4_hca_generation_module``: projections, compressor, indexer and selection (CSA), FlashMLA's sparse
+  attention over the window and the compressed entries), DeepSeek-V4-Flash and -Pro (SGLang's FP8 copies; on B200
+  DeepSeek's Pro) at one GPU's heads (tensor parallel 1), fp8 KV, by compression ratio, batch and cached context. The tensor-parallel
+  splits (`DSV4_HEADS`) and the context phase are not kept.
 """
 
 from __future__ import annotations
@@ -46,6 +51,10 @@ DSA_HEADS = {"deepseek-ai/DeepSeek-V3.2": 128, "zai-org/GLM-5": 64}
 DSA_GEMM = "bfloat16"
 _DSA_COLUMNS = ["version", "kernel_source", "model", "mla_dtype", "kv_cache_dtype", "gemm_type", "num_heads",
                 "batch_size", "isl", "tp_size", "step", "latency"]  # fmt: skip
+#: query heads (tensor parallel 1) of the aic-dsv4 rows kept, per model, and the modules' compression ratios
+DSV4_HEADS = {"sgl-project/DeepSeek-V4-Flash-FP8": 64, "sgl-project/DeepSeek-V4-Pro-FP8": 128,
+              "deepseek-ai/DeepSeek-V4-Pro": 128}  # fmt: skip
+DSV4_MODULES = {"csa": 4, "hca": 128}
 
 _S, _I, _F = "string", "Int64", "float64"
 TABLE_DOCS = {
@@ -62,6 +71,11 @@ TABLE_DOCS = {
     "aic-dsa": (
         "NVIDIA AIConfigurator: vLLM 0.24.0's DeepSeek sparse attention decode module (one layer, one GPU, tensor "
         "parallel 1, bf16 GEMMs) of DeepSeek-V3.2 and GLM-5, by batch, cached context and KV dtype "
+        "(slimlib.data.aiconfigurator_layers)."
+    ),
+    "aic-dsv4": (
+        "NVIDIA AIConfigurator: vLLM 0.24.0's DeepSeek-V4 compressed attention decode modules (CSA, HCA; one layer, "
+        "one GPU, tensor parallel 1, fp8 KV) of DeepSeek-V4-Flash and -Pro, by batch and cached context "
         "(slimlib.data.aiconfigurator_layers)."
     ),
 }
@@ -91,6 +105,15 @@ COLUMN_DOCS: dict[str, dict[str, tuple[str, str]]] = {
             _F,
             "measured latency of one layer's module (projections, indexer, selection, attention), ms",
         ),
+    },
+    "aic-dsv4": {
+        **SOURCE_DOCS,
+        "model": (_S, "model whose module was timed (Hugging Face id)"),
+        "compress_ratio": (_I, "tokens per compressed entry: 4 (CSA, with its indexer) or 128 (HCA)"),
+        "n_heads": (_I, "query heads on the GPU"),
+        "batch_size": (_I, "sequences in the decode step (one token each)"),
+        "context": (_I, "tokens already cached per sequence (AIConfigurator 'step')"),
+        "latency_ms": (_F, "measured latency of one layer's module, ms"),
     },
 }
 
@@ -171,13 +194,48 @@ def _dsa(path: Path, system: str) -> pd.DataFrame:
     return t
 
 
+def _dsv4(path: Path, system: str, module: str) -> pd.DataFrame:
+    """The kept rows (`DSV4_HEADS`, tensor parallel 1) of one system's dsv4_<module>_generation_module_perf.parquet
+    as aic-dsv4 rows; every row's version, prefill length, KV dtype and compression ratio as the module's."""
+    raw = read_parquet(path)
+    require_file_columns(raw, [*_DSA_COLUMNS, "compress_ratio"], path)
+    for col, want in (("version", GDN_VERSION), ("isl", 1), ("kv_cache_dtype", "fp8"),
+                      ("compress_ratio", DSV4_MODULES[module])):  # fmt: skip
+        bad = raw[col] != want
+        if bad.any():
+            i = raw.index[bad][0]
+            raise DataError(f"{path}: row {i}: {col} {raw.loc[i, col]!r}, expected {want!r} in every row")
+    unknown = ~raw["model"].isin(list(DSV4_HEADS))
+    if unknown.any():
+        i = raw.index[unknown][0]
+        raise DataError(
+            f"{path}: row {i}: model {raw.loc[i, 'model']!r} is not one of {', '.join(DSV4_HEADS)}"
+        )
+    keep = raw[(raw["tp_size"] == 1) & (raw["num_heads"] == raw["model"].map(DSV4_HEADS))]
+    if not (keep["latency"] > 0).all():
+        raise DataError(
+            f"{path}: row {keep.index[~(keep['latency'] > 0)][0]}: latency must be a positive number of ms"
+        )
+    t = pd.DataFrame({
+        "system": system, "gpu": SYSTEMS[system]["gpu"], "vllm_version": keep["version"].astype(str),
+        "kernel_source": keep["kernel_source"].astype(str), "model": keep["model"].astype(str),
+        "compress_ratio": keep["compress_ratio"], "n_heads": keep["num_heads"], "batch_size": keep["batch_size"],
+        "context": keep["step"], "latency_ms": keep["latency"],
+    })  # fmt: skip
+    keys = ["model", "batch_size", "context"]
+    dup = t.duplicated(keys)
+    if dup.any():
+        raise DataError(f"{path}: row {t.index[dup][0]}: repeats {t.loc[t.index[dup][0], keys].to_dict()}")
+    return t
+
+
 def build_layer_tables(root: str | Path) -> tuple[dict[str, pd.DataFrame], list[Path]]:
-    """The aic-gdn and aic-dsa tables from the raw folder `root` (aiconfigurator-kernels/) and the raw files read."""
+    """The aic-gdn, aic-kda, aic-dsa and aic-dsv4 tables from the raw folder `root` (aiconfigurator-kernels/) and the raw files read."""
     sysdir = Path(root) / SYS_DIR
     if not sysdir.is_dir():
         raise DataError(f"{root}: no {SYS_DIR}/ here; expected the {AIC_NAME} mirror (see its PROVENANCE.md)")
     files: list[Path] = []
-    parts, dsa, kda = [], [], []
+    parts, dsa, kda, dsv4 = [], [], [], []
     for system in GDN_SYSTEMS:
         d = sysdir / "data" / system / "kda" / "vllm" / KDA_VERSION
         files.append(check_version(d, KDA_VERSION))
@@ -194,13 +252,21 @@ def build_layer_tables(root: str | Path) -> tuple[dict[str, pd.DataFrame], list[
         path = d / "dsa_generation_module_perf.parquet"
         files.append(path)
         dsa.append(_dsa(path, system))
+        for module in DSV4_MODULES:
+            path = d / f"dsv4_{module}_generation_module_perf.parquet"
+            files.append(path)
+            dsv4.append(_dsv4(path, system, module))
     order = ["system", "kernel_source", "model", "hidden_size", "key_heads", "value_heads", "batch_size"]
     gdn = pd.concat(parts, ignore_index=True).sort_values(order, kind="mergesort").reset_index(drop=True)
     kimi = pd.concat(kda, ignore_index=True).sort_values(order, kind="mergesort").reset_index(drop=True)
     sparse = pd.concat(dsa, ignore_index=True)
     sparse = sparse.sort_values(["system", "model", "kv_cache_dtype", "batch_size", "context"],
                                 kind="mergesort").reset_index(drop=True)  # fmt: skip
+    compressed = pd.concat(dsv4, ignore_index=True)
+    compressed = compressed.sort_values(["system", "model", "compress_ratio", "batch_size", "context"],
+                                        kind="mergesort").reset_index(drop=True)  # fmt: skip
     return {
+        "aic-dsv4": compressed[list(COLUMN_DOCS["aic-dsv4"])],
         "aic-gdn": gdn[list(COLUMN_DOCS["aic-gdn"])],
         "aic-kda": kimi[list(COLUMN_DOCS["aic-kda"])],
         "aic-dsa": sparse[list(COLUMN_DOCS["aic-dsa"])],
@@ -234,5 +300,14 @@ def layers_readme_section(tables: dict[str, pd.DataFrame]) -> list[str]:
         f"parallel 1), GEMMs {DSA_GEMM}, both KV dtypes, every batch and cached context. Left out: the other head counts",
         "(tensor-parallel splits of the same module), the fp8-block and NVFP4 GEMM rows (the same attention beside other",
         "projection kernels) and every context-phase row.",
+        "",
+        "## AIConfigurator DeepSeek-V4 compressed attention decode modules (aic-dsv4)",
+        "",
+        f"Same wheel; vLLM {GDN_VERSION}, FlashMLA's DeepSeek-V4 sparse kernel in its module. Kept: "
+        f"{len(tables['aic-dsv4'])} rows, the CSA",
+        "(4:1, with its indexer) and HCA (128:1) modules of DeepSeek-V4-Flash at 64 and -Pro at 128 query heads",
+        "(SGLang's FP8 copies; DeepSeek's Pro on B200), one GPU, tensor parallel 1, fp8 KV, every batch and cached",
+        "context. Left out: the other head counts (tensor-parallel splits of the same module), the context-phase and",
+        "HCA attention-only tables and the indexer's logits kernel alone.",
         "",
     ]

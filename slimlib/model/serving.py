@@ -634,7 +634,8 @@ def serving_config(
         tensor_parallel=tp,
         expert_parallel=ep,
         quantization=method,
-        kv_cache_dtype=kvd or "auto",
+        # vLLM's DeepSeek-V4 asserts an fp8 KV cache (DeepseekV4MLAAttention): its launch line must say so
+        kv_cache_dtype="fp8" if arch.is_compressed and kvd in ("", "auto") else kvd or "auto",
         weight_precision=prec,
         bytes_per_weight=quant,
         capacity=float(gpu_total_bytes(hw)) if hw is not None else 0.0,

@@ -429,6 +429,23 @@ _DEEPSEEK_V3_SHAPES = {
     "num_experts_per_tok": 8, "moe_intermediate_size": 2048, "topk_method": "noaux_tc", "q_lora_rank": 1536,
     "kv_lora_rank": 512, "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128,
 }  # fmt: skip
+
+
+def _deepseek_v4(d: int, layers: int, heads: int, q_rank: int, groups: int, experts: int, width: int, topk: int,
+                 ratios: list[int]) -> dict[str, Any]:  # fmt: skip
+    """The shape keys of a DeepSeek-V4 config.json (the keys Flash and Pro share, and theirs)."""
+    return {
+        "model_type": "deepseek_v4", "hidden_size": d, "num_hidden_layers": layers, "num_attention_heads": heads,
+        "num_key_value_heads": 1, "head_dim": 512, "qk_rope_head_dim": 64, "q_lora_rank": q_rank,
+        "o_groups": groups, "o_lora_rank": 1024, "hc_mult": 4, "sliding_window": 128, "compress_ratios": ratios,
+        "num_nextn_predict_layers": 1, "index_n_heads": 64, "index_head_dim": 128, "index_topk": topk,
+        "n_routed_experts": experts, "n_shared_experts": 1, "num_experts_per_tok": 6,
+        "moe_intermediate_size": width, "num_hash_layers": 3, "topk_method": "noaux_tc", "vocab_size": 129280,
+        "max_position_embeddings": 1048576, "tie_word_embeddings": False, "torch_dtype": "bfloat16",
+        "expert_dtype": "fp4", "quantization_config": {"quant_method": "fp8"},
+    }  # fmt: skip
+
+
 #: the Gated DeltaNet layout keys Qwen3.5-27B and Qwen3.5-35B-A3B share
 _QWEN35_LINEAR = {
     "attn_output_gate": True, "full_attention_interval": 4, "linear_conv_kernel_dim": 4, "linear_key_head_dim": 128,
@@ -624,6 +641,18 @@ _REGISTRY_SPECS: tuple[tuple[str, str, tuple[str, ...], dict[str, Any]], ...] = 
             "index_head_dim": 128,
             "index_topk": 2048,
         },  # fmt: skip
+    ),
+    (
+        "deepseek-v4-flash",
+        "deepseek-ai/DeepSeek-V4-Flash",
+        (),
+        _deepseek_v4(4096, 43, 64, 1024, 8, 256, 2048, 512, [0, 0] + [4, 128] * 20 + [4, 0]),
+    ),
+    (
+        "deepseek-v4-pro",
+        "deepseek-ai/DeepSeek-V4-Pro",
+        (),
+        _deepseek_v4(7168, 61, 128, 1536, 16, 384, 3072, 1024, [128, 128] + [4, 128] * 29 + [4, 0]),
     ),
     (
         "qwen3.5-27b",
