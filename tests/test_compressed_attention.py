@@ -14,7 +14,7 @@ from shared_paths import RAW, needs
 
 from slimlib.errors import DataError
 from slimlib.model import equations as eq
-from slimlib.model.features import model_features, refuse_unread_layers
+from slimlib.model.features import attention_width, model_features, refuse_unread_layers
 from slimlib.model.serving import serving_config
 from slimlib.model.terms.recommended import attention_bytes
 from slimlib.registry.architectures import architecture_from_config
@@ -243,6 +243,14 @@ def test_prompt_pairs_by_hand():
     got = eq.compressed_pair_share(il, 128, 2048, 21 / 43, 20 / 43)
     assert float(got) == pytest.approx(want)
     assert float(eq.compressed_pair_share(100.0, 128, 0, 0.0, 0.0)) == pytest.approx(1.0)  # all in the window
+
+
+def test_prompt_attention_runs_at_flashmla_s_padded_heads():
+    """vLLM pads each rank's heads to 64 or 128 for FlashMLA: Flash's 64 heads cost 64 heads' work on each of 8
+    ranks (8 x 64 x 512 per pair in Eq. 8's units), Pro's 128 at one rank are not padded."""
+    flash, pro = architecture_from_config(FLASH), architecture_from_config(PRO)
+    assert attention_width(flash) == 64 * 512 and attention_width(flash, 8) == 8 * 64 * 512
+    assert attention_width(pro) == 128 * 512 and attention_width(pro, 2) == 2 * 64 * 512
 
 
 def test_methods_without_the_compressed_terms_refuse_it():

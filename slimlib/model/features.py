@@ -139,8 +139,7 @@ def attention_intensity(a: Architecture, s: ServingConfig) -> float:
     if (
         a.is_compressed
     ):  # scores and values over each 512-wide entry, for FlashMLA's heads padded to 64 or 128
-        padded = 64.0 if heads <= 64 else 128.0
-        return 4.0 * padded * a.head_dim / float(V4_ENTRY_BYTES)
+        return 4.0 * flashmla_heads(heads) * a.head_dim / float(V4_ENTRY_BYTES)
     if a.is_mla:
         latent = float(a.kv_lora_rank + a.qk_rope_head_dim)
         return 2.0 * heads * (latent + a.kv_lora_rank) / (latent * s.kv_bytes_per_element)
@@ -148,14 +147,21 @@ def attention_intensity(a: Architecture, s: ServingConfig) -> float:
     return 4.0 * heads * a.head_dim / (2.0 * kv_heads * a.head_dim * s.kv_bytes_per_element)
 
 
-def attention_width(a: Architecture) -> float:
+def flashmla_heads(heads_per_rank: float) -> float:
+    """Query heads vLLM's FlashMLA kernels run DeepSeek-V4's attention at on one rank: its heads padded to 64 or 128
+    (``DeepseekV4MultiHeadLatentAttentionWrapper.padded_heads``)."""
+    return 64.0 if heads_per_rank <= 64 else 128.0
+
+
+def attention_width(a: Architecture, tensor_parallel: int = 1) -> float:
     """A prompt's attention FLOPs per (query, key) pair and layer over 4 (Eq. 8's ``D`` for MHA/GQA, as the paper
     counts it; ``H (d_h + d_v) / 2`` where the value heads have their own width); latent attention ``H (d_qk + d_v) / 2``: dense MLA's prefill in its expanded form (``d_qk`` = nope +
     rope head width, ``d_v`` the value head width), sparse MLA in its absorbed form over the latent (``d_qk`` =
-    ``kv_lora_rank`` + rope, ``d_v`` = ``kv_lora_rank``), as vLLM runs them; DeepSeek-V4 ``H d_h`` (its one KV
-    head is the key and the value)."""
-    if a.is_compressed:  # one KV head of d_h for keys and values: 2 H d_h + 2 H d_h per pair
-        return float(a.n_heads * a.head_dim)
+    ``kv_lora_rank`` + rope, ``d_v`` = ``kv_lora_rank``), as vLLM runs them; DeepSeek-V4 ``p H' d_h`` on
+    `tensor_parallel` ranks (its one KV head is the key and the value; ``H'`` each rank's heads as FlashMLA pads
+    them, `flashmla_heads`)."""
+    if a.is_compressed:  # one KV head of d_h for keys and values: 2 H d_h + 2 H d_h per pair, padded heads
+        return tensor_parallel * flashmla_heads(a.n_heads / tensor_parallel) * a.head_dim
     if a.is_sparse:
         return a.n_heads * (2 * a.kv_lora_rank + a.qk_rope_head_dim) / 2.0
     if a.is_mla:
@@ -219,7 +225,7 @@ def _config_row(a: Architecture, s: ServingConfig) -> list[float]:
         * a.index_head_dim
         / 2.0
         / (CSA_RATIO if a.is_compressed else 1),
-        "attention_width": attention_width(a),
+        "attention_width": attention_width(a, s.tensor_parallel),
         "csa_layer_share": a.n_csa_layers / a.n_layers,
         "hca_layer_share": a.n_hca_layers / a.n_layers,
         "sequence_bytes": s.sequence_bytes,
