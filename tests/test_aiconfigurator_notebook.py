@@ -26,6 +26,7 @@ OUTPUTS = [
     "kernels_moe_check.csv",
     "kernels_mla_check.pdf",
     "kernels_mla_check.csv",
+    "kernels_dsv4_check.csv",
     "kernels_moe_a2a.csv",
     "kernels_moe_layouts.csv",
     "plateau_hybrids.png",

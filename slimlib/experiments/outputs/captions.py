@@ -125,6 +125,12 @@ AIC_KDA = (
     "heads at tensor parallel 1 to 8, a vLLM development build (0.1.dev19262) on H100 SXM, H200 SXM and B200 SXM; "
     "`data/aic-kda.csv`"
 )
+AIC_DSV4 = (
+    "NVIDIA AIConfigurator measured vLLM kernel timings (aiconfigurator-core 0.12.0 wheel, Apache-2.0): DeepSeek-V4's "
+    "compressed sparse (CSA, 4:1 with its indexer) and heavily compressed (HCA, 128:1) attention decode modules of "
+    "DeepSeek-V4-Flash and -Pro at tensor parallel 1 with fp8 KV, vLLM 0.24.0 on H100 SXM, H200 SXM and B200 SXM; "
+    "`data/aic-dsv4.csv`"
+)
 AIC_DSA = (
     "NVIDIA AIConfigurator measured vLLM kernel timings (aiconfigurator-core 0.12.0 wheel, Apache-2.0): the DeepSeek "
     "sparse attention decode module (FlashMLA sparse, lightning indexer, projections) of DeepSeek-V3.2 and GLM-5 at "
@@ -609,6 +615,18 @@ CAPTIONS: dict[str, Caption] = {
         "the modelled/measured growth beyond the smallest context (median, 10th-90th percentiles).",
         AIC_DSA,
     ),
+    "kernels_dsv4_check": Caption(
+        "",
+        "extension (not in the paper)",
+        "DeepSeek-V4's compressed-attention decode term (the 128-token window, a CSA layer's at most index_topk "
+        "selected 4:1 entries and its indexer's key of every entry, an HCA layer's every 128:1 entry, per sequence "
+        "and layer, over the device's decode-attention bandwidth efficiency; nothing fitted) added to the measured "
+        "module time at 1,024 cached tokens, against the measured module at 4,096 tokens and more, per GPU and "
+        "module: MAPE with bootstrap 95% intervals, the median modelled/measured module time and the "
+        "modelled/measured growth beyond the base (median, 10th-90th percentiles) over rows whose growth is at "
+        "least a tenth of the base.",
+        AIC_DSV4,
+    ),
     "kernels_moe_a2a": Caption(
         "",
         "extension (not in the paper)",
@@ -908,6 +926,7 @@ NOTEBOOK_OUTPUTS: dict[str, tuple[str, ...]] = {
         "kernels_moe_a2a",
         "kernels_gdn_check",
         "kernels_dsa_check",
+        "kernels_dsv4_check",
         "kernels_gdn_check_amd",
         "kernels_kda_check",
         "kernels_gemm_vendors",
