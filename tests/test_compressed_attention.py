@@ -12,12 +12,13 @@ import pytest
 from config_files import write_config
 from shared_paths import RAW, needs
 
+from slimlib.advisor.launch import launch_settings
 from slimlib.errors import DataError
 from slimlib.model import equations as eq
 from slimlib.model.features import attention_width, model_features, refuse_unread_layers
 from slimlib.model.serving import serving_config
 from slimlib.model.terms.recommended import attention_bytes
-from slimlib.registry.architectures import architecture_from_config
+from slimlib.registry.architectures import architecture_from_config, get_architecture
 from slimlib.registry.gpus import get_gpu
 
 CONFIGS = RAW / "aiconfigurator-kernels" / "aiconfigurator_core" / "model_configs"
@@ -123,6 +124,8 @@ def _edit(tmp_path, **changes):
         ({"num_key_value_heads": 2}, "'num_key_value_heads'"),
         ({"o_groups": 7}, "'o_groups'"),
         ({"qk_rope_head_dim": 512}, "'qk_rope_head_dim'"),
+        ({"head_dim": 128}, "'head_dim'"),  # vLLM's 584-byte entry and compressors take 512 (64 RoPE) only
+        ({"compress_ratios": [0] * 44}, "'compress_ratios'"),  # no compressed layer: not V4's attention
         ({"num_hash_layers": 50}, "'num_hash_layers'"),
         ({"tie_word_embeddings": True}, "'tie_word_embeddings'"),
         ({"index_topk": None}, "'index_topk'"),
@@ -213,6 +216,63 @@ def test_tensor_parallel_must_split_the_output_groups():
         serving_config(architecture_from_config(FLASH), "h200", tensor_parallel=16)
 
 
+def test_what_vllm_asserts_of_the_ranks_is_refused(tmp_path):
+    # FlashMLA runs at most 128 heads per rank: 256 heads need two ranks or more
+    (tmp_path / "wide").mkdir()
+    (tmp_path / "odd").mkdir()
+    wide = architecture_from_config(_edit(tmp_path / "wide", num_attention_heads=256))
+    with pytest.raises(DataError, match="at most 128"):
+        serving_config(wide, "h200", tensor_parallel=1)
+    assert serving_config(wide, "h200", tensor_parallel=2).tensor_parallel == 2
+    # the routed experts split evenly over the ranks
+    odd = architecture_from_config(_edit(tmp_path / "odd", n_routed_experts=255))
+    assert serving_config(odd, "h200", tensor_parallel=1).tensor_parallel == 1
+    with pytest.raises(DataError, match="255 routed experts"):
+        serving_config(odd, "h200", tensor_parallel=2)
+
+
+def test_the_4_bit_expert_methods_belong_to_their_own_checkpoints():
+    own = {
+        "fp8-mxfp4-experts": FLASH,
+        "fp8-nvfp4-experts": CONFIGS / "nvidia--DeepSeek-V4-Flash-NVFP4_config.json",
+    }
+    others = [
+        architecture_from_config(CONFIGS / "sgl-project--DeepSeek-V4-Flash-FP8_config.json"),
+        "qwen3-30b-a3b",
+    ]
+    for q, path in own.items():
+        assert (
+            serving_config(
+                architecture_from_config(path), "b200", tensor_parallel=8, quantization=q
+            ).quantization
+            == q
+        )
+        other = own["fp8-nvfp4-experts" if q == "fp8-mxfp4-experts" else "fp8-mxfp4-experts"]
+        for arch in [*others, architecture_from_config(other)]:
+            a = get_architecture(arch) if isinstance(arch, str) else arch
+            with pytest.raises(DataError, match="DeepSeek-V4 checkpoint's own method"):
+                serving_config(a, "b200", tensor_parallel=8, quantization=q)
+
+
+def test_every_v4_checkpoint_is_launched_with_vllms_v4_method():
+    for name in ("deepseek-ai--DeepSeek-V4-Flash", "sgl-project--DeepSeek-V4-Flash-FP8"):
+        s = serving_config(
+            architecture_from_config(CONFIGS / f"{name}_config.json"), "h200", tensor_parallel=8
+        )
+        flags = launch_settings(s, 16, 1000, 100).flags
+        assert flags[flags.index("--quantization") + 1] == "deepseek_v4_fp8"
+    dense = serving_config(get_architecture("qwen3-30b-a3b"), "h200", quantization="fp8")
+    assert dense.vllm_quantization == "fp8"
+
+
+def test_an_hca_only_layout_replicates_its_compressors_and_projections(tmp_path):
+    no_index = dict(index_topk=None, index_n_heads=None, index_head_dim=None)
+    a = architecture_from_config(_edit(tmp_path, compress_ratios=[128] * 44, **no_index))
+    d, q, hd = 4096, 1024, 512
+    assert (a.n_csa_layers, a.n_hca_layers, a.is_sparse) == (0, 43, False)
+    assert a.indexer_params == 43 * (128 * hd + d * 2 * hd + hd) + 43 * d * (q + hd)
+
+
 def test_decode_reads_window_selection_hca_entries_and_indexer_keys():
     df = pd.DataFrame({"model": [str(FLASH)] * 2, "batch_size": [1, 1], "input_len": [100, 8000],
                        "output_len": [2, 2], "gpu": ["h200"] * 2, "tensor_parallel": [8, 8]})  # fmt: skip
@@ -234,15 +294,22 @@ def test_decode_reads_window_selection_hca_entries_and_indexer_keys():
     )  # one KV head read once for all query heads: no paged-attention widening
 
 
-def test_prompt_pairs_by_hand():
-    il = 1000.0
+@pytest.mark.parametrize(
+    "il, selected",
+    [
+        (1000.0, 1000 * 1001 / 2 / 4),  # sum_i min(i / 4, 512): never capped below 2048 tokens
+        (8000.0, (2048 * 2049 / 2 + (8000 - 2048) * 2048) / 4),  # capped at 512 entries from token 2048 on
+    ],
+)
+def test_prompt_pairs_by_hand(il, selected):
     window = 128 * 129 / 2 + (il - 128) * 128  # sum_i min(i, 128)
-    selected = il * (il + 1) / 2 / 4  # sum_i min(i / 4, 512): never capped below 2048 tokens
     full = il * (il + 1) / 2
     want = (window + 21 / 43 * selected + 20 / 43 * full / 128) / full
-    got = eq.compressed_pair_share(il, 128, 2048, 21 / 43, 20 / 43)
+    got = eq.compressed_pair_share(il, 128, 2048, 21 / 43, 20 / 43, 4, 128)
     assert float(got) == pytest.approx(want)
-    assert float(eq.compressed_pair_share(100.0, 128, 0, 0.0, 0.0)) == pytest.approx(1.0)  # all in the window
+    assert float(eq.compressed_pair_share(100.0, 128, 0, 0.0, 0.0, 4, 128)) == pytest.approx(
+        1.0
+    )  # all windowed
 
 
 def test_prompt_attention_runs_at_flashmla_s_padded_heads():

@@ -149,8 +149,8 @@ def launch_settings(
         flags.append(NO_PREFIX_CACHING)
     if dtype and dtype != "auto":
         flags += ["--dtype", dtype]
-    if config.quantization and config.quantization != "none":
-        flags += ["--quantization", VLLM_QUANTIZATION.get(config.quantization, config.quantization)]
+    if config.vllm_quantization:
+        flags += ["--quantization", config.vllm_quantization]
     if config.kv_cache_dtype != "auto":
         flags += ["--kv-cache-dtype", config.kv_cache_dtype]
     return LaunchSettings(env, flags, kv_bytes / GIB, fits)

@@ -395,9 +395,11 @@ def _cmd_advise(args: argparse.Namespace) -> int:
     if served == CHECKPOINT_PLACEHOLDER:
         print(placeholder_note(args.model))
     if not is_cpu(config):
-        print(f"  or: --max-num-seqs {settings['max_num_seqs']} --num-gpu-blocks-override "
-              f"{settings['num_gpu_blocks_override']} --max-num-batched-tokens {settings['max_num_batched_tokens']} "
-              f"--max-model-len {settings['max_model_len']}")  # fmt: skip
+        blocks = (
+            "" if config.compressed else f"--num-gpu-blocks-override {settings['num_gpu_blocks_override']} "
+        )
+        print(f"  or: --max-num-seqs {settings['max_num_seqs']} {blocks}--max-num-batched-tokens "
+              f"{settings['max_num_batched_tokens']} --max-model-len {settings['max_model_len']}")  # fmt: skip
     if curve_path is not None:
         print(f"wrote the predicted curve ({len(adv.curve)} batch sizes) to {curve_path}")
     return 0

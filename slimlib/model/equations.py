@@ -207,8 +207,8 @@ def compressed_pair_share(
     topk: ArrayLike,
     csa_share: ArrayLike,
     hca_share: ArrayLike,
-    csa_ratio: float = 4.0,
-    hca_ratio: float = 128.0,
+    csa_ratio: float,
+    hca_ratio: float,
 ) -> FloatArray:
     """Share of a causal prompt's (query, key) pairs DeepSeek-V4's attention computes, averaged over the layers
     (beyond the paper): every layer attends to the last ``W`` tokens, ``S(W) = sum_i min(i, W)`` pairs

@@ -19,6 +19,7 @@ import pandas as pd
 from slimlib.errors import DataError, UnknownNameError
 from slimlib.model.parallel import split_features, tensor_parallel_column
 from slimlib.model.serving import (
+    FLASHMLA_MAX_HEADS,
     V4_ENTRY_BYTES,
     ServingConfig,
     hybrid_request_bytes,
@@ -150,7 +151,7 @@ def attention_intensity(a: Architecture, s: ServingConfig) -> float:
 def flashmla_heads(heads_per_rank: float) -> float:
     """Query heads vLLM's FlashMLA kernels run DeepSeek-V4's attention at on one rank: its heads padded to 64 or 128
     (``DeepseekV4MultiHeadLatentAttentionWrapper.padded_heads``)."""
-    return 64.0 if heads_per_rank <= 64 else 128.0
+    return 64.0 if heads_per_rank <= 64 else float(FLASHMLA_MAX_HEADS)
 
 
 def attention_width(a: Architecture, tensor_parallel: int = 1) -> float:

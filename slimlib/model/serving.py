@@ -61,7 +61,7 @@ from slimlib.model.memory import (
 )
 from slimlib.registry.architectures import Architecture
 from slimlib.registry.gpus import GIB, GPU, get_gpu
-from slimlib.registry.param_count import CSA_RATIO, HCA_RATIO, mla_params
+from slimlib.registry.param_count import CSA_RATIO, HCA_RATIO, compressor_overlap, mla_params
 from slimlib.registry.precision import (
     DTYPES,
     FP4_EXPERTS,
@@ -107,6 +107,8 @@ def fp8_sparse_latent_bytes(kv_lora_rank: int, rope_dim: int) -> int:
 #: ``head_bytes``, ``MLAAttentionSpec.real_page_size_bytes``): 448 fp8 values without RoPE, the 64-wide RoPE part in
 #: bf16, 7 scale bytes and 1 of padding; the sliding window and the compressed entries share it
 V4_ENTRY_BYTES = 584
+#: the most query heads per rank vLLM's FlashMLA runs DeepSeek-V4's attention at (it pads fewer to 64 or 128)
+FLASHMLA_MAX_HEADS = 128
 #: bytes of one element of a DeepSeek-V4 compressor's state (``CompressorStateCache``: float32)
 V4_STATE_ELEMENT_BYTES = 4
 
@@ -114,7 +116,7 @@ V4_STATE_ELEMENT_BYTES = 4
 def compressor_state_bytes(ratio: int, width: int) -> int:
     """Bytes one sequence's state of one DeepSeek-V4 compressor holds (vLLM's ``CompressorStateCache``): the last
     ``c ratio`` tokens' KV and score of ``c width`` float32 each (``c`` = 2 for the overlapping 4:1 compressor)."""
-    overlap = 2 if ratio == CSA_RATIO else 1
+    overlap = compressor_overlap(ratio)
     return overlap * ratio * 2 * overlap * width * V4_STATE_ELEMENT_BYTES
 
 
@@ -204,6 +206,20 @@ class ServingConfig:
     kv_bytes_selected: float = 0.0
     #: bytes one sequence holds whatever its context (DeepSeek-V4's compressor state; `compressed_cache`)
     sequence_bytes: float = 0.0
+    #: DeepSeek-V4's compressed attention: vLLM's own pools (its --num-gpu-blocks-override counts other pages) and
+    #: its ``deepseek_v4_fp8`` method for every fp8 checkpoint
+    compressed: bool = False
+
+    @property
+    def vllm_quantization(self) -> str:
+        """The ``--quantization`` value vLLM takes for this checkpoint ('' for none)."""
+        if not self.quantization or self.quantization == "none":
+            return ""
+        return (
+            "deepseek_v4_fp8"
+            if self.compressed
+            else VLLM_QUANTIZATION.get(self.quantization, self.quantization)
+        )
 
     @property
     def weights(self) -> float:
@@ -535,6 +551,11 @@ def serving_config(
     kvd = _choice(kv_cache_dtype, KV_CACHE_DTYPES, "kv_cache_dtype")
     q = _choice(quantization, QUANTIZATIONS, "quantization")
     own = arch.quantization.strip().lower()
+    if q in FP4_EXPERTS and q != own:
+        raise DataError(
+            f"quantization = {q!r} is a DeepSeek-V4 checkpoint's own method (fp8 with 4-bit experts); the "
+            f"checkpoint of {arch.name} is {own or '16-bit'}: leave quantization empty or give {own or 'fp8'!r}"
+        )
     if own and q and q != "none" and weight_precision(q) != weight_precision(own):
         raise DataError(
             f"quantization = {q!r} but the checkpoint of {arch.name} is quantized as {own!r}; vLLM serves a "
@@ -562,6 +583,12 @@ def serving_config(
     refusal = tensor_parallel_refusal(arch.name, arch.n_heads, arch.n_kv_heads, tp, within_node=within_node)
     if refusal:
         raise DataError(refusal)
+    if arch.is_compressed and arch.n_heads / tp > FLASHMLA_MAX_HEADS:
+        raise DataError(f"tensor_parallel = {tp} leaves {arch.n_heads // tp} heads per rank of {arch.name}; vLLM's "
+                        f"DeepSeek-V4 attention (FlashMLA) takes at most {FLASHMLA_MAX_HEADS}: use a larger degree")  # fmt: skip
+    if arch.is_compressed and arch.n_experts % tp:
+        raise DataError(f"tensor_parallel = {tp} does not divide {arch.name}'s {arch.n_experts} routed experts; "
+                        "vLLM's DeepSeek-V4 splits them evenly over the ranks: use a divisor")  # fmt: skip
     if arch.o_groups and arch.o_groups % tp:
         raise DataError(f"tensor_parallel = {tp} does not divide {arch.name}'s {arch.o_groups} output-projection "
                         f"groups (o_groups); vLLM splits them over the ranks: use a divisor of {arch.o_groups}")  # fmt: skip
@@ -661,6 +688,7 @@ def serving_config(
         n_experts_per_gpu=per_gpu_experts,
         linear_flops_per_token=_linear_flops_per_token(arch, tp),
         lm_head_flops_per_token=2.0 * arch.vocab_size * arch.hidden_size / tp,
+        compressed=arch.is_compressed,
         **hybrid,
         **sparse,
         **cache,

@@ -257,8 +257,6 @@ class Architecture:
         """Parameters vLLM replicates on every rank: all lightning indexers (0 without sparse attention); for
         DeepSeek-V4 also every KV compressor and each layer's fused query and KV down-projection ``D (r_q + d_h)``
         (``ReplicatedLinear`` or ``disable_tp`` in ``deepseek_v4.py`` and ``deepseek_compressor.py``)."""
-        if not self.is_sparse:
-            return 0
         d = self.hidden_size
         if self.is_compressed:
             indexers = v4_indexer_params(d, self.q_lora_rank, self.index_heads, self.index_head_dim)
@@ -267,6 +265,8 @@ class Architecture:
                 + self.n_hca_layers * compressor_params(d, HCA_RATIO, self.head_dim)
                 + self.n_layers * d * (self.q_lora_rank + self.head_dim)
             )
+        if not self.is_sparse:
+            return 0
         return self.n_indexer_layers * indexer_params(d, self.q_lora_rank, self.index_heads,
                                                       self.index_head_dim)  # fmt: skip
 

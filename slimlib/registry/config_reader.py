@@ -1019,6 +1019,9 @@ def _read_gemma4(c: _Keys) -> dict[str, Any]:
 
 #: DeepSeek-V4 ``compress_ratios`` values vLLM's ``deepseek_v4`` layers take: 0 (sliding window only), CSA, HCA
 _V4_RATIOS = (0, CSA_RATIO, HCA_RATIO)
+#: (head_dim, qk_rope_head_dim) of vLLM's DeepSeek-V4 attention: its 584-byte fp8_ds_mla entry holds 448 fp8
+#: values and 64 bf16 RoPE values
+V4_HEAD = (512, 64)
 
 
 def _read_deepseek_v4(c: _Keys) -> dict[str, Any]:
@@ -1038,8 +1041,9 @@ def _read_deepseek_v4(c: _Keys) -> dict[str, Any]:
             f"{c.where}: key 'num_key_value_heads' must be 1: DeepSeek-V4 attention has one KV head"
         )
     hd, rope = c.positive("head_dim"), c.positive("qk_rope_head_dim")
-    if rope >= hd:
-        raise DataError(f"{c.where}: key 'qk_rope_head_dim' ({rope}) must be below 'head_dim' ({hd})")
+    if (hd, rope) != V4_HEAD:
+        raise DataError(f"{c.where}: keys 'head_dim' {hd} and 'qk_rope_head_dim' {rope}: vLLM's DeepSeek-V4 cache "
+                        f"entry (584 bytes) and compressors take {V4_HEAD[0]} and {V4_HEAD[1]} only; refused")  # fmt: skip
     q_rank, groups, o_rank = c.positive("q_lora_rank"), c.positive("o_groups"), c.positive("o_lora_rank")
     if heads % groups:
         raise DataError(f"{c.where}: key 'o_groups' ({groups}) does not divide the {heads} attention heads")
@@ -1056,6 +1060,9 @@ def _read_deepseek_v4(c: _Keys) -> dict[str, Any]:
                         f"{', '.join(map(str, _V4_RATIOS))}")  # fmt: skip
     served = ratios[:layers]
     n_csa, n_hca = served.count(CSA_RATIO), served.count(HCA_RATIO)
+    if not n_csa + n_hca:
+        raise DataError(f"{c.where}: key 'compress_ratios' names no compressed layer ({CSA_RATIO} or {HCA_RATIO}) "
+                        "among the served layers: a DeepSeek-V4 layout without compression is not priced; refused")  # fmt: skip
     index: dict[str, int] = {}
     if n_csa:
         index = dict(index_heads=c.positive("index_n_heads"), index_head_dim=c.positive("index_head_dim"),

@@ -135,11 +135,17 @@ def compressed_attention_params(
     )
 
 
+def compressor_overlap(ratio: int) -> int:
+    """Windows a DeepSeek-V4 compressor overlaps (vLLM's ``DeepseekCompressor``): 2 for the 4:1 (CSA) compressor,
+    else 1."""
+    return 2 if ratio == CSA_RATIO else 1
+
+
 def compressor_params(d: int, ratio: int, width: int) -> int:
     """Parameters of one DeepSeek-V4 KV compressor of `ratio` tokens to one entry of `width` (vLLM's
     ``DeepseekCompressor``): with ``c`` = 2 for the overlapping 4:1 compressor, else 1, the position bias
     ``ratio c w``, the KV and gate projections ``2 D c w`` and the entry's RMS norm ``w``."""
-    overlap = 2 if ratio == 4 else 1
+    overlap = compressor_overlap(ratio)
     return ratio * overlap * width + 2 * d * overlap * width + width
 
 
@@ -147,7 +153,9 @@ def v4_indexer_params(d: int, q_lora_rank: int, heads: int, head_dim: int) -> in
     """Parameters of one DeepSeek-V4 lightning indexer (vLLM's ``DeepseekV4Indexer``): its queries from the query
     latent ``r_q H_i d_i``, the per-head weights ``D H_i``, a LayerNorm ``2 d_i`` and a 4:1 compressor of its keys
     (`compressor_params` at width ``d_i``) in place of DeepSeek-V3.2's key projection."""
-    return q_lora_rank * heads * head_dim + d * heads + 2 * head_dim + compressor_params(d, 4, head_dim)
+    return (
+        q_lora_rank * heads * head_dim + d * heads + 2 * head_dim + compressor_params(d, CSA_RATIO, head_dim)
+    )
 
 
 def hyper_connection_params(d: int, mult: int) -> int:

@@ -46,6 +46,7 @@ from slimlib.model.terms import specs as ps
 from slimlib.model.terms.batch import preemption_recompute_term
 from slimlib.model.terms.term import Params, Term, Times
 from slimlib.registry.gpus import GPU
+from slimlib.registry.param_count import CSA_RATIO, HCA_RATIO
 
 #: (sequence, query head) pairs per rank above which vLLM runs its unpartitioned paged-attention kernel
 ATTENTION_SWITCH_PAIRS = 512
@@ -62,7 +63,7 @@ def _prefill_served_measured(p: Params, f: Features, hw: GPU) -> Times:
     pairs = np.where(
         compressed,
         eq.compressed_pair_share(il, f["sliding_window"], f["attention_topk"], f["csa_layer_share"],
-                                 f["hca_layer_share"]),
+                                 f["hca_layer_share"], CSA_RATIO, HCA_RATIO),
         eq.sparse_pair_share(il, f["attention_topk"]),
     )  # fmt: skip
     dim = f["attention_width"] * f["attention_layer_share"] * pairs
