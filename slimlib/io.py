@@ -79,6 +79,10 @@ def _cannot_write(target: Path, exc: OSError) -> DataError:
     )
 
 
+def _cannot_replace(target: Path, exc: OSError) -> DataError:
+    return DataError(f"{target}: cannot replace it ({exc.strerror or exc}); choose another output name")
+
+
 def is_stdout(path: str | Path | None) -> bool:
     """True when `path` is ``-`` (standard output)."""
     return path is not None and str(path) == STDOUT
@@ -202,7 +206,10 @@ def atomic_open(
         os.chmod(tmp, _new_mode(0o777 if executable else 0o666))
         _hold()
         check_interrupted()
-        os.replace(tmp, target)
+        try:
+            os.replace(tmp, target)
+        except OSError as exc:
+            raise _cannot_replace(target, exc) from None
         _restore(old_mask)
     except BaseException:
         _hold()  # a second signal must not skip the removal
@@ -317,7 +324,10 @@ def write_files(files: dict[Path, bytes]) -> list[Path]:
             _hold()
             check_interrupted()
         for target, tmp in tmps.items():
-            os.replace(tmp, target)
+            try:
+                os.replace(tmp, target)
+            except OSError as exc:
+                raise _cannot_replace(target, exc) from None
         tmps = {}
         _restore(old_mask)
     except BaseException:

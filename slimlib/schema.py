@@ -350,6 +350,10 @@ def validate_table(
     return out
 
 
+#: the longest latency a benchmark row can hold: a day, in ms
+MAX_LATENCY_MS = 86_400_000.0
+
+
 def latency_order_problems(row: Mapping[Any, object], tol: float = 0.01) -> list[str]:
     """Why a row's measured latencies cannot be: mean TTFT or (OL - 1) x mean TPOT above the client's mean E2E
     (``mean_e2el_ms``, as vLLM's benchmark reports it; relative tolerance `tol`), or a latency's percentiles out of
@@ -366,6 +370,17 @@ def latency_order_problems(row: Mapping[Any, object], tol: float = 0.01) -> list
     ol, e2e = num("output_len"), num("mean_e2el_ms")
     ttft, tpot = num("mean_ttft_ms"), num("mean_tpot_ms")
     out = []
+    for key in row:
+        if not (
+            key in ("mean_ttft_ms", "mean_tpot_ms", "mean_e2el_ms") or re.fullmatch(r"p\d+_\w+_ms", str(key))
+        ):
+            continue
+        v = num(str(key))
+        zero_ok = "tpot" in str(key) or "itl" in str(key)  # one output token: no gap between tokens
+        if not math.isnan(v) and not ((0 <= v if zero_ok and ol <= 1 else 0 < v) and v <= MAX_LATENCY_MS):
+            out.append(
+                f"{key} = {v:.4g} is not a measured latency (above 0 and at most a day, {MAX_LATENCY_MS:.0f})"
+            )
     if ttft > e2e * (1 + tol):
         out.append(f"mean TTFT {ttft:.4g} ms > mean E2E {e2e:.4g} ms")
     if ol > 1 and (ol - 1) * tpot > e2e * (1 + tol):

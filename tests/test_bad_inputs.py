@@ -1,4 +1,4 @@
-"""Issues 20 and 29: no input destroys data or passes as physical when it is not. Each case is a bad input given to
+"""No input destroys data or passes as physical when it is not. Each case is a bad input given to
 the `slim` command as a user would; each must end with exit status 2 and ONE line on standard error matching the
 expected message, and must leave every file it was given as it was (contents and modification time) with no file
 created."""
@@ -1067,6 +1067,31 @@ CASES = [
         ),
         r"model_type 'mamba' is a state-space",
     ),
+    Case(
+        "bench model --out a folder holding the user's files",
+        lambda t: _s("bench", "model", "opt-125m", "--out", _user_folder(t)),
+        r"holds files that `slim bench model` did not write \(README.txt\)",
+    ),
+    Case(
+        "fit: a negative mean TTFT",
+        lambda t: _s("fit", _measured(t, mean_ttft_ms=-5.0), "--out", t / "p.json"),
+        r"mean_ttft_ms = -5 is not a measured latency",
+    ),
+    Case(
+        "fit: a mean TPOT of 0 ms with more than one output token",
+        lambda t: _s("fit", _measured(t, mean_tpot_ms=0.0), "--out", t / "p.json"),
+        r"mean_tpot_ms = 0 is not a measured latency",
+    ),
+    Case(
+        "fit: a mean TTFT of 1e308 ms",
+        lambda t: _s("fit", _measured(t, mean_ttft_ms=1e308), "--out", t / "p.json"),
+        r"mean_ttft_ms = 1e\+308 is not a measured latency",
+    ),
+    Case(
+        "predict with a standard error written as NaN (null is how an unknown one is written)",
+        lambda t: _s("predict", _params(t, stderr={"eta_c": float("nan")}), _config(t)),
+        r"field 'stderr' of 'eta_c' is nan",
+    ),
 ]
 
 
@@ -1101,7 +1126,7 @@ def test_bad_input_is_one_clean_line_and_destroys_nothing(case, tmp_path, capsys
 
 
 def test_every_issue_case_is_covered():
-    """The closing notes count these: every bad input of issues 20 (32 cases) and 29 is one case above."""
+    """Every audited bad input is one case above (65 from the first two audits, and those added since)."""
     assert len(CASES) >= 32 + 33
     assert len({c.name for c in CASES}) == len(CASES)
 
@@ -1312,3 +1337,82 @@ def test_every_subcommand_refuses_a_missing_input_in_one_line(tmp_path, capsys):
         assert rc == 2 and len(lines) == 1 and "Traceback" not in err, (name, rc, err)
         assert lines[0].startswith(f"slim {name.split()[0]}"), (name, lines[0])
     assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_an_empty_frontier_leaves_the_previous_one(tmp_path, capsys):
+    front = tmp_path / "fr.csv"
+    for name in ("fr.csv", "fr.pdf", "fr.png"):
+        (tmp_path / name).write_text("old\n")
+    before = _snapshot(tmp_path)
+    rc = main(_advise(tmp_path, "--ttft-ms", 0.001, "--gpus", 1, "--frontier", front))
+    err = capsys.readouterr().err
+    assert rc == 1 and "the frontier is empty: nothing written" in err
+    assert {k: v for k, v in _snapshot(tmp_path).items() if "fr." in k} == {
+        k: v for k, v in before.items() if "fr." in k
+    }
+
+
+def test_a_plan_quotes_the_model_it_records(tmp_path, capsys):
+    import subprocess
+
+    folder = tmp_path / "sub $(touch PWNED),x"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(_LLAMA))
+    out = tmp_path / "plan"
+    args = _s("plan", "--model", folder, "--gpu", GPU, "--input-len", 250, "--output-len", 130, "--out", out)
+    assert main(args) == 0
+    capsys.readouterr()
+    echo = next(
+        ln for ln in (out / "run_plan.sh").read_text().splitlines() if "echo" in ln and '>> "$SIDECAR"' in ln
+    )
+    sidecar = tmp_path / "side.csv"
+    subprocess.run(["bash", "-c", echo.split(" && ", 1)[1]], cwd=tmp_path, env={**os.environ, "SIDECAR": str(sidecar)},
+                   check=True)  # fmt: skip
+    assert not (tmp_path / "PWNED").exists()
+    row = pd.read_csv(sidecar, header=None).iloc[0]
+    assert row[4] == str(folder)  # the path as given, which `slim fit` reads back
+
+
+def test_a_local_folder_with_a_registry_name_is_read_and_said(tmp_path):
+    import subprocess
+
+    folder = tmp_path / "opt-125m"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(_LLAMA))
+    code = "import sys; from slimlib.cli.main import run; sys.exit(run(sys.argv[1:]))"
+
+    def slim(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-c", code, *args], cwd=tmp_path, capture_output=True, text=True
+        )
+
+    bare = slim("models", "opt-125m")
+    assert (
+        bare.returncode == 0 and " 2048 " in bare.stdout
+    )  # the local config's width (the registry's is 768)
+    # said once, though the command reads the model more than once
+    assert bare.stderr.count("read from the local folder 'opt-125m'") == 1, bare.stderr
+    explicit = slim("models", "./opt-125m")
+    assert explicit.returncode == 0 and "local folder" not in explicit.stderr
+
+
+def test_an_output_that_cannot_be_replaced_is_one_line(tmp_path, capsys, monkeypatch):
+    out = tmp_path / "pred.csv"
+    out.write_text("old\n")
+
+    def refuse(src, dst):
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(os, "replace", refuse)
+    rc = main(_s("predict", _params(tmp_path), _config(tmp_path), "--out", out))
+    err = capsys.readouterr().err
+    assert rc == 2 and "pred.csv: cannot replace it (Operation not permitted)" in err
+    assert out.read_text() == "old\n" and not list(tmp_path.glob(".*.tmp"))
+
+
+#: a small Llama-style config (the shapes of a 1B model)
+_LLAMA = {
+    "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 2048, "intermediate_size": 8192,
+    "num_attention_heads": 32, "num_key_value_heads": 8, "num_hidden_layers": 16, "vocab_size": 128256,
+    "max_position_embeddings": 8192, "torch_dtype": "bfloat16", "rms_norm_eps": 1e-5, "hidden_act": "silu",
+}  # fmt: skip

@@ -1,4 +1,4 @@
-"""Issue 20, quiet and honest runs: no kernel-interrupt message after each notebook, notebook 07's fit warnings
+"""Quiet and honest runs: no kernel-interrupt message after each notebook, notebook 07's fit warnings
 counted in its own summary cell, `slim fit` progress as log lines off a terminal."""
 
 from __future__ import annotations

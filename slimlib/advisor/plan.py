@@ -17,6 +17,8 @@ sidecar `slim data ingest` reads), or with ``slurm`` a job array (`slimlib.advis
 
 from __future__ import annotations
 
+import csv
+import io
 import shlex
 from pathlib import Path
 
@@ -148,7 +150,7 @@ def make_plan(
             for ol in ols:
                 rows.append(
                     {
-                        "model": arch.name,
+                        "model": _model_column(str(model), arch.name),
                         "hf_id": served,
                         "gpu": hw.name,
                         "batch_size": b,
@@ -191,6 +193,16 @@ def make_plan(
             "--batch-sizes) or lengths"
         )
     return plan
+
+
+def _model_column(model: str, name: str) -> str:
+    """The plan's ``model`` value: the path as given for a local config (what `slim fit` reads back), else the
+    registry's name."""
+    try:
+        local = Path(model).exists()
+    except OSError:
+        local = False
+    return model if local else name
 
 
 def _safe(name: str) -> str:
@@ -253,9 +265,21 @@ def write_plan(
     return [Path(out_dir) / name for name in files]
 
 
+def _csv_line(values) -> str:
+    """One CSV line of `values` (quoted where a value holds a comma or a quote), without its line end."""
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="").writerow([str(v) for v in values])
+    return buf.getvalue()
+
+
 def _local_files(plan: pd.DataFrame, result_dir: str, legacy: bool, port: int) -> dict[str, tuple[str, bool]]:
     """``run_plan.sh`` and ``README.txt`` of a local plan as {name: (text, executable)}."""
     max_len = int((plan["input_len"] + plan["output_len"]).max())
+    for name in map(str, plan["model"].unique()):
+        if any(ch in name for ch in "\n\r\x00"):
+            raise DataError(
+                f"model {name[:80]!r}: a line break in the name cannot go into run_plan.sh; rename it"
+            )
     rd = shlex.quote(result_dir)
     flags = serve_flags(plan, legacy)
     lines = [
@@ -282,8 +306,10 @@ def _local_files(plan: pd.DataFrame, result_dir: str, legacy: bool, port: int) -
             "wait_ready",
         ]
         for _, r in runs.iterrows():
-            side = ",".join(str(r[c]) for c in SIDECAR_COLUMNS)
-            lines.append(f'{client_command(r, result_dir, port, legacy)} && echo {side} >> "$SIDECAR"')
+            side = _csv_line([r[c] for c in SIDECAR_COLUMNS])
+            lines.append(
+                f'{client_command(r, result_dir, port, legacy)} && echo {shlex.quote(side)} >> "$SIDECAR"'
+            )
         lines += ['kill "$SERVER"', 'wait "$SERVER" || true']
     p = plan.iloc[0]
     lines += [

@@ -493,6 +493,10 @@ def _search(args: argparse.Namespace) -> int:
     if best["b_cap"] > 0:
         launch = launch_settings(dep.config, int(best["b_cap"]), args.input_len, args.output_len,
                                  cpu_threads=args.cpu_threads)  # fmt: skip
+    if front_paths is not None and len(front) == 0:
+        print(f"slim advise: no deployment meets the limits, so the frontier is empty: nothing written to "
+              f"{', '.join(map(str, front_paths))}", file=sys.stderr)  # fmt: skip
+        front_paths = None
     if front_paths is not None:
         label = f"best: TP{best['tensor_parallel']} {best['precision']} B={best['b_cap']}"
         pick = {label: (best["per_user_tok_s"], best["throughput_per_gpu_tok_s"])} if launch else {}

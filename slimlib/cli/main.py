@@ -111,6 +111,19 @@ def _one_line_warning(
     return f"slim: warning: {message}\n"
 
 
+def _once_per_message(show):  # noqa: ANN001, ANN202
+    """`warnings.showwarning` that shows each distinct (category, message) once per command."""
+    seen: set[tuple[type[Warning], str]] = set()
+
+    def showwarning(message, category, filename, lineno, file=None, line=None):  # noqa: ANN001, ANN202
+        key = (category, str(message))
+        if key not in seen:
+            seen.add(key)
+            show(message, category, filename, lineno, file, line)
+
+    return showwarning
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point: run one subcommand (`run`); as the `slim` program, an interrupted command exits at once
     (`slimlib.cli.exit_interrupted`)."""
@@ -138,8 +151,9 @@ def run(argv: list[str] | None = None) -> int:
     sys.excepthook = _quiet_interrupted_traceback(excepthook)  # type: ignore[assignment]
     command = "slim"
     debug = False
-    formatwarning = warnings.formatwarning
+    formatwarning, showwarning = warnings.formatwarning, warnings.showwarning
     warnings.formatwarning = _one_line_warning  # a warning is one line, as an error is
+    warnings.showwarning = _once_per_message(showwarning)
     try:
         words = sys.argv[1:] if argv is None else argv
         debug = (
@@ -174,7 +188,7 @@ def run(argv: list[str] | None = None) -> int:
     finally:
         clear_interrupt()  # reported (or none): later library calls in this process commit their outputs again
         sys.unraisablehook, sys.excepthook = unraisablehook, excepthook
-        warnings.formatwarning = formatwarning
+        warnings.formatwarning, warnings.showwarning = formatwarning, showwarning
         for s, handler in previous.items():  # the `slim` program is exiting: a late signal changes nothing
             signal.signal(s, signal.SIG_IGN if handler is exit_while_starting else handler)
     return int(rc or 0)

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from slimlib.errors import DataError
-from slimlib.io import write_text
+from slimlib.io import check_owned, write_text
 from slimlib.registry.architectures import Architecture, architecture_from_config, get_architecture
 from slimlib.registry.config_reader import shapes_from_config
 
@@ -197,7 +197,8 @@ def train_tokenizer_json(vocab_size: int, seed: int = 0) -> str:
 def write_model_folder(out: str | os.PathLike[str], config: dict[str, Any], *, seed: int = 0) -> list[Path]:
     """Write `config` (from `model_config`) as a servable folder: config.json, tokenizer files, NO_WEIGHTS.md.
 
-    Returns the paths written. Refuses a folder that holds weight files (``*.safetensors``, ``*.bin``)."""
+    Returns the paths written. Refuses a folder that holds weight files (``*.safetensors``, ``*.bin``) or any other
+    file of its own (one this function wrote holds its `NOTE_FILE`)."""
     root = Path(out)
     root.mkdir(parents=True, exist_ok=True)
     weights = sorted(p.name for p in root.iterdir() if p.suffix in (".safetensors", ".bin", ".pt"))
@@ -205,6 +206,7 @@ def write_model_folder(out: str | os.PathLike[str], config: dict[str, Any], *, s
         raise DataError(
             f"{root}: holds weight files ({', '.join(weights)}); write the model folder elsewhere"
         )
+    check_owned(root, "--out", "slim bench model", legacy=lambda p: (p / NOTE_FILE).is_file())
     vocab_key = _key(config, "vocab")
     if vocab_key is None:
         raise DataError("the config has no vocab_size; cannot size the tokenizer")

@@ -432,8 +432,9 @@ class Estimator(ABC):
         order = [k for k in d.get("param_order") or [] if k in params]
         order += [k for k in params if k not in order]  # JSON objects are written with sorted keys
         self.params_ = {k: float(params[k]) for k in order}
-        self.stderr_ = {k: _float(v) for k, v in dict(d.get("stderr") or {}).items()}
-        bad = [k for k, v in self.stderr_.items() if math.isinf(v) or v < 0]
+        raw_se = dict(d.get("stderr") or {})
+        self.stderr_ = {k: _float(v) for k, v in raw_se.items()}
+        bad = [k for k, v in self.stderr_.items() if math.isinf(v) or v < 0 or (raw_se[k] is not None and v != v)]
         if bad:
             raise DataError(f"{where}: field 'stderr' of {bad[0]!r} is {self.stderr_[bad[0]]}: a standard error is "
                             "a finite number >= 0 (null where unknown); refit with `slim fit`")  # fmt: skip

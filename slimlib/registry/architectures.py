@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import re
+import warnings
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -799,6 +800,15 @@ def _state(p: Path) -> tuple[int, int]:
     return st.st_mtime_ns, st.st_size
 
 
+class ShadowedNameWarning(UserWarning):
+    """A bare model name that is both a registry entry and a local file or folder (the local one is read)."""
+
+
+def _looks_like_path(text: str) -> bool:
+    """True for a model argument written as a path (``./x``, ``/x``, ``~/x``, ``x/``, ``.../config.json``)."""
+    return text.startswith(("./", "../", "/", "~")) or text.endswith(("/", ".json")) or text in (".", "..")
+
+
 def get_architecture(name_or_path: str | os.PathLike[str] | Architecture) -> Architecture:
     """An architecture by short name or Hugging Face id (case-insensitive), or from a config.json path.
 
@@ -813,9 +823,17 @@ def get_architecture(name_or_path: str | os.PathLike[str] | Architecture) -> Arc
         local = p.is_file() or (p.is_dir() and (p / "config.json").is_file())
     except OSError:  # a name no file system takes (too long, ...): a registry name or nothing
         local = False
-    if local:
-        return _config_architecture(p)
     arch = _INDEX.get(_normalize(text))
+    if local:
+        if arch is not None and not _looks_like_path(text):
+            warnings.warn(
+                f"model {text!r}: read from the local {'folder' if p.is_dir() else 'file'} {text!r}, which has the "
+                f"name of the registry's {arch.name}; write ./{text} to mean the local one, or run elsewhere for "
+                "the registry's",
+                ShadowedNameWarning,
+                stacklevel=2,
+            )
+        return _config_architecture(p)
     if arch is not None:
         return arch
     if text.lower().endswith(".json"):
