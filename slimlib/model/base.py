@@ -434,7 +434,9 @@ class Estimator(ABC):
         self.params_ = {k: float(params[k]) for k in order}
         raw_se = dict(d.get("stderr") or {})
         self.stderr_ = {k: _float(v) for k, v in raw_se.items()}
-        bad = [k for k, v in self.stderr_.items() if math.isinf(v) or v < 0 or (raw_se[k] is not None and v != v)]
+        bad = [
+            k for k, v in self.stderr_.items() if math.isinf(v) or v < 0 or (raw_se[k] is not None and v != v)
+        ]
         if bad:
             raise DataError(f"{where}: field 'stderr' of {bad[0]!r} is {self.stderr_[bad[0]]}: a standard error is "
                             "a finite number >= 0 (null where unknown); refit with `slim fit`")  # fmt: skip
