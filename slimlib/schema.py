@@ -225,6 +225,8 @@ def read_csv_table(path: str | Path, *, require_target: bool = True) -> pd.DataF
     table once, as Arrow buffers that pandas uses in place (no second copy, no copy of the file)."""
     p = Path(path)
     help_text = SCHEMA_HELP if require_target else PREDICT_SCHEMA_HELP
+    if p.is_dir():
+        raise DataError(f"{p}: is a folder; give the path of a CSV table ({help_text})")
     if not p.is_file():
         raise DataError(f"{p}: no such file; give the path of a CSV table ({help_text})")
     if p.suffix.lower() in (".parquet", ".pq"):

@@ -1068,6 +1068,11 @@ CASES = [
         r"model_type 'mamba' is a state-space",
     ),
     Case(
+        "predict a folder given as its table",
+        lambda t: _s("predict", _params(t), _user_folder(t)),
+        r"notes: is a folder; give the path of a CSV table",
+    ),
+    Case(
         "bench model --out a folder holding the user's files",
         lambda t: _s("bench", "model", "opt-125m", "--out", _user_folder(t)),
         r"holds files that `slim bench model` did not write \(README.txt\)",
