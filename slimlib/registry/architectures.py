@@ -332,6 +332,8 @@ def _read_json(p: Path) -> dict[str, Any]:
         data = json.loads(p.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise DataError(f"{p}: not a readable JSON file ({exc})") from None
+    except RecursionError:
+        raise DataError(f"{p}: not a readable JSON file (nested too deeply to parse)") from None
     if not isinstance(data, dict):
         raise DataError(f"{p}: expected a JSON object at the top level")
     return data

@@ -19,6 +19,7 @@ no structure key is read as Llama-style with an `UnknownStyleWarning`.
 
 from __future__ import annotations
 
+import math
 import warnings
 from typing import Any
 
@@ -210,6 +211,18 @@ def _present(value: Any) -> bool:
     return value is not None and value is not False and value != 0 and value != [] and value != {}
 
 
+#: the most a whole-number key may hold (no shape, count or length of a model comes near it): a bound that keeps a
+#: mistaken value from reaching the arithmetic
+MAX_INTEGER = 10**12
+#: tighter bounds of the size keys: about 80x the most layers (126), 60x the widest hidden size (16,384) and 38x
+#: the largest vocabulary (262,144) of the 117 published configs in the data mirror
+MAX_SIZE = {
+    **dict.fromkeys(("num_hidden_layers", "n_layer", "num_layers", "n_layers"), 10_000),
+    **dict.fromkeys(("hidden_size", "n_embd", "n_embed", "d_model"), 1_000_000),
+    **dict.fromkeys(("vocab_size", "padded_vocab_size"), 10_000_000),
+}
+
+
 class _Keys:
     """Keyed access to a config dict whose errors name the file and the key; records the keys read."""
 
@@ -236,17 +249,45 @@ class _Keys:
             )
         return value
 
+    def found(self, *keys: str) -> str:
+        """The first of `keys` the config sets (not null), else the first: the key a message names."""
+        return next((k for k in keys if self.data.get(k) is not None), keys[0])
+
     def integer(self, *keys: str, default: int | None = None) -> int:
+        """A non-negative whole number at most `MAX_INTEGER` (the lower `MAX_SIZE` of the key, where it has one);
+        NaN, infinity, a bool, a fraction or a value above the bound is refused, naming the key."""
         value = self.require(*keys) if default is None else self.get(*keys, default=default)
-        if isinstance(value, bool) or not isinstance(value, int | float) or int(value) != value or value < 0:
-            raise DataError(f"{self.where}: key {keys[0]!r} must be a non-negative integer, got {value!r}")
+        key = self.found(*keys)
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or (isinstance(value, float) and not math.isfinite(value))
+            or int(value) != value
+            or value < 0
+        ):
+            raise DataError(f"{self.where}: key {key!r} must be a non-negative integer, got {value!r}")
+        limit = min(MAX_SIZE.get(k, MAX_INTEGER) for k in keys)
+        if value > limit:
+            raise DataError(f"{self.where}: key {key!r} is {int(value)}, above the {limit:,} SLIM reads for it; "
+                            "fix the config's value")  # fmt: skip
         return int(value)
 
     def positive(self, *keys: str, default: int | None = None) -> int:
         """`integer`, and above 0: a count or width of 0 is refused, naming the key."""
         value = self.integer(*keys, default=default)
         if value == 0:
-            raise DataError(f"{self.where}: key {keys[0]!r} must be a positive integer, got 0")
+            raise DataError(f"{self.where}: key {self.found(*keys)!r} must be a positive integer, got 0")
+        return value
+
+    def optional_positive(self, key: str) -> int:
+        """`positive` where the key is set, 0 where it is absent or null (the feature is off): a 0 is refused,
+        as it is no size of the feature (null, not 0, says "none")."""
+        if self.get(key) is None:
+            return 0
+        value = self.integer(key)
+        if value == 0:
+            raise DataError(f"{self.where}: key {key!r} is 0, which is no valid size; set it to null (or leave it "
+                            "out) where the model has no such feature")  # fmt: skip
         return value
 
     def int_list(self, key: str, length: int) -> list[int]:
@@ -477,6 +518,7 @@ def _moe_layers(c: _Keys, layout: str, layers: int) -> tuple[list[bool], dict[st
     if not 1 <= top_k <= n_exp:
         raise DataError(f"{c.where}: key 'num_experts_per_tok' is {top_k}: a token is routed to 1 to {n_exp} "
                         f"experts ({keys[0]!r})")  # fmt: skip
+    _expert_groups(c, keys[0], n_exp, top_k)
     if not any(flags):
         raise DataError(f"{c.where}: no layer of the {layers} is a mixture of experts (see "
                         "'first_k_dense_replace', 'mlp_only_layers' and the MoE layer step); refused")  # fmt: skip
@@ -488,9 +530,25 @@ def _moe_layers(c: _Keys, layout: str, layers: int) -> tuple[list[bool], dict[st
     return flags, shapes
 
 
+def _expert_groups(c: _Keys, experts_key: str, n_exp: int, top_k: int) -> None:
+    """Grouped routing (``n_group`` groups of experts, the best ``topk_group`` of them searched, as vLLM's
+    grouped top-k): the groups must split the experts evenly and hold the top-k; absent or null is one group."""
+    groups = c.positive("n_group", default=1)
+    best = c.positive("topk_group", default=groups)
+    if best > groups:
+        raise DataError(f"{c.where}: key 'topk_group' ({best}) exceeds 'n_group' ({groups}); a token searches at "
+                        "most every group: lower 'topk_group' or raise 'n_group'")  # fmt: skip
+    if n_exp % groups:
+        raise DataError(f"{c.where}: key 'n_group' ({groups}) does not divide {experts_key!r} ({n_exp}); the "
+                        "expert groups must be of one size: fix either key")  # fmt: skip
+    if top_k > best * (n_exp // groups):
+        raise DataError(f"{c.where}: key 'num_experts_per_tok' ({top_k}) exceeds the {best * (n_exp // groups)} "
+                        f"experts of the 'topk_group' ({best}) groups searched; fix either key")  # fmt: skip
+
+
 def _sliding_layers(c: _Keys, window_rule: str, layers: int) -> tuple[int, int]:
     """(window, layers attending to the last `window` tokens only); (0, 0) for full attention everywhere."""
-    window = c.integer("sliding_window", default=0)
+    window = c.optional_positive("sliding_window")
     layer_types = c.get("layer_types")
     if layer_types is not None:
         if not isinstance(layer_types, list) or len(layer_types) != layers:
@@ -499,7 +557,7 @@ def _sliding_layers(c: _Keys, window_rule: str, layers: int) -> tuple[int, int]:
             )
         n = sum(t == "sliding_attention" for t in layer_types)
     elif window_rule == "chunked":  # Llama 4: RoPE layers attend within chunks of attention_chunk_size tokens
-        window = c.integer("attention_chunk_size", default=0)
+        window = c.optional_positive("attention_chunk_size")
         given = c.get(
             "no_rope_layers"
         )  # 1: a RoPE (chunked) layer; default: every 4th layer is global (NoPE)
@@ -609,7 +667,7 @@ def _read_decoder(c: _Keys, family: str) -> dict[str, Any]:
     kw: dict[str, Any] = dict(n_layers=layers, hidden_size=d, n_heads=heads, n_kv_heads=kv, ffn_kind="gated",
                               vocab_size=vocab, max_position=c.integer("max_position_embeddings", default=0))  # fmt: skip
     if conv.get("mla"):  # multi-head latent attention: the KV heads are the query heads, over the latent
-        mla = dict(q_lora_rank=c.integer("q_lora_rank", default=0), kv_lora_rank=c.positive("kv_lora_rank"),
+        mla = dict(q_lora_rank=c.optional_positive("q_lora_rank"), kv_lora_rank=c.positive("kv_lora_rank"),
                    qk_nope_head_dim=c.positive("qk_nope_head_dim"), qk_rope_head_dim=c.positive("qk_rope_head_dim"),
                    v_head_dim=c.positive("v_head_dim"))  # fmt: skip
         attention = mla_params(d, heads, **mla)
@@ -618,7 +676,7 @@ def _read_decoder(c: _Keys, family: str) -> dict[str, Any]:
             sparse = _indexers(c, layers)
             if not mla["q_lora_rank"]:
                 raise DataError(
-                    f"{c.where}: key 'q_lora_rank' is 0: the lightning indexer reads the query latent"
+                    f"{c.where}: key 'q_lora_rank' is null: the lightning indexer reads the query latent"
                 )
             indexers = sparse["n_indexer_layers"] * indexer_params(
                 d, mla["q_lora_rank"], sparse["index_heads"], sparse["index_head_dim"])  # fmt: skip
@@ -796,6 +854,7 @@ def _read_mamba_hybrid(c: _Keys) -> dict[str, Any]:
         if top_k > n_experts or n_experts > MAX_EXPERTS:
             raise DataError(f"{c.where}: key 'num_experts_per_tok' ({top_k}) exceeds 'n_routed_experts' ({n_experts}), "
                             f"or that is above {MAX_EXPERTS}; refused")  # fmt: skip
+        _expert_groups(c, "n_routed_experts", n_experts, top_k)
         counts = count_decoder(**common, dense_ffn=dense, n_dense_layers=n_mlp,
                                expert=ffn_params(latent or d, width, "mlp"), n_experts=n_experts,
                                experts_per_token=top_k, router=router_params(d, n_experts, True),
@@ -926,6 +985,7 @@ def _read_per_kind_attention(c: _Keys) -> dict[str, Any]:
     if top_k > n_exp or n_exp > MAX_EXPERTS:
         raise DataError(f"{c.where}: key 'num_experts_per_tok' ({top_k}) exceeds 'n_routed_experts' ({n_exp}), or that "
                         f"is above {MAX_EXPERTS}; refused")  # fmt: skip
+    _expert_groups(c, "n_routed_experts", n_exp, top_k)
     if c.integer("n_shared_experts", default=0):
         raise DataError(f"{c.where}: key 'n_shared_experts' > 0 is not read for a MiMo-V2 config; refused")
     width, dense = c.positive("moe_intermediate_size"), c.positive("intermediate_size")
@@ -1368,6 +1428,24 @@ def _language_model(data: dict[str, Any], where: str) -> tuple[dict[str, Any], s
     return text, f"{where}, text_config"
 
 
+def _rope_factor(c: _Keys) -> None:
+    """A RoPE scaling block's ``factor`` (``rope_scaling``, or ``rope_parameters`` and its per-layer-type blocks)
+    must be a finite number above 0 where it is set: 0 or below stretches no context."""
+    for key in ("rope_scaling", "rope_parameters"):
+        block = c.get(key)
+        blocks = [(key, block)] if isinstance(block, dict) else []
+        blocks += (
+            [(f"{key}.{k}", v) for k, v in (block or {}).items() if isinstance(v, dict)] if blocks else []
+        )
+        for name, b in blocks:
+            f = b.get("factor")
+            if f is None:
+                continue
+            if isinstance(f, bool) or not isinstance(f, int | float) or not math.isfinite(f) or f <= 0:
+                raise DataError(f"{c.where}: key '{name}.factor' must be a positive number, got {f!r}; set the "
+                                "model's scaling factor, or drop the scaling block for none")  # fmt: skip
+
+
 def shapes_from_config(data: dict[str, Any], where: str, quantization: str = "") -> dict[str, Any]:
     """Architecture fields (all but name/hf_id/source/aliases/identity) from a config dict.
 
@@ -1382,6 +1460,7 @@ def shapes_from_config(data: dict[str, Any], where: str, quantization: str = "")
         _refuse_unsupported(text, where)
     style, family = _detect_style(text, where)
     c = _Keys(text, where, family)
+    _rope_factor(c)
     if style == "decoder":
         kw = _read_decoder(c, family)
     else:
