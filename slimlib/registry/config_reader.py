@@ -3,8 +3,8 @@
 Styles (from ``model_type``, else ``architectures``): OPT, Phi-1/2, GPT-J, BLOOM, Falcon (`_read_classic`), and the
 Llama lineage with its mixture-of-experts and latent-attention descendants (`_read_decoder`): Llama 2/3.x, Mistral,
 Qwen2/2.5/3, MiMo, Granite, Gemma 1/2/3, Phi-3, Mixtral, Llama 4, Qwen3-MoE, DeepSeek-V2/V3/R1, Kimi-K2, gpt-oss,
-MiniMax-M2 and Step-3.x-Flash; DeepSeek-V4 (`_read_deepseek_v4`: compressed attention, hyper-connections) and the
-hybrid and heterogeneous styles have readers of their own (`_OWN_READERS`). Multimodal wrappers (Llama 4, Qwen3-VL, Kimi-K2.5, ...) are read from their
+MiniMax-M2 and Step-3.x-Flash; DeepSeek-V4 (`_read_deepseek_v4`: compressed attention, hyper-connections),
+MiniMax-M3 (`_read_minimax_m3`: block-sparse attention with a K-only indexer) and the hybrid and heterogeneous styles have readers of their own (`_OWN_READERS`). Multimodal wrappers (Llama 4, Qwen3-VL, Kimi-K2.5, ...) are read from their
 ``text_config``: the language model that serves the tokens, as vLLM serves it text-only (``--language-model-only``,
 or every ``--limit-mm-per-prompt`` modality 0, does not load the multimodal modules); the vision tower
 (``vision_config``, a few hundred million parameters, loaded when images are served) is not read and not counted. Multi-token-prediction layers (``num_nextn_predict_layers``, ``num_mtp_modules``) are not counted:
