@@ -250,7 +250,7 @@ def test_the_4_bit_expert_methods_belong_to_their_own_checkpoints():
         other = own["fp8-nvfp4-experts" if q == "fp8-mxfp4-experts" else "fp8-mxfp4-experts"]
         for arch in [*others, architecture_from_config(other)]:
             a = get_architecture(arch) if isinstance(arch, str) else arch
-            with pytest.raises(DataError, match="DeepSeek-V4 checkpoint's own method"):
+            with pytest.raises(DataError, match="mixed checkpoint's own method"):
                 serving_config(a, "b200", tensor_parallel=8, quantization=q)
 
 

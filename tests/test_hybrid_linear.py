@@ -206,7 +206,7 @@ def test_methods_that_price_kv_over_every_layer_refuse_a_hybrid(tmp_path, method
     msg = str(err.value)
     assert msg.startswith("row 0: the model has linear-attention") and method in msg and "\n" not in msg
     sparse = rows.assign(model="deepseek-v3.2", gpu="h200", tensor_parallel=8, input_len=4096)
-    with pytest.raises(DataError, match="row 0: the model has DeepSeek sparse attention, which"):
+    with pytest.raises(DataError, match=r"row 0: the model has sparse attention \(DeepSeek.s lightning"):
         make_model(method, gpu="h200").fit(sparse)
 
 

@@ -23,15 +23,13 @@ QUANT_FILES = sorted(p.name for p in CONFIGS.glob("*_hf_quant_config.json"))
 
 #: model_type (the wrapper's) -> the key the refusal must name: the feature SLIM cannot represent
 REFUSED = {
-    "minimax_m3": "'sparse_attention_config'",
-    "minimax_m3_vl": "'sparse_attention_config'",
     "kimi_k3": "'linear_attn_config'",
 }
 #: families the reader must read (never refuse)
 READ = {"llama", "llama4", "qwen3", "qwen3_moe", "qwen3_vl", "qwen3_vl_moe", "deepseek_v3", "kimi_k2", "kimi_k25",
         "gpt_oss", "minimax_m2", "mixtral", "mimo", "step3p7", "qwen3_5", "qwen3_5_moe",
         "deepseek_v32", "glm_moe_dsa", "nemotron_h", "nemotron-nas", "mimo_v2_flash",
-        "gemma4", "deepseek_v4", "deepseek_ref"}  # fmt: skip
+        "gemma4", "deepseek_v4", "deepseek_ref", "minimax_m3", "minimax_m3_vl"}  # fmt: skip
 
 pytestmark = needs(CONFIGS, "AIConfigurator model_configs mirror")
 
@@ -73,16 +71,15 @@ def test_each_config_is_read_at_its_stated_size_or_refused_by_name(fname):
         )
 
 
-def test_three_configs_are_refused():
-    """Of the 89 configs, MiniMax-M3 (two: block-sparse attention) and Kimi-K3 (Kimi delta attention) only."""
+def test_one_config_is_refused():
+    """Of the 89 configs, Kimi-K3 (Kimi delta attention) only."""
     refused = []
     for fname in FILES:
         try:
             architecture_from_config(CONFIGS / fname)
         except DataError:
             refused.append(fname)
-    assert len(refused) == 3, refused
-    assert sum("MiniMax-M3" in f for f in refused) == 2 and sum("Kimi-K3" in f for f in refused) == 1
+    assert len(refused) == 1 and "Kimi-K3" in refused[0], refused
 
 
 def test_exact_counts_by_hand():
@@ -118,6 +115,9 @@ def test_hf_quant_config_sets_the_siblings_quantization(fname):
         return  # a refused model (the walk above checks the reason)
     if a.is_compressed:  # DeepSeek-V4: fp8 linear layers (its config), NVFP4 experts (MIXED_PRECISION)
         assert quant == "MIXED_PRECISION" and a.quantization == "fp8-nvfp4-experts"
+        return
+    if a.is_block_sparse:  # MiniMax-M3: MXFP8 layers, NVFP4 routed experts (MIXED_PRECISION)
+        assert quant == "MIXED_PRECISION" and a.quantization == "mxfp8-nvfp4-experts"
         return
     assert a.quantization == {"NVFP4": "modelopt_fp4", "FP8": "fp8", "MIXED_PRECISION": "modelopt"}[quant]
 
@@ -191,4 +191,4 @@ def test_table_script_prints_read_and_refused_rows():
     out = subprocess.run([sys.executable, str(script), str(CONFIGS), "--grouped"], capture_output=True, text=True,
                          env=env, check=True).stdout  # fmt: skip
     assert "| DeepSeek-R1 = DeepSeek-V3 = DeepSeek-V3.1-NVFP4 | deepseek_v3 | 671.03 | 37.55 |" in out
-    assert "key 'sparse_attention_config'" in out and "| nemotron_h |" in out and "| deepseek_v4 |" in out
+    assert "key 'linear_attn_config'" in out and "| nemotron_h |" in out and "| deepseek_v4 |" in out

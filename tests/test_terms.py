@@ -38,6 +38,7 @@ def feats(**over: float) -> dict[str, np.ndarray]:
         "bytes_per_weight": 2.0, "lm_head_flops_per_token": 2 * 32000 * 4096.0, "state_bytes": 0.0,
         "attention_layer_share": 1.0, "attention_topk": 0.0, "attn_bytes_per_selected_token": 0.0, "indexer_width": 0.0,
         "attention_width": 4096.0, "csa_layer_share": 0.0, "hca_layer_share": 0.0, "sequence_bytes": 0.0,
+        "sparse_layer_share": 0.0,
     }  # fmt: skip
     base.update(over)
     n = len(base["batch_size"]) if np.ndim(base["batch_size"]) else 1

@@ -20,7 +20,8 @@ MODELS_EXAMPLES = """\
 columns: params_b / active_b (all parameters / those one token uses, 1e9), experts (routed / per token), d_kv =
 n_kv_heads * head_dim (Eq. 4), kv_kib_per_token = KV bytes per token of vLLM's default serving configuration (one
 GPU, the config's 16-bit dtype: L x (2 d_kv, or MLA's latent + RoPE key) x 2 bytes; DeepSeek-V4: its fp8 entries,
-compressed entries and indexer keys per token with its windows counted whole) / 1024, state_mib_per_seq (a hybrid's
+compressed entries and indexer keys per token with its windows counted whole; MiniMax-M3: 2 d_kv x 2 bytes in every
+layer and its 256-byte bf16 index key in each block-sparse layer) / 1024, state_mib_per_seq (a hybrid's
 linear-attention state, DeepSeek-V4's compressor state), window (sliding-window tokens x layers), quant (the
 checkpoint's own --quantization).
 Shapes come from each model's Hugging Face config.json (csv/json output carry the URL in `source`).
@@ -142,7 +143,10 @@ def _cmd_models(args: argparse.Namespace) -> int:
 
 def _layer_kinds(row: Any) -> str:
     """Layer-kind counts of one `list_architectures` row, e.g. "16 full + 48 linear" ("mamba2" for Mamba-2);
-    DeepSeek-V4's "2 sliding + 21 csa + 20 hca" (every layer has the window; csa and hca also compressed)."""
+    DeepSeek-V4's "2 sliding + 21 csa + 20 hca" (every layer has the window; csa and hca also compressed);
+    MiniMax-M3's "3 full + 57 block-sparse"."""
+    if row.sparse_block_size:
+        return f"{row.n_layers - row.n_indexer_layers} full + {row.n_indexer_layers} block-sparse"
     if row.n_csa_layers or row.n_hca_layers:
         window = row.n_layers - row.n_csa_layers - row.n_hca_layers
         kinds = {"sliding": window, "csa": row.n_csa_layers, "hca": row.n_hca_layers}

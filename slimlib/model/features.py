@@ -68,7 +68,9 @@ Features = dict[str, FloatArray]
 #: ``attention_width`` (a prompt's attention FLOPs per (query, key) pair and layer in the same units,
 #: `attention_width`); DeepSeek-V4: ``csa_layer_share`` and ``hca_layer_share`` (the shares of the layers with 4:1
 #: compressed sparse and 128:1 heavily compressed attention; every layer also attends to its window),
-#: ``sequence_bytes`` (the compressors' state one sequence holds, `ServingConfig.sequence_bytes`). `model_features` adds
+#: ``sequence_bytes`` (the compressors' state one sequence holds, `ServingConfig.sequence_bytes`); ``sparse_layer_share``
+#: (the share of the attention layers that select their keys: 1 for DeepSeek sparse attention, MiniMax-M3's sparse
+#: layers among its full ones, 0 for dense attention). `model_features` adds
 #: ``tensor_parallel``, ``n_layers_total``, ``batch_size``, ``input_len``, ``output_len``.
 FEATURE_NAMES = (
     "n_layers",
@@ -113,6 +115,7 @@ FEATURE_NAMES = (
     "csa_layer_share",
     "hca_layer_share",
     "sequence_bytes",
+    "sparse_layer_share",
 )
 _PRECISION_CODE = {"none": 0.0, "fp8": 1.0, "fp4": 2.0, "int4": 3.0}
 _CODE_PRECISION = {v: k for k, v in _PRECISION_CODE.items()}
@@ -160,9 +163,11 @@ def attention_width(a: Architecture, tensor_parallel: int = 1) -> float:
     rope head width, ``d_v`` the value head width), sparse MLA in its absorbed form over the latent (``d_qk`` =
     ``kv_lora_rank`` + rope, ``d_v`` = ``kv_lora_rank``), as vLLM runs them; DeepSeek-V4 ``p H' d_h`` on
     `tensor_parallel` ranks (its one KV head is the key and the value; ``H'`` each rank's heads as FlashMLA pads
-    them, `flashmla_heads`)."""
+    them, `flashmla_heads`); MiniMax-M3's block-sparse GQA ``H d_h`` (its query width, not ``D``)."""
     if a.is_compressed:  # one KV head of d_h for keys and values: 2 H d_h + 2 H d_h per pair, padded heads
         return tensor_parallel * flashmla_heads(a.n_heads / tensor_parallel) * a.head_dim
+    if a.is_block_sparse:  # GQA scores and values: 2 H d_h + 2 H d_h per pair
+        return float(a.n_heads * a.head_dim)
     if a.is_sparse:
         return a.n_heads * (2 * a.kv_lora_rank + a.qk_rope_head_dim) / 2.0
     if a.is_mla:
@@ -177,6 +182,7 @@ def attention_width(a: Architecture, tensor_parallel: int = 1) -> float:
 
 
 def _config_row(a: Architecture, s: ServingConfig) -> list[float]:
+    sparse_share = a.n_indexer_layers / a.n_attention_layers if a.is_block_sparse else float(a.is_sparse)
     values = {
         "n_layers": a.n_layers,
         "hidden_size": a.hidden_size,
@@ -220,12 +226,14 @@ def _config_row(a: Architecture, s: ServingConfig) -> list[float]:
         "attention_topk": s.sparse_topk,
         "attn_bytes_per_selected_token": s.kv_bytes_selected,
         # a DeepSeek-V4 indexer scores one compressed key per 4 tokens: a quarter of the causal pairs
+        # MiniMax-M3's index heads split with the KV heads: a rank scores with its own (at least one)
         "indexer_width": a.n_indexer_layers
         / a.n_layers
-        * a.index_heads
+        * (kv_heads_per_rank(a.index_heads, s.tensor_parallel) if a.is_block_sparse else a.index_heads)
         * a.index_head_dim
         / 2.0
         / (CSA_RATIO if a.is_compressed else 1),
+        "sparse_layer_share": sparse_share,
         "attention_width": attention_width(a, s.tensor_parallel),
         "csa_layer_share": a.n_csa_layers / a.n_layers,
         "hca_layer_share": a.n_hca_layers / a.n_layers,
@@ -416,7 +424,7 @@ _LAYER_KIND_FEATURES = (
     ),
     (
         "attention_topk",
-        "DeepSeek sparse attention",
+        "sparse attention (DeepSeek's lightning indexer or MiniMax-M3's block selection)",
         "prices every cached token's KV and dense prompt attention",
     ),
     ("kv_free_layer_share", "layers without attention", "prices KV and prompt attention in every layer"),

@@ -36,7 +36,12 @@ group without data parallelism), ``--gpu-memory-utilization``, ``--block-size``,
   ``fp8_ds_mla`` entry, each CSA layer's indexer keys (one per 4 tokens), and per sequence the compressors' state
   (``sequence_bytes``); a request holds ``c x kv_bytes_full + min(c, W) x kv_bytes_window + sequence_bytes``.
   vLLM keeps these in separate pools of one page size (``kv_cache_interface.py``); the pages' 576-byte alignment
-  and their rounding to whole blocks are not counted.
+  and their rounding to whole blocks are not counted;
+* MiniMax-M3's block-sparse attention (vLLM's ``vllm/models/minimax_m3``): every layer caches its GQA keys and
+  values (``2 H_kv / p d_h b_kv``), each sparse layer also one 128-wide bf16 index key per token, whole on every
+  rank (`block_sparse_index_key_bytes`); a decode step reads the K/V of the ``index_topk`` selected tokens
+  (``sparse_topk_blocks`` blocks of 128, the local block among them) in the sparse layers (``kv_bytes_selected``)
+  and every token's K/V in the full layers and index key in the sparse ones; pages are the 128-token sparse blocks.
 """
 
 from __future__ import annotations
@@ -85,7 +90,7 @@ __all__ = [
 #: ``get_min_capability()`` of ``Fp8Config`` (75), ``ModelOptNvFp4Config`` (75) and ``Mxfp4Config`` (80); below the
 #: precision's own tensor cores they run weight-only
 _MIN_QUANT_CAPABILITY = {"fp8": 7.5, "modelopt_fp4": 7.5, "mxfp4": 8.0, "compressed-tensors": 7.5,
-                         "deepseek_v4_fp8": 8.0}  # fmt: skip
+                         "deepseek_v4_fp8": 8.0, "modelopt_mixed": 8.9}  # fmt: skip
 #: quantizations of the routed experts only (gpt-oss's mxfp4 checkpoints, Kimi-K2.5's compressed-tensors W4A16)
 _EXPERTS_ONLY = ("mxfp4", "w4a16-experts")
 
@@ -94,6 +99,18 @@ def indexer_key_bytes(index_head_dim: int) -> int:
     """Bytes of one token's key in a sparse-attention indexer's cache: fp8 values and one fp32 scale per 128
     (vLLM's ``DeepseekV32IndexerCache``: ``head_dim + head_dim // 128 * 4`` uint8, whatever the KV-cache dtype)."""
     return index_head_dim + index_head_dim // 128 * 4
+
+
+#: bytes of one element of MiniMax-M3's index-key cache: bf16, vLLM's default ``indexer_kv_dtype``
+#: (``AttentionConfig``; ``MiniMaxM3IndexerCache`` also takes fp8, which SLIM does not price)
+MSA_INDEX_KEY_ELEMENT_BYTES = 2
+
+
+def block_sparse_index_key_bytes(index_head_dim: int) -> int:
+    """Bytes of one token's key in one MiniMax-M3 sparse layer's index cache: one head of `index_head_dim` bf16
+    values per token, whole on every rank (``MiniMaxM3IndexerCache``: ``num_kv_heads`` 1, key-only; 256 bytes),
+    whatever the KV-cache dtype."""
+    return index_head_dim * MSA_INDEX_KEY_ELEMENT_BYTES
 
 
 def fp8_sparse_latent_bytes(kv_lora_rank: int, rope_dim: int) -> int:
@@ -444,7 +461,8 @@ def _linear_flops_per_token(a: Architecture, tp: int) -> float:
     layers its top-k routed and shared experts, `Architecture.ffn_size_active`). MLA: the attention part is 2 x its
     projection weights (`slimlib.registry.param_count.mla_params`), all split over the ranks; a full-attention
     layer's output gate adds ``2 D D_q``; a linear-attention layer is 2 x its weights (`linear_layer_params`); a
-    sparse attention's indexers are 2 x their weights on every rank. DeepSeek-V4: 2 x its active weights without the
+    sparse attention's indexers are 2 x their weights on every rank (MiniMax-M3: its index-key head; its index
+    queries ``2 D H_i d_i`` split and replicated with the KV heads). DeepSeek-V4: 2 x its active weights without the
     embedding and the LM head (the grouped output projection, the hyper-connections' mixing and the routers
     included), the replicated ones (`Architecture.indexer_params`) on every rank."""
     if a.is_compressed:  # DeepSeek-V4: 2 x the active weights but the embeddings; the replicated ones whole
@@ -476,6 +494,9 @@ def _linear_flops_per_token(a: Architecture, tp: int) -> float:
         q = a.n_heads * a.head_dim * (3 if a.attn_output_gate else 2)  # query (and its output gate), output
         attention = 2.0 * d * q + 4.0 * d * (a.d_kv * r)
     mixing = a.n_attention_layers * attention + a.n_linear_layers * 2.0 * a.linear_layer_params
+    if a.is_block_sparse:  # MiniMax-M3's index queries, split (and replicated) with the KV heads
+        index_q = 2.0 * d * a.index_heads * a.index_head_dim
+        mixing += a.n_indexer_layers * index_q * float(kv_replication(a.index_heads, tp))
     # the lightning indexers' projections run whole on every rank (vLLM replicates them)
     return (mixing + a.n_layers * 2.0 * m * d * ffn) / tp + 2.0 * a.indexer_params
 
@@ -553,7 +574,7 @@ def serving_config(
     own = arch.quantization.strip().lower()
     if q in FP4_EXPERTS and q != own:
         raise DataError(
-            f"quantization = {q!r} is a DeepSeek-V4 checkpoint's own method (fp8 with 4-bit experts); the "
+            f"quantization = {q!r} is a mixed checkpoint's own method (8-bit weights, 4-bit experts); the "
             f"checkpoint of {arch.name} is {own or '16-bit'}: leave quantization empty or give {own or 'fp8'!r}"
         )
     if own and q and q != "none" and weight_precision(q) != weight_precision(own):
@@ -624,7 +645,8 @@ def serving_config(
     b_kv = kv_bytes_per_element(kvd, dtype_bytes(d, arch.kv_bytes))
     if arch.is_compressed:  # vLLM's DeepSeek-V4 caches fp8_ds_mla only, whatever --kv-cache-dtype says
         b_kv = 1.0
-    if arch.is_sparse and b_kv == 1 and (hw is None or hw.compute_capability < _FLASHINFER_SPARSE_CAPABILITY):
+    if (arch.is_sparse and not arch.is_block_sparse and b_kv == 1
+            and (hw is None or hw.compute_capability < _FLASHINFER_SPARSE_CAPABILITY)):  # fmt: skip
         # vLLM's sparse FlashMLA (Hopper) stores an fp8 latent in its fp8_ds_mla layout; Blackwell's FlashInfer
         # sparse MLA keeps the plain 576-byte fp8 latent
         per_layer = float(fp8_sparse_latent_bytes(arch.kv_lora_rank, arch.qk_rope_head_dim))
@@ -642,7 +664,11 @@ def serving_config(
         per_window_layer = kv_heads_per_rank(sliding_kv, tp) * arch.sliding_kv_width * b_kv
     sparse: dict[str, Any] = {}
     indexer = 0.0
-    if arch.is_sparse:  # the latent is read for the selected tokens, the indexer's keys for all
+    # MiniMax-M3: each sparse layer's K/V for its selected blocks, its index keys for all
+    if arch.is_block_sparse:
+        sparse = {"sparse_topk": arch.index_topk, "kv_bytes_selected": arch.n_indexer_layers * per_layer}
+        indexer = arch.n_indexer_layers * float(block_sparse_index_key_bytes(arch.index_head_dim))
+    elif arch.is_sparse:  # the latent is read for the selected tokens, the indexer's keys for all
         sparse = {"sparse_topk": arch.index_topk, "kv_bytes_selected": arch.n_layers * per_layer}
         indexer = arch.n_indexer_layers * float(indexer_key_bytes(arch.index_head_dim))
     cache: dict[str, Any] = {
@@ -653,6 +679,10 @@ def serving_config(
         cache = compressed_cache(arch)
         sparse = {k: cache.pop(k) for k in ("sparse_topk", "kv_bytes_selected")}
     block = _whole(block_size, "block_size", DEFAULT_BLOCK_SIZE)
+    if (
+        arch.is_block_sparse
+    ):  # vLLM's MiniMax-M3 backends take 128-token kernel blocks only: one page per block
+        block = arch.sparse_block_size
     hybrid = _hybrid_layout(arch, tp, per_layer, dtype_bytes(d, arch.weight_bytes), block)
     return ServingConfig(
         model=arch.name,

@@ -154,6 +154,11 @@ class Architecture:
     index_heads: int = 0
     index_head_dim: int = 0
     index_topk: int = 0
+    # MiniMax-M3 block-sparse attention (MiniMax Sparse Attention): the `n_indexer_layers` sparse layers of a GQA
+    # model score blocks of `sparse_block_size` tokens with a K-only indexer (`index_heads` query heads, one per KV
+    # head, one cached key head of `index_head_dim`) and each KV head reads its `index_topk` / `sparse_block_size`
+    # best blocks (`index_topk` tokens); the other layers attend to every token; 0: not block-sparse
+    sparse_block_size: int = 0
     # DeepSeek-V4 compressed attention: one KV head of `head_dim` (RoPE on its last `qk_rope_head_dim`); every layer
     # attends to its last `sliding_window` tokens (`n_sliding_layers` = `n_layers`), `n_csa_layers` also to the
     # `index_topk` best of their 4:1 compressed entries (a lightning indexer of the index_* shapes in each,
@@ -249,6 +254,11 @@ class Architecture:
         return self.index_topk > 0
 
     @property
+    def is_block_sparse(self) -> bool:
+        """True for MiniMax-M3's block-sparse GQA attention (`sparse_block_size`); `is_sparse` is then true too."""
+        return self.sparse_block_size > 0
+
+    @property
     def is_compressed(self) -> bool:
         """True for DeepSeek-V4's compressed attention (`n_csa_layers`, `n_hca_layers`)."""
         return self.n_csa_layers + self.n_hca_layers > 0
@@ -259,6 +269,9 @@ class Architecture:
         DeepSeek-V4 also every KV compressor and each layer's fused query and KV down-projection ``D (r_q + d_h)``
         (``ReplicatedLinear`` or ``disable_tp`` in ``deepseek_v4.py`` and ``deepseek_compressor.py``)."""
         d = self.hidden_size
+        # MiniMax-M3: the one index-key head and the two index norms; its index queries split as the KV heads
+        if self.is_block_sparse:
+            return self.n_indexer_layers * (d * self.index_head_dim + 2 * self.index_head_dim)
         if self.is_compressed:
             indexers = v4_indexer_params(d, self.q_lora_rank, self.index_heads, self.index_head_dim)
             return (
@@ -900,6 +913,7 @@ def list_architectures(names: Iterable[str | os.PathLike[str]] | None = None) ->
             "n_csa_layers": a.n_csa_layers,
             "n_hca_layers": a.n_hca_layers,
             "index_topk": a.index_topk,
+            "sparse_block_size": a.sparse_block_size,
             "quantization": a.quantization,
             "identity": a.identity,
             "aliases": ", ".join(a.aliases),

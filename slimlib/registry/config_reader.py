@@ -3,8 +3,8 @@
 Styles (from ``model_type``, else ``architectures``): OPT, Phi-1/2, GPT-J, BLOOM, Falcon (`_read_classic`), and the
 Llama lineage with its mixture-of-experts and latent-attention descendants (`_read_decoder`): Llama 2/3.x, Mistral,
 Qwen2/2.5/3, MiMo, Granite, Gemma 1/2/3, Phi-3, Mixtral, Llama 4, Qwen3-MoE, DeepSeek-V2/V3/R1, Kimi-K2, gpt-oss,
-MiniMax-M2 and Step-3.x-Flash; DeepSeek-V4 (`_read_deepseek_v4`: compressed attention, hyper-connections) and the
-hybrid and heterogeneous styles have readers of their own (`_OWN_READERS`). Multimodal wrappers (Llama 4, Qwen3-VL, Kimi-K2.5, ...) are read from their
+MiniMax-M2 and Step-3.x-Flash; DeepSeek-V4 (`_read_deepseek_v4`: compressed attention, hyper-connections),
+MiniMax-M3 (`_read_minimax_m3`: block-sparse attention with a K-only indexer) and the hybrid and heterogeneous styles have readers of their own (`_OWN_READERS`). Multimodal wrappers (Llama 4, Qwen3-VL, Kimi-K2.5, ...) are read from their
 ``text_config``: the language model that serves the tokens, as vLLM serves it text-only (``--language-model-only``,
 or every ``--limit-mm-per-prompt`` modality 0, does not load the multimodal modules); the vision tower
 (``vision_config``, a few hundred million parameters, loaded when images are served) is not read and not counted. Multi-token-prediction layers (``num_nextn_predict_layers``, ``num_mtp_modules``) are not counted:
@@ -28,6 +28,7 @@ from slimlib.registry.param_count import (
     CSA_RATIO,
     HCA_RATIO,
     attention_params,
+    block_sparse_indexer_params,
     compressed_attention_params,
     compressor_params,
     count_decoder,
@@ -79,6 +80,7 @@ _STYLE_BY_MODEL_TYPE = {
     "gemma4_text": "gemma4",
     "deepseek_v4": "deepseek_v4",
     "deepseek_ref": "deepseek_v4",
+    "minimax_m3": "minimax_m3",
     "opt": "opt",
     "phi": "phi",
     "gptj": "gptj",
@@ -194,6 +196,7 @@ _OWN_KEYS = {
     "gemma4_text": ("global_head_dim",),
     "deepseek_v4": ("compress_ratios", "hc_mult"),
     "deepseek_ref": ("compress_ratios", "hc_mult"),  # SGLang's name for the same layout (sgl-project's FP8)
+    "minimax_m3": ("sparse_attention_config",),
 }
 #: the sub-keys of a Nemotron-NAS block whose feature SLIM does not model (refused when set)
 _NAS_ATTENTION_FEATURES = ("replace_with_linear", "sparsify", "window_length", "num_sink_tokens", "unshifted_sink",
@@ -1200,6 +1203,148 @@ def _deepseek_v4_quantization(c: _Keys, side: str) -> str:
     return "fp8-nvfp4-experts" if moe else "fp8-mxfp4-experts"
 
 
+#: the one block-sparse block size and block score vLLM's MiniMax-M3 kernels take (``SPARSE_BLOCK_SIZE`` = the KV
+#: page, 128, and ``score_type`` "max" in ``vllm/models/minimax_m3/common/ops/index_topk.py``)
+MSA_BLOCK_SIZE = 128
+MSA_SCORE_TYPES = ("max",)
+
+
+def _flags(c: _Keys, sub: dict[str, Any], key: str, layers: int, where: str) -> list[int]:
+    """A per-layer list of 0/1 flags `key` of `sub` (`where` names the object in errors), one per layer."""
+    value = sub.get(key)
+    if not isinstance(value, list) or not all(v in (0, 1) and not isinstance(v, bool) for v in value):
+        raise DataError(f"{c.where}: key '{where}{key}' must be a list of 0/1 per layer, got {value!r}")
+    if len(value) != layers:
+        raise DataError(f"{c.where}: key '{where}{key}' has {len(value)} entries for {layers} layers "
+                        "('num_hidden_layers')")  # fmt: skip
+    return list(value)
+
+
+def _read_minimax_m3(c: _Keys) -> dict[str, Any]:
+    """Fields of a MiniMax-M3 language model (vLLM's ``vllm/models/minimax_m3/nvidia/model.py``) and its exact
+    parameter counts. GQA attention with per-head q/k norms in every layer; the layers flagged in
+    ``sparse_attention_config.sparse_attention_freq`` are block-sparse (MiniMax Sparse Attention): a K-only indexer
+    (``sparse_num_index_heads`` query heads, one per KV head, of ``sparse_index_dim``, and one cached key head of the
+    same width) scores each 128-token block by the max over its tokens and each KV head attends to its
+    ``sparse_topk_blocks`` best blocks, the init and local blocks forced among them. ``moe_layer_freq`` flags the
+    MoE layers (routed experts of ``intermediate_size``, one shared expert of ``intermediate_size x
+    n_shared_experts``); the others have a dense MLP of ``dense_intermediate_size``. The multi-token-prediction
+    modules (``num_mtp_modules``, ``num_nextn_predict_layers``) are not served layers and not counted."""
+    d, layers = c.positive("hidden_size"), c.positive("num_hidden_layers")
+    heads, kv, hd = (
+        c.positive("num_attention_heads"),
+        c.positive("num_key_value_heads"),
+        c.positive("head_dim"),
+    )
+    vocab = c.positive("vocab_size")
+    if heads % kv:
+        raise DataError(
+            f"{c.where}: key 'num_key_value_heads' ({kv}) does not divide the {heads} query heads"
+        )
+    for key in ("attention_output_gate", "attention_bias"):
+        if bool(c.get(key, default=False)):
+            raise DataError(
+                f"{c.where}: key {key!r} true is not part of MiniMax-M3 (vLLM builds none); refused"
+            )
+    if c.get("qk_norm_type", default="per_head") != "per_head" or not c.get("use_qk_norm", default=True):
+        raise DataError(f"{c.where}: key 'qk_norm_type' is {c.get('qk_norm_type')!r}; vLLM's MiniMax-M3 takes "
+                        "per_head q/k norms only")  # fmt: skip
+    act = c.get("hidden_act", default="swigluoai")
+    if act != "swigluoai":
+        raise DataError(f"{c.where}: key 'hidden_act' is {act!r}; vLLM's MiniMax-M3 takes swigluoai only")
+    c.get("partial_rotary_factor", "rotary_dim", "num_mtp_modules", "num_nextn_predict_layers")
+    sac = c.get("sparse_attention_config")
+    if not isinstance(sac, dict) or sac.get("use_sparse_attention") is False:
+        raise DataError(f"{c.where}: key 'sparse_attention_config' must be an object with use_sparse_attention "
+                        f"true, got {sac!r}")  # fmt: skip
+    at = "sparse_attention_config."
+    sparse = _flags(c, sac, "sparse_attention_freq", layers, at)
+    no_value = _flags(c, sac, "sparse_disable_index_value", layers, at)
+    if any(s and not v for s, v in zip(sparse, no_value, strict=True)):
+        raise DataError(f"{c.where}: key '{at}sparse_disable_index_value' is 0 on a sparse layer: an index value "
+                        "branch, which vLLM's MiniMax-M3 never builds; refused")  # fmt: skip
+    sub = _Keys(sac, f"{c.where}: {at.rstrip('.')}", c.style)
+    block, topk = sub.positive("sparse_block_size"), sub.positive("sparse_topk_blocks")
+    if block != MSA_BLOCK_SIZE:
+        raise DataError(f"{c.where}: key '{at}sparse_block_size' is {block}; vLLM's MiniMax-M3 kernels take "
+                        f"{MSA_BLOCK_SIZE} (one block per KV page)")  # fmt: skip
+    i_heads, i_dim = sub.positive("sparse_num_index_heads"), sub.positive("sparse_index_dim")
+    if i_heads != kv:
+        raise DataError(f"{c.where}: key '{at}sparse_num_index_heads' ({i_heads}) must equal "
+                        f"'num_key_value_heads' ({kv}): vLLM splits the index heads with the KV heads, one each")  # fmt: skip
+    score = sac.get("sparse_score_type", "max")
+    if score not in MSA_SCORE_TYPES:
+        raise DataError(f"{c.where}: key '{at}sparse_score_type' is {score!r}; vLLM's MiniMax-M3 indexer scores "
+                        f"blocks by {', '.join(MSA_SCORE_TYPES)} only")  # fmt: skip
+    forced = sub.integer("sparse_init_block", default=0) + sub.integer("sparse_local_block", default=0)
+    if forced > topk:
+        raise DataError(f"{c.where}: keys '{at}sparse_init_block' + 'sparse_local_block' ({forced}) exceed "
+                        f"'sparse_topk_blocks' ({topk}): the forced blocks are selected among the top-k")  # fmt: skip
+    n_sparse = sum(sparse)
+    if not n_sparse:
+        raise DataError(f"{c.where}: key '{at}sparse_attention_freq' flags no sparse layer; refused")
+    moe = c.int_list("moe_layer_freq", layers)
+    if any(v not in (0, 1) for v in moe):
+        raise DataError(f"{c.where}: key 'moe_layer_freq' must hold 0/1 per layer, got {sorted(set(moe))}")
+    first = c.get("first_k_dense_replace")
+    if first is not None and moe != [int(i >= first) for i in range(layers)]:
+        raise DataError(f"{c.where}: key 'moe_layer_freq' does not match 'first_k_dense_replace' {first}")
+    n_dense = layers - sum(moe)
+    n_exp, top_k = c.integer("num_local_experts"), c.integer("num_experts_per_tok")
+    if not 2 <= n_exp <= MAX_EXPERTS or not 1 <= top_k <= n_exp:
+        raise DataError(f"{c.where}: keys 'num_local_experts' ({n_exp}) and 'num_experts_per_tok' ({top_k}): a "
+                        f"token is routed to 1 to {MAX_EXPERTS} experts among 2 or more")  # fmt: skip
+    width, n_shared = c.positive("intermediate_size"), c.integer("n_shared_experts", default=0)
+    for key, want in (
+        ("moe_intermediate_size", width),
+        ("shared_intermediate_size", width * n_shared or None),
+    ):
+        given = c.get(key)
+        if given is not None and want is not None and given != want:
+            raise DataError(f"{c.where}: key {key!r} ({given}) differs from the {want} vLLM builds from "
+                            "'intermediate_size' and 'n_shared_experts'")  # fmt: skip
+    dense_width = c.positive("dense_intermediate_size") if n_dense else 0
+    tied = bool(c.get("tie_word_embeddings", default=False))
+    expert = ffn_params(d, width)
+    attention = attention_params(d, heads, kv, hd, qk_norm=2 * hd)
+    router = router_params(d, n_exp, bool(c.get("use_routing_bias", default=False)))
+    embedding = vocab * d * (1 if tied else 2)
+    total = (embedding + d + layers * (attention + 2 * d) + n_sparse * block_sparse_indexer_params(d, i_heads, i_dim)
+             + n_dense * ffn_params(d, dense_width) + sum(moe) * (router + n_shared * ffn_params(d, width)
+                                                                 + n_exp * expert))  # fmt: skip
+    return dict(n_layers=layers, hidden_size=d, n_heads=heads, n_kv_heads=kv, head_dim=hd,
+                ffn_size=dense_width or width, ffn_kind="gated", vocab_size=vocab,
+                max_position=c.integer("max_position_embeddings", default=0), n_experts=n_exp,
+                experts_per_token=top_k, moe_ffn_size=width, n_dense_layers=n_dense, n_shared_experts=n_shared,
+                shared_ffn_size=width * n_shared, n_indexer_layers=n_sparse, index_heads=i_heads,
+                index_head_dim=i_dim, index_topk=topk * block, sparse_block_size=block, n_params=total,
+                n_active_params=total - sum(moe) * (n_exp - top_k) * expert, expert_params=sum(moe) * n_exp * expert,
+                embedding_params=embedding)  # fmt: skip
+
+
+def _minimax_m3_quantization(c: _Keys, side: str) -> str:
+    """A MiniMax-M3 checkpoint's precision label: NVIDIA's ModelOpt MIXED_PRECISION checkpoint (its
+    ``quantized_layers`` NVFP4 on every routed expert, MXFP8 on every other linear layer; vLLM's ``modelopt_mixed``)
+    is "mxfp8-nvfp4-experts"; any other quantization block is read as for every model (`_quantization`). `side`:
+    the sibling hf_quant_config.json's value ('' for none)."""
+    qc = c.get("quantization_config")
+    if not isinstance(qc, dict) or qc.get("quant_algo") != "MIXED_PRECISION":
+        return _quantization(qc, c.where, "quantization_config")
+    layers = qc.get("quantized_layers")
+    if not isinstance(layers, dict) or not layers:
+        raise DataError(
+            f"{c.where}: key 'quantization_config.quantized_layers' must name the layers' precisions"
+        )
+    algos = {(".experts." in name, str((v or {}).get("quant_algo"))) for name, v in layers.items()}
+    if algos != {(True, "NVFP4"), (False, "MXFP8")}:
+        raise DataError(f"{c.where}: key 'quantization_config.quantized_layers' holds {sorted(algos)} (routed "
+                        "expert?, algorithm); SLIM prices MiniMax-M3's NVFP4 experts beside MXFP8 layers only")  # fmt: skip
+    if side not in ("", "modelopt"):
+        raise DataError(f"{c.where}: key 'quantization_config' is MIXED_PRECISION but its hf_quant_config.json "
+                        f"says {side!r}")  # fmt: skip
+    return "mxfp8-nvfp4-experts"
+
+
 #: style -> its own reader (the styles whose layers are not one attention and one FFN of one shape)
 _OWN_READERS = {
     "mamba_hybrid": _read_mamba_hybrid,
@@ -1207,6 +1352,7 @@ _OWN_READERS = {
     "per_kind_attention": _read_per_kind_attention,
     "gemma4": _read_gemma4,
     "deepseek_v4": _read_deepseek_v4,
+    "minimax_m3": _read_minimax_m3,
 }
 
 
@@ -1468,6 +1614,9 @@ def shapes_from_config(data: dict[str, Any], where: str, quantization: str = "")
     c.unread_structure()
     if style == "deepseek_v4":
         own, quantization = _deepseek_v4_quantization(c, quantization), ""
+    elif style == "minimax_m3":
+        own = _minimax_m3_quantization(c, quantization)
+        quantization = "" if own == "mxfp8-nvfp4-experts" else quantization
     else:
         own = _quantization(text.get("quantization_config"), where, "quantization_config")
     if own and quantization and own != quantization:

@@ -23,6 +23,7 @@ __all__ = [
     "gated_deltanet_params",
     "mamba2_params",
     "indexer_params",
+    "block_sparse_indexer_params",
     "compressed_attention_params",
     "compressor_params",
     "v4_indexer_params",
@@ -115,6 +116,13 @@ def indexer_params(d: int, q_lora_rank: int, heads: int, head_dim: int) -> int:
     query latent ``r_q H_i d_i``, one key head ``D d_i`` with a LayerNorm ``2 d_i``, and the per-head weights
     ``D H_i``."""
     return q_lora_rank * heads * head_dim + d * head_dim + 2 * head_dim + d * heads
+
+
+def block_sparse_indexer_params(d: int, heads: int, head_dim: int) -> int:
+    """Parameters of one MiniMax-M3 block-sparse indexer (K-only; vLLM's ``MiniMaxM3SparseAttention``, the
+    checkpoint's ``index_q_proj`` / ``index_k_proj``): the index queries ``D H_i d_i``, one index-key head
+    ``D d_i`` and their per-head norms ``2 d_i``."""
+    return d * heads * head_dim + d * head_dim + 2 * head_dim
 
 
 def compressed_attention_params(

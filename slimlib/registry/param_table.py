@@ -85,6 +85,19 @@ STATED: dict[str, tuple[float, float | None, bool, str]] = {
         True,
         "DeepSeek-V4 model card: 1.6T total, 49B activated (active: no input embedding)",
     ),
+    # MiniMax's card: ~428B total, ~23B activated (vision tower and the MTP module counted in the total; the active
+    # ~23B agrees with the language model's count without the input embedding and the LM head, 23.5B, which the
+    # active check here cannot express: only the total is compared)
+    **{
+        m: (
+            428e9,
+            None,
+            False,
+            "MiniMax-M3 model card (huggingface.co/MiniMaxAI/MiniMax-M3): ~428B total, ~23B "
+            "activated" + ("; NVIDIA's NVFP4 checkpoint has M3's shapes" if "NVFP4" in m else ""),
+        )
+        for m in ("MiniMax-M3", "MiniMax-M3-NVFP4")
+    },  # fmt: skip
     "GLM-5": (
         744e9,
         40e9,

@@ -14,6 +14,8 @@ Bytes per element and the tensor peak each precision runs its GEMMs at (`GPU.pea
 - ``fp8-mxfp4-experts`` and ``fp8-nvfp4-experts``: a DeepSeek-V4 checkpoint (vLLM's ``deepseek_v4_fp8`` method,
   which vLLM picks itself for the checkpoint): 1 byte per linear-layer weight, 0.5 byte per routed-expert weight
   (MXFP4 with e8m0 scales per 32, or NVIDIA's NVFP4 per 16; scales not counted), GEMMs at the fp8 peak;
+- ``mxfp8-nvfp4-experts``: NVIDIA's ModelOpt MIXED_PRECISION checkpoint of MiniMax-M3 (vLLM's ``modelopt_mixed``):
+  MXFP8 linear layers (1 byte), NVFP4 routed experts (0.5 byte; scales not counted), GEMMs at the fp8 peak;
 - ``kv_cache_dtype`` ``auto`` (as ``dtype``), ``fp8``/``fp8_e4m3``/``fp8_e5m2``: 1 byte per KV element (Eq. 11's
   ``b_kv``).
 """
@@ -54,14 +56,17 @@ QUANTIZATIONS = {
     "w4a16-experts": "int4",
     "fp8-mxfp4-experts": "fp8",
     "fp8-nvfp4-experts": "fp8",
+    "mxfp8-nvfp4-experts": "fp8",
 }
-#: --quantization values whose routed experts are 4-bit (0.5 byte) beside fp8 linear layers (DeepSeek-V4)
-FP4_EXPERTS = ("fp8-mxfp4-experts", "fp8-nvfp4-experts")
+#: --quantization values whose routed experts are 4-bit (0.5 byte) beside fp8 linear layers (DeepSeek-V4,
+#: MiniMax-M3's ModelOpt checkpoint)
+FP4_EXPERTS = ("fp8-mxfp4-experts", "fp8-nvfp4-experts", "mxfp8-nvfp4-experts")
 #: --quantization values -> the flag vLLM takes for them: SLIM's ``fp4`` and ``nvfp4`` are NVIDIA's NVFP4, which vLLM
 #: serves from a ModelOpt checkpoint as ``modelopt_fp4`` (vLLM has no ``fp4`` or ``nvfp4`` value)
 VLLM_QUANTIZATION = {"fp8": "fp8", "fp4": "modelopt_fp4", "nvfp4": "modelopt_fp4", "modelopt_fp4": "modelopt_fp4",
                      "mxfp4": "mxfp4", "w4a16": "compressed-tensors", "w4a16-experts": "compressed-tensors",
-                     "fp8-mxfp4-experts": "deepseek_v4_fp8", "fp8-nvfp4-experts": "deepseek_v4_fp8"}  # fmt: skip
+                     "fp8-mxfp4-experts": "deepseek_v4_fp8", "fp8-nvfp4-experts": "deepseek_v4_fp8",
+                     "mxfp8-nvfp4-experts": "modelopt_mixed"}  # fmt: skip
 #: --kv-cache-dtype values -> bytes per element (None: the serving dtype)
 KV_CACHE_DTYPES: dict[str, float | None] = {"auto": None, "fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1}
 #: kernel-table dtype (AIConfigurator's, and ROCm aiter's as `slimlib.data.aiter` names them) -> (vLLM

@@ -6,8 +6,9 @@ differ from Eqs. 5-12.
   at the device's measured prefill-attention rate where the registry has one (``prefill_attention_flops``: the CPU
   engine's kernel), else at ``eta_c``; a hybrid's prompt attention in its full-attention layers only (the
   chunked Gated DeltaNet recurrence, linear in the prompt, is left out of the FLOPs); a sparse attention's prompt
-  computes the pairs of its selection (`slimlib.model.equations.sparse_pair_share`) and its indexer scores every
-  causal pair (``indexer_width``); DeepSeek-V4's prompt computes its window, its CSA layers' selected and its HCA
+  computes the pairs of its selection (`slimlib.model.equations.sparse_pair_share`) in its selecting layers
+  (``sparse_layer_share``: MiniMax-M3's full layers compute every pair) and its indexer scores every causal pair
+  (``indexer_width``); DeepSeek-V4's prompt computes its window, its CSA layers' selected and its HCA
   layers' compressed entries (`slimlib.model.equations.compressed_pair_share`), its indexers a quarter of the
   pairs.
 * `ATTENTION_FACTOR`: Eq. 9's factor without B0, ``B / eta``; ``eta`` is the device's measured
@@ -64,7 +65,8 @@ def _prefill_served_measured(p: Params, f: Features, hw: GPU) -> Times:
         compressed,
         eq.compressed_pair_share(il, f["sliding_window"], f["attention_topk"], f["csa_layer_share"],
                                  f["hca_layer_share"], CSA_RATIO, HCA_RATIO),
-        eq.sparse_pair_share(il, f["attention_topk"]),
+        # the layers that do not select (MiniMax-M3's full layers) compute every pair
+        1.0 - f["sparse_layer_share"] + f["sparse_layer_share"] * eq.sparse_pair_share(il, f["attention_topk"]),
     )  # fmt: skip
     dim = f["attention_width"] * f["attention_layer_share"] * pairs
     dim = dim + f["indexer_width"] * f["tensor_parallel"]  # the indexer runs whole on every rank
@@ -149,7 +151,7 @@ SERVED_PREFILL = Term(
     "prefill-attention rate, registry prefill_attention_flops, else at eta_c)",
     (ps.ETA_C,), _prefill_served_measured,
     reads=("linear_flops_per_token", "attention_layer_share", "attention_topk", "indexer_width", "attention_width",
-           "csa_layer_share", "hca_layer_share", "sliding_window"),
+           "csa_layer_share", "hca_layer_share", "sliding_window", "sparse_layer_share"),
 )  # fmt: skip
 #: past the KV pool, a static batch's preempted requests recomputed at the prompt's cost (`preemption_recompute_term`)
 PREEMPTION_RECOMPUTE = preemption_recompute_term(SERVED_PREFILL)
