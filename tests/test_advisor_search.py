@@ -214,9 +214,9 @@ def test_cli_search_text_json_frontier_and_refusals(params, tmp_path, capsys):
     rc = main([*args, "--ttft-ms", "1"])
     assert rc == 1 and "closest is TP1 fp8 at B = 1" in capsys.readouterr().out
     rc = main([*args, "--ttft-ms", "100", "--slo-s", "10"])
-    assert rc == 2 and "--slo-s belong to Eq. 13" in capsys.readouterr().err
+    assert rc == 2 and "--slo-s belongs to Eq. 13" in capsys.readouterr().err
     rc = main([*args, "--gpus", "8", "--quantization", "fp8"])
-    assert rc == 2 and "--quantization belong to Eq. 13" in capsys.readouterr().err
+    assert rc == 2 and "--quantization belongs to Eq. 13" in capsys.readouterr().err
     with pytest.raises(DataError, match="do not divide --gpus 8"):
         D.deployments("llama-2-13b", "h100-sxm-80gb", 8, tensor_parallels=[3])
 

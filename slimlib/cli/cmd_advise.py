@@ -443,7 +443,7 @@ def _search(args: argparse.Namespace) -> int:
         )
         bad += ["--slo-s"] if args.slo_s != float("inf") else []
         raise DataError(
-            f"{', '.join(bad)} belong to Eq. 13's single-deployment advice; the deployment search (--ttft-ms, "
+            f"{', '.join(bad)} {'belongs' if len(bad) == 1 else 'belong'} to Eq. 13's single-deployment advice; the deployment search (--ttft-ms, "
             "--tpot-ms, --e2e-s, --percentile, --gpus, --precision, --frontier) takes --e2e-s for the E2E limit "
             "and --precision for the precisions"
         )
