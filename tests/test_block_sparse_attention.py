@@ -124,6 +124,7 @@ def _edit(tmp_path, name="MiniMax-M3-edit_config.json", **sparse):
         ({"sparse_num_index_heads": 3}, "sparse_num_index_heads"),  # one index head per KV head
         ({"sparse_score_type": "mean"}, "sparse_score_type"),
         ({"sparse_block_size": 64}, "sparse_block_size"),
+        ({"sparse_index_dim": 64}, "sparse_index_dim"),  # vLLM's indexer kernels take 128
         ({"sparse_disable_index_value": [0] * 60}, "sparse_disable_index_value"),
         ({"sparse_local_block": 17}, "sparse_local_block"),
         ({"moe_layer_freq": [0] * 3 + [1] * 58}, "moe_layer_freq"),
@@ -148,3 +149,20 @@ def test_the_mixed_checkpoint_must_be_nvfp4_experts_beside_mxfp8(tmp_path):
     path = write_config(tmp_path, data, "MiniMax-M3-mixed_config.json")
     with pytest.raises(DataError, match="quantized_layers"):
         architecture_from_config(path)
+
+
+def test_without_the_unread_index_value_key_it_reads_the_same(tmp_path):
+    data = json.loads(M3.read_text())
+    del data["sparse_attention_config"]["sparse_disable_index_value"]  # vLLM never reads it
+    assert architecture_from_config(write_config(tmp_path, data)).n_params == TOTAL
+
+
+def test_the_mixed_checkpoint_on_ampere_and_its_launch_line():
+    from slimlib.advisor.launch import launch_settings
+
+    nvfp4 = architecture_from_config(CONFIGS / "nvidia--MiniMax-M3-NVFP4_config.json")
+    # vLLM runs ModelOpt's mixed checkpoints from compute capability 7.5 (Marlin weight-only kernels)
+    assert serving_config(nvfp4, "a100", tensor_parallel=8).quantization == "mxfp8-nvfp4-experts"
+    flags = launch_settings(serving_config(nvfp4, "b200", tensor_parallel=8), 16, 1000, 100).flags
+    assert flags[flags.index("--quantization") + 1] == "modelopt_mixed"
+    assert flags[flags.index("--block-size") + 1] == "128"  # its 128-token sparse blocks are its pages

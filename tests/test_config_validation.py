@@ -89,6 +89,16 @@ def test_null_means_no_such_feature(tmp_path, name, key):
         assert arch.q_lora_rank == 0
 
 
+@_MIRRORED
+@pytest.mark.parametrize("n_group, topk_group", [("null", "4"), ("8", "null"), ("8", "0")])
+def test_one_group_or_every_group_where_a_key_is_null_or_0(tmp_path, n_group, topk_group):
+    data = _config(DSV3)
+    data["n_group"], data["topk_group"] = "@n@", "@t@"
+    p = write_config(tmp_path, data)
+    p.write_text(p.read_text().replace('"@n@"', n_group).replace('"@t@"', topk_group))
+    assert architecture_from_config(p).n_experts == 256
+
+
 def test_json_nested_too_deeply_is_refused_naming_the_file(tmp_path):
     p = tmp_path / "config.json"
     p.write_text("[" * 100_000 + "]" * 100_000)

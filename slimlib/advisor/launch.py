@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from slimlib.errors import DataError
-from slimlib.model.memory import GIB
+from slimlib.model.memory import DEFAULT_BLOCK_SIZE, GIB
 from slimlib.model.serving import ServingConfig
 from slimlib.registry.host_cpu import CPU_DEVICES
 from slimlib.registry.precision import VLLM_QUANTIZATION, weight_precision
@@ -143,6 +143,9 @@ def launch_settings(
     ]
     if config.tensor_parallel > 1:
         flags += ["-tp", str(config.tensor_parallel)]
+    # a page size other than vLLM's default (MiniMax-M3's 128, or the user's); a hybrid's pages vLLM sizes itself
+    if config.block_size != DEFAULT_BLOCK_SIZE and not config.state_groups:
+        flags += ["--block-size", str(config.block_size)]
     if (
         config.state_groups
     ):  # a hybrid: prefix caching would hold more state pages per request than counted here

@@ -90,7 +90,7 @@ __all__ = [
 #: ``get_min_capability()`` of ``Fp8Config`` (75), ``ModelOptNvFp4Config`` (75) and ``Mxfp4Config`` (80); below the
 #: precision's own tensor cores they run weight-only
 _MIN_QUANT_CAPABILITY = {"fp8": 7.5, "modelopt_fp4": 7.5, "mxfp4": 8.0, "compressed-tensors": 7.5,
-                         "deepseek_v4_fp8": 8.0, "modelopt_mixed": 8.9}  # fmt: skip
+                         "deepseek_v4_fp8": 8.0, "modelopt_mixed": 7.5}  # fmt: skip
 #: quantizations of the routed experts only (gpt-oss's mxfp4 checkpoints, Kimi-K2.5's compressed-tensors W4A16)
 _EXPERTS_ONLY = ("mxfp4", "w4a16-experts")
 

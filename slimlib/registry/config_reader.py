@@ -536,8 +536,11 @@ def _moe_layers(c: _Keys, layout: str, layers: int) -> tuple[list[bool], dict[st
 def _expert_groups(c: _Keys, experts_key: str, n_exp: int, top_k: int) -> None:
     """Grouped routing (``n_group`` groups of experts, the best ``topk_group`` of them searched, as vLLM's
     grouped top-k): the groups must split the experts evenly and hold the top-k; absent or null is one group."""
-    groups = c.positive("n_group", default=1)
-    best = c.positive("topk_group", default=groups)
+    if c.get("n_group") is None or c.get("topk_group") in (None, 0):
+        groups = c.positive("n_group", default=1)
+        best = groups  # one group, or every group searched
+    else:
+        groups, best = c.positive("n_group"), c.positive("topk_group")
     if best > groups:
         raise DataError(f"{c.where}: key 'topk_group' ({best}) exceeds 'n_group' ({groups}); a token searches at "
                         "most every group: lower 'topk_group' or raise 'n_group'")  # fmt: skip
@@ -1206,6 +1209,8 @@ def _deepseek_v4_quantization(c: _Keys, side: str) -> str:
 #: the one block-sparse block size and block score vLLM's MiniMax-M3 kernels take (``SPARSE_BLOCK_SIZE`` = the KV
 #: page, 128, and ``score_type`` "max" in ``vllm/models/minimax_m3/common/ops/index_topk.py``)
 MSA_BLOCK_SIZE = 128
+#: the index head width vLLM's MiniMax-M3 indexer kernels take
+MSA_INDEX_DIM = 128
 MSA_SCORE_TYPES = ("max",)
 
 
@@ -1259,7 +1264,10 @@ def _read_minimax_m3(c: _Keys) -> dict[str, Any]:
                         f"true, got {sac!r}")  # fmt: skip
     at = "sparse_attention_config."
     sparse = _flags(c, sac, "sparse_attention_freq", layers, at)
-    no_value = _flags(c, sac, "sparse_disable_index_value", layers, at)
+    no_value = (  # vLLM never reads it: absent is no index value branch
+        sparse if sac.get("sparse_disable_index_value") is None
+        else _flags(c, sac, "sparse_disable_index_value", layers, at)
+    )  # fmt: skip
     if any(s and not v for s, v in zip(sparse, no_value, strict=True)):
         raise DataError(f"{c.where}: key '{at}sparse_disable_index_value' is 0 on a sparse layer: an index value "
                         "branch, which vLLM's MiniMax-M3 never builds; refused")  # fmt: skip
@@ -1269,6 +1277,9 @@ def _read_minimax_m3(c: _Keys) -> dict[str, Any]:
         raise DataError(f"{c.where}: key '{at}sparse_block_size' is {block}; vLLM's MiniMax-M3 kernels take "
                         f"{MSA_BLOCK_SIZE} (one block per KV page)")  # fmt: skip
     i_heads, i_dim = sub.positive("sparse_num_index_heads"), sub.positive("sparse_index_dim")
+    if i_dim != MSA_INDEX_DIM:
+        raise DataError(f"{c.where}: key '{at}sparse_index_dim' is {i_dim}; vLLM's MiniMax-M3 indexer takes index "
+                        f"heads of {MSA_INDEX_DIM} only")  # fmt: skip
     if i_heads != kv:
         raise DataError(f"{c.where}: key '{at}sparse_num_index_heads' ({i_heads}) must equal "
                         f"'num_key_value_heads' ({kv}): vLLM splits the index heads with the KV heads, one each")  # fmt: skip
