@@ -166,3 +166,12 @@ def test_the_mixed_checkpoint_on_ampere_and_its_launch_line():
     flags = launch_settings(serving_config(nvfp4, "b200", tensor_parallel=8), 16, 1000, 100).flags
     assert flags[flags.index("--quantization") + 1] == "modelopt_mixed"
     assert flags[flags.index("--block-size") + 1] == "128"  # its 128-token sparse blocks are its pages
+
+
+def test_a_page_size_other_than_its_blocks_is_refused():
+    a = architecture_from_config(M3)
+    assert (
+        serving_config(a, "h200", tensor_parallel=8, block_size=16).block_size == 128
+    )  # vLLM's default: its blocks
+    with pytest.raises(DataError, match="pages are its 128-token sparse blocks"):
+        serving_config(a, "h200", tensor_parallel=8, block_size=32)

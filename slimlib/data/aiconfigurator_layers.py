@@ -161,26 +161,37 @@ def _gdn(
     return t
 
 
-def _dsa(path: Path, system: str) -> pd.DataFrame:
-    """The kept rows (`DSA_HEADS`, `DSA_GEMM`) of one system's dsa_generation_module_perf.parquet as aic-dsa rows."""
-    raw = read_parquet(path)
-    require_file_columns(raw, _DSA_COLUMNS, path)
-    for col, want in (("version", GDN_VERSION), ("tp_size", 1), ("isl", 1)):
+def _check_module_rows(
+    raw: pd.DataFrame, path: Path, same: tuple[tuple[str, object], ...], heads: dict
+) -> None:
+    """DataError naming the first row of a module table whose `same` column differs from its value, or whose model is
+    not one of `heads`."""
+    for col, want in same:
         bad = raw[col] != want
         if bad.any():
             i = raw.index[bad][0]
             raise DataError(f"{path}: row {i}: {col} {raw.loc[i, col]!r}, expected {want!r} in every row")
-    unknown = ~raw["model"].isin(list(DSA_HEADS))
+    unknown = ~raw["model"].isin(list(heads))
     if unknown.any():
         i = raw.index[unknown][0]
-        raise DataError(
-            f"{path}: row {i}: model {raw.loc[i, 'model']!r} is not one of {', '.join(DSA_HEADS)}"
-        )
-    keep = raw[(raw["num_heads"] == raw["model"].map(DSA_HEADS)) & (raw["gemm_type"] == DSA_GEMM)]
+        raise DataError(f"{path}: row {i}: model {raw.loc[i, 'model']!r} is not one of {', '.join(heads)}")
+
+
+def _check_latency(keep: pd.DataFrame, path: Path) -> None:
+    """DataError naming the first kept row without a positive latency."""
     if not (keep["latency"] > 0).all():
         raise DataError(
             f"{path}: row {keep.index[~(keep['latency'] > 0)][0]}: latency must be a positive number of ms"
         )
+
+
+def _dsa(path: Path, system: str) -> pd.DataFrame:
+    """The kept rows (`DSA_HEADS`, `DSA_GEMM`) of one system's dsa_generation_module_perf.parquet as aic-dsa rows."""
+    raw = read_parquet(path)
+    require_file_columns(raw, _DSA_COLUMNS, path)
+    _check_module_rows(raw, path, (("version", GDN_VERSION), ("tp_size", 1), ("isl", 1)), DSA_HEADS)
+    keep = raw[(raw["num_heads"] == raw["model"].map(DSA_HEADS)) & (raw["gemm_type"] == DSA_GEMM)]
+    _check_latency(keep, path)
     t = pd.DataFrame({
         "system": system, "gpu": SYSTEMS[system]["gpu"], "vllm_version": keep["version"].astype(str),
         "kernel_source": keep["kernel_source"].astype(str), "model": keep["model"].astype(str),
@@ -199,23 +210,15 @@ def _dsv4(path: Path, system: str, module: str) -> pd.DataFrame:
     as aic-dsv4 rows; every row's version, prefill length, KV dtype and compression ratio as the module's."""
     raw = read_parquet(path)
     require_file_columns(raw, [*_DSA_COLUMNS, "compress_ratio"], path)
-    for col, want in (("version", GDN_VERSION), ("isl", 1), ("kv_cache_dtype", "fp8"),
-                      ("compress_ratio", DSV4_MODULES[module])):  # fmt: skip
-        bad = raw[col] != want
-        if bad.any():
-            i = raw.index[bad][0]
-            raise DataError(f"{path}: row {i}: {col} {raw.loc[i, col]!r}, expected {want!r} in every row")
-    unknown = ~raw["model"].isin(list(DSV4_HEADS))
-    if unknown.any():
-        i = raw.index[unknown][0]
-        raise DataError(
-            f"{path}: row {i}: model {raw.loc[i, 'model']!r} is not one of {', '.join(DSV4_HEADS)}"
-        )
+    same = (
+        ("version", GDN_VERSION),
+        ("isl", 1),
+        ("kv_cache_dtype", "fp8"),
+        ("compress_ratio", DSV4_MODULES[module]),
+    )
+    _check_module_rows(raw, path, same, DSV4_HEADS)
     keep = raw[(raw["tp_size"] == 1) & (raw["num_heads"] == raw["model"].map(DSV4_HEADS))]
-    if not (keep["latency"] > 0).all():
-        raise DataError(
-            f"{path}: row {keep.index[~(keep['latency'] > 0)][0]}: latency must be a positive number of ms"
-        )
+    _check_latency(keep, path)
     t = pd.DataFrame({
         "system": system, "gpu": SYSTEMS[system]["gpu"], "vllm_version": keep["version"].astype(str),
         "kernel_source": keep["kernel_source"].astype(str), "model": keep["model"].astype(str),

@@ -140,9 +140,8 @@ def attention_intensity(a: Architecture, s: ServingConfig) -> float:
     all heads); DeepSeek-V4 ``4 H' d_h / 584`` over its 584-byte entries (scores and values over the one
     ``d_h``-wide KV head, ``H'`` the heads per rank padded to 64 or 128 as vLLM's FlashMLA runs them)."""
     heads = a.n_heads / s.tensor_parallel
-    if (
-        a.is_compressed
-    ):  # scores and values over each 512-wide entry, for FlashMLA's heads padded to 64 or 128
+    # DeepSeek-V4: scores and values over each 512-wide entry, for FlashMLA's heads padded to 64 or 128
+    if a.is_compressed:
         return 4.0 * flashmla_heads(heads) * a.head_dim / float(V4_ENTRY_BYTES)
     if a.is_mla:
         latent = float(a.kv_lora_rank + a.qk_rope_head_dim)

@@ -679,9 +679,11 @@ def serving_config(
         cache = compressed_cache(arch)
         sparse = {k: cache.pop(k) for k in ("sparse_topk", "kv_bytes_selected")}
     block = _whole(block_size, "block_size", DEFAULT_BLOCK_SIZE)
-    if (
-        arch.is_block_sparse
-    ):  # vLLM's MiniMax-M3 backends take 128-token kernel blocks only: one page per block
+    # vLLM's MiniMax-M3 backends take 128-token kernel blocks only, one page per block (vLLM's default size becomes it)
+    if arch.is_block_sparse:
+        if block not in (DEFAULT_BLOCK_SIZE, arch.sparse_block_size):
+            raise DataError(f"block_size = {block}: {arch.name}'s pages are its {arch.sparse_block_size}-token sparse "
+                            f"blocks in vLLM; give {arch.sparse_block_size} or leave the default")  # fmt: skip
         block = arch.sparse_block_size
     hybrid = _hybrid_layout(arch, tp, per_layer, dtype_bytes(d, arch.weight_bytes), block)
     return ServingConfig(

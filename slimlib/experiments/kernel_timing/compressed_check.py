@@ -20,7 +20,8 @@ import pandas as pd
 from slimlib.data import load
 from slimlib.errors import DataError
 from slimlib.experiments.kernel_timing.linear_check import device_efficiency
-from slimlib.experiments.outputs.uncertainty import N_BOOT, ape, bootstrap_mean_ci
+from slimlib.experiments.kernel_timing.sparse_check import scored_points
+from slimlib.experiments.outputs.uncertainty import N_BOOT, bootstrap_mean_ci
 from slimlib.model.serving import V4_ENTRY_BYTES, indexer_key_bytes, serving_config
 from slimlib.registry.architectures import get_architecture
 from slimlib.registry.gpus import get_gpu
@@ -77,11 +78,7 @@ def compressed_points(
         parts.append(g.assign(efficiency=eff, modelled_growth_ms=grown_ms, measured_growth_ms=g["latency_ms"] - base,
                               modelled_ms=base + grown_ms,
                               role=np.where(c == c[0], "base", np.where(c >= min_context, "score", "short"))))  # fmt: skip
-    pts = pd.concat(parts, ignore_index=True)
-    pts["ape_pct"] = ape(pts["latency_ms"], pts["modelled_ms"])
-    with np.errstate(divide="ignore", invalid="ignore"):
-        pts["growth_ratio"] = pts["modelled_growth_ms"] / pts["measured_growth_ms"]
-    return pts
+    return scored_points(parts)
 
 
 def compressed_check(points: pd.DataFrame, *, n_boot: int = N_BOOT) -> pd.DataFrame:

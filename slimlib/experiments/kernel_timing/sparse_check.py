@@ -61,6 +61,12 @@ def dsa_points(dsa: pd.DataFrame | None = None, *, min_context: int = MIN_CONTEX
         parts.append(g.assign(efficiency=eff, topk=k, modelled_growth_ms=grown_ms,
                               measured_growth_ms=g["latency_ms"] - base, modelled_ms=base + grown_ms,
                               role=np.where(c == c[0], "base", np.where(c >= min_context, "score", "short"))))  # fmt: skip
+    return scored_points(parts)
+
+
+def scored_points(parts: list[pd.DataFrame]) -> pd.DataFrame:
+    """`parts` (per curve: measured ``latency_ms``, ``modelled_ms`` and both growths beyond the base) as one table
+    with each row's error ``ape_pct`` and modelled/measured ``growth_ratio``."""
     pts = pd.concat(parts, ignore_index=True)
     pts["ape_pct"] = ape(pts["latency_ms"], pts["modelled_ms"])
     with np.errstate(divide="ignore", invalid="ignore"):
