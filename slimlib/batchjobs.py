@@ -268,10 +268,20 @@ def add_scheduler_arguments(parser, what: str = "configuration") -> None:
     g.add_argument("--mem", help="#SBATCH --mem per node (default: the cluster's)")
     g.add_argument("--cpus-per-task", type=int, help=f"#SBATCH --cpus-per-task (default {DEFAULT_CPUS})")
     g.add_argument("--gpus-per-task", type=int, help="GPUs per task (default: what the task needs)")
-    g.add_argument(
-        "--max-parallel", type=int, default=8, help="tasks running at once, the array's %%K (default 8)"
-    )
+    g.add_argument("--max-parallel", type=int, help="tasks running at once, the array's %%K (default 8)")
     g.add_argument("--job-name", help="#SBATCH --job-name (default slim-<model> or slim-kit)")  # fmt: skip
+
+
+def check_scheduler_options(args) -> None:
+    """Refuse the Slurm-only options (`add_scheduler_arguments`) without ``--scheduler slurm``: they would be ignored."""
+    if getattr(args, "scheduler", "local") == "slurm":
+        return
+    given = ["--env-file"] if getattr(args, "env_file", None) else []
+    given += ["--" + f.replace("_", "-") for f in option_fields() if getattr(args, f, None) is not None]
+    if given:
+        raise DataError(
+            f"{', '.join(given)}: Slurm options, used with --scheduler slurm only; add --scheduler slurm or drop them"
+        )
 
 
 def options_from_args(args) -> SlurmOptions:

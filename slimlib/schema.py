@@ -71,7 +71,9 @@ def _clip(text: str) -> str:
 
 def plain(value: object) -> str:
     """`value` for a message: numpy scalars as plain Python values (6.5, not np.float64(6.5)); strings quoted
-    (clipped to `MESSAGE_CHARS`)."""
+    (clipped to `MESSAGE_CHARS`); an empty cell as ``empty``."""
+    if value is None:
+        return "empty"
     item = getattr(value, "item", None)
     if callable(item) and not isinstance(value, str | bytes):
         value = item()
@@ -240,7 +242,10 @@ def read_csv_table(path: str | Path, *, require_target: bool = True) -> pd.DataF
         return df
     blanks = _scan_text(p, help_text)
     try:
-        table = pacsv.read_csv(p, convert_options=pacsv.ConvertOptions(strings_can_be_null=True))
+        # only an empty cell is missing: "nan" is a number (not finite), "NA" or "None" a text the checks name
+        table = pacsv.read_csv(
+            p, convert_options=pacsv.ConvertOptions(strings_can_be_null=True, null_values=[""])
+        )
     except pa.ArrowInvalid as exc:
         raise DataError(f"{p}: not a readable CSV table ({str(exc).splitlines()[0]}); {help_text}") from None
     except OSError as exc:

@@ -11,7 +11,9 @@ import os
 import re
 import shutil
 import socket
+import subprocess
 import sys
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -135,6 +137,12 @@ def _socket(tmp: Path) -> Path:
 def _device_link(tmp: Path) -> Path:
     path = tmp / "null.csv"  # a link to a device: replacing the link would be safe, but it is refused anyway
     path.symlink_to("/dev/null")
+    return path
+
+
+def _env_file(tmp: Path) -> Path:
+    path = tmp / "site.env"
+    path.write_text("SLIM_PARTITION=gpu\n")
     return path
 
 
@@ -507,6 +515,21 @@ CASES = [
     ),
     # -- physical validity ------------------------------------------------------------------------------------------
     Case(
+        "predict OL written as nan",
+        lambda t: _s("predict", _params(t), _config(t, ol="nan")),
+        r"line 2: field 'output_len' is missing or not finite \(nan\)",
+    ),
+    Case(
+        "predict OL left empty",
+        lambda t: _s("predict", _params(t), _config(t, ol="")),
+        r"line 2: field 'output_len' is missing or not finite \(empty\)",
+    ),
+    Case(
+        "predict OL written as NA",
+        lambda t: _s("predict", _params(t), _config(t, ol="NA")),
+        r"line 2: field 'output_len' is 'NA', not a number",
+    ),
+    Case(
         "predict IL beyond the context window",
         lambda t: _s("predict", _params(t), _config(t, il=4000)),
         r"line 2: IL \+ OL = 4064 tokens exceeds the 2048-token context window of opt-125m",
@@ -859,6 +882,37 @@ CASES = [
         "plan --port 70000",
         lambda t: _s("plan", "--model", "llama-2-7b", "--gpu", GPU, "--port", 70000, "--out", t / "plan"),
         r"argument --port: 70000 is not a TCP port \(1..65535\)",
+    ),
+    Case(
+        "plan --env-file without --scheduler slurm",
+        lambda t: _s(
+            "plan", "--model", "llama-2-7b", "--gpu", GPU, "--env-file", _env_file(t), "--out", t / "plan"
+        ),
+        r"--env-file: Slurm options, used with --scheduler slurm only; add --scheduler slurm or drop them",
+    ),
+    Case(
+        "plan --partition and --max-parallel without --scheduler slurm",
+        lambda t: _s(
+            "plan",
+            "--model",
+            "llama-2-7b",
+            "--gpu",
+            GPU,
+            "--partition",
+            "gpu",
+            "--max-parallel",
+            4,
+            "--out",
+            t / "plan",
+        ),  # fmt: skip
+        r"--partition, --max-parallel: Slurm options, used with --scheduler slurm only",
+    ),
+    Case(
+        "profile campaign --account without --scheduler slurm",
+        lambda t: _s(
+            "profile", "campaign", "--budget-s", 600, "--gpu", "h200", "--account", "a", "--dry-run"
+        ),
+        r"--account: Slurm options, used with --scheduler slurm only",
     ),
     Case(
         "profile campaign --budget-s nan",
@@ -1421,3 +1475,99 @@ _LLAMA = {
     "num_attention_heads": 32, "num_key_value_heads": 8, "num_hidden_layers": 16, "vocab_size": 128256,
     "max_position_embeddings": 8192, "torch_dtype": "bfloat16", "rms_norm_eps": 1e-5, "hidden_act": "silu",
 }  # fmt: skip
+
+
+def test_an_infeasible_slo_writes_the_curve_says_so_and_exits_1(tmp_path, capsys):
+    """No batch size meets the SLO: the predicted curve (every candidate, none feasible) is still written, the
+    output says so, and the exit status is 1."""
+    curve = tmp_path / "curve.csv"
+    assert main(_advise(tmp_path, "--slo-s", 1e-6, "--curve", curve)) == 1
+    out = capsys.readouterr().out
+    assert "no feasible batch size" in out
+    assert f"none feasible) to {curve}" in out
+    df = pd.read_csv(curve)
+    assert len(df) > 1 and not df["meets_slo"].any()
+
+
+def _unprivileged() -> list[str] | None:
+    """The command prefix that runs `slim` without root's right to ignore file modes (none needed when not root);
+    None when root cannot drop to `nobody` here."""
+    if os.geteuid() != 0:
+        return [sys.executable, "-m", "slimlib.cli.main"]
+    prefix = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", sys.executable, "-m"]
+    try:
+        ok = (
+            subprocess.run(
+                [*prefix, "slimlib.cli.main", "--help"], capture_output=True, timeout=60
+            ).returncode
+            == 0
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return [*prefix, "slimlib.cli.main"] if ok else None
+
+
+def test_file_modes_are_one_line_and_destroy_nothing():
+    """An unreadable input and outputs in folders that cannot be written, tried as a user the modes bind: exit
+    status 2, one line naming the path, nothing written."""
+    slim = _unprivileged()
+    if slim is None:
+        pytest.skip("running as root without setpriv to drop to nobody: file modes do not bind")
+    with tempfile.TemporaryDirectory() as d:
+        t = Path(d)
+        t.chmod(0o755)
+        runs, params = _measured(t), _params(t)
+        locked = t / "locked.csv"
+        locked.write_text(runs.read_text())
+        locked.chmod(0o000)
+        free = t / "free"  # writable by whoever runs the command
+        free.mkdir()
+        free.chmod(0o777)
+        ro = t / "ro"
+        ro.mkdir()
+        (ro / "old.json").write_text("{}")
+        ro.chmod(0o555)
+        for p in (runs, params):
+            p.chmod(0o644)
+        cases = {
+            "unreadable table": (["fit", locked, "--out", free / "p.json"], r"locked.csv"),
+            "fit --out in a read-only folder": (["fit", runs, "--out", ro / "p.json"], r"ro/p.json"),
+            "fit --out over a file in a read-only folder": (
+                ["fit", runs, "--out", ro / "old.json"],
+                r"old.json",
+            ),
+            "advise --frontier in a read-only folder": (
+                [
+                    "advise",
+                    params,
+                    "--model",
+                    "opt-125m",
+                    "--input-len",
+                    100,
+                    "--output-len",
+                    100,
+                    "--gpus",
+                    1,
+                    "--frontier",
+                    ro / "f.csv",
+                ],
+                r"ro/f.csv",
+            ),  # fmt: skip
+            "plan --out in a read-only folder": (
+                ["plan", "--model", "opt-125m", "--gpu", GPU, "--out", ro / "plan"],
+                r"ro/plan",
+            ),
+        }
+        before = _snapshot(ro), runs.read_bytes(), params.read_bytes()
+        env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1]), "MPLCONFIGDIR": d}
+        for name, (argv, pattern) in cases.items():
+            res = subprocess.run([*slim, *_s(*argv)], capture_output=True, text=True, env=env, timeout=300)
+            lines = [ln for ln in res.stderr.splitlines() if ln.strip() and "warning:" not in ln]
+            assert res.returncode == 2, f"{name}: exit status {res.returncode}, stderr {res.stderr!r}"
+            assert len(lines) == 1 and "Traceback" not in res.stderr, f"{name}: {res.stderr!r}"
+            assert re.search(pattern, lines[0]), (name, lines[0])
+            assert (_snapshot(ro), runs.read_bytes(), params.read_bytes()) == before, (
+                f"{name}: a file changed"
+            )
+            assert not list(free.iterdir()), name
+        ro.chmod(0o755)

@@ -36,7 +36,7 @@ from slimlib.advisor.plan import (
     write_plan,
 )
 from slimlib.advisor.slo import LIMITS, Slo
-from slimlib.batchjobs import add_scheduler_arguments, options_from_args
+from slimlib.batchjobs import add_scheduler_arguments, check_scheduler_options, options_from_args
 from slimlib.cli.common import (
     batch_size,
     model_argument,
@@ -374,8 +374,10 @@ def _cmd_advise(args: argparse.Namespace) -> int:
     slo = "none" if not np.isfinite(s["slo_s"]) else f"{s['slo_s']:.4g} s"
     print(f"{arch.name} on {hw.name}, IL={s['input_len']:g}, OL={s['output_len']:g}, SLO {slo}, "
           f"epsilon {s['epsilon']:g}")  # fmt: skip
-    if settings is None:  # not feasible
+    if settings is None:  # not feasible: the curve still shows why, and the exit status says no batch size fits
         print(s["reason"])
+        if curve_path is not None:
+            print(f"wrote the predicted curve ({len(adv.curve)} batch sizes, none feasible) to {curve_path}")
         return 1
     print(f"B_cap = {adv.b_cap}  (bound by: {s['reason']})")
     print(f"predicted throughput {s['pred_throughput_tok_s']:.1f} tok/s, E2E {s['pred_e2e_s']:.3g} s, "
@@ -576,6 +578,7 @@ def _print_search(res: SearchResult, model: str, gpu: str, gpus: int, epsilon: f
 
 
 def _cmd_plan(args: argparse.Namespace) -> int:
+    check_scheduler_options(args)
     model_argument(args.model)
     env = [args.env_file] if args.env_file else []
     output_folder(args.out, "--out", inputs=env, configs=model_inputs([args.model]))

@@ -12,7 +12,7 @@ import sys
 
 import pandas as pd
 
-from slimlib.batchjobs import add_scheduler_arguments, options_from_args
+from slimlib.batchjobs import add_scheduler_arguments, check_scheduler_options, options_from_args
 from slimlib.cli.common import (
     nonnegative_int,
     output_folder,
@@ -148,6 +148,7 @@ def _detect_gpu() -> str:
 
 
 def _cmd_campaign(args: argparse.Namespace) -> int:
+    check_scheduler_options(args)
     if not args.dry_run:
         output_folder(args.out, "--out")
     gpu = "" if args.device == "cpu" else (args.gpu or _detect_gpu())
