@@ -1,13 +1,9 @@
 #!/usr/bin/env bash
 # Set up (virtualenv + install) and run the lint and the whole test suite. Extra arguments go to pytest.
 source "$(dirname "$0")/_setup.sh"
-# The profiling-kit tests need PyTorch: the CPU build of a pinned release (PyPI's default Linux wheel is the
-# multi-GB CUDA build), installed once. SLIM_TEST_TORCH=0 skips this, and those tests then report themselves as skipped.
-if [ "${SLIM_TEST_TORCH:-1}" = 1 ] && ! "$VPY" -c "import torch" 2>/dev/null; then
-  echo "setup: installing torch==2.13.0+cpu for the profiling-kit tests" >&2
-  "$VPY" -m pip install -q -c "$CONSTRAINTS" "torch==2.13.0+cpu" --extra-index-url https://download.pytorch.org/whl/cpu \
-    --retries 1 --timeout 15 2> >(grep -v -e "^WARNING: Location" -e "^WARNING: Retrying" >&2)
-fi
+# The profiling-kit tests need PyTorch's CPU build, installed once; SLIM_TEST_TORCH=0 skips this, and those tests
+# then report themselves as skipped.
+if [ "${SLIM_TEST_TORCH:-1}" = 1 ]; then SLIM_VENV="$VENV" bash scripts/torch_cpu.sh; fi
 # CI checks the generated Slurm scripts with shellcheck too (elsewhere that one test skips, saying so).
 if [ "${CI:-}" = true ] && ! command -v shellcheck >/dev/null && command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
   echo "setup: installing shellcheck (Debian package) for the generated-script checks" >&2

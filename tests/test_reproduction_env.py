@@ -39,7 +39,8 @@ def test_the_scripts_install_with_the_constraints():
     setup = (ROOT / "scripts" / "_setup.sh").read_text()
     assert 'CONSTRAINTS="$PWD/requirements/constraints.txt"' in setup
     assert re.search(r'pip install -q -c "\$CONSTRAINTS" -e "\.\[dev,notebooks,engine\]"', setup)
-    assert 'pip install -q -c "$CONSTRAINTS" "torch==' in (ROOT / "scripts" / "test.sh").read_text()
+    assert 'pip install -q -c requirements/constraints.txt "torch==' in (ROOT / "scripts" / "torch_cpu.sh").read_text()
+    assert "scripts/torch_cpu.sh" in (ROOT / "scripts" / "test.sh").read_text()
     assert "source" in (ROOT / "scripts" / "reproduce.sh").read_text()
 
 
@@ -63,7 +64,8 @@ def _ci_sandbox(tmp_path: Path, reproduce_body: str) -> Path:
     (repo / "scripts").mkdir()
     (repo / "figures").mkdir()
     (repo / ".ci" / "run").write_text((ROOT / ".ci" / "run").read_text())
-    (repo / "scripts" / "test_peers.sh").write_text("true\n")
+    for stub in ("_setup.sh", "test_peers.sh", "engine_env.sh", "torch_cpu.sh"):
+        (repo / "scripts" / stub).write_text("true\n")
     (repo / "scripts" / "test.sh").write_text("echo TESTS-RAN\n")
     (repo / "scripts" / "test_engine.sh").write_text("true\n")
     (repo / "scripts" / "reproduce.sh").write_text(reproduce_body)
