@@ -471,6 +471,37 @@ CASES = [
     ),
     # -- options that exceed a node or conflict -------------------------------------------------------------------
     Case(
+        "plan --env-file without --scheduler slurm",
+        lambda t: _s(
+            "plan", "--model", "llama-2-7b", "--gpu", GPU, "--env-file", _env_file(t), "--out", t / "plan"
+        ),
+        r"--env-file: Slurm options, used with --scheduler slurm only; add --scheduler slurm or drop them",
+    ),
+    Case(
+        "plan --partition and --max-parallel without --scheduler slurm",
+        lambda t: _s(
+            "plan",
+            "--model",
+            "llama-2-7b",
+            "--gpu",
+            GPU,
+            "--partition",
+            "gpu",
+            "--max-parallel",
+            4,
+            "--out",
+            t / "plan",
+        ),  # fmt: skip
+        r"--partition, --max-parallel: Slurm options, used with --scheduler slurm only",
+    ),
+    Case(
+        "profile campaign --account without --scheduler slurm",
+        lambda t: _s(
+            "profile", "campaign", "--budget-s", 600, "--gpu", "h200", "--account", "a", "--dry-run"
+        ),
+        r"--account: Slurm options, used with --scheduler slurm only",
+    ),
+    Case(
         "advise --gpus 1000",
         lambda t: _advise(t, "--gpus", 1000),
         r"--gpus 1000: a node holds at most 8 GPUs",
@@ -882,37 +913,6 @@ CASES = [
         "plan --port 70000",
         lambda t: _s("plan", "--model", "llama-2-7b", "--gpu", GPU, "--port", 70000, "--out", t / "plan"),
         r"argument --port: 70000 is not a TCP port \(1..65535\)",
-    ),
-    Case(
-        "plan --env-file without --scheduler slurm",
-        lambda t: _s(
-            "plan", "--model", "llama-2-7b", "--gpu", GPU, "--env-file", _env_file(t), "--out", t / "plan"
-        ),
-        r"--env-file: Slurm options, used with --scheduler slurm only; add --scheduler slurm or drop them",
-    ),
-    Case(
-        "plan --partition and --max-parallel without --scheduler slurm",
-        lambda t: _s(
-            "plan",
-            "--model",
-            "llama-2-7b",
-            "--gpu",
-            GPU,
-            "--partition",
-            "gpu",
-            "--max-parallel",
-            4,
-            "--out",
-            t / "plan",
-        ),  # fmt: skip
-        r"--partition, --max-parallel: Slurm options, used with --scheduler slurm only",
-    ),
-    Case(
-        "profile campaign --account without --scheduler slurm",
-        lambda t: _s(
-            "profile", "campaign", "--budget-s", 600, "--gpu", "h200", "--account", "a", "--dry-run"
-        ),
-        r"--account: Slurm options, used with --scheduler slurm only",
     ),
     Case(
         "profile campaign --budget-s nan",
