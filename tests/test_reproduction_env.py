@@ -39,7 +39,10 @@ def test_the_scripts_install_with_the_constraints():
     setup = (ROOT / "scripts" / "_setup.sh").read_text()
     assert 'CONSTRAINTS="$PWD/requirements/constraints.txt"' in setup
     assert re.search(r'pip install -q -c "\$CONSTRAINTS" -e "\.\[dev,notebooks,engine\]"', setup)
-    assert 'pip install -q -c requirements/constraints.txt "torch==' in (ROOT / "scripts" / "torch_cpu.sh").read_text()
+    assert (
+        'pip install -q -c requirements/constraints.txt "torch=='
+        in (ROOT / "scripts" / "torch_cpu.sh").read_text()
+    )
     assert "scripts/torch_cpu.sh" in (ROOT / "scripts" / "test.sh").read_text()
     assert "source" in (ROOT / "scripts" / "reproduce.sh").read_text()
 
