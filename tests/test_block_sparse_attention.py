@@ -175,3 +175,53 @@ def test_a_page_size_other_than_its_blocks_is_refused():
     )  # vLLM's default: its blocks
     with pytest.raises(DataError, match="pages are its 128-token sparse blocks"):
         serving_config(a, "h200", tensor_parallel=8, block_size=32)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The reader of vLLM's measured MiniMax-M3 modules (data/aic-msa.csv)
+# ---------------------------------------------------------------------------------------------------------------
+MSA_RAW = RAW / "aiconfigurator-kernels" / "aiconfigurator_core" / "systems" / "data"
+
+
+def test_the_committed_msa_table_keeps_every_tp1_bf16_gemm_row_of_the_parquet_files():
+    """Per system and phase, the committed rows are the parquet files' rows at 64 query heads and bf16 GEMMs, with
+    the config's shapes (4 KV heads of 128, a 128-wide index key, 16 blocks of 128 selected)."""
+    from slimlib.data import load
+    from slimlib.data.aiconfigurator_layers import MSA_PHASES
+
+    t = load("aic-msa")
+    for system in ("b200_sxm", "h100_sxm", "h200_sxm"):
+        for stem, phase in MSA_PHASES.items():
+            raw = pd.read_parquet(MSA_RAW / system / "msa" / "vllm" / "0.24.0" / f"{stem}.parquet")
+            want = raw[(raw["num_heads"] == 64) & (raw["gemm_type"] == "bfloat16")]
+            got = t[(t["system"] == system) & (t["phase"] == phase)]
+            assert len(got) == len(want) > 350, (system, phase)
+            assert got["latency_ms"].sum() == pytest.approx(want["latency"].sum())
+    assert len(t) == 2565 and set(t["kv_cache_dtype"]) == {"bfloat16", "fp8"}
+    shapes = t[["tensor_parallel", "n_heads", "kv_heads", "head_dim", "index_head_dim", "index_topk"]]
+    assert shapes.drop_duplicates().values.tolist() == [[1, H, HKV, DH, DI, 16 * 128]]
+    assert (t.loc[t["phase"] == "generation", "input_len"] == 1).all()
+
+
+@pytest.mark.parametrize(
+    "column, value, match",
+    [
+        ("latency", float("nan"), "row 7: latency must be a positive number"),
+        ("tp_size", 2, "row 7: tp_size"),
+        ("model", "someone/Other-MSA", "row 7: model 'someone/Other-MSA'"),
+        ("isl", 16, "row 7: isl"),
+    ],
+)
+def test_the_msa_reader_refuses_a_malformed_row_naming_file_and_row(tmp_path, column, value, match):
+    from slimlib.data.aiconfigurator_layers import _msa, msa_shapes
+
+    raw = pd.read_parquet(
+        MSA_RAW / "h200_sxm" / "msa" / "vllm" / "0.24.0" / "msa_generation_module_perf.parquet"
+    )
+    raw = raw[(raw["num_heads"] == 64) & (raw["gemm_type"] == "bfloat16")].reset_index(drop=True)
+    raw.loc[7, column] = value
+    raw.to_parquet(tmp_path / "msa_generation_module_perf.parquet")
+    with pytest.raises(DataError) as err:
+        _msa(tmp_path / "msa_generation_module_perf.parquet", "h200_sxm", "generation", msa_shapes(M3))
+    msg = str(err.value)
+    assert "msa_generation_module_perf.parquet: " + match in msg and "\n" not in msg, msg
