@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pandas as pd
 import pytest
 from config_files import write_config
@@ -225,3 +226,59 @@ def test_the_msa_reader_refuses_a_malformed_row_naming_file_and_row(tmp_path, co
         _msa(tmp_path / "msa_generation_module_perf.parquet", "h200_sxm", "generation", msa_shapes(M3))
     msg = str(err.value)
     assert "msa_generation_module_perf.parquet: " + match in msg and "\n" not in msg, msg
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The kernel check: the decode term against vLLM's measured MSA module (data/aic-msa.csv)
+# ---------------------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("kv", ["bfloat16", "fp8"])
+def test_the_checks_layer_bytes_are_the_terms_of_one_sparse_layer(kv):
+    """The check's bytes per sparse layer are the model's: `serving_config`'s selected K/V per sparse layer (capped
+    at index_topk by the term) and its index key, at tensor parallel 1."""
+    from slimlib.experiments.kernel_timing.block_sparse_check import layer_bytes
+
+    a = architecture_from_config(M3)
+    s = serving_config(a, gpu="h200", kv_cache_dtype="auto" if kv == "bfloat16" else kv)
+    selected = s.kv_bytes_selected / SPARSE
+    index_key = (s.kv_bytes_full - L * selected) / SPARSE
+    row = {"kv_cache_dtype": kv, "kv_heads": HKV, "head_dim": DH, "index_head_dim": DI, "index_topk": 2048}
+    c = np.array([1, 2047, 2048, 131071])
+    want = selected * np.minimum(c, s.sparse_topk) + index_key * c
+    assert index_key == 256 and layer_bytes(row, c) == pytest.approx(want)
+
+
+def test_the_msa_check_is_exact_where_the_module_grows_at_the_terms_speed():
+    from slimlib.experiments.kernel_timing import block_sparse_check as bs
+
+    ctx = np.array([1, 1023, 2047, 4095, 131071])
+    rows = []
+    for kv, b_kv in (("bfloat16", 2), ("fp8", 1)):
+        per = 2 * HKV * DH * b_kv * np.minimum(ctx, 2048) + 256 * ctx  # one sequence, one sparse layer
+        rows.append(pd.DataFrame({
+            "system": "h200_sxm", "gpu": "h200-sxm-141gb", "phase": "generation", "kv_cache_dtype": kv,
+            "kv_heads": HKV, "head_dim": DH, "index_head_dim": DI, "index_topk": 2048, "batch_size": 64,
+            "input_len": 1, "context": ctx,
+            "latency_ms": 0.1 + 1e3 * 64 * (per - per[0]) / (bs.device_efficiency("h200") * get_gpu("h200").mem_bw),
+        }))  # fmt: skip
+    pts = bs.msa_points(pd.concat(rows, ignore_index=True))
+    assert pts["role"].tolist()[:5] == ["base", "short", "short", "score", "score"]
+    assert pts["ape_pct"].max() < 1e-9
+    s = bs.msa_check(pts, n_boot=200).set_index(["gpu", "kv_cache_dtype"])
+    assert s.loc[("all", "all"), "n_scored"] == 4 and s.loc[("all", "all"), "n_fill"] == 2
+    assert s.loc[("all", "all"), "growth_ratio_median"] == pytest.approx(1)
+    assert s.loc[("all", "all"), "fill_ratio_median"] == pytest.approx(1)
+    assert bs.fp8_fill_ratios(pts).tolist() == pytest.approx([(1024 + 256) / (2048 + 256)])
+
+
+def test_the_committed_msa_modules_against_the_term():
+    """The module time is within 13% MAPE per GPU and KV dtype; the fp8-KV module's growth up to the selection is
+    not the halved read the term prices: on B200 it is more than the bf16 module's."""
+    from slimlib.data import load
+    from slimlib.experiments.kernel_timing import block_sparse_check as bs
+
+    pts = bs.msa_points(load("aic-msa"))
+    s = bs.msa_check(pts, n_boot=200).set_index(["gpu", "kv_cache_dtype"])
+    assert (s["mape_pct"] < 13).all() and s.loc[("all", "all"), "n_scored"] == 375
+    assert 0.8 < s.loc[("all", "all"), "growth_ratio_median"] < 1.1
+    fp8 = bs.fp8_fill_ratios(pts)
+    assert (fp8 > 0.8).all() and fp8["b200-sxm-180gb"] > 1.2
