@@ -27,6 +27,8 @@ OUTPUTS = [
     "kernels_mla_check.pdf",
     "kernels_mla_check.csv",
     "kernels_dsv4_check.csv",
+    "kernels_msa_check.csv",
+    "kernels_msa_check.png",
     "kernels_moe_a2a.csv",
     "kernels_moe_layouts.csv",
     "plateau_hybrids.png",

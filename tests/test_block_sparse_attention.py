@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pandas as pd
 import pytest
 from config_files import write_config
@@ -175,3 +176,109 @@ def test_a_page_size_other_than_its_blocks_is_refused():
     )  # vLLM's default: its blocks
     with pytest.raises(DataError, match="pages are its 128-token sparse blocks"):
         serving_config(a, "h200", tensor_parallel=8, block_size=32)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The reader of vLLM's measured MiniMax-M3 modules (data/aic-msa.csv)
+# ---------------------------------------------------------------------------------------------------------------
+MSA_RAW = RAW / "aiconfigurator-kernels" / "aiconfigurator_core" / "systems" / "data"
+
+
+def test_the_committed_msa_table_keeps_every_tp1_bf16_gemm_row_of_the_parquet_files():
+    """Per system and phase, the committed rows are the parquet files' rows at 64 query heads and bf16 GEMMs, with
+    the config's shapes (4 KV heads of 128, a 128-wide index key, 16 blocks of 128 selected)."""
+    from slimlib.data import load
+    from slimlib.data.aiconfigurator_layers import MSA_PHASES
+
+    t = load("aic-msa")
+    for system in ("b200_sxm", "h100_sxm", "h200_sxm"):
+        for stem, phase in MSA_PHASES.items():
+            raw = pd.read_parquet(MSA_RAW / system / "msa" / "vllm" / "0.24.0" / f"{stem}.parquet")
+            want = raw[(raw["num_heads"] == 64) & (raw["gemm_type"] == "bfloat16")]
+            got = t[(t["system"] == system) & (t["phase"] == phase)]
+            assert len(got) == len(want) > 350, (system, phase)
+            assert got["latency_ms"].sum() == pytest.approx(want["latency"].sum())
+    assert len(t) == 2565 and set(t["kv_cache_dtype"]) == {"bfloat16", "fp8"}
+    shapes = t[["tensor_parallel", "n_heads", "kv_heads", "head_dim", "index_head_dim", "index_topk"]]
+    assert shapes.drop_duplicates().values.tolist() == [[1, H, HKV, DH, DI, 16 * 128]]
+    assert (t.loc[t["phase"] == "generation", "input_len"] == 1).all()
+
+
+@pytest.mark.parametrize(
+    "column, value, match",
+    [
+        ("latency", float("nan"), "row 7: latency must be a positive number"),
+        ("tp_size", 2, "row 7: tp_size"),
+        ("model", "someone/Other-MSA", "row 7: model 'someone/Other-MSA'"),
+        ("isl", 16, "row 7: isl"),
+    ],
+)
+def test_the_msa_reader_refuses_a_malformed_row_naming_file_and_row(tmp_path, column, value, match):
+    from slimlib.data.aiconfigurator_layers import _msa, msa_shapes
+
+    raw = pd.read_parquet(
+        MSA_RAW / "h200_sxm" / "msa" / "vllm" / "0.24.0" / "msa_generation_module_perf.parquet"
+    )
+    raw = raw[(raw["num_heads"] == 64) & (raw["gemm_type"] == "bfloat16")].reset_index(drop=True)
+    raw.loc[7, column] = value
+    raw.to_parquet(tmp_path / "msa_generation_module_perf.parquet")
+    with pytest.raises(DataError) as err:
+        _msa(tmp_path / "msa_generation_module_perf.parquet", "h200_sxm", "generation", msa_shapes(M3))
+    msg = str(err.value)
+    assert "msa_generation_module_perf.parquet: " + match in msg and "\n" not in msg, msg
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The kernel check: the decode term against vLLM's measured MSA module (data/aic-msa.csv)
+# ---------------------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("kv", ["bfloat16", "fp8"])
+def test_the_checks_layer_bytes_are_the_terms_of_one_sparse_layer(kv):
+    """The check's bytes per sparse layer are the model's: `serving_config`'s selected K/V per sparse layer (capped
+    at index_topk by the term) and its index key, at tensor parallel 1."""
+    from slimlib.experiments.kernel_timing.block_sparse_check import layer_bytes
+
+    a = architecture_from_config(M3)
+    s = serving_config(a, gpu="h200", kv_cache_dtype="auto" if kv == "bfloat16" else kv)
+    selected = s.kv_bytes_selected / SPARSE
+    index_key = (s.kv_bytes_full - L * selected) / SPARSE
+    row = {"kv_cache_dtype": kv, "kv_heads": HKV, "head_dim": DH, "index_head_dim": DI, "index_topk": 2048}
+    c = np.array([1, 2047, 2048, 131071])
+    want = selected * np.minimum(c, s.sparse_topk) + index_key * c
+    assert index_key == 256 and layer_bytes(row, c) == pytest.approx(want)
+
+
+def test_the_msa_check_is_exact_where_the_module_grows_at_the_terms_speed():
+    from slimlib.experiments.kernel_timing import block_sparse_check as bs
+
+    ctx = np.array([1, 1023, 2047, 4095, 131071])
+    rows = []
+    for kv, b_kv in (("bfloat16", 2), ("fp8", 1)):
+        per = 2 * HKV * DH * b_kv * np.minimum(ctx, 2048) + 256 * ctx  # one sequence, one sparse layer
+        rows.append(pd.DataFrame({
+            "system": "h200_sxm", "gpu": "h200-sxm-141gb", "phase": "generation", "kv_cache_dtype": kv,
+            "kv_heads": HKV, "head_dim": DH, "index_head_dim": DI, "index_topk": 2048, "batch_size": 64,
+            "input_len": 1, "context": ctx,
+            "latency_ms": 0.1 + 1e3 * 64 * (per - per[0]) / (bs.device_efficiency("h200") * get_gpu("h200").mem_bw),
+        }))  # fmt: skip
+    pts = bs.msa_points(pd.concat(rows, ignore_index=True))
+    assert pts["role"].tolist()[:5] == ["base", "short", "short", "score", "score"]
+    assert pts["ape_pct"].max() < 1e-9
+    s = bs.msa_check(pts, n_boot=200).set_index(["gpu", "kv_cache_dtype"])
+    assert s.loc[("all", "all"), "n_scored"] == 4 and s.loc[("all", "all"), "n_fill"] == 2
+    assert s.loc[("all", "all"), "growth_ratio_median"] == pytest.approx(1)
+    assert s.loc[("all", "all"), "fill_ratio_median"] == pytest.approx(1)
+    assert bs.fp8_fill_ratios(pts).tolist() == pytest.approx([(1024 + 256) / (2048 + 256)])
+
+
+def test_the_committed_msa_modules_against_the_term():
+    """The module time is within 13% MAPE per GPU and KV dtype; the fp8-KV module's growth up to the selection is
+    not the halved read the term prices: on B200 it is more than the bf16 module's."""
+    from slimlib.data import load
+    from slimlib.experiments.kernel_timing import block_sparse_check as bs
+
+    pts = bs.msa_points(load("aic-msa"))
+    s = bs.msa_check(pts, n_boot=200).set_index(["gpu", "kv_cache_dtype"])
+    assert (s["mape_pct"] < 13).all() and s.loc[("all", "all"), "n_scored"] == 375
+    assert 0.8 < s.loc[("all", "all"), "growth_ratio_median"] < 1.1
+    fp8 = bs.fp8_fill_ratios(pts)
+    assert (fp8 > 0.8).all() and fp8["b200-sxm-180gb"] > 1.2

@@ -11,7 +11,7 @@ import pytest
 from shared_paths import RAW, needs
 
 from slimlib.data import load
-from slimlib.data.aiconfigurator_layers import build_layer_tables
+from slimlib.data.aiconfigurator_layers import MSA_CONFIG, build_layer_tables
 from slimlib.errors import DataError
 from slimlib.experiments.kernel_timing import linear_check as lc
 from slimlib.registry.gpus import get_gpu
@@ -112,13 +112,18 @@ def test_parser_refuses_a_wrong_version_and_phase_naming_file_and_row(tmp_path):
         shutil.copytree(src / system / "sparse_attention" / "vllm" / "0.24.0", sparse)
         kda = root / "aiconfigurator_core" / "systems" / "data" / system / "kda"
         shutil.copytree(src / system / "kda", kda)
+        shutil.copytree(
+            src / system / "msa", root / "aiconfigurator_core" / "systems" / "data" / system / "msa"
+        )
+    (root / MSA_CONFIG).parent.mkdir(parents=True)
+    shutil.copy(AIC / MSA_CONFIG, root / MSA_CONFIG)  # MiniMax-M3's head shapes (aic-msa)
     with pytest.raises(DataError) as err:
         build_layer_tables(root)
     msg = str(err.value)
     assert "h100_sxm" in msg and "gdn_perf.parquet" in msg and "'mixed'" in msg and "\n" not in msg
     tables, files = build_layer_tables(AIC)
     committed = load("aic-gdn")
-    assert len(tables["aic-gdn"]) == len(committed) and len(files) == 24
+    assert len(tables["aic-gdn"]) == len(committed) and len(files) == 34
     assert len(tables["aic-kda"]) == len(load("aic-kda"))
     assert np.allclose(tables["aic-gdn"]["latency_ms"].to_numpy(), committed["latency_ms"].to_numpy())
 

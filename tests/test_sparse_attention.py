@@ -168,17 +168,19 @@ def test_the_dsa_check_is_exact_where_the_module_grows_at_the_terms_speed():
 def test_dsa_parser_refuses_a_model_it_has_no_heads_for(tmp_path):
     import shutil
 
-    from slimlib.data.aiconfigurator_layers import build_layer_tables
+    from slimlib.data.aiconfigurator_layers import MSA_CONFIG, build_layer_tables
 
     src = RAW / "aiconfigurator-kernels" / "aiconfigurator_core" / "systems" / "data"
     root = tmp_path / "aic"
     for system in ("b200_sxm", "h100_sxm", "h200_sxm"):
-        for kind in ("linear_attention", "sparse_attention"):
+        for kind in ("linear_attention", "sparse_attention", "msa"):
             dst = root / "aiconfigurator_core" / "systems" / "data" / system / kind / "vllm" / "0.24.0"
             shutil.copytree(src / system / kind / "vllm" / "0.24.0", dst)
         shutil.copytree(
             src / system / "kda", root / "aiconfigurator_core" / "systems" / "data" / system / "kda"
         )
+    (root / MSA_CONFIG).parent.mkdir(parents=True)
+    shutil.copy(RAW / "aiconfigurator-kernels" / MSA_CONFIG, root / MSA_CONFIG)  # MiniMax-M3's head shapes
     p = (
         root
         / "aiconfigurator_core"

@@ -18,7 +18,13 @@ SXM and B200 (one layer on one GPU):
   and ``dsv4_hca_generation_module``: projections, compressor, indexer and selection (CSA), FlashMLA's sparse
   attention over the window and the compressed entries), DeepSeek-V4-Flash and -Pro (SGLang's FP8 copies; on B200
   DeepSeek's Pro) at one GPU's heads (tensor parallel 1), fp8 KV, by compression ratio, batch and cached context. The tensor-parallel
-  splits (`DSV4_HEADS`) and the context phase are not kept.
+  splits (`DSV4_HEADS`) and the context phase are not kept;
+- ``aic-msa``: MiniMax-M3's block-sparse attention ("MiniMax Sparse Attention") modules (``msa/.../
+  msa_generation_module_perf`` and ``msa_context_module_perf``: projections, the K-only indexer, block selection
+  and the sparse attention; Triton on Hopper, ``fmha_sm100`` on B200), both phases, at one GPU's 64 query heads
+  (tensor parallel 1), bf16 GEMMs, bf16 and fp8 KV, by batch, prompt length and cached context, with the module's
+  head shapes from the wheel's MiniMax-M3 ``config.json``. The other head counts and the fp8-block / NVFP4 GEMM
+  rows are not kept (`MSA_HEADS`, `DSA_GEMM`).
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ from slimlib.data.aiconfigurator import (
     require_file_columns,
 )
 from slimlib.errors import DataError
+from slimlib.registry.architectures import architecture_from_config
 
 #: systems and vLLM version of the Gated DeltaNet tables
 GDN_SYSTEMS = ("b200_sxm", "h100_sxm", "h200_sxm")
@@ -55,6 +62,12 @@ _DSA_COLUMNS = ["version", "kernel_source", "model", "mla_dtype", "kv_cache_dtyp
 DSV4_HEADS = {"sgl-project/DeepSeek-V4-Flash-FP8": 64, "sgl-project/DeepSeek-V4-Pro-FP8": 128,
               "deepseek-ai/DeepSeek-V4-Pro": 128}  # fmt: skip
 DSV4_MODULES = {"csa": 4, "hca": 128}
+#: the MiniMax-M3 module's model, query heads kept (one GPU's: tensor parallel 1) and the wheel's config of its shapes
+MSA_MODEL = "MiniMaxAI/MiniMax-M3"
+MSA_HEADS = {MSA_MODEL: 64}
+MSA_CONFIG = "aiconfigurator_core/model_configs/MiniMaxAI--MiniMax-M3_config.json"
+#: the module tables' phases: AIConfigurator's file stem -> the aic-msa phase
+MSA_PHASES = {"msa_generation_module_perf": "generation", "msa_context_module_perf": "context"}
 
 _S, _I, _F = "string", "Int64", "float64"
 TABLE_DOCS = {
@@ -76,6 +89,11 @@ TABLE_DOCS = {
     "aic-dsv4": (
         "NVIDIA AIConfigurator: vLLM 0.24.0's DeepSeek-V4 compressed attention decode modules (CSA, HCA; one layer, "
         "one GPU, tensor parallel 1, fp8 KV) of DeepSeek-V4-Flash and -Pro, by batch and cached context "
+        "(slimlib.data.aiconfigurator_layers)."
+    ),
+    "aic-msa": (
+        "NVIDIA AIConfigurator: vLLM 0.24.0's MiniMax-M3 block-sparse attention modules (one layer, one GPU, tensor "
+        "parallel 1, bf16 GEMMs), decode and prompt, by batch, prompt length, cached context and KV dtype "
         "(slimlib.data.aiconfigurator_layers)."
     ),
 }
@@ -112,6 +130,25 @@ COLUMN_DOCS: dict[str, dict[str, tuple[str, str]]] = {
         "compress_ratio": (_I, "tokens per compressed entry: 4 (CSA, with its indexer) or 128 (HCA)"),
         "n_heads": (_I, "query heads on the GPU"),
         "batch_size": (_I, "sequences in the decode step (one token each)"),
+        "context": (_I, "tokens already cached per sequence (AIConfigurator 'step')"),
+        "latency_ms": (_F, "measured latency of one layer's module, ms"),
+    },
+    "aic-msa": {
+        **SOURCE_DOCS,
+        "model": (_S, "model whose module was timed (Hugging Face id)"),
+        "phase": (_S, "generation (one decode token per sequence) or context (the prompt)"),
+        "kv_cache_dtype": (_S, "K/V cache dtype (bfloat16 or fp8)"),
+        "tensor_parallel": (_I, "tensor-parallel size of the module (AIConfigurator 'tp_size')"),
+        "n_heads": (_I, "query heads on the GPU"),
+        "kv_heads": (_I, "K/V heads on the GPU (the config's ratio of KV to query heads)"),
+        "head_dim": (_I, "query/key/value head width (config)"),
+        "index_head_dim": (_I, "width of the indexer's one key head per token (config)"),
+        "index_topk": (_I, "tokens selected per query and KV head: selected blocks x block size (config)"),
+        "batch_size": (_I, "sequences in the step"),
+        "input_len": (
+            _I,
+            "tokens per sequence in the step: 1 in decode, the prompt in context (AIConfigurator 'isl')",
+        ),
         "context": (_I, "tokens already cached per sequence (AIConfigurator 'step')"),
         "latency_ms": (_F, "measured latency of one layer's module, ms"),
     },
@@ -232,13 +269,52 @@ def _dsv4(path: Path, system: str, module: str) -> pd.DataFrame:
     return t
 
 
+def _msa(path: Path, system: str, phase: str, shapes: dict[str, int]) -> pd.DataFrame:
+    """The kept rows (`MSA_HEADS`, `DSA_GEMM`) of one system's msa_<phase>_module_perf.parquet as aic-msa rows of
+    `phase`, with the module's head `shapes` (from its config); every row's version and tensor-parallel size checked,
+    a decode row's prompt length 1."""
+    raw = read_parquet(path)
+    require_file_columns(raw, _DSA_COLUMNS, path)
+    same: tuple[tuple[str, object], ...] = (("version", GDN_VERSION), ("tp_size", 1))
+    _check_module_rows(raw, path, same + ((("isl", 1),) if phase == "generation" else ()), MSA_HEADS)
+    keep = raw[(raw["num_heads"] == raw["model"].map(MSA_HEADS)) & (raw["gemm_type"] == DSA_GEMM)]
+    _check_latency(keep, path)
+    t = pd.DataFrame({
+        "system": system, "gpu": SYSTEMS[system]["gpu"], "vllm_version": keep["version"].astype(str),
+        "kernel_source": keep["kernel_source"].astype(str), "model": keep["model"].astype(str), "phase": phase,
+        "kv_cache_dtype": keep["kv_cache_dtype"].astype(str), "tensor_parallel": keep["tp_size"],
+        "n_heads": keep["num_heads"], "kv_heads": keep["num_heads"] * shapes["kv_heads"] // shapes["n_heads"],
+        "head_dim": shapes["head_dim"], "index_head_dim": shapes["index_head_dim"],
+        "index_topk": shapes["index_topk"], "batch_size": keep["batch_size"], "input_len": keep["isl"],
+        "context": keep["step"], "latency_ms": keep["latency"],
+    })  # fmt: skip
+    keys = ["kv_cache_dtype", "batch_size", "input_len", "context"]
+    dup = t.duplicated(keys)
+    if dup.any():
+        raise DataError(f"{path}: row {t.index[dup][0]}: repeats {t.loc[t.index[dup][0], keys].to_dict()}")
+    return t
+
+
+def msa_shapes(config: Path) -> dict[str, int]:
+    """MiniMax-M3's head shapes from its `config` (`architecture_from_config`): query and KV heads, head width, the
+    index key's width and the tokens selected (blocks x block size)."""
+    a = architecture_from_config(config)
+    if not a.is_block_sparse:
+        raise DataError(f"{config}: not a block-sparse (MiniMax-M3) attention config")
+    return {"n_heads": a.n_heads, "kv_heads": a.n_kv_heads, "head_dim": a.head_dim,
+            "index_head_dim": a.index_head_dim, "index_topk": a.index_topk}  # fmt: skip
+
+
 def build_layer_tables(root: str | Path) -> tuple[dict[str, pd.DataFrame], list[Path]]:
-    """The aic-gdn, aic-kda, aic-dsa and aic-dsv4 tables from the raw folder `root` (aiconfigurator-kernels/) and the raw files read."""
+    """The aic-gdn, aic-kda, aic-dsa, aic-dsv4 and aic-msa tables from the raw folder `root` (aiconfigurator-kernels/) and the raw files read."""
     sysdir = Path(root) / SYS_DIR
     if not sysdir.is_dir():
         raise DataError(f"{root}: no {SYS_DIR}/ here; expected the {AIC_NAME} mirror (see its PROVENANCE.md)")
     files: list[Path] = []
-    parts, dsa, kda, dsv4 = [], [], [], []
+    parts, dsa, kda, dsv4, msa = [], [], [], [], []
+    config = Path(root) / MSA_CONFIG
+    files.append(config)
+    shapes = msa_shapes(config)
     for system in GDN_SYSTEMS:
         d = sysdir / "data" / system / "kda" / "vllm" / KDA_VERSION
         files.append(check_version(d, KDA_VERSION))
@@ -259,6 +335,12 @@ def build_layer_tables(root: str | Path) -> tuple[dict[str, pd.DataFrame], list[
             path = d / f"dsv4_{module}_generation_module_perf.parquet"
             files.append(path)
             dsv4.append(_dsv4(path, system, module))
+        d = sysdir / "data" / system / "msa" / "vllm" / GDN_VERSION
+        files.append(check_version(d, GDN_VERSION))
+        for stem, phase in MSA_PHASES.items():
+            path = d / f"{stem}.parquet"
+            files.append(path)
+            msa.append(_msa(path, system, phase, shapes))
     order = ["system", "kernel_source", "model", "hidden_size", "key_heads", "value_heads", "batch_size"]
     gdn = pd.concat(parts, ignore_index=True).sort_values(order, kind="mergesort").reset_index(drop=True)
     kimi = pd.concat(kda, ignore_index=True).sort_values(order, kind="mergesort").reset_index(drop=True)
@@ -268,7 +350,11 @@ def build_layer_tables(root: str | Path) -> tuple[dict[str, pd.DataFrame], list[
     compressed = pd.concat(dsv4, ignore_index=True)
     compressed = compressed.sort_values(["system", "model", "compress_ratio", "batch_size", "context"],
                                         kind="mergesort").reset_index(drop=True)  # fmt: skip
+    block = pd.concat(msa, ignore_index=True)
+    block = block.sort_values(["system", "phase", "kv_cache_dtype", "batch_size", "input_len", "context"],
+                              kind="mergesort").reset_index(drop=True)  # fmt: skip
     return {
+        "aic-msa": block[list(COLUMN_DOCS["aic-msa"])],
         "aic-dsv4": compressed[list(COLUMN_DOCS["aic-dsv4"])],
         "aic-gdn": gdn[list(COLUMN_DOCS["aic-gdn"])],
         "aic-kda": kimi[list(COLUMN_DOCS["aic-kda"])],
@@ -312,5 +398,16 @@ def layers_readme_section(tables: dict[str, pd.DataFrame]) -> list[str]:
         "(SGLang's FP8 copies; DeepSeek's Pro on B200), one GPU, tensor parallel 1, fp8 KV, every batch and cached",
         "context. Left out: the other head counts (tensor-parallel splits of the same module), the context-phase and",
         "HCA attention-only tables and the indexer's logits kernel alone.",
+        "",
+        "## AIConfigurator MiniMax-M3 block-sparse attention modules (aic-msa)",
+        "",
+        f"Same wheel; vLLM {GDN_VERSION}, MiniMax-M3's sparse path (Triton on H100/H200, fmha_sm100 on B200). Kept: "
+        f"{len(tables['aic-msa'])} rows,",
+        f"both phases ({(tables['aic-msa']['phase'] == 'generation').sum()} decode, "
+        f"{(tables['aic-msa']['phase'] == 'context').sum()} prompt), the model's 64 query heads (one GPU, tensor "
+        f"parallel 1), GEMMs {DSA_GEMM},",
+        "bf16 and fp8 KV, every batch, prompt length and cached context; the head shapes from the wheel's MiniMax-M3",
+        "config.json. Left out: the other head counts and the fp8-block and NVFP4 GEMM rows (the same attention beside",
+        "other projection kernels). The collection notes: decode rows re-keyed to the measured cached context.",
         "",
     ]

@@ -136,6 +136,12 @@ AIC_DSA = (
     "sparse attention decode module (FlashMLA sparse, lightning indexer, projections) of DeepSeek-V3.2 and GLM-5 at "
     "tensor parallel 1, vLLM 0.24.0 on H100 SXM, H200 SXM and B200 SXM; `data/aic-dsa.csv`"
 )
+AIC_MSA = (
+    "NVIDIA AIConfigurator measured vLLM kernel timings (aiconfigurator-core 0.12.0 wheel, Apache-2.0): MiniMax-M3's "
+    "block-sparse attention (MSA) decode module (projections, K-only indexer, block selection, sparse attention; "
+    "Triton on H100/H200, fmha_sm100 on B200) at tensor parallel 1 with bf16 GEMMs and bf16 or fp8 KV, vLLM 0.24.0 on "
+    "H100 SXM, H200 SXM and B200 SXM; `data/aic-msa.csv`"
+)
 ENGINE_CPU = (
     "the project's CPU-engine campaign (`data/engine-cpu-medians.csv`: per configuration the median over the "
     "repeats that pass the physical checks in the sessions of the same command, from `data/engine-cpu-runs.csv`; "
@@ -627,6 +633,22 @@ CAPTIONS: dict[str, Caption] = {
         "least a tenth of the base.",
         AIC_DSV4,
     ),
+    "kernels_msa_check": Caption(
+        "",
+        "extension (not in the paper)",
+        "MiniMax-M3's block-sparse attention decode term (the K/V of at most index_topk = 16 x 128 selected tokens "
+        "and the indexer's 256-byte bf16 key of every cached token, per sequence and sparse layer, over the device's "
+        "decode-attention bandwidth efficiency; nothing fitted) added to the measured module time at the smallest "
+        "context, against the measured module by cached context (markers measured, lines modelled; batches 8, 128 "
+        "and 1024), and in the table at 4,095 cached tokens and more per GPU and KV dtype: MAPE with bootstrap 95% "
+        "intervals, the median modelled/measured module time, the modelled/measured growth beyond the base (median, "
+        "10th-90th percentiles, rows whose growth is at least a tenth of the base) and its median at the "
+        "selection's fill (2,047 tokens). Not priced: with fp8 KV the term halves the selected blocks' read (its "
+        "growth to the fill 0.56 of bf16's), while the measured fp8 module grows <<msa_fp8_fill>> times as much as "
+        "the bf16 one (median over batches of 16 and more); the projections, index scoring and block selection are "
+        "in the base only.",
+        AIC_MSA,
+    ),
     "kernels_moe_a2a": Caption(
         "",
         "extension (not in the paper)",
@@ -927,6 +949,7 @@ NOTEBOOK_OUTPUTS: dict[str, tuple[str, ...]] = {
         "kernels_gdn_check",
         "kernels_dsa_check",
         "kernels_dsv4_check",
+        "kernels_msa_check",
         "kernels_gdn_check_amd",
         "kernels_kda_check",
         "kernels_gemm_vendors",
@@ -1013,7 +1036,7 @@ def caption_facts() -> dict[str, str]:
     figures use: the offline batch sweeps' lengths and profilers (`offline_batch_sweeps`), the online advisor
     runs' input length per model and output lengths (notebook 02), the prompts of the online ShareGPT runs
     (notebook 01), the shortest input length of the CPU engine's medians (notebook 11) and the batch sizes of the
-    one-device MI300X curves (notebook 10)."""
+    one-device MI300X curves (notebook 10) and the MiniMax-M3 fp8-KV module's fill growth (notebook 09)."""
     sweeps = offline_batch_sweeps(load("memgap-offline"))
     per_model = list(sweeps.groupby("model", sort=True))
     nsys = [str(m) for m, g in per_model if (g["profiler"] == "nsys").all()]
@@ -1037,7 +1060,17 @@ def caption_facts() -> dict[str, str]:
         "sharegpt_prompts": _joined(sharegpt["num_prompts"]),
         "engine_shortest_il": f"IL = {load('engine-cpu-medians')['input_len'].min():.0f}",
         "mi300x_knee_batches": f"B = {_joined(device_rows(llmib_table(), 'mi300x')['batch_size'])}",
+        "msa_fp8_fill": _msa_fp8_fill(),
     }
+
+
+def _msa_fp8_fill() -> str:
+    """The measured fp8-KV MiniMax-M3 module's growth to the selection's fill over the bf16 one's, per GPU
+    (`block_sparse_check.fp8_fill_ratios`)."""
+    from slimlib.experiments.kernel_timing.block_sparse_check import fp8_fill_ratios, msa_points
+    from slimlib.registry.gpus import gpu_label
+
+    return ", ".join(f"{v:.2f} ({gpu_label(g)})" for g, v in fp8_fill_ratios(msa_points()).items())
 
 
 def fill_facts(text: str, facts: dict[str, str]) -> str:
