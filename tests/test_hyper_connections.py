@@ -123,3 +123,29 @@ def test_the_committed_check_numbers():
     large = c[c["band"] == "large"]
     assert len(large) == 3
     assert (large["mape_traffic_pct"] < 25).all() and (large["mape_existing_pct"] > 85).all()
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The model's term (HYPER_CONNECTIONS)
+# ---------------------------------------------------------------------------------------------------------------
+def test_the_term_charges_nothing_for_every_registry_model_without_hyper_connections():
+    """Every registry architecture with hc_mult 0 has hc_bytes_per_token 0 and the term's prefill and step 0, so
+    no prediction of such a model moves; DeepSeek-V4 is charged its layers' bytes over the peak bandwidth."""
+    from slimlib.model.features import model_features
+    from slimlib.model.terms import HYPER_CONNECTIONS
+    from slimlib.registry.architectures import get_architecture, list_architectures
+    from slimlib.registry.gpus import get_gpu
+
+    hw = get_gpu("h100-sxm-80gb")
+    names = list(list_architectures()["name"])
+    df = pd.DataFrame({"model": names, "batch_size": 64.0, "input_len": 1024.0, "output_len": 128.0})
+    f = model_features(df, hw)
+    times = HYPER_CONNECTIONS.times({}, f, hw)
+    hc = np.array([get_architecture(n).hc_mult for n in names])
+    assert (hc == 0).sum() == len(names) - 2 and (hc == 4).sum() == 2  # DeepSeek-V4-Flash and -Pro
+    assert (f["hc_bytes_per_token"][hc == 0] == 0).all()
+    assert (np.asarray(times.prefill)[hc == 0] == 0).all() and (np.asarray(times.step)[hc == 0] == 0).all()
+    pro = names.index("deepseek-v4-pro")
+    assert f["hc_bytes_per_token"][pro] == 61 * 516_096
+    assert np.asarray(times.step)[pro] == pytest.approx(64 * 61 * 516_096 / hw.mem_bw)
+    assert np.asarray(times.prefill)[pro] == pytest.approx(64 * 1024 * 61 * 516_096 / hw.mem_bw)
