@@ -109,3 +109,23 @@ def hyper_connection_check(points: pd.DataFrame, *, n_boot: int = N_BOOT) -> pd.
     if not rows:
         raise DataError("aic-mhc: no scored rows")
     return pd.DataFrame(rows)
+
+
+def plot_mhc_check(ax, points: pd.DataFrame, gpu: str, colors: list[str]) -> None:
+    """One GPU's panel: the measured op time (markers: pre circles, post crosses; one colour per hidden size of
+    `MODELS`), the traffic charge (solid lines) and the existing charge (dotted) against the tokens per step."""
+    g = points[points["gpu"] == gpu]
+    if g.empty:
+        raise DataError(f"aic-mhc: no points for {gpu}")
+    for hidden, color in zip(sorted(MODELS), colors, strict=True):
+        for op, marker in (("pre", "o"), ("post", "x")):
+            c = g[(g["hidden_size"] == hidden) & (g["op"] == op)].sort_values("num_tokens")
+            if c.empty:
+                raise DataError(f"aic-mhc: no points for {gpu} {op} hidden {hidden}")
+            ax.plot(c["num_tokens"], c["latency_ms"], ls="none", marker=marker, markersize=2.0, color=color,
+                    label=f"{op}, D={hidden}")  # fmt: skip
+            ax.plot(c["num_tokens"], c["traffic_ms"], ls="-", linewidth=0.7, color=color)
+            ax.plot(c["num_tokens"], c["existing_ms"], ls=":", linewidth=0.7, color=color)
+    ax.axvline(float(LARGE_TOKENS), color="0.5", linewidth=0.5, linestyle="--")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
