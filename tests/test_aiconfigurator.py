@@ -80,8 +80,8 @@ def test_provenance_hashes_in_manifest():
     # attention (2) and GEMM (1) tables of four systems; MoE tables (4 kept, 3 older ones counted as exclusions);
     # MLA (2), MLA-BMM and all-to-all tables of three systems; the all-reduce table of four; the Gated DeltaNet, Kimi
     # Delta Attention and sparse-attention decode tables of three, DeepSeek-V4's CSA and HCA decode tables of three,
-    # MiniMax-M3's MSA decode and prompt tables of three
-    assert len(parquet) == 12 + 7 + 3 * 4 + 4 + 3 + 3 + 3 + 2 * 3 + 2 * 3
+    # MiniMax-M3's MSA decode and prompt tables of three, DeepSeek-V4's mHC table of three
+    assert len(parquet) == 12 + 7 + 3 * 4 + 4 + 3 + 3 + 3 + 2 * 3 + 2 * 3 + 3
     for r in aic.itertuples(index=False):
         assert sha256_file(RAW / r.path) == r.sha256, r.path
     assert WHEEL_SHA256 in (AIC / "PROVENANCE.md").read_text()

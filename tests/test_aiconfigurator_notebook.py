@@ -29,6 +29,8 @@ OUTPUTS = [
     "kernels_dsv4_check.csv",
     "kernels_msa_check.csv",
     "kernels_msa_check.png",
+    "kernels_mhc_check.csv",
+    "kernels_mhc_check.png",
     "kernels_moe_a2a.csv",
     "kernels_moe_layouts.csv",
     "plateau_hybrids.png",

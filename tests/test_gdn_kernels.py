@@ -112,9 +112,10 @@ def test_parser_refuses_a_wrong_version_and_phase_naming_file_and_row(tmp_path):
         shutil.copytree(src / system / "sparse_attention" / "vllm" / "0.24.0", sparse)
         kda = root / "aiconfigurator_core" / "systems" / "data" / system / "kda"
         shutil.copytree(src / system / "kda", kda)
-        shutil.copytree(
-            src / system / "msa", root / "aiconfigurator_core" / "systems" / "data" / system / "msa"
-        )
+        for kind in ("msa", "mhc"):
+            shutil.copytree(
+                src / system / kind, root / "aiconfigurator_core" / "systems" / "data" / system / kind
+            )
     (root / MSA_CONFIG).parent.mkdir(parents=True)
     shutil.copy(AIC / MSA_CONFIG, root / MSA_CONFIG)  # MiniMax-M3's head shapes (aic-msa)
     with pytest.raises(DataError) as err:
@@ -123,7 +124,7 @@ def test_parser_refuses_a_wrong_version_and_phase_naming_file_and_row(tmp_path):
     assert "h100_sxm" in msg and "gdn_perf.parquet" in msg and "'mixed'" in msg and "\n" not in msg
     tables, files = build_layer_tables(AIC)
     committed = load("aic-gdn")
-    assert len(tables["aic-gdn"]) == len(committed) and len(files) == 34
+    assert len(tables["aic-gdn"]) == len(committed) and len(files) == 40
     assert len(tables["aic-kda"]) == len(load("aic-kda"))
     assert np.allclose(tables["aic-gdn"]["latency_ms"].to_numpy(), committed["latency_ms"].to_numpy())
 

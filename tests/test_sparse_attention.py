@@ -173,7 +173,7 @@ def test_dsa_parser_refuses_a_model_it_has_no_heads_for(tmp_path):
     src = RAW / "aiconfigurator-kernels" / "aiconfigurator_core" / "systems" / "data"
     root = tmp_path / "aic"
     for system in ("b200_sxm", "h100_sxm", "h200_sxm"):
-        for kind in ("linear_attention", "sparse_attention", "msa"):
+        for kind in ("linear_attention", "sparse_attention", "msa", "mhc"):
             dst = root / "aiconfigurator_core" / "systems" / "data" / system / kind / "vllm" / "0.24.0"
             shutil.copytree(src / system / kind / "vllm" / "0.24.0", dst)
         shutil.copytree(

@@ -38,7 +38,7 @@ def feats(**over: float) -> dict[str, np.ndarray]:
         "bytes_per_weight": 2.0, "lm_head_flops_per_token": 2 * 32000 * 4096.0, "state_bytes": 0.0,
         "attention_layer_share": 1.0, "attention_topk": 0.0, "attn_bytes_per_selected_token": 0.0, "indexer_width": 0.0,
         "attention_width": 4096.0, "csa_layer_share": 0.0, "hca_layer_share": 0.0, "sequence_bytes": 0.0,
-        "sparse_layer_share": 0.0,
+        "sparse_layer_share": 0.0, "hc_bytes_per_token": 0.0,
     }  # fmt: skip
     base.update(over)
     n = len(base["batch_size"]) if np.ndim(base["batch_size"]) else 1
@@ -229,7 +229,7 @@ def test_slim_parameters_in_the_old_order():
 def test_a_parameter_name_means_one_quantity():
     every = [v for v in vars(ps).values() if isinstance(v, ParamSpec)]
     assert len({s.name for s in every}) == len(every)
-    assert len(T.CATALOGUE) == 19 and all(name == t.name for name, t in T.CATALOGUE.items())
+    assert len(T.CATALOGUE) == 20 and all(name == t.name for name, t in T.CATALOGUE.items())
     T.model_specs(T.CATALOGUE.values())  # all terms together: no name with two meanings
     for term in T.CATALOGUE.values():
         for s in term.specs:

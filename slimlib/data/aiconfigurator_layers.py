@@ -68,6 +68,11 @@ MSA_HEADS = {MSA_MODEL: 64}
 MSA_CONFIG = "aiconfigurator_core/model_configs/MiniMaxAI--MiniMax-M3_config.json"
 #: the module tables' phases: AIConfigurator's file stem -> the aic-msa phase
 MSA_PHASES = {"msa_generation_module_perf": "generation", "msa_context_module_perf": "context"}
+#: the mHC table's architecture and its ops (vLLM 0.24.0's TileLang kernels)
+MHC_ARCHITECTURE = "DeepseekV4ForCausalLM"
+MHC_OPS = ("pre", "post")
+_MHC_COLUMNS = ["version", "kernel_source", "op_name", "architecture", "num_tokens", "num_sites", "hc_mult",
+                "hidden_size", "sinkhorn_iters", "latency"]  # fmt: skip
 
 _S, _I, _F = "string", "Int64", "float64"
 TABLE_DOCS = {
@@ -94,6 +99,11 @@ TABLE_DOCS = {
     "aic-msa": (
         "NVIDIA AIConfigurator: vLLM 0.24.0's MiniMax-M3 block-sparse attention modules (one layer, one GPU, tensor "
         "parallel 1, bf16 GEMMs), decode and prompt, by batch, prompt length, cached context and KV dtype "
+        "(slimlib.data.aiconfigurator_layers)."
+    ),
+    "aic-mhc": (
+        "NVIDIA AIConfigurator: vLLM 0.24.0's DeepSeek-V4 manifold-constrained hyper-connection kernels (mhc_pre, "
+        "mhc_post; one layer's two sites, one GPU), by tokens in the step and hidden size "
         "(slimlib.data.aiconfigurator_layers)."
     ),
 }
@@ -151,6 +161,20 @@ COLUMN_DOCS: dict[str, dict[str, tuple[str, str]]] = {
         ),
         "context": (_I, "tokens already cached per sequence (AIConfigurator 'step')"),
         "latency_ms": (_F, "measured latency of one layer's module, ms"),
+    },
+    "aic-mhc": {
+        **SOURCE_DOCS,
+        "op": (
+            _S,
+            "pre (mixing coefficients, Sinkhorn, the layer's input from the copies) or post (the copies "
+            "updated with the layer's output)",
+        ),  # fmt: skip
+        "n_sites": (_I, "hyper-connection sites timed together: one layer's two (attention and FFN)"),
+        "hc_mult": (_I, "residual copies (hyper-connection width n)"),
+        "hidden_size": (_I, "model hidden size D (4096: DeepSeek-V4-Flash; 7168: -Pro)"),
+        "sinkhorn_iters": (_I, "Sinkhorn normalisation iterations of the residual mixing"),
+        "num_tokens": (_I, "tokens in the step"),
+        "latency_ms": (_F, "measured latency of the op at all n_sites sites, ms"),
     },
 }
 
@@ -295,6 +319,40 @@ def _msa(path: Path, system: str, phase: str, shapes: dict[str, int]) -> pd.Data
     return t
 
 
+def _mhc(path: Path, system: str) -> pd.DataFrame:
+    """One system's mhc_module_perf.parquet as aic-mhc rows; every row's version and architecture checked, its op
+    one of `MHC_OPS`."""
+    raw = read_parquet(path)
+    require_file_columns(raw, _MHC_COLUMNS, path)
+    for col, want in (("version", GDN_VERSION), ("architecture", MHC_ARCHITECTURE)):
+        bad = raw[col] != want
+        if bad.any():
+            i = raw.index[bad][0]
+            raise DataError(f"{path}: row {i}: {col} {raw.loc[i, col]!r}, expected {want!r} in every row")
+    bad = ~raw["op_name"].isin(MHC_OPS)
+    if bad.any():
+        i = raw.index[bad][0]
+        raise DataError(f"{path}: row {i}: op_name {raw.loc[i, 'op_name']!r}, expected one of {MHC_OPS}")
+    for col in ("num_tokens", "num_sites", "hc_mult", "hidden_size", "sinkhorn_iters"):
+        v = pd.to_numeric(raw[col], errors="coerce")
+        bad = ~((v >= 1) & (v == v.round()))
+        if bad.any():
+            i = raw.index[bad][0]
+            raise DataError(f"{path}: row {i}: {col} {raw.loc[i, col]}, expected a whole number >= 1")
+    _check_latency(raw, path)
+    t = pd.DataFrame({
+        "system": system, "gpu": SYSTEMS[system]["gpu"], "vllm_version": raw["version"].astype(str),
+        "kernel_source": raw["kernel_source"].astype(str), "op": raw["op_name"].astype(str),
+        "n_sites": raw["num_sites"], "hc_mult": raw["hc_mult"], "hidden_size": raw["hidden_size"],
+        "sinkhorn_iters": raw["sinkhorn_iters"], "num_tokens": raw["num_tokens"], "latency_ms": raw["latency"],
+    })  # fmt: skip
+    keys = ["op", "n_sites", "hc_mult", "hidden_size", "sinkhorn_iters", "num_tokens"]
+    dup = t.duplicated(keys)
+    if dup.any():
+        raise DataError(f"{path}: row {t.index[dup][0]}: repeats {t.loc[t.index[dup][0], keys].to_dict()}")
+    return t
+
+
 def msa_shapes(config: Path) -> dict[str, int]:
     """MiniMax-M3's head shapes from its `config` (`architecture_from_config`): query and KV heads, head width, the
     index key's width and the tokens selected (blocks x block size)."""
@@ -306,12 +364,12 @@ def msa_shapes(config: Path) -> dict[str, int]:
 
 
 def build_layer_tables(root: str | Path) -> tuple[dict[str, pd.DataFrame], list[Path]]:
-    """The aic-gdn, aic-kda, aic-dsa, aic-dsv4 and aic-msa tables from the raw folder `root` (aiconfigurator-kernels/) and the raw files read."""
+    """The aic-gdn, aic-kda, aic-dsa, aic-dsv4, aic-msa and aic-mhc tables from the raw folder `root` (aiconfigurator-kernels/) and the raw files read."""
     sysdir = Path(root) / SYS_DIR
     if not sysdir.is_dir():
         raise DataError(f"{root}: no {SYS_DIR}/ here; expected the {AIC_NAME} mirror (see its PROVENANCE.md)")
     files: list[Path] = []
-    parts, dsa, kda, dsv4, msa = [], [], [], [], []
+    parts, dsa, kda, dsv4, msa, mhc = [], [], [], [], [], []
     config = Path(root) / MSA_CONFIG
     files.append(config)
     shapes = msa_shapes(config)
@@ -341,6 +399,11 @@ def build_layer_tables(root: str | Path) -> tuple[dict[str, pd.DataFrame], list[
             path = d / f"{stem}.parquet"
             files.append(path)
             msa.append(_msa(path, system, phase, shapes))
+        d = sysdir / "data" / system / "mhc" / "vllm" / GDN_VERSION
+        files.append(check_version(d, GDN_VERSION))
+        path = d / "mhc_module_perf.parquet"
+        files.append(path)
+        mhc.append(_mhc(path, system))
     order = ["system", "kernel_source", "model", "hidden_size", "key_heads", "value_heads", "batch_size"]
     gdn = pd.concat(parts, ignore_index=True).sort_values(order, kind="mergesort").reset_index(drop=True)
     kimi = pd.concat(kda, ignore_index=True).sort_values(order, kind="mergesort").reset_index(drop=True)
@@ -353,7 +416,12 @@ def build_layer_tables(root: str | Path) -> tuple[dict[str, pd.DataFrame], list[
     block = pd.concat(msa, ignore_index=True)
     block = block.sort_values(["system", "phase", "kv_cache_dtype", "batch_size", "input_len", "context"],
                               kind="mergesort").reset_index(drop=True)  # fmt: skip
+    hyper = pd.concat(mhc, ignore_index=True)
+    hyper = hyper.sort_values(["system", "op", "hidden_size", "num_tokens"], kind="mergesort").reset_index(
+        drop=True
+    )
     return {
+        "aic-mhc": hyper[list(COLUMN_DOCS["aic-mhc"])],
         "aic-msa": block[list(COLUMN_DOCS["aic-msa"])],
         "aic-dsv4": compressed[list(COLUMN_DOCS["aic-dsv4"])],
         "aic-gdn": gdn[list(COLUMN_DOCS["aic-gdn"])],
@@ -409,5 +477,14 @@ def layers_readme_section(tables: dict[str, pd.DataFrame]) -> list[str]:
         "bf16 and fp8 KV, every batch, prompt length and cached context; the head shapes from the wheel's MiniMax-M3",
         "config.json. Left out: the other head counts and the fp8-block and NVFP4 GEMM rows (the same attention beside",
         "other projection kernels). The collection notes: decode rows re-keyed to the measured cached context.",
+        "",
+        "## AIConfigurator DeepSeek-V4 hyper-connection kernels (aic-mhc)",
+        "",
+        f"Same wheel; vLLM {GDN_VERSION}'s TileLang mhc_pre and mhc_post kernels, each row one op at one layer's two",
+        f"sites (attention and FFN), hc_mult 4, 20 Sinkhorn iterations. Kept: every row ({len(tables['aic-mhc'])}), "
+        "hidden size 4096",
+        "(DeepSeek-V4-Flash) and 7168 (-Pro), 1 to 524,288 tokens per step. Not read: B200's vLLM 0.22.0 folder, whose",
+        "reuse.yaml only points at the 0.24.0 table (no rows of its own). Missing cells (no row, the collection",
+        "marked complete): B200 pre at hidden 4096 below 48 tokens, H100 post at hidden 7168 and 524,288 tokens.",
         "",
     ]

@@ -23,6 +23,7 @@ from slimlib.model.serving import (
     V4_ENTRY_BYTES,
     ServingConfig,
     hybrid_request_bytes,
+    hyper_connection_bytes,
     kv_heads_per_rank,
     serving_config,
 )
@@ -70,7 +71,8 @@ Features = dict[str, FloatArray]
 #: compressed sparse and 128:1 heavily compressed attention; every layer also attends to its window),
 #: ``sequence_bytes`` (the compressors' state one sequence holds, `ServingConfig.sequence_bytes`); ``sparse_layer_share``
 #: (the share of the attention layers that select their keys: 1 for DeepSeek sparse attention, MiniMax-M3's sparse
-#: layers among its full ones, 0 for dense attention). `model_features` adds
+#: layers among its full ones, 0 for dense attention); ``hc_bytes_per_token`` (the bytes one token's hyper-connections
+#: move over the layers on one GPU, `slimlib.model.serving.hyper_connection_bytes`; 0 without them). `model_features` adds
 #: ``tensor_parallel``, ``n_layers_total``, ``batch_size``, ``input_len``, ``output_len``.
 FEATURE_NAMES = (
     "n_layers",
@@ -116,6 +118,7 @@ FEATURE_NAMES = (
     "hca_layer_share",
     "sequence_bytes",
     "sparse_layer_share",
+    "hc_bytes_per_token",
 )
 _PRECISION_CODE = {"none": 0.0, "fp8": 1.0, "fp4": 2.0, "int4": 3.0}
 _CODE_PRECISION = {v: k for k, v in _PRECISION_CODE.items()}
@@ -237,6 +240,8 @@ def _config_row(a: Architecture, s: ServingConfig) -> list[float]:
         "csa_layer_share": a.n_csa_layers / a.n_layers,
         "hca_layer_share": a.n_hca_layers / a.n_layers,
         "sequence_bytes": s.sequence_bytes,
+        # whole on every rank: each holds the full residual stream
+        "hc_bytes_per_token": a.n_layers * hyper_connection_bytes(a.hidden_size, a.hc_mult),
     }
     return [float(values[f]) for f in _CONFIG_VALUES]
 

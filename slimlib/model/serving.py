@@ -130,6 +130,23 @@ FLASHMLA_MAX_HEADS = 128
 V4_STATE_ELEMENT_BYTES = 4
 
 
+#: DeepSeek-V4's hyper-connection sites per layer (before the attention and before the FFN) and the bytes of one
+#: element of its widened residual stream (vLLM keeps the ``hc_mult`` copies in bf16)
+HC_SITES = 2
+HC_ELEMENT_BYTES = 2
+
+
+def hyper_connection_bytes(hidden_size: int, hc_mult: int) -> int:
+    """Bytes one token's hyper-connections move in one layer (0 without them, `hc_mult` 0): at each of `HC_SITES`
+    sites vLLM's ``mhc_pre`` reads the ``n`` = `hc_mult` residual copies twice (the prenorm mixing GEMM, then the
+    Sinkhorn-weighted sum) and writes the layer's input, and ``mhc_post`` reads the copies and the layer's output
+    and writes the copies: ``2 x 2 (2n + 1) D`` elements of `HC_ELEMENT_BYTES`; the mixing coefficients
+    (``(2 + n) n`` per token) are left out."""
+    if hc_mult <= 0:
+        return 0
+    return HC_SITES * 2 * (2 * hc_mult + 1) * hidden_size * HC_ELEMENT_BYTES
+
+
 def compressor_state_bytes(ratio: int, width: int) -> int:
     """Bytes one sequence's state of one DeepSeek-V4 compressor holds (vLLM's ``CompressorStateCache``): the last
     ``c ratio`` tokens' KV and score of ``c width`` float32 each (``c`` = 2 for the overlapping 4:1 compressor)."""

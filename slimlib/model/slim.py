@@ -11,8 +11,9 @@ kernels differ from Eqs. 5-12:
 3. **Decode steps** (`DECODE_GEMMS`): every decode step reads the weights once and multiplies each by B
    tokens: ``max(W / (eta_w BW) [+ L t_floor], B F_dense / (eta_c F_max))``, or the engine's measured decode-GEMM
    curve; plus ``t_step``, ``t_layer L`` (kernel launches every rank pays), ``t_act B L D / 1024`` (each sequence's
-   per-layer work outside the GEMMs), vLLM's measured host work per sequence, and the routed experts the step's
-   tokens touch (`slimlib.model.terms.MOE_EXPERTS`).
+   per-layer work outside the GEMMs), vLLM's measured host work per sequence, the routed experts the step's
+   tokens touch (`slimlib.model.terms.MOE_EXPERTS`) and DeepSeek-V4's widened residual stream
+   (`slimlib.model.terms.HYPER_CONNECTIONS`, also per prompt token; 0 for other models).
 4. **Decode attention** (`DECODE_ATTENTION`, `ATTENTION_FACTOR`): Eq. 11 on the attention bytes per
    context token (the latent for MLA, the window for sliding layers), at the device's measured efficiency or
    ``eta_attn``, inside Eq. 9's ``B / eta [T_d + M_dec / BW]`` with ``T_d = alpha OL`` (Eq. 10 without ``gamma``).
@@ -53,6 +54,7 @@ from slimlib.model.terms import (
     DECODE_ATTENTION,
     EXPERT_ALLTOALL,
     HOST_SEQUENCE_OVERHEAD,
+    HYPER_CONNECTIONS,
     LAYER_STEP_OVERHEAD,
     MOE_EXPERTS,
     PER_TOKEN_DECODE,
@@ -83,6 +85,7 @@ def slim_terms(kv_context_frac: float = KV_CONTEXT_FRAC) -> tuple[Term, ...]:
         STEP_OVERHEAD,
         LAYER_STEP_OVERHEAD,
         ACTIVATION_WORK,
+        HYPER_CONNECTIONS,
         HOST_SEQUENCE_OVERHEAD,
         ALLREDUCE,
         EXPERT_ALLTOALL,

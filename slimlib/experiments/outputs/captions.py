@@ -142,6 +142,12 @@ AIC_MSA = (
     "Triton on H100/H200, fmha_sm100 on B200) at tensor parallel 1 with bf16 GEMMs and bf16 or fp8 KV, vLLM 0.24.0 on "
     "H100 SXM, H200 SXM and B200 SXM; `data/aic-msa.csv`"
 )
+AIC_MHC = (
+    "NVIDIA AIConfigurator measured vLLM kernel timings (aiconfigurator-core 0.12.0 wheel, Apache-2.0): DeepSeek-V4's "
+    "manifold-constrained hyper-connection kernels (TileLang mhc_pre and mhc_post, each at one layer's two sites; "
+    "hc_mult 4, 20 Sinkhorn iterations, hidden size 4096 and 7168), vLLM 0.24.0 on H100 SXM, H200 SXM and B200 SXM; "
+    "`data/aic-mhc.csv`"
+)
 ENGINE_CPU = (
     "the project's CPU-engine campaign (`data/engine-cpu-medians.csv`: per configuration the median over the "
     "repeats that pass the physical checks in the sessions of the same command, from `data/engine-cpu-runs.csv`; "
@@ -649,6 +655,22 @@ CAPTIONS: dict[str, Caption] = {
         "in the base only.",
         AIC_MSA,
     ),
+    "kernels_mhc_check": Caption(
+        "",
+        "extension (not in the paper)",
+        "DeepSeek-V4's hyper-connections against vLLM's measured mhc_pre and mhc_post kernels by tokens per step "
+        "(markers measured: pre circles, post crosses; solid lines the widened residual stream's traffic, dotted the "
+        "charge before it; dashed at 1,024 tokens). Both charges are added to the measured time at the curve's "
+        "smallest token count, nothing fitted. Before: the mixing projection's weights and FLOPs among the decode "
+        "GEMMs (a roofline at the registry's peaks; mhc_post has no weights). Traffic "
+        "(`slimlib.model.terms.HYPER_CONNECTIONS`): per token and site, mhc_pre reads the 4 bf16 residual copies "
+        "twice and writes the layer's input, mhc_post reads the copies and the layer's output and writes the copies, "
+        "2 x 2 x 9 D bytes per token and layer over the peak memory bandwidth. Table: per GPU and band (below and "
+        "from 1,024 tokens, and all), each charge's MAPE with bootstrap 95% intervals and the traffic charge's median "
+        "modelled/measured time; not priced: the kernels' bandwidth below peak (the large steps run at about 0.9 of "
+        "it on H100/H200, 0.65-0.85 on B200) and the split-K mixing GEMM's partial sums.",
+        AIC_MHC,
+    ),
     "kernels_moe_a2a": Caption(
         "",
         "extension (not in the paper)",
@@ -950,6 +972,7 @@ NOTEBOOK_OUTPUTS: dict[str, tuple[str, ...]] = {
         "kernels_dsa_check",
         "kernels_dsv4_check",
         "kernels_msa_check",
+        "kernels_mhc_check",
         "kernels_gdn_check_amd",
         "kernels_kda_check",
         "kernels_gemm_vendors",

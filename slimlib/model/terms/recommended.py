@@ -31,6 +31,11 @@ differ from Eqs. 5-12.
 * `STEP_OVERHEAD` ``t_step`` and `LAYER_STEP_OVERHEAD` ``t_layer L`` per decode step (``L`` the model's own layer
   count: every tensor-parallel rank launches every layer's kernels); `ACTIVATION_WORK` ``t_act B L D / 1024``: each
   running sequence's work per layer outside the GEMMs and the KV read.
+* `HYPER_CONNECTIONS`: DeepSeek-V4's widened residual stream, ``hc_bytes_per_token`` (the ``hc_mult`` bf16 copies
+  that vLLM's ``mhc_pre`` and ``mhc_post`` kernels read and write at each layer's two sites,
+  `slimlib.model.serving.hyper_connection_bytes`) per token over the peak bandwidth, each decode step for its B
+  tokens and each prompt for its IL tokens; 0 for a model without hyper-connections. Checked against vLLM 0.24.0's
+  measured kernels in `slimlib.experiments.kernel_timing.hyper_connection_check`.
 * `HOST_SEQUENCE_OVERHEAD`: vLLM's host work per running sequence and decode step, `HOST_SEQUENCE_S`: the summed
   slopes over the batch of the scheduler, input preparation, sampler and output processing in Vidur's CPU-overhead
   profile (``data/vidur-cpu-overheads.csv``; `slimlib.data.vidur.host_sequence_slopes`), not divided by TP.
@@ -141,6 +146,11 @@ def _activation_work(p: Params, f: Features, hw: GPU) -> Times:
     return Times(step=f["batch_size"] * p["t_act"] * f["n_layers_total"] * f["hidden_size"] / 1024.0)
 
 
+def _hyper_connections(p: Params, f: Features, hw: GPU) -> Times:
+    per_token = f["hc_bytes_per_token"] / hw.mem_bw
+    return Times(prefill=f["batch_size"] * f["input_len"] * per_token, step=f["batch_size"] * per_token)
+
+
 def _host_sequence_overhead(p: Params, f: Features, hw: GPU) -> Times:
     return Times(step=f["batch_size"] * HOST_SEQUENCE_S)
 
@@ -185,6 +195,14 @@ PER_TOKEN_DECODE = Term(
     _per_token_decode,
 )
 STEP_OVERHEAD = Term("step_overhead", "t_step per decode step", (ps.T_STEP,), _step_overhead)
+HYPER_CONNECTIONS = Term(
+    "hyper_connections",
+    "DeepSeek-V4's widened residual stream: hc_bytes_per_token over the peak bandwidth per prompt token and per "
+    "decode step's token (0 without hyper-connections)",
+    (),
+    _hyper_connections,
+    reads=("hc_bytes_per_token",),
+)
 HOST_SEQUENCE_OVERHEAD = Term(
     "host_sequence_overhead",
     "vLLM's measured host work per running sequence and decode step (HOST_SEQUENCE_S, Vidur's CPU profile), not "
