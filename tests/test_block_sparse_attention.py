@@ -235,7 +235,7 @@ def test_the_msa_reader_refuses_a_malformed_row_naming_file_and_row(tmp_path, co
 def test_the_checks_layer_bytes_are_the_terms_of_one_sparse_layer(kv):
     """The check's bytes per sparse layer are the model's: `serving_config`'s selected K/V per sparse layer (capped
     at index_topk by the term) and its index key, at tensor parallel 1."""
-    from slimlib.experiments.kernel_timing.block_sparse_check import layer_bytes
+    from slimlib.experiments.kernel_timing.block_sparse_check import msa_layer_bytes
 
     a = architecture_from_config(M3)
     s = serving_config(a, gpu="h200", kv_cache_dtype="auto" if kv == "bfloat16" else kv)
@@ -244,7 +244,7 @@ def test_the_checks_layer_bytes_are_the_terms_of_one_sparse_layer(kv):
     row = {"kv_cache_dtype": kv, "kv_heads": HKV, "head_dim": DH, "index_head_dim": DI, "index_topk": 2048}
     c = np.array([1, 2047, 2048, 131071])
     want = selected * np.minimum(c, s.sparse_topk) + index_key * c
-    assert index_key == 256 and layer_bytes(row, c) == pytest.approx(want)
+    assert index_key == 256 and msa_layer_bytes(row, c) == pytest.approx(want)
 
 
 def test_the_msa_check_is_exact_where_the_module_grows_at_the_terms_speed():

@@ -32,7 +32,7 @@ MIN_CONTEXT = 4095
 _KEYS = ["gpu", "kv_cache_dtype", "batch_size"]
 
 
-def layer_bytes(row: pd.Series | dict, context: np.ndarray) -> np.ndarray:
+def msa_layer_bytes(row: pd.Series | dict, context: np.ndarray) -> np.ndarray:
     """Bytes one sequence's decode step reads in one sparse layer at each `context`, from the row's head shapes and
     KV dtype (module docstring): the selected tokens' K/V and every cached token's index key."""
     kv_dtype = str(row["kv_cache_dtype"])
@@ -58,7 +58,7 @@ def msa_points(table: pd.DataFrame | None = None, *, min_context: int = MIN_CONT
     for (gpu, _, batch), g in df.groupby(_KEYS, sort=True):
         g = g.sort_values("context", kind="mergesort")
         c = g["context"].to_numpy(dtype=float)
-        nbytes = float(batch) * layer_bytes(g.iloc[0], c)
+        nbytes = float(batch) * msa_layer_bytes(g.iloc[0], c)
         eff = device_efficiency(str(gpu))
         grown_ms = 1e3 * (nbytes - nbytes[0]) / (eff * get_gpu(str(gpu)).mem_bw)
         base = float(g["latency_ms"].iloc[0])

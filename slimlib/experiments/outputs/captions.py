@@ -20,8 +20,10 @@ from slimlib.data import load
 from slimlib.errors import DataError
 from slimlib.experiments.accuracy.scenarios import device_rows, llmib_table
 from slimlib.experiments.characterization.plateau import offline_batch_sweeps
+from slimlib.experiments.kernel_timing.block_sparse_check import fp8_fill_ratios, msa_points
 from slimlib.io import write_text
 from slimlib.model import method_label
+from slimlib.registry.gpus import gpu_label
 
 #: Paper items by output-name prefix number (SLIM paper: Figs. 1-8, Tables I-II).
 PAPER_FIGURES = {f"fig{n:02d}": f"Fig. {n}" for n in range(1, 9)}
@@ -1090,9 +1092,6 @@ def caption_facts() -> dict[str, str]:
 def _msa_fp8_fill() -> str:
     """The measured fp8-KV MiniMax-M3 module's growth to the selection's fill over the bf16 one's, per GPU
     (`block_sparse_check.fp8_fill_ratios`)."""
-    from slimlib.experiments.kernel_timing.block_sparse_check import fp8_fill_ratios, msa_points
-    from slimlib.registry.gpus import gpu_label
-
     return ", ".join(f"{v:.2f} ({gpu_label(g)})" for g, v in fp8_fill_ratios(msa_points()).items())
 
 
