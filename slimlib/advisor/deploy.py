@@ -12,8 +12,11 @@ Each deployment's cap is Eq. 13 generalised (`slimlib.advisor.capacity.batch_cap
 throughput whose predicted latencies meet every limit of the `Slo` (TTFT, TPOT, E2E; `slimlib.advisor.slo`),
 whose batching efficiency ``T(B) / (B T(1))`` exceeds epsilon, and whose requests of ``IL + OL`` tokens fit the
 KV pool of its resolved `ServingConfig` (so no preemption). Deployments are ranked by throughput per GPU,
-``replicas x T(B_cap) / N``; the per-user rate is ``OL / E2E`` output tokens per second. Everything is one
-`predict` over (workloads x deployments) x batch sizes.
+``replicas x T(B_cap) / N``; the per-user rate is ``OL / E2E`` output tokens per second. Throughput and E2E are
+one `predict` over (workloads x deployments) x batch sizes; a model whose TTFT and TPOT replay vLLM's scheduler
+(``slim``) predicts those only at the points the answer reads (`slimlib.advisor.slo.LazyGrid`: B_cap, the
+candidates of higher throughput, the batch after it, the frontier's points), each the value the whole grid's one
+`predict` gives it.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """Latency SLOs in the units serving teams set them: TTFT, TPOT and E2E, each optional, at the mean or a percentile.
 
 `Slo` holds the limits (seconds; ``inf`` = no limit). `serving_grid` is the advisor's one call of the model for
-them: one `predict` over workloads x batch sizes giving throughput, E2E, TTFT and TPOT as (W, N) arrays.
+them: one `predict` over workloads x batch sizes giving throughput, E2E, TTFT and TPOT as (W, N) arrays (or, for
+the deployment search, a `LazyGrid`: the served latencies predicted at the points asked for, with the same values).
 
 * TTFT and TPOT are the model's ``pred_ttft_s`` and ``pred_tpot_s`` where it predicts them (``slim``: the served
   request's, `slimlib.model.served`). A method that predicts only Eq. 5's batch split (``pred_prefill_s``,
@@ -167,6 +168,10 @@ def serving_grid(
     return out
 
 
+#: the warnings `LazyGrid.start` gave again, as a module's registry holds those it gave (shown once by default)
+_SHOWN: dict = {}
+
+
 class LazyGrid(dict):
     """`serving_grid`'s arrays where the served latencies (TTFT, TPOT, and E2E where limited at a percentile) are
     predicted only at the points asked for (`at`), each exactly what the one `predict` over the whole grid gives
@@ -195,20 +200,26 @@ class LazyGrid(dict):
     ) -> LazyGrid | None:
         """The lazy grid of `table` (the rows `predict` would be given, workload-major, `shape`; `columns`: the
         prediction column of each lazy quantity), or None where the model predicts none of them at the first batch
-        of every row (then `serving_grid`'s one `predict` says what they are). The warnings are the one `predict`'s
-        in its order: those of the served latencies first, then those of every row."""
+        of every row or refuses a row (then `serving_grid`'s one `predict` says what they are, or refuses). The
+        warnings are the one `predict`'s in its order: those of the served latencies first, then those of every
+        row."""
         probe = np.arange(shape[0]) * shape[1]
-        with warnings.catch_warnings(record=True) as served_warnings:
-            warnings.simplefilter("always")
-            sub = model.predict(table.iloc[probe].reset_index(drop=True), served=served)
-        if not all(np.isfinite(sub[c].to_numpy(dtype=float)).any() for c in columns.values()):
+        try:  # a refusal is the one `predict`'s own, naming its row of the whole grid
+            with warnings.catch_warnings(record=True) as served_warnings:
+                warnings.simplefilter("always")
+                sub = model.predict(table.iloc[probe].reset_index(drop=True), served=served)
+            if not all(np.isfinite(sub[c].to_numpy(dtype=float)).any() for c in columns.values()):
+                return None
+            with warnings.catch_warnings(record=True) as row_warnings:
+                warnings.simplefilter("always")
+                pred = model.predict(table, served="none")
+        except DataError:
             return None
-        with warnings.catch_warnings(record=True) as row_warnings:
-            warnings.simplefilter("always")
-            pred = model.predict(table, served="none")
         seen = {(w.category, str(w.message)) for w in row_warnings}
         for w in [w for w in served_warnings if (w.category, str(w.message)) not in seen] + row_warnings:
-            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
+            warnings.warn_explicit(
+                w.message, w.category, w.filename, w.lineno, registry=_SHOWN, source=w.source
+            )
         out = cls(model, table, shape, served, columns)
         out._fill(probe, sub)
 
