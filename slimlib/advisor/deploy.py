@@ -572,7 +572,7 @@ def pareto_front(
         )
     pts = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
     if pts.empty:
-        return pts
+        return pts.drop(columns="_col", errors="ignore")
     pts = pts.sort_values(
         ["per_user_tok_s", "throughput_per_gpu_tok_s"], ascending=[False, False], kind="mergesort"
     )
