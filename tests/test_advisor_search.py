@@ -13,7 +13,7 @@ from synthetic import SLIM_TRUE_PARAMS, TRUE_PARAMS, grid, synthesize
 from slimlib.advisor import capacity as A
 from slimlib.advisor import deploy as D
 from slimlib.advisor.launch import launch_settings
-from slimlib.advisor.slo import SPLIT_SOURCE, Slo, percentile_label, serving_grid
+from slimlib.advisor.slo import SPLIT_SOURCE, LazyGrid, Slo, percentile_label, serving_grid
 from slimlib.cli.main import main
 from slimlib.errors import DataError
 from slimlib.model import PaperModel, SlimModel
@@ -344,3 +344,44 @@ def test_the_launch_line_serves_the_model_asked_about(tmp_path, capsys):
     assert "vllm serve meta-llama/Llama-2-7b-chat-hf " in capsys.readouterr().out
     plan = make_plan("meta-llama/Llama-2-7b-chat-hf", "h100-sxm-80gb", [250], [130, 520])
     assert set(plan["hf_id"]) == {"meta-llama/Llama-2-7b-chat-hf"} and set(plan["model"]) == {"llama-2-7b"}
+
+
+def _full(model):
+    """`model` with its served latencies predicted over the whole grid at once (no `LazyGrid`)."""
+    full = SlimModel.with_params(SLIM_TRUE_PARAMS, gpu=model.gpu_)
+    full.replays_scheduler = False
+    return full
+
+
+@pytest.mark.parametrize(
+    "slo, epsilon, batches",
+    [
+        (Slo(ttft_s=0.15, tpot_s=0.03), 0.3, np.arange(1, 97)),  # a latency binds
+        (Slo(tpot_s=0.02), 0.05, np.arange(2, 97)),  # B = 1 not a candidate
+        (Slo(ttft_s=0.4, e2e_s=20.0, percentile=0.9), 0.2, np.arange(1, 97)),
+        (Slo(e2e_s=8.0), 0.3, np.arange(1, 97)),  # no TTFT or TPOT limit: predicted at the picks only
+        (Slo(ttft_s=0.001), 0.3, np.arange(1, 33)),  # nothing meets it: the closest miss reads the whole grid
+        (Slo(ttft_s=0.2), 0.3, np.array([1, 2, 3, 5, 8, 13, 21, 34, 55, 89])),
+    ],
+)
+def test_the_search_predicts_latencies_only_where_needed_with_the_same_answer(slo, epsilon, batches):
+    """The search predicts TTFT and TPOT where its answer reads them (`LazyGrid`): its ranking, frontier, closest
+    miss and grid are exactly those of the one `predict` over the whole grid, with fewer points predicted."""
+    m = SlimModel.with_params(SLIM_TRUE_PARAMS, gpu=GPU_H100)
+    wl = pd.concat([WL, WL.assign(model="llama-2-7b", input_len=1024.0, output_len=64.0)], ignore_index=True)
+    lazy = D.search(m, wl, 4, slo, epsilon, batch_sizes=batches)
+    full = D.search(_full(m), wl, 4, slo, epsilon, batch_sizes=batches)
+    assert isinstance(lazy.grid, LazyGrid) and not isinstance(full.grid, LazyGrid)
+    if (
+        lazy.ranked["b_cap"] > 0
+    ).all():  # some points never predicted (with none feasible, every one is read)
+        assert not lazy.grid._known.all()
+    pd.testing.assert_frame_equal(lazy.ranked, full.ranked, check_exact=True)
+    for w in (0, 1):
+        front = D.pareto_front(lazy, w)
+        pd.testing.assert_frame_equal(front, D.pareto_front(full, w), check_exact=True)
+        assert "_col" not in front.columns
+        if (lazy.ranked.loc[lazy.ranked["workload"] == w, "b_cap"] == 0).all():
+            assert D.closest(lazy, w) == D.closest(full, w)
+    for q in ("throughput", "e2e", "e2e_mean", "ttft", "tpot", "fits", "efficiency"):
+        np.testing.assert_array_equal(lazy.grid[q], full.grid[q])

@@ -174,3 +174,36 @@ def test_closed_loop_scores_its_steady_state_and_burst_queues_past_the_slots():
 def test_replay_refuses_what_it_cannot_replay(args, word):
     with pytest.raises(DataError, match=word):
         replay(*args)
+
+
+def test_the_memo_answers_each_input_apart():
+    """`replay` is memoized on all its inputs (bounded): after a replay is in the memo, the same replay with any
+    one input changed is that input's own replay, never the memo's answer for the first."""
+    assert replay.cache_info().maxsize is not None
+    base = ("concurrency", 24, 300, 40, 2048, 16, True, 0)
+    changes = {1: 25, 2: 301, 3: 41, 4: 1024, 5: 15, 6: False, 7: 60}
+    for client in ("concurrency", "burst", "static"):
+        first = (client, *base[1:7], 50 if client == "burst" else 0)
+        replay(*first)
+        for i, value in [(0, "burst" if client != "burst" else "concurrency"), *changes.items()]:
+            args = list(first)
+            args[i] = value
+            if args[0] == "burst" and not args[7]:
+                args[7] = 50
+            if args[0] == "static":
+                args[7] = 0
+            got, direct, cached = replay(*args), replay.__wrapped__(*args), replay(*first)
+            for k in ("weight", "wait", "ttft", "e2e"):
+                np.testing.assert_array_equal(getattr(got, k), getattr(direct, k), err_msg=f"{args}: {k}")
+            assert got.steps == direct.steps
+            assert cached is replay(*first)
+            if args == list(first) or (args[0] == "burst" and i == 1):
+                continue  # a static batch has no request count; a burst's requests are its num_prompts, whatever its batch
+            assert (
+                any(
+                    getattr(got, k).shape != getattr(cached, k).shape
+                    or not np.array_equal(getattr(got, k), getattr(cached, k))
+                    for k in ("weight", "wait", "ttft", "e2e")
+                )
+                or got.steps != cached.steps
+            ), f"{args} replays as {first}: the check would not see a stale answer"

@@ -12,8 +12,11 @@ Each deployment's cap is Eq. 13 generalised (`slimlib.advisor.capacity.batch_cap
 throughput whose predicted latencies meet every limit of the `Slo` (TTFT, TPOT, E2E; `slimlib.advisor.slo`),
 whose batching efficiency ``T(B) / (B T(1))`` exceeds epsilon, and whose requests of ``IL + OL`` tokens fit the
 KV pool of its resolved `ServingConfig` (so no preemption). Deployments are ranked by throughput per GPU,
-``replicas x T(B_cap) / N``; the per-user rate is ``OL / E2E`` output tokens per second. Everything is one
-`predict` over (workloads x deployments) x batch sizes.
+``replicas x T(B_cap) / N``; the per-user rate is ``OL / E2E`` output tokens per second. Throughput and E2E are
+one `predict` over (workloads x deployments) x batch sizes; a model whose TTFT and TPOT replay vLLM's scheduler
+(``slim``) predicts those only at the points the answer reads (`slimlib.advisor.slo.LazyGrid`: B_cap, the
+candidates of higher throughput, the batch after it, the frontier's points), each the value the whole grid's one
+`predict` gives it.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ import pandas as pd
 
 from slimlib.advisor.capacity import BINDING, BINDING_LABELS, DEFAULT_MAX_BATCH, batch_capacity, check_epsilon
 from slimlib.advisor.launch import checkpoint_refusal
-from slimlib.advisor.slo import LIMITS, Slo, serving_grid
+from slimlib.advisor.slo import LIMITS, LazyGrid, Slo, serving_grid
 from slimlib.errors import DataError
 from slimlib.model.intervals import INTERVAL_COLUMNS
 from slimlib.model.memory import (
@@ -217,21 +220,106 @@ def capped(
     """Eq. 13 under every limit of `slo` for R rows of `grid` (`slimlib.advisor.slo.serving_grid`'s arrays over
     candidates `b`, with `fits` (R, N) booleans and `t1` (R,) the predicted T(1)): ``(index, binding, efficiency)``,
     the index of B_cap per row (-1: none), the name of the constraint that stops the next larger candidate
-    (`BINDING_NAMES`, or the latency limit: 'TTFT SLO', ...), and the (R, N) efficiency."""
+    (`BINDING_NAMES`, or the latency limit: 'TTFT SLO', ...), and the (R, N) efficiency. A `LazyGrid`'s latencies
+    are predicted only where they decide the answer (`_lazy_ratio`)."""
     limits = slo.limits()
-    ratio = np.zeros_like(grid["throughput"])  # the worst latency over its limit (<= 1: all limits met)
-    for q, lim in limits.items():
-        ratio = np.maximum(ratio, grid[q] / lim)
+    if isinstance(grid, LazyGrid) and any(grid.lazy(q) for q in limits):
+        ratio = _lazy_ratio(b, grid, limits, epsilon, fits, t1)
+    else:
+        ratio = np.zeros_like(grid["throughput"])  # the worst latency over its limit (<= 1: all limits met)
+        for q, lim in limits.items():
+            ratio = np.maximum(ratio, grid[q] / lim)
     j, code, eff = batch_capacity(b, grid["throughput"], ratio, 1.0, epsilon, fits=fits, throughput_b1=t1)
     nxt = np.minimum(np.where(j >= 0, j, 0) + 1, b.size - 1)
     binding = []
     for k, c in enumerate(code):
         if c == 1:
-            over = [LIMITS[q] for q, lim in limits.items() if grid[q][k, nxt[k]] > lim]
+            over = [LIMITS[q] for q, lim in limits.items() if _at(grid, q, k, nxt[k]) > lim]
             binding.append(f"{over[0] if over else 'latency'} SLO")
         else:
             binding.append(BINDING_NAMES[int(c)])
     return j, binding, eff
+
+
+def _at(grid: dict[str, np.ndarray], quantity: str, rows, cols) -> np.ndarray:
+    """`quantity` of `grid` at the points (`rows`, `cols`), predicted there only where `grid` is a `LazyGrid`."""
+    if isinstance(grid, LazyGrid):
+        return grid.at(quantity, rows, cols)
+    return np.asarray(grid[quantity][rows, cols])
+
+
+#: the latency points `_lazy_ratio` predicts per row in its first round (then four times as many a round)
+LAZY_FIRST_ROUND = 8
+
+
+def _lazy_ratio(b, grid: LazyGrid, limits: dict[str, float], epsilon, fits, t1) -> np.ndarray:
+    """`capped`'s worst latency over its limit, (R, N), exact wherever `batch_capacity`'s answer and `capped`'s
+    binding read it and inf elsewhere, predicting the latencies of the fewest points that decide them: per row,
+    the candidates that meet every other constraint (``ok`` but the latencies) in order of falling throughput
+    (ties: the smaller batch first) until one meets the limits (B_cap: the first maximum of the feasible), then
+    those of larger batch until one meets them (what `batch_capacity` calls a larger feasible batch), then the
+    batch after B_cap (the binding). Every other candidate is either not ``ok`` whatever its latency or of lower
+    throughput than B_cap at a smaller batch than a feasible one, so inf there changes neither answer."""
+    thr = np.atleast_2d(np.asarray(grid["throughput"], dtype=float))
+    r_n, n = thr.shape
+    t = np.broadcast_to(np.asarray(t1, dtype=float), (r_n,))[:, None]
+    eff = thr / (np.asarray(b, dtype=float)[None, :] * t)  # as `batch_capacity` computes it
+    pre = (eff > epsilon) & np.broadcast_to(np.asarray(fits, dtype=bool), thr.shape) & np.isfinite(thr)
+    ratio = np.full(thr.shape, np.inf)
+    known = np.zeros(thr.shape, dtype=bool)
+
+    def evaluate(rows: np.ndarray, cols: np.ndarray) -> None:
+        todo = ~known[rows, cols]
+        rows, cols = rows[todo], cols[todo]
+        if rows.size:
+            worst = np.zeros(rows.size)
+            for q, lim in limits.items():
+                worst = np.maximum(worst, _at(grid, q, rows, cols) / lim)
+            ratio[rows, cols] = worst
+            known[rows, cols] = True
+
+    orders = [np.flatnonzero(pre[k])[np.argsort(-thr[k, pre[k]], kind="stable")] for k in range(r_n)]
+    cap = np.full(r_n, -1)
+    done = np.zeros(r_n, dtype=bool)
+    start = np.zeros(r_n, dtype=int)
+    size = LAZY_FIRST_ROUND
+    while not done.all():  # B_cap: the first of each row's order that meets the limits
+        todo = [k for k in range(r_n) if not done[k]]
+        pts = [(k, c) for k in todo for c in orders[k][start[k] : start[k] + size]]
+        if pts:
+            evaluate(np.array([k for k, _ in pts]), np.array([c for _, c in pts]))
+        for k in todo:
+            part = orders[k][start[k] : start[k] + size]
+            met = part[ratio[k, part] <= 1.0]
+            if met.size:
+                cap[k], done[k] = met[0], True
+            elif start[k] + size >= orders[k].size:
+                done[k] = True
+            start[k] += size
+        size *= 4
+    larger = [
+        np.array([c for c in orders[k] if c > cap[k] and not known[k, c]], dtype=int) if cap[k] >= 0 else
+        np.zeros(0, dtype=int) for k in range(r_n)
+    ]  # fmt: skip
+    done = np.array(
+        [cap[k] < 0 or (ratio[k, orders[k][orders[k] > cap[k]]] <= 1.0).any() for k in range(r_n)]
+    )
+    start[:] = 0
+    size = LAZY_FIRST_ROUND
+    while not done.all():  # a larger feasible batch, if any
+        todo = [k for k in range(r_n) if not done[k]]
+        pts = [(k, c) for k in todo for c in larger[k][start[k] : start[k] + size]]
+        if pts:
+            evaluate(np.array([k for k, _ in pts]), np.array([c for _, c in pts]))
+        for k in todo:
+            part = larger[k][start[k] : start[k] + size]
+            if (ratio[k, part] <= 1.0).any() or start[k] + size >= larger[k].size:
+                done[k] = True
+            start[k] += size
+        size *= 4
+    feasible = np.flatnonzero(cap >= 0)
+    evaluate(feasible, np.minimum(cap[feasible] + 1, n - 1))  # the binding: the batch after B_cap
+    return ratio
 
 
 def search(
@@ -312,9 +400,12 @@ def search(
         base["block_size"] = float(block_size)
     if gpu_memory_utilization != DEFAULT_GPU_MEMORY_UTILIZATION:
         base["gpu_memory_utilization"] = float(gpu_memory_utilization)
-    g = serving_grid(model, base, pred_b, slo)
+    g = serving_grid(model, base, pred_b, slo, lazy=True)
     t1 = g["throughput"][:, np.flatnonzero(pred_b == 1.0)[0]]
-    grid = {k: (v if keep.all() else v[:, keep]) for k, v in g.items() if k != "latency_source"}
+    if isinstance(g, LazyGrid):  # TTFT and TPOT are predicted where the answer reads them
+        grid: dict[str, np.ndarray] = g.select(keep)
+    else:
+        grid = {k: (v if keep.all() else v[:, keep]) for k, v in g.items() if k != "latency_source"}
     ctx = base["input_len"].to_numpy() + base["output_len"].to_numpy()
     max_b_mem = np.array([float(d.config.max_sequences(c)) for d, c in zip(deps, ctx, strict=True)])
     fits = b[None, :] <= max_b_mem[:, None]
@@ -341,7 +432,7 @@ def search(
             "throughput_per_gpu_tok_s": thr * replicas / gpus,
             "per_user_tok_s": np.where(ok, base["output_len"].to_numpy() / grid["e2e_mean"][r, jj], np.nan),
             "pred_throughput_tok_s": thr,
-            **{f"pred_{q}_s": np.where(ok, grid[q][r, jj], np.nan) for q in LIMITS},
+            **{f"pred_{q}_s": _where_ok(ok, grid, q, r, jj) for q in LIMITS},
             "efficiency": np.where(ok, eff[r, jj], np.nan),
             "weights_gib": [d.config.weights / GIB for d in deps],
             "kv_pool_gib": [d.config.kv_pool / GIB for d in deps],
@@ -352,7 +443,11 @@ def search(
     )
     if interval is not None:
         _add_interval(model, out, base, interval)
-    grid = {**grid, "fits": fits, "efficiency": eff}
+    grid = (
+        grid.with_arrays(fits=fits, efficiency=eff)
+        if isinstance(grid, LazyGrid)
+        else {**grid, "fits": fits, "efficiency": eff}
+    )
     order = out.assign(_p=[-_BITS[d.config.weight_precision] for d in deps]).sort_values(
         ["workload", "throughput_per_gpu_tok_s", "tensor_parallel", "_p"],  # ties: the wider weights first
         ascending=[True, False, True, True],
@@ -362,6 +457,13 @@ def search(
     ranked = order.drop(columns="_p")
     ranked.insert(1, "rank", ranked.groupby("workload").cumcount() + 1)
     return SearchResult(ranked, skipped_df, b, grid, slo, float(epsilon), tuple(deps), base)
+
+
+def _where_ok(ok: np.ndarray, grid: dict[str, np.ndarray], quantity: str, rows, cols) -> np.ndarray:
+    """`quantity` at the points (`rows`, `cols`) where `ok`, NaN elsewhere (predicted where `ok` only)."""
+    out = np.full(len(ok), np.nan)
+    out[ok] = _at(grid, quantity, np.asarray(rows)[ok], np.asarray(cols)[ok])
+    return out
 
 
 def _add_interval(model, out: pd.DataFrame, base: pd.DataFrame, level: float) -> None:
@@ -433,12 +535,21 @@ def pareto_front(
     parts = []
     eps = result.epsilon
     limits = result.slo.limits()
+    grid = result.grid
+    later = [q for q in LIMITS if q not in limits and isinstance(grid, LazyGrid) and grid.lazy(q)]
     for i in rows:
         row = rk.loc[i]
-        ok = result.grid["fits"][i] & (result.grid["efficiency"][i] > eps)
+        ok = grid["fits"][i] & (grid["efficiency"][i] > eps)
         for q, lim in limits.items():
-            ok &= result.grid[q][i] <= lim
-        thr = result.grid["throughput"][i]
+            if isinstance(grid, LazyGrid) and grid.lazy(
+                q
+            ):  # predicted where the rest holds (False elsewhere)
+                cols = np.flatnonzero(ok)
+                ok[cols] &= grid.at(q, i, cols) <= lim
+            else:
+                ok &= grid[q][i] <= lim
+        thr = grid["throughput"][i]
+        cols = np.flatnonzero(ok)
         parts.append(
             pd.DataFrame(
                 {
@@ -447,21 +558,30 @@ def pareto_front(
                     "replicas": int(row["replicas"]),
                     "batch_size": b[ok].astype(int),
                     "throughput_per_gpu_tok_s": thr[ok] * row["replicas"] / row["gpus"],
-                    "per_user_tok_s": row["output_len"] / result.grid["e2e_mean"][i][ok],
-                    **{_stat_column(q, result.slo.statistic(q)): result.grid[q][i][ok] for q in LIMITS},
+                    "per_user_tok_s": row["output_len"] / grid["e2e_mean"][i][ok],
+                    **{
+                        _stat_column(q, result.slo.statistic(q)): np.full(cols.size, np.nan)
+                        if q in later
+                        else _at(grid, q, i, cols)
+                        for q in LIMITS
+                    },
                     "_row": i,
+                    "_col": cols,
                 }
             )
         )
     pts = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
     if pts.empty:
-        return pts
+        return pts.drop(columns="_col", errors="ignore")
     pts = pts.sort_values(
         ["per_user_tok_s", "throughput_per_gpu_tok_s"], ascending=[False, False], kind="mergesort"
     )
     best = np.maximum.accumulate(pts["throughput_per_gpu_tok_s"].to_numpy())
     prev = np.concatenate([[-np.inf], best[:-1]])
     front = pts[pts["throughput_per_gpu_tok_s"].to_numpy() > prev].reset_index(drop=True)
+    for q in later:  # the latencies no limit reads: predicted at the front's points only
+        front[_stat_column(q, result.slo.statistic(q))] = _at(grid, q, front["_row"], front["_col"])
+    front = front.drop(columns="_col")
     if model is not None and level is not None:
         front = _front_intervals(model, result, front, level)
     return front.drop(columns="_row")

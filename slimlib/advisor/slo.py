@@ -1,7 +1,8 @@
 """Latency SLOs in the units serving teams set them: TTFT, TPOT and E2E, each optional, at the mean or a percentile.
 
 `Slo` holds the limits (seconds; ``inf`` = no limit). `serving_grid` is the advisor's one call of the model for
-them: one `predict` over workloads x batch sizes giving throughput, E2E, TTFT and TPOT as (W, N) arrays.
+them: one `predict` over workloads x batch sizes giving throughput, E2E, TTFT and TPOT as (W, N) arrays (or, for
+the deployment search, a `LazyGrid`: the served latencies predicted at the points asked for, with the same values).
 
 * TTFT and TPOT are the model's ``pred_ttft_s`` and ``pred_tpot_s`` where it predicts them (``slim``: the served
   request's, `slimlib.model.served`). A method that predicts only Eq. 5's batch split (``pred_prefill_s``,
@@ -20,6 +21,7 @@ by a server that runs B at once (``--max-num-seqs B``), unless the workload says
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -29,7 +31,7 @@ from slimlib.errors import DataError
 from slimlib.model.base import grid_table
 from slimlib.model.served import DEFAULT_CLIENT, PERCENTILES
 
-__all__ = ["LIMITS", "Slo", "percentile_label", "serving_grid"]
+__all__ = ["LIMITS", "LazyGrid", "Slo", "percentile_label", "serving_grid"]
 
 #: the latency limits, in the order a binding limit is named: quantity -> label
 LIMITS = {"ttft": "TTFT", "tpot": "TPOT", "e2e": "E2E"}
@@ -101,14 +103,17 @@ def percentile_label(percentile: float) -> str:
     return f"p{match[0]}"
 
 
-def serving_grid(model, base: pd.DataFrame, batch_sizes, slo: Slo | None = None) -> dict[str, np.ndarray]:
+def serving_grid(
+    model, base: pd.DataFrame, batch_sizes, slo: Slo | None = None, lazy: bool = False
+) -> dict[str, np.ndarray]:
     """Throughput, E2E, TTFT and TPOT (each (W, N)) of `base`'s workload rows x `batch_sizes`: one `predict`, the
     rows served to a closed loop at concurrency B where `base` has no ``client`` column.
 
     With ``slo.percentile`` the limited quantities are their per-request percentiles (module docstring). Returns
     keys ``throughput``, ``e2e``, ``ttft``, ``tpot`` (the values the limits are checked against), ``e2e_mean`` (the
     predicted mean E2E, for per-user rates) and ``latency_source`` (a one-element array: `MODEL_SOURCE` or
-    `SPLIT_SOURCE`)."""
+    `SPLIT_SOURCE`). With `lazy`, for a model that replays the scheduler for its TTFT and TPOT (``slim``), a
+    `LazyGrid`: the same values, the served latencies predicted only at the points asked for."""
     b = np.asarray(batch_sizes, dtype=float).ravel()
     limits = slo.limits() if slo is not None else {}
     rows = base if "client" in base.columns else base.assign(client=DEFAULT_CLIENT)
@@ -119,6 +124,14 @@ def serving_grid(model, base: pd.DataFrame, batch_sizes, slo: Slo | None = None)
         grid["max_num_seqs"] = grid["batch_size"]
     percentile = slo is not None and slo.percentile is not None and bool(limits)
     served = "all" if percentile else "means"
+    if lazy and getattr(model, "replays_scheduler", False):
+        tag = percentile_label(slo.percentile) if percentile and slo is not None else ""
+        columns = {q: f"pred_{q}_{tag}_s" if tag and q in limits else PRED_OF[q] for q in ("ttft", "tpot")}
+        if tag and "e2e" in limits:
+            columns["e2e"] = f"pred_e2e_{tag}_s"
+        lazy_grid = LazyGrid.start(model, grid, (len(base), b.size), served, columns)
+        if lazy_grid is not None:
+            return lazy_grid
     pred = model.predict(grid, served=served)
     shape = (len(base), b.size)
 
@@ -153,3 +166,118 @@ def serving_grid(model, base: pd.DataFrame, batch_sizes, slo: Slo | None = None)
             out[q] = values
     out["latency_source"] = np.array([source])
     return out
+
+
+#: the warnings `LazyGrid.start` gave again, as a module's registry holds those it gave (shown once by default)
+_SHOWN: dict = {}
+
+
+class LazyGrid(dict):
+    """`serving_grid`'s arrays where the served latencies (TTFT, TPOT, and E2E where limited at a percentile) are
+    predicted only at the points asked for (`at`), each exactly what the one `predict` over the whole grid gives
+    it (the model predicts each row on its own); indexing such a quantity predicts the rest of its grid. For the
+    advisor's search, which needs them at a few batch sizes per deployment: each costs a replay of vLLM's
+    scheduler (`slimlib.model.schedule`)."""
+
+    def __init__(
+        self, model, table: pd.DataFrame, shape: tuple[int, int], served: str, columns: dict[str, str]
+    ):
+        super().__init__()
+        self._model, self._table, self._shape, self._served, self._columns = (
+            model,
+            table,
+            shape,
+            served,
+            columns,
+        )
+        self._values = {q: np.full(shape, np.nan) for q in columns}
+        self._known = np.zeros(shape, dtype=bool)
+        self._cols = np.arange(shape[1])  # the grid's column of each of this one's
+
+    @classmethod
+    def start(
+        cls, model, table: pd.DataFrame, shape: tuple[int, int], served: str, columns: dict[str, str]
+    ) -> LazyGrid | None:
+        """The lazy grid of `table` (the rows `predict` would be given, workload-major, `shape`; `columns`: the
+        prediction column of each lazy quantity), or None where the model predicts none of them at the first batch
+        of every row or refuses a row (then `serving_grid`'s one `predict` says what they are, or refuses). The
+        warnings are the one `predict`'s in its order: those of the served latencies first, then those of every
+        row."""
+        probe = np.arange(shape[0]) * shape[1]
+        try:  # a refusal is the one `predict`'s own, naming its row of the whole grid
+            with warnings.catch_warnings(record=True) as served_warnings:
+                warnings.simplefilter("always")
+                sub = model.predict(table.iloc[probe].reset_index(drop=True), served=served)
+            if not all(np.isfinite(sub[c].to_numpy(dtype=float)).any() for c in columns.values()):
+                return None
+            with warnings.catch_warnings(record=True) as row_warnings:
+                warnings.simplefilter("always")
+                pred = model.predict(table, served="none")
+        except DataError:
+            return None
+        seen = {(w.category, str(w.message)) for w in row_warnings}
+        for w in [w for w in served_warnings if (w.category, str(w.message)) not in seen] + row_warnings:
+            warnings.warn_explicit(
+                w.message, w.category, w.filename, w.lineno, registry=_SHOWN, source=w.source
+            )
+        out = cls(model, table, shape, served, columns)
+        out._fill(probe, sub)
+
+        def col(name: str) -> np.ndarray:
+            return pred[name].to_numpy(dtype=float).reshape(shape)
+
+        out.update(throughput=col("pred_throughput_tok_s"), e2e_mean=col("pred_e2e_s"))
+        if "e2e" not in columns:
+            out["e2e"] = out["e2e_mean"]
+        out["latency_source"] = np.array([MODEL_SOURCE])
+        return out
+
+    def select(self, keep: np.ndarray) -> LazyGrid:
+        """The grid of the columns `keep` (booleans) only, sharing what is predicted; without ``latency_source``."""
+        out = LazyGrid.__new__(LazyGrid)
+        dict.__init__(out, {k: v[:, keep] for k, v in self.items() if k != "latency_source"})
+        out._model, out._table, out._shape, out._served = self._model, self._table, self._shape, self._served
+        out._columns, out._values, out._known = self._columns, self._values, self._known
+        out._cols = self._cols[keep]
+        return out
+
+    def with_arrays(self, **arrays: np.ndarray) -> LazyGrid:
+        """This grid with `arrays` added, sharing what is predicted."""
+        out = self.select(np.ones(self._cols.size, dtype=bool))
+        out.update(arrays)
+        return out
+
+    def _fill(self, flat: np.ndarray, pred: pd.DataFrame) -> None:
+        for q, c in self._columns.items():
+            self._values[q].flat[flat] = pred[c].to_numpy(dtype=float)
+        self._known.flat[flat] = True
+
+    def _predict(self, rows: np.ndarray, cols: np.ndarray) -> None:
+        """Predict the points (`rows`, `cols`: this grid's columns) not yet known, in one `predict`."""
+        flat = np.unique(np.ravel_multi_index((rows.ravel(), self._cols[cols.ravel()]), self._shape))
+        flat = flat[~self._known.flat[flat]]
+        if flat.size:
+            with warnings.catch_warnings():  # the one `predict`'s warnings were given by `start`
+                warnings.simplefilter("ignore")
+                pred = self._model.predict(self._table.iloc[flat].reset_index(drop=True), served=self._served)
+            self._fill(flat, pred)
+
+    def at(self, quantity: str, rows, cols) -> np.ndarray:
+        """`quantity` at the points (`rows`, `cols`) (integer arrays, broadcast together)."""
+        rows, cols = np.broadcast_arrays(np.asarray(rows, dtype=int), np.asarray(cols, dtype=int))
+        if dict.__contains__(self, quantity):
+            return np.asarray(self[quantity][rows, cols])
+        self._predict(rows, cols)
+        return self._values[quantity][rows, self._cols[cols]]
+
+    def lazy(self, quantity: str) -> bool:
+        """Whether `quantity` is predicted point by point (`at`)."""
+        return quantity in self._columns and not dict.__contains__(self, quantity)
+
+    def __missing__(self, quantity: str) -> np.ndarray:
+        if quantity not in self._columns:
+            raise KeyError(quantity)
+        r, c = np.indices((self._shape[0], self._cols.size))
+        self._predict(r, c)
+        self[quantity] = self._values[quantity][:, self._cols]
+        return self[quantity]

@@ -50,24 +50,6 @@ MEASURED_WAVES = 4
 MAX_REQUESTS = 20000
 
 
-@dataclass
-class _Cohort:
-    """Requests with one history: how many, prompt tokens still to prefill, and the step counters when they
-    arrived, were first scheduled and sampled their first token."""
-
-    size: int
-    left: int
-    arrived: tuple[int, int, int] = (0, 0, 0)
-    started: tuple[int, int, int] | None = None
-    first: tuple[int, int, int] | None = None
-    order: int = 0
-
-    def split(self, n: int) -> _Cohort:
-        """Take `n` of this cohort's requests into a new cohort (the same history)."""
-        self.size -= n
-        return _Cohort(n, self.left, self.arrived, self.started, self.first, self.order)
-
-
 @dataclass(frozen=True)
 class Windows:
     """Per scored cohort (`weight` requests each): the ``wait``, ``ttft`` and ``e2e`` windows (module docstring),
@@ -114,195 +96,200 @@ def replay(
     else:
         total = b if client == "static" else min(n_requests or b, MAX_REQUESTS)
         scored = (0, total)
-    state = _Replay(il, ol, n_budget, cap, chunked, scored)
     first_wave = total if client == "burst" else min(b, total)
-    state.arrive(first_wave, 0)
-    sent = first_wave
-    while state.busy():
-        finished = state.step()
-        if client == "concurrency" and sent < total and finished:
-            n = min(finished, total - sent)
-            state.arrive(n, 1)  # sent when the last ends, so it waits for the next step
-            sent += n
-        if state.scored_done == scored[1] - scored[0]:
-            break
-    done = [(c, end) for c, end in state.done if scored[0] <= c.order < scored[1]]
+    done, steps = _run(client == "concurrency", il, ol, n_budget, cap, chunked, scored, total, first_wave)
     if not done:
         raise DataError("the scheduler replay scored no request")
-    return _windows(done, state.steps)
+    return _windows(done, steps)
 
 
-class _Replay:
-    """The scheduler's state. A decoding request has generated ``1 +`` (steps with a decode since its first token)
-    tokens, so decoding cohorts are kept in the order of their first token and only the oldest can end."""
+_Counters = tuple[int, int, int]
+#: the counters of an event that has not happened yet
+_UNSET: _Counters = (-1, -1, -1)
+
+
+class _Cohort:
+    """Requests with one history: how many, prompt tokens still to prefill, the step counters (steps with a decode,
+    decodes, prefill tokens) when they arrived, were first scheduled and sampled their first token (`_UNSET` until
+    then), and the arrival order of the first of them."""
+
+    __slots__ = ("size", "left", "arrived", "started", "first", "order")
 
     def __init__(
-        self, il: int, ol: int, budget: int, slots: int, chunked: bool, scored: tuple[int, int]
-    ) -> None:
-        self.il, self.ol, self.budget, self.slots, self.chunked = il, ol, budget, slots, chunked
-        self.scored = scored
-        self.scored_done = 0
-        self.decoding: deque[_Cohort] = deque()  # prompt done, by first token
-        self.n_decoding = 0
-        self.prefilling: list[_Cohort] = []  # scheduled, prompt not done, in scheduling order
-        self.waiting: deque[_Cohort] = deque()
-        self.future: list[tuple[int, _Cohort]] = []  # (step from which schedulable, cohort)
-        self.done: list[tuple[_Cohort, tuple[int, int, int]]] = []  # (cohort, counters when it ended)
-        self.a = self.d = self.p = 0  # steps with a decode, decodes, prefill tokens: cumulative
-        self.steps = 0
-        self.n_arrived = 0
+        self, size: int, left: int, arrived: _Counters, started: _Counters, first: _Counters, order: int,
+    ) -> None:  # fmt: skip
+        self.size, self.left, self.arrived, self.started, self.first, self.order = (
+            size, left, arrived, started, first, order,
+        )  # fmt: skip
 
-    def snapshot(self) -> tuple[int, int, int]:
-        return (self.a, self.d, self.p)
 
-    def arrive(self, n: int, after: int) -> None:
-        """`n` requests sent now (the end of the last step), schedulable `after` steps from now (0: at once; 1: after
-        the step the engine runs meanwhile, unless it has nothing to run); a cohort never straddles either end of
-        the scored requests."""
-        for edge in self.scored:
-            if self.n_arrived < edge < self.n_arrived + n:
-                head = edge - self.n_arrived
-                self.arrive(head, after)
-                n -= head
-        c = _Cohort(n, self.il, arrived=self.snapshot(), order=self.n_arrived)
-        self.n_arrived += n
-        if after == 0:
-            self.waiting.append(c)
-        else:
-            self.future.append((self.steps + after, c))
+def _split(c: _Cohort, n: int) -> _Cohort:
+    """Take `n` of cohort `c`'s requests into a new cohort (the same history)."""
+    c.size -= n
+    return _Cohort(n, c.left, c.arrived, c.started, c.first, c.order)
 
-    def busy(self) -> bool:
-        return bool(self.decoding or self.prefilling or self.waiting or self.future)
 
-    def _release(self) -> None:
-        """Move the arrivals due by this step into the waiting queue; an idle engine waits for the next ones."""
-        if not self.future:
-            return
-        if not self.decoding and not self.prefilling and not self.waiting:
-            first = min(due for due, _ in self.future)
-            self.future = [(self.steps if due == first else due, c) for due, c in self.future]
-        due = sorted((c for d, c in self.future if d <= self.steps), key=lambda c: c.order)
-        self.future = [(d, c) for d, c in self.future if d > self.steps]
-        self.waiting.extend(due)
-
-    def step(self) -> int:
-        """Run one step, or a run of identical decode-only steps; returns the requests that finished."""
-        self._release()
-        free = self.slots - self.n_decoding - sum(c.size for c in self.prefilling)
-        if (not self.waiting or free <= 0) and not self.prefilling:
-            return self._decode_run()
-        return self._mixed_step(free) if self.chunked else self._prefill_step(free)
-
-    def _decode_run(self) -> int:
-        """Decode-only steps until the next finish or arrival: every running request generates one token a step."""
-        oldest = self.decoding[0].first
-        assert oldest is not None
-        j = self.ol - 1 - (self.a - oldest[0])
-        if self.future:
-            j = min(j, max(min(d for d, _ in self.future) - self.steps, 1))
-        self.a += j
-        self.d += j * self.n_decoding
-        self.steps += j
-        return self._finish()
-
-    def _admit(self, free: int, tokens: int | None) -> tuple[list[_Cohort], int]:
-        """Waiting requests admitted into `free` slots (and, chunked, the `tokens` left of the budget: each takes
-        what is left, none takes 0); returns the admitted cohorts and the tokens they prefill."""
-        admitted, used = [], 0
-        while self.waiting and free > 0 and (tokens is None or tokens - used > 0):
-            c = self.waiting[0]
-            take = min(c.size, free)
-            if tokens is not None:
-                take = min(take, -(-(tokens - used) // c.left))  # the last one may get a part of its prompt
-            part = c.split(take) if take < c.size else self.waiting.popleft()
-            part.started = self.snapshot()
-            admitted.append(part)
-            free -= take
-            used += take * part.left if tokens is None else min(take * part.left, tokens - used)
-        return admitted, used
-
-    def _prefill(self, cohorts: list[_Cohort], tokens: int) -> list[_Cohort]:
-        """Give `tokens` prompt tokens to `cohorts` in order (each request all it needs, the last a part);
-        returns the cohorts as they stand after the step (split where a cohort's requests end apart)."""
-        out = []
-        for c in cohorts:
-            if tokens <= 0:
-                out.append(c)
-                continue
-            full = min(c.size, tokens // c.left)
-            if full == c.size:
-                tokens -= c.size * c.left
-                c.left = 0
-                out.append(c)
-                continue
-            if full:
-                done = c.split(full)
-                tokens -= full * done.left
-                done.left = 0
-                out.append(done)
-            if tokens > 0:  # one request gets a part of its prompt
-                part = c.split(1) if c.size > 1 else c
-                part.left -= tokens
-                tokens = 0
-                out.append(part)
-                if part is not c:
-                    out.append(c)
-            else:
-                out.append(c)
-        return out
-
-    def _mixed_step(self, free: int) -> int:
-        d = self.n_decoding
-        left = max(self.budget - d, 0)
-        need = sum(c.size * c.left for c in self.prefilling)
-        used = min(need, left)
-        partial = self._prefill(self.prefilling, used)
-        admitted, took = self._admit(free, left - used)
-        return self._end_step(d, used + took, partial + self._prefill(admitted, took))
-
-    def _prefill_step(self, free: int) -> int:
-        admitted, took = self._admit(min(free, max(self.budget // self.il, 1)), None)
-        for c in admitted:
+def _prefill(cohorts: list[_Cohort], tokens: int) -> list[_Cohort]:
+    """Give `tokens` prompt tokens to `cohorts` in order (each request all it needs, the last a part); returns the
+    cohorts as they stand after the step (split where a cohort's requests end apart)."""
+    out = []
+    for c in cohorts:
+        if tokens <= 0:
+            out.append(c)
+            continue
+        size, left = c.size, c.left
+        full = min(size, tokens // left)
+        if full == size:
+            tokens -= size * left
             c.left = 0
-        return self._end_step(0, took, self.prefilling + admitted)
+            out.append(c)
+            continue
+        if full:
+            done = _split(c, full)
+            tokens -= full * left
+            done.left = 0
+            out.append(done)
+        if tokens > 0:  # one request gets a part of its prompt
+            part = _split(c, 1) if c.size > 1 else c
+            part.left -= tokens
+            tokens = 0
+            out.append(part)
+            if part is not c:
+                out.append(c)
+        else:
+            out.append(c)
+    return out
 
-    def _end_step(self, d: int, p: int, scheduled: list[_Cohort]) -> int:
-        """Count the step (`d` decodes, `p` prompt tokens); the `scheduled` prompts that completed sample their
-        first token and decode from the next step."""
-        self.a += 1 if d else 0
-        self.d += d
-        self.p += p
-        self.steps += 1
-        self.prefilling = []
-        for c in scheduled:
-            if c.left:
-                self.prefilling.append(c)
+
+def _run(
+    closed: bool, il: int, ol: int, budget: int, slots: int, chunked: bool, scored: tuple[int, int], total: int,
+    first_wave: int,
+) -> tuple[list[tuple[_Cohort, _Counters]], int]:  # fmt: skip
+    """The scheduler's run (module docstring): `first_wave` requests at once, and with `closed` (a closed loop)
+    one more sent for each that ends, until `total` are sent or the `scored` ones (their arrival orders) have all
+    ended. Returns the scored cohorts with the counters when each ended, in the order they ended, and the steps.
+
+    A decoding request has generated ``1 +`` (steps with a decode since its first token) tokens, so decoding
+    cohorts are kept in the order of their first token and only the oldest can end. One function with local
+    state: the replay is called for every batch size the advisor searches."""
+    s0, s1 = scored
+    target = s1 - s0
+    last = ol - 1
+    decoding: deque[_Cohort] = deque()  # prompt done, by first token
+    n_decoding = 0
+    prefilling: list[_Cohort] = []  # scheduled, prompt not done, in scheduling order
+    n_prefilling = 0
+    waiting: deque[_Cohort] = deque()
+    future: deque[tuple[int, _Cohort]] = deque()  # (step from which schedulable, cohort), in arrival order
+    done: list[tuple[_Cohort, _Counters]] = []
+    a = d = p = steps = 0  # steps with a decode, decodes, prefill tokens: cumulative; steps
+    n_arrived = scored_done = 0
+    n, after = first_wave, 0
+    while True:
+        if n:  # `n` requests sent now, schedulable `after` steps from now; no cohort straddles a scored edge
+            now = (a, d, p)
+            end = n_arrived + n
+            for edge in (s0, s1, end):
+                if n_arrived < edge <= end:
+                    c = _Cohort(edge - n_arrived, il, now, _UNSET, _UNSET, n_arrived)
+                    if after:
+                        future.append((steps + after, c))
+                    else:
+                        waiting.append(c)
+                    n_arrived = edge
+        if not (decoding or prefilling or waiting or future):
+            break
+        if future:  # the arrivals due by this step join the queue; an idle engine waits for the next ones
+            # (`future` is in arrival order, so by due step too: those due are a head of it)
+            if not decoding and not prefilling and not waiting:
+                first = future[0][0]
+                while future and future[0][0] == first:
+                    waiting.append(future.popleft()[1])
+            while future and future[0][0] <= steps:
+                waiting.append(future.popleft()[1])
+        free = slots - n_decoding - n_prefilling
+        if (not waiting or free <= 0) and not prefilling:
+            # decode-only steps until the next finish or arrival: every running request generates a token a step
+            j = last - (a - decoding[0].first[0])
+            if future:
+                j = min(j, max(future[0][0] - steps, 1))
+            a += j
+            d += j * n_decoding
+            steps += j
+        else:
+            now = (a, d, p)
+            if chunked:
+                dec = n_decoding
+                tokens = max(budget - dec, 0)
+                need = sum(c.size * c.left for c in prefilling)
+                used = min(need, tokens)
+                partial = _prefill(prefilling, used) if prefilling else prefilling
+                tokens -= used
             else:
-                c.first = self.snapshot()
-                self.decoding.append(c)
-                self.n_decoding += c.size
-        return self._finish()
-
-    def _finish(self) -> int:
-        end, ended = self.snapshot(), 0
-        while self.decoding:
-            c = self.decoding[0]
-            assert c.first is not None
-            if self.a - c.first[0] < self.ol - 1:
+                dec = 0
+                partial = prefilling
+                tokens = used = 0
+                free = min(free, max(budget // il, 1))
+            # waiting requests admitted into free slots (chunked: each takes what is left of the budget)
+            admitted: list[_Cohort] = []
+            took = 0
+            while waiting and free > 0 and (not chunked or tokens - took > 0):
+                c = waiting[0]
+                take = min(c.size, free)
+                if chunked:
+                    # the last one may get a part of its prompt
+                    take = min(take, -(-(tokens - took) // c.left))
+                part = _split(c, take) if take < c.size else waiting.popleft()
+                part.started = now
+                admitted.append(part)
+                free -= take
+                took += min(take * part.left, tokens - took) if chunked else take * part.left
+            if chunked:
+                scheduled = partial + _prefill(admitted, took)
+            else:
+                for c in admitted:
+                    c.left = 0
+                scheduled = partial + admitted
+            # the step: `dec` decodes, prompt tokens; the prompts that completed sample their first token
+            if dec:
+                a += 1
+            d += dec
+            p += used + took
+            steps += 1
+            now = (a, d, p)
+            prefilling = []
+            n_prefilling = 0
+            for c in scheduled:
+                if c.left:
+                    prefilling.append(c)
+                    n_prefilling += c.size
+                else:
+                    c.first = now
+                    decoding.append(c)
+                    n_decoding += c.size
+        now = (a, d, p)
+        finished = 0
+        while decoding:
+            c = decoding[0]
+            if a - c.first[0] < last:
                 break
-            self.decoding.popleft()
-            self.n_decoding -= c.size
-            self.done.append((c, end))
-            ended += c.size
-            if self.scored[0] <= c.order < self.scored[1]:
-                self.scored_done += c.size
-        return ended
+            decoding.popleft()
+            n_decoding -= c.size
+            finished += c.size
+            if s0 <= c.order < s1:
+                done.append((c, now))
+                scored_done += c.size
+        n = 0
+        if closed and n_arrived < total and finished:
+            # sent when the last ends, so it waits for the next step
+            n, after = min(finished, total - n_arrived), 1
+        if scored_done == target:
+            break
+    return done, steps
 
 
-def _windows(done: list[tuple[_Cohort, tuple[int, int, int]]], steps: int) -> Windows:
-    arrived = np.array([c.arrived for c, _ in done], dtype=float)
-    started = np.array([c.started for c, _ in done], dtype=float)
-    first = np.array([c.first for c, _ in done], dtype=float)
-    ended = np.array([end for _, end in done], dtype=float)
-    weight = np.array([c.size for c, _ in done], dtype=float)
+def _windows(done: list[tuple[_Cohort, _Counters]], steps: int) -> Windows:
+    rows = np.array([c.arrived + c.started + c.first + end for c, end in done], dtype=np.float64)
+    arrived, started, first, ended = rows[:, 0:3], rows[:, 3:6], rows[:, 6:9], rows[:, 9:12]
+    weight = np.array([c.size for c, _ in done], dtype=np.float64)
     return Windows(weight, started - arrived, first - started, ended - started, steps)

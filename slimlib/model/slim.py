@@ -143,6 +143,8 @@ class SlimModel(CalibratedModel):
 
     variant = "slim"
     test_priors_at_bound = True
+    #: TTFT and TPOT from a replay of vLLM's scheduler per configuration (`slimlib.advisor.slo.LazyGrid`)
+    replays_scheduler = True
     device_priors = True
 
     def __init__(
