@@ -50,7 +50,7 @@ MEASURED_WAVES = 4
 MAX_REQUESTS = 20000
 
 
-@dataclass
+@dataclass(slots=True)
 class _Cohort:
     """Requests with one history: how many, prompt tokens still to prefill, and the step counters when they
     arrived, were first scheduled and sampled their first token."""
@@ -145,6 +145,7 @@ class _Replay:
         self.decoding: deque[_Cohort] = deque()  # prompt done, by first token
         self.n_decoding = 0
         self.prefilling: list[_Cohort] = []  # scheduled, prompt not done, in scheduling order
+        self.n_prefilling = 0
         self.waiting: deque[_Cohort] = deque()
         self.future: list[tuple[int, _Cohort]] = []  # (step from which schedulable, cohort)
         self.done: list[tuple[_Cohort, tuple[int, int, int]]] = []  # (cohort, counters when it ended)
@@ -176,19 +177,23 @@ class _Replay:
 
     def _release(self) -> None:
         """Move the arrivals due by this step into the waiting queue; an idle engine waits for the next ones."""
-        if not self.future:
+        future, steps = self.future, self.steps
+        if not future:
             return
         if not self.decoding and not self.prefilling and not self.waiting:
-            first = min(due for due, _ in self.future)
-            self.future = [(self.steps if due == first else due, c) for due, c in self.future]
-        due = sorted((c for d, c in self.future if d <= self.steps), key=lambda c: c.order)
-        self.future = [(d, c) for d, c in self.future if d > self.steps]
-        self.waiting.extend(due)
+            first = min(due for due, _ in future)
+            future = [(steps if due == first else due, c) for due, c in future]
+        due = [c for d, c in future if d <= steps]
+        if due:
+            due.sort(key=_arrival_order)
+            self.waiting.extend(due)
+            future = [(d, c) for d, c in future if d > steps]
+        self.future = future
 
     def step(self) -> int:
         """Run one step, or a run of identical decode-only steps; returns the requests that finished."""
         self._release()
-        free = self.slots - self.n_decoding - sum(c.size for c in self.prefilling)
+        free = self.slots - self.n_decoding - self.n_prefilling
         if (not self.waiting or free <= 0) and not self.prefilling:
             return self._decode_run()
         return self._mixed_step(free) if self.chunked else self._prefill_step(free)
@@ -215,7 +220,7 @@ class _Replay:
             if tokens is not None:
                 take = min(take, -(-(tokens - used) // c.left))  # the last one may get a part of its prompt
             part = c.split(take) if take < c.size else self.waiting.popleft()
-            part.started = self.snapshot()
+            part.started = (self.a, self.d, self.p)
             admitted.append(part)
             free -= take
             used += take * part.left if tokens is None else min(take * part.left, tokens - used)
@@ -269,34 +274,44 @@ class _Replay:
     def _end_step(self, d: int, p: int, scheduled: list[_Cohort]) -> int:
         """Count the step (`d` decodes, `p` prompt tokens); the `scheduled` prompts that completed sample their
         first token and decode from the next step."""
-        self.a += 1 if d else 0
-        self.d += d
+        if d:
+            self.a += 1
+            self.d += d
         self.p += p
         self.steps += 1
-        self.prefilling = []
+        prefilling: list[_Cohort] = []
+        n_prefilling = 0
+        first = (self.a, self.d, self.p)
         for c in scheduled:
             if c.left:
-                self.prefilling.append(c)
+                prefilling.append(c)
+                n_prefilling += c.size
             else:
-                c.first = self.snapshot()
+                c.first = first
                 self.decoding.append(c)
                 self.n_decoding += c.size
+        self.prefilling, self.n_prefilling = prefilling, n_prefilling
         return self._finish()
 
     def _finish(self) -> int:
-        end, ended = self.snapshot(), 0
-        while self.decoding:
-            c = self.decoding[0]
+        end, ended = (self.a, self.d, self.p), 0
+        decoding, last = self.decoding, self.a - self.ol + 1  # a cohort whose first token came by `last` ends
+        while decoding:
+            c = decoding[0]
             assert c.first is not None
-            if self.a - c.first[0] < self.ol - 1:
+            if c.first[0] > last:
                 break
-            self.decoding.popleft()
+            decoding.popleft()
             self.n_decoding -= c.size
             self.done.append((c, end))
             ended += c.size
             if self.scored[0] <= c.order < self.scored[1]:
                 self.scored_done += c.size
         return ended
+
+
+def _arrival_order(c: _Cohort) -> int:
+    return c.order
 
 
 def _windows(done: list[tuple[_Cohort, tuple[int, int, int]]], steps: int) -> Windows:
