@@ -35,23 +35,3 @@ def composed(tmp_path_factory: pytest.TempPathFactory) -> pd.DataFrame:
             return composed_table(folder)[0]
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
-
-
-#: the tests of 10 s and more (notebook runs, the documentation's commands, whole-data builds, signal sweeps)
-SLOW = (
-    "test_aiconfigurator_notebook.py::",
-    "test_readme_commands.py::test_readme_commands_run_as_written",
-    "test_evaluation.py::test_notebook_06_runs_in_quick_mode",
-    "test_interrupts.py::test_signals_at_random_moments",
-    "test_notebooks_run.py::",
-    "test_datasets_tables.py::test_rebuild_is_byte_identical_to_committed",
-    "test_model_selection_notebooks.py::test_notebooks_13_and_14",
-    "test_transfer_notebook.py::",
-    "test_kit_integration.py::",
-)
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """`SLOW` tests first (otherwise in collection order): xdist hands them out while the short ones can still fill
-    the other worker, so no worker ends the run alone on a long test."""
-    items.sort(key=lambda item: not any(s in item.nodeid for s in SLOW))
