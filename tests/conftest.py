@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 
 import pandas as pd
@@ -19,8 +20,18 @@ def _cache_in_the_runs_temporary_folder(tmp_path_factory: pytest.TempPathFactory
 
 
 @pytest.fixture(scope="session")
-def composed() -> pd.DataFrame:
-    """The kernel-composed curves (`composed_table`: every GPU, model, precision and TP), built once per worker."""
+def composed(tmp_path_factory: pytest.TempPathFactory) -> pd.DataFrame:
+    """The kernel-composed curves (`composed_table`: every GPU, model, precision and TP), composed once per run: the
+    first xdist worker to ask composes them into the run's table cache (`composed_table(cache_dir)`) while holding a
+    lock, the others read that entry; a worker's later ``composed_table()`` calls return the same table."""
     from slimlib.experiments.accuracy.composed_curves import composed_table
 
-    return composed_table()[0]
+    run = tmp_path_factory.getbasetemp()  # xdist: this worker's folder in the run's
+    folder = (run.parent if os.environ.get("PYTEST_XDIST_WORKER") else run) / "composed-table"
+    folder.mkdir(exist_ok=True)
+    with open(folder / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            return composed_table(folder)[0]
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)

@@ -233,6 +233,7 @@ def test_the_cached_campaign_fails_only_its_prefix_caching_check_and_timed_about
     assert len(ratios) == 15 and ratios.max() < 0.95 and np.median(ratios) < 0.65
 
 
+@pytest.mark.usefixtures("composed")  # the run's composed table, which build_axis_folds reads
 def test_the_cross_validation_scores_the_offline_campaign_on_the_engines_axes():
     axes = {(a.axis, a.dataset) for a in build_axis_folds()}
     for axis in ("batch", "batch-knee", "input", "output", "model"):

@@ -44,7 +44,8 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
-def axes() -> list[AxisFolds]:
+def axes(composed) -> list[AxisFolds]:
+    """Every axis on the committed data (`composed` makes the composed table of the run this call reads)."""
     return build_axis_folds()
 
 

@@ -76,11 +76,8 @@ def _run(number: str, out: Path) -> Path:
     return figures
 
 
-@pytest.mark.parametrize("number", sorted(EXPECTED))
-def test_notebook_runs_and_writes_its_figures(number, tmp_path):
-    if not any(NOTEBOOKS.glob(f"{number}_*.ipynb")):
-        pytest.skip(f"notebook {number} not present")
-    figures = _run(number, tmp_path)
+def _check_figures(number: str, figures: Path) -> None:
+    """`EXPECTED` outputs of notebook `number` written, none empty, and every output captioned."""
     for name in EXPECTED[number]:
         path = figures / name
         assert path.is_file(), f"notebook {number} did not write {name}"
@@ -91,8 +88,17 @@ def test_notebook_runs_and_writes_its_figures(number, tmp_path):
     assert check_captions(figures) == []
 
 
+#: notebook 01's outputs are checked on the first of the two runs of `test_two_runs_give_byte_identical_figures`
+@pytest.mark.parametrize("number", sorted(set(EXPECTED) - {"01"}))
+def test_notebook_runs_and_writes_its_figures(number, tmp_path):
+    if not any(NOTEBOOKS.glob(f"{number}_*.ipynb")):
+        pytest.skip(f"notebook {number} not present")
+    _check_figures(number, _run(number, tmp_path))
+
+
 def test_two_runs_give_byte_identical_figures(tmp_path):
     first = _run("01", tmp_path / "a")
+    _check_figures("01", first)
     second = _run("01", tmp_path / "b")
     names = sorted(p.name for p in first.iterdir())
     assert names == sorted(p.name for p in second.iterdir())

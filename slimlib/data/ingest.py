@@ -25,9 +25,9 @@ import yaml  # at the top: an interrupt never lands in a half-done import
 
 from slimlib.data.physical_checks import TIMING_COLUMNS, Checked, check_runs
 from slimlib.data.serving_json import parse_benchmark_json
-from slimlib.errors import DataError, SlimError, UnknownNameError
+from slimlib.errors import DataError, UnknownNameError
 from slimlib.io import write_text
-from slimlib.registry.architectures import get_architecture
+from slimlib.registry.architectures import registry_architecture
 from slimlib.registry.gpus import get_gpu
 from slimlib.registry.precision import DTYPES, KV_CACHE_DTYPES, QUANTIZATIONS
 from slimlib.schema import PRECISION_COLUMNS, blank_line_numbers, physical_line
@@ -416,10 +416,9 @@ def _known_model(model_id: str) -> str | None:
     for candidate in (model_id, model_id.rsplit("/", 1)[-1]):
         if Path(candidate).exists():
             continue  # a local checkpoint folder: the user names the model explicitly
-        try:
-            return get_architecture(candidate).name
-        except SlimError:
-            continue
+        arch = registry_architecture(candidate)
+        if arch is not None:
+            return arch.name
     return None
 
 

@@ -289,6 +289,7 @@ def serve(spec: EngineSpec, argvs: ArgvBuilders, model_path: str, max_num_seqs: 
     try:
         t0 = time.monotonic()
         url = f"http://127.0.0.1:{port}/health"
+        wait_s = 0.05  # doubled after each miss up to a second: a quick server is seen at once, a slow one each second
         while True:
             if proc.poll() is not None:
                 raise EngineError(
@@ -305,7 +306,8 @@ def serve(spec: EngineSpec, argvs: ArgvBuilders, model_path: str, max_num_seqs: 
                 raise EngineError(
                     f"vllm serve {model_path} not ready after {startup_timeout_s:.0f} s (log {log}): {last_line(log)}"
                 )
-            time.sleep(1.0)
+            time.sleep(wait_s)
+            wait_s = min(2 * wait_s, 1.0)
         ready_s = time.monotonic() - t0
         say(f"server for {Path(model_path).name} ready on port {port} after {ready_s:.0f} s")
         yield argv, port, proc.pid, ready_s

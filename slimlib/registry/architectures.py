@@ -824,6 +824,12 @@ def _looks_like_path(text: str) -> bool:
     return text.startswith(("./", "../", "/", "~")) or text.endswith(("/", ".json")) or text in (".", "..")
 
 
+def registry_architecture(name: str) -> Architecture | None:
+    """The registry's architecture of a short name or Hugging Face id (case-insensitive), else None; reads no
+    file and builds no error message (`get_architecture` for paths and the closest names)."""
+    return _INDEX.get(_normalize(name))
+
+
 def get_architecture(name_or_path: str | os.PathLike[str] | Architecture) -> Architecture:
     """An architecture by short name or Hugging Face id (case-insensitive), or from a config.json path.
 

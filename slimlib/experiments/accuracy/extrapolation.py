@@ -32,7 +32,7 @@ import pandas as pd
 from slimlib.errors import DataError, SlimError
 from slimlib.experiments.accuracy.extrapolation_folds import AXES, AxisFolds, Fold, build_axis_folds
 from slimlib.experiments.accuracy.fit_cache import entry_key, read_entry, write_entry
-from slimlib.experiments.outputs.uncertainty import N_BOOT, SEED, bootstrap_mean_ci, rng_for
+from slimlib.experiments.outputs.uncertainty import N_BOOT, SEED, bootstrap_mean_ci, resample_indices, rng_for
 from slimlib.experiments.workers import fork_map
 from slimlib.model import METHODS, Estimator, load_params, make_model
 from slimlib.model.calibrated import TermModel
@@ -435,11 +435,10 @@ def worst_axis_draws(
         measured, errors = _cell_errors(result, ax, methods)
         if measured.size == 0:
             continue
-        idx = rng_for(seed, measured, f"worst axis {ax.axis} {ax.dataset}").integers(
-            0, measured.size, size=(int(n_boot), measured.size)
-        )
+        rng = rng_for(seed, measured, f"worst axis {ax.axis} {ax.dataset}")
+        idx = resample_indices(rng, measured.size, (int(n_boot), measured.size))
         for j, e in enumerate(errors):
-            worst[:, j] = np.maximum(worst[:, j], e[idx].mean(axis=1))
+            worst[:, j] = np.maximum(worst[:, j], np.take(e, idx).mean(axis=1))
     return worst
 
 
@@ -492,10 +491,9 @@ def paired_differences(
         if measured.size == 0:
             continue
         n_cells += 1
-        idx = rng_for(seed, measured, f"paired {ax.axis} {ax.dataset}").integers(
-            0, measured.size, size=(int(n_boot), measured.size)
-        )
-        draws = np.stack([e[idx].mean(axis=1) for e in errors], axis=1)
+        rng = rng_for(seed, measured, f"paired {ax.axis} {ax.dataset}")
+        idx = resample_indices(rng, measured.size, (int(n_boot), measured.size))
+        draws = np.stack([np.take(e, idx).mean(axis=1) for e in errors], axis=1)
         means += draws
         for j, name in enumerate(names, start=1):
             d = draws[:, j] - draws[:, 0]

@@ -129,8 +129,8 @@ def without_session_scales(runs: pd.DataFrame) -> pd.DataFrame:
 
 def _median_deviation(x: np.ndarray, n_inner: int, rng: np.random.Generator) -> float:
     m = float(np.median(x))
-    idx = rng.integers(0, x.size, size=(n_inner, x.size))
-    return float(np.mean(np.abs(np.median(x[idx], axis=1) - m)) / m)
+    idx = U.resample_indices(rng, x.size, (n_inner, x.size))
+    return float(np.mean(np.abs(np.median(np.take(x, idx), axis=1) - m)) / m)
 
 
 def noise_floor(

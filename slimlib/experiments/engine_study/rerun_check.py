@@ -102,9 +102,9 @@ def expected_disagreement(
     rng = U.rng_for(seed, np.concatenate(values), "rerun expected disagreement")
     dev = []
     for x in values:
-        i1 = rng.integers(0, x.size, size=(n_inner, x.size))
-        i2 = rng.integers(0, x.size, size=(n_inner, x.size))
-        m1, m2 = np.median(x[i1], axis=1), np.median(x[i2], axis=1)
+        i1 = U.resample_indices(rng, x.size, (n_inner, x.size))
+        i2 = U.resample_indices(rng, x.size, (n_inner, x.size))
+        m1, m2 = np.median(np.take(x, i1), axis=1), np.median(np.take(x, i2), axis=1)
         dev.append(float(np.mean(np.abs(m1 - m2))) / float(np.median(x)))
     return 100.0 * float(np.mean(dev))
 

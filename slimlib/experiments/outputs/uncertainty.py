@@ -55,6 +55,13 @@ def ape(true, pred) -> np.ndarray:
 RESAMPLE_CHUNK = 2**21
 
 
+def resample_indices(rng: np.random.Generator, n: int, size: tuple[int, ...]) -> np.ndarray:
+    """``rng.integers(0, n, size=size)``, the same draws and generator state, as 32-bit integers where `n` allows:
+    numpy draws every bound below 2**32 from its 32-bit stream whatever the dtype, and the narrower indices are
+    drawn and gathered (``np.take``) several times faster."""
+    return rng.integers(0, n, size=size, dtype=np.int32 if n < 2**31 else np.int64)
+
+
 def resampled_means(values: np.ndarray, n_boot: int, rng: np.random.Generator) -> np.ndarray:
     """Means of `n_boot` resamples with replacement of `values`, drawn from `rng` in chunks of rows (the generator's
     stream is the same as one ``integers(size=(n_boot, n))`` call, so the means are too, with bounded memory)."""
@@ -63,7 +70,7 @@ def resampled_means(values: np.ndarray, n_boot: int, rng: np.random.Generator) -
     out = np.empty(n_boot)
     for start in range(0, n_boot, rows):
         k = min(rows, n_boot - start)
-        out[start : start + k] = values[rng.integers(0, n, size=(k, n))].mean(axis=1)
+        out[start : start + k] = np.take(values, resample_indices(rng, n, (k, n))).mean(axis=1)
     return out
 
 
