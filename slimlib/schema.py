@@ -71,13 +71,21 @@ def _clip(text: str) -> str:
 
 def plain(value: object) -> str:
     """`value` for a message: numpy scalars as plain Python values (6.5, not np.float64(6.5)); strings quoted
-    (clipped to `MESSAGE_CHARS`); an empty cell as ``empty``."""
-    if value is None:
-        return "empty"
+    (clipped to `MESSAGE_CHARS`)."""
     item = getattr(value, "item", None)
     if callable(item) and not isinstance(value, str | bytes):
         value = item()
     return repr(_clip(value)) if isinstance(value, str) else _clip(f"{value}")
+
+
+def _cell(value: object) -> str:
+    """A numeric cell that holds no finite number, for a message: ``empty`` (a column of empty cells), ``empty or
+    nan`` (the reader gives both as NaN in a column of numbers), else the value (``inf``)."""
+    if value is None:
+        return "empty"
+    if isinstance(value, float | np.floating) and np.isnan(value):
+        return "empty or nan"
+    return plain(value)
 
 
 def _short(value: object) -> str:
@@ -334,7 +342,7 @@ def validate_table(
         if nan.any():
             pos = int(np.flatnonzero(nan)[0])
             raise DataError(
-                f"{row_label(out, pos)}: field '{col}' is missing or not finite ({plain(raw.iloc[pos])}); "
+                f"{row_label(out, pos)}: field '{col}' is missing or not finite ({_cell(raw.iloc[pos])}); "
                 "measure it or remove the row"
             )
         nonpos = arr <= 0

@@ -385,3 +385,39 @@ def test_the_search_predicts_latencies_only_where_needed_with_the_same_answer(sl
             assert D.closest(lazy, w) == D.closest(full, w)
     for q in ("throughput", "e2e", "e2e_mean", "ttft", "tpot", "fits", "efficiency"):
         np.testing.assert_array_equal(lazy.grid[q], full.grid[q])
+
+
+def test_the_lazy_search_gives_the_whole_grids_warnings():
+    """A fit at one batch size warns of the rows at another: the search says it once, counting every row of the grid,
+    as the one `predict` over the whole grid does (the probed rows' own count is not shown)."""
+    import warnings
+
+    def caught(model):
+        model.fit_info_ = {"batch_sizes": [8.0]}
+        with warnings.catch_warnings(record=True) as got:
+            warnings.simplefilter("always")
+            D.search(model, WL, 2, Slo(ttft_s=0.2), 0.3, batch_sizes=np.arange(1, 33))
+        return [(w.category, str(w.message)) for w in got if "another batch size" in str(w.message)]
+
+    lazy = caught(SlimModel.with_params(SLIM_TRUE_PARAMS, gpu=GPU_H100))
+    assert lazy == caught(_full(SlimModel.with_params(SLIM_TRUE_PARAMS, gpu=GPU_H100))) and len(lazy) == 1
+
+
+def test_the_lazy_search_refuses_what_the_whole_grid_refuses():
+    """A token budget below the running sequences of the larger batches: the search refuses it as the one `predict`
+    over the whole grid does, naming the budget, though the answer would read only smaller batches."""
+    m = SlimModel.with_params(SLIM_TRUE_PARAMS, gpu=GPU_H100)
+    for model in (m, _full(m)):
+        with pytest.raises(DataError, match="max_num_batched_tokens 32 is below the 33 sequences"):
+            D.search(
+                model, WL, 1, Slo(ttft_s=0.2), 0.3, batch_sizes=np.arange(1, 65), max_num_batched_tokens=32
+            )
+
+
+def test_a_lazy_grid_reads_as_a_mapping_of_every_quantity():
+    res = D.search(SlimModel.with_params(SLIM_TRUE_PARAMS, gpu=GPU_H100), WL, 1, Slo(e2e_s=8.0), 0.3,
+                   batch_sizes=np.arange(1, 17))  # fmt: skip
+    assert isinstance(res.grid, LazyGrid) and res.grid.lazy("ttft")
+    assert "ttft" in res.grid and "nope" not in res.grid and res.grid.get("nope") is None
+    np.testing.assert_array_equal(res.grid.get("ttft"), res.grid["ttft"])
+    assert np.isfinite(res.grid["ttft"]).all()

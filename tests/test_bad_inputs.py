@@ -548,12 +548,21 @@ CASES = [
     Case(
         "predict OL written as nan",
         lambda t: _s("predict", _params(t), _config(t, ol="nan")),
-        r"line 2: field 'output_len' is missing or not finite \(nan\)",
+        r"line 2: field 'output_len' is missing or not finite \(empty or nan\)",
     ),
     Case(
         "predict OL left empty",
         lambda t: _s("predict", _params(t), _config(t, ol="")),
         r"line 2: field 'output_len' is missing or not finite \(empty\)",
+    ),
+    Case(
+        "predict OL left empty below a row that has it",
+        lambda t: _s(
+            "predict",
+            _params(t),
+            _rows(t, "model,batch_size,input_len,output_len\nopt-125m,8,128,64\nopt-125m,8,128,\n"),
+        ),  # fmt: skip
+        r"line 3: field 'output_len' is missing or not finite \(empty or nan\)",
     ),
     Case(
         "predict OL written as NA",
@@ -1520,9 +1529,10 @@ def test_file_modes_are_one_line_and_destroy_nothing():
         locked = t / "locked.csv"
         locked.write_text(runs.read_text())
         locked.chmod(0o000)
-        free = t / "free"  # writable by whoever runs the command
-        free.mkdir()
-        free.chmod(0o777)
+        free, mpl = t / "free", t / "mpl"  # writable by whoever runs the command
+        for folder in (free, mpl):
+            folder.mkdir()
+            folder.chmod(0o777)
         ro = t / "ro"
         ro.mkdir()
         (ro / "old.json").write_text("{}")
@@ -1559,15 +1569,23 @@ def test_file_modes_are_one_line_and_destroy_nothing():
             ),
         }
         before = _snapshot(ro), runs.read_bytes(), params.read_bytes()
-        env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1]), "MPLCONFIGDIR": d}
-        for name, (argv, pattern) in cases.items():
-            res = subprocess.run([*slim, *_s(*argv)], capture_output=True, text=True, env=env, timeout=300)
-            lines = [ln for ln in res.stderr.splitlines() if ln.strip() and "warning:" not in ln]
-            assert res.returncode == 2, f"{name}: exit status {res.returncode}, stderr {res.stderr!r}"
-            assert len(lines) == 1 and "Traceback" not in res.stderr, f"{name}: {res.stderr!r}"
-            assert re.search(pattern, lines[0]), (name, lines[0])
-            assert (_snapshot(ro), runs.read_bytes(), params.read_bytes()) == before, (
-                f"{name}: a file changed"
-            )
-            assert not list(free.iterdir()), name
-        ro.chmod(0o755)
+        env = {
+            **os.environ,
+            "PYTHONPATH": str(Path(__file__).resolve().parents[1]),
+            "MPLCONFIGDIR": str(mpl),
+        }
+        try:
+            for name, (argv, pattern) in cases.items():
+                res = subprocess.run(
+                    [*slim, *_s(*argv)], capture_output=True, text=True, env=env, timeout=300
+                )
+                lines = [ln for ln in res.stderr.splitlines() if ln.strip() and "warning:" not in ln]
+                assert res.returncode == 2, f"{name}: exit status {res.returncode}, stderr {res.stderr!r}"
+                assert len(lines) == 1 and "Traceback" not in res.stderr, f"{name}: {res.stderr!r}"
+                assert re.search(pattern, lines[0]), (name, lines[0])
+                assert (_snapshot(ro), runs.read_bytes(), params.read_bytes()) == before, (
+                    f"{name}: a file changed"
+                )
+                assert not list(free.iterdir()), name
+        finally:
+            ro.chmod(0o755)

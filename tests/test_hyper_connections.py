@@ -84,8 +84,8 @@ def test_the_residual_stream_bytes_by_hand():
     assert hyper_connection_bytes(4096, 0) == 0
 
 
-def _curve(gpu: str, op: str, hidden: int, tokens, latency) -> pd.DataFrame:
-    return pd.DataFrame({"gpu": gpu, "op": op, "hidden_size": hidden, "hc_mult": 4,
+def _curve(gpu: str, op: str, hidden: int, tokens, latency, sites: int = 2) -> pd.DataFrame:
+    return pd.DataFrame({"gpu": gpu, "op": op, "hidden_size": hidden, "hc_mult": 4, "n_sites": sites,
                          "num_tokens": tokens, "latency_ms": latency})  # fmt: skip
 
 
@@ -109,6 +109,8 @@ def test_the_traffic_charge_is_exact_where_the_op_grows_at_the_peak_bandwidth():
     c = hyper_connection_check(pts, n_boot=200)
     assert np.allclose(c["mape_traffic_pct"], 0.0)
     assert set(c["band"]) == {"small", "large", "all"}
+    with pytest.raises(DataError, match="at other than 2 sites"):
+        hyper_connection_points(_curve("h100-sxm-80gb", "post", 7168, tokens, lat, sites=1))
 
 
 @needs(MHC_RAW, "AIConfigurator kernel mirror")

@@ -80,13 +80,20 @@ def _ci_sandbox(tmp_path: Path, reproduce_body: str) -> Path:
     return repo
 
 
+def _no_ci() -> dict[str, str]:
+    """This environment without ``CI``: the sandbox's .ci/run installs no system package."""
+    import os
+
+    return {k: v for k, v in os.environ.items() if k != "CI"}
+
+
 def test_ci_run_fails_listing_changed_and_new_outputs(tmp_path):
     import subprocess
 
     same = _ci_sandbox(tmp_path / "a", "printf 'a\\n1\\n' > figures/t.csv\n")
-    ok = subprocess.run(["bash", str(same / ".ci" / "run")], capture_output=True, text=True)
+    ok = subprocess.run(["bash", str(same / ".ci" / "run")], capture_output=True, text=True, env=_no_ci())
     assert ok.returncode == 0 and "TESTS-RAN" in ok.stdout
     stale = _ci_sandbox(tmp_path / "b", "printf 'a\\n2\\n' > figures/t.csv\necho new > figures/u.md\n")
-    bad = subprocess.run(["bash", str(stale / ".ci" / "run")], capture_output=True, text=True)
+    bad = subprocess.run(["bash", str(stale / ".ci" / "run")], capture_output=True, text=True, env=_no_ci())
     assert bad.returncode == 1 and "TESTS-RAN" not in bad.stdout
     assert "figures/t.csv" in bad.stderr and "figures/u.md" in bad.stderr

@@ -177,7 +177,8 @@ class LazyGrid(dict):
     predicted only at the points asked for (`at`), each exactly what the one `predict` over the whole grid gives
     it (the model predicts each row on its own); indexing such a quantity predicts the rest of its grid. For the
     advisor's search, which needs them at a few batch sizes per deployment: each costs a replay of vLLM's
-    scheduler (`slimlib.model.schedule`)."""
+    scheduler (`slimlib.model.schedule`). Iterating over it (`keys`, `items`) gives the arrays predicted so far;
+    ``[]``, `get` and `at` predict what they read."""
 
     def __init__(
         self, model, table: pd.DataFrame, shape: tuple[int, int], served: str, columns: dict[str, str]
@@ -200,23 +201,32 @@ class LazyGrid(dict):
     ) -> LazyGrid | None:
         """The lazy grid of `table` (the rows `predict` would be given, workload-major, `shape`; `columns`: the
         prediction column of each lazy quantity), or None where the model predicts none of them at the first batch
-        of every row or refuses a row (then `serving_grid`'s one `predict` says what they are, or refuses). The
-        warnings are the one `predict`'s in its order: those of the served latencies first, then those of every
-        row."""
-        probe = np.arange(shape[0]) * shape[1]
+        of every row or refuses a row at its first or its largest batch (then `serving_grid`'s one `predict` says
+        what they are, or refuses; a refusal that grows with the batch, such as a token budget below the running
+        sequences, shows at the largest). The warnings are those of the rows' predictions, then those of the served
+        latencies at the probed points that come from another place in the code (a served warning's count of rows
+        is the probe's)."""
+        first = np.arange(shape[0]) * shape[1]
+        probe = np.concatenate([first, first + shape[1] - 1]) if shape[1] > 1 else first
+        rows = table.iloc[probe].reset_index(drop=True)
         try:  # a refusal is the one `predict`'s own, naming its row of the whole grid
             with warnings.catch_warnings(record=True) as served_warnings:
                 warnings.simplefilter("always")
-                sub = model.predict(table.iloc[probe].reset_index(drop=True), served=served)
+                sub = model.predict(rows, served=served)
             if not all(np.isfinite(sub[c].to_numpy(dtype=float)).any() for c in columns.values()):
                 return None
+            with warnings.catch_warnings(record=True) as probe_row_warnings:
+                warnings.simplefilter("always")
+                model.predict(rows, served="none")
             with warnings.catch_warnings(record=True) as row_warnings:
                 warnings.simplefilter("always")
                 pred = model.predict(table, served="none")
         except DataError:
             return None
-        seen = {(w.category, str(w.message)) for w in row_warnings}
-        for w in [w for w in served_warnings if (w.category, str(w.message)) not in seen] + row_warnings:
+        # the rows' warnings are the whole grid's; the served latencies' own (those the probe's rows give only when
+        # served) follow
+        row_only = {(w.category, str(w.message)) for w in probe_row_warnings}
+        for w in row_warnings + [w for w in served_warnings if (w.category, str(w.message)) not in row_only]:
             warnings.warn_explicit(
                 w.message, w.category, w.filename, w.lineno, registry=_SHOWN, source=w.source
             )
@@ -273,6 +283,12 @@ class LazyGrid(dict):
     def lazy(self, quantity: str) -> bool:
         """Whether `quantity` is predicted point by point (`at`)."""
         return quantity in self._columns and not dict.__contains__(self, quantity)
+
+    def __contains__(self, quantity: object) -> bool:
+        return dict.__contains__(self, quantity) or quantity in self._columns
+
+    def get(self, quantity: str, default=None):
+        return self[quantity] if quantity in self else default
 
     def __missing__(self, quantity: str) -> np.ndarray:
         if quantity not in self._columns:

@@ -66,7 +66,7 @@ from slimlib.model.memory import (
 )
 from slimlib.registry.architectures import Architecture
 from slimlib.registry.gpus import GIB, GPU, get_gpu
-from slimlib.registry.param_count import CSA_RATIO, HCA_RATIO, compressor_overlap, mla_params
+from slimlib.registry.param_count import CSA_RATIO, HC_SITES, HCA_RATIO, compressor_overlap, mla_params
 from slimlib.registry.precision import (
     DTYPES,
     FP4_EXPERTS,
@@ -130,9 +130,7 @@ FLASHMLA_MAX_HEADS = 128
 V4_STATE_ELEMENT_BYTES = 4
 
 
-#: DeepSeek-V4's hyper-connection sites per layer (before the attention and before the FFN) and the bytes of one
-#: element of its widened residual stream (vLLM keeps the ``hc_mult`` copies in bf16)
-HC_SITES = 2
+#: the bytes of one element of DeepSeek-V4's widened residual stream (vLLM keeps the ``hc_mult`` copies in bf16)
 HC_ELEMENT_BYTES = 2
 
 

@@ -166,12 +166,20 @@ def v4_indexer_params(d: int, q_lora_rank: int, heads: int, head_dim: int) -> in
     )
 
 
+#: DeepSeek-V4's hyper-connection sites per layer: before the attention and before the FFN
+HC_SITES = 2
+
+
+def hyper_connection_mixing_weights(d: int, mult: int) -> int:
+    """Weights of one layer's hyper-connection mixing projections: ``(2 + n) n x n D`` at each of `HC_SITES`
+    sites, ``n`` = `mult` residual copies of width `d`."""
+    return HC_SITES * (2 + mult) * mult * mult * d
+
+
 def hyper_connection_params(d: int, mult: int) -> int:
-    """Parameters of one layer's hyper-connections (vLLM's ``DeepseekV4DecoderLayer``), before the attention and
-    before the FFN: each a mixing projection ``(2 + n) n x n D`` of the ``n`` = `mult` residual copies, its bias
-    ``(2 + n) n`` and 3 scales."""
-    mix = (2 + mult) * mult
-    return 2 * (mix * mult * d + mix + 3)
+    """Parameters of one layer's hyper-connections (vLLM's ``DeepseekV4DecoderLayer``): the mixing projections
+    (`hyper_connection_mixing_weights`) and, at each site, their bias ``(2 + n) n`` and 3 scales."""
+    return hyper_connection_mixing_weights(d, mult) + HC_SITES * ((2 + mult) * mult + 3)
 
 
 def ffn_params(d: int, width: int, ffn_kind: str = "gated", bias: bool = False) -> int:

@@ -26,8 +26,8 @@ from slimlib.model.serving import block_sparse_index_key_bytes
 from slimlib.registry.gpus import get_gpu
 from slimlib.registry.precision import kv_bytes_per_element
 
-#: smallest cached context scored: the measured grid's first past twice the selection's 2,048 tokens (its contexts
-#: are 2^k - 1, the collector's cached tokens)
+#: smallest cached context scored: the measured grid's first at twice the selection's 2,048 tokens less one (its
+#: contexts are 2^k - 1, the collector's cached tokens)
 MIN_CONTEXT = 4095
 _KEYS = ["gpu", "kv_cache_dtype", "batch_size"]
 

@@ -26,9 +26,10 @@ import pandas as pd
 from slimlib.data import load
 from slimlib.errors import DataError
 from slimlib.experiments.outputs.uncertainty import N_BOOT, ape, bootstrap_mean_ci
-from slimlib.model.serving import HC_SITES, hyper_connection_bytes, serving_config
+from slimlib.model.serving import hyper_connection_bytes, serving_config
 from slimlib.registry.architectures import get_architecture
 from slimlib.registry.gpus import get_gpu
+from slimlib.registry.param_count import HC_SITES, hyper_connection_mixing_weights
 
 #: the measured hidden sizes -> the registry's architecture of that shape
 MODELS = {4096: "deepseek-v4-flash", 7168: "deepseek-v4-pro"}
@@ -55,7 +56,7 @@ def existing_seconds(op: str, hidden_size: int, hc_mult: int, gpu: str, tokens: 
         raise DataError(f"aic-mhc: hidden size {hidden_size} is none of {sorted(MODELS)}")
     a = get_architecture(MODELS[hidden_size])
     hw = get_gpu(gpu)
-    weights = HC_SITES * (2 + hc_mult) * hc_mult * hc_mult * hidden_size
+    weights = hyper_connection_mixing_weights(hidden_size, hc_mult)
     nbytes = weights * serving_config(a, gpu).bytes_per_weight
     return np.asarray(np.maximum(t * 2.0 * weights / hw.peak_flops, nbytes / hw.mem_bw), dtype=float)
 
@@ -72,6 +73,10 @@ def hyper_connection_points(table: pd.DataFrame | None = None) -> pd.DataFrame:
     for (gpu, op, hidden), g in df.groupby(_KEYS, sort=True):
         g = g.sort_values("num_tokens", kind="mergesort")
         hc = g["hc_mult"].to_numpy()
+        if (g["n_sites"] != HC_SITES).any():
+            raise DataError(
+                f"aic-mhc: {gpu} {op} hidden {hidden}: an op timed at other than {HC_SITES} sites"
+            )
         if (hc != hc[0]).any():
             raise DataError(f"aic-mhc: {gpu} {op} hidden {hidden}: more than one hc_mult")
         t = g["num_tokens"].to_numpy(dtype=float)
