@@ -142,7 +142,7 @@ def test_messages_print_plain_numbers_not_numpy_reprs():
         validate_table(df)
     assert (
         str(info.value)
-        == "row 11: field 'throughput_tok_s' is missing or not finite (nan); measure it or remove the row"
+        == "row 11: field 'throughput_tok_s' is missing or not finite (empty or nan); measure it or remove the row"
     )
     with pytest.raises(DataError, match=r"row 10: field 'input_len' is 'abc', not a number"):
         validate_table(df.assign(input_len=["abc", 8]))
