@@ -14,6 +14,7 @@ from config_files import write_config
 from shared_paths import RAW, needs
 
 from slimlib.errors import DataError
+from slimlib.experiments.kernel_timing.linear_check import device_efficiency
 from slimlib.model.features import model_features
 from slimlib.model.serving import serving_config
 from slimlib.model.terms.recommended import attention_bytes
@@ -258,7 +259,7 @@ def test_the_msa_check_is_exact_where_the_module_grows_at_the_terms_speed():
             "system": "h200_sxm", "gpu": "h200-sxm-141gb", "phase": "generation", "kv_cache_dtype": kv,
             "kv_heads": HKV, "head_dim": DH, "index_head_dim": DI, "index_topk": 2048, "batch_size": 64,
             "input_len": 1, "context": ctx,
-            "latency_ms": 0.1 + 1e3 * 64 * (per - per[0]) / (bs.device_efficiency("h200") * get_gpu("h200").mem_bw),
+            "latency_ms": 0.1 + 1e3 * 64 * (per - per[0]) / (device_efficiency("h200") * get_gpu("h200").mem_bw),
         }))  # fmt: skip
     pts = bs.msa_points(pd.concat(rows, ignore_index=True))
     assert pts["role"].tolist()[:5] == ["base", "short", "short", "score", "score"]

@@ -14,6 +14,7 @@ from shared_paths import RAW, needs
 
 from slimlib.advisor.launch import launch_settings
 from slimlib.errors import DataError
+from slimlib.experiments.kernel_timing.linear_check import device_efficiency
 from slimlib.model import equations as eq
 from slimlib.model.features import attention_width, model_features, refuse_unread_layers
 from slimlib.model.serving import serving_config
@@ -345,7 +346,7 @@ def test_the_compressed_check_is_exact_where_the_module_grows_at_the_terms_speed
             584 * np.minimum(ctx / 4, 512) + 132 * ctx / 4 if ratio == 4 else 584 * ctx / 128
         )
         t["latency_ms"] = 0.1 + 1e3 * 32 * (per - per[1]) / (
-            cc.device_efficiency("h200") * get_gpu("h200").mem_bw
+            device_efficiency("h200") * get_gpu("h200").mem_bw
         )
         rows.append(t)
     pts = cc.compressed_points(pd.concat(rows, ignore_index=True))

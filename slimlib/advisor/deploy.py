@@ -21,6 +21,7 @@ candidates of higher throughput, the batch after it, the frontier's points), eac
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -252,6 +253,30 @@ def _at(grid: dict[str, np.ndarray], quantity: str, rows, cols) -> np.ndarray:
 LAZY_FIRST_ROUND = 8
 
 
+def _in_rounds(
+    seqs: list[np.ndarray],
+    done: np.ndarray,
+    evaluate: Callable[[np.ndarray, np.ndarray], None],
+    stop: Callable[[int, np.ndarray], bool],
+) -> None:
+    """Per row ``k`` not `done`, `evaluate` the points of its candidates `seqs[k]` in turn, in rounds of
+    `LAZY_FIRST_ROUND` then four times as many, all rows of a round in one call, until `stop(k, part)` holds for a
+    round's `part` or the candidates run out."""
+    start = np.zeros(len(seqs), dtype=int)
+    size = LAZY_FIRST_ROUND
+    while not done.all():
+        todo = np.flatnonzero(~done)
+        pts = [(k, c) for k in todo for c in seqs[k][start[k] : start[k] + size]]
+        if pts:
+            evaluate(np.array([k for k, _ in pts]), np.array([c for _, c in pts]))
+        for k in todo:
+            part = seqs[k][start[k] : start[k] + size]
+            if stop(int(k), part) or start[k] + size >= seqs[k].size:
+                done[k] = True
+            start[k] += size
+        size *= 4
+
+
 def _lazy_ratio(b, grid: LazyGrid, limits: dict[str, float], epsilon, fits, t1) -> np.ndarray:
     """`capped`'s worst latency over its limit, (R, N), exact wherever `batch_capacity`'s answer and `capped`'s
     binding read it and inf elsewhere, predicting the latencies of the fewest points that decide them: per row,
@@ -280,23 +305,14 @@ def _lazy_ratio(b, grid: LazyGrid, limits: dict[str, float], epsilon, fits, t1) 
 
     orders = [np.flatnonzero(pre[k])[np.argsort(-thr[k, pre[k]], kind="stable")] for k in range(r_n)]
     cap = np.full(r_n, -1)
-    done = np.zeros(r_n, dtype=bool)
-    start = np.zeros(r_n, dtype=int)
-    size = LAZY_FIRST_ROUND
-    while not done.all():  # B_cap: the first of each row's order that meets the limits
-        todo = [k for k in range(r_n) if not done[k]]
-        pts = [(k, c) for k in todo for c in orders[k][start[k] : start[k] + size]]
-        if pts:
-            evaluate(np.array([k for k, _ in pts]), np.array([c for _, c in pts]))
-        for k in todo:
-            part = orders[k][start[k] : start[k] + size]
-            met = part[ratio[k, part] <= 1.0]
-            if met.size:
-                cap[k], done[k] = met[0], True
-            elif start[k] + size >= orders[k].size:
-                done[k] = True
-            start[k] += size
-        size *= 4
+
+    def meets(k: int, part: np.ndarray) -> bool:  # B_cap: the first of row k's order that meets the limits
+        met = part[ratio[k, part] <= 1.0]
+        if met.size:
+            cap[k] = met[0]
+        return bool(met.size)
+
+    _in_rounds(orders, np.zeros(r_n, dtype=bool), evaluate, meets)
     larger = [
         np.array([c for c in orders[k] if c > cap[k] and not known[k, c]], dtype=int) if cap[k] >= 0 else
         np.zeros(0, dtype=int) for k in range(r_n)
@@ -304,19 +320,8 @@ def _lazy_ratio(b, grid: LazyGrid, limits: dict[str, float], epsilon, fits, t1) 
     done = np.array(
         [cap[k] < 0 or (ratio[k, orders[k][orders[k] > cap[k]]] <= 1.0).any() for k in range(r_n)]
     )
-    start[:] = 0
-    size = LAZY_FIRST_ROUND
-    while not done.all():  # a larger feasible batch, if any
-        todo = [k for k in range(r_n) if not done[k]]
-        pts = [(k, c) for k in todo for c in larger[k][start[k] : start[k] + size]]
-        if pts:
-            evaluate(np.array([k for k, _ in pts]), np.array([c for _, c in pts]))
-        for k in todo:
-            part = larger[k][start[k] : start[k] + size]
-            if (ratio[k, part] <= 1.0).any() or start[k] + size >= larger[k].size:
-                done[k] = True
-            start[k] += size
-        size *= 4
+    # a larger feasible batch, if any
+    _in_rounds(larger, done, evaluate, lambda k, part: bool((ratio[k, part] <= 1.0).any()))
     feasible = np.flatnonzero(cap >= 0)
     evaluate(feasible, np.minimum(cap[feasible] + 1, n - 1))  # the binding: the batch after B_cap
     return ratio

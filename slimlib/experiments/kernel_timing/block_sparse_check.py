@@ -19,11 +19,9 @@ import pandas as pd
 
 from slimlib.data import load
 from slimlib.errors import DataError
-from slimlib.experiments.kernel_timing.linear_check import device_efficiency
-from slimlib.experiments.kernel_timing.sparse_check import scored_points
+from slimlib.experiments.kernel_timing.sparse_check import context_growth, scored_points
 from slimlib.experiments.outputs.uncertainty import N_BOOT, bootstrap_mean_ci
 from slimlib.model.serving import block_sparse_index_key_bytes
-from slimlib.registry.gpus import get_gpu
 from slimlib.registry.precision import kv_bytes_per_element
 
 #: smallest cached context scored: the measured grid's first at twice the selection's 2,048 tokens less one (its
@@ -58,13 +56,7 @@ def msa_points(table: pd.DataFrame | None = None, *, min_context: int = MIN_CONT
     for (gpu, _, batch), g in df.groupby(_KEYS, sort=True):
         g = g.sort_values("context", kind="mergesort")
         c = g["context"].to_numpy(dtype=float)
-        nbytes = float(batch) * msa_layer_bytes(g.iloc[0], c)
-        eff = device_efficiency(str(gpu))
-        grown_ms = 1e3 * (nbytes - nbytes[0]) / (eff * get_gpu(str(gpu)).mem_bw)
-        base = float(g["latency_ms"].iloc[0])
-        parts.append(g.assign(efficiency=eff, modelled_growth_ms=grown_ms, measured_growth_ms=g["latency_ms"] - base,
-                              modelled_ms=base + grown_ms,
-                              role=np.where(c == c[0], "base", np.where(c >= min_context, "score", "short"))))  # fmt: skip
+        parts.append(context_growth(g, float(batch) * msa_layer_bytes(g.iloc[0], c), str(gpu), min_context))
     return scored_points(parts)
 
 

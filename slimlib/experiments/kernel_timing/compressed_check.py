@@ -19,12 +19,10 @@ import pandas as pd
 
 from slimlib.data import load
 from slimlib.errors import DataError
-from slimlib.experiments.kernel_timing.linear_check import device_efficiency
-from slimlib.experiments.kernel_timing.sparse_check import scored_points
+from slimlib.experiments.kernel_timing.sparse_check import context_growth, scored_points
 from slimlib.experiments.outputs.uncertainty import N_BOOT, bootstrap_mean_ci
 from slimlib.model.serving import V4_ENTRY_BYTES, indexer_key_bytes, serving_config
 from slimlib.registry.architectures import get_architecture
-from slimlib.registry.gpus import get_gpu
 from slimlib.registry.param_count import CSA_RATIO, HCA_RATIO
 
 #: the measured modules' models (AIConfigurator's ids) -> the registry's architecture of their shapes
@@ -71,13 +69,11 @@ def compressed_points(
     for (gpu, model, ratio, batch), g in df.groupby(_KEYS, sort=True):
         g = g.sort_values("context", kind="mergesort")
         c = g["context"].to_numpy(dtype=float)
-        nbytes = float(batch) * layer_bytes(str(model), int(ratio), str(gpu), c)
-        eff = device_efficiency(str(gpu))
-        grown_ms = 1e3 * (nbytes - nbytes[0]) / (eff * get_gpu(str(gpu)).mem_bw)
-        base = float(g["latency_ms"].iloc[0])
-        parts.append(g.assign(efficiency=eff, modelled_growth_ms=grown_ms, measured_growth_ms=g["latency_ms"] - base,
-                              modelled_ms=base + grown_ms,
-                              role=np.where(c == c[0], "base", np.where(c >= min_context, "score", "short"))))  # fmt: skip
+        parts.append(
+            context_growth(
+                g, float(batch) * layer_bytes(str(model), int(ratio), str(gpu), c), str(gpu), min_context
+            )
+        )
     return scored_points(parts)
 
 

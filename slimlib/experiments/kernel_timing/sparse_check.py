@@ -55,13 +55,24 @@ def dsa_points(dsa: pd.DataFrame | None = None, *, min_context: int = MIN_CONTEX
         c = g["context"].to_numpy(dtype=float)
         b = g["batch_size"].to_numpy(dtype=float)
         nbytes = b * (latent * np.minimum(c, k) + key * c)
-        eff = device_efficiency(str(gpu))
-        grown_ms = 1e3 * (nbytes - nbytes[0]) / (eff * get_gpu(str(gpu)).mem_bw)
-        base = float(g["latency_ms"].iloc[0])
-        parts.append(g.assign(efficiency=eff, topk=k, modelled_growth_ms=grown_ms,
-                              measured_growth_ms=g["latency_ms"] - base, modelled_ms=base + grown_ms,
-                              role=np.where(c == c[0], "base", np.where(c >= min_context, "score", "short"))))  # fmt: skip
+        parts.append(context_growth(g, nbytes, str(gpu), min_context, topk=k))
     return scored_points(parts)
+
+
+def context_growth(
+    g: pd.DataFrame, nbytes: np.ndarray, gpu: str, min_context: int, **extra: object
+) -> pd.DataFrame:
+    """One measured curve `g` (sorted by context) with `extra` columns and the term's growth: the bytes `nbytes` its
+    decode step reads beyond the smallest context, over `gpu`'s decode-attention bandwidth, added to that context's
+    measured time (``modelled_ms``); the measured growth; role 'base' at the smallest context, 'score' from
+    `min_context`, else 'short'."""
+    c = g["context"].to_numpy(dtype=float)
+    eff = device_efficiency(gpu)
+    grown_ms = 1e3 * (nbytes - nbytes[0]) / (eff * get_gpu(gpu).mem_bw)
+    base = float(g["latency_ms"].iloc[0])
+    return g.assign(efficiency=eff, **extra, modelled_growth_ms=grown_ms, measured_growth_ms=g["latency_ms"] - base,
+                    modelled_ms=base + grown_ms,
+                    role=np.where(c == c[0], "base", np.where(c >= min_context, "score", "short")))  # fmt: skip
 
 
 def scored_points(parts: list[pd.DataFrame]) -> pd.DataFrame:
