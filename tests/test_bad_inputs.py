@@ -1547,22 +1547,9 @@ def test_file_modes_are_one_line_and_destroy_nothing():
                 r"old.json",
             ),
             "advise --frontier in a read-only folder": (
-                [
-                    "advise",
-                    params,
-                    "--model",
-                    "opt-125m",
-                    "--input-len",
-                    100,
-                    "--output-len",
-                    100,
-                    "--gpus",
-                    1,
-                    "--frontier",
-                    ro / "f.csv",
-                ],
+                _advise(t, "--gpus", 1, "--frontier", ro / "f.csv"),
                 r"ro/f.csv",
-            ),  # fmt: skip
+            ),
             "plan --out in a read-only folder": (
                 ["plan", "--model", "opt-125m", "--gpu", GPU, "--out", ro / "plan"],
                 r"ro/plan",

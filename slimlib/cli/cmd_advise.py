@@ -374,9 +374,8 @@ def _cmd_advise(args: argparse.Namespace) -> int:
     slo = "none" if not np.isfinite(s["slo_s"]) else f"{s['slo_s']:.4g} s"
     print(f"{arch.name} on {hw.name}, IL={s['input_len']:g}, OL={s['output_len']:g}, SLO {slo}, "
           f"epsilon {s['epsilon']:g}")  # fmt: skip
-    if (
-        settings is None
-    ):  # not feasible: the curve still shows why, and the exit status says no batch size fits
+    # not feasible: the curve still shows why, and the exit status says no batch size fits
+    if settings is None:
         print(s["reason"])
         if curve_path is not None:
             print(f"wrote the predicted curve ({len(adv.curve)} batch sizes, none feasible) to {curve_path}")

@@ -844,7 +844,7 @@ def get_architecture(name_or_path: str | os.PathLike[str] | Architecture) -> Arc
         local = p.is_file() or (p.is_dir() and (p / "config.json").is_file())
     except OSError:  # a name no file system takes (too long, ...): a registry name or nothing
         local = False
-    arch = _INDEX.get(_normalize(text))
+    arch = registry_architecture(text)
     if local:
         if arch is not None and not _looks_like_path(text):
             warnings.warn(
