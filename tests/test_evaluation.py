@@ -88,11 +88,9 @@ def test_cli_writes_the_long_table(tmp_path, capsys):
 )
 def test_notebook_06_runs_in_quick_mode(tmp_path):
     pytest.importorskip("papermill")
-    from slimlib.experiments.outputs.runner import run_notebooks
+    from reproduced import notebook_outputs
 
-    figures = tmp_path / "figures"
-    run_notebooks(ROOT / "notebooks", build_dir=tmp_path / "build", figures_dir=figures, only=["06"],
-                  parameters={"quick": True}, progress=False)  # fmt: skip
+    figures = notebook_outputs(tmp_path)("06")
     for name in ("table02_mape.csv", "table02_mape.md", "table02_mape.tex", "eval_parity.png",
                  "eval_parity.pdf", "eval_curves.png", "eval_slim_params.csv"):  # fmt: skip
         assert (figures / name).is_file() and (figures / name).stat().st_size > 0, name

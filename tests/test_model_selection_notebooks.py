@@ -38,8 +38,11 @@ def test_a_notebook_starts_after_the_ones_it_reads():
 
 def test_notebooks_13_and_14_run_in_quick_mode_and_14_reads_13s_fits(tmp_path):
     pytest.importorskip("papermill")
+    from reproduced import skip_if_reproduced
+
     from slimlib.experiments.outputs.runner import run_notebooks
 
+    skip_if_reproduced("notebooks 13 and 14 in quick mode, 14 reading 13's cached fits")
     figures, cache = tmp_path / "figures", tmp_path / "cache"
     shipped = SHIPPED_PATH.read_bytes()
     records = run_notebooks(ROOT / "notebooks", build_dir=tmp_path / "build", figures_dir=figures,

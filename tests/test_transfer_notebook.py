@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pandas as pd
 import pytest
 
 pytest.importorskip("papermill")
 
-from slimlib.experiments.outputs.runner import run_notebooks  # noqa: E402
+from reproduced import notebook_outputs  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
 EXPECTED = [
     "transfer_mi250_evidence.csv",
     "transfer_context_mape.csv",
@@ -29,9 +26,7 @@ EXPECTED = [
 
 
 def test_notebook_10_runs_and_writes_its_outputs(tmp_path):
-    figures = tmp_path / "figures"
-    run_notebooks(ROOT / "notebooks", build_dir=tmp_path / "build", figures_dir=figures, only=["10"],
-                  parameters={"quick": True}, progress=False)  # fmt: skip
+    figures = notebook_outputs(tmp_path)("10")
     for name in EXPECTED:
         assert (figures / name).is_file() and (figures / name).stat().st_size > 0, name
     ctx = pd.read_csv(figures / "transfer_context_mape.csv")
