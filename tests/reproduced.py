@@ -22,20 +22,20 @@ ROOT = Path(__file__).resolve().parents[1]
 ENV = "SLIM_REPRODUCED_TREE"
 
 
-def _git(*args: str) -> str:
-    return subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True, check=True).stdout
+def _git(root: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, check=True).stdout
 
 
 @functools.cache
-def reproduced_tree() -> str | None:
-    """The tree named by ``SLIM_REPRODUCED_TREE`` where the checkout is that tree with nothing changed or added;
-    None otherwise (the variable unset, another tree, or a change since)."""
-    want = os.environ.get(ENV, "").strip()
+def reproduced_tree(root: Path = ROOT, want: str | None = None) -> str | None:
+    """The tree named by `want` (default ``SLIM_REPRODUCED_TREE``) where the checkout `root` is that tree with
+    nothing changed or added; None otherwise (no tree named, another tree, or a change since)."""
+    want = (os.environ.get(ENV, "") if want is None else want).strip()
     if not want:
         return None
     try:
-        same = _git("rev-parse", "HEAD^{tree}").strip() == want
-        clean = not _git("status", "--porcelain", "--untracked-files=all").strip()
+        same = _git(root, "rev-parse", "HEAD^{tree}").strip() == want
+        clean = not _git(root, "status", "--porcelain", "--untracked-files=all").strip()
     except (OSError, subprocess.CalledProcessError):
         return None
     return want if same and clean else None
