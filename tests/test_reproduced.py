@@ -8,7 +8,9 @@ from reproduced import reproduced_tree
 
 
 def _git(root, *args):
-    return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, check=True).stdout.strip()
+    return subprocess.run(
+        ["git", "-C", str(root), *args], capture_output=True, text=True, check=True
+    ).stdout.strip()
 
 
 def test_only_the_reproduced_tree_unchanged_counts(tmp_path):

@@ -58,7 +58,7 @@ def test_ci_reproduces_into_figures_and_fails_on_stale_outputs():
     assert re.search(r'if \[ -n "\$stale" \]; then.*?exit 1', text, flags=re.S)
 
 
-def _ci_sandbox(tmp_path: Path, reproduce_body: str) -> Path:
+def _ci_sandbox(tmp_path: Path, reproduce_body: str, test_body: str = "echo TESTS-RAN\n") -> Path:
     """A git repository holding the real .ci/run, stub scripts and one committed figure."""
     import subprocess
 
@@ -69,7 +69,7 @@ def _ci_sandbox(tmp_path: Path, reproduce_body: str) -> Path:
     (repo / ".ci" / "run").write_text((ROOT / ".ci" / "run").read_text())
     for stub in ("_setup.sh", "test_peers.sh", "engine_env.sh", "torch_cpu.sh"):
         (repo / "scripts" / stub).write_text("true\n")
-    (repo / "scripts" / "test.sh").write_text("echo TESTS-RAN\n")
+    (repo / "scripts" / "test.sh").write_text(test_body)
     (repo / "scripts" / "test_engine.sh").write_text("true\n")
     (repo / "scripts" / "reproduce.sh").write_text(reproduce_body)
     (repo / "figures" / "t.csv").write_text("a\n1\n")
@@ -97,3 +97,23 @@ def test_ci_run_fails_listing_changed_and_new_outputs(tmp_path):
     bad = subprocess.run(["bash", str(stale / ".ci" / "run")], capture_output=True, text=True, env=_no_ci())
     assert bad.returncode == 1 and "TESTS-RAN" not in bad.stdout
     assert "figures/t.csv" in bad.stderr and "figures/u.md" in bad.stderr
+
+
+def test_ci_run_names_the_tree_it_reproduced_only_while_the_checkout_is_that_tree(tmp_path):
+    import subprocess
+
+    def tree_seen(repo: Path) -> str:
+        out = subprocess.run(
+            ["bash", str(repo / ".ci" / "run")], capture_output=True, text=True, env=_no_ci()
+        )
+        assert out.returncode == 0, out.stderr
+        return out.stdout.split("TESTS-RAN tree=")[1].split()[0]
+
+    show = 'echo "TESTS-RAN tree=${SLIM_REPRODUCED_TREE:-none}"\n'
+    clean = _ci_sandbox(tmp_path / "a", "printf 'a\\n1\\n' > figures/t.csv\n", show)
+    head = subprocess.run(["git", "-C", str(clean), "rev-parse", "HEAD^{tree}"], capture_output=True, text=True,
+                          check=True).stdout.strip()  # fmt: skip
+    assert tree_seen(clean) == head
+    # a file the reproduction left outside figures/: not stale, but not the committed tree: the notebooks run again
+    stray = _ci_sandbox(tmp_path / "b", "printf 'a\\n1\\n' > figures/t.csv\necho x > stray.txt\n", show)
+    assert tree_seen(stray) == "none"
