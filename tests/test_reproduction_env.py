@@ -67,7 +67,7 @@ def _ci_sandbox(tmp_path: Path, reproduce_body: str, test_body: str = "echo TEST
     (repo / "scripts").mkdir()
     (repo / "figures").mkdir()
     (repo / ".ci" / "run").write_text((ROOT / ".ci" / "run").read_text())
-    for stub in ("_setup.sh", "test_peers.sh", "engine_env.sh", "torch_cpu.sh"):
+    for stub in ("_setup.sh", "test_peers.sh", "engine_env.sh", "torch_cpu.sh", "types.sh"):
         (repo / "scripts" / stub).write_text("true\n")
     (repo / "scripts" / "test.sh").write_text(test_body)
     (repo / "scripts" / "test_engine.sh").write_text("true\n")
@@ -102,10 +102,11 @@ def test_ci_run_fails_listing_changed_and_new_outputs(tmp_path):
 def test_ci_run_names_the_tree_it_reproduced_only_while_the_checkout_is_that_tree(tmp_path):
     import subprocess
 
-    def tree_seen(repo: Path) -> str:
-        out = subprocess.run(
-            ["bash", str(repo / ".ci" / "run")], capture_output=True, text=True, env=_no_ci()
-        )
+    def tree_seen(repo: Path, inherited: str = "") -> str:
+        env = {k: v for k, v in _no_ci().items() if k != "SLIM_REPRODUCED_TREE"}
+        if inherited:
+            env["SLIM_REPRODUCED_TREE"] = inherited
+        out = subprocess.run(["bash", str(repo / ".ci" / "run")], capture_output=True, text=True, env=env)
         assert out.returncode == 0, out.stderr
         return out.stdout.split("TESTS-RAN tree=")[1].split()[0]
 
@@ -114,6 +115,8 @@ def test_ci_run_names_the_tree_it_reproduced_only_while_the_checkout_is_that_tre
     head = subprocess.run(["git", "-C", str(clean), "rev-parse", "HEAD^{tree}"], capture_output=True, text=True,
                           check=True).stdout.strip()  # fmt: skip
     assert tree_seen(clean) == head
-    # a file the reproduction left outside figures/: not stale, but not the committed tree: the notebooks run again
+    # a file the reproduction left outside figures/: not stale, but not the committed tree: the notebooks run again,
+    # whatever tree the caller's environment names
     stray = _ci_sandbox(tmp_path / "b", "printf 'a\\n1\\n' > figures/t.csv\necho x > stray.txt\n", show)
     assert tree_seen(stray) == "none"
+    assert tree_seen(stray, inherited=head) == "none"
