@@ -35,7 +35,7 @@ runs = pd.read_csv(f"{work}/camp/runs.csv")
 ing = pd.read_csv(f"{work}/ingested.csv")
 side = pd.read_csv(f"{work}/camp/results/slim-runs.csv")
 # the ingest keeps every run but those it names as excluded by a physical check (on a busy or small host a
-# one-second run may be: outside load, or all its tokens streamed in one chunk)
+# one-second run may be: outside load); a run whose tokens streamed in one chunk is kept, untimed
 log = open(f"{work}/ingest.log").read()
 excluded = sorted(int(b) for b in re.findall(r"EXCLUDED opt-1.3b-s8_b(\d+)_il64_ol32.json: \w+: ", log))
 kept = sorted(ing["batch_size"])

@@ -221,3 +221,22 @@ def test_repeats_of_one_configuration_become_their_median(tmp_path):
     assert row["throughput_tok_s"] == pytest.approx(both["throughput_tok_s"].median())
     assert row["e2e_s"] == pytest.approx(both["e2e_s"].median()) and row["source_file"] == f"{a};{b}"
     assert any(line.startswith("repeats: 2 runs of model=opt-13b-s8") for line in got.report)
+
+
+def test_ingest_keeps_a_bunched_run_and_labels_it_untimed_not_excluded(tmp_path):
+    other = "opt-13b-s8_b4_il128_ol256.json"  # another real run, its tokens made to arrive in one chunk
+    folder = _folder(tmp_path, {})
+    doc = json.loads((RESULTS / other).read_text())
+    gap = doc["mean_itl_ms"] * 1e-3
+    doc.update({"median_itl_ms": gap, "p50_itl_ms": gap})
+    (folder / other).write_text(json.dumps(doc))
+    side = pd.read_csv(RESULTS / "slim-runs.csv")
+    pd.concat([pd.read_csv(folder / "slim-runs.csv"), side[side["file"] == other]]).to_csv(
+        folder / "slim-runs.csv", index=False
+    )
+    got = collect([folder])
+    assert sorted(got.table["source_file"]) == sorted([GOOD, other])
+    assert got.table.loc[got.table["source_file"] == other, "mean_ttft_ms"].isna().all()
+    text = got.report_text()
+    assert f"UNTIMED {other}: token_bunching: median token gap" in text
+    assert f"EXCLUDED {other}" not in text and f"EXCLUDED {ZERO_TPOT}: tpot_weight_read" in text

@@ -15,7 +15,7 @@ import pandas as pd
 
 from slimlib.data.physical_checks import TIMING_CHECKS, TIMING_COLUMNS
 
-__all__ = ["MEDIANS_TABLE", "MEDIAN_SCHEMA", "MEDIAN_KEYS", "MEDIAN_METRICS", "median_table"]
+__all__ = ["MEDIANS_TABLE", "MEDIAN_SCHEMA", "MEDIAN_KEYS", "MEDIAN_METRICS", "median_table", "passing_runs"]
 
 MEDIANS_TABLE = "engine-cpu-medians"
 _S, _I, _F = "string", "Int64", "float64"
@@ -59,23 +59,28 @@ MEDIAN_SCHEMA: dict[str, tuple[str, str]] = {
 }
 
 
+def passing_runs(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.Series]:
+    """(the runs of a runs table that pass its physical checks, with the per-token latencies of those failing only
+    a timing check voided; a mask of the runs left out). The medians are taken over these."""
+    failed = runs["checks_failed"].fillna("").astype(str).str.split(";")
+    timing = failed.map(lambda cs: any(c in TIMING_CHECKS for c in cs))
+    bad = failed.map(lambda cs: any(c and c not in TIMING_CHECKS for c in cs))
+    ok = runs[~bad].copy()
+    timed = [m for m in TIMING_COLUMNS if m in ok.columns]
+    ok.loc[timing[~bad].to_numpy(), timed] = float("nan")
+    return ok, bad
+
+
 def median_table(runs: pd.DataFrame) -> pd.DataFrame:
     """The medians table (columns `MEDIAN_SCHEMA`) of a runs table with ``checks_failed`` (sorted by model, IL,
     OL, B)."""
     keys = list(MEDIAN_KEYS)
     absent = [c for c in (*keys, *MEDIAN_METRICS) if c not in runs.columns]  # a campaign before those columns
     runs = runs.assign(**{c: float("nan") for c in absent})
-    failed = runs["checks_failed"].fillna("").astype(str).str.split(";")
-    timing = failed.map(lambda cs: any(c in TIMING_CHECKS for c in cs))
-    bad = failed.map(lambda cs: any(c and c not in TIMING_CHECKS for c in cs))
+    ok, bad = passing_runs(runs)
     n_excluded = runs[bad].groupby(keys, sort=False, dropna=False).size()
-    ok = runs[~bad].copy()
     if ok.empty:
         return pd.DataFrame(columns=list(MEDIAN_SCHEMA))
-    timed = [m for m in MEDIAN_METRICS if m in TIMING_COLUMNS]
-    ok.loc[timing[~bad].to_numpy(), timed] = float(
-        "nan"
-    )  # a timing check voids the run's per-token latencies
     g = ok.groupby(keys, sort=False, dropna=False)
     metrics = list(MEDIAN_METRICS)
     med = g[metrics].median()
