@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from slimlib.data import load
-from slimlib.data.engine_medians import passing_runs
+from slimlib.data.engine_medians import runs_for_medians
 
 KEYS = ["model", "batch_size", "input_len", "output_len"]
 QUANTITIES = ("throughput_tok_s", "mean_ttft_ms", "mean_tpot_ms", "p90_ttft_ms", "p90_tpot_ms")
@@ -45,7 +45,7 @@ def median_noise(runs: pd.DataFrame, quantity: str, draws: int = 1000, seed: int
 
 def main() -> None:
     for table in ("engine-cpu-runs", "engine-cpu-amx-runs"):
-        runs, left_out = passing_runs(load(table))
+        runs, left_out = runs_for_medians(load(table))
         print(
             f"{table}: {len(runs)} runs passing the physical checks ({int(left_out.sum())} left out; a timing "
             "check voids a run's per-token latencies), as the medians take them"

@@ -12,8 +12,7 @@ fi
 echo "lint: ruff check + ruff format --check; types: mypy slimlib" >&2
 ruff check .
 ruff format --check .
-# .ci/run checks the types beside its reproduction and says so here
-if [ "${SLIM_TYPES_CHECKED:-}" = 1 ]; then echo "types: checked earlier in this run (SLIM_TYPES_CHECKED=1)" >&2; else mypy slimlib; fi
+mypy slimlib
 # Two workers (pytest-xdist, the dev extra): the suite takes about half the time on a 2-core machine.
 # SLIM_TEST_WORKERS=0 runs it in one process.
 python -m pytest -n "${SLIM_TEST_WORKERS:-2}" "$@"

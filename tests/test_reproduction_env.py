@@ -67,7 +67,7 @@ def _ci_sandbox(tmp_path: Path, reproduce_body: str, test_body: str = "echo TEST
     (repo / "scripts").mkdir()
     (repo / "figures").mkdir()
     (repo / ".ci" / "run").write_text((ROOT / ".ci" / "run").read_text())
-    for stub in ("_setup.sh", "test_peers.sh", "engine_env.sh", "torch_cpu.sh", "types.sh"):
+    for stub in ("_setup.sh", "test_peers.sh", "engine_env.sh", "torch_cpu.sh"):
         (repo / "scripts" / stub).write_text("true\n")
     (repo / "scripts" / "test.sh").write_text(test_body)
     (repo / "scripts" / "test_engine.sh").write_text("true\n")

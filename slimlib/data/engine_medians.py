@@ -15,7 +15,14 @@ import pandas as pd
 
 from slimlib.data.physical_checks import TIMING_CHECKS, TIMING_COLUMNS
 
-__all__ = ["MEDIANS_TABLE", "MEDIAN_SCHEMA", "MEDIAN_KEYS", "MEDIAN_METRICS", "median_table", "passing_runs"]
+__all__ = [
+    "MEDIANS_TABLE",
+    "MEDIAN_SCHEMA",
+    "MEDIAN_KEYS",
+    "MEDIAN_METRICS",
+    "median_table",
+    "runs_for_medians",
+]
 
 MEDIANS_TABLE = "engine-cpu-medians"
 _S, _I, _F = "string", "Int64", "float64"
@@ -59,7 +66,7 @@ MEDIAN_SCHEMA: dict[str, tuple[str, str]] = {
 }
 
 
-def passing_runs(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.Series]:
+def runs_for_medians(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.Series]:
     """(the runs of a runs table that pass its physical checks, with the per-token latencies of those failing only
     a timing check voided; a mask of the runs left out). The medians are taken over these."""
     failed = runs["checks_failed"].fillna("").astype(str).str.split(";")
@@ -77,7 +84,7 @@ def median_table(runs: pd.DataFrame) -> pd.DataFrame:
     keys = list(MEDIAN_KEYS)
     absent = [c for c in (*keys, *MEDIAN_METRICS) if c not in runs.columns]  # a campaign before those columns
     runs = runs.assign(**{c: float("nan") for c in absent})
-    ok, bad = passing_runs(runs)
+    ok, bad = runs_for_medians(runs)
     n_excluded = runs[bad].groupby(keys, sort=False, dropna=False).size()
     if ok.empty:
         return pd.DataFrame(columns=list(MEDIAN_SCHEMA))
