@@ -129,3 +129,39 @@ def test_the_cli_writes_the_folder_and_prints_the_registry_field_it_gives(tmp_pa
     assert "2 rows; causal / unmasked time 0.50-0.50; causal attention 536.9 GFLOP/s" in printed
     assert "registry field: prefill_attention_flops = 5.369e+11" in printed
     assert len(read_prefill_attention(out)) == 2
+
+
+def test_the_amx_hosts_table_is_physical_and_gives_its_registry_rate():
+    table = read_prefill_attention(COMMITTED.parent / "engine-cpu-amx-attention")
+    amx = get_gpu("cpu-amx")
+    assert set(table["threads"]) == {1} and set(table["isa"]) == {"amx"}
+    share = causal_share(table)
+    assert share[table["input_len"] >= 512].between(0.35, 0.65).all()  # the masked half skipped
+    rate = causal_flops(table) / table["best_causal_s"]
+    assert (rate < amx.decode_gemm_flops).all()  # below the same thread's AMX GEMMs
+    assert amx.prefill_attention_flops == pytest.approx(prefill_attention_flops(table), rel=5e-4)
+    # AMX attention: 7.7x the other host's kernel, which has no AMX path
+    assert amx.prefill_attention_flops / get_gpu("cpu").prefill_attention_flops == pytest.approx(7.7, abs=0.1)
+
+
+def test_the_benchmark_asks_for_the_amx_tile_state_before_timing(monkeypatch):
+    """The attention kernel's AMX path needs the tile state the engine's first GEMM asks Linux for."""
+    import ctypes
+
+    from slimlib.kit import prefill_attention_bench as bench
+
+    calls = []
+
+    class Libc:
+        def syscall(self, *args):
+            calls.append(args)
+            return 0
+
+    monkeypatch.setattr(ctypes, "CDLL", lambda name: Libc())
+    monkeypatch.setattr("platform.system", lambda: "Linux")
+    monkeypatch.setattr("platform.machine", lambda: "x86_64")
+    bench.allow_amx_tiles()
+    assert calls == [(158, 0x1023, 18)]
+    monkeypatch.setattr("platform.machine", lambda: "aarch64")
+    bench.allow_amx_tiles()
+    assert len(calls) == 1

@@ -84,9 +84,25 @@ def _time_model(model: str, config: dict[str, Any], lengths: list[int], repeats:
     return out
 
 
+#: Linux x86-64: the ``arch_prctl`` system call, its request for an extended state component, AMX's tile data
+ARCH_PRCTL, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA = 158, 0x1023, 18
+
+
+def allow_amx_tiles() -> None:
+    """Ask Linux for the AMX tile state, as oneDNN does before its first AMX kernel. In the engine a GEMM has asked
+    before the attention runs; called alone, the attention kernel's AMX path stops with an illegal instruction. A
+    machine without AMX refuses the request, and the backend then picks another ISA."""
+    import ctypes
+    import platform
+
+    if platform.system() == "Linux" and platform.machine() == "x86_64":
+        ctypes.CDLL(None).syscall(ARCH_PRCTL, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)
+
+
 def main(argv: list[str]) -> int:
     import torch
 
+    allow_amx_tiles()
     spec = json.loads(open(argv[1], encoding="utf-8").read())
     torch.manual_seed(0)
     torch.set_num_threads(int(spec["threads"]))

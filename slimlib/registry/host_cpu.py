@@ -70,9 +70,7 @@ HOST_CPU: dict[str, Any] = {
 }
 
 #: the Intel Xeon host with AMX (2 cores) the served-latency campaign ran on: another device under vLLM's CPU build,
-#: its peaks from its own micro-benchmark and decode-GEMM timing (no measured prefill-attention rate: vLLM's CPU
-#: attention kernel stops with an illegal instruction there when called alone, so the prompt's attention runs at
-#: ``eta_c`` as on GPUs)
+#: its peaks from its own micro-benchmark, decode-GEMM and prefill-attention timings
 HOST_CPU_AMX: dict[str, Any] = {
     "name": "cpu-amx",
     "label": "host CPU (AMX)",
@@ -95,6 +93,14 @@ HOST_CPU_AMX: dict[str, Any] = {
         (64, 1.62238e-10),
         (128, 2.74290e-10),
         (256, 4.58415e-10),
+    ),
+    "prefill_attention_flops": 592.1e9,
+    "prefill_attention_source": (
+        "data/engine-cpu-amx-attention (slim bench attention, 2026-12-07): vLLM's CPU attention kernel "
+        "(cpu_attention_with_kv_cache, its AMX path) on one causal prompt, one thread as the engine's worker runs; "
+        "median over the 6 campaign models at IL = 4096 of 2 IL^2 D / time "
+        "(slimlib.data.prefill_attention.prefill_attention_flops); the causal call takes 0.40-0.59 of the unmasked "
+        "one's time from IL = 512: the kernel skips the masked half"
     ),
     "aliases": ("host-cpu-amx",),
     "source": (
