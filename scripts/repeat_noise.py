@@ -2,7 +2,9 @@
 over runs of ``|x / median(other repeats) - 1|``, for configurations with three or more passing repeats; and the
 noise of the median the fit tables hold (the median of a configuration's R repeats drawn again, with replacement,
 against the median of all of them, averaged over configurations: ``median of R``). A model scored on these runs
-cannot be expected to do better than the noise it is scored against.
+cannot be expected to do better than the noise it is scored against. The runs are those the medians take
+(`slimlib.data.engine_medians.runs_for_medians`: a bunched run keeps its throughput); the committed noise-floor
+table (`engine_noise_floor`, notebook 11) leaves bunched runs out entirely, so its throughput figures differ.
 
     python scripts/repeat_noise.py
 """

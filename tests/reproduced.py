@@ -29,7 +29,8 @@ def _git(root: Path, *args: str) -> str:
 @functools.cache
 def reproduced_tree(root: Path = ROOT, want: str | None = None) -> str | None:
     """The tree named by `want` (default ``SLIM_REPRODUCED_TREE``) where the checkout `root` is that tree with
-    nothing changed or added; None otherwise (no tree named, another tree, or a change since)."""
+    nothing changed or added; None otherwise (no tree named, another tree, or a change since). Cached: read once
+    per process."""
     want = (os.environ.get(ENV, "") if want is None else want).strip()
     if not want:
         return None

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from slimlib.data.engine_medians import MEDIAN_SCHEMA, median_table
+from slimlib.data.engine_medians import MEDIAN_SCHEMA, median_table, runs_for_medians
 from slimlib.errors import DataError
 from slimlib.experiments.engine_study import engine_eval as E
 from slimlib.experiments.engine_study.noise_floor import noise_floor
@@ -50,6 +50,18 @@ def test_a_run_whose_tokens_bunched_counts_for_throughput_not_for_latencies():
     assert (
         one["mean_ttft_ms"] == 1100.0 and one["mean_ttft_ms_max"] == 1200.0
     )  # the third run's 1400 left out
+
+
+def test_the_runs_the_medians_take_keep_a_bunched_runs_throughput_and_void_all_its_latencies():
+    runs = _runs({1: [100.0, 120.0, 140.0]}, failing={1: {0}})
+    runs["p50_ttft_ms"] = runs["p99_ttft_ms"] = 5.0
+    runs.loc[2, "checks_failed"] = "token_bunching"
+    ok, left_out = runs_for_medians(runs)
+    assert list(left_out) == [True, False, False] and list(ok["repeat"]) == [1, 2]
+    bunched = ok[ok["repeat"] == 2].iloc[0]
+    assert bunched["throughput_tok_s"] == 140.0 and bunched["e2e_s"] == pytest.approx(1 / 140)
+    assert bunched[["mean_ttft_ms", "mean_tpot_ms", "mean_itl_ms", "p50_ttft_ms", "p99_ttft_ms"]].isna().all()
+    assert ok[ok["repeat"] == 1].iloc[0]["p99_ttft_ms"] == 5.0
 
 
 def test_single_run_floor_is_the_mean_relative_deviation_from_the_median():

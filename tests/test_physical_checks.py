@@ -240,3 +240,18 @@ def test_ingest_keeps_a_bunched_run_and_labels_it_untimed_not_excluded(tmp_path)
     text = got.report_text()
     assert f"UNTIMED {other}: token_bunching: median token gap" in text
     assert f"EXCLUDED {other}" not in text and f"EXCLUDED {ZERO_TPOT}: tpot_weight_read" in text
+
+
+def test_a_run_failing_a_timing_check_and_another_is_labelled_excluded(tmp_path):
+    folder = _folder(tmp_path, {})
+    doc = json.loads((folder / ZERO_TPOT).read_text())
+    gap = doc["mean_itl_ms"] * 1e-3  # its tokens bunched too: it is still left out, for its TPOT
+    doc.update({"median_itl_ms": gap, "p50_itl_ms": gap})
+    (folder / ZERO_TPOT).write_text(json.dumps(doc))
+    got = collect([folder])
+    text = got.report_text()
+    assert list(got.table["source_file"]) == [GOOD]
+    assert (
+        f"EXCLUDED {ZERO_TPOT}: token_bunching" in text and f"EXCLUDED {ZERO_TPOT}: tpot_weight_read" in text
+    )
+    assert "UNTIMED" not in text

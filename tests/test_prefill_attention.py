@@ -154,10 +154,10 @@ def test_the_benchmark_asks_for_the_amx_tile_state_before_timing(monkeypatch):
 
     class Libc:
         def syscall(self, *args):
-            calls.append(args)
+            calls.append(tuple(a.value for a in args))
             return 0
 
-    monkeypatch.setattr(ctypes, "CDLL", lambda name: Libc())
+    monkeypatch.setattr(ctypes, "CDLL", lambda name, use_errno=False: Libc())
     monkeypatch.setattr("platform.system", lambda: "Linux")
     monkeypatch.setattr("platform.machine", lambda: "x86_64")
     bench.allow_amx_tiles()

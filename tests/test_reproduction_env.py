@@ -120,3 +120,6 @@ def test_ci_run_names_the_tree_it_reproduced_only_while_the_checkout_is_that_tre
     stray = _ci_sandbox(tmp_path / "b", "printf 'a\\n1\\n' > figures/t.csv\necho x > stray.txt\n", show)
     assert tree_seen(stray) == "none"
     assert tree_seen(stray, inherited=head) == "none"
+    # an output the reproduction did not write (a notebook that stopped writing it): the notebooks run again
+    unwritten = _ci_sandbox(tmp_path / "c", "true\n", show)
+    assert tree_seen(unwritten) == "none"

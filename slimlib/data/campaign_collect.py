@@ -22,7 +22,7 @@ import pandas as pd
 
 from slimlib.batchjobs import TASK_COLUMNS, TASKS_NAME, parse_status_line, task_log, task_status
 from slimlib.data.ingest import COLUMNS, OPTIONAL_FIELDS, RUN_OPTION_FIELDS, checked, ingest, ingest_files
-from slimlib.data.physical_checks import EXCLUSION_COLUMNS, TIMING_CHECKS, count_lines
+from slimlib.data.physical_checks import EXCLUSION_COLUMNS, count_lines
 from slimlib.errors import DataError
 from slimlib.model.validity import CANONICAL
 
@@ -131,8 +131,9 @@ def collect(
     table, got = checked(table) if n_read else (table, None)
     if got is not None:
         out.excluded = got.exclusions
-        out.report.extend(  # a run failing only a timing check is kept without its per-token latencies
-            f"  {'UNTIMED' if r.check in TIMING_CHECKS else 'EXCLUDED'} {r.source_file}: {r.check}: {r.reason}"
+        untimed = got.untimed()  # kept without their per-token latencies: a timing check and no other failed
+        out.report.extend(
+            f"  {'UNTIMED' if r.source_file in untimed else 'EXCLUDED'} {r.source_file}: {r.check}: {r.reason}"
             for r in got.exclusions.itertuples()
         )
         out.report.extend(count_lines(got, n_read))

@@ -91,12 +91,19 @@ ARCH_PRCTL, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA = 158, 0x1023, 18
 def allow_amx_tiles() -> None:
     """Ask Linux for the AMX tile state, as oneDNN does before its first AMX kernel. In the engine a GEMM has asked
     before the attention runs; called alone, the attention kernel's AMX path stops with an illegal instruction. A
-    machine without AMX refuses the request, and the backend then picks another ISA."""
+    machine without AMX refuses the request, and the backend then picks another ISA; a CPU with AMX whose Linux
+    refuses it is named on stderr."""
     import ctypes
     import platform
 
-    if platform.system() == "Linux" and platform.machine() == "x86_64":
-        ctypes.CDLL(None).syscall(ARCH_PRCTL, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)
+    if platform.system() != "Linux" or platform.machine() != "x86_64" or ctypes.sizeof(ctypes.c_void_p) != 8:
+        return
+    libc = ctypes.CDLL(None, use_errno=True)
+    args = (ctypes.c_long(ARCH_PRCTL), ctypes.c_long(ARCH_REQ_XCOMP_PERM), ctypes.c_long(XFEATURE_XTILEDATA))
+    if libc.syscall(*args) != 0 and "amx_tile" in open("/proc/cpuinfo", encoding="utf-8").read():
+        print(f"this Linux refused the AMX tile state (arch_prctl errno {ctypes.get_errno()}): the attention "
+              "kernel's AMX path may stop with an illegal instruction (Linux 5.16 or newer grants it)",
+              file=sys.stderr)  # fmt: skip
 
 
 def main(argv: list[str]) -> int:
