@@ -55,16 +55,15 @@ def skip_if_reproduced(what: str) -> None:
         pytest.skip(f"{what}: {_reason(tree)}")
 
 
+def run_quick(number: str, out: Path) -> Path:
+    """Notebook `number` in quick mode through the runner `slim reproduce` uses, into `out`; its figures folder."""
+    figures = out / "figures"
+    run_notebooks(ROOT / "notebooks", build_dir=out / "build", figures_dir=figures, only=[number],
+                  parameters={"quick": True}, progress=False)  # fmt: skip
+    return figures
+
+
 def notebook_outputs(tmp_path: Path) -> Callable[[str], Path]:
     """``run(number)`` -> the folder of notebook `number`'s outputs: the committed ``figures/`` where
-    `reproduced_tree` holds, else a quick-mode run into `tmp_path` (the runner `slim reproduce` uses)."""
-
-    def run(number: str) -> Path:
-        if reproduced_tree():
-            return ROOT / "figures"
-        figures = tmp_path / "figures"
-        run_notebooks(ROOT / "notebooks", build_dir=tmp_path / "build", figures_dir=figures, only=[number],
-                      parameters={"quick": True}, progress=False)  # fmt: skip
-        return figures
-
-    return run
+    `reproduced_tree` holds, else `run_quick` into `tmp_path`."""
+    return lambda number: ROOT / "figures" if reproduced_tree() else run_quick(number, tmp_path)

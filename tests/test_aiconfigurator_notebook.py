@@ -8,9 +8,7 @@ import pytest
 
 pytest.importorskip("papermill")
 
-from reproduced import skip_if_reproduced  # noqa: E402
-
-from slimlib.experiments.outputs.runner import run_notebooks  # noqa: E402
+from reproduced import run_quick, skip_if_reproduced  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 OUTPUTS = [
@@ -43,9 +41,7 @@ OUTPUTS = [
 
 def test_notebook_09_runs_and_matches_the_committed_outputs(tmp_path):
     skip_if_reproduced("notebook 09's quick run against the committed outputs")
-    figures = tmp_path / "figures"
-    run_notebooks(ROOT / "notebooks", build_dir=tmp_path / "build", figures_dir=figures, only=["09"],
-                  parameters={"quick": True}, progress=False)  # fmt: skip
+    figures = run_quick("09", tmp_path)
     for name in OUTPUTS:
         path = figures / name
         assert path.is_file() and path.stat().st_size > 0, name

@@ -170,3 +170,19 @@ def test_slim_fits_the_engines_input_length_transfer(med):
     t = res.table()
     mape = float(t.loc[t["metric"] == "throughput", "mape_pct"].iloc[0])
     assert np.isfinite(mape) and len(res.predictions) == il.n_test
+
+
+def test_the_exclusions_call_a_run_untimed_only_when_a_timing_check_alone_failed(tmp_path):
+    from slimlib.data.engine_runs import _exclusions
+    from slimlib.data.physical_checks import Checked
+
+    (tmp_path / "manifest.json").write_text(json.dumps({"results": [], "sessions": []}))
+    checked = Checked(pd.DataFrame({
+        "source_file": ["a.json", "b.json", "b.json"],
+        "check": ["token_bunching", "token_bunching", "tpot_weight_read"],
+        "reason": ["bunched", "bunched", "too fast"],
+    }))  # fmt: skip
+    ex = _exclusions(tmp_path, checked)
+    assert dict(zip(ex["file"] + " " + ex["check"], ex["status"], strict=True)) == {
+        "a.json token_bunching": "untimed", "b.json token_bunching": "excluded", "b.json tpot_weight_read": "excluded",
+    }  # fmt: skip

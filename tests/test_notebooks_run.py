@@ -9,9 +9,7 @@ import pytest
 
 pytest.importorskip("papermill")
 
-from reproduced import notebook_outputs, reproduced_tree, skip_if_reproduced  # noqa: E402
-
-from slimlib.experiments.outputs.runner import run_notebooks  # noqa: E402
+from reproduced import notebook_outputs, reproduced_tree, run_quick, skip_if_reproduced  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
@@ -66,19 +64,6 @@ EXPECTED = {
 }
 
 
-def _run(number: str, out: Path) -> Path:
-    figures = out / "figures"
-    run_notebooks(
-        NOTEBOOKS,
-        build_dir=out / "build",
-        figures_dir=figures,
-        only=[number],
-        parameters={"quick": True},
-        progress=False,
-    )
-    return figures
-
-
 def _check_figures(number: str, figures: Path) -> None:
     """`EXPECTED` outputs of notebook `number` written, none empty, and every output captioned."""
     for name in EXPECTED[number]:
@@ -103,9 +88,9 @@ def test_two_runs_give_byte_identical_figures(tmp_path):
     if reproduced_tree():
         _check_figures("01", notebook_outputs(tmp_path)("01"))
     skip_if_reproduced("two runs of notebook 01 give the same bytes (its outputs checked above)")
-    first = _run("01", tmp_path / "a")
+    first = run_quick("01", tmp_path / "a")
     _check_figures("01", first)
-    second = _run("01", tmp_path / "b")
+    second = run_quick("01", tmp_path / "b")
     names = sorted(p.name for p in first.iterdir())
     assert names == sorted(p.name for p in second.iterdir())
     for name in names:
@@ -117,7 +102,7 @@ def test_notebook_08_runs_on_the_committed_data(tmp_path):
     from slimlib.data import available
 
     skip_if_reproduced("notebook 08 on the committed data")
-    figures = _run("08", tmp_path)
+    figures = run_quick("08", tmp_path)
     written = sorted(p.name for p in figures.iterdir())
     if available("kit-counters") and available("kit-kernels"):
         assert "fig06_kit_attention_roofline.png" in written and "fig05_kit_kernel_shares.png" in written

@@ -28,7 +28,7 @@ import pandas as pd
 from slimlib.data.engine_medians import median_table
 from slimlib.data.ingest import ingest
 from slimlib.data.markdown import count_table
-from slimlib.data.physical_checks import CHECKS, TIMING_CHECKS, Checked, check_runs, count_lines
+from slimlib.data.physical_checks import CHECKS, Checked, check_runs, count_lines
 from slimlib.errors import DataError
 from slimlib.kit.host_match import require_host_for
 from slimlib.kit.vllm_runner import CPU_ENGINE, MANIFEST, sha256_file
@@ -267,8 +267,9 @@ def _exclusions(campaign_dir: str | Path, checked: Checked) -> pd.DataFrame:
                     rows[f] = {"session": session, "file": f, "status": status, "check": "", "reason": why}
     out = [rows[f] for f in sorted(rows)]
     ex = checked.exclusions.sort_values("source_file", kind="mergesort")
+    untimed = checked.untimed()  # a run failing a timing check and another is excluded on every row
     out += [{"session": session, "file": str(r.source_file),
-             "status": "untimed" if r.check in TIMING_CHECKS else "excluded", "check": str(r.check),
+             "status": "untimed" if r.source_file in untimed else "excluded", "check": str(r.check),
              "reason": str(r.reason)} for r in ex.itertuples()]  # fmt: skip
     flagged = root / "results" / FLAGGED_DIR
     for p in sorted(flagged.glob("*.json")) if flagged.is_dir() else []:
