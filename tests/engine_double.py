@@ -69,6 +69,9 @@ def bench(argv: list[str]) -> None:
         "mean_ttft_ms": 10.0, "mean_tpot_ms": tpot, "mean_itl_ms": tpot, "mean_e2el_ms": e2el,
         **dict(kv.split("=", 1) for kv in meta),
     }  # fmt: skip
+    if "--save-detailed" in argv:  # waves of b sent 1 ms apart, each first token 10 ms after its send
+        res["start_times"] = [(i // b) * e2el / 1000.0 + (i % b) * 0.001 for i in range(n)]
+        res["ttfts"] = [0.01] * n
     if "--num-warmups" in argv:
         _log(f"warmup {_opt(argv, '--num-warmups')}")
     out = Path(_opt(argv, "--result-dir")) / _opt(argv, "--result-filename")

@@ -13,6 +13,7 @@ from engine_double import SCRIPT
 
 from slimlib.advisor.commands import client_args, server_args
 from slimlib.data.engine_runs import engine_table, exclusions
+from slimlib.data.request_detail import wave_table
 from slimlib.errors import DataError
 from slimlib.experiments.engine_study.campaign_grid import campaign_plan
 from slimlib.kit import vllm_runner
@@ -281,3 +282,19 @@ def test_changed_result_file_fails_the_sha256_check(env):
     f.write_text(json.dumps(raw))
     with pytest.raises(DataError, match="sha256 .* is not the manifest's"):
         tidy(tmp / "camp")
+
+
+def test_a_detailed_campaign_saves_every_requests_times(env):
+    tmp, _, models = env
+    plan = _plan(batches=(4,))
+    detailed = Protocol(min_run_s=0, min_waves=2, detailed=True)
+    m = run_plan(plan, tmp / "camp", _spec(), ARGVS, models_dir=models, protocol=detailed, port=18437,
+                 say=lambda s: None)  # fmt: skip
+    assert m["protocol"]["detailed"] is True
+    plan.to_csv(tmp / "camp" / "plan.csv", index=False)
+    waves = wave_table(tmp / "camp")
+    assert waves["spread_ms"].tolist() == pytest.approx([3.0, 3.0])
+    plain = run_plan(plan.assign(file="plain.json"), tmp / "plain", _spec(), ARGVS, models_dir=models,
+                     protocol=FAST, port=18438, say=lambda s: None)  # fmt: skip
+    assert plain["protocol"]["detailed"] is False
+    assert "ttfts" not in json.loads((tmp / "plain" / "results" / "plain.json").read_text())

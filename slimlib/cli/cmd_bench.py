@@ -191,6 +191,8 @@ def register_cli(sub: argparse._SubParsersAction) -> None:
                        help="discarded warm-up requests after every server start (default 1)")  # fmt: skip
         r.add_argument("--no-rerun", action="store_true",
                        help="keep runs flagged for outside load instead of re-running them once")  # fmt: skip
+        r.add_argument("--detailed", action="store_true",
+                       help="save every request's start, TTFT and inter-token latencies (--save-detailed)")  # fmt: skip
         r.add_argument(
             "--startup-timeout-s", type=positive_float, default=900.0, help="wait this long for /health"
         )
@@ -450,7 +452,7 @@ def _release(folder: Path) -> None:
 
 
 def _protocol(args: argparse.Namespace) -> Protocol:
-    return Protocol(args.min_run_s, args.min_waves, args.num_warmups, not args.no_rerun)
+    return Protocol(args.min_run_s, args.min_waves, args.num_warmups, not args.no_rerun, args.detailed)
 
 
 def _cmd_campaign(args: argparse.Namespace) -> int:

@@ -454,6 +454,8 @@ class Protocol:
     min_waves: int = 3
     warmups: int = 1
     rerun_flagged: bool = True
+    #: the client also saves every request's start time, TTFT and inter-token latencies (``--save-detailed``)
+    detailed: bool = False
 
     def settings(self) -> dict:
         """The settings the manifest records (with the outside-load thresholds and the wave-count rule)."""
@@ -708,6 +710,8 @@ def run_plan(
                         k = wave_count(protocol.min_run_s, wave, protocol.min_waves)
                         args = bench_argv(argvs, {**row, "num_prompts": k * b}, results, used_port, served, b_max,
                                           gpu, waves=k)  # fmt: skip
+                        if protocol.detailed:
+                            args.append("--save-detailed")
                         pgids = {server_pid} | ({client.pgid} if client.pgid else set())
                         rec = {"repeat": int(row["repeat"]), "waves": k, "started_utc": _now(),
                                "load1": round(os.getloadavg()[0], 2), "server_pid": server_pid,
