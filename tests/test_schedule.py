@@ -42,6 +42,8 @@ def _naive(client, b, il, ol, budget, slots, chunked, n_requests=0):
             future.remove(r)
             waiting.append(r)
         free = slots - len(running)
+        if client != "static" and not running:  # an idle engine starts with the first arrival alone
+            free = min(free, 1)
         decoding, d, p = [], 0, 0
         if chunked:
             decoding = [r for r in running if r["left"] == 0]

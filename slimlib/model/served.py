@@ -13,9 +13,11 @@ decodes in; the model times them with its own terms:
   prompt's step, so OL - 1 steps decode), and its slope in the batch, from ``T_dec`` at a second batch (half of
   ``B_eff``; 2 where it is 1);
 * a prompt token costs ``tau = T_pre(B_eff) / (B_eff IL)``, whatever step carries it;
-* the step times are scaled by ``kappa`` so that a scored request's mean time in the engine (its first step to its
-  last) is the model's ``T_pre + T_dec``: the throughput and the in-engine E2E are the batch model's, and the replay
-  says how that time splits.
+* the step times are scaled by ``kappa`` so that the replay keeps the batch model's time ``T = T_pre + T_dec`` and
+  throughput ``B_eff / E2E`` (``E2E = t_fixed + T``), the replay saying only how that time splits: a static batch
+  ends at ``T`` (its last request's end); a closed loop of B clients always has B requests out, so by Little's law a
+  request's mean time from its arrival to its end is ``E2E B / B_eff - t_fixed``; a burst keeps ``B_eff`` requests
+  in the engine, so a request's mean time there (its first step to its last) is ``T``.
 
 Per request: ``queue`` the steps before its first (a closed-loop request sent while the engine runs waits for that
 step; a burst waits for a slot), ``TTFT = t_fixed + queue + its steps to its first token``, ``TPOT = (its steps
@@ -113,8 +115,9 @@ def _weighted_percentiles(values: np.ndarray, weights: np.ndarray, qs: tuple[int
 
 
 #: the window features of a row (`window_features`): the scored requests' mean (steps with a decode, decodes,
-#: prefill tokens) over each window of `slimlib.model.schedule.Windows`
-WINDOW_KEYS = tuple(f"w_{w}_{k}" for w in ("wait", "ttft", "e2e") for k in ("a", "d", "p"))
+#: prefill tokens) over each window of `slimlib.model.schedule.Windows`, and ``last``: the counters from arrival
+#: to end of the request that ends last (the counters only grow, so its three are each the largest)
+WINDOW_KEYS = tuple(f"w_{w}_{k}" for w in ("wait", "ttft", "e2e", "last") for k in ("a", "d", "p"))
 
 
 def _replay_keys(f: Features) -> np.ndarray:
@@ -145,10 +148,11 @@ def window_features(f: Features) -> dict[str, FloatArray]:
     per distinct configuration."""
     keys = _replay_keys(f)
     unique, inverse = np.unique(keys, axis=0, return_inverse=True)
-    means = np.zeros((len(unique), 9))
+    means = np.zeros((len(unique), len(WINDOW_KEYS)))
     for j, key in enumerate(unique):
         w = _replay_of(key)
-        means[j] = np.concatenate([np.average(x, axis=0, weights=w.weight) for x in (w.wait, w.ttft, w.e2e)])
+        avg = [np.average(x, axis=0, weights=w.weight) for x in (w.wait, w.ttft, w.e2e)]
+        means[j] = np.concatenate([*avg, (w.wait + w.e2e).max(axis=0)])
     out = means[np.asarray(inverse).ravel()]
     return {k: out[:, j] for j, k in enumerate(WINDOW_KEYS)}
 
@@ -171,8 +175,19 @@ def served_latencies(
             return np.asarray(sum(coef[j] * f[f"w_{window}_{k}"] for j, k in enumerate("adp")), dtype=float)
 
         engine = mean("e2e")
-        k = np.where(engine > 0, (pre + dec) / engine, 1.0)
         fixed = e2e - pre - dec
+        client = np.asarray(f["client"], dtype=float)
+        cap = np.asarray(f.get("batch_cap", b), dtype=float)
+        span = np.select(
+            [client == CLIENT_CODE["static"], client == CLIENT_CODE["concurrency"]],
+            [mean("last"), mean("wait") + engine], engine,
+        )  # fmt: skip
+        target = np.where(
+            client == CLIENT_CODE["concurrency"],
+            e2e * np.maximum(cap, b) / np.maximum(b, 1.0) - fixed,
+            pre + dec,
+        )
+        k = np.where(span > 0, target / span, 1.0)
         later = ol - 1.0
         first = mean("ttft")
         out = {
