@@ -194,3 +194,20 @@ def test_a_session_scale_factor_is_removed_and_only_the_shape_is_judged():
     # one committed session: no expectation from sessions, so no scaled verdict
     alone, _ = rerun_summary(_runs(COMMITTED), _runs(COMMITTED, scale=1.2, session="other"), n_boot=200)
     assert alone["expected_residual_pct"].isna().all() and not alone["within_floor_scaled"].any()
+
+
+def test_served_latencies_are_compared_where_both_campaigns_measured_them():
+    committed = _runs(COMMITTED)
+    committed["mean_ttft_ms"] = committed["throughput_tok_s"] / 10.0  # a spread of repeats to expect from
+    rerun = committed.assign(mean_ttft_ms=committed["mean_ttft_ms"] * 1.5)
+    plain, _ = rerun_summary(committed, rerun, n_boot=300)
+    assert set(plain["metric"]) == {"throughput", "latency"}  # only when asked
+    summary, pairs = rerun_summary(committed, rerun, n_boot=300, served=True)
+    s = summary.set_index("metric")
+    assert list(s.index) == ["throughput", "latency", "ttft", "tpot"]
+    assert pairs["ttft_diff_pct"].to_numpy() == pytest.approx([50.0] * 4)
+    assert s.loc["ttft", "drift_pct"] == pytest.approx(50.0) and not s.loc["ttft", "within_floor"]
+    assert s.loc["tpot", "disagreement_pct"] == 0 and s.loc["throughput", "within_floor"]
+    # a campaign without TTFT on a shared configuration is not compared on it
+    _, pairs = rerun_summary(committed, rerun.assign(mean_ttft_ms=float("nan")), n_boot=300, served=True)
+    assert "ttft_diff_pct" not in pairs and "tpot_diff_pct" in pairs

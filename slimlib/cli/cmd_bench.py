@@ -211,7 +211,8 @@ def register_cli(sub: argparse._SubParsersAction) -> None:
 
     c = s.add_parser("compare", help="does a rerun reproduce the committed medians? (within the noise floor)",
                      description="Compare a rerun campaign's medians with the committed (pooled) medians, on the "
-                     "configurations both hold: mean |difference| and drift with bootstrap intervals, against the "
+                     "configurations both hold (throughput, mean E2E, and mean TTFT and TPOT where both measured "
+                     "them): mean |difference| and drift with bootstrap intervals, against the "
                      "disagreement expected of a new session from the committed sessions' spread (or, with one "
                      "committed session, from its repeats), and the same once the rerun's one common factor (the host's "
                      "speed in that session) is removed, against the committed sessions' residual "
@@ -538,7 +539,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     if args.out:
         output_file(args.out, "--out")
     committed = _runs_table(args.against) if args.against else load(RUNS_TABLE)
-    summary, pairs = rerun_summary(committed, _runs_table(args.rerun))
+    summary, pairs = rerun_summary(committed, _runs_table(args.rerun), served=True)
     for r in summary.to_dict("records"):
         verdict = "within the floor" if r["within_floor"] else "NOT within the floor"
         print(f"{r['metric']}: {r['n_configs']} configurations, mean |rerun/committed - 1| "

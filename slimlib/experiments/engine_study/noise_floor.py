@@ -30,6 +30,8 @@ their repeats do.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import numpy as np
 import pandas as pd
 
@@ -113,13 +115,13 @@ def session_scales(runs: pd.DataFrame, col: str) -> pd.Series:
     return pd.Series(factors, dtype=float, name="scale")
 
 
-def without_session_scales(runs: pd.DataFrame) -> pd.DataFrame:
-    """`runs` with every metric of `NOISE_METRICS` divided by its session's `session_scales`: what is left of the
-    sessions' disagreement once each session's common factor is removed."""
+def without_session_scales(runs: pd.DataFrame, cols: Iterable[str] = NOISE_METRICS.values()) -> pd.DataFrame:
+    """`runs` with every column of `cols` (default: the metrics of `NOISE_METRICS`) divided by its session's
+    `session_scales`: what is left of the sessions' disagreement once each session's common factor is removed."""
     out = runs.copy()
     if "session" not in out.columns:
         return out
-    for col in NOISE_METRICS.values():
+    for col in cols:
         scale = session_scales(runs, col)
         out[col] = out[col].to_numpy(dtype=float) / out["session"].map(scale).fillna(1.0).to_numpy(
             dtype=float

@@ -2,7 +2,8 @@
 
 Both campaigns are reduced to their fit tables (`slimlib.data.engine_medians.median_table`: the median over each
 configuration's passing repeats). On the configurations both hold (identical rows only), per metric
-(`NOISE_METRICS`: throughput and mean request E2E):
+(`NOISE_METRICS`: throughput and mean request E2E; with ``served``, also `SERVED_NOISE_METRICS`, the mean TTFT and
+TPOT, where both campaigns measured them on every shared configuration):
 
 * ``diff_pct`` per configuration: ``100 (rerun / committed - 1)``;
 * **disagreement**: the mean of ``|diff_pct|`` over configurations, with a percentile bootstrap 95% interval;
@@ -48,6 +49,7 @@ from slimlib.experiments.outputs import uncertainty as U
 
 __all__ = [
     "RERUN_COLUMNS",
+    "SERVED_NOISE_METRICS",
     "expected_disagreement",
     "leave_one_session_out",
     "paired_medians",
@@ -61,16 +63,38 @@ RERUN_COLUMNS = ("metric", "n_configs", "disagreement_pct", "disagreement_lo_pct
                  "expected_residual_pct", "within_floor_scaled")  # fmt: skip
 
 
+#: the served latencies a rerun is also compared on (``served``), metric -> column
+SERVED_NOISE_METRICS = {"ttft": "mean_ttft_ms", "tpot": "mean_tpot_ms"}
+
+
 def _keys(a: pd.DataFrame, b: pd.DataFrame) -> list[str]:
     return [k for k in MEDIAN_KEYS if k in a.columns and k in b.columns]
 
 
-def paired_medians(committed_runs: pd.DataFrame, rerun_runs: pd.DataFrame) -> pd.DataFrame:
+def _served_metrics(a: pd.DataFrame, b: pd.DataFrame) -> dict[str, str]:
+    """The metrics of `SERVED_NOISE_METRICS` measured (finite, > 0) on every configuration the median tables `a`
+    and `b` share."""
+    keys = _keys(a, b)
+    out = {}
+    for metric, col in SERVED_NOISE_METRICS.items():
+        if col in a.columns and col in b.columns:
+            m = a[keys + [col]].merge(b[keys + [col]], on=keys)
+            values = m[[f"{col}_x", f"{col}_y"]].to_numpy(dtype=float)
+            if len(m) and (np.isfinite(values) & (values > 0)).all():
+                out[metric] = col
+    return out
+
+
+def paired_medians(
+    committed_runs: pd.DataFrame, rerun_runs: pd.DataFrame, served: bool = False
+) -> pd.DataFrame:
     """One row per configuration both runs tables hold (each reduced to its medians): the keys, and per metric of
-    `NOISE_METRICS` the committed and rerun medians and ``<metric>_diff_pct``. DataError when none is shared."""
+    `NOISE_METRICS` (with `served`, also `_served_metrics`) the committed and rerun medians and
+    ``<metric>_diff_pct``. DataError when none is shared."""
     a, b = median_table(committed_runs), median_table(rerun_runs)
     keys = _keys(a, b)
-    cols = list(NOISE_METRICS.values())
+    metrics = {**NOISE_METRICS, **(_served_metrics(a, b) if served else {})}
+    cols = list(metrics.values())
     m = a[keys + cols].merge(
         b[keys + cols], on=keys, suffixes=("_committed", "_rerun"), validate="one_to_one"
     )
@@ -79,7 +103,7 @@ def paired_medians(committed_runs: pd.DataFrame, rerun_runs: pd.DataFrame) -> pd
             "the rerun shares no configuration (model, gpu, engine, weights, B, IL, OL) with the committed campaign; "
             "run the same grid (README 'The committed campaign')"
         )
-    for metric, col in NOISE_METRICS.items():
+    for metric, col in metrics.items():
         m[f"{metric}_diff_pct"] = 100.0 * (m[f"{col}_rerun"] / m[f"{col}_committed"] - 1.0)
     return m.sort_values(keys).reset_index(drop=True)
 
@@ -125,14 +149,16 @@ def session_expected(
 
 
 def rerun_summary(
-    committed_runs: pd.DataFrame, rerun_runs: pd.DataFrame, n_boot: int = 10_000, seed: int = 20_240_613
-) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(summary, pairs): one summary row per metric (`RERUN_COLUMNS`, module docstring) and the per-configuration
-    table of `paired_medians`."""
-    pairs = paired_medians(committed_runs, rerun_runs)
-    committed_flat = without_session_scales(committed_runs)
+    committed_runs: pd.DataFrame, rerun_runs: pd.DataFrame, n_boot: int = 10_000, seed: int = 20_240_613,
+    served: bool = False,
+) -> tuple[pd.DataFrame, pd.DataFrame]:  # fmt: skip
+    """(summary, pairs): one summary row per metric (`RERUN_COLUMNS`, module docstring; with `served`, the served
+    latencies too) and the per-configuration table of `paired_medians`."""
+    pairs = paired_medians(committed_runs, rerun_runs, served)
+    metrics = {m: c for m, c in {**NOISE_METRICS, **SERVED_NOISE_METRICS}.items() if f"{m}_diff_pct" in pairs}
+    committed_flat = without_session_scales(committed_runs, metrics.values())
     rows = []
-    for metric, col in NOISE_METRICS.items():
+    for metric, col in metrics.items():
         d = pairs[f"{metric}_diff_pct"].to_numpy(dtype=float)
         dis, dis_lo, dis_hi = U.bootstrap_mean_ci(
             np.abs(d), n_boot=n_boot, seed=seed, label=f"rerun |diff| {metric}"
