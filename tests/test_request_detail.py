@@ -23,7 +23,7 @@ def _result(path: Path, starts, ttfts, b, **extra) -> Path:
 
 def test_a_wave_with_a_leader(tmp_path):
     # wave 0: request 0 sent first, its token at 100 ms; the others sent 2 ms later, tokens at 400 ms
-    starts = [0.0, 0.002, 0.002, 0.002, 1.0, 1.001, 1.001, 1.001]
+    starts = [0.0, 0.002, 0.002, 0.002, 1.0, 1.0005, 1.0005, 1.0005]
     ttfts = [0.1, 0.398, 0.398, 0.398, 0.1, 0.1, 0.1, 0.1]
     w = waves_of_result(_result(tmp_path / "r.json", starts, ttfts, 4))
     assert list(w["wave"]) == [0, 1]
@@ -32,7 +32,7 @@ def test_a_wave_with_a_leader(tmp_path):
     assert first["others_after_leader_ms"] == pytest.approx(300.0) and first["with_leader"] == 1
     assert first["others_ttft_ms"] == pytest.approx(398.0)
     # wave 1: every first token within the same millisecond: no leader step
-    assert second["with_leader"] == 4 and second["others_after_leader_ms"] == pytest.approx(1.0)
+    assert second["with_leader"] == 4 and second["others_after_leader_ms"] == pytest.approx(0.5)
 
 
 @pytest.mark.parametrize(
@@ -43,7 +43,10 @@ def test_a_wave_with_a_leader(tmp_path):
         ({"ttfts": [0.1, float("nan"), 0.1, 0.1]}, "not a finite time"),
         ({"failed": 1}, "1 failed requests"),
         ({"completed": 3, "start_times": [0, 0, 0], "ttfts": [0.1] * 3}, "the waves are not whole"),
-        ({"max_concurrency": 0}, "'max_concurrency' and 'completed'"),
+        ({"max_concurrency": 0}, "'max_concurrency' .* and 'completed'"),
+        ({"max_concurrency": True}, "must be whole numbers"),
+        ({"max_concurrency": None}, "not a closed-loop run"),
+        ({"ttfts": [0.1, "x", 0.1, 0.1]}, "not a finite time"),
     ],
 )
 def test_results_the_waves_cannot_be_read_from_are_refused(tmp_path, doc, words):
@@ -56,6 +59,14 @@ def test_results_the_waves_cannot_be_read_from_are_refused(tmp_path, doc, words)
     assert str(path) in str(e.value)
 
 
+@pytest.mark.parametrize("text, words", [("[]", "not an object"), ("{", "not a readable result JSON")])
+def test_a_file_that_is_no_result_object_is_refused(tmp_path, text, words):
+    path = tmp_path / "r.json"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(DataError, match=words):
+        waves_of_result(path)
+
+
 def test_wave_table_names_a_planned_run_without_result(tmp_path):
     (tmp_path / "results").mkdir()
     pd.DataFrame(
@@ -63,6 +74,11 @@ def test_wave_table_names_a_planned_run_without_result(tmp_path):
     ).to_csv(tmp_path / "plan.csv", index=False)
     with pytest.raises(DataError, match=r"a\.json: planned run has no result"):
         wave_table(tmp_path)
+    pd.read_csv(tmp_path / "plan.csv").drop(columns="repeat").to_csv(tmp_path / "bad.csv", index=False)
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad.csv").rename(tmp_path / "bad" / "plan.csv")
+    with pytest.raises(DataError, match="no column repeat"):
+        wave_table(tmp_path / "bad")
     _result(tmp_path / "results" / "a.json", [0.0, 0.001], [0.05, 0.09], 2)
     t = wave_table(tmp_path)
     assert list(t.columns) == list(WAVE_COLUMNS) and t["model"].tolist() == ["m"]

@@ -42,8 +42,8 @@ def _naive(client, b, il, ol, budget, slots, chunked, n_requests=0):
             future.remove(r)
             waiting.append(r)
         free = slots - len(running)
-        if client != "static" and not running:  # an idle engine starts with the first arrival alone
-            free = min(free, 1)
+        if client != "static" and not running and waiting and waiting[0]["arrived"] == tuple(count):
+            free = min(free, 1)  # requests that arrived at an idle engine: it starts with the first alone
         decoding, d, p = [], 0, 0
         if chunked:
             decoding = [r for r in running if r["left"] == 0]
@@ -118,13 +118,13 @@ CASES = [
     *[
         ("concurrency", b, il, ol, n, s, c, k)
         for b, il, ol, n, s, c, k in itertools.product(
-            (1, 4, 7), (5, 33), (2, 9), (16, 4096), (4, 7), (True, False), (0, 11)
+            (1, 4, 7), (5, 33), (1, 2, 9), (16, 4096), (4, 7), (True, False), (0, 11)
         )
     ],
     *[
         ("burst", b, il, ol, n, b, c, k)
         for b, il, ol, n, c, k in itertools.product(
-            (2, 5), (5, 33), (3, 8), (16, 4096), (True, False), (5, 23)
+            (2, 5), (5, 33), (1, 3, 8), (16, 4096), (True, False), (5, 23)
         )
     ],
 ]

@@ -72,6 +72,15 @@ def test_a_closed_loop_beyond_its_slots_waits_in_proportion():
     assert s["ttft"][0] + 63 * s["tpot"][0] == pytest.approx(2 * (0.05 + 2.4))
 
 
+def test_a_static_batch_beyond_its_slots_ends_when_its_second_wave_does():
+    # 16 requests, 8 slots: the engine ends 8 requests per E2E, so the last ends at 2 E2E
+    f = _features("static", 8, slots=8)
+    f["batch_cap"] = np.array([16.0])
+    f.update(window_features(f))
+    s = _served(f)
+    assert s["e2e_p99"][0] == pytest.approx(2 * (0.05 + 2.4)) and s["e2e_p50"][0] < s["e2e_p99"][0]
+
+
 def test_a_staggered_static_batch_ends_at_the_batch_models_time():
     s = _served(_features("static", 8, budget=512))
     mean_e2e = s["ttft"][0] + 63 * s["tpot"][0]

@@ -38,11 +38,18 @@ def _lists(path: Path, res: dict, n: int) -> dict[str, np.ndarray]:
                 f"{path}: '{key}' is missing or does not hold one value per request ({n}); run the campaign with "
                 "--detailed (vllm bench serve --save-detailed)"
             )
-        a = np.asarray(v, dtype=float)
+        ok = all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v)
+        a = np.asarray(v, dtype=float) if ok else np.array([np.nan])
         if not np.isfinite(a).all() or (a < 0).any():
-            raise DataError(f"{path}: '{key}' holds a value that is not a finite time >= 0")
+            raise DataError(
+                f"{path}: '{key}' holds a value that is not a finite time >= 0 in seconds; re-run the configuration"
+            )
         out[key] = a
     return out
+
+
+def _whole(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
 
 
 def waves_of_result(path: str | Path) -> pd.DataFrame:
@@ -52,10 +59,16 @@ def waves_of_result(path: str | Path) -> pd.DataFrame:
     try:
         res = json.loads(p.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        raise DataError(f"{p}: not a readable result JSON ({exc})") from None
+        raise DataError(
+            f"{p}: not a readable result JSON ({exc}); give a result file of `vllm bench serve`"
+        ) from None
+    if not isinstance(res, dict):
+        raise DataError(f"{p}: not a result of `vllm bench serve` (the JSON is not an object)")
     b, n = res.get("max_concurrency"), res.get("completed")
-    if not isinstance(b, int) or b < 1 or not isinstance(n, int) or n < 1:
-        raise DataError(f"{p}: 'max_concurrency' and 'completed' must be whole numbers >= 1")
+    if b is None:
+        raise DataError(f"{p}: no 'max_concurrency': not a closed-loop run; run it with --max-concurrency B")
+    if not _whole(b) or not _whole(n):
+        raise DataError(f"{p}: 'max_concurrency' ({b!r}) and 'completed' ({n!r}) must be whole numbers >= 1")
     if res.get("failed", 0) or n % b:
         raise DataError(
             f"{p}: {res.get('failed', 0)} failed requests, {n} completed at concurrency {b}: the waves are not "
@@ -87,6 +100,11 @@ def wave_table(campaign_dir: str | Path) -> pd.DataFrame:
     if not plan_path.is_file():
         raise DataError(f"{root}: no plan.csv; give a campaign folder written by `slim bench run`")
     plan = pd.read_csv(plan_path)
+    missing = [c for c in ("file", *WAVE_COLUMNS[:5]) if c not in plan.columns]
+    if missing:
+        raise DataError(
+            f"{plan_path}: no column {', '.join(missing)}; give the plan.csv `slim bench run` ran"
+        )
     parts = []
     for _, row in plan.iterrows():
         path = root / "results" / str(row["file"])

@@ -7,8 +7,8 @@
 * ``predict(df)`` returns `PRED_COLUMNS` (NaN where a method has no such part) and, for a method that predicts
   them, `SERVED_COLUMNS`, indexed like
   `df`: throughput, E2E, its prefill and decode parts, the serving latencies ``pred_ttft_s`` (mean time to first
-  token) and ``pred_tpot_s`` (mean time per output token after the first) with ``queue + E2E = TTFT + (OL - 1)
-  TPOT`` where a method predicts them, and the served request's queue and percentiles (`slimlib.model.served`);
+  token) and ``pred_tpot_s`` (mean time per output token after the first; a request's E2E is ``TTFT + (OL - 1)
+  TPOT``) where a method predicts them, and the served request's queue and percentiles (`slimlib.model.served`);
   ``predict_grid(workloads, batch_sizes)`` the (workloads x batch sizes) throughput and E2E arrays the advisor
   searches.
 * ``summary()`` is a table of estimate, standard error and 95% interval per parameter.
@@ -63,8 +63,8 @@ PRED_COLUMNS = (
     "pred_tpot_s",
 )
 #: the served request's columns `predict` adds (`slimlib.model.served`): the mean wait before its first step, and
-#: the 50th, 90th and 99th percentiles of TTFT, TPOT and E2E over the requests, as the client sees them (its E2E
-#: is ``pred_queue_s + pred_e2e_s`` on average: ``pred_e2e_s`` is the time in the engine, Eq. 5)
+#: the 50th, 90th and 99th percentiles of TTFT, TPOT and E2E over the requests, as the client sees them
+#: (``pred_e2e_s`` is Eq. 5's batch E2E; how a request's relates to it depends on its client: `slimlib.model.served`)
 SERVED_COLUMNS = (
     "pred_queue_s",
     *(f"pred_{q}_p{p}_s" for q in ("ttft", "tpot", "e2e") for p in (50, 90, 99)),

@@ -17,11 +17,11 @@ Clients (`CLIENTS`): ``static`` (all B requests at once, none after: an offline 
 loop of B clients, as ``vllm bench serve --max-concurrency B``: a client sends its next request when its last one
 ends; that request arrives while the engine runs its next step, so it waits for that step, unless the engine is
 idle, and it is scheduled in the step after) and ``burst`` (all requests at once, the server holding ``slots``:
-``--request-rate inf`` without ``--max-concurrency``). A served engine that is idle starts its step as soon as a
-request arrives, so the first step after idle admits that one request alone; the others, sent a moment later,
-arrive during it (measured, `data/engine-cpu-amx-arrivals`: alone in 72% of such waves, first in 94%). A closed loop's wave then keeps a leader one step
-ahead of the rest. An offline batch (``static``) has every request queued before the first step. A closed loop replays ``n_requests`` requests (the
-benchmark's ``--num-prompts``) and scores them all, as the benchmark does; without a count it replays `WARM_WAVES`
+``--request-rate inf`` without ``--max-concurrency``). A served engine that is idle when requests arrive starts
+its step with the first of them alone; the others, sent a moment later, arrive during that step (measured,
+`data/engine-cpu-amx-arrivals`: alone in 72% of such waves, first in 94%), so a closed loop's wave keeps a leader
+one step ahead of the rest. Requests queued while the engine ran, and an offline batch (``static``), are all
+there for the next step. A closed loop replays ``n_requests`` requests (the benchmark's ``--num-prompts``) and scores them all, as the benchmark does; without a count it replays `WARM_WAVES`
 + `MEASURED_WAVES` waves of B and scores the last ones, one more wave keeping the engine full while they end: the
 steady state.
 
@@ -167,12 +167,12 @@ def _prefill(cohorts: list[_Cohort], tokens: int) -> list[_Cohort]:
 
 
 def _run(
-    closed: bool, alone: bool, il: int, ol: int, budget: int, slots: int, chunked: bool, scored: tuple[int, int], total: int,
-    first_wave: int,
+    closed: bool, alone: bool, il: int, ol: int, budget: int, slots: int, chunked: bool, scored: tuple[int, int],
+    total: int, first_wave: int,
 ) -> tuple[list[tuple[_Cohort, _Counters]], int]:  # fmt: skip
     """The scheduler's run (module docstring): `first_wave` requests at once, and with `closed` (a closed loop)
-    one more sent for each that ends (with `alone`, an idle engine's first step admits one request), until `total` are sent or the `scored` ones (their arrival orders) have all
-    ended. Returns the scored cohorts with the counters when each ended, in the order they ended, and the steps.
+    one more sent for each that ends, until `total` are sent or the `scored` ones (their arrival orders) have all
+    ended; with `alone`, a step that requests arrived for while the engine was idle admits the first alone. Returns the scored cohorts with the counters when each ended, in the order they ended, and the steps.
 
     A decoding request has generated ``1 +`` (steps with a decode since its first token) tokens, so decoding
     cohorts are kept in the order of their first token and only the oldest can end. One function with local
@@ -223,8 +223,8 @@ def _run(
             steps += j
         else:
             now = (a, d, p)
-            if alone and not n_decoding and not prefilling:
-                free = min(free, 1)
+            if alone and not n_decoding and not prefilling and waiting and waiting[0].arrived == now:
+                free = min(free, 1)  # arrived while the engine was idle: it starts with the first
             if chunked:
                 dec = n_decoding
                 tokens = max(budget - dec, 0)

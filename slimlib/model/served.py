@@ -14,14 +14,15 @@ decodes in; the model times them with its own terms:
   ``B_eff``; 2 where it is 1);
 * a prompt token costs ``tau = T_pre(B_eff) / (B_eff IL)``, whatever step carries it;
 * the step times are scaled by ``kappa`` so that the replay keeps the batch model's time ``T = T_pre + T_dec`` and
-  throughput ``B_eff / E2E`` (``E2E = t_fixed + T``), the replay saying only how that time splits: a static batch
-  ends at ``T`` (its last request's end); a closed loop of B clients always has B requests out, so by Little's law a
-  request's mean time from its arrival to its end is ``E2E B / B_eff - t_fixed``; a burst keeps ``B_eff`` requests
-  in the engine, so a request's mean time there (its first step to its last) is ``T``.
+  throughput, ``B_eff`` requests per ``E2E = t_fixed + T``, the replay saying only how that time splits: a static
+  batch of B ends at ``E2E B / B_eff - t_fixed`` (its last request's end; ``T`` where all B run at once); a closed
+  loop of B clients always has B requests out, so by Little's law a request's mean time from its arrival to its
+  end is that too; a burst keeps ``B_eff`` requests in the engine, so a request's mean time there (its first step
+  to its last) is ``T``, its queue for a slot on top.
 
 Per request: ``queue`` the steps before its first (a closed-loop request sent while the engine runs waits for that
 step; a burst waits for a slot), ``TTFT = t_fixed + queue + its steps to its first token``, ``TPOT = (its steps
-after that) / (OL - 1)``, so ``E2E = TTFT + (OL - 1) TPOT = t_fixed + queue + T_pre + T_dec``. `served_latencies`
+after that) / (OL - 1)``, and its ``E2E = TTFT + (OL - 1) TPOT``. `served_latencies`
 gives the means over the scored requests and their 50th, 90th and 99th percentiles (numpy's linear interpolation,
 as ``vllm bench serve`` reports them).
 """
@@ -115,8 +116,8 @@ def _weighted_percentiles(values: np.ndarray, weights: np.ndarray, qs: tuple[int
 
 
 #: the window features of a row (`window_features`): the scored requests' mean (steps with a decode, decodes,
-#: prefill tokens) over each window of `slimlib.model.schedule.Windows`, and ``last``: the counters from arrival
-#: to end of the request that ends last (the counters only grow, so its three are each the largest)
+#: prefill tokens) over each window of `slimlib.model.schedule.Windows`, and ``last``: the largest of each counter
+#: from arrival to end (for a static batch, whose requests all arrive at 0, the window of the one that ends last)
 WINDOW_KEYS = tuple(f"w_{w}_{k}" for w in ("wait", "ttft", "e2e", "last") for k in ("a", "d", "p"))
 
 
@@ -183,9 +184,7 @@ def served_latencies(
             [mean("last"), mean("wait") + engine], engine,
         )  # fmt: skip
         target = np.where(
-            client == CLIENT_CODE["concurrency"],
-            e2e * np.maximum(cap, b) / np.maximum(b, 1.0) - fixed,
-            pre + dec,
+            client == CLIENT_CODE["burst"], pre + dec, e2e * np.maximum(cap, b) / np.maximum(b, 1.0) - fixed
         )
         k = np.where(span > 0, target / span, 1.0)
         later = ol - 1.0
