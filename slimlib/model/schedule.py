@@ -21,9 +21,9 @@ idle, and it is scheduled in the step after) and ``burst`` (all requests at once
 its step with the first of them alone; the others, sent a moment later, arrive during that step (measured,
 `data/engine-cpu-amx-arrivals`: alone in 72% of such waves, first in 94%), so a closed loop's wave keeps a leader
 one step ahead of the rest. Requests queued while the engine ran, and an offline batch (``static``), are all
-there for the next step. A closed loop replays ``n_requests`` requests (the benchmark's ``--num-prompts``) and scores them all, as the benchmark does; without a count it replays `WARM_WAVES`
-+ `MEASURED_WAVES` waves of B and scores the last ones, one more wave keeping the engine full while they end: the
-steady state.
+there for the next step. A closed loop replays ``n_requests`` requests (the benchmark's ``--num-prompts``) and
+scores them all, as the benchmark does; without a count it replays `WARM_WAVES` + `MEASURED_WAVES` waves of B and
+scores the last ones, one more wave keeping the engine full while they end: the steady state.
 
 Requests that share their whole history are replayed together (a cohort), and steps in which nothing but the same
 decodes happens are replayed at once, so a replay costs a few cohorts per wave, not one loop per token.
@@ -172,7 +172,8 @@ def _run(
 ) -> tuple[list[tuple[_Cohort, _Counters]], int]:  # fmt: skip
     """The scheduler's run (module docstring): `first_wave` requests at once, and with `closed` (a closed loop)
     one more sent for each that ends, until `total` are sent or the `scored` ones (their arrival orders) have all
-    ended; with `alone`, a step that requests arrived for while the engine was idle admits the first alone. Returns the scored cohorts with the counters when each ended, in the order they ended, and the steps.
+    ended; with `alone`, a step that requests arrived for while the engine was idle admits the first alone.
+    Returns the scored cohorts with the counters when each ended, in the order they ended, and the steps.
 
     A decoding request has generated ``1 +`` (steps with a decode since its first token) tokens, so decoding
     cohorts are kept in the order of their first token and only the oldest can end. One function with local
