@@ -211,3 +211,21 @@ def test_served_latencies_are_compared_where_both_campaigns_measured_them():
     # a campaign without TTFT on a shared configuration is not compared on it
     _, pairs = rerun_summary(committed, rerun.assign(mean_ttft_ms=float("nan")), n_boot=300, served=True)
     assert "ttft_diff_pct" not in pairs and "tpot_diff_pct" in pairs
+
+
+def test_slim_bench_compare_reports_the_served_latencies_without_judging_them(tmp_path, capsys):
+    from slimlib.cli.main import main
+    from slimlib.data.catalog import load
+
+    runs = load("engine-cpu-runs")
+    runs.to_csv(tmp_path / "c.csv", index=False)
+    runs.assign(mean_ttft_ms=runs["mean_ttft_ms"] * 3.0).to_csv(tmp_path / "ttft.csv", index=False)
+    assert main(["bench", "compare", str(tmp_path / "ttft.csv"), "--against", str(tmp_path / "c.csv")]) == 0
+    out = capsys.readouterr().out
+    assert (
+        "ttft: 115 configurations, mean |rerun/committed - 1| 200.00%" in out
+        and "tpot: 115 configurations" in out
+    )
+    runs.assign(mean_ttft_ms=float("nan")).to_csv(tmp_path / "none.csv", index=False)
+    assert main(["bench", "compare", str(tmp_path / "none.csv"), "--against", str(tmp_path / "c.csv")]) == 0
+    assert "ttft: not compared (not measured by both campaigns" in capsys.readouterr().out

@@ -47,7 +47,7 @@ from slimlib.experiments.engine_study.campaign_grid import (
     wave_sources,
 )
 from slimlib.experiments.engine_study.noise_floor import NOISE_METRICS
-from slimlib.experiments.engine_study.rerun_check import rerun_summary
+from slimlib.experiments.engine_study.rerun_check import SERVED_NOISE_METRICS, rerun_summary
 from slimlib.io import OWNER_MARKER, check_owned, owner_marker, write_files, write_text
 from slimlib.kit.cpu_microbench import host_facts, measure_peaks
 from slimlib.kit.host_match import require_host_for
@@ -552,6 +552,11 @@ def _cmd_compare(args: argparse.Namespace) -> int:
             print(f"  up to the rerun's common factor {r['scale_pct']:+.2f}%: mean residual {r['residual_pct']:.2f}% "
                   f"[{r['residual_lo_pct']:.2f}, {r['residual_hi_pct']:.2f}]; expected "
                   f"{r['expected_residual_pct']:.2f}%: {scaled} the floor up to a scale factor")  # fmt: skip
+    for metric in SERVED_NOISE_METRICS:
+        if metric not in set(summary["metric"]):
+            print(
+                f"{metric}: not compared (not measured by both campaigns on every configuration they share)"
+            )
     if args.out:
         write_text(args.out, pairs.to_csv(index=False, lineterminator="\n", float_format="%.6g"))
         print(f"wrote {args.out}")
