@@ -126,6 +126,9 @@ def test_parser_refuses_a_wrong_version_and_phase_naming_file_and_row(tmp_path):
     committed = load("aic-gdn")
     assert len(tables["aic-gdn"]) == len(committed) and len(files) == 40
     assert len(tables["aic-kda"]) == len(load("aic-kda"))
+    prefill = load("aic-gdn-prefill")
+    assert len(tables["aic-gdn-prefill"]) == len(prefill) and list(tables["aic-gdn-prefill"]) == list(prefill)
+    assert np.allclose(tables["aic-gdn-prefill"]["latency_ms"].to_numpy(), prefill["latency_ms"].to_numpy())
     assert np.allclose(tables["aic-gdn"]["latency_ms"].to_numpy(), committed["latency_ms"].to_numpy())
 
 

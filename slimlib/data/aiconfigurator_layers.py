@@ -4,8 +4,10 @@ SXM and B200 (one layer on one GPU):
 
 - ``aic-gdn``: Gated DeltaNet decode kernels (``linear_attention/.../gdn_perf.parquet``), the generation phase only:
   the fused recurrent state update (``fused_recurrent_gated_delta_rule_packed_decode``) and the causal-convolution
-  update (``causal_conv1d_update``), by batch size and the Qwen3.5 family's head shapes. The context-phase rows (the
-  chunked prefill kernels) are not kept: no term of the model prices the prefill recurrence;
+  update (``causal_conv1d_update``), by batch size and the Qwen3.5 family's head shapes;
+- ``aic-gdn-prefill``: the same table's context phase: the chunked recurrence (``chunk_gated_delta_rule_flashinfer``)
+  and the causal convolution (``causal_conv1d_fn``) over a batch of prompts, by batch size, prompt length and head
+  shape;
 - ``aic-kda``: the same for Kimi Delta Attention (``kda/.../kda_perf.parquet``, Kimi-K3's linear attention, a vLLM
   development build): the convolution update and both recurrent decode kernels vLLM has (``fused_kda_decode`` and
   ``fused_recurrent_kda_packed_decode``), by batch size and Kimi-K3's heads at tensor parallel 1 to 8;
@@ -48,6 +50,8 @@ from slimlib.registry.architectures import architecture_from_config
 #: systems and vLLM version of the Gated DeltaNet tables
 GDN_SYSTEMS = ("b200_sxm", "h100_sxm", "h200_sxm")
 GDN_VERSION = "0.24.0"
+#: the Gated DeltaNet prefill kernels: the chunked recurrence and the causal convolution over the prompt
+GDN_PREFILL_KERNELS = ("chunk_gated_delta_rule_flashinfer", "causal_conv1d_fn")
 #: vLLM build of the Kimi Delta Attention tables (a development build: rows carry it with a local suffix)
 KDA_VERSION = "0.1.dev19262"
 _RAW_COLUMNS = ["version", "kernel_source", "phase", "batch_size", "seq_len", "num_tokens", "d_model", "d_conv",
@@ -80,6 +84,11 @@ TABLE_DOCS = {
         "NVIDIA AIConfigurator: vLLM 0.24.0's Gated DeltaNet decode kernels (one layer, one GPU, bf16 activations): "
         "the recurrent state update and the convolution update, by batch size and head shape "
         "(slimlib.data.aiconfigurator_layers)."
+    ),
+    "aic-gdn-prefill": (
+        "NVIDIA AIConfigurator: vLLM 0.24.0's Gated DeltaNet prefill kernels (one layer, one GPU): "
+        "the chunked recurrence and the causal convolution over a batch of prompts, by batch size, prompt length "
+        "and head shape (slimlib.data.aiconfigurator_layers)."
     ),
     "aic-kda": (
         "NVIDIA AIConfigurator: a vLLM development build's (0.1.dev19262) Kimi Delta Attention decode kernels (one "
@@ -119,9 +128,17 @@ _LINEAR_DOCS = {
     "value_head_dim": (_I, "value head width"),
     "latency_ms": (_F, "kernel latency, ms"),
 }
+_PREFILL_DOCS = {
+    **SOURCE_DOCS,
+    "model": _LINEAR_DOCS["model"],
+    "batch_size": (_I, "prompts in the step"),
+    "input_len": (_I, "tokens per prompt (AIConfigurator 'seq_len')"),
+    **{k: v for k, v in _LINEAR_DOCS.items() if k not in SOURCE_DOCS and k not in ("model", "batch_size")},
+}
 COLUMN_DOCS: dict[str, dict[str, tuple[str, str]]] = {
     "aic-kda": dict(_LINEAR_DOCS),
     "aic-gdn": dict(_LINEAR_DOCS),
+    "aic-gdn-prefill": _PREFILL_DOCS,
     "aic-dsa": {
         **SOURCE_DOCS,
         "model": (_S, "model whose module was timed (Hugging Face id)"),
@@ -179,12 +196,9 @@ COLUMN_DOCS: dict[str, dict[str, tuple[str, str]]] = {
 }
 
 
-def _gdn(
-    path: Path, system: str, version: str = GDN_VERSION, phases: tuple[str, ...] = ("context",)
-) -> pd.DataFrame:
-    """The generation rows of one system's linear-attention table (gdn_perf.parquet, kda_perf.parquet) as aic-gdn /
-    aic-kda rows; every row's version is `version` (or it with a local ``+...`` suffix), and its phase generation
-    or one of `phases` (left out)."""
+def _linear_rows(path: Path, version: str, phases: tuple[str, ...]) -> pd.DataFrame:
+    """One linear-attention table (gdn_perf.parquet, kda_perf.parquet) checked: its columns, every row's version
+    `version` (or it with a local ``+...`` suffix) and phase generation or one of `phases`."""
     raw = read_parquet(path)
     require_file_columns(raw, _RAW_COLUMNS, path)
     got = raw["version"].astype(str)
@@ -194,32 +208,67 @@ def _gdn(
         raise DataError(
             f"{path}: row {i}: version {raw.loc[i, 'version']!r}, expected {version!r} in every row"
         )
-    gen = raw[raw["phase"] == "generation"]
     other = raw[~raw["phase"].isin(["generation", *phases])]
     if len(other):
         raise DataError(
             f"{path}: row {other.index[0]}: phase {other['phase'].iloc[0]!r}, expected generation or one of {phases}"
         )
-    if not (gen["seq_len"] == 1).all() or not (gen["num_tokens"] == gen["batch_size"]).all():
-        i = gen.index[(gen["seq_len"] != 1) | (gen["num_tokens"] != gen["batch_size"])][0]
-        raise DataError(f"{path}: row {i}: a generation row must have seq_len 1 and num_tokens = batch_size")
-    lat = gen["latency"]
+    return raw
+
+
+def _linear_tidy(rows: pd.DataFrame, system: str, path: Path, keys: list[str]) -> pd.DataFrame:
+    """`rows` of a linear-attention table as tidy rows (`_LINEAR_DOCS`, ``input_len`` from ``seq_len``); DataError
+    naming the first row without a positive latency or repeating `keys`."""
+    lat = rows["latency"]
     if not (lat > 0).all():
-        raise DataError(f"{path}: row {gen.index[~(lat > 0)][0]}: latency must be a positive number of ms")
+        raise DataError(f"{path}: row {rows.index[~(lat > 0)][0]}: latency must be a positive number of ms")
     t = pd.DataFrame({
-        "system": system, "gpu": SYSTEMS[system]["gpu"], "vllm_version": gen["version"].astype(str),
-        "kernel_source": gen["kernel_source"].astype(str), "model": gen["model_name"].astype(str),
-        "batch_size": gen["batch_size"], "hidden_size": gen["d_model"], "conv_kernel": gen["d_conv"],
-        "key_heads": gen["num_k_heads"], "key_head_dim": gen["head_k_dim"], "value_heads": gen["num_v_heads"],
-        "value_head_dim": gen["head_v_dim"], "latency_ms": lat,
+        "system": system, "gpu": SYSTEMS[system]["gpu"], "vllm_version": rows["version"].astype(str),
+        "kernel_source": rows["kernel_source"].astype(str), "model": rows["model_name"].astype(str),
+        "batch_size": rows["batch_size"], "input_len": rows["seq_len"], "hidden_size": rows["d_model"],
+        "conv_kernel": rows["d_conv"], "key_heads": rows["num_k_heads"], "key_head_dim": rows["head_k_dim"],
+        "value_heads": rows["num_v_heads"], "value_head_dim": rows["head_v_dim"], "latency_ms": lat,
     })  # fmt: skip
-    keys = ["kernel_source", "model", "hidden_size", "key_heads", "value_heads", "batch_size"]
     dup = t.duplicated(keys)
     if dup.any():
         raise DataError(
             f"{path}: row {t.index[dup][0]}: repeats the shape {t.loc[t.index[dup][0], keys].to_dict()}"
         )
     return t
+
+
+def _gdn(
+    path: Path, system: str, version: str = GDN_VERSION, phases: tuple[str, ...] = ("context",)
+) -> pd.DataFrame:
+    """The generation rows of one system's linear-attention table (gdn_perf.parquet, kda_perf.parquet) as aic-gdn /
+    aic-kda rows (`_linear_rows` checks the table; its `phases` are left out)."""
+    raw = _linear_rows(path, version, phases)
+    gen = raw[raw["phase"] == "generation"]
+    if not (gen["seq_len"] == 1).all() or not (gen["num_tokens"] == gen["batch_size"]).all():
+        i = gen.index[(gen["seq_len"] != 1) | (gen["num_tokens"] != gen["batch_size"])][0]
+        raise DataError(f"{path}: row {i}: a generation row must have seq_len 1 and num_tokens = batch_size")
+    keys = ["kernel_source", "model", "hidden_size", "key_heads", "value_heads", "batch_size"]
+    return _linear_tidy(gen, system, path, keys).drop(columns="input_len")
+
+
+def _gdn_prefill(path: Path, system: str) -> pd.DataFrame:
+    """The context rows of one system's gdn_perf.parquet (`GDN_PREFILL_KERNELS`) as aic-gdn-prefill rows; a row's
+    tokens must be batch x prompt length."""
+    raw = _linear_rows(path, GDN_VERSION, ("context",))
+    ctx = raw[raw["phase"] == "context"]
+    bad = ctx["num_tokens"] != ctx["batch_size"] * ctx["seq_len"]
+    if bad.any():
+        raise DataError(
+            f"{path}: row {ctx.index[bad][0]}: a context row must have num_tokens = batch_size x seq_len"
+        )
+    unknown = ~ctx["kernel_source"].isin(GDN_PREFILL_KERNELS)
+    if unknown.any():
+        i = ctx.index[unknown][0]
+        raise DataError(
+            f"{path}: row {i}: context kernel {ctx.loc[i, 'kernel_source']!r} is not one of {GDN_PREFILL_KERNELS}"
+        )
+    keys = ["kernel_source", "model", "hidden_size", "key_heads", "value_heads", "batch_size", "input_len"]
+    return _linear_tidy(ctx, system, path, keys)
 
 
 def _check_module_rows(
@@ -364,12 +413,12 @@ def msa_shapes(config: Path) -> dict[str, int]:
 
 
 def build_layer_tables(root: str | Path) -> tuple[dict[str, pd.DataFrame], list[Path]]:
-    """The aic-gdn, aic-kda, aic-dsa, aic-dsv4, aic-msa and aic-mhc tables from the raw folder `root` (aiconfigurator-kernels/) and the raw files read."""
+    """The aic-gdn, aic-gdn-prefill, aic-kda, aic-dsa, aic-dsv4, aic-msa and aic-mhc tables from the raw folder `root` (aiconfigurator-kernels/) and the raw files read."""
     sysdir = Path(root) / SYS_DIR
     if not sysdir.is_dir():
         raise DataError(f"{root}: no {SYS_DIR}/ here; expected the {AIC_NAME} mirror (see its PROVENANCE.md)")
     files: list[Path] = []
-    parts, dsa, kda, dsv4, msa, mhc = [], [], [], [], [], []
+    parts, prefill, dsa, kda, dsv4, msa, mhc = [], [], [], [], [], [], []
     config = Path(root) / MSA_CONFIG
     files.append(config)
     shapes = msa_shapes(config)
@@ -384,6 +433,7 @@ def build_layer_tables(root: str | Path) -> tuple[dict[str, pd.DataFrame], list[
         path = d / "gdn_perf.parquet"
         files.append(path)
         parts.append(_gdn(path, system))
+        prefill.append(_gdn_prefill(path, system))
         d = sysdir / "data" / system / "sparse_attention" / "vllm" / GDN_VERSION
         files.append(check_version(d, GDN_VERSION))
         path = d / "dsa_generation_module_perf.parquet"
@@ -406,6 +456,7 @@ def build_layer_tables(root: str | Path) -> tuple[dict[str, pd.DataFrame], list[
         mhc.append(_mhc(path, system))
     order = ["system", "kernel_source", "model", "hidden_size", "key_heads", "value_heads", "batch_size"]
     gdn = pd.concat(parts, ignore_index=True).sort_values(order, kind="mergesort").reset_index(drop=True)
+    gdn_prefill = pd.concat(prefill, ignore_index=True).sort_values([*order, "input_len"], kind="mergesort")
     kimi = pd.concat(kda, ignore_index=True).sort_values(order, kind="mergesort").reset_index(drop=True)
     sparse = pd.concat(dsa, ignore_index=True)
     sparse = sparse.sort_values(["system", "model", "kv_cache_dtype", "batch_size", "context"],
@@ -425,6 +476,7 @@ def build_layer_tables(root: str | Path) -> tuple[dict[str, pd.DataFrame], list[
         "aic-msa": block[list(COLUMN_DOCS["aic-msa"])],
         "aic-dsv4": compressed[list(COLUMN_DOCS["aic-dsv4"])],
         "aic-gdn": gdn[list(COLUMN_DOCS["aic-gdn"])],
+        "aic-gdn-prefill": gdn_prefill.reset_index(drop=True)[list(COLUMN_DOCS["aic-gdn-prefill"])],
         "aic-kda": kimi[list(COLUMN_DOCS["aic-kda"])],
         "aic-dsa": sparse[list(COLUMN_DOCS["aic-dsa"])],
     }, files
@@ -438,10 +490,14 @@ def layers_readme_section(tables: dict[str, pd.DataFrame]) -> list[str]:
         "",
         f"Same wheel and licence as the aic-* kernel tables above; vLLM {GDN_VERSION} on "
         f"{', '.join(GDN_SYSTEMS)}. Kept: the generation phase ({len(g)} rows: the recurrent state update and the",
-        "convolution update, one layer, one token per sequence). Left out: every context-phase (chunked prefill)",
-        "row, which no term of the model prices. The collection notes name the shapes that failed",
-        "(a CUDA-grid guard on the largest decode shapes, CUDA out-of-memory on the largest H100 context shapes):",
-        "they have no row.",
+        "convolution update, one layer, one token per sequence). The collection notes name the shapes that failed",
+        "(a CUDA-grid guard on the largest decode shapes): they have no row.",
+        "",
+        "## AIConfigurator Gated DeltaNet prefill kernels (aic-gdn-prefill)",
+        "",
+        f"The same files' context phase ({len(tables['aic-gdn-prefill'])} rows): the chunked recurrence and the causal",
+        "convolution over a batch of prompts, one layer, by batch, prompt length and head shape. Every row is kept;",
+        "the largest H100 shapes failed with CUDA out-of-memory (the collection notes) and have no row.",
         "",
         "## AIConfigurator Kimi Delta Attention decode kernels (aic-kda)",
         "",
