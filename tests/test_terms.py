@@ -36,6 +36,7 @@ def feats(**over: float) -> dict[str, np.ndarray]:
         "attn_bytes_per_window_token": 0.0, "sliding_window": 0.0, "latent_attention": 0.0, "expert_parallel": 1.0,
         "n_moe_layers": 0.0, "n_experts_per_gpu": 1.0, "linear_flops_per_token": 32 * 2 * 7.0e9 / 32,
         "bytes_per_weight": 2.0, "lm_head_flops_per_token": 2 * 32000 * 4096.0, "state_bytes": 0.0,
+        "n_linear_layers": 0.0, "linear_prefill_flops_per_token": 0.0, "linear_conv_bytes_per_token": 0.0,
         "attention_layer_share": 1.0, "attention_topk": 0.0, "attn_bytes_per_selected_token": 0.0, "indexer_width": 0.0,
         "attention_width": 4096.0, "csa_layer_share": 0.0, "hca_layer_share": 0.0, "sequence_bytes": 0.0,
         "sparse_layer_share": 0.0, "hc_bytes_per_token": 0.0,

@@ -190,6 +190,8 @@ def _cmd_gpus(args: argparse.Namespace) -> int:
             print(_wrap(g.decode_attention_source, "    decode attention efficiency: "))
         if g.layer_floor_source:
             print(_wrap(g.layer_floor_source, "    layer floor: "))
+        if g.linear_prefill_source:
+            print(_wrap(g.linear_prefill_source, "    linear-attention prefill: "))
     return 0
 
 

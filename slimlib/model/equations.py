@@ -224,6 +224,68 @@ def compressed_pair_share(
     return np.asarray(pairs / full, dtype=float)
 
 
+#: tokens per chunk of the chunked delta-rule prefill kernels (vLLM's Gated DeltaNet ``chunk_gated_delta_rule``)
+DELTA_RULE_CHUNK = 64
+
+
+def delta_rule_prefill_flops(key_head_dim: ArrayLike, value_head_dim: ArrayLike) -> FloatArray:
+    """FLOPs per prompt token and value head of the chunked delta rule (beyond the paper; Yang et al., "Gated Delta
+    Networks", ICLR 2025, the WY form), chunk ``c`` = `DELTA_RULE_CHUNK`: per chunk ``K K^T``, ``Q K^T``
+    (``c^2 d_k`` each), the triangular solve (``c^3 / 3``), ``W`` and ``U`` (``c^2 (d_k + d_v)``), the state's
+    read, output and update (``3 c d_k d_v``) and the intra-chunk output (``c^2 d_v``): ``2 (c (3 d_k + 2 d_v) +
+    c^2 / 3 + 3 d_k d_v)`` per token."""
+    dk = np.asarray(key_head_dim, dtype=float)
+    dv = np.asarray(value_head_dim, dtype=float)
+    c = float(DELTA_RULE_CHUNK)
+    return cast(FloatArray, 2.0 * (c * (3.0 * dk + 2.0 * dv) + c * c / 3.0 + 3.0 * dk * dv))
+
+
+#: tokens per chunk of vLLM's Mamba-2 chunked scan (``chunk_size`` of every Mamba-2 config in the shared mirror)
+SSD_CHUNK = 128
+
+
+def ssd_prefill_flops(
+    state: ArrayLike, head_dim: ArrayLike, heads: ArrayLike, groups: ArrayLike
+) -> FloatArray:
+    """FLOPs per prompt token of one Mamba-2 layer's chunked scan over `heads` heads and `groups` B/C groups (beyond
+    the paper; Dao and Gu, "Transformers are SSMs", ICML 2024, the SSD algorithm), chunk ``c`` = `SSD_CHUNK`: per
+    chunk ``C B^T`` per group (``c^2 N``), its masked product with each head's inputs (``c^2 P``), each head's chunk
+    state and the output from the carried state (``c N P`` each): ``2 (c N G + H (c P + 2 N P))`` per token."""
+    n = np.asarray(state, dtype=float)
+    p = np.asarray(head_dim, dtype=float)
+    c = float(SSD_CHUNK)
+    return cast(
+        FloatArray,
+        2.0
+        * (c * n * np.asarray(groups, dtype=float) + np.asarray(heads, dtype=float) * (c * p + 2.0 * n * p)),
+    )
+
+
+def linear_prefill_time(
+    batch_size: ArrayLike,
+    input_len: ArrayLike,
+    n_layers: ArrayLike,
+    flops_per_token: ArrayLike,
+    conv_bytes_per_token: ArrayLike,
+    token_s: ArrayLike,
+    flops_s: ArrayLike,
+    conv_bw: ArrayLike,
+) -> FloatArray:
+    """Seconds a batch of B prompts of IL tokens spends in `n_layers` linear-attention layers (beyond the paper):
+    the chunked recurrence, ``max(n IL t_tok, B IL F / R)``, each prompt's chunks in order at ``t_tok`` per token
+    until the batch's FLOPs ``F`` per token (all layers) fill the device at ``R`` FLOP/s, plus the causal
+    convolution's ``B IL`` tokens of `conv_bytes_per_token` at `conv_bw` bytes/s."""
+    tokens = np.asarray(batch_size, dtype=float) * np.asarray(input_len, dtype=float)
+    serial = (
+        np.asarray(n_layers, dtype=float)
+        * np.asarray(input_len, dtype=float)
+        * np.asarray(token_s, dtype=float)
+    )
+    filled = tokens * np.asarray(flops_per_token, dtype=float) / np.asarray(flops_s, dtype=float)
+    conv = tokens * np.asarray(conv_bytes_per_token, dtype=float) / np.asarray(conv_bw, dtype=float)
+    return cast(FloatArray, np.maximum(serial, filled) + conv)
+
+
 def e2e_latency(prefill_s: ArrayLike, decode_s: ArrayLike, t_fixed: ArrayLike) -> FloatArray:
     """End-to-end batch latency ``E2E = T_pre + T_dec + t_fixed`` (Eq. 5)."""
     return cast(

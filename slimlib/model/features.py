@@ -57,7 +57,9 @@ Features = dict[str, FloatArray]
 #: layers, `ServingConfig.bytes_per_weight`), ``attn_flops_per_kv_byte`` (the decode attention's FLOPs per KV byte
 #: it reads on one GPU, `attention_intensity`), ``max_model_len`` (the model's context, vLLM's default
 #: ``--max-model-len``; 0 where the config gives none), ``state_bytes`` (a hybrid's linear-attention state of one
-#: sequence on one GPU, read and written each decode step; 0 without linear layers), ``attention_layer_share`` (the
+#: sequence on one GPU, read and written each decode step; 0 without linear layers), ``n_linear_layers``,
+#: ``linear_prefill_flops_per_token`` and ``linear_conv_bytes_per_token`` (a hybrid's linear layers, and their
+#: prompt recurrence's FLOPs and convolution's bytes per token on one GPU), ``attention_layer_share`` (the
 #: share of the layers with quadratic prompt attention: 1 but for a hybrid or a model with attention-free layers),
 #: ``kv_free_layer_share`` (1 - ``attention_layer_share``), ``state_tokens`` (a hybrid's state
 #: pages per sequence counted in attention-block tokens, ``state_groups block_size / attention_groups``; a hybrid's
@@ -107,6 +109,9 @@ FEATURE_NAMES = (
     "attn_flops_per_kv_byte",
     "max_model_len",
     "state_bytes",
+    "n_linear_layers",
+    "linear_prefill_flops_per_token",
+    "linear_conv_bytes_per_token",
     "attention_layer_share",
     "kv_free_layer_share",
     "state_tokens",
@@ -220,6 +225,9 @@ def _config_row(a: Architecture, s: ServingConfig) -> list[float]:
         "kv_pool": s.kv_pool,
         "logged_tokens": s.kv_tokens if s.logged_gpu_blocks and not s.state_groups else 0,
         "state_bytes": s.state_bytes,
+        "n_linear_layers": a.n_linear_layers,
+        "linear_prefill_flops_per_token": s.linear_prefill_flops_per_token,
+        "linear_conv_bytes_per_token": s.linear_conv_bytes_per_token,
         "attention_layer_share": a.n_attention_layers / a.n_layers,
         "kv_free_layer_share": 1.0 - a.n_attention_layers / a.n_layers,
         "hybrid_block_bytes": s.hybrid_block_bytes,
@@ -421,6 +429,11 @@ def model_features(df: pd.DataFrame, gpu: GPU | str | None = None) -> Features:
 #: does instead)
 _LAYER_KIND_FEATURES = (
     ("state_bytes", "linear-attention (Gated DeltaNet) layers", "prices KV over every layer and no state"),
+    (
+        "linear_prefill_flops_per_token",
+        "linear-attention (Gated DeltaNet) layers",
+        "leaves their prompt's recurrence out",
+    ),
     (
         "hca_layer_share",
         "DeepSeek-V4 compressed attention",

@@ -54,7 +54,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from slimlib.errors import DataError, UnknownNameError
-from slimlib.model.equations import FloatArray
+from slimlib.model.equations import FloatArray, delta_rule_prefill_flops, ssd_prefill_flops
 from slimlib.model.memory import (
     DEFAULT_BLOCK_SIZE,
     DEFAULT_GPU_MEMORY_UTILIZATION,
@@ -229,6 +229,10 @@ class ServingConfig:
     #: a hybrid's linear-attention state one sequence holds on this GPU (bytes read and written each decode step),
     #: and its pool layout: bytes of one block, KV-cache groups of attention and of state layers (0: not a hybrid)
     state_bytes: float = 0.0
+    #: a hybrid's linear-attention prefill on this GPU, summed over its linear layers: the chunked recurrence's FLOPs
+    #: and the causal convolution's bytes per prompt token (0: not a hybrid)
+    linear_prefill_flops_per_token: float = 0.0
+    linear_conv_bytes_per_token: float = 0.0
     hybrid_block_bytes: float = 0.0
     attention_groups: int = 0
     state_groups: int = 0
@@ -520,8 +524,10 @@ def _hybrid_layout(
     a: Architecture, tp: int, page_per_token: float, conv_bytes: float, block_size: int
 ) -> dict[str, Any]:
     """A hybrid's state and pool layout on one of `tp` GPUs (module docstring): the block size (raised where one
-    page must hold a layer's state), ``state_bytes``, ``hybrid_block_bytes``, ``attention_groups`` and
-    ``state_groups``; `page_per_token`: KV bytes of one token in one attention layer on this GPU; `conv_bytes`: the
+    page must hold a layer's state), ``state_bytes``, the prefill's ``linear_prefill_flops_per_token`` (the chunked
+    delta rule's, Mamba-2's chunked scan's) and
+    ``linear_conv_bytes_per_token`` (the convolution's input read and output written), ``hybrid_block_bytes``,
+    ``attention_groups`` and ``state_groups``; `page_per_token`: KV bytes of one token in one attention layer on this GPU; `conv_bytes`: the
     serving dtype's bytes (the convolution state's). Only `block_size` for a model without linear layers."""
     if not a.n_linear_layers:
         return {"block_size": block_size}
@@ -544,9 +550,18 @@ def _hybrid_layout(
         max(a.n_attention_layers, a.n_linear_layers) < 1.5 * m
     ):  # counts this close: groups of the larger count
         m = max(a.n_attention_layers, a.n_linear_layers)
+    if a.linear_kind == "mamba2":  # the key fields hold the B/C groups and the state size
+        layer_flops = float(ssd_prefill_flops(a.linear_key_head_dim, a.linear_value_head_dim,
+                                              a.linear_value_heads // tp, a.linear_key_heads // tp))  # fmt: skip
+    else:
+        layer_flops = (a.linear_value_heads // tp) * float(
+            delta_rule_prefill_flops(a.linear_key_head_dim, a.linear_value_head_dim)
+        )
     return {
         "block_size": block,
         "state_bytes": a.n_linear_layers * layer_state,
+        "linear_prefill_flops_per_token": a.n_linear_layers * layer_flops,
+        "linear_conv_bytes_per_token": a.n_linear_layers * 2.0 * (a.linear_conv_channels // tp) * conv_bytes,
         "hybrid_block_bytes": m * block * page_per_token,
         "attention_groups": math.ceil(a.n_attention_layers / m),
         "state_groups": math.ceil(a.n_linear_layers / m),

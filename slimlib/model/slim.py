@@ -7,7 +7,8 @@ kernels differ from Eqs. 5-12:
    the chunked-prefill token budget; past the KV pool a static batch's preempted prompts are recomputed
    (`slimlib.model.preemption`: a replay of vLLM's scheduler, no parameter).
 2. **Prefill** (`SERVED_PREFILL`): the served model's linear FLOPs at ``eta_c`` of the peak and a causal
-   prompt's attention, at the device's measured prefill-attention rate where the registry has one.
+   prompt's attention, at the device's measured prefill-attention rate where the registry has one; a hybrid's
+   linear-attention layers' chunked recurrence and convolution (`slimlib.model.equations.linear_prefill_time`).
 3. **Decode steps** (`DECODE_GEMMS`): every decode step reads the weights once and multiplies each by B
    tokens: ``max(W / (eta_w BW) [+ L t_floor], B F_dense / (eta_c F_max))``, or the engine's measured decode-GEMM
    curve; plus ``t_step``, ``t_layer L`` (kernel launches every rank pays), ``t_act B L D / 1024`` (each sequence's

@@ -70,6 +70,11 @@ class GPU:
     `slimlib.model.terms.rooflines.DECODE_GEMMS`), and
     `layer_floor_eff` the bandwidth efficiency of the same measured line (time = floor + bytes / (eff x `mem_bw`)),
     with `layer_floor_source` their origin (`slimlib.experiments.kernel_timing.layer_floor`).
+    `linear_prefill_token_s`, `linear_prefill_flops`, `linear_conv_bw`: the serving engine's Gated DeltaNet prefill
+    kernels, measured (None: not measured; the recommended model then prices the recurrence's FLOPs at the
+    prefill's efficiency of `peak_flops` and the convolution at `mem_bw`): seconds per prompt token of one layer's
+    chunked recurrence on a mostly idle device, its FLOP/s on a full one, and the causal convolution's bytes/s,
+    with `linear_prefill_source` their origin (`slimlib.model.equations.linear_prefill_time`).
     """
 
     name: str
@@ -104,6 +109,10 @@ class GPU:
     layer_floor_s: float | None = None
     layer_floor_eff: float | None = None
     layer_floor_source: str = ""
+    linear_prefill_token_s: float | None = None
+    linear_prefill_flops: float | None = None
+    linear_conv_bw: float | None = None
+    linear_prefill_source: str = ""
 
     @property
     def mem_gb(self) -> float:
@@ -200,6 +209,37 @@ def _aic_floor(system: str, version: str, proxy_of: str = "") -> _FloorFields:
     )
 
 
+#: measured Gated DeltaNet prefill rates per AIConfigurator system: seconds per prompt token and layer, FLOP/s and
+#: the convolution's bytes/s (tests/test_gdn_prefill.py recomputes them from data/aic-gdn-prefill.csv,
+#: `slimlib.experiments.kernel_timing.linear_check.gdn_prefill_rates`)
+_GDN_PREFILL = {
+    "h100_sxm": (4.888e-8, 4.277e14, 2.212e12),
+    "h200_sxm": (5.057e-8, 4.303e14, 2.413e12),
+    "b200_sxm": (4.113e-8, 5.900e14, 2.690e12),
+}
+
+
+class _LinearPrefillFields(TypedDict):
+    linear_prefill_token_s: float
+    linear_prefill_flops: float
+    linear_conv_bw: float
+    linear_prefill_source: str
+
+
+def _aic_gdn_prefill(system: str, proxy_of: str = "") -> _LinearPrefillFields:
+    """The Gated DeltaNet prefill fields of a GPU measured as `system` (`_GDN_PREFILL` and their source); `proxy_of`:
+    the measured part a GPU of the same die and SM count borrows them from."""
+    token_s, flops, conv = _GDN_PREFILL[system]
+    source = _proxy(proxy_of, "kernels") + (
+        f"aiconfigurator_core 0.12.0 {system} Gated DeltaNet context kernels (vLLM 0.24.0, shared data "
+        "aiconfigurator-kernels, data/aic-gdn-prefill.csv): medians of chunk_gated_delta_rule_flashinfer's seconds "
+        "per token (batch x value heads <= 64, prompts >= 1024), its FLOP/s (batch x value heads >= 1024) and "
+        "causal_conv1d_fn's bytes/s (>= 65,536 tokens) (slimlib.experiments.kernel_timing.linear_check)"
+    )
+    return _LinearPrefillFields(linear_prefill_token_s=token_s, linear_prefill_flops=flops, linear_conv_bw=conv,
+                                linear_prefill_source=source)  # fmt: skip
+
+
 #: measured decode-attention bandwidth efficiencies per AIConfigurator system (tests/test_hardware.py recomputes
 #: them from data/aic-decode-attention.csv)
 _ATTN = {"h100_sxm": 0.845, "h200_sxm": 0.756, "a100_sxm": 0.697, "b200_sxm": 0.794}
@@ -229,6 +269,7 @@ _GPUS: tuple[GPU, ...] = (
         decode_attention_eff=_ATTN["h100_sxm"],
         decode_attention_source=_aic_attention("h100_sxm", "0.24.0"),
         **_aic_floor("h100_sxm", "0.24.0"),
+        **_aic_gdn_prefill("h100_sxm"),
     ),
     GPU(
         name="h100-sxm-64gb",
@@ -273,6 +314,7 @@ _GPUS: tuple[GPU, ...] = (
         decode_attention_eff=_ATTN["h100_sxm"],
         decode_attention_source=_aic_attention("h100_sxm", "0.24.0", "the H100 SXM 80GB"),
         **_aic_floor("h100_sxm", "0.24.0", "the H100 SXM 80GB"),
+        **_aic_gdn_prefill("h100_sxm", "the H100 SXM 80GB"),
     ),
     GPU(
         name="h100-pcie-80gb",
@@ -326,6 +368,7 @@ _GPUS: tuple[GPU, ...] = (
         decode_attention_eff=_ATTN["h200_sxm"],
         decode_attention_source=_aic_attention("h200_sxm", "0.24.0"),
         **_aic_floor("h200_sxm", "0.24.0"),
+        **_aic_gdn_prefill("h200_sxm"),
     ),
     GPU(
         name="gh200-96gb",
@@ -353,6 +396,7 @@ _GPUS: tuple[GPU, ...] = (
         decode_attention_eff=_ATTN["h100_sxm"],
         decode_attention_source=_aic_attention("h100_sxm", "0.24.0", "the H100 SXM 80GB"),
         **_aic_floor("h100_sxm", "0.24.0", "the H100 SXM 80GB"),
+        **_aic_gdn_prefill("h100_sxm", "the H100 SXM 80GB"),
     ),
     GPU(
         name="a100-sxm-80gb",
@@ -453,6 +497,7 @@ _GPUS: tuple[GPU, ...] = (
         decode_attention_eff=_ATTN["b200_sxm"],
         decode_attention_source=_aic_attention("b200_sxm", "0.24.0"),
         **_aic_floor("b200_sxm", "0.24.0"),
+        **_aic_gdn_prefill("b200_sxm"),
     ),
     GPU(
         name="mi300x",

@@ -11,6 +11,11 @@ of a step is set against their summed measured latency per (GPU, head shape, bat
 `MIN_BATCH` (below, a launch floor the model's per-step overheads carry dominates). The state's 4-byte elements
 are the Qwen3.5 configs' ``mamba_ssm_dtype`` (float32); the table does not name the collector's dtype, but 2-byte
 states would put the measured traffic far above the peak bandwidth at every scored batch.
+
+The prefill (`gdn_prefill_points`, `gdn_prefill_check`): vLLM's chunked recurrence and causal convolution over a
+batch of prompts (`data/aic-gdn-prefill.csv`) against `slimlib.model.equations.linear_prefill_time`, whose three
+rates per GPU (`gdn_prefill_rates`) the registry holds; each head shape is scored on rates read from the other
+shapes' rows.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import pandas as pd
 from slimlib.data import load
 from slimlib.errors import DataError
 from slimlib.experiments.outputs.uncertainty import N_BOOT, ape, bootstrap_mean_ci
+from slimlib.model import equations as eq
 from slimlib.model.priors import ATTENTION_BANDWIDTH
 from slimlib.registry.config_reader import TORCH_DTYPE_BYTES
 from slimlib.registry.gpus import get_gpu
@@ -140,4 +146,123 @@ def gdn_check(points: pd.DataFrame, *, by: tuple[str, ...] = ("gpu",), n_boot: i
                      "n_scored": len(g), "shapes": g["shape"].nunique(), "mape_pct": mean, "mape_lo_pct": lo,
                      "mape_hi_pct": hi, "ratio_median": r.median(), "ratio_p10": r.quantile(0.1),
                      "ratio_p90": r.quantile(0.9)})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+#: the Gated DeltaNet prefill kernels (`data/aic-gdn-prefill.csv`): the chunked recurrence and the convolution
+CHUNK = "chunk_gated_delta_rule_flashinfer"
+CONV_PREFILL = "causal_conv1d_fn"
+#: rows each prefill rate is read from: the recurrence with the device mostly idle (batch x value heads <=
+#: `SERIAL_PAIRS`) or full (>= `FULL_PAIRS`), prompts of `RATE_MIN_LEN`+ tokens; the convolution over steps of
+#: `CONV_MIN_TOKENS`+ tokens
+SERIAL_PAIRS = 64
+FULL_PAIRS = 1024
+RATE_MIN_LEN = 1024
+CONV_MIN_TOKENS = 65_536
+#: prefill points scored: prompts of `PREFILL_MIN_LEN`+ tokens in steps of `PREFILL_MIN_TOKENS`+ tokens (shorter
+#: ones sit on the kernels' launch floor, which the model's prefill does not carry)
+PREFILL_MIN_LEN = 256
+PREFILL_MIN_TOKENS = 1024
+
+
+def gdn_prefill_points(t: pd.DataFrame | None = None) -> pd.DataFrame:
+    """One row per (GPU, model shape, batch, prompt length) of `t` (default ``aic-gdn-prefill``) with both prefill
+    kernels: their latencies (``chunk_ms``, ``conv_ms``, summed in ``latency_ms``), the recurrence's FLOPs
+    (`slimlib.model.equations.delta_rule_prefill_flops` x B IL H_v) and the convolution's bytes (its ``2 H_k d_k +
+    H_v d_v`` channels read and written, `CONV_BYTES` each, per token); role 'score' where `PREFILL_MIN_LEN` and
+    `PREFILL_MIN_TOKENS` hold, else 'floor'."""
+    df = load("aic-gdn-prefill") if t is None else t
+    if len(df) == 0:
+        raise DataError("aic-gdn-prefill: no rows")
+    unknown = ~df["kernel_source"].isin([CHUNK, CONV_PREFILL])
+    if unknown.any():
+        raise DataError(f"aic-gdn-prefill: row {df.index[unknown][0]}: kernel {df.loc[unknown, 'kernel_source'].iloc[0]!r}"
+                        f" is neither {CHUNK} nor {CONV_PREFILL}")  # fmt: skip
+    keys = ["gpu", "model", "hidden_size", "key_heads", "value_heads", "key_head_dim", "value_head_dim",
+            "batch_size", "input_len"]  # fmt: skip
+    chunk = df[df["kernel_source"] == CHUNK].set_index(keys)["latency_ms"].rename("chunk_ms")
+    conv = df[df["kernel_source"] == CONV_PREFILL]
+    channels = 2 * conv["key_heads"] * conv["key_head_dim"] + conv["value_heads"] * conv["value_head_dim"]
+    conv = conv.assign(conv_bytes_per_token=2.0 * channels * CONV_BYTES).set_index(keys)
+    pts = pd.concat([chunk, conv["latency_ms"].rename("conv_ms"), conv["conv_bytes_per_token"]], axis=1,
+                    join="inner").reset_index()  # fmt: skip
+    pts["latency_ms"] = pts["chunk_ms"] + pts["conv_ms"]
+    pts["flops_per_token"] = pts["value_heads"] * eq.delta_rule_prefill_flops(pts["key_head_dim"],
+                                                                              pts["value_head_dim"])  # fmt: skip
+    pts["tokens"] = pts["batch_size"] * pts["input_len"]
+    pts["pairs"] = pts["batch_size"] * pts["value_heads"]
+    scored = (pts["input_len"] >= PREFILL_MIN_LEN) & (pts["tokens"] >= PREFILL_MIN_TOKENS)
+    pts["role"] = np.where(scored, "score", "floor")
+    pts["shape"] = "v" + pts["value_heads"].astype(str) + "/k" + pts["key_heads"].astype(str)
+    return pts.sort_values(keys, kind="mergesort").reset_index(drop=True)
+
+
+def gdn_prefill_rates(points: pd.DataFrame) -> pd.DataFrame:
+    """Per GPU of `points` (`gdn_prefill_points`), the three rates the model's linear-attention prefill reads
+    (`slimlib.model.equations.linear_prefill_time`): seconds per prompt token of one layer's recurrence on a mostly
+    idle device (``token_s``), FLOP/s of the recurrence on a full one (``flops_s``) and bytes/s of the convolution
+    (``conv_bw``), each the median over its rows (module constants), with their efficiencies against the
+    registry's bf16 peak and bandwidth."""
+    rows = []
+    for gpu, g in points.groupby("gpu", sort=True):
+        serial = g[(g["pairs"] <= SERIAL_PAIRS) & (g["input_len"] >= RATE_MIN_LEN)]
+        full = g[(g["pairs"] >= FULL_PAIRS) & (g["input_len"] >= RATE_MIN_LEN)]
+        conv = g[g["tokens"] >= CONV_MIN_TOKENS]
+        if serial.empty or full.empty or conv.empty:
+            raise DataError(
+                f"aic-gdn-prefill: GPU {gpu} lacks the rows one of its prefill rates is read from"
+            )
+        hw = get_gpu(str(gpu))
+        flops_s = float(np.median(full["tokens"] * full["flops_per_token"] / (1e-3 * full["chunk_ms"])))
+        conv_bw = float(np.median(conv["tokens"] * conv["conv_bytes_per_token"] / (1e-3 * conv["conv_ms"])))
+        rows.append({"gpu": gpu, "token_s": float(np.median(1e-3 * serial["chunk_ms"] / serial["input_len"])),
+                     "flops_s": flops_s, "flops_eff": flops_s / hw.peak_flops, "conv_bw": conv_bw,
+                     "conv_eff": conv_bw / hw.mem_bw, "n_serial": len(serial), "n_full": len(full),
+                     "n_conv": len(conv)})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def gdn_prefill_modelled_ms(points: pd.DataFrame, rates: pd.DataFrame) -> pd.Series:
+    """`slimlib.model.equations.linear_prefill_time` of one layer at each point of `points`, with its GPU's
+    `rates` (`gdn_prefill_rates`), ms."""
+    missing = sorted(set(points["gpu"]) - set(rates["gpu"]))
+    if missing:
+        raise DataError(
+            f"aic-gdn-prefill: no prefill rates for GPU {missing[0]}; read them from its rows first"
+        )
+    r = rates.set_index("gpu").loc[points["gpu"]].reset_index(drop=True)
+    t = eq.linear_prefill_time(points["batch_size"], points["input_len"], 1.0, points["flops_per_token"],
+                               points["conv_bytes_per_token"], r["token_s"], r["flops_s"], r["conv_bw"])  # fmt: skip
+    return pd.Series(1e3 * np.asarray(t), index=points.index)
+
+
+def gdn_prefill_check(points: pd.DataFrame, *, n_boot: int = N_BOOT) -> pd.DataFrame:
+    """Per GPU and overall, over the scored points: the modelled prefill time against the measured sum of both
+    kernels, each head shape scored with rates read from the other shapes' rows (held out; several models share a
+    shape, and the kernels' time depends on the shape alone), and with the
+    GPU's rates from every row (the registry's): MAPE with its bootstrap 95% interval, the held-out ratio's median
+    and 10th-90th percentiles, and the rates (ns per token, TFLOP/s, TB/s) with their efficiencies."""
+    parts = []
+    for shape in sorted(points["shape"].unique()):
+        held = points[points["shape"] == shape]
+        parts.append(held.assign(held_out_ms=gdn_prefill_modelled_ms(held, gdn_prefill_rates(
+            points[points["shape"] != shape]))))  # fmt: skip
+    rates = gdn_prefill_rates(points)
+    pts = pd.concat(parts).sort_index()
+    pts["all_rows_ms"] = gdn_prefill_modelled_ms(pts, rates)
+    scored = pts[pts["role"] == "score"]
+    rows = []
+    for gpu, g in [*scored.groupby("gpu", sort=True), ("all", scored)]:
+        out: dict[str, object] = {"gpu": gpu, "n_scored": len(g), "shapes": g["shape"].nunique()}
+        for col, name in (("held_out_ms", "held_out"), ("all_rows_ms", "all_rows")):
+            mean, lo, hi = bootstrap_mean_ci(np.asarray(ape(g["latency_ms"], g[col])), n_boot=n_boot,
+                                             label=f"gdn prefill {gpu} {name}")  # fmt: skip
+            out |= {f"{name}_mape_pct": mean, f"{name}_mape_lo_pct": lo, f"{name}_mape_hi_pct": hi}
+        r = g["held_out_ms"] / g["latency_ms"]
+        out |= {"ratio_median": r.median(), "ratio_p10": r.quantile(0.1), "ratio_p90": r.quantile(0.9)}
+        if gpu != "all":
+            q = rates.set_index("gpu").loc[gpu]
+            out |= {"token_ns": 1e9 * q["token_s"], "tflops": q["flops_s"] / 1e12, "flops_eff": q["flops_eff"],
+                    "conv_tb_s": q["conv_bw"] / 1e12, "conv_eff": q["conv_eff"]}  # fmt: skip
+        rows.append(out)
     return pd.DataFrame(rows)

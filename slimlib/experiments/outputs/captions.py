@@ -121,6 +121,11 @@ AITER_GDN = (
     "licence) on an MI355X-class GPU (gfx950: MI355X or MI350X), no ROCm version or date recorded; "
     "`data/aiter-gdn.csv`"
 )
+AIC_GDN_PREFILL = (
+    "NVIDIA AIConfigurator measured vLLM kernel timings (aiconfigurator-core 0.12.0 wheel, Apache-2.0): Gated "
+    "DeltaNet prefill kernels (chunk_gated_delta_rule_flashinfer and causal_conv1d_fn over a batch of prompts) of the "
+    "Qwen3.5 family's head shapes, vLLM 0.24.0 on H100 SXM, H200 SXM and B200 SXM; `data/aic-gdn-prefill.csv`"
+)
 AIC_KDA = (
     "NVIDIA AIConfigurator measured vLLM kernel timings (aiconfigurator-core 0.12.0 wheel, Apache-2.0): Kimi Delta "
     "Attention decode kernels (convolution update, fused_kda_decode and fused_recurrent_kda_packed_decode) of Kimi-K3's "
@@ -547,6 +552,18 @@ CAPTIONS: dict[str, Caption] = {
         "at batches of 128 to 1024 over every measured head shape: MAPE with bootstrap 95% intervals and the "
         "predicted/measured ratio's median and 10th-90th percentiles.",
         AIC_GDN,
+    ),
+    "kernels_gdn_prefill_check": Caption(
+        "",
+        "extension (not in the paper)",
+        "The linear-attention prefill term (one layer: each prompt's chunked recurrence in order at a measured time "
+        "per token until the batch's FLOPs fill the GPU at a measured FLOP/s, plus the causal convolution's bytes at "
+        "a measured bandwidth) against the summed measured latency of vLLM's two Gated DeltaNet prefill kernels, per "
+        "GPU over prompts of 256+ tokens in steps of 1,024+ tokens: MAPE with bootstrap 95% intervals with each "
+        "head shape scored on rates read from the other shapes' rows (held out) and on the GPU's rates from "
+        "every row (the registry's), the held-out predicted/measured ratio's median and 10th-90th percentiles, and "
+        "the rates with their efficiencies against the bf16 peak and the bandwidth.",
+        AIC_GDN_PREFILL,
     ),
     "kernels_kda_check": Caption(
         "",
@@ -977,6 +994,7 @@ NOTEBOOK_OUTPUTS: dict[str, tuple[str, ...]] = {
         "kernels_mhc_check",
         "kernels_gdn_check_amd",
         "kernels_kda_check",
+        "kernels_gdn_prefill_check",
         "kernels_gemm_vendors",
         "kernels_gemm_corner",
         "kernels_moe_check_amd",

@@ -4,8 +4,11 @@ differ from Eqs. 5-12.
 * `SERVED_PREFILL`: Eq. 7 on the served model's linear FLOPs per token at ``eta_c``, plus a causal
   prompt's attention, the lower half of Eq. 8's ``4 B IL^2 D`` (`slimlib.model.equations.ATTENTION_FLOPS_CAUSAL`),
   at the device's measured prefill-attention rate where the registry has one (``prefill_attention_flops``: the CPU
-  engine's kernel), else at ``eta_c``; a hybrid's prompt attention in its full-attention layers only (the
-  chunked Gated DeltaNet recurrence, linear in the prompt, is left out of the FLOPs); a sparse attention's prompt
+  engine's kernel), else at ``eta_c``; a hybrid's prompt attention in its full-attention layers only, and its
+  linear-attention layers' chunked recurrence and causal convolution (`linear_attention_prefill`: the device's
+  measured Gated DeltaNet prefill rates, checked in `slimlib.experiments.kernel_timing.linear_check`; a Mamba-2
+  layer's chunked scan counted by its own FLOPs, `slimlib.model.equations.ssd_prefill_flops`, at the same rates,
+  no Mamba-2 kernel being measured); a sparse attention's prompt
   computes the pairs of its selection (`slimlib.model.equations.sparse_pair_share`) in its selecting layers
   (``sparse_layer_share``: MiniMax-M3's full layers compute every pair) and its indexer scores every causal pair
   (``indexer_width``); DeepSeek-V4's prompt computes its window, its CSA layers' selected and its HCA
@@ -77,12 +80,30 @@ def _prefill_served_measured(p: Params, f: Features, hw: GPU) -> Times:
     dim = dim + f["indexer_width"] * f["tensor_parallel"]  # the indexer runs whole on every rank
     per_layer = f["linear_flops_per_token"] / layers
     peak = prefill_peak_flops(f, hw)
+    recurrence = linear_attention_prefill(p, f, hw)
     if hw.prefill_attention_flops is None:
         flops = eq.layer_prefill_flops(b, il, layers, dim, per_layer, eq.ATTENTION_FLOPS_CAUSAL)
-        return Times(prefill=eq.prefill_time(flops, peak, p["eta_c"]))
+        return Times(prefill=eq.prefill_time(flops, peak, p["eta_c"]) + recurrence)
     linear = eq.layer_prefill_flops(b, il, layers, dim, per_layer, 0.0)
     attention = eq.layer_prefill_flops(b, il, layers, dim, 0.0, eq.ATTENTION_FLOPS_CAUSAL)
-    return Times(prefill=eq.prefill_time(linear, peak, p["eta_c"]) + attention / hw.prefill_attention_flops)
+    return Times(
+        prefill=eq.prefill_time(linear, peak, p["eta_c"])
+        + attention / hw.prefill_attention_flops
+        + recurrence
+    )
+
+
+def linear_attention_prefill(p: Params, f: Features, hw: GPU) -> FloatArray:
+    """Seconds a batch's prompts spend in a hybrid's linear-attention layers (`eq.linear_prefill_time`) at the
+    device's measured Gated DeltaNet prefill rates where the registry has them, else the recurrence's FLOPs at
+    ``eta_c`` of the bf16 peak and the convolution at the peak bandwidth, with no per-token floor; 0 without
+    linear layers."""
+    if hw.linear_prefill_flops is None or hw.linear_prefill_token_s is None or hw.linear_conv_bw is None:
+        rates = (0.0, hw.peak_flops * p["eta_c"], hw.mem_bw)
+    else:
+        rates = (hw.linear_prefill_token_s, hw.linear_prefill_flops, hw.linear_conv_bw)
+    return eq.linear_prefill_time(f["batch_size"], f["input_len"], f["n_linear_layers"],
+                                  f["linear_prefill_flops_per_token"], f["linear_conv_bytes_per_token"], *rates)  # fmt: skip
 
 
 def measured_attention_eff(p: Params, hw: GPU) -> ArrayLike:
@@ -158,10 +179,12 @@ def _host_sequence_overhead(p: Params, f: Features, hw: GPU) -> Times:
 SERVED_PREFILL = Term(
     "served_prefill",
     "prefill FLOPs (served linear FLOPs per token at eta_c, Eq. 7; causal attention at the device's measured "
-    "prefill-attention rate, registry prefill_attention_flops, else at eta_c)",
+    "prefill-attention rate, registry prefill_attention_flops, else at eta_c; a hybrid's linear-attention "
+    "recurrence and convolution at the measured Gated DeltaNet prefill rates, registry linear_prefill_*)",
     (ps.ETA_C,), _prefill_served_measured,
     reads=("linear_flops_per_token", "attention_layer_share", "attention_topk", "indexer_width", "attention_width",
-           "csa_layer_share", "hca_layer_share", "sliding_window", "sparse_layer_share"),
+           "csa_layer_share", "hca_layer_share", "sliding_window", "sparse_layer_share", "n_linear_layers",
+           "linear_prefill_flops_per_token", "linear_conv_bytes_per_token"),
 )  # fmt: skip
 #: past the KV pool, a static batch's preempted requests recomputed at the prompt's cost (`preemption_recompute_term`)
 PREEMPTION_RECOMPUTE = preemption_recompute_term(SERVED_PREFILL)
