@@ -3,9 +3,12 @@ prefill term's check against the measured kernels, and the term in the recommend
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pandas as pd
 import pytest
+from shared_paths import RAW, needs
 
 from slimlib.data import load
 from slimlib.data.aiconfigurator_layers import GDN_PREFILL_KERNELS, _gdn_prefill
@@ -14,6 +17,8 @@ from slimlib.experiments.kernel_timing import linear_check as lc
 from slimlib.model import equations as eq
 from slimlib.model.features import model_features
 from slimlib.model.terms.recommended import SERVED_PREFILL, linear_attention_prefill
+from slimlib.registry.architectures import architecture_from_config
+from slimlib.registry.config_reader import MAMBA2_CHUNK
 from slimlib.registry.gpus import get_gpu
 
 SYSTEM_GPU = {"h100_sxm": "h100-sxm-80gb", "h200_sxm": "h200-sxm-141gb", "b200_sxm": "b200-sxm-180gb"}
@@ -102,10 +107,10 @@ def test_chunked_flops_by_hand():
     # K K^T and Q K^T; the triangular solve; W and U; the state's read, output and update; the intra-chunk output
     per_chunk = 2 * c * c * dk + c**3 / 3 + c * c * (dk + dv) + 3 * c * dk * dv + c * c * dv
     assert float(eq.delta_rule_prefill_flops(dk, dv)) == pytest.approx(2 * per_chunk / c)
-    c, n, p, h, g = eq.SSD_CHUNK, 128, 64, 64, 8
+    c, n, p, h, g = MAMBA2_CHUNK, 128, 64, 64, 8
     # C B^T per group; its masked product with each head's inputs; each head's chunk state and carried state
     per_chunk = g * c * c * n + h * (c * c * p + 2 * c * n * p)
-    assert float(eq.ssd_prefill_flops(n, p, h, g)) == pytest.approx(2 * per_chunk / c)
+    assert float(eq.ssd_prefill_flops(n, p, h, g, c)) == pytest.approx(2 * per_chunk / c)
 
 
 def test_the_recurrence_is_serial_per_prompt_until_the_batch_fills_the_device():
@@ -168,7 +173,7 @@ def test_a_mamba2_hybrid_pays_its_scan_per_group_and_head():
     f = _features("nemotron-3-nano-30b-a3b", "h200-sxm-141gb")
     assert f["n_linear_layers"][0] == 23
     assert f["linear_prefill_flops_per_token"][0] == pytest.approx(
-        23 * float(eq.ssd_prefill_flops(128, 64, 64, 8))
+        23 * float(eq.ssd_prefill_flops(128, 64, 64, 8, MAMBA2_CHUNK))
     )
     two = _features("nemotron-3-nano-30b-a3b", "h200-sxm-141gb", tp=2)
     assert two["linear_prefill_flops_per_token"][0] == pytest.approx(
@@ -184,3 +189,19 @@ def test_a_device_without_the_measured_kernels_prices_flops_and_bytes_at_the_pea
     want = tokens * (f["linear_prefill_flops_per_token"] / (0.5 * hw.peak_flops)
                      + f["linear_conv_bytes_per_token"] / hw.mem_bw)  # fmt: skip
     assert linear_attention_prefill(p, f, hw) == pytest.approx(want)
+
+
+@needs(RAW, "the shared data mirror")
+def test_a_mamba2_scan_of_another_chunk_is_refused_naming_the_key(tmp_path):
+    src = RAW / "aiconfigurator-kernels" / "aiconfigurator_core" / "model_configs"
+    config = json.loads((src / "nvidia--NVIDIA-Nemotron-3-Nano-30B-A3B-BF16_config.json").read_text())
+    assert config["chunk_size"] == MAMBA2_CHUNK
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**config, "chunk_size": 256}))
+    with pytest.raises(DataError) as err:
+        architecture_from_config(path)
+    assert (
+        "key 'chunk_size' 256" in str(err.value)
+        and str(path) in str(err.value)
+        and "\n" not in str(err.value)
+    )

@@ -240,20 +240,16 @@ def delta_rule_prefill_flops(key_head_dim: ArrayLike, value_head_dim: ArrayLike)
     return cast(FloatArray, 2.0 * (c * (3.0 * dk + 2.0 * dv) + c * c / 3.0 + 3.0 * dk * dv))
 
 
-#: tokens per chunk of vLLM's Mamba-2 chunked scan (``chunk_size`` of every Mamba-2 config in the shared mirror)
-SSD_CHUNK = 128
-
-
 def ssd_prefill_flops(
-    state: ArrayLike, head_dim: ArrayLike, heads: ArrayLike, groups: ArrayLike
+    state: ArrayLike, head_dim: ArrayLike, heads: ArrayLike, groups: ArrayLike, chunk: float
 ) -> FloatArray:
     """FLOPs per prompt token of one Mamba-2 layer's chunked scan over `heads` heads and `groups` B/C groups (beyond
-    the paper; Dao and Gu, "Transformers are SSMs", ICML 2024, the SSD algorithm), chunk ``c`` = `SSD_CHUNK`: per
+    the paper; Dao and Gu, "Transformers are SSMs", ICML 2024, the SSD algorithm), chunks of ``c`` = `chunk` tokens: per
     chunk ``C B^T`` per group (``c^2 N``), its masked product with each head's inputs (``c^2 P``), each head's chunk
     state and the output from the carried state (``c N P`` each): ``2 (c N G + H (c P + 2 N P))`` per token."""
     n = np.asarray(state, dtype=float)
     p = np.asarray(head_dim, dtype=float)
-    c = float(SSD_CHUNK)
+    c = float(chunk)
     return cast(
         FloatArray,
         2.0

@@ -65,6 +65,7 @@ from slimlib.model.memory import (
     tensor_parallel_refusal,
 )
 from slimlib.registry.architectures import Architecture
+from slimlib.registry.config_reader import MAMBA2_CHUNK
 from slimlib.registry.gpus import GIB, GPU, get_gpu
 from slimlib.registry.param_count import CSA_RATIO, HC_SITES, HCA_RATIO, compressor_overlap, mla_params
 from slimlib.registry.precision import (
@@ -552,7 +553,8 @@ def _hybrid_layout(
         m = max(a.n_attention_layers, a.n_linear_layers)
     if a.linear_kind == "mamba2":  # the key fields hold the B/C groups and the state size
         layer_flops = float(ssd_prefill_flops(a.linear_key_head_dim, a.linear_value_head_dim,
-                                              a.linear_value_heads // tp, a.linear_key_heads // tp))  # fmt: skip
+                                              a.linear_value_heads // tp, a.linear_key_heads // tp,
+                                              MAMBA2_CHUNK))  # fmt: skip
     else:
         layer_flops = (a.linear_value_heads // tp) * float(
             delta_rule_prefill_flops(a.linear_key_head_dim, a.linear_value_head_dim)

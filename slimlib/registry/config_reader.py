@@ -185,6 +185,9 @@ UNSUPPORTED = (
 #: model_type values of Mamba hybrids read by `_read_mamba_hybrid`, and the keys of `UNSUPPORTED` they may hold
 _MAMBA_HYBRID_TYPES = ("nemotron_h",)
 _MAMBA_HYBRID_KEYS = ("hybrid_override_pattern", "layers_block_type", "ssm_state_size", "mamba_num_heads")
+#: tokens per chunk of vLLM's Mamba-2 chunked scan that the model prices (``chunk_size`` of every Nemotron-H and
+#: Nemotron 3 config published; `slimlib.model.equations.ssd_prefill_flops`): a config with another is refused
+MAMBA2_CHUNK = 128
 #: the mamba_* / ssm_* keys a Nemotron-H reading reads (any other one is refused as an unread state-space key)
 _MAMBA_READ_KEYS = ("mamba_num_heads", "mamba_head_dim", "mamba_ssm_cache_dtype", "mamba_proj_bias", "mamba_hidden_act",
                     "ssm_state_size")  # fmt: skip
@@ -817,7 +820,11 @@ def _read_mamba_hybrid(c: _Keys) -> dict[str, Any]:
     act = c.get("mlp_hidden_act", default="relu2")
     if act != "relu2":
         raise DataError(f"{c.where}: key 'mlp_hidden_act' {act!r}: only squared-ReLU (relu2) FFNs are read")
-    c.get("expand", "chunk_size", "n_group", "topk_group", "norm_topk_prob", "routed_scaling_factor")
+    c.get("expand", "n_group", "topk_group", "norm_topk_prob", "routed_scaling_factor")
+    chunk = c.get("chunk_size", default=MAMBA2_CHUNK)
+    if chunk != MAMBA2_CHUNK:
+        raise DataError(f"{c.where}: key 'chunk_size' {chunk!r}: the Mamba-2 scan's prefill is priced at chunks of "
+                        f"{MAMBA2_CHUNK} tokens only (every published Nemotron-H and Nemotron 3 config); refused")  # fmt: skip
     d, vocab = c.positive("hidden_size"), c.positive("vocab_size")
     heads = c.positive("num_attention_heads")
     kv = c.integer("num_key_value_heads", default=heads)

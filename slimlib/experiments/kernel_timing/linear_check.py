@@ -42,13 +42,19 @@ KDA_RECURRENT = ("fused_kda_decode", "fused_recurrent_kda_packed_decode")
 MIN_BATCH = 128
 
 
+def conv_channels(t: pd.DataFrame) -> pd.Series:
+    """Channels of the causal convolution of each row of `t`: ``2 H_k d_k + H_v d_v`` (queries, keys and values;
+    `slimlib.registry.architectures.Architecture.linear_conv_channels` of a model)."""
+    return 2 * t["key_heads"] * t["key_head_dim"] + t["value_heads"] * t["value_head_dim"]
+
+
 def decode_state_bytes(t: pd.DataFrame, recurrent: str = RECURRENT, table: str = "aic-gdn") -> pd.Series:
     """Bytes each decode kernel of `t` (rows of `table`: aic-gdn, aic-kda) moves: the `recurrent` kernel the state
     ``2 B H_v d_k d_v`` x `STATE_BYTES` (read and written), the convolution update its state
     ``2 B (2 H_k d_k + H_v d_v) (K - 1)`` x `CONV_BYTES`."""
     b = t["batch_size"].astype(float)
     state = 2.0 * b * t["value_heads"] * t["key_head_dim"] * t["value_head_dim"] * STATE_BYTES
-    channels = 2 * t["key_heads"] * t["key_head_dim"] + t["value_heads"] * t["value_head_dim"]
+    channels = conv_channels(t)
     conv = 2.0 * b * channels * (t["conv_kernel"] - 1) * CONV_BYTES
     out = pd.Series(np.where(t["kernel_source"] == recurrent, state, conv), index=t.index, dtype=float)
     unknown = ~t["kernel_source"].isin([recurrent, CONV])
@@ -182,8 +188,7 @@ def gdn_prefill_points(t: pd.DataFrame | None = None) -> pd.DataFrame:
             "batch_size", "input_len"]  # fmt: skip
     chunk = df[df["kernel_source"] == CHUNK].set_index(keys)["latency_ms"].rename("chunk_ms")
     conv = df[df["kernel_source"] == CONV_PREFILL]
-    channels = 2 * conv["key_heads"] * conv["key_head_dim"] + conv["value_heads"] * conv["value_head_dim"]
-    conv = conv.assign(conv_bytes_per_token=2.0 * channels * CONV_BYTES).set_index(keys)
+    conv = conv.assign(conv_bytes_per_token=2.0 * conv_channels(conv) * CONV_BYTES).set_index(keys)
     pts = pd.concat([chunk, conv["latency_ms"].rename("conv_ms"), conv["conv_bytes_per_token"]], axis=1,
                     join="inner").reset_index()  # fmt: skip
     pts["latency_ms"] = pts["chunk_ms"] + pts["conv_ms"]
