@@ -35,3 +35,22 @@ def composed(tmp_path_factory: pytest.TempPathFactory) -> pd.DataFrame:
             return composed_table(folder)[0]
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+#: the slowest test modules (``--durations``), run first so that two workers end together; order only
+SLOW_MODULES = (
+    "test_interrupts.py",
+    "test_reproduce.py",
+    "test_kit_integration.py",
+    "test_readme_commands.py",
+    "test_vllm_commands.py",
+    "test_datasets_tables.py",
+    "test_engine_models.py",
+    "test_attention_kernel.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Put the tests of `SLOW_MODULES` first, in that order, each module's tests in their own order."""
+    rank = {name: i for i, name in enumerate(SLOW_MODULES)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
+from optional import requires
+from reproduced import run_quick, skip_if_reproduced
 
-pytest.importorskip("papermill")
-
-from reproduced import run_quick, skip_if_reproduced  # noqa: E402
+pytestmark = requires("papermill")
 
 ROOT = Path(__file__).resolve().parents[1]
 OUTPUTS = [

@@ -4,12 +4,13 @@ import json
 
 import numpy as np
 import pytest
+from optional import requires
 
 from slimlib.errors import DataError
 from slimlib.kit.harness import ENGINE, kv_cache_bytes, main, profile_step_positions, run_point
 from slimlib.registry.architectures import Architecture
 
-torch = pytest.importorskip("torch", reason="the profiling extra (torch) is not installed")
+pytestmark = requires("torch", "the profiling extra (torch) is not installed")
 
 
 def tiny(ffn_kind="gated", n_heads=4, n_kv_heads=2, n_layers=2):
@@ -45,6 +46,8 @@ def test_run_point_times_and_memory(ffn_kind, n_kv_heads):
 
 
 def test_engine_cache_matches_formula_and_gqa_matches_repeated_heads():
+    import torch
+
     from slimlib.kit import engine
 
     arch = tiny("gated", n_heads=4, n_kv_heads=2)
@@ -67,6 +70,8 @@ def test_engine_cache_matches_formula_and_gqa_matches_repeated_heads():
 
 
 def test_same_seed_same_tokens():
+    import torch
+
     arch = tiny()
     from slimlib.kit import engine
 

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from optional import requires
 
 from slimlib.cli.cmd_reproduce import collect_parameters
 from slimlib.cli.main import main
@@ -22,8 +23,7 @@ from slimlib.experiments.outputs.runner import (
     run_notebooks,
 )
 
-pytest.importorskip("papermill", reason="the notebooks extra (papermill, ipykernel) is not installed")
-nbformat = pytest.importorskip("nbformat")
+pytestmark = requires("papermill", "the notebooks extra (papermill, ipykernel) is not installed")
 
 FIXTURES = Path(__file__).parent / "fixtures" / "notebooks"
 
@@ -39,6 +39,8 @@ def _folder(tmp_path: Path, *names: str) -> Path:
 
 
 def _injected(executed: Path) -> str:
+    import nbformat
+
     cells = nbformat.read(executed, as_version=4).cells
     return "".join(c.source for c in cells if "injected-parameters" in c.metadata.get("tags", []))
 
@@ -209,6 +211,8 @@ def test_jobs_must_be_a_positive_whole_number(tmp_path, jobs):
 
 def _timing_notebook(path: Path, sleep_s: float) -> None:
     """A notebook that records when it starts and ends in figures_dir/<its name>.json, sleeping `sleep_s` between."""
+    import nbformat
+
     params = nbformat.v4.new_code_cell('figures_dir = "."')
     params.metadata["tags"] = ["parameters"]
     body = nbformat.v4.new_code_cell(

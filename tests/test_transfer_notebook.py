@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import pandas as pd
-import pytest
+from optional import requires
+from reproduced import notebook_outputs
 
-pytest.importorskip("papermill")
-
-from reproduced import notebook_outputs  # noqa: E402
+pytestmark = requires("papermill")
 
 EXPECTED = [
     "transfer_mi250_evidence.csv",
