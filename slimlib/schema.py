@@ -367,12 +367,29 @@ def validate_table(
 
 #: the longest latency a benchmark row can hold: a day, in ms
 MAX_LATENCY_MS = 86_400_000.0
+#: how far a row's mean E2E may exceed its run's span (`latency_order_problems`): exact in one run, but a table of
+#: medians over repeats takes each column's median apart (the committed campaigns' medians exceed it by up to 18%)
+SPAN_REL_TOL = 0.25
+
+
+def _run_span_ms(row: Mapping[Any, object], num: Callable[[str], float]) -> tuple[float, float]:
+    """(requests the row's client keeps out, the run's span in ms from its throughput: those requests' ``IL + OL``
+    tokens over ``throughput_tok_s``); NaN where the row does not say its client (``client``, ``static_batch``)."""
+    client = str(row.get("client") or "").strip().lower()
+    if not client and str(row.get("static_batch") or "").strip().lower() in _TRUE:
+        client = "static"
+    n = {"static": num("batch_size"), "concurrency": num("batch_size"), "burst": num("num_prompts")}.get(
+        client, math.nan
+    )
+    return n, 1e3 * n * (num("input_len") + num("output_len")) / num("throughput_tok_s")
 
 
 def latency_order_problems(row: Mapping[Any, object], tol: float = 0.01) -> list[str]:
     """Why a row's measured latencies cannot be: mean TTFT or (OL - 1) x mean TPOT above the client's mean E2E
-    (``mean_e2el_ms``, as vLLM's benchmark reports it; relative tolerance `tol`), or a latency's percentiles out of
-    order (``p50_ttft_ms`` <= ``p90_ttft_ms`` <= ``p99_ttft_ms``, and of TPOT, ITL and E2E); empty where none, or
+    (``mean_e2el_ms``, as vLLM's benchmark reports it; relative tolerance `tol`), a request's mean E2E (TTFT +
+    (OL - 1) TPOT) above the run's span where the row says its client (`_run_span_ms`: Little's law for a closed
+    loop, the batch for a static one, every prompt for a burst; tolerance `SPAN_REL_TOL`), or a latency's
+    percentiles out of order (``p50_ttft_ms`` <= ``p90_ttft_ms`` <= ``p99_ttft_ms``, and of TPOT, ITL and E2E); empty where none, or
     nothing to compare. (``e2e_s`` is not compared: a table may hold the time in the engine there, without the
     queue its TTFT includes.)"""
 
@@ -398,6 +415,13 @@ def latency_order_problems(row: Mapping[Any, object], tol: float = 0.01) -> list
             )
     if ttft > e2e * (1 + tol):
         out.append(f"mean TTFT {ttft:.4g} ms > mean E2E {e2e:.4g} ms")
+    n, span = _run_span_ms(row, num)
+    served = float(np.nansum([ttft, max(ol - 1, 0.0) * tpot]))
+    if served > span * (1 + SPAN_REL_TOL):
+        out.append(
+            f"mean TTFT + (OL - 1) x mean TPOT = {served:.4g} ms > the run's span, {n:g} requests x (IL + OL) / "
+            f"throughput = {span:.4g} ms"
+        )
     if ol > 1 and (ol - 1) * tpot > e2e * (1 + tol):
         out.append(f"(OL - 1) x mean TPOT = {(ol - 1) * tpot:.4g} ms > mean E2E {e2e:.4g} ms")
     for metric in ("ttft", "tpot", "itl", "e2el"):
@@ -419,7 +443,7 @@ def _check_latencies(df: pd.DataFrame) -> None:
         if problems:
             raise DataError(
                 f"{row_label(df, pos)}: {'; '.join(problems)}; a request's first token and later gaps lie inside its "
-                "E2E and percentiles grow: fix or remove the row"
+                "E2E, its E2E inside the run, and percentiles grow: fix or remove the row"
             )
 
 

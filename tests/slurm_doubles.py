@@ -1,6 +1,6 @@
 """Test doubles for Slurm campaigns: a fake `sbatch` that runs an array's tasks here, one after another, and a
 stand-in `vllm` (serve: a tiny HTTP server answering /health; bench serve: writes a RECORDED PUBLIC benchmark result,
-tests/fixtures/slurm/recorded/, adapted to the command line). They test orchestration only; nothing they write is a
+tests/fixtures/slurm/recorded/, adapted to the command line: a recorded burst's TTFT made the closed loop's). They test orchestration only; nothing they write is a
 measurement. `install(tmp_path)` writes them into tmp_path/bin and returns that folder (put it first on PATH).
 """
 
@@ -116,6 +116,15 @@ def bench(argv):
         sys.exit(f"fake client: no recorded result for this configuration ({src.name})")
     res["model_id"] = a.model
     res["max_concurrency"] = a.max_concurrency
+    # the recorded runs were bursts, whose TTFT waited for the queue: as the closed loop of B clients, a request's
+    # E2E is B requests' tokens over the throughput (Little's law), its TTFT that less its recorded decode
+    tokens = (a.random_input_len + a.random_output_len) * a.max_concurrency
+    ttft = 1e3 * tokens / res["total_token_throughput"] - (a.random_output_len - 1) * res["mean_tpot_ms"]
+    if ttft <= 0:
+        sys.exit(f"fake client: {src.name} has no closed-loop timing")
+    scale = ttft / res["mean_ttft_ms"]
+    for k in ("mean_ttft_ms", "median_ttft_ms", "std_ttft_ms", "p99_ttft_ms"):
+        res[k] *= scale
     for kv in a.metadata:
         k, _, v = kv.partition("=")
         res[k] = v

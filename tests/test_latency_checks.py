@@ -1,5 +1,5 @@
 """Measured latencies that cannot be are refused by the table check, naming the row: TTFT or the decode gaps
-beyond the request's measured mean E2E, percentiles out of order. (A table's ``e2e_s`` is not a bound: in the
+beyond the request's measured mean E2E, a request's E2E beyond its run's span, percentiles out of order. (A table's ``e2e_s`` is not a bound: in the
 paper's burst runs it is the engine's time, which (OL - 1) x TPOT exceeds by up to 1.35x.)"""
 
 from __future__ import annotations
@@ -35,3 +35,46 @@ def test_latencies_that_cannot_be_are_refused_naming_the_row(change, words):
         validate_table(_row(**change))
     msg = str(err.value)
     assert words in msg and "row 0" in msg and "\n" not in msg, msg
+
+
+# B = 8 requests of IL + OL = 381 tokens at 1889 tok/s: a closed loop's run spans 8 x 381 / 1889 s = 1613.6 ms, which
+# is the row's TTFT + 130 TPOT (Little's law holds to the last digit in one run)
+SPAN_WORDS = "> the run's span, 8 requests x (IL + OL) / throughput = 1614 ms"
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"mean_ttft_ms": 40_000.0, "p50_ttft_ms": 38_000.0, "p90_ttft_ms": 52_000.0, "p99_ttft_ms": 60_000.0},
+        {"mean_tpot_ms": 121.0},  # a TPOT in the wrong unit
+        {"static_batch": True, "mean_tpot_ms": 121.0},
+    ],
+)
+def test_latencies_beyond_the_runs_span_are_refused(change):
+    client = {} if "static_batch" in change else {"client": "concurrency"}
+    with pytest.raises(DataError) as err:
+        validate_table(_row(**client, **change))
+    msg = str(err.value)
+    assert SPAN_WORDS in msg and "row 0" in msg and "inside the run" in msg and "\n" not in msg, msg
+
+
+def test_the_span_counts_every_prompt_of_a_burst_and_needs_the_client():
+    queued = {
+        "mean_ttft_ms": 20_000.0,
+        "p50_ttft_ms": 19_000.0,
+        "p90_ttft_ms": 30_000.0,
+        "p99_ttft_ms": 39_000.0,
+    }
+    # 2000 prompts at once: a request waits for the ones before it, far beyond 8 requests' span
+    assert len(validate_table(_row(client="burst", num_prompts=2000, **queued))) == 1
+    with pytest.raises(DataError, match="the run's span"):
+        validate_table(_row(client="concurrency", **queued))
+    # a row that does not say its client has no known span (it is served as a closed loop, and `fit` says so)
+    assert len(validate_table(_row(**queued))) == 1
+
+
+def test_medians_over_repeats_may_exceed_the_span_by_the_tolerance():
+    within = _row(client="concurrency", mean_tpot_ms=12.1 * 1.2)  # E2E 1.19 x the span
+    assert len(validate_table(within)) == 1
+    with pytest.raises(DataError, match="the run's span"):
+        validate_table(_row(client="concurrency", mean_tpot_ms=12.1 * 1.35))  # 1.32 x
