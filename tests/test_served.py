@@ -145,6 +145,18 @@ def test_client_codes_reads_client_and_static_batch_and_counts_rows_that_say_nei
         (pd.DataFrame({"client": ["burst"], "static_batch": [True]}), "row 1: static_batch is true"),
         (pd.DataFrame({"client": ["burst"]}), "row 1: client 'burst' needs num_prompts"),
         (pd.DataFrame({"client": ["concurrency", "rate"]}), "row 2: client 'rate' .* is not modelled"),
+        (
+            pd.DataFrame({"client": ["burst"], "num_prompts": [10.5], "batch_size": [8]}),
+            "row 1: num_prompts = 10.5 is not a whole number",
+        ),
+        (
+            pd.DataFrame({"client": ["static", "burst"], "num_prompts": [4, 4], "batch_size": [8, 8]}),
+            "row 2: num_prompts = 4 requests never keep batch_size = 8 running; give batch_size 4",
+        ),
+        (
+            pd.DataFrame({"client": ["concurrency"], "num_prompts": [0], "batch_size": [8]}),
+            "row 1: num_prompts = 0 is not a whole number",
+        ),
     ],
 )
 def test_client_codes_refuses_rows_it_cannot_serve(df, words):

@@ -51,7 +51,8 @@ UNCHUNKED_MIN_BUDGET = 2048
 def client_codes(df: pd.DataFrame) -> tuple[FloatArray, int]:
     """Per row, the code of its client (`CLIENT_CODE`: column ``client``, else ``static`` where a ``static_batch``
     column is true, else `DEFAULT_CLIENT`) and how many rows said none; DataError naming the row for an unknown
-    client, a client that contradicts ``static_batch``, or a ``burst`` without ``num_prompts``."""
+    client, a client that contradicts ``static_batch``, a ``burst`` without ``num_prompts``, or a ``num_prompts``
+    of a burst or closed loop that is not a whole number of requests at least ``batch_size``."""
     n = len(df)
     static = flag_column(df, "static_batch", False)
     given = df["client"] if "client" in df.columns else pd.Series([None] * n, index=df.index)
@@ -80,6 +81,24 @@ def client_codes(df: pd.DataFrame) -> tuple[FloatArray, int]:
     if burst.size:
         raise DataError(
             f"row {burst[0] + 1}: client 'burst' needs num_prompts (the requests sent at once); add the column"
+        )
+    sent = (codes != CLIENT_CODE["static"]) & ~np.isnan(prompts)
+    bad = np.flatnonzero(sent & ((prompts < 1) | (prompts != np.round(prompts))))
+    if bad.size:
+        raise DataError(
+            f"row {bad[0] + 1}: num_prompts = {prompts[bad[0]]:g} is not a whole number of requests, 1 or more"
+        )
+    b = (
+        pd.to_numeric(df["batch_size"], errors="coerce").to_numpy(dtype=float)
+        if "batch_size" in df
+        else prompts
+    )
+    few = np.flatnonzero(sent & (prompts < b))
+    if few.size:
+        i = few[0]
+        raise DataError(
+            f"row {i + 1}: num_prompts = {prompts[i]:g} requests never keep batch_size = {b[i]:g} running; give "
+            f"batch_size {prompts[i]:g}, the most that decode together"
         )
     return codes, unsaid
 
