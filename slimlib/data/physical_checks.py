@@ -12,7 +12,8 @@ the reason, and is never fitted nor used as a measured best. The checks, in `CHE
 * ``latency_sum``: TTFT + (OL - 1) x TPOT == mean E2E within `LATENCY_SUM_REL_TOL` (vLLM defines a request's
   TPOT as (E2E - TTFT) / (OL - 1), so with every request at OL tokens the means obey this identity exactly);
 * ``latency_order``: a request's time to its first token and its later token gaps lie inside its E2E (mean TTFT
-  <= mean E2E, (OL - 1) x mean TPOT <= mean E2E) and each latency's percentiles are in order (p50 <= p90 <= p99 of
+  <= mean E2E, (OL - 1) x mean TPOT <= mean E2E), the two inside the run's span where it says its client
+  (`slimlib.schema.latency_order_problems`) and each latency's percentiles are in order (p50 <= p90 <= p99 of
   TTFT, TPOT, ITL and E2E, where the run reports them);
 * ``tpot_weight_read``: mean TPOT >= the time to read one GPU's weights once (`ServingConfig.weights` over the
   device's ``mem_bw``): every decode step reads every weight at least once (on the host CPU a small model's
