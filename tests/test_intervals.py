@@ -149,6 +149,13 @@ def test_coverage_on_model_generated_data_is_near_nominal(synthetic_cv):
     # the interval is nested: no fold's rows are inside its own learned quantiles by construction
     e = nested_intervals(synthetic_cv)
     assert e["low"].notna().all()
+    # the widths: high / low at the median, (high - low) / prediction on average; a log-symmetric interval of half
+    # width h has high / low = exp(2 h) and (high - low) / prediction = 2 sinh(h)
+    t = e[e["quantity"] == "throughput"]
+    assert row["mean_rel_width"] == pytest.approx(((t["high"] - t["low"]) / t["predicted"]).mean())
+    h = np.log(t["high"] / t["low"]) / 2
+    assert row["mean_rel_width"] == pytest.approx((2 * np.sinh(h)).mean(), rel=1e-6)
+    assert row["median_width"] == pytest.approx(np.exp(2 * h.median()))
 
 
 def test_coverage_of_a_too_narrow_interval_is_measured_as_low(synthetic_cv):

@@ -50,7 +50,7 @@ NOT_FOR_INTERVALS = (COMPOSED, COMPOSED_MOE, COMPOSED_FP8, COMPOSED_FP4)
 LOG_SD_COLUMN = {"throughput": "log_sd", "e2e": "log_sd", "ttft": "log_sd_ttft", "tpot": "log_sd_tpot"}
 #: columns of `coverage_table`
 COVERAGE_COLUMNS = ("method", "axis", "dataset", "quantity", "n_test", "n_folds", "coverage", "coverage_lo",
-                    "coverage_hi", "median_width", "in_band", "note")  # fmt: skip
+                    "coverage_hi", "median_width", "mean_rel_width", "in_band", "note")  # fmt: skip
 
 
 def log_errors(result: CVResult) -> pd.DataFrame:
@@ -149,7 +149,8 @@ def coverage_table(
 ) -> pd.DataFrame:
     """Nested coverage of the `level` intervals per method, axis, dataset and quantity, and per axis over its
     measured datasets (dataset "all": not `NOT_FOR_INTERVALS`): held-out rows, folds, share covered with its
-    `binomial_ci`, median width ``high / low``, whether the coverage lies in `band`."""
+    `binomial_ci`, median width ``high / low``, mean width relative to the prediction ``(high - low) / predicted``,
+    whether the coverage lies in `band`."""
     e = nested_intervals(result, level, jobs)
     measured = e[~e["dataset"].isin(NOT_FOR_INTERVALS)]
     rows = []
@@ -163,10 +164,15 @@ def coverage_table(
         cov = k / n if n else np.nan
         lo, hi = binomial_ci(k, n)
         width = float(np.median(g.loc[has, "high"] / g.loc[has, "low"])) if n else np.nan
+        rel = (
+            float(np.mean((g.loc[has, "high"] - g.loc[has, "low"]) / g.loc[has, "predicted"]))
+            if n
+            else np.nan
+        )
         note = "" if has.all() else f"{int((~has).sum())} row(s) without an interval"
         rows.append({"method": method, "axis": axis, "dataset": dataset, "quantity": quantity,
                      "n_test": n, "n_folds": int(g["fold"].nunique()), "coverage": cov, "coverage_lo": lo,
-                     "coverage_hi": hi, "median_width": width,
+                     "coverage_hi": hi, "median_width": width, "mean_rel_width": rel,
                      "in_band": bool(band[0] <= cov <= band[1]) if np.isfinite(cov) else False, "note": note})  # fmt: skip
     out = pd.DataFrame(rows, columns=list(COVERAGE_COLUMNS))
     order = {

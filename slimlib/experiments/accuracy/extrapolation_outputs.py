@@ -86,8 +86,8 @@ def recommendation_note(table: pd.DataFrame, best: str, tied: pd.DataFrame | Non
 
 
 def coverage_display(coverage: pd.DataFrame, quantity: str = "throughput") -> pd.DataFrame:
-    """Per axis (datasets pooled) and candidate: ``coverage % [binomial 95% interval] (median width high/low)`` of
-    `quantity`."""
+    """Per axis (datasets pooled) and candidate: ``coverage % [binomial 95% interval] (median width high/low, mean
+    width relative to the prediction)`` of `quantity`."""
     c = coverage[(coverage["dataset"] == "all") & (coverage["quantity"] == quantity)]
     axes = list(dict.fromkeys(c["axis"]))
     rows = []
@@ -101,7 +101,7 @@ def coverage_display(coverage: pd.DataFrame, quantity: str = "throughput") -> pd
         for m, r in g.iterrows():
             row[candidate_label(str(m))] = (
                 f"{100 * r['coverage']:.0f}% [{100 * r['coverage_lo']:.0f}, {100 * r['coverage_hi']:.0f}] "
-                f"(x{r['median_width']:.2f})" if pd.notna(r["coverage"]) else "n/a"
+                f"(x{r['median_width']:.2f}, {100 * r['mean_rel_width']:.0f}%)" if pd.notna(r["coverage"]) else "n/a"
             )  # fmt: skip
         rows.append(row)
     return pd.DataFrame(rows).astype(str)
@@ -164,7 +164,8 @@ def write_coverage_outputs(result: CVResult, figures_dir: str | Path) -> pd.Data
     save_table(
         coverage, "extrap_coverage", figures_dir, display=coverage_display(coverage),
         notes=[f"Share of held-out rows inside the {LEVEL:.0%} prediction interval (throughput) [exact binomial 95% "
-               f"interval], per axis over its measured datasets, and the median width high/low; target "
+               f"interval], per axis over its measured datasets, the median width high/low and the mean width "
+               f"(high - low) relative to the prediction; target "
                f"{lo:.0%}-{hi:.0%} on every axis. Nested: a fold's residual model (scale and quantiles) is learned "
                "from every other fold of the measured datasets (not the kernel-composed curves) "
                f"(its axis's own when it has {MIN_AXIS_FOLDS} or more, else all axes pooled); the parameter "
