@@ -374,24 +374,36 @@ SPAN_REL_TOL = 0.25
 
 def _run_span_ms(row: Mapping[Any, object], num: Callable[[str], float]) -> tuple[float, float]:
     """(requests the row's client keeps out, the run's span in ms from its throughput: those requests' ``IL + OL``
-    tokens over ``throughput_tok_s``); NaN where the row does not say its client (``client``, ``static_batch``)."""
-    client = str(row.get("client") or "").strip().lower()
-    if not client and str(row.get("static_batch") or "").strip().lower() in _TRUE:
+    tokens over ``throughput_tok_s``): a closed loop's ``max_concurrency`` clients (``batch_size`` where the row
+    has no such column), a static batch's ``batch_size``, a burst's ``num_prompts``; NaN where the row does not say
+    its client (``client``, ``static_batch``) or has no positive throughput."""
+    value = row.get("client")
+    blank = value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value))
+    client = "" if blank else str(value).strip().lower()
+    if not client and str(row.get("static_batch")).strip().lower() in _TRUE:
         client = "static"
-    n = {"static": num("batch_size"), "concurrency": num("batch_size"), "burst": num("num_prompts")}.get(
-        client, math.nan
-    )
-    return n, 1e3 * n * (num("input_len") + num("output_len")) / num("throughput_tok_s")
+    clients = num("max_concurrency")
+    n = {
+        "static": num("batch_size"),
+        "concurrency": clients if clients > 0 else num("batch_size"),
+        "burst": num("num_prompts"),
+    }.get(client, math.nan)
+    thr = num("throughput_tok_s")
+    if not (math.isfinite(thr) and thr > 0):
+        return n, math.nan
+    return n, 1e3 * n * (num("input_len") + num("output_len")) / thr
 
 
-def latency_order_problems(row: Mapping[Any, object], tol: float = 0.01) -> list[str]:
+def latency_order_problems(
+    row: Mapping[Any, object], tol: float = 0.01, span_tol: float = SPAN_REL_TOL
+) -> list[str]:
     """Why a row's measured latencies cannot be: mean TTFT or (OL - 1) x mean TPOT above the client's mean E2E
     (``mean_e2el_ms``, as vLLM's benchmark reports it; relative tolerance `tol`), a request's mean E2E (TTFT +
     (OL - 1) TPOT) above the run's span where the row says its client (`_run_span_ms`: Little's law for a closed
-    loop, the batch for a static one, every prompt for a burst; tolerance `SPAN_REL_TOL`), or a latency's
-    percentiles out of order (``p50_ttft_ms`` <= ``p90_ttft_ms`` <= ``p99_ttft_ms``, and of TPOT, ITL and E2E); empty where none, or
-    nothing to compare. (``e2e_s`` is not compared: a table may hold the time in the engine there, without the
-    queue its TTFT includes.)"""
+    loop, the batch for a static one, every prompt for a burst; relative tolerance `span_tol`), or a latency's
+    percentiles out of order (``p50_ttft_ms`` <= ``p90_ttft_ms`` <= ``p99_ttft_ms``, and of TPOT, ITL and E2E);
+    empty where none, or nothing to compare. (``e2e_s`` is not compared: a table may hold the time in the engine
+    there, without the queue its TTFT includes.)"""
 
     def num(key: str) -> float:
         try:
@@ -417,7 +429,7 @@ def latency_order_problems(row: Mapping[Any, object], tol: float = 0.01) -> list
         out.append(f"mean TTFT {ttft:.4g} ms > mean E2E {e2e:.4g} ms")
     n, span = _run_span_ms(row, num)
     served = float(np.nansum([ttft, max(ol - 1, 0.0) * tpot]))
-    if served > span * (1 + SPAN_REL_TOL):
+    if served > span * (1 + span_tol):
         out.append(
             f"mean TTFT + (OL - 1) x mean TPOT = {served:.4g} ms > the run's span, {n:g} requests x (IL + OL) / "
             f"throughput = {span:.4g} ms"

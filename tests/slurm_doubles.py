@@ -1,7 +1,7 @@
 """Test doubles for Slurm campaigns: a fake `sbatch` that runs an array's tasks here, one after another, and a
 stand-in `vllm` (serve: a tiny HTTP server answering /health; bench serve: writes a RECORDED PUBLIC benchmark result,
-tests/fixtures/slurm/recorded/, adapted to the command line: a recorded burst's TTFT made the closed loop's). They test orchestration only; nothing they write is a
-measurement. `install(tmp_path)` writes them into tmp_path/bin and returns that folder (put it first on PATH).
+tests/fixtures/slurm/recorded/, adapted to the command line: a recorded burst's TTFT made the closed loop's). They
+test orchestration only; nothing they write is a measurement. `install(tmp_path)` writes them into tmp_path/bin and returns that folder (put it first on PATH).
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """Measured latencies that cannot be are refused by the table check, naming the row: TTFT or the decode gaps
-beyond the request's measured mean E2E, a request's E2E beyond its run's span, percentiles out of order. (A table's ``e2e_s`` is not a bound: in the
-paper's burst runs it is the engine's time, which (OL - 1) x TPOT exceeds by up to 1.35x.)"""
+beyond the request's measured mean E2E, a request's E2E beyond its run's span, percentiles out of order. (A
+table's ``e2e_s`` is not a bound: in the paper's burst runs it is the engine's time, which (OL - 1) x TPOT exceeds
+by up to 1.35x.)"""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import pandas as pd
 import pytest
 
 from slimlib.errors import DataError
-from slimlib.schema import validate_table
+from slimlib.schema import latency_order_problems, validate_table
 
 
 def _row(**kw):
@@ -78,3 +79,22 @@ def test_medians_over_repeats_may_exceed_the_span_by_the_tolerance():
     assert len(validate_table(within)) == 1
     with pytest.raises(DataError, match="the run's span"):
         validate_table(_row(client="concurrency", mean_tpot_ms=12.1 * 1.35))  # 1.32 x
+
+
+def test_a_closed_loop_keeps_its_clients_out_even_above_the_servers_batch():
+    # 16 clients (--max-concurrency 16) on a server of 8 sequences: 16 requests out, twice the batch's span
+    over = _row(client="concurrency", max_concurrency=16, mean_tpot_ms=12.1 * 1.9)
+    assert len(validate_table(over)) == 1
+    with pytest.raises(DataError, match="the run's span, 8 requests"):
+        validate_table(over.drop(columns="max_concurrency"))
+
+
+def test_the_span_is_checked_for_a_static_batch_without_a_client_and_skipped_without_a_throughput():
+    row = {"batch_size": 8.0, "input_len": 250.0, "output_len": 131.0, "throughput_tok_s": 1889.0,
+           "mean_ttft_ms": 40.0, "mean_tpot_ms": 121.0}  # fmt: skip
+    assert latency_order_problems({**row, "client": float("nan"), "static_batch": "1"})
+    assert not latency_order_problems({**row, "static_batch": "1", "throughput_tok_s": 0.0})
+    assert not latency_order_problems({**row, "static_batch": "1", "throughput_tok_s": float("nan")})
+    # one run obeys the bound exactly, so the physical checks allow it no slack (a table of medians 25%)
+    exact = {**row, "client": "static", "mean_tpot_ms": 12.1 * 1.05}
+    assert latency_order_problems(exact, span_tol=0.01) and not latency_order_problems(exact)

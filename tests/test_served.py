@@ -147,7 +147,7 @@ def test_client_codes_reads_client_and_static_batch_and_counts_rows_that_say_nei
         (pd.DataFrame({"client": ["concurrency", "rate"]}), "row 2: client 'rate' .* is not modelled"),
         (
             pd.DataFrame({"client": ["burst"], "num_prompts": [10.5], "batch_size": [8]}),
-            "row 1: num_prompts = 10.5 is not a whole number",
+            "row 1: num_prompts = 10.5; give the requests the run sent, a whole number of 1 or more",
         ),
         (
             pd.DataFrame({"client": ["static", "burst"], "num_prompts": [4, 4], "batch_size": [8, 8]}),
@@ -155,13 +155,39 @@ def test_client_codes_reads_client_and_static_batch_and_counts_rows_that_say_nei
         ),
         (
             pd.DataFrame({"client": ["concurrency"], "num_prompts": [0], "batch_size": [8]}),
-            "row 1: num_prompts = 0 is not a whole number",
+            "row 1: num_prompts = 0;",
+        ),
+        (
+            pd.DataFrame({"client": ["burst"], "num_prompts": [np.inf], "batch_size": [8]}),
+            "row 1: num_prompts = inf;",
+        ),
+        (
+            pd.DataFrame(
+                {"client": ["concurrency", "concurrency"], "num_prompts": [9, 4], "batch_size": [8, 8]}
+            ),
+            "row 2: num_prompts = 4 requests never keep batch_size = 8 running",
+        ),
+        (
+            pd.DataFrame({"num_prompts": [4], "batch_size": [8]}),  # served as a closed loop of 8
+            "row 1: num_prompts = 4 requests never keep",
         ),
     ],
 )
 def test_client_codes_refuses_rows_it_cannot_serve(df, words):
     with pytest.raises(DataError, match=words):
         client_codes(df)
+
+
+def test_a_closed_loops_median_prompts_may_be_a_half_and_a_burst_without_a_batch_size_is_served():
+    # medians over repeats of a closed loop (data/engine-cpu-medians.csv holds 6.5 and 7.5)
+    codes, _ = client_codes(
+        pd.DataFrame({"client": ["concurrency"], "num_prompts": [6.5], "batch_size": [1]})
+    )
+    assert codes.tolist() == [CLIENT_CODE["concurrency"]]
+    codes, _ = client_codes(pd.DataFrame({"client": ["burst"], "num_prompts": [4]}))  # no batch_size column
+    assert codes.tolist() == [CLIENT_CODE["burst"]]
+    codes, _ = client_codes(load("engine-cpu-medians"))  # the committed fit table
+    assert (codes == CLIENT_CODE["concurrency"]).all()
 
 
 def _truth() -> SlimModel:

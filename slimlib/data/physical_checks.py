@@ -212,7 +212,7 @@ def _row_failures(row: dict, cache: dict, unchecked: dict[str, int]) -> list[tup
         if abs(total - e2e) > LATENCY_SUM_REL_TOL * e2e:
             out.append(("latency_sum", f"TTFT + (OL-1) x TPOT = {total:.4g} ms but mean E2E = {e2e:.4g} ms "
                                        f"(tolerance {LATENCY_SUM_REL_TOL:.0%})"))  # fmt: skip
-    order = latency_order_problems(row, LATENCY_SUM_REL_TOL)
+    order = latency_order_problems(row, LATENCY_SUM_REL_TOL, span_tol=LATENCY_SUM_REL_TOL)  # one run: exact
     if order:
         out.append(("latency_order", "; ".join(order)))
     tp = _num(row, "tensor_parallel")

@@ -52,7 +52,7 @@ def client_codes(df: pd.DataFrame) -> tuple[FloatArray, int]:
     """Per row, the code of its client (`CLIENT_CODE`: column ``client``, else ``static`` where a ``static_batch``
     column is true, else `DEFAULT_CLIENT`) and how many rows said none; DataError naming the row for an unknown
     client, a client that contradicts ``static_batch``, a ``burst`` without ``num_prompts``, or a ``num_prompts``
-    of a burst or closed loop that is not a whole number of requests at least ``batch_size``."""
+    of a burst or closed loop below ``batch_size`` or 1, infinite, or (a burst's) not a whole number."""
     n = len(df)
     static = flag_column(df, "static_batch", False)
     given = df["client"] if "client" in df.columns else pd.Series([None] * n, index=df.index)
@@ -83,10 +83,13 @@ def client_codes(df: pd.DataFrame) -> tuple[FloatArray, int]:
             f"row {burst[0] + 1}: client 'burst' needs num_prompts (the requests sent at once); add the column"
         )
     sent = (codes != CLIENT_CODE["static"]) & ~np.isnan(prompts)
-    bad = np.flatnonzero(sent & ((prompts < 1) | (prompts != np.round(prompts))))
+    # a burst's requests are a count; a closed loop's may be a median over repeats
+    fraction = (codes == CLIENT_CODE["burst"]) & (prompts != np.round(prompts))
+    bad = np.flatnonzero(sent & ((prompts < 1) | ~np.isfinite(prompts) | fraction))
     if bad.size:
         raise DataError(
-            f"row {bad[0] + 1}: num_prompts = {prompts[bad[0]]:g} is not a whole number of requests, 1 or more"
+            f"row {bad[0] + 1}: num_prompts = {prompts[bad[0]]:g}; give the requests the run sent, a whole number "
+            "of 1 or more"
         )
     b = (
         pd.to_numeric(df["batch_size"], errors="coerce").to_numpy(dtype=float)
