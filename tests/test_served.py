@@ -243,3 +243,31 @@ def test_weighted_percentiles_are_numpys_on_the_repeated_values():
         v, w = rng.normal(size=n), rng.integers(1, 6, size=n).astype(float)
         expected = np.percentile(np.repeat(v, w.astype(int)), (50, 90, 99))
         np.testing.assert_allclose(_weighted_percentiles(v, w, (50, 90, 99)), expected, rtol=1e-12)
+
+
+def test_a_closed_loop_of_more_clients_than_the_batch_waits_for_slots_by_littles_law():
+    rows = pd.DataFrame({"model": "llama-2-7b", "gpu": "h100-sxm-80gb", "batch_size": 8, "input_len": 256,
+                         "output_len": 128, "client": "concurrency", "max_concurrency": [np.nan, 8, 16, 32]})  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        p = _truth().predict(rows)
+    thr = p["pred_throughput_tok_s"].to_numpy()
+    assert np.allclose(thr, thr[0])  # the server runs 8 at a time whatever the clients
+    served = p["pred_ttft_s"] + 127 * p["pred_tpot_s"]
+    clients = np.array([8, 8, 16, 32])
+    np.testing.assert_allclose(served, clients * (256 + 128) / thr, rtol=1e-9)  # Little's law
+    # the clients beyond the 8 slots queue for one, C / B - 1 turns of the engine's time (1 with 16 clients, 3
+    # with 32); TPOT, the engine's pace, hardly moves (a slot freed mid-wave brings a prompt into its steps)
+    queue, e2e = p["pred_queue_s"].to_numpy(), p["pred_e2e_s"].to_numpy()
+    np.testing.assert_allclose(queue[2:] / e2e[2:], [1.0, 3.0], rtol=0.1)
+    assert p["pred_ttft_s"].is_monotonic_increasing
+    np.testing.assert_allclose(p["pred_tpot_s"], p["pred_tpot_s"].iloc[0], rtol=0.1)
+
+
+@pytest.mark.parametrize("value", [4, 12.5, np.inf])
+def test_a_closed_loops_clients_are_a_whole_number_at_least_its_batch(value):
+    df = pd.DataFrame({"client": ["concurrency"], "batch_size": [8], "max_concurrency": [value]})
+    with pytest.raises(
+        DataError, match="row 1: max_concurrency = .* with batch_size = 8: a closed loop's clients"
+    ):
+        client_codes(df)

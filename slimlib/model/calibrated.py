@@ -53,7 +53,7 @@ from slimlib.model.features import Features, FloatArray, model_features, refuse_
 from slimlib.model.intervals import INTERVAL_QUANTITIES, IntervalWarning
 from slimlib.model.params import ParamSpec
 from slimlib.model.priors import Prior, device_prior
-from slimlib.model.served import CLIENT_CODE, client_codes
+from slimlib.model.served import CLIENT_CODE, client_codes, closed_loop_clients
 from slimlib.model.terms import (
     ACTIVATION_WORK,
     ATTENTION_FACTOR,
@@ -256,9 +256,9 @@ class CalibratedModel(Estimator):
         return compose(self.terms(), p, f, hw, known)
 
     def _features(self, df: pd.DataFrame, hw: GPU) -> Features:
-        """Per-row features of `df` (`model_features`; the optional ``client``, ``static_batch``, ``num_prompts``
-        and ``chunked_prefill`` columns: `slimlib.model.served.client_codes`), after the terms' adjustments (the
-        effective batch)."""
+        """Per-row features of `df` (`model_features`; the optional ``client``, ``static_batch``, ``num_prompts``,
+        ``max_concurrency`` and ``chunked_prefill`` columns: `slimlib.model.served.client_codes` and
+        `closed_loop_clients`), after the terms' adjustments (the effective batch)."""
         f = model_features(df, hw)
         refuse_unread_layers(f, self.variant, tuple(r for t in self.terms() for r in t.reads))
         f["client"] = client_codes(df)[0]
@@ -269,6 +269,7 @@ class CalibratedModel(Estimator):
             else np.full(len(df), np.nan)
         )
         f["chunked_prefill"] = chunked_prefill_column(df)
+        f["clients"] = closed_loop_clients(df, f["client"])
         return adjust_features(self.terms(), f)
 
     def contributions(self, df: pd.DataFrame) -> dict[str, Contribution]:

@@ -1,8 +1,9 @@
 """TTFT and TPOT as a served request sees them, from the model's own step costs (beyond the paper).
 
 A table row says how its requests reach the engine (column ``client``, `client_codes`): ``static`` (one batch of B
-requests started together: offline sweeps; also a true ``static_batch`` column), ``concurrency`` (a closed loop of B
-clients, as ``vllm bench serve --max-concurrency B``; the default where a row says nothing, and `predict` says so)
+requests started together: offline sweeps; also a true ``static_batch`` column), ``concurrency`` (a closed loop of C
+clients, as ``vllm bench serve --max-concurrency C``: column ``max_concurrency``, else C = B; the default where a row
+says nothing, and `predict` says so)
 or ``burst`` (``num_prompts`` requests at once, at most B running: ``--request-rate inf`` with ``--max-num-seqs B``).
 The replay of vLLM's scheduler (`slimlib.model.schedule`; the token budget ``max_num_batched_tokens`` with chunked
 prefill, else V0's ``max(max_model_len, 2048)``) gives the steps each request waits through, prefills in and
@@ -16,12 +17,12 @@ decodes in; the model times them with its own terms:
 * the step times are scaled by ``kappa`` so that the replay keeps the batch model's time ``T = T_pre + T_dec`` and
   throughput, ``B_eff`` requests per ``E2E = t_fixed + T``, the replay saying only how that time splits: a static
   batch of B ends at ``E2E B / B_eff - t_fixed`` (its last request's end; ``T`` where all B run at once); a closed
-  loop of B clients always has B requests out, so by Little's law a request's mean time from its arrival to its
-  end is that too; a burst keeps ``B_eff`` requests in the engine, so a request's mean time there (its first step
+  loop of C clients always has C requests out, so by Little's law a request's mean time from its arrival to its
+  end is ``E2E C / B_eff - t_fixed`` (C above the B running: the others wait for a slot); a burst keeps ``B_eff`` requests in the engine, so a request's mean time there (its first step
   to its last) is ``T``, its queue for a slot on top.
 
 Per request: ``queue`` the steps before its first (a closed-loop request sent while the engine runs waits for that
-step; a burst waits for a slot), ``TTFT = t_fixed + queue + its steps to its first token``, ``TPOT = (its steps
+step; a burst, or a closed loop of more clients than slots, waits for a slot), ``TTFT = t_fixed + queue + its steps to its first token``, ``TPOT = (its steps
 after that) / (OL - 1)``, and its ``E2E = TTFT + (OL - 1) TPOT``. `served_latencies`
 gives the means over the scored requests and their 50th, 90th and 99th percentiles (numpy's linear interpolation,
 as ``vllm bench serve`` reports them).
@@ -94,8 +95,19 @@ def client_codes(df: pd.DataFrame) -> tuple[FloatArray, int]:
     b = (
         pd.to_numeric(df["batch_size"], errors="coerce").to_numpy(dtype=float)
         if "batch_size" in df
-        else prompts
+        else np.full(n, np.nan)
     )
+    if "max_concurrency" in df.columns:
+        c = pd.to_numeric(df["max_concurrency"], errors="coerce").to_numpy(dtype=float)
+        given = (codes == CLIENT_CODE["concurrency"]) & ~np.isnan(c)
+        wrong = np.flatnonzero(given & (~np.isfinite(c) | (c != np.round(c)) | (c < b)))
+        if wrong.size:
+            i = wrong[0]
+            raise DataError(
+                f"row {i + 1}: max_concurrency = {c[i]:g} with batch_size = {b[i]:g}: a closed loop's clients are a "
+                "whole number, at least the requests decoded together (give batch_size the smaller of "
+                "--max-num-seqs and --max-concurrency, as `slim data ingest` does)"
+            )
     few = np.flatnonzero(sent & (prompts < b))
     if few.size:
         i = few[0]
@@ -104,6 +116,17 @@ def client_codes(df: pd.DataFrame) -> tuple[FloatArray, int]:
             f"batch_size {prompts[i]:g}, the most that decode together"
         )
     return codes, unsaid
+
+
+def closed_loop_clients(df: pd.DataFrame, codes: FloatArray) -> FloatArray:
+    """Per row of `df` with client `codes`: a closed loop's clients, its ``max_concurrency`` where the column gives
+    one (checked by `client_codes`), else ``batch_size``; ``batch_size`` for the other clients."""
+    b = pd.to_numeric(df["batch_size"], errors="coerce").to_numpy(dtype=float)
+    if "max_concurrency" not in df.columns:
+        return b
+    c = pd.to_numeric(df["max_concurrency"], errors="coerce").to_numpy(dtype=float)
+    loop = (np.asarray(codes) == CLIENT_CODE["concurrency"]) & np.isfinite(c)
+    return np.asarray(np.where(loop, c, b), dtype=float)
 
 
 def _slope(
@@ -143,11 +166,22 @@ def _weighted_percentiles(values: np.ndarray, weights: np.ndarray, qs: tuple[int
 WINDOW_KEYS = tuple(f"w_{w}_{k}" for w in ("wait", "ttft", "e2e", "last") for k in ("a", "d", "p"))
 
 
+def clients(f: Features) -> FloatArray:
+    """Per row of features `f` (after the effective batch): the requests its client keeps out, a closed loop's
+    ``clients`` (``max_concurrency``, which may exceed the batch the server runs: the others wait for a slot), else
+    the requested batch (``batch_cap``)."""
+    cap = np.asarray(f.get("batch_cap", f["batch_size"]), dtype=float)
+    loop = np.asarray(f.get("clients", cap), dtype=float)
+    return np.asarray(np.where(np.asarray(f["client"]) == CLIENT_CODE["concurrency"], loop, cap), dtype=float)
+
+
 def _replay_keys(f: Features) -> np.ndarray:
     """Per row of features `f` (after the effective batch), the arguments of its `replay` as an (n, 8) array:
-    client code, concurrency, IL, OL, token budget, slots, chunked, prompts (0: the client's default)."""
+    client code, concurrency (`clients`), IL, OL, token budget, slots (at most the requested batch), chunked, prompts
+    (0: the client's default)."""
     cap = np.round(np.asarray(f.get("batch_cap", f["batch_size"]), dtype=float))
     slots = np.maximum(np.floor(np.minimum(np.minimum(f["kv_slots"], f["max_num_seqs"]), cap)), 1.0)
+    cap = np.round(clients(f))
     chunked = np.asarray(f["chunked_prefill"], dtype=float) > 0
     whole = np.maximum(np.asarray(f.get("max_model_len", 0.0 * cap), dtype=float), UNCHUNKED_MIN_BUDGET)
     budget = np.where(chunked, np.asarray(f["max_num_batched_tokens"], dtype=float), whole)
@@ -200,7 +234,7 @@ def served_latencies(
         engine = mean("e2e")
         fixed = e2e - pre - dec
         client = np.asarray(f["client"], dtype=float)
-        cap = np.asarray(f.get("batch_cap", b), dtype=float)
+        cap = clients(f)
         span = np.select(
             [client == CLIENT_CODE["static"], client == CLIENT_CODE["concurrency"]],
             [mean("last"), mean("wait") + engine], engine,
