@@ -462,7 +462,14 @@ def _check_latencies(df: pd.DataFrame) -> None:
 def configuration_columns(df: pd.DataFrame) -> list[str]:
     """The columns of `df` that name a configuration: `KEY_COLUMNS`, and the parallelism, precision, engine
     settings and client where given (two rows that differ in one are two configurations)."""
-    extra = ("tensor_parallel", *PRECISION_COLUMNS, *SETTING_COLUMNS, "client", "num_prompts")
+    extra = (
+        "tensor_parallel",
+        *PRECISION_COLUMNS,
+        *SETTING_COLUMNS,
+        "client",
+        "num_prompts",
+        "max_concurrency",
+    )
     return list(KEY_COLUMNS) + [c for c in extra if c in df.columns]
 
 

@@ -151,7 +151,7 @@ def test_client_codes_reads_client_and_static_batch_and_counts_rows_that_say_nei
         ),
         (
             pd.DataFrame({"client": ["static", "burst"], "num_prompts": [4, 4], "batch_size": [8, 8]}),
-            "row 2: num_prompts = 4 requests never keep batch_size = 8 running; give batch_size 4",
+            "row 2: num_prompts = 4 requests never keep batch_size = 8 out; give batch_size 4",
         ),
         (
             pd.DataFrame({"client": ["concurrency"], "num_prompts": [0], "batch_size": [8]}),
@@ -165,7 +165,7 @@ def test_client_codes_reads_client_and_static_batch_and_counts_rows_that_say_nei
             pd.DataFrame(
                 {"client": ["concurrency", "concurrency"], "num_prompts": [9, 4], "batch_size": [8, 8]}
             ),
-            "row 2: num_prompts = 4 requests never keep batch_size = 8 running",
+            "row 2: num_prompts = 4 requests never keep batch_size = 8 out",
         ),
         (
             pd.DataFrame({"num_prompts": [4], "batch_size": [8]}),  # served as a closed loop of 8
@@ -199,7 +199,8 @@ def test_predict_says_which_client_it_assumed_and_gives_percentiles(tmp_path):
         chunked_prefill=True, max_num_batched_tokens=2048
     )
     with pytest.warns(
-        AssumptionWarning, match="say no client are served as a closed loop at concurrency batch_size"
+        AssumptionWarning,
+        match="say no client are served as a closed loop at concurrency max_concurrency, else batch_size",
     ):
         unsaid = _truth().predict(rows)
     with warnings.catch_warnings():
@@ -264,10 +265,44 @@ def test_a_closed_loop_of_more_clients_than_the_batch_waits_for_slots_by_littles
     np.testing.assert_allclose(p["pred_tpot_s"], p["pred_tpot_s"].iloc[0], rtol=0.1)
 
 
-@pytest.mark.parametrize("value", [4, 12.5, np.inf])
-def test_a_closed_loops_clients_are_a_whole_number_at_least_its_batch(value):
-    df = pd.DataFrame({"client": ["concurrency"], "batch_size": [8], "max_concurrency": [value]})
-    with pytest.raises(
-        DataError, match="row 1: max_concurrency = .* with batch_size = 8: a closed loop's clients"
-    ):
+@pytest.mark.parametrize(
+    "clients, prompts, words",
+    [
+        (
+            4,
+            np.nan,
+            "row 1: max_concurrency = 4 clients never keep batch_size = 8 running; give batch_size 4",
+        ),
+        (12.5, np.nan, "row 1: max_concurrency = 12.5; give the clients of the closed loop, a whole number"),
+        (np.inf, np.nan, "row 1: max_concurrency = inf; give the clients"),
+        ("sixteen", np.nan, "row 1: max_concurrency = 'sixteen' is not a number of clients"),
+        (
+            16,
+            12,
+            "row 1: num_prompts = 12 requests never keep max_concurrency = 16 out; give max_concurrency 12",
+        ),
+    ],
+)
+def test_a_closed_loops_clients_are_a_whole_number_at_least_its_batch_and_its_prompts_at_least_them(
+    clients, prompts, words
+):
+    df = pd.DataFrame({"client": ["concurrency"], "batch_size": [8], "max_concurrency": [clients],
+                       "num_prompts": [prompts]})  # fmt: skip
+    with pytest.raises(DataError, match=words):
         client_codes(df)
+    # an empty cell is no value: the closed loop's clients are its batch
+    assert client_codes(df.assign(max_concurrency=[""], num_prompts=[np.nan]))[0].tolist() == [
+        CLIENT_CODE["concurrency"]
+    ]
+
+
+def test_a_workloads_clients_are_each_candidate_batch_in_the_advisors_curves():
+    from slimlib.advisor.capacity import predict_curves
+
+    work = pd.DataFrame({"model": ["llama-2-7b"], "input_len": [256], "output_len": [128]})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        plain = predict_curves(_truth(), work, [1, 8, 64])
+        clients = predict_curves(_truth(), work.assign(max_concurrency=4), [1, 8, 64])
+    for a, b in zip(plain, clients, strict=True):
+        np.testing.assert_array_equal(a, b)

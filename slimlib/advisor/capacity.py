@@ -187,7 +187,8 @@ def predict_curves(
 def _grid_base(workloads: pd.DataFrame) -> pd.DataFrame:
     """The workload rows `predict_grid` crosses with the batch sizes (typed columns, lengths checked), served to a
     closed loop at concurrency B where they name no ``client`` (`slimlib.model.served`)."""
-    base = workloads.drop(columns=["batch_size"], errors="ignore").reset_index(drop=True)
+    # the closed loop's clients are the candidate batch
+    base = workloads.drop(columns=["batch_size", "max_concurrency"], errors="ignore").reset_index(drop=True)
     if "client" not in base.columns:
         base = base.assign(client=DEFAULT_CLIENT)
     base = base.assign(  # optional columns (gpu_blocks, chunked_prefill, ...) travel with the workload rows

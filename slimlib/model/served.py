@@ -18,14 +18,15 @@ decodes in; the model times them with its own terms:
   throughput, ``B_eff`` requests per ``E2E = t_fixed + T``, the replay saying only how that time splits: a static
   batch of B ends at ``E2E B / B_eff - t_fixed`` (its last request's end; ``T`` where all B run at once); a closed
   loop of C clients always has C requests out, so by Little's law a request's mean time from its arrival to its
-  end is ``E2E C / B_eff - t_fixed`` (C above the B running: the others wait for a slot); a burst keeps ``B_eff`` requests in the engine, so a request's mean time there (its first step
-  to its last) is ``T``, its queue for a slot on top.
+  end is ``E2E C / B_eff - t_fixed`` (C above the B running: the others wait for a slot); a burst keeps ``B_eff``
+  requests in the engine, so a request's mean time there (its first step to its last) is ``T``, its queue for a
+  slot on top.
 
 Per request: ``queue`` the steps before its first (a closed-loop request sent while the engine runs waits for that
-step; a burst, or a closed loop of more clients than slots, waits for a slot), ``TTFT = t_fixed + queue + its steps to its first token``, ``TPOT = (its steps
-after that) / (OL - 1)``, and its ``E2E = TTFT + (OL - 1) TPOT``. `served_latencies`
-gives the means over the scored requests and their 50th, 90th and 99th percentiles (numpy's linear interpolation,
-as ``vllm bench serve`` reports them).
+step; a burst, or a closed loop of more clients than slots, waits for a slot), ``TTFT = t_fixed + queue + its steps
+to its first token``, ``TPOT = (its steps after that) / (OL - 1)``, and its ``E2E = TTFT + (OL - 1) TPOT``.
+`served_latencies` gives the means over the scored requests and their 50th, 90th and 99th percentiles (numpy's
+linear interpolation, as ``vllm bench serve`` reports them).
 """
 
 from __future__ import annotations
@@ -52,8 +53,10 @@ UNCHUNKED_MIN_BUDGET = 2048
 def client_codes(df: pd.DataFrame) -> tuple[FloatArray, int]:
     """Per row, the code of its client (`CLIENT_CODE`: column ``client``, else ``static`` where a ``static_batch``
     column is true, else `DEFAULT_CLIENT`) and how many rows said none; DataError naming the row for an unknown
-    client, a client that contradicts ``static_batch``, a ``burst`` without ``num_prompts``, or a ``num_prompts``
-    of a burst or closed loop below ``batch_size`` or 1, infinite, or (a burst's) not a whole number."""
+    client, a client that contradicts ``static_batch``, a ``burst`` without ``num_prompts``, a closed loop's
+    ``max_concurrency`` that is not a whole number of clients at least ``batch_size``, or a ``num_prompts`` below 1 or
+    the requests its client keeps out (a closed loop's clients, a burst's batch), infinite, or (a burst's) not a whole
+    number."""
     n = len(df)
     static = flag_column(df, "static_batch", False)
     given = df["client"] if "client" in df.columns else pd.Series([None] * n, index=df.index)
@@ -97,34 +100,55 @@ def client_codes(df: pd.DataFrame) -> tuple[FloatArray, int]:
         if "batch_size" in df
         else np.full(n, np.nan)
     )
-    if "max_concurrency" in df.columns:
-        c = pd.to_numeric(df["max_concurrency"], errors="coerce").to_numpy(dtype=float)
-        given = (codes == CLIENT_CODE["concurrency"]) & ~np.isnan(c)
-        wrong = np.flatnonzero(given & (~np.isfinite(c) | (c != np.round(c)) | (c < b)))
-        if wrong.size:
-            i = wrong[0]
-            raise DataError(
-                f"row {i + 1}: max_concurrency = {c[i]:g} with batch_size = {b[i]:g}: a closed loop's clients are a "
-                "whole number, at least the requests decoded together (give batch_size the smaller of "
-                "--max-num-seqs and --max-concurrency, as `slim data ingest` does)"
-            )
-    few = np.flatnonzero(sent & (prompts < b))
+    loop = codes == CLIENT_CODE["concurrency"]
+    c = _max_concurrency(df)
+    odd = np.flatnonzero(loop & ~np.isnan(c) & (~np.isfinite(c) | (c != np.round(c)) | (c < 1)))
+    if odd.size:
+        raise DataError(
+            f"row {odd[0] + 1}: max_concurrency = {c[odd[0]]:g}; give the clients of the closed loop, a whole number "
+            "of 1 or more (vLLM bench serve --max-concurrency)"
+        )
+    below = np.flatnonzero(loop & (c < b))
+    if below.size:
+        i = below[0]
+        raise DataError(
+            f"row {i + 1}: max_concurrency = {c[i]:g} clients never keep batch_size = {b[i]:g} running; give "
+            f"batch_size {c[i]:g}, the smaller of --max-num-seqs and --max-concurrency, as `slim data ingest` does"
+        )
+    # the requests a client keeps out: a closed loop's clients (else its batch), a burst's batch
+    out = np.where(loop & (c > b), c, b)
+    few = np.flatnonzero(sent & (prompts < out))
     if few.size:
         i = few[0]
+        name = "max_concurrency" if out[i] != b[i] else "batch_size"
         raise DataError(
-            f"row {i + 1}: num_prompts = {prompts[i]:g} requests never keep batch_size = {b[i]:g} running; give "
-            f"batch_size {prompts[i]:g}, the most that decode together"
+            f"row {i + 1}: num_prompts = {prompts[i]:g} requests never keep {name} = {out[i]:g} out; give {name} "
+            f"{prompts[i]:g}, or more prompts"
         )
     return codes, unsaid
+
+
+def _max_concurrency(df: pd.DataFrame) -> FloatArray:
+    """The optional ``max_concurrency`` column as floats, NaN where absent or empty; DataError naming the row for a
+    cell that is not a number."""
+    if "max_concurrency" not in df.columns:
+        return np.full(len(df), np.nan)
+    raw = df["max_concurrency"]
+    c = pd.to_numeric(raw, errors="coerce").to_numpy(dtype=float)
+    blank = raw.isna().to_numpy() | (raw.astype(str).str.strip() == "").to_numpy()
+    text = np.flatnonzero(np.isnan(c) & ~blank)
+    if text.size:
+        raise DataError(
+            f"row {text[0] + 1}: max_concurrency = {str(raw.iloc[text[0]])[:80]!r} is not a number of clients"
+        )
+    return np.asarray(c, dtype=float)
 
 
 def closed_loop_clients(df: pd.DataFrame, codes: FloatArray) -> FloatArray:
     """Per row of `df` with client `codes`: a closed loop's clients, its ``max_concurrency`` where the column gives
     one (checked by `client_codes`), else ``batch_size``; ``batch_size`` for the other clients."""
     b = pd.to_numeric(df["batch_size"], errors="coerce").to_numpy(dtype=float)
-    if "max_concurrency" not in df.columns:
-        return b
-    c = pd.to_numeric(df["max_concurrency"], errors="coerce").to_numpy(dtype=float)
+    c = _max_concurrency(df)
     loop = (np.asarray(codes) == CLIENT_CODE["concurrency"]) & np.isfinite(c)
     return np.asarray(np.where(loop, c, b), dtype=float)
 

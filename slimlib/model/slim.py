@@ -111,8 +111,8 @@ def _say_the_client(data: pd.DataFrame) -> None:
     closed loop's; and where they say nothing of the scheduler: vLLM's V1 engine's (`chunked_prefill_column`)."""
     if client_codes(data)[1]:
         warnings.warn(
-            "rows that say no client are served as a closed loop at concurrency batch_size (give a column "
-            "client: concurrency, burst with num_prompts, or static)", AssumptionWarning, stacklevel=4,
+            "rows that say no client are served as a closed loop at concurrency max_concurrency, else batch_size "
+            "(give a column client: concurrency, burst with num_prompts, or static)", AssumptionWarning, stacklevel=4,
         )  # fmt: skip
     said = data["chunked_prefill"] if "chunked_prefill" in data.columns else pd.Series([None] * len(data))
     if (said.isna() | (said.astype(str).str.strip() == "")).any():
