@@ -19,6 +19,7 @@ from slimlib.model.served import (
     CLIENT_CODE,
     _weighted_percentiles,
     client_codes,
+    running_cap,
     served_latencies,
     window_features,
 )
@@ -306,3 +307,23 @@ def test_a_workloads_clients_are_each_candidate_batch_in_the_advisors_curves():
         clients = predict_curves(_truth(), work.assign(max_concurrency=4), [1, 8, 64])
     for a, b in zip(plain, clients, strict=True):
         np.testing.assert_array_equal(a, b)
+
+
+def test_a_rows_batch_is_the_max_num_seqs_it_ran_at():
+    rows = pd.DataFrame({"model": "opt-1.3b", "gpu": "h100-sxm-80gb", "input_len": 64, "output_len": 64,
+                         "client": "concurrency", "batch_size": 2048, "max_num_seqs": [np.nan, 2048.0]})  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        p = _truth().predict(rows)  # vLLM's default on an 80 GB H100 is 1024 sequences
+    pred = p.filter(like="pred_")
+    pd.testing.assert_frame_equal(
+        pred.iloc[[0]].reset_index(drop=True), pred.iloc[[1]].reset_index(drop=True)
+    )
+    np.testing.assert_array_equal(running_cap(rows.iloc[[0]], np.array([1024.0])), [2048.0])
+    np.testing.assert_array_equal(
+        running_cap(rows.iloc[[0]].assign(batch_size=8), np.array([1024.0])), [1024.0]
+    )
+    with pytest.raises(
+        DataError, match="row 1: batch_size = 16 above max_num_seqs = 8: vLLM decodes at most"
+    ):
+        running_cap(rows.iloc[[0]].assign(batch_size=16, max_num_seqs=8), np.array([1024.0]))

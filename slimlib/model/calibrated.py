@@ -53,7 +53,7 @@ from slimlib.model.features import Features, FloatArray, model_features, refuse_
 from slimlib.model.intervals import INTERVAL_QUANTITIES, IntervalWarning
 from slimlib.model.params import ParamSpec
 from slimlib.model.priors import Prior, device_prior
-from slimlib.model.served import CLIENT_CODE, client_codes, closed_loop_clients
+from slimlib.model.served import CLIENT_CODE, client_codes, closed_loop_clients, running_cap
 from slimlib.model.terms import (
     ACTIVATION_WORK,
     ATTENTION_FACTOR,
@@ -270,6 +270,7 @@ class CalibratedModel(Estimator):
         )
         f["chunked_prefill"] = chunked_prefill_column(df)
         f["clients"] = closed_loop_clients(df, f["client"])
+        f["max_num_seqs"] = running_cap(df, f["max_num_seqs"])
         return adjust_features(self.terms(), f)
 
     def contributions(self, df: pd.DataFrame) -> dict[str, Contribution]:

@@ -128,6 +128,29 @@ def client_codes(df: pd.DataFrame) -> tuple[FloatArray, int]:
     return codes, unsaid
 
 
+def running_cap(df: pd.DataFrame, default: FloatArray) -> FloatArray:
+    """Per row of `df`: the most sequences its server runs, its ``max_num_seqs`` where the row gives one (DataError
+    naming the row where that is below ``batch_size``, the requests decoded together), else its ``batch_size`` where
+    that is above the `default` (vLLM's, for the row's GPU): a row's batch is the ``--max-num-seqs`` it ran at."""
+    b = pd.to_numeric(df["batch_size"], errors="coerce").to_numpy(dtype=float)
+    given = (
+        pd.to_numeric(df["max_num_seqs"], errors="coerce").to_numpy(dtype=float)
+        if "max_num_seqs" in df.columns
+        else np.full(len(df), np.nan)
+    )
+    below = np.flatnonzero(given < b)
+    if below.size:
+        i = below[0]
+        raise DataError(
+            f"row {i + 1}: batch_size = {b[i]:g} above max_num_seqs = {given[i]:g}: vLLM decodes at most "
+            f"max_num_seqs together; give batch_size {given[i]:g} (and max_concurrency {b[i]:g} for a closed loop "
+            "of that many clients)"
+        )
+    return np.asarray(
+        np.where(np.isnan(given), np.maximum(np.asarray(default, dtype=float), b), given), dtype=float
+    )
+
+
 def _max_concurrency(df: pd.DataFrame) -> FloatArray:
     """The optional ``max_concurrency`` column as floats, NaN where absent or empty; DataError naming the row for a
     cell that is not a number."""

@@ -55,6 +55,8 @@ def dense_curve(result, scenario: str, curve: str, methods=CURVE_METHODS, n: int
     template = template.drop(columns=["scenario", "method", "fold"])
     frame = pd.concat([template] * len(grid), ignore_index=True)
     frame["batch_size"] = grid
+    if "max_num_seqs" in frame.columns:  # a curve's batch is the --max-num-seqs it runs at
+        frame["max_num_seqs"] = grid
     rows = []
     for m in methods:
         model = result.models.get((scenario, m, fold))
