@@ -18,7 +18,7 @@ $SLIM bench model "$MODEL" --out "$WORK/models/$MODEL"
 $SLIM plan --model "$MODEL" --gpu cpu --input-len 64 --output-len 32 --batch-sizes 1 4 16 --rounds 1 \
   --min-prompts 2 --min-runs 3 --out "$WORK/plan"
 $SLIM bench run "$WORK/plan/plan.csv" --out "$WORK/camp" --engine-python .venv-engine/bin/python \
-  --models-dir "$WORK/models" --port 8765 --no-microbenchmark --min-run-s 0 --min-waves 1
+  --models-dir "$WORK/models" --port 8765 --no-microbenchmark --min-run-s 0 --min-waves 3
 $SLIM data ingest "$WORK/camp/results" --out "$WORK/ingested.csv" 2> >(tee "$WORK/ingest.log" >&2)
 # three runs at one (IL, OL) cannot separate prefill from decode: hold two of the five parameters
 $SLIM fit "$WORK/camp/runs.csv" --out "$WORK/params.json" --fix eta_c=0.5 --fix alpha=0 --quiet
@@ -51,7 +51,7 @@ assert runs["weights"].str.startswith("random").all() and runs["engine"].str.sta
 got = sorted(ing["throughput_tok_s"])
 want = sorted(runs.loc[runs["batch_size"].isin(kept), "throughput_tok_s"])
 assert np.allclose(got, want, rtol=1e-9, atol=0), (got, want)
-assert (side["repeat"] == 0).all() and (side["waves"] == 1).all() and (side["wall_s"] > 0).all(), side
+assert (side["repeat"] == 0).all() and (side["waves"] == 3).all() and (side["wall_s"] > 0).all(), side
 cpu = side[["cpu_user", "cpu_system", "cpu_steal", "cpu_idle"]]
 assert ((cpu >= 0) & (cpu <= 1)).all().all() and ((cpu.sum(axis=1) - 1).abs() < 0.01).all(), cpu
 assert (side["outside_cpu"] >= 0).all() and side["outside_load"].isin([True, False]).all(), side
@@ -59,12 +59,12 @@ assert (side["outside_cpu"] >= 0).all() and side["outside_load"].isin([True, Fal
 servers = side.groupby("server_pid")["server_started_utc"].nunique()
 assert (servers == 1).all() and len(servers) <= 2 and (side["load1"] >= 0).all(), side
 manifest = json.load(open(f"{work}/camp/manifest.json"))
-assert manifest["protocol"]["min_waves"] == 1 and manifest["sessions"][-1]["server_starts"][0]["ready_s"] > 0
+assert manifest["protocol"]["min_waves"] == 3 and manifest["sessions"][-1]["server_starts"][0]["ready_s"] > 0
 assert len(manifest["results"]) == 3 and all(len(r["sha256"]) == 64 for r in manifest["results"])
 pred = pd.read_csv(f"{work}/pred.csv")
 ape = (pred["pred_throughput_tok_s"] / pred["throughput_tok_s"] - 1).abs()
-# three single-repeat runs of under a second on the shared host: B = 1 took 0.6-0.9 s over four CI runs, so the
-# worst run's error swings (14.4-34.0%); the mean over the three is the sanity bound
+# three single-repeat runs of three waves on the shared host: with one wave each (B = 1 took 0.6-0.9 s) the worst
+# run's error swung 14.4-34.0% and the mean over the three reached 26.3% once; the mean is the sanity bound
 assert ape.mean() < 0.25, f"the fit misses its own training runs by {100 * ape.mean():.1f}% on average"
 advice = json.load(open(f"{work}/advice.json"))
 assert int(advice["b_cap"]) >= 1, advice
