@@ -95,11 +95,7 @@ def client_codes(df: pd.DataFrame) -> tuple[FloatArray, int]:
             f"row {bad[0] + 1}: num_prompts = {prompts[bad[0]]:g}; give the requests the run sent, a whole number "
             "of 1 or more"
         )
-    b = (
-        pd.to_numeric(df["batch_size"], errors="coerce").to_numpy(dtype=float)
-        if "batch_size" in df
-        else np.full(n, np.nan)
-    )
+    b = _batch_sizes(df)
     loop = codes == CLIENT_CODE["concurrency"]
     c = _max_concurrency(df)
     odd = np.flatnonzero(loop & ~np.isnan(c) & (~np.isfinite(c) | (c != np.round(c)) | (c < 1)))
@@ -115,8 +111,7 @@ def client_codes(df: pd.DataFrame) -> tuple[FloatArray, int]:
             f"row {i + 1}: max_concurrency = {c[i]:g} clients never keep batch_size = {b[i]:g} running; give "
             f"batch_size {c[i]:g}, the smaller of --max-num-seqs and --max-concurrency, as `slim data ingest` does"
         )
-    # the requests a client keeps out: a closed loop's clients (else its batch), a burst's batch
-    out = np.where(loop & (c > b), c, b)
+    out = closed_loop_clients(df, codes)  # the requests a client keeps out
     few = np.flatnonzero(sent & (prompts < out))
     if few.size:
         i = few[0]
@@ -132,7 +127,7 @@ def running_cap(df: pd.DataFrame, default: FloatArray) -> FloatArray:
     """Per row of `df`: the most sequences its server runs, its ``max_num_seqs`` where the row gives one (DataError
     naming the row where that is below ``batch_size``, the requests decoded together), else its ``batch_size`` where
     that is above the `default` (vLLM's, for the row's GPU): a row's batch is the ``--max-num-seqs`` it ran at."""
-    b = pd.to_numeric(df["batch_size"], errors="coerce").to_numpy(dtype=float)
+    b = _batch_sizes(df)
     given = (
         pd.to_numeric(df["max_num_seqs"], errors="coerce").to_numpy(dtype=float)
         if "max_num_seqs" in df.columns
@@ -167,10 +162,18 @@ def _max_concurrency(df: pd.DataFrame) -> FloatArray:
     return np.asarray(c, dtype=float)
 
 
+def _batch_sizes(df: pd.DataFrame) -> FloatArray:
+    """The ``batch_size`` column as floats, NaN where absent."""
+    if "batch_size" not in df.columns:
+        return np.full(len(df), np.nan)
+    return np.asarray(pd.to_numeric(df["batch_size"], errors="coerce").to_numpy(dtype=float), dtype=float)
+
+
 def closed_loop_clients(df: pd.DataFrame, codes: FloatArray) -> FloatArray:
     """Per row of `df` with client `codes`: a closed loop's clients, its ``max_concurrency`` where the column gives
-    one (checked by `client_codes`), else ``batch_size``; ``batch_size`` for the other clients."""
-    b = pd.to_numeric(df["batch_size"], errors="coerce").to_numpy(dtype=float)
+    one (checked by `client_codes`), else ``batch_size``; ``batch_size`` for the other clients (NaN without the
+    column)."""
+    b = _batch_sizes(df)
     c = _max_concurrency(df)
     loop = (np.asarray(codes) == CLIENT_CODE["concurrency"]) & np.isfinite(c)
     return np.asarray(np.where(loop, c, b), dtype=float)
